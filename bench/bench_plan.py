@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Time `kit plan` on large generated clusters and score the plans it writes.
+
+  bench_plan.py [--partitions 200000] [--brokers 150] [--repeat N] [--out FILE]
+
+For each scenario a snapshot is generated once with shared/tools/gen_cluster.py
+(RF 3, 3 racks, 1000 topics; cached in build/bench/), then:
+
+  replace    (--dead 2)   kit plan replace --replace OLD:NEW,OLD:NEW
+  az-loss                 kit plan az-loss --rack <the lost rack>
+  scale-out  (--add 6)    kit plan scale-out
+  drift                   kit plan rebalance; kit plan leaders;
+                          kit plan remove --remove <the two highest broker ids>
+
+Each `kit plan` runs in a child process: wall time, and peak resident memory
+from the child's own rusage (os.wait4). The I/O floor is the time this process
+takes to json.load the snapshot and json.dump it back to a file: no planner
+can beat reading its input and writing its output, so "ratio" says how far
+above that floor the whole command is. Each plan is then scored with
+shared/tools/evaluate_plan.py --json (definitions: shared/design.md,
+"Plan quality"). With --repeat N the medians are reported.
+
+Exits 1 when any `kit plan` run failed (the table still shows every row).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from demo_replace_arg import replace_arg  # noqa: E402
+
+from kit.formats import load_snapshot  # noqa: E402
+
+SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
+    "replace": (["--scenario", "replace", "--dead", "2"], ["replace"]),
+    "az-loss": (["--scenario", "az-loss"], ["az-loss"]),
+    "scale-out": (["--scenario", "scale-out", "--add", "6"], ["scale-out"]),
+    "drift": (["--scenario", "drift"], ["rebalance", "leaders", "remove"]),
+}
+
+COLUMNS = [
+    "scenario", "action", "seconds", "I/O floor s", "ratio", "peak MiB",
+    "additions / bound", "replica spread", "leader spread", "topic leader excess", "failover excess",
+]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def kit_command() -> list[str]:
+    script = Path(sys.executable).parent / "kit"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys\nfrom kit.cli import main\nsys.exit(main())"]
+
+
+def generator(shared: Path) -> list[str]:
+    gen = shared / "tools" / "gen_cluster.py"
+    if gen.exists():
+        return [sys.executable, str(gen)]
+    return [sys.executable, "-m", "kit.gencluster"]
+
+
+def snapshot_for(scenario: str, a: argparse.Namespace, cache: Path) -> Path:
+    path = cache / f"{scenario}-p{a.partitions}-b{a.brokers}-r{a.racks}-t{a.topics}-s{a.seed}.json"
+    if path.exists():
+        return path
+    extra, _ = SCENARIOS[scenario]
+    cmd = generator(a.shared) + [
+        "--brokers", str(a.brokers), "--racks", str(a.racks), "--partitions", str(a.partitions),
+        "--topics", str(a.topics), "--rf", "3", "--seed", str(a.seed), *extra,
+    ]
+    tmp = path.with_suffix(".tmp")
+    log(f"generating {path.name} ...")
+    t0 = time.perf_counter()
+    subprocess.run(cmd + ["--out", str(tmp)], check=True, stdin=subprocess.DEVNULL)
+    os.replace(tmp, path)
+    log(f"  {time.perf_counter() - t0:.1f}s")
+    return path
+
+
+def io_floor(snapshot: Path, scratch: Path) -> float:
+    t0 = time.perf_counter()
+    with open(snapshot) as f:
+        doc = json.load(f)
+    with open(scratch, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+    dt = time.perf_counter() - t0
+    scratch.unlink()
+    return dt
+
+
+def run_child(cmd: list[str], stdout: Path, stderr: Path) -> tuple[float, float, int]:
+    """Run cmd; return (wall seconds, peak RSS MiB of that child alone, exit code)."""
+    with open(stdout, "wb") as so, open(stderr, "wb") as se:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=so, stderr=se)
+        _, status, usage = os.wait4(proc.pid, 0)
+        dt = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    return dt, usage.ru_maxrss / 1024.0, proc.returncode  # ru_maxrss is KiB on Linux
+
+
+def action_args(action: str, snap: Path) -> tuple[list[str], list[int] | None]:
+    """Extra `kit plan` options, and the target brokers to score against (None: live brokers)."""
+    if action == "replace":
+        return ["--replace", replace_arg(load_snapshot(str(snap)))], None
+    with open(snap) as f:
+        brokers = json.load(f)["brokers"]
+    live = sorted(b["id"] for b in brokers if b.get("alive", True))
+    if action == "az-loss":
+        racks = {b.get("rack") for b in brokers}
+        lost = sorted(r for r in racks if r and all(not b.get("alive", True) for b in brokers if b.get("rack") == r))
+        return ["--rack", lost[0] if lost else "rack-c"], None
+    if action == "remove":
+        gone = live[-2:]
+        return ["--remove", ",".join(map(str, gone))], [b for b in live if b not in gone]
+    return [], None
+
+
+def evaluate(shared: Path, snap: Path, plan: Path, targets: list[int] | None) -> dict | None:
+    tool = shared / "tools" / "evaluate_plan.py"
+    if not tool.exists():
+        return None
+    cmd = [sys.executable, str(tool), str(snap), str(plan), "--json"]
+    if targets:
+        cmd += ["--brokers", ",".join(map(str, targets))]
+    r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        log(f"  evaluate_plan.py failed: {r.stderr.strip().splitlines()[-1:] or r.returncode}")
+        return None
+    return json.loads(r.stdout)
+
+
+def last_line(path: Path) -> str:
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def bench_action(scenario: str, action: str, snap: Path, floor: float, a: argparse.Namespace,
+                 work: Path) -> tuple[dict, str | None]:
+    extra, targets = action_args(action, snap)
+    plan, report = work / f"{scenario}-{action}.plan.json", work / f"{scenario}-{action}.report.json"
+    out, err = work / f"{scenario}-{action}.stdout", work / f"{scenario}-{action}.stderr"
+    cmd = kit_command() + ["plan", action, "--snapshot", str(snap), *extra,
+                           "--out", str(plan), "--report", str(report)]
+    times, peaks, digests = [], [], set()
+    for i in range(a.repeat):
+        log(f"{scenario} / {action}: run {i + 1}/{a.repeat}")
+        if plan.exists():
+            plan.unlink()
+        dt, peak, code = run_child(cmd, out, err)
+        if code != 0:
+            msg = last_line(err) or f"exit {code}"
+            log(f"  exit {code}: {msg}")
+            row = {"scenario": scenario, "action": action, "seconds": f"exit {code}",
+                   "I/O floor s": f"{floor:.2f}", "peak MiB": f"{peak:.0f}"}
+            return row, f"{scenario} / {action}: exit {code}: {msg}"
+        times.append(dt)
+        peaks.append(peak)
+        digests.add(hashlib.sha256(plan.read_bytes()).hexdigest() if plan.exists() else "")
+        log(f"  {dt:.2f}s, {peak:.0f} MiB")
+    secs, peak = statistics.median(times), statistics.median(peaks)
+    row = {"scenario": scenario, "action": action, "seconds": f"{secs:.2f}",
+           "I/O floor s": f"{floor:.2f}", "ratio": f"{secs / floor:.1f}" if floor > 0 else "",
+           "peak MiB": f"{peak:.0f}"}
+    note = None
+    if len(digests) > 1:
+        note = f"{scenario} / {action}: plans differ between repeats (not deterministic)"
+    if not plan.exists():
+        row["seconds"] = "no plan"
+        return row, f"{scenario} / {action}: exit 0 but no plan written"
+    res = evaluate(a.shared, snap, plan, targets)
+    if res is not None:
+        mv, after = res["movement"], res["after"]
+        row.update({
+            "additions / bound": f"{mv['replica_additions']} / {mv['additions_lower_bound_count_balanced']}",
+            "replica spread": str(after["replica_count_spread"]),
+            "leader spread": str(after["leader_count_spread"]),
+            "topic leader excess": str(after["topic_leader_excess_spread_max"]),
+            "failover excess": str(after["failover_excess_spread_max"]),
+        })
+        if res.get("problem_count"):
+            note = f"{scenario} / {action}: evaluate_plan.py found {res['problem_count']} problem(s): {res['problems'][:3]}"
+    return row, note
+
+
+def markdown(rows: list[dict], notes: list[str], a: argparse.Namespace) -> str:
+    head = [
+        f"# kit plan benchmark: {a.partitions} partitions, RF 3, {a.brokers} brokers, "
+        f"{a.racks} racks, {a.topics} topics (seed {a.seed})",
+        "",
+        f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"median of {a.repeat} run(s); seconds = whole `kit plan` command, start-up included.",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "|".join("---" for _ in COLUMNS) + "|",
+    ]
+    body = ["| " + " | ".join(r.get(c, "") for c in COLUMNS) + " |" for r in rows]
+    tail = ["", "Notes:", *[f"- {n}" for n in notes]] if notes else []
+    return "\n".join(head + body + tail) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=200_000)
+    ap.add_argument("--brokers", type=int, default=150)
+    ap.add_argument("--racks", type=int, default=3)
+    ap.add_argument("--topics", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per action; the median is reported")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    ap.add_argument("--shared", type=Path, default=Path(os.environ.get("SHARED", ROOT.parent / "shared")),
+                    help="the shared/ folder holding tools/gen_cluster.py and tools/evaluate_plan.py")
+    ap.add_argument("--out", type=Path, help="also write the markdown table to this file")
+    a = ap.parse_args(argv)
+    if a.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    chosen = [s.strip() for s in a.scenarios.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenario(s): {', '.join(unknown)}")
+    if not (a.shared / "tools" / "evaluate_plan.py").exists():
+        log(f"note: no {a.shared}/tools/evaluate_plan.py: plans will not be scored")
+
+    cache = ROOT / "build" / "bench"
+    work = cache / "runs"
+    work.mkdir(parents=True, exist_ok=True)
+    rows, notes = [], []
+    for scenario in chosen:
+        snap = snapshot_for(scenario, a, cache)
+        floor = statistics.median(io_floor(snap, work / "io-floor.json") for _ in range(a.repeat))
+        log(f"{scenario}: I/O floor {floor:.2f}s")
+        for action in SCENARIOS[scenario][1]:
+            row, note = bench_action(scenario, action, snap, floor, a, work)
+            rows.append(row)
+            if note:
+                notes.append(note)
+    text = markdown(rows, notes, a)
+    print(text, end="")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text)
+    failed = any(not r["seconds"][:1].isdigit() for r in rows)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Plain data for a cluster and a plan.
+
+A `Cluster` is immutable input: brokers by id and partitions in (topic, partition)
+order. Planners work on lists of replica lists aligned with `Cluster.partitions`
+(an *assignment*), so a plan is just the cluster plus the assignment after it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Broker:
+    """One Kafka broker as kit sees it."""
+
+    id: int
+    rack: str | None = None
+    alive: bool = True
+    storage_total: int | None = None
+    storage_free: int | None = None
+    instance_type: str | None = None
+    net_capacity: float | None = None
+    known: bool = True  # False when only named in replica lists (dead, unregistered)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One topic partition: replica order matters, replicas[0] is the preferred leader."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    size: int = 0
+    bytes_in: float = 0.0
+    bytes_out: float = 0.0
+    leader: int | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Brokers (sorted by id) and partitions (sorted by topic, partition)."""
+
+    brokers: dict[int, Broker]
+    partitions: tuple[Partition, ...]
+
+    @property
+    def live_ids(self) -> list[int]:
+        return [b.id for b in self.brokers.values() if b.alive]
+
+    def rack_of(self, broker_id: int) -> str | None:
+        b = self.brokers.get(broker_id)
+        return b.rack if b else None
+
+    def assignment(self) -> list[list[int]]:
+        """The current replica lists, one per partition."""
+        return [list(p.replicas) for p in self.partitions]
+
+    def topics(self) -> list[str]:
+        return sorted({p.topic for p in self.partitions})
+
+    def map_brokers(self) -> list[int]:
+        """Brokers named in any replica list."""
+        return sorted({b for p in self.partitions for b in p.replicas})
+
+
+@dataclass
+class Plan:
+    """The outcome of a planner: the assignment after, and what the operator should know."""
+
+    cluster: Cluster
+    action: str
+    after: list[list[int]]
+    targets: list[int]
+    selected: list[int] = field(default_factory=list)  # partition indices the planner could change
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reasons: dict[int, str] = field(default_factory=dict)  # partition index -> why it changed
+    broker_changes: dict[str, list[int]] = field(default_factory=dict)
+
+    def changed(self) -> list[int]:
+        """Indices of partitions whose replica list (or order) changes."""
+        return [i for i, p in enumerate(self.cluster.partitions) if list(p.replicas) != self.after[i]]
+
+    def reassignment(self) -> dict:
+        """Kafka's reassignment JSON for the partitions that change."""
+        parts = self.cluster.partitions
+        return {
+            "version": 1,
+            "partitions": [
+                {"topic": parts[i].topic, "partition": parts[i].partition, "replicas": list(self.after[i])}
+                for i in self.changed()
+            ],
+        }

@@ -1,0 +1,22 @@
+"""An availability zone is gone: re-place every replica it held on the other racks."""
+from __future__ import annotations
+
+from ..errors import BadInput
+from ..model import Cluster, Plan
+from .remove import evacuate
+from .select import resolve_brokers, select_partitions
+
+
+def plan_az_loss(cluster: Cluster, rack: str, topics: str | None = None, exclude: str | None = None,
+                 brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
+    """Treat every broker of `rack` as gone and move their replicas to the remaining racks."""
+    lost = [b.id for b in cluster.brokers.values() if b.rack == rack]
+    if not lost:
+        racks = sorted({b.rack for b in cluster.brokers.values() if b.rack})
+        raise BadInput(f"--rack {rack!r} names no broker's rack (racks: {', '.join(racks) or 'none'})")
+    selected = select_partitions(cluster, topics, exclude)
+    targets = [b for b in resolve_brokers(cluster, brokers, selected) if b not in set(lost)]
+    if not targets:
+        raise BadInput(f"no target brokers outside rack {rack}")
+    return evacuate(cluster, targets, selected, "az-loss", f"rack {rack} lost", removed=lost,
+                    ignore_warns=ignore_warns)

@@ -1,0 +1,199 @@
+"""Replica placement and count balancing with the fewest replica additions.
+
+Two moves only: fill a slot that must be filled (an orphaned replica, a new
+replica for a higher replication factor) on the least-loaded broker allowed,
+and move a replica from the most-loaded broker to the least-loaded one. Every
+move from a broker above the balanced band to one below it reduces both the
+excess and the deficit, so the number of moves equals the lower bound
+max(excess, deficit) whenever the rack rule lets the moves through.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Unsafe
+from .workspace import Workspace
+
+
+def _best_broker(ws: Workspace, p: int, members: list[int], rf: int) -> int | None:
+    """The target broker a new replica of partition `p` should go to, or None."""
+    ok = ws.is_target & ws.rack_ok_mask(members, rf)
+    for m in members:
+        ok[ws.index[m]] = False
+    cand = np.flatnonzero(ok)
+    if cand.size == 0:
+        return None
+    t = int(ws.topic[p])
+    # Fewest replicas first, then fewest of this topic (spreads topics), then lowest id.
+    key = ws.count[cand] * (ws.tcount.shape[1] * 64 + 1) + ws.tcount[t, cand]
+    return ws.ids[int(cand[int(np.argmin(key))])]
+
+
+def _fallback_broker(ws: Workspace, members: list[int]) -> int | None:
+    ok = ws.is_target.copy()
+    for m in members:
+        ok[ws.index[m]] = False
+    cand = np.flatnonzero(ok)
+    if cand.size == 0:
+        return None
+    return ws.ids[int(cand[int(np.argmin(ws.count[cand]))])]
+
+
+def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False) -> int:
+    """Re-place every selected replica that sits on a non-target broker; returns how many."""
+    slots = ws.orphan_slots()
+    by_part: dict[int, list[int]] = {}
+    for p, pos in slots:
+        by_part.setdefault(p, []).append(pos)
+    for p, positions in by_part.items():
+        reps = ws.assign[p]
+        rf = len(reps)
+        leaving = {reps[pos] for pos in positions}
+        for pos in positions:
+            members = [b for b in ws.assign[p] if b not in leaving]
+            new = _best_broker(ws, p, members, rf)
+            if new is None:
+                new = _fallback_broker(ws, members)
+                if new is None:
+                    raise Unsafe(f"{ws.cluster.partitions[p].name}: no target broker left to hold a replica")
+                msg = f"{ws.cluster.partitions[p].name}: no rack-safe broker for a replica; placed on {new}"
+                if not allow_rack_violation:
+                    raise Unsafe(msg + " (use --ignore-warns to accept)")
+                ws.warnings.append(msg)
+            leaving.discard(reps[pos])
+            ws.replace_slot(p, pos, new, reason)
+    return len(slots)
+
+
+def grow_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
+    """Add replicas to partition `p` until it has `rf`, least-loaded rack-safe brokers first."""
+    while len(ws.assign[p]) < rf:
+        new = _best_broker(ws, p, ws.assign[p], rf)
+        if new is None:
+            raise Unsafe(f"{ws.cluster.partitions[p].name}: no rack-safe broker for replica {len(ws.assign[p]) + 1}")
+        ws.append_replica(p, new, reason)
+
+
+def shrink_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
+    """Drop replicas of partition `p` down to `rf`: out-of-sync first, then the most loaded,
+    never breaking rack diversity that the smaller set can keep."""
+    isr = set(ws.cluster.partitions[p].isr)
+    while len(ws.assign[p]) > rf:
+        reps = ws.assign[p]
+        best = None
+        for pos, b in enumerate(reps):
+            rest = [m for m in reps if m != b]
+            racks = {ws.rack_of[m] for m in rest if ws.rack_of[m] is not None}
+            unracked = sum(1 for m in rest if ws.rack_of[m] is None)
+            keeps_racks = ws.n_racks == 0 or len(racks) + unracked >= ws.need(rf)
+            key = (not keeps_racks, b in isr, pos == 0, -int(ws.count[ws.index[b]]), -b)
+            if best is None or key < best[0]:
+                best = (key, b)
+        ws.drop_replica(p, best[1], reason)
+
+
+def _flex_racks(ws: Workspace, a: int) -> set[int]:
+    """Racks that some movable replica on broker index `a` could move to under the rack rule."""
+    out: set[int] = set()
+    b_id = ws.ids[a]
+    all_racks = set(range(len(ws.rack_names)))
+    for bucket in ws.on_topic[a].values():
+        for p in bucket:
+            members = [m for m in ws.assign[p] if m != b_id]
+            mask = ws.rack_ok_mask(members, len(ws.assign[p]))
+            out.update(int(r) for r in np.unique(ws.rack[mask]) if r >= 0)
+            if out >= all_racks:
+                return out
+    return out
+
+
+def _pick_partition(ws: Workspace, a: int, b: int) -> int | None:
+    """A movable partition on broker index `a` that may move to broker index `b`.
+
+    Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
+    the count balance), then candidates that keep every broker's degree and add peers to `b`.
+    """
+    topics = ws.on_topic[a]
+    if not topics:
+        return None
+    cand_t = np.fromiter(topics.keys(), dtype=np.int64, count=len(topics))
+    diff = ws.tcount[cand_t, a] - ws.tcount[cand_t, b]
+    order = np.lexsort((cand_t, -diff))
+    a_id, b_id = ws.ids[a], ws.ids[b]
+    shared_a, shared_b = ws.shared[a], ws.shared[b]
+    for t in cand_t[order]:
+        best = None
+        seen = 0
+        for p in topics[int(t)]:
+            reps = ws.assign[p]
+            if b_id in reps:
+                continue
+            members = [m for m in reps if m != a_id]
+            if not ws.rack_ok(b_id, members, len(reps)):
+                continue
+            idx = [ws.index[m] for m in members]
+            loss = sum(1 for j in idx if shared_a[j] == 1 and ws.is_target[j])
+            gain = sum(1 for j in idx if shared_b[j] == 0)
+            key = (loss, -gain)
+            if best is None or key < best[0]:
+                best = (key, p)
+                if key[0] == 0 and key[1] == -len(idx):
+                    break
+            seen += 1
+            if seen >= 8:
+                break
+        if best is not None:
+            return best[1]
+    return None
+
+
+def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None = None) -> int:
+    """Move replicas from the most- to the least-loaded target brokers until the spread is at
+    most one or no allowed move narrows it. Returns the number of moves."""
+    tidx = ws.target_idx
+    if tidx.size < 2:
+        return 0
+    moves = 0
+    failed: set[tuple[int, int]] = set()
+    flex: dict[int, set[int]] = {}
+    while max_moves is None or moves < max_moves:
+        c = ws.count[tidx]
+        if int(c.max()) - int(c.min()) <= 1:
+            break
+        desc = tidx[np.lexsort((tidx, -c))]
+        asc = tidx[np.lexsort((tidx, c))]
+        done = False
+        for a in desc:
+            ca = int(ws.count[a])
+            if ca - int(ws.count[asc[0]]) < 2:
+                break
+            for b in asc:
+                if ca - int(ws.count[b]) < 2:
+                    break
+                if (a, b) in failed:
+                    continue
+                rb = int(ws.rack[b])
+                if rb >= 0 and rb != ws.rack[a]:
+                    if a not in flex:
+                        flex[a] = _flex_racks(ws, a)
+                    if rb not in flex[a]:
+                        failed.add((a, b))
+                        continue
+                p = _pick_partition(ws, a, b)
+                if p is None:
+                    failed.add((a, b))
+                    continue
+                pos = ws.assign[p].index(ws.ids[a])
+                ws.replace_slot(p, pos, ws.ids[b], reason)
+                moves += 1
+                # b gained a partition: pairs starting at b may now succeed, and a's options changed.
+                flex.pop(b, None)
+                flex.pop(a, None)
+                failed = {f for f in failed if f[0] != b}
+                done = True
+                break
+            if done:
+                break
+        if not done:
+            break
+    return moves

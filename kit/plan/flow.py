@@ -1,0 +1,84 @@
+"""Assignment with lower and upper bounds, solved as a max flow.
+
+Items (partitions) each pick one of their candidate groups; each group must receive
+between lo and hi items, and groups may be nested in parents with bounds of their
+own. Lower bounds are turned into a plain max flow by the textbook transformation
+(every lower bound becomes a demand met from a super source), so OR-Tools' fast
+push-relabel solver does the work.
+"""
+from __future__ import annotations
+
+import numpy as np
+from ortools.graph.python import max_flow
+
+
+def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray,
+                       group_lo: np.ndarray, group_hi: np.ndarray,
+                       parent_of_group: np.ndarray | None = None,
+                       parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None):
+    """Pick one candidate group per item so every group and parent count lies in its bounds.
+
+    Parameters
+    ----------
+    n_items : int
+        Items, numbered 0..n_items-1; every item must be assigned.
+    item_of_arc, group_of_arc : ndarray
+        Candidate arcs: item `item_of_arc[k]` may go to group `group_of_arc[k]`.
+    group_lo, group_hi : ndarray
+        Bounds per group.
+    parent_of_group, parent_lo, parent_hi : ndarray, optional
+        A second level: each group feeds one parent, whose total is bounded too.
+
+    Returns
+    -------
+    ndarray or None
+        The group chosen for each item, or None when the bounds cannot all be met.
+    """
+    n_groups = len(group_lo)
+    n_par = 0 if parent_of_group is None else len(parent_lo)
+    s2, t2, src, sink = 0, 1, 2, 3
+    item0 = 4
+    grp0 = item0 + n_items
+    par0 = grp0 + n_groups
+    excess = np.zeros(par0 + n_par, dtype=np.int64)
+    tails, heads, caps = [], [], []
+
+    def arcs(t, h, c):
+        tails.append(np.asarray(t, dtype=np.int64))
+        heads.append(np.asarray(h, dtype=np.int64))
+        caps.append(np.asarray(c, dtype=np.int64))
+
+    # src -> item with bounds [1, 1]: only the demands remain.
+    excess[item0:item0 + n_items] += 1
+    excess[src] -= n_items
+    arcs(item0 + item_of_arc, grp0 + group_of_arc, np.ones(len(item_of_arc)))
+    g = np.arange(n_groups)
+    if parent_of_group is None:
+        arcs(grp0 + g, np.full(n_groups, sink), group_hi - group_lo)
+        excess[sink] += int(group_lo.sum())
+    else:
+        arcs(grp0 + g, par0 + parent_of_group, group_hi - group_lo)
+        np.add.at(excess, par0 + parent_of_group, group_lo)
+        p = np.arange(n_par)
+        arcs(par0 + p, np.full(n_par, sink), parent_hi - parent_lo)
+        excess[par0:par0 + n_par] -= parent_lo
+        excess[sink] += int(parent_lo.sum())
+    excess[grp0:grp0 + n_groups] -= group_lo
+    arcs([sink], [src], [n_items + 1])
+    pos = np.flatnonzero(excess > 0)
+    neg = np.flatnonzero(excess < 0)
+    arcs(np.full(pos.size, s2), pos, excess[pos])
+    arcs(neg, np.full(neg.size, t2), -excess[neg])
+    mf = max_flow.SimpleMaxFlow()
+    all_t, all_h, all_c = np.concatenate(tails), np.concatenate(heads), np.concatenate(caps)
+    if (all_c < 0).any():
+        return None
+    mf.add_arcs_with_capacity(all_t, all_h, all_c)
+    mf.solve(s2, t2)
+    if mf.optimal_flow() < int(excess[pos].sum()):
+        return None
+    flows = mf.flows(np.arange(len(item_of_arc)))
+    choice = np.full(n_items, -1, dtype=np.int64)
+    used = np.flatnonzero(flows)
+    choice[item_of_arc[used]] = group_of_arc[used]
+    return choice

@@ -1,0 +1,20 @@
+"""Leadership and follower order only: no data moves."""
+from __future__ import annotations
+
+from ..model import Cluster, Plan
+from .leadership import balance_leadership
+from .select import broker_changes, finish, resolve_brokers, select_partitions
+from .workspace import Workspace
+
+
+def plan_leaders(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
+                 brokers: list[int] | None = None) -> Plan:
+    """Reorder replica lists for even leaders, per-topic leaders and failover."""
+    selected = select_partitions(cluster, topics, exclude)
+    targets = resolve_brokers(cluster, brokers, selected)
+    # Only partitions wholly on the targets can be reordered without moving data off them.
+    tset = set(targets)
+    movable = [p for p in selected if all(b in tset for b in cluster.partitions[p].replicas)]
+    ws = Workspace(cluster, targets, movable)
+    balance_leadership(ws)
+    return finish(ws, "leaders", broker_changes(cluster, targets))

@@ -1,0 +1,31 @@
+"""Balance replica counts in place with the fewest additions; scale-out is the same on new brokers."""
+from __future__ import annotations
+
+from ..model import Cluster, Plan
+from .balance import balance_counts, place_orphans
+from .leadership import balance_leadership
+from .select import broker_changes, finish, resolve_brokers, select_partitions
+from .workspace import Workspace
+
+
+def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brokers, ignore_warns) -> Plan:
+    selected = select_partitions(cluster, topics, exclude)
+    targets = resolve_brokers(cluster, brokers, selected)
+    ws = Workspace(cluster, targets, selected)
+    # Replicas on brokers outside the targets must move anyway: place them first, evenly.
+    place_orphans(ws, "broker not in target set", allow_rack_violation=ignore_warns)
+    balance_counts(ws, reason)
+    balance_leadership(ws)
+    return finish(ws, action, broker_changes(cluster, targets))
+
+
+def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
+                   brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
+    """Even out replica counts, leaders and failover order over the target brokers."""
+    return _rebalance(cluster, "rebalance", "rebalance", topics, exclude, brokers, ignore_warns)
+
+
+def plan_scale_out(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
+                   brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
+    """Move the fewest replicas onto new and underfull brokers until counts are even."""
+    return _rebalance(cluster, "scale-out", "moved to new/underfull broker", topics, exclude, brokers, ignore_warns)

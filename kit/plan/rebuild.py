@@ -1,0 +1,83 @@
+"""topicmappr's `rebuild`: keep what can stay, re-place what must move, or build afresh."""
+from __future__ import annotations
+
+from ..errors import BadInput, Unsafe
+from ..model import Cluster, Plan
+from .balance import _best_broker, grow_replication, place_orphans, shrink_replication
+from .leadership import balance_leadership
+from .select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
+from .workspace import Workspace
+
+
+def substitution_affinities(cluster: Cluster, leaving: list[int], new: list[int]) -> dict[int, int]:
+    """Pair each leaving broker with a new broker in the same rack (topicmappr's --sub-affinity).
+
+    Raises `Unsafe` when there are fewer new brokers than leaving ones, or when a leaving
+    broker has no new broker in its rack.
+    """
+    if len(new) < len(leaving):
+        raise Unsafe(f"Insufficient number of new brokers: {len(leaving)} to replace, {len(new)} new")
+    free = list(new)
+    out = {}
+    for old in sorted(leaving):
+        rack = cluster.rack_of(old)
+        match = next((b for b in free if cluster.rack_of(b) == rack), None)
+        if match is None:
+            raise Unsafe(f"no new broker in rack {rack} to substitute for broker {old}")
+        free.remove(match)
+        out[old] = match
+    return out
+
+
+def plan_rebuild(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
+                 brokers: list[int] | None = None, force_rebuild: bool = False, sub_affinity: bool = False,
+                 replication: int | None = None, min_rack_ids: int | None = None,
+                 placement: str = "count", ignore_warns: bool = False) -> Plan:
+    """Rebuild the selected topics' map over the target brokers.
+
+    Without `force_rebuild` only replicas on brokers outside the targets move (to the
+    least-loaded rack-safe broker, or with `sub_affinity` to the new broker in the same
+    rack); with it every selected partition is placed afresh, evenly.
+    """
+    if placement != "count":
+        raise BadInput(f"--placement {placement} is not available yet (count only)")
+    selected = select_partitions(cluster, topics, exclude)
+    targets = resolve_brokers(cluster, brokers, selected)
+    rf_needed = replication or max(len(cluster.partitions[p].replicas) for p in selected)
+    check_replication(targets, rf_needed)
+    ws = Workspace(cluster, targets, selected, min_rack_ids)
+    tset = set(targets)
+    leaving = sorted({b for p in selected for b in cluster.partitions[p].replicas if b not in tset})
+    in_map = set(cluster.map_brokers())
+    new = sorted(b for b in targets if b not in in_map)
+    changes = broker_changes(cluster, targets, replacing=leaving)
+    if force_rebuild:
+        for p in selected:
+            for b in list(ws.assign[p]):
+                ws._remove(p, b)
+            rf = replication or len(cluster.partitions[p].replicas)
+            ws.assign[p] = []
+            for _ in range(rf):
+                b = _best_broker(ws, p, ws.assign[p], rf)
+                if b is None:
+                    raise Unsafe(f"{cluster.partitions[p].name}: no rack-safe broker left for a replica")
+                ws.assign[p].append(b)
+                ws._add(p, b)
+            ws.reasons[p] = "rebuilt"
+    else:
+        if sub_affinity and leaving:
+            pairs = substitution_affinities(cluster, leaving, new)
+            for p in selected:
+                for pos, b in enumerate(list(ws.assign[p])):
+                    if b in pairs:
+                        ws.replace_slot(p, pos, pairs[b], "replaced broker (substitution affinity)")
+        place_orphans(ws, "replaced broker", allow_rack_violation=ignore_warns)
+        if replication:
+            for p in selected:
+                if len(ws.assign[p]) > replication:
+                    shrink_replication(ws, p, replication, f"replication -> {replication}")
+            for p in selected:
+                if len(ws.assign[p]) < replication:
+                    grow_replication(ws, p, replication, f"replication -> {replication}")
+    balance_leadership(ws)
+    return finish(ws, "rebuild" + (" (force)" if force_rebuild else ""), changes)

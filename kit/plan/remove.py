@@ -1,0 +1,36 @@
+"""Evacuate brokers: every replica they hold moves, balanced over the rest; nothing else moves."""
+from __future__ import annotations
+
+from ..errors import BadInput
+from ..model import Cluster, Plan
+from .balance import place_orphans
+from .leadership import balance_leadership
+from .select import broker_changes, finish, resolve_brokers, select_partitions
+from .workspace import Workspace
+
+
+def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: str, reason: str,
+             removed=(), min_rack_ids: int | None = None, ignore_warns: bool = False) -> Plan:
+    """Re-place exactly the selected replicas that sit outside `targets`, then balance leadership."""
+    ws = Workspace(cluster, targets, selected, min_rack_ids)
+    rf_max = max((len(ws.assign[p]) for p in selected), default=0)
+    if rf_max > len(targets):
+        raise BadInput(f"replication factor {rf_max} is larger than the {len(targets)} target brokers available")
+    place_orphans(ws, reason, allow_rack_violation=ignore_warns)
+    balance_leadership(ws)
+    return finish(ws, action, broker_changes(cluster, targets, removed=removed))
+
+
+def plan_remove(cluster: Cluster, remove: list[int], topics: str | None = None, exclude: str | None = None,
+                brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
+    """Move every replica off the brokers in `remove`, with the fewest additions and even counts."""
+    if not remove:
+        raise BadInput("--remove needs at least one broker id")
+    for b in remove:
+        if b not in cluster.brokers or not cluster.brokers[b].known and cluster.brokers[b].alive:
+            raise BadInput(f"--remove names broker {b}, which the cluster does not have")
+    selected = select_partitions(cluster, topics, exclude)
+    targets = [b for b in resolve_brokers(cluster, brokers, selected) if b not in set(remove)]
+    if not targets:
+        raise BadInput("no target brokers left after --remove")
+    return evacuate(cluster, targets, selected, "remove", "broker removed", removed=remove, ignore_warns=ignore_warns)

@@ -1,0 +1,52 @@
+"""Replace brokers one for one: NEW takes OLD's replica slots, in the same positions."""
+from __future__ import annotations
+
+from ..errors import BadInput, Unsafe
+from ..model import Cluster, Plan
+from .select import broker_changes, finish, select_partitions
+from .workspace import Workspace
+
+
+def plan_replace(cluster: Cluster, pairs: list[tuple[int, int]], topics: str | None = None,
+                 exclude: str | None = None, ignore_warns: bool = False) -> Plan:
+    """Substitute each OLD broker by its NEW one in every selected partition; nothing else moves.
+
+    Leadership is left exactly where it was (NEW leads what OLD led), which is what an
+    operator replacing hardware expects; run `leaders` afterwards to rebalance it.
+    """
+    if not pairs:
+        raise BadInput("--replace needs at least one OLD:NEW pair")
+    olds = [o for o, _ in pairs]
+    news = [n for _, n in pairs]
+    for b in olds + news:
+        if b not in cluster.brokers or not cluster.brokers[b].known and b in news:
+            raise BadInput(f"--replace names broker {b}, which the cluster does not have")
+    if len(set(olds)) != len(olds) or len(set(news)) != len(news) or set(olds) & set(news):
+        raise BadInput("--replace pairs must name each broker once")
+    for n in news:
+        if not cluster.brokers[n].alive:
+            raise BadInput(f"--replace: new broker {n} is not alive")
+    selected = select_partitions(cluster, topics, exclude)
+    mapping = dict(pairs)
+    targets = sorted((set(cluster.live_ids) - set(olds)) | set(news))
+    ws = Workspace(cluster, targets, selected)
+    for p in selected:
+        reps = ws.assign[p]
+        for pos, b in enumerate(list(reps)):
+            new = mapping.get(b)
+            if new is None:
+                continue
+            if new in reps:
+                raise Unsafe(f"{cluster.partitions[p].name}: broker {new} already holds a replica; cannot replace {b} with it")
+            members = [m for m in reps if m != b]
+            if not ws.rack_ok(new, members, len(reps)):
+                msg = (f"{cluster.partitions[p].name}: replacing {b} with {new} puts two replicas "
+                       f"in rack {cluster.rack_of(new)}")
+                if not ignore_warns:
+                    raise Unsafe(msg + " (use --ignore-warns to accept)")
+                ws.warnings.append(msg)
+            ws.replace_slot(p, pos, new, "replaced broker")
+    for o, n in pairs:
+        if cluster.rack_of(o) != cluster.rack_of(n):
+            ws.warnings.append(f"broker {n} (rack {cluster.rack_of(n)}) replaces {o} from another rack ({cluster.rack_of(o)})")
+    return finish(ws, "replace", broker_changes(cluster, targets, replacing=olds))

@@ -1,0 +1,185 @@
+"""The mutable working state every planner shares.
+
+A `Workspace` holds the assignment being built and the counters that make each
+placement decision O(brokers) instead of O(partitions): replicas per broker,
+replicas per (topic, broker), co-replica counts (degree), and for every broker
+the movable partitions it holds, grouped by topic.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import BadInput, Unsafe
+from ..model import Cluster
+
+
+class Workspace:
+    """Assignment under construction over a fixed target broker set.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The cluster as it is now.
+    targets : iterable of int
+        Broker ids replicas may be placed on.
+    selected : iterable of int
+        Indices of the partitions the planner may change; the others are fixed load.
+    min_rack_ids : int or None
+        Distinct racks each replica set must span (topicmappr's --min-rack-ids);
+        None means as many as the replication factor allows.
+    """
+
+    def __init__(self, cluster: Cluster, targets, selected, min_rack_ids: int | None = None):
+        self.cluster = cluster
+        self.ids = list(cluster.brokers)
+        self.index = {b: i for i, b in enumerate(self.ids)}
+        self.targets = sorted(set(targets))
+        for t in self.targets:
+            if t not in self.index:
+                raise BadInput(f"broker {t} is not in the cluster")
+        n = len(self.ids)
+        self.is_target = np.zeros(n, dtype=bool)
+        self.is_target[[self.index[t] for t in self.targets]] = True
+        self.target_idx = np.flatnonzero(self.is_target)
+
+        racks = [cluster.brokers[b].rack for b in self.ids]
+        names = sorted({r for r in racks if r is not None})
+        rack_num = {r: i for i, r in enumerate(names)}
+        self.rack_names = names
+        self.rack = np.array([rack_num[r] if r is not None else -1 for r in racks], dtype=np.int64)
+        self.rack_of = {b: (cluster.brokers[b].rack) for b in self.ids}
+        self.n_racks = len({int(self.rack[i]) for i in self.target_idx if self.rack[i] >= 0})
+        if min_rack_ids is not None and min_rack_ids > 0 and min_rack_ids > self.n_racks:
+            raise Unsafe(
+                f"--min-rack-ids {min_rack_ids} asks for more racks than the target brokers span ({self.n_racks})"
+            )
+        self.min_rack_ids = min_rack_ids if min_rack_ids else None
+
+        parts = cluster.partitions
+        self.assign = [list(p.replicas) for p in parts]
+        topics = sorted({p.topic for p in parts})
+        self.topic_names = topics
+        tnum = {t: i for i, t in enumerate(topics)}
+        self.topic = np.array([tnum[p.topic] for p in parts], dtype=np.int64)
+        self.selected = sorted(set(selected))
+        self.is_selected = np.zeros(len(parts), dtype=bool)
+        self.is_selected[self.selected] = True
+
+        self.count = np.zeros(n, dtype=np.int64)
+        self.tcount = np.zeros((len(topics), n), dtype=np.int64)
+        self.shared = np.zeros((n, n), dtype=np.int64)
+        flat = [self.index[b] for reps in self.assign for b in reps]
+        lens = np.fromiter((len(r) for r in self.assign), dtype=np.int64, count=len(parts))
+        if flat:
+            flat_a = np.array(flat, dtype=np.int64)
+            np.add.at(self.count, flat_a, 1)
+            np.add.at(self.tcount, (np.repeat(self.topic, lens), flat_a), 1)
+            self._add_pairs(flat_a, lens)
+        # Movable partitions per broker and topic; dicts keep insertion order, so scans are deterministic.
+        self.on_topic: list[dict[int, dict[int, None]]] = [dict() for _ in range(n)]
+        for p in self.selected:
+            t = int(self.topic[p])
+            for b in self.assign[p]:
+                self.on_topic[self.index[b]].setdefault(t, {})[p] = None
+        self.reasons: dict[int, str] = {}
+        self.warnings: list[str] = []
+
+    def _add_pairs(self, flat: np.ndarray, lens: np.ndarray) -> None:
+        starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        for k in np.unique(lens):
+            rows = flat[(starts[lens == k])[:, None] + np.arange(k)]
+            for i in range(k):
+                for j in range(k):
+                    if i != j:
+                        np.add.at(self.shared, (rows[:, i], rows[:, j]), 1)
+
+    # -- rack rules -------------------------------------------------------------------
+    def need(self, rf: int) -> int:
+        """Distinct racks a replica set of `rf` replicas must span."""
+        if self.n_racks == 0:
+            return 0
+        cap = self.n_racks if self.min_rack_ids is None else self.min_rack_ids
+        return min(rf, cap)
+
+    def rack_ok(self, b: int, members: list[int], rf: int) -> bool:
+        """Whether broker id `b` may join `members` in a replica set of `rf` replicas."""
+        r = self.rack[self.index[b]]
+        if r < 0:
+            return True
+        seen = set()
+        unracked = 0
+        for m in members:
+            rm = self.rack[self.index[m]]
+            if rm < 0:
+                unracked += 1
+            else:
+                seen.add(int(rm))
+        return int(r) not in seen or len(seen) + unracked >= self.need(rf)
+
+    def rack_ok_mask(self, members: list[int], rf: int) -> np.ndarray:
+        """Brokers (by index) that may join `members` under the rack rule."""
+        seen = {int(self.rack[self.index[m]]) for m in members} - {-1}
+        unracked = sum(1 for m in members if self.rack[self.index[m]] < 0)
+        if not seen or len(seen) + unracked >= self.need(rf):
+            return np.ones(len(self.ids), dtype=bool)
+        return ~np.isin(self.rack, list(seen))
+
+    # -- changes -----------------------------------------------------------------------
+    def replace_slot(self, p: int, pos: int, new: int, reason: str) -> None:
+        """Put broker `new` in slot `pos` of partition `p` (the old broker leaves)."""
+        reps = self.assign[p]
+        old = reps[pos]
+        self._remove(p, old)
+        reps[pos] = new
+        self._add(p, new)
+        self.reasons.setdefault(p, reason)
+
+    def append_replica(self, p: int, new: int, reason: str) -> None:
+        self.assign[p].append(new)
+        self._add(p, new)
+        self.reasons.setdefault(p, reason)
+
+    def drop_replica(self, p: int, old: int, reason: str) -> None:
+        self._remove(p, old)
+        self.assign[p].remove(old)
+        self.reasons.setdefault(p, reason)
+
+    def _remove(self, p: int, old: int) -> None:
+        i = self.index[old]
+        t = int(self.topic[p])
+        self.count[i] -= 1
+        self.tcount[t, i] -= 1
+        for m in self.assign[p]:
+            if m != old:
+                j = self.index[m]
+                self.shared[i, j] -= 1
+                self.shared[j, i] -= 1
+        bucket = self.on_topic[i].get(t)
+        if bucket is not None:
+            bucket.pop(p, None)
+            if not bucket:
+                del self.on_topic[i][t]
+
+    def _add(self, p: int, new: int) -> None:
+        i = self.index[new]
+        t = int(self.topic[p])
+        self.count[i] += 1
+        self.tcount[t, i] += 1
+        for m in self.assign[p]:
+            if m != new:
+                j = self.index[m]
+                self.shared[i, j] += 1
+                self.shared[j, i] += 1
+        if self.is_selected[p]:
+            self.on_topic[i].setdefault(t, {})[p] = None
+
+    # -- questions ---------------------------------------------------------------------
+    def orphan_slots(self) -> list[tuple[int, int]]:
+        """(partition, position) of every selected replica on a broker outside the targets."""
+        out = []
+        tgt = self.is_target
+        for p in self.selected:
+            for pos, b in enumerate(self.assign[p]):
+                if not tgt[self.index[b]]:
+                    out.append((p, pos))
+        return out

@@ -1,0 +1,250 @@
+"""kit.formats: Snapshot v1 loading and validation, plan text, atomic writes."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+from kit.errors import BadInput
+from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, plan_text, write_atomic
+from kit.model import Plan
+
+
+def write(tmp_path, doc, name="snap.json"):
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(path)
+
+
+def snap(brokers=None, partitions=None, **extra):
+    doc = {
+        "version": 1,
+        "brokers": brokers if brokers is not None else [
+            {"id": 1, "rack": "a"}, {"id": 2, "rack": "b"}, {"id": 3, "rack": "c"}, {"id": 4, "rack": "a"},
+        ],
+        "partitions": partitions if partitions is not None else [
+            {"topic": "t", "partition": 0, "replicas": [1, 2, 3]},
+            {"topic": "t", "partition": 1, "replicas": [2, 3, 1]},
+        ],
+    }
+    doc.update(extra)
+    return doc
+
+
+def bad(tmp_path, doc, *fragments):
+    """Loading doc raises BadInput whose one-line message names the file and every fragment."""
+    path = write(tmp_path, doc)
+    with pytest.raises(BadInput) as e:
+        load_snapshot(path)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert path in msg
+    for f in fragments:
+        assert f in msg, f"{f!r} not in {msg!r}"
+    return msg
+
+
+# -- good input ---------------------------------------------------------------------------
+
+def test_minimal_snapshot_takes_the_documented_defaults(tmp_path):
+    c = load_snapshot(write(tmp_path, {"brokers": [{"id": 7}], "partitions": [
+        {"topic": "events", "partition": 0, "replicas": [7]}]}))
+    b = c.brokers[7]
+    assert b.alive is True and b.rack is None and b.known is True
+    assert b.storage_total is None and b.storage_free is None and b.net_capacity is None
+    (p,) = c.partitions
+    assert p.replicas == (7,) and p.isr == (7,)  # isr defaults to replicas
+    assert p.size == 0 and p.bytes_in == 0.0 and p.bytes_out == 0.0 and p.leader is None
+
+
+def test_full_snapshot_keeps_every_field(tmp_path):
+    c = load_snapshot(write(tmp_path, snap(
+        brokers=[{"id": 1001, "rack": "rack-a", "alive": True, "storage_total": 4_000_000_000_000,
+                  "storage_free": 2_500_000_000_000, "instance_type": "standard", "net_capacity": 125_000_000},
+                 {"id": 1002, "rack": "rack-b", "alive": False}],
+        partitions=[{"topic": "events", "partition": 0, "replicas": [1001, 1002], "isr": [1001],
+                     "size": 12345678, "bytes_in": 1e6, "bytes_out": 3e6, "leader": 1001}])))
+    b = c.brokers[1001]
+    assert (b.rack, b.storage_total, b.storage_free, b.instance_type, b.net_capacity) == (
+        "rack-a", 4_000_000_000_000, 2_500_000_000_000, "standard", 125_000_000)
+    assert c.brokers[1002].alive is False and c.live_ids == [1001]
+    (p,) = c.partitions
+    assert (p.isr, p.size, p.bytes_in, p.bytes_out, p.leader) == ((1001,), 12345678, 1e6, 3e6, 1001)
+
+
+def test_null_rack_and_version_absent_are_accepted(tmp_path):
+    c = load_snapshot(write(tmp_path, {"brokers": [{"id": 1, "rack": None}], "partitions": []}))
+    assert c.brokers[1].rack is None and c.partitions == ()
+
+
+def test_unknown_broker_in_replicas_becomes_a_dead_broker(tmp_path):
+    c = load_snapshot(write(tmp_path, snap(partitions=[{"topic": "t", "partition": 0, "replicas": [1, 99, 2]}])))
+    ghost = c.brokers[99]
+    assert ghost.alive is False and ghost.known is False and ghost.rack is None
+    assert 99 not in c.live_ids
+    assert list(c.brokers) == sorted(c.brokers)
+
+
+def test_partitions_and_brokers_come_out_sorted(tmp_path):
+    parts = [{"topic": t, "partition": n, "replicas": [1, 2]} for t in ("b", "a", "c") for n in (2, 0, 10, 1)]
+    random.Random(3).shuffle(parts)
+    c = load_snapshot(write(tmp_path, snap(brokers=[{"id": 2}, {"id": 1}], partitions=parts)))
+    assert [p.key for p in c.partitions] == sorted(p.key for p in c.partitions)
+    assert list(c.brokers) == [1, 2]
+
+
+def test_live_broker_with_no_replicas_is_kept(tmp_path):
+    c = load_snapshot(write(tmp_path, snap()))
+    assert 4 in c.live_ids and 4 not in c.map_brokers()
+
+
+# -- bad input: one BadInput naming the problem each --------------------------------------
+
+def test_malformed_json(tmp_path):
+    bad(tmp_path, '{"version": 1, "brokers": [', "not valid JSON")
+
+
+def test_missing_file(tmp_path):
+    path = str(tmp_path / "nope.json")
+    with pytest.raises(BadInput, match="no such file"):
+        load_snapshot(path)
+
+
+def test_not_an_object(tmp_path):
+    bad(tmp_path, [1, 2, 3], "expected a JSON object")
+
+
+def test_missing_replicas(tmp_path):
+    bad(tmp_path, snap(partitions=[{"topic": "t", "partition": 0}]), "partitions[0]", "'replicas'")
+
+
+def test_missing_broker_id(tmp_path):
+    bad(tmp_path, snap(brokers=[{"id": 1}, {"rack": "a"}]), "brokers[1]", "'id'")
+
+
+def test_duplicate_broker_in_a_replica_list(tmp_path):
+    bad(tmp_path, snap(partitions=[{"topic": "t", "partition": 3, "replicas": [1, 2, 1]}]),
+        "t-3", "broker 1 twice")
+
+
+def test_partition_listed_twice(tmp_path):
+    bad(tmp_path, snap(partitions=[{"topic": "t", "partition": 0, "replicas": [1, 2]},
+                                   {"topic": "t", "partition": 0, "replicas": [2, 3]}]),
+        "t-0", "listed twice")
+
+
+def test_broker_listed_twice(tmp_path):
+    bad(tmp_path, snap(brokers=[{"id": 1}, {"id": 1}]), "broker 1 listed twice")
+
+
+@pytest.mark.parametrize("value", ["1001", 1.5, True, None])
+def test_non_integer_broker_id(tmp_path, value):
+    bad(tmp_path, snap(brokers=[{"id": value}]), "brokers[0].id", "expected an integer")
+
+
+@pytest.mark.parametrize("value", ["2", 2.0, False])
+def test_non_integer_broker_id_in_replicas(tmp_path, value):
+    bad(tmp_path, snap(partitions=[{"topic": "t", "partition": 0, "replicas": [1, value]}]),
+        "t-0 replicas", "expected an integer")
+
+
+@pytest.mark.parametrize("version", [2, 0, "1"])
+def test_wrong_version(tmp_path, version):
+    bad(tmp_path, snap(version=version), "unsupported snapshot version", "expected 1")
+
+
+def test_empty_replica_list(tmp_path):
+    bad(tmp_path, snap(partitions=[{"topic": "t", "partition": 0, "replicas": []}]), "t-0", "non-empty list")
+
+
+def test_isr_must_be_a_list(tmp_path):
+    bad(tmp_path, snap(partitions=[{"topic": "t", "partition": 0, "replicas": [1, 2], "isr": 5}]),
+        "t-0 isr", "list")
+
+
+def test_alive_must_be_a_boolean(tmp_path):
+    bad(tmp_path, snap(brokers=[{"id": 1, "alive": "false"}]), "brokers[0].alive", "true or false")
+
+
+def test_brokers_must_be_a_list(tmp_path):
+    bad(tmp_path, snap(brokers={"1": {}}), "'brokers' must be a list")
+
+
+# -- plan text and plan loading -----------------------------------------------------------
+
+def _plan(doc, after):
+    c = cluster_from_snapshot(doc)
+    return Plan(cluster=c, action="test", after=after, targets=c.live_ids)
+
+
+def test_plan_text_lists_only_changes_and_is_deterministic(tmp_path):
+    doc = snap(partitions=[{"topic": "t", "partition": n, "replicas": [1, 2, 3]} for n in range(4)])
+    after = [[1, 2, 3], [4, 2, 3], [2, 1, 3], [1, 2, 3]]
+    text = plan_text(_plan(doc, after))
+    shuffled = dict(doc, partitions=list(reversed(doc["partitions"])))
+    assert plan_text(_plan(shuffled, after)) == text  # input order does not matter
+    assert plan_text(_plan(doc, after)) == text
+    assert json.loads(text) == {"version": 1, "partitions": [
+        {"topic": "t", "partition": 1, "replicas": [4, 2, 3]},
+        {"topic": "t", "partition": 2, "replicas": [2, 1, 3]},  # order-only: a leadership change
+    ]}
+    assert text.endswith("\n") and text.count("\n") == 4  # one partition per line
+
+
+def test_plan_text_for_no_change():
+    doc = snap()
+    p = _plan(doc, [[1, 2, 3], [2, 3, 1]])
+    assert plan_text(p) == '{"version":1,"partitions":[]}\n'
+
+
+def test_plan_text_round_trips_through_load_plan(tmp_path):
+    doc = snap()
+    p = _plan(doc, [[4, 2, 3], [2, 3, 1]])
+    path = tmp_path / "plan.json"
+    write_atomic(str(path), plan_text(p))
+    assert load_plan(str(path), p.cluster) == [{"topic": "t", "partition": 0, "replicas": [4, 2, 3]}]
+
+
+@pytest.mark.parametrize("entry,fragment", [
+    ({"topic": "t", "partition": 0, "replicas": 4}, "replicas"),
+    ({"topic": ["t"], "partition": 0, "replicas": [1]}, "topic"),
+    ({"topic": "t", "partition": 0, "replicas": [1, 1]}, "twice"),
+    ({"topic": "t", "partition": 9, "replicas": [1]}, "no partition t-9"),
+    ({"topic": "t", "partition": 0, "replicas": [1, 77]}, "unknown broker 77"),
+])
+def test_load_plan_rejects_bad_entries(tmp_path, entry, fragment):
+    c = cluster_from_snapshot(snap())
+    path = write(tmp_path, {"version": 1, "partitions": [entry]}, "plan.json")
+    with pytest.raises(BadInput, match=fragment):
+        load_plan(path, c)
+
+
+# -- write_atomic -------------------------------------------------------------------------
+
+def test_write_atomic_writes_and_replaces(tmp_path):
+    path = tmp_path / "out.json"
+    write_atomic(str(path), "first\n")
+    assert path.read_text() == "first\n"
+    write_atomic(str(path), "second\n")
+    assert path.read_text() == "second\n"
+    assert os.listdir(tmp_path) == ["out.json"]  # no temporary file left behind
+
+
+def test_write_atomic_leaves_the_old_file_on_failure(tmp_path):
+    path = tmp_path / "out.json"
+    path.write_text("old\n")
+    with pytest.raises(TypeError):
+        write_atomic(str(path), 123)  # type: ignore[arg-type]  # fails mid-write
+    assert path.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_write_atomic_uses_the_usual_file_mode(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        write_atomic(str(tmp_path / "out.json"), "x\n")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
