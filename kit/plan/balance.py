@@ -111,7 +111,9 @@ def _pick_partition(ws: Workspace, a: int, b: int) -> int | None:
     """A movable partition on broker index `a` that may move to broker index `b`.
 
     Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
-    the count balance), then candidates that keep every broker's degree and add peers to `b`.
+    the count balance); among its partitions, the one whose other replicas `b` shares
+    least with and `a` shares most with, so every pair of brokers keeps enough common
+    partitions for leadership to fail over evenly (and no broker loses a peer).
     """
     topics = ws.on_topic[a]
     if not topics:
@@ -121,8 +123,10 @@ def _pick_partition(ws: Workspace, a: int, b: int) -> int | None:
     order = np.lexsort((cand_t, -diff))
     a_id, b_id = ws.ids[a], ws.ids[b]
     shared_a, shared_b = ws.shared[a], ws.shared[b]
-    for t in cand_t[order]:
-        best = None
+    best = None
+    for rank, t in enumerate(cand_t[order]):
+        if best is not None and (rank >= 3 or diff[order[rank]] < diff[order[0]] - 1):
+            break
         seen = 0
         for p in topics[int(t)]:
             reps = ws.assign[p]
@@ -133,18 +137,13 @@ def _pick_partition(ws: Workspace, a: int, b: int) -> int | None:
                 continue
             idx = [ws.index[m] for m in members]
             loss = sum(1 for j in idx if shared_a[j] == 1 and ws.is_target[j])
-            gain = sum(1 for j in idx if shared_b[j] == 0)
-            key = (loss, -gain)
+            key = (loss, rank, sum(int(shared_b[j]) for j in idx) - sum(int(shared_a[j]) for j in idx))
             if best is None or key < best[0]:
                 best = (key, p)
-                if key[0] == 0 and key[1] == -len(idx):
-                    break
             seen += 1
-            if seen >= 8:
+            if seen >= 24:
                 break
-        if best is not None:
-            return best[1]
-    return None
+    return None if best is None else best[1]
 
 
 def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None = None) -> int:

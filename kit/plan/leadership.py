@@ -75,79 +75,122 @@ def _even(total, parts):
     return total // parts, -(-total // parts)
 
 
-def _choose_leaders(ws: Workspace, assign: list[list[int]]) -> dict[int, int]:
-    """New leader for each movable selected partition (all replicas on targets)."""
-    idx = ws.index
-    tidx = ws.target_idx
-    nt = len(tidx)
-    pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
-    pos_of[tidx] = np.arange(nt)
-    items = [p for p in ws.selected if all(pos_of[idx[b]] >= 0 for b in assign[p])]
+class _Frame:
+    """Target positions, movable partitions and fixed load shared by the three stages."""
+
+    def __init__(self, ws: Workspace, assign: list[list[int]]):
+        idx = ws.index
+        self.nt = nt = len(ws.target_idx)
+        self.pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
+        self.pos_of[ws.target_idx] = np.arange(nt)
+        self.items = [p for p in ws.selected if all(self.pos_of[idx[b]] >= 0 for b in assign[p])]
+        item_set = set(self.items)
+        self.fixed_lead = np.zeros(nt, dtype=np.int64)
+        for p, reps in enumerate(assign):
+            j = self.pos_of[idx[reps[0]]]
+            if p not in item_set and j >= 0:
+                self.fixed_lead[j] += 1
+        self.lo, self.hi = _even(len(self.items) + int(self.fixed_lead.sum()), nt)
+
+    def tpos(self, ws: Workspace, b: int) -> int:
+        return int(self.pos_of[ws.index[b]])
+
+
+def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, tuple[int, int]]:
+    """Leader and first follower together: even leaders overall and an even failover per leader."""
+    nt = fr.nt
+    tg = ws.targets
+    cross = np.ones((nt, nt), dtype=bool)
+    np.fill_diagonal(cross, False)
+    if ws.n_racks:
+        r = ws.rack[ws.target_idx]
+        same = (r[:, None] == r[None, :]) & (r[:, None] >= 0)
+        has_cross = (~same & cross).any(axis=1)
+        cross &= ~(same & has_cross[:, None])
+    n_elig = cross.sum(axis=1)
+    it, gr, cost = [], [], []
+    for i, p in enumerate(fr.items):
+        reps = assign[p]
+        pos = [fr.tpos(ws, b) for b in reps]
+        if len(reps) == 1:
+            it.append(i)
+            gr.append(pos[0] * nt + pos[0])
+            cost.append(0)
+            continue
+        for a, x in enumerate(pos):
+            for c, y in enumerate(pos):
+                if x != y:
+                    it.append(i)
+                    gr.append(x * nt + y)
+                    cost.append(0 if (a, c) == (0, 1) else (1 if a == 0 else 2))
+    it_a, gr_a, cost_a = np.array(it), np.array(gr), np.array(cost)
+    # Fixed partitions' inherited leadership counts against each pair's share.
+    fixed_pair = np.zeros(nt * nt, dtype=np.int64)
+    item_set = set(fr.items)
+    for p, reps in enumerate(assign):
+        if p in item_set or len(reps) < 2:
+            continue
+        x, y = fr.tpos(ws, reps[0]), fr.tpos(ws, reps[1])
+        if x >= 0 and y >= 0:
+            fixed_pair[x * nt + y] += 1
+    share_lo = (fr.lo // np.maximum(n_elig, 1))[:, None] * cross
+    share_hi = (-(-fr.hi // np.maximum(n_elig, 1)))[:, None] * cross
+    big = len(fr.items) + 1
+    parent = np.repeat(np.arange(nt), nt)
+    plo = np.maximum(fr.lo - fr.fixed_lead, 0)
+    phi = np.maximum(fr.hi - fr.fixed_lead, 0)
+    for w in (0, 1, 2, 3, 5, 8):
+        glo = np.where(cross, np.maximum(share_lo - w, 0), 0).ravel()
+        ghi = np.where(cross, share_hi + w, big).ravel()
+        glo = np.maximum(glo - fixed_pair, 0)
+        ghi = np.maximum(ghi - fixed_pair, 0)
+        choice = bounded_assignment(len(fr.items), it_a, gr_a, glo, ghi, parent, plo, phi, arc_cost=cost_a)
+        if choice is not None:
+            return {p: (tg[int(choice[i]) // nt], tg[int(choice[i]) % nt]) for i, p in enumerate(fr.items)}
+    return {}
+
+
+def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
+    """New leaders for even leadership overall and per topic, changing as few as possible."""
+    nt = fr.nt
+    items = fr.items
     if not items:
         return {}
-    item_set = set(items)
-    fixed = np.zeros(nt, dtype=np.int64)
-    for p, reps in enumerate(assign):
-        if p not in item_set and pos_of[idx[reps[0]]] >= 0:
-            fixed[pos_of[idx[reps[0]]]] += 1
     topics = sorted({int(ws.topic[p]) for p in items})
     t_pos = {t: k for k, t in enumerate(topics)}
     n_t = np.zeros(len(topics), dtype=np.int64)
-    it, gr = [], []
+    it, gr, cost = [], [], []
     for i, p in enumerate(items):
         k = t_pos[int(ws.topic[p])]
         n_t[k] += 1
-        for b in assign[p]:
+        for a, b in enumerate(assign[p]):
             it.append(i)
-            gr.append(k * nt + pos_of[idx[b]])
-    it_a, gr_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64)
+            gr.append(k * nt + fr.tpos(ws, b))
+            cost.append(min(a, 2))
+    it_a, gr_a, cost_a = np.array(it), np.array(gr), np.array(cost)
     parent = np.tile(np.arange(nt), len(topics))
-    lo, hi = _even(len(items) + int(fixed.sum()), nt)
     t_lo, t_hi = _even(n_t, nt)
-    choice = None
-    # Widen per-topic bounds first (leader balance overall matters more), then overall.
-    for t_w, g_w in [(0, 0), (1, 0), (2, 0), (None, 0), (None, 1), (None, None)]:
+    for t_w, g_w in [(0, 0), (1, 0), (2, 0), (None, 0), (None, 1)]:
         if t_w is None:
             glo, ghi = np.zeros_like(n_t), n_t
         else:
             glo, ghi = np.maximum(t_lo - t_w // 2, 0), t_hi + (t_w + 1) // 2
-        if g_w is None:
-            plo, phi = np.zeros(nt, dtype=np.int64), np.full(nt, len(items))
-        else:
-            plo = np.maximum(lo - g_w - fixed, 0)
-            phi = np.maximum(hi + g_w - fixed, 0)
+        plo = np.maximum(fr.lo - g_w - fr.fixed_lead, 0)
+        phi = np.maximum(fr.hi + g_w - fr.fixed_lead, 0)
         choice = bounded_assignment(len(items), it_a, gr_a, np.repeat(glo, nt), np.repeat(ghi, nt),
-                                    parent, plo, phi)
+                                    parent, plo, phi, arc_cost=cost_a)
         if choice is not None:
-            break
-    if choice is None:
-        return {}
-    new = {}
-    for i, p in enumerate(items):
-        leader = ws.targets[int(choice[i] % nt)]
-        if leader != assign[p][0]:
-            new[p] = leader
-    _undo_swaps(ws, assign, new)
-    return new
-
-
-def _undo_swaps(ws: Workspace, assign: list[list[int]], new: dict[int, int]) -> None:
-    """Keep leadership where two changes in one topic cancel out (a->b and b->a)."""
-    pending: dict[tuple[int, int, int], list[int]] = defaultdict(list)
-    for p in sorted(new):
-        old, lead = assign[p][0], new[p]
-        t = int(ws.topic[p])
-        back = pending.get((t, lead, old))
-        if back:
-            q = back.pop()
-            del new[p]
-            del new[q]
-            continue
-        pending[(t, old, lead)].append(p)
+            out = {}
+            for i, p in enumerate(items):
+                leader = ws.targets[int(choice[i] % nt)]
+                if leader != assign[p][0]:
+                    out[p] = leader
+            return out
+    return {}
 
 
 def _choose_followers(ws: Workspace, assign: list[list[int]]) -> dict[int, int]:
-    """New first follower for selected partitions so each leader's failover spreads evenly."""
+    """New first followers so each leader's failover spreads evenly, changing as few as possible."""
     idx = ws.index
     n = len(ws.ids)
     elig = {int(x): _eligible(ws, x) for x in ws.target_idx}
@@ -163,7 +206,7 @@ def _choose_followers(ws: Workspace, assign: list[list[int]]) -> dict[int, int]:
         off += elig[x].size
     led = np.zeros(n, dtype=np.int64)
     fixed = np.zeros(off, dtype=np.int64)
-    items, it, gr = [], [], []
+    items, it, gr, cost = [], [], [], []
     for p, reps in enumerate(assign):
         if len(reps) < 2:
             continue
@@ -172,13 +215,14 @@ def _choose_followers(ws: Workspace, assign: list[list[int]]) -> dict[int, int]:
         if x not in elig:
             continue
         ep = elig_pos[x]
-        cands = [ep[idx[b]] for b in reps[1:] if ep[idx[b]] >= 0]
+        cands = [(a, ep[idx[b]]) for a, b in enumerate(reps) if a > 0 and ep[idx[b]] >= 0]
         if ws.is_selected[p] and cands:
             i = len(items)
             items.append(p)
-            for c in cands:
+            for a, c in cands:
                 it.append(i)
                 gr.append(group0[x] + c)
+                cost.append(0 if a == 1 else 1)
         elif ep[idx[reps[1]]] >= 0:
             fixed[group0[x] + ep[idx[reps[1]]]] += 1
     if not items:
@@ -189,28 +233,22 @@ def _choose_followers(ws: Workspace, assign: list[list[int]]) -> dict[int, int]:
         lo, hi = _even(int(led[x]), elig[x].size)
         base_lo[group0[x]:group0[x] + elig[x].size] = lo
         base_hi[group0[x]:group0[x] + elig[x].size] = hi
-    it_a, gr_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64)
-    choice = None
-    for w_lo, w_hi in [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (None, None)]:
-        if w_lo is None:
-            glo, ghi = np.zeros(off, dtype=np.int64), np.full(off, len(items))
-        else:
-            glo = np.maximum(base_lo - w_lo - fixed, 0)
-            ghi = np.maximum(base_hi + w_hi - fixed, 0)
-        choice = bounded_assignment(len(items), it_a, gr_a, glo, ghi)
+    it_a, gr_a, cost_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64), np.array(cost)
+    for w_lo, w_hi in [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (3, 3), (5, 5)]:
+        glo = np.maximum(base_lo - w_lo - fixed, 0)
+        ghi = np.maximum(base_hi + w_hi - fixed, 0)
+        choice = bounded_assignment(len(items), it_a, gr_a, glo, ghi, arc_cost=cost_a)
         if choice is not None:
-            break
-    if choice is None:
-        return {}
-    gx = np.repeat(np.array(sorted(elig), dtype=np.int64), [elig[x].size for x in sorted(elig)])
-    out = {}
-    for i, p in enumerate(items):
-        g = int(choice[i])
-        x = int(gx[g])
-        f = ws.ids[int(elig[x][g - group0[x]])]
-        if f != assign[p][1]:
-            out[p] = f
-    return out
+            gx = np.repeat(np.array(sorted(elig), dtype=np.int64), [elig[x].size for x in sorted(elig)])
+            out = {}
+            for i, p in enumerate(items):
+                g = int(choice[i])
+                x = int(gx[g])
+                f = ws.ids[int(elig[x][g - group0[x]])]
+                if f != assign[p][1]:
+                    out[p] = f
+            return out
+    return {}
 
 
 def _badness(figs: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -223,28 +261,83 @@ def _move_to(reps: list[int], b: int, pos: int) -> None:
     reps.insert(pos, b)
 
 
+def _with_leaders(assign, chosen: dict[int, int]) -> list[list[int]]:
+    """Copy of `assign` with new leaders; the old leader becomes the first follower."""
+    out = [list(r) for r in assign]
+    for p, b in chosen.items():
+        reps = out[p]
+        old = reps[0]
+        reps.remove(b)
+        reps.insert(0, b)
+        if len(reps) > 2:
+            reps.remove(old)
+            reps.insert(1, old)
+    return out
+
+
+def _with_followers(assign, chosen: dict[int, int]) -> list[list[int]]:
+    out = [list(r) for r in assign]
+    for p, b in chosen.items():
+        reps = out[p]
+        reps.remove(b)
+        reps.insert(1, b)
+    return out
+
+
+def _with_pairs(assign, chosen: dict[int, tuple[int, int]]) -> list[list[int]]:
+    out = [list(r) for r in assign]
+    for p, (x, y) in chosen.items():
+        reps = out[p]
+        if reps[0] == x and (len(reps) == 1 or reps[1] == y):
+            continue
+        rest = [b for b in reps if b not in (x, y)]
+        out[p] = [x] + ([y] if y != x else []) + rest
+    return out
+
+
 def balance_leadership(ws: Workspace) -> bool:
     """Reorder the selected partitions' replicas for leader, per-topic and failover balance.
 
-    Returns True when the order changed.
+    Tries the cheapest fix first (followers only, then leaders only), then leader and
+    first follower chosen together followed by a per-topic pass; keeps the best order
+    found, and only if it is strictly better than the current one. Returns True when the
+    order changed.
     """
     if not ws.selected or ws.target_idx.size < 2:
         return False
-    before = leader_figures(ws, ws.assign)
-    if _badness(before) == (0, 0, 0):
+    fr = _Frame(ws, ws.assign)
+    if not fr.items:
         return False
-    trial = [list(r) for r in ws.assign]
-    if before[0] > 1 or before[1] > 1:
-        for p, b in _choose_leaders(ws, trial).items():
-            _move_to(trial[p], b, 0)
-    if leader_figures(ws, trial)[2] > 2:
-        for p, b in _choose_followers(ws, trial).items():
-            _move_to(trial[p], b, 1)
-    after = leader_figures(ws, trial)
-    if _badness(after) + after >= _badness(before) + before:
+    before = leader_figures(ws, ws.assign)
+    best = (_badness(before) + before, ws.assign)
+
+    def consider(assign):
+        nonlocal best
+        figs = leader_figures(ws, assign)
+        key = _badness(figs) + figs
+        if key < best[0]:
+            best = (key, assign)
+        return figs
+
+    cur = ws.assign
+    if before[0] <= 1 and before[1] <= 1:
+        consider(_with_followers(cur, _choose_followers(ws, cur)))
+    else:
+        trial = _with_leaders(cur, _choose_leaders(ws, cur, fr))
+        if consider(trial)[2] > 2:
+            consider(_with_followers(trial, _choose_followers(ws, trial)))
+    if best[0][:3] != (0, 0, 0):
+        joint = _with_pairs(cur, _choose_pairs(ws, cur, fr))
+        figs = consider(joint)
+        if figs[1] > 1:
+            joint = _with_leaders(joint, _choose_leaders(ws, joint, fr))
+            figs = consider(joint)
+        if figs[2] > 2:
+            consider(_with_followers(joint, _choose_followers(ws, joint)))
+    if best[1] is ws.assign:
         return False
     for p in ws.selected:
-        if trial[p] != ws.assign[p]:
+        if best[1][p] != ws.assign[p]:
             ws.reasons.setdefault(p, "leadership")
-            ws.assign[p] = trial[p]
+            ws.assign[p] = best[1][p]
     return True
