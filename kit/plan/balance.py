@@ -92,28 +92,41 @@ def shrink_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
         ws.drop_replica(p, best[1], reason)
 
 
-def _flex_racks(ws: Workspace, a: int) -> set[int]:
-    """Racks that some movable replica on broker index `a` could move to under the rack rule."""
-    out: set[int] = set()
-    b_id = ws.ids[a]
-    all_racks = set(range(len(ws.rack_names)))
+def _reaches_rack(ws: Workspace, a: int, rack: int) -> bool:
+    """Whether some movable replica on broker index `a` may move to a broker in `rack`.
+
+    In the common layout (one replica per rack, RF = racks) none can: this answers that
+    with one pass over the broker's partitions instead of one failed search per broker pair.
+    """
+    a_id = ws.ids[a]
+    rack_of = ws.rack
+    index = ws.index
     for bucket in ws.on_topic[a].values():
         for p in bucket:
-            members = [m for m in ws.assign[p] if m != b_id]
-            mask = ws.rack_ok_mask(members, len(ws.assign[p]))
-            out.update(int(r) for r in np.unique(ws.rack[mask]) if r >= 0)
-            if out >= all_racks:
-                return out
-    return out
+            reps = ws.assign[p]
+            seen = set()
+            unracked = 0
+            for m in reps:
+                if m != a_id:
+                    r = int(rack_of[index[m]])
+                    if r < 0:
+                        unracked += 1
+                    else:
+                        seen.add(r)
+            if rack not in seen or len(seen) + unracked >= ws.need(len(reps)):
+                return True
+    return False
 
 
-def _pick_partition(ws: Workspace, a: int, b: int) -> int | None:
+def _pick_partition(ws: Workspace, a: int, b: int, recent: list[int] = ()) -> int | None:
     """A movable partition on broker index `a` that may move to broker index `b`.
 
     Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
     the count balance); among its partitions, the one whose other replicas `b` shares
     least with and `a` shares most with, so every pair of brokers keeps enough common
     partitions for leadership to fail over evenly (and no broker loses a peer).
+    `recent` are partitions on `a` that an earlier move gave an underfull broker: they are
+    the only way for two underfull (often new) brokers to come to share partitions.
     """
     topics = ws.on_topic[a]
     if not topics:
@@ -124,24 +137,38 @@ def _pick_partition(ws: Workspace, a: int, b: int) -> int | None:
     a_id, b_id = ws.ids[a], ws.ids[b]
     shared_a, shared_b = ws.shared[a], ws.shared[b]
     best = None
+    seen = 0
+    top = int(diff[order[0]])
+    tpos = {int(t): int(diff[k]) for k, t in enumerate(cand_t)}
+
+    def consider(p, d):
+        nonlocal best
+        reps = ws.assign[p]
+        if b_id in reps or a_id not in reps:
+            return
+        members = [m for m in reps if m != a_id]
+        if not ws.rack_ok(b_id, members, len(reps)):
+            return
+        idx = [ws.index[m] for m in members]
+        loss = sum(1 for j in idx if shared_a[j] == 1 and ws.is_target[j])
+        pairs = sum(int(shared_b[j]) for j in idx) - sum(int(shared_a[j]) for j in idx)
+        key = (loss, pairs, -d)
+        if best is None or key < best[0]:
+            best = (key, p)
+
+    for p in recent[-32:]:
+        d = tpos.get(int(ws.topic[p]))
+        if d is not None and d >= 1:
+            consider(p, d)
     for rank, t in enumerate(cand_t[order]):
-        if best is not None and (rank >= 3 or diff[order[rank]] < diff[order[0]] - 1):
+        d = int(diff[order[rank]])
+        # Stay with topics that a holds clearly more of than b, once some candidate exists.
+        if best is not None and (d < min(top - 2, 1) or seen >= 64):
             break
-        seen = 0
         for p in topics[int(t)]:
-            reps = ws.assign[p]
-            if b_id in reps:
-                continue
-            members = [m for m in reps if m != a_id]
-            if not ws.rack_ok(b_id, members, len(reps)):
-                continue
-            idx = [ws.index[m] for m in members]
-            loss = sum(1 for j in idx if shared_a[j] == 1 and ws.is_target[j])
-            key = (loss, rank, sum(int(shared_b[j]) for j in idx) - sum(int(shared_a[j]) for j in idx))
-            if best is None or key < best[0]:
-                best = (key, p)
+            consider(p, d)
             seen += 1
-            if seen >= 24:
+            if seen % 16 == 0:
                 break
     return None if best is None else best[1]
 
@@ -154,7 +181,8 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
         return 0
     moves = 0
     failed: set[tuple[int, int]] = set()
-    flex: dict[int, set[int]] = {}
+    reach: dict[tuple[int, int], bool] = {}
+    recent: dict[int, list[int]] = {}
     while max_moves is None or moves < max_moves:
         c = ws.count[tidx]
         if int(c.max()) - int(c.min()) <= 1:
@@ -173,21 +201,24 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
                     continue
                 rb = int(ws.rack[b])
                 if rb >= 0 and rb != ws.rack[a]:
-                    if a not in flex:
-                        flex[a] = _flex_racks(ws, a)
-                    if rb not in flex[a]:
+                    if (a, rb) not in reach:
+                        reach[(a, rb)] = _reaches_rack(ws, a, rb)
+                    if not reach[(a, rb)]:
                         failed.add((a, b))
                         continue
-                p = _pick_partition(ws, a, b)
+                p = _pick_partition(ws, a, b, recent.get(a, ()))
                 if p is None:
                     failed.add((a, b))
                     continue
                 pos = ws.assign[p].index(ws.ids[a])
                 ws.replace_slot(p, pos, ws.ids[b], reason)
                 moves += 1
-                # b gained a partition: pairs starting at b may now succeed, and a's options changed.
-                flex.pop(b, None)
-                flex.pop(a, None)
+                for m in ws.assign[p]:
+                    if m != ws.ids[b]:
+                        recent.setdefault(ws.index[m], []).append(p)
+                # b gained a partition, so moves out of b may now exist; a only lost options.
+                if any(k[0] == b for k in reach):
+                    reach = {k: v for k, v in reach.items() if k[0] != b}
                 failed = {f for f in failed if f[0] != b}
                 done = True
                 break

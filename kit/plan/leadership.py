@@ -320,13 +320,16 @@ def balance_leadership(ws: Workspace) -> bool:
         return figs
 
     cur = ws.assign
-    if before[0] <= 1 and before[1] <= 1:
-        consider(_with_followers(cur, _choose_followers(ws, cur)))
-    else:
-        trial = _with_leaders(cur, _choose_leaders(ws, cur, fr))
-        if consider(trial)[2] > 2:
-            consider(_with_followers(trial, _choose_followers(ws, trial)))
-    if best[0][:3] != (0, 0, 0):
+
+    def leaders_first():
+        trial = cur
+        if before[0] > 1 or before[1] > 1:
+            trial = _with_leaders(cur, _choose_leaders(ws, cur, fr))
+            if consider(trial)[2] <= 2:
+                return
+        consider(_with_followers(trial, _choose_followers(ws, trial)))
+
+    def pairs_first():
         joint = _with_pairs(cur, _choose_pairs(ws, cur, fr))
         figs = consider(joint)
         if figs[1] > 1:
@@ -334,6 +337,14 @@ def balance_leadership(ws: Workspace) -> bool:
             figs = consider(joint)
         if figs[2] > 2:
             consider(_with_followers(joint, _choose_followers(ws, joint)))
+
+    # Failover already fine: fixing leaders alone is cheapest. Otherwise leader and
+    # first follower have to be chosen together; the other route is the fallback.
+    routes = (leaders_first, pairs_first) if before[2] <= 2 else (pairs_first, leaders_first)
+    for route in routes:
+        route()
+        if best[0][:3] == (0, 0, 0):
+            break
     if best[1] is ws.assign:
         return False
     for p in ws.selected:

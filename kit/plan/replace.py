@@ -46,7 +46,8 @@ def plan_replace(cluster: Cluster, pairs: list[tuple[int, int]], topics: str | N
                     raise Unsafe(msg + " (use --ignore-warns to accept)")
                 ws.warnings.append(msg)
             ws.replace_slot(p, pos, new, "replaced broker")
+    notes = []
     for o, n in pairs:
         if cluster.rack_of(o) != cluster.rack_of(n):
-            ws.warnings.append(f"broker {n} (rack {cluster.rack_of(n)}) replaces {o} from another rack ({cluster.rack_of(o)})")
-    return finish(ws, "replace", broker_changes(cluster, targets, replacing=olds))
+            notes.append(f"broker {n} (rack {cluster.rack_of(n)}) replaces {o} from another rack ({cluster.rack_of(o)})")
+    return finish(ws, "replace", broker_changes(cluster, targets, replacing=olds), notes)

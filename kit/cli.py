@@ -1,0 +1,209 @@
+"""The `kit` command: parse, call one function, print, set the exit code.
+
+Exit codes: 0 success, 2 bad input (one line on stderr, nothing written),
+3 a request that cannot be carried out safely (nothing written).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import __version__
+from .errors import BadInput, Unsafe
+
+EXAMPLES = """\
+examples:
+  kit plan replace --snapshot cluster.json --replace 1003:1025 --out plan.json
+  kit plan remove --snapshot cluster.json --remove 1004,1005 --out plan.json --report report.json
+  kit plan az-loss --snapshot cluster.json --rack rack-c --out plan.json
+  kit plan scale-out --snapshot cluster.json --out plan.json
+  kit plan rf --snapshot cluster.json --topics 'events.*' --replication 3 --out plan.json
+  kit plan rebalance --snapshot cluster.json --out plan.json
+  kit plan leaders --snapshot cluster.json --out plan.json
+  kit plan rebuild --snapshot cluster.json --topics orders --brokers -2 --sub-affinity --out plan.json
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit code 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def _ids(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated broker ids, got {text!r}") from None
+    if not out:
+        raise argparse.ArgumentTypeError("expected at least one broker id")
+    return out
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {n}")
+    return n
+
+
+def _pairs(text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in text.split(","):
+        try:
+            old, new = item.split(":")
+            out.append((int(old), int(new)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected OLD:NEW[,OLD:NEW], got {item!r}") from None
+    return out
+
+
+def _add_plan_parser(sub) -> None:
+    plan = sub.add_parser("plan", help="plan a reassignment (writes Kafka reassignment JSON)",
+                          description="Plan a partition reassignment from a cluster snapshot.",
+                          epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = plan.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
+
+    def action(name, help_text):
+        p = actions.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--snapshot", required=True, metavar="FILE", help="Snapshot v1 JSON of the cluster")
+        p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches")
+        p.add_argument("--exclude-topics", metavar="REGEX", help="leave topics whose whole name matches")
+        p.add_argument("--brokers", type=_ids, metavar="IDS",
+                       help="target brokers (default: all live); -1 = brokers in the current map, -2 = all live")
+        p.add_argument("--out", required=True, metavar="PLAN.json", help="where to write the reassignment JSON")
+        p.add_argument("--report", metavar="REPORT.json", help="also write the summary figures as JSON")
+        p.add_argument("--ignore-warns", action="store_true", help="produce a plan even when warnings are raised")
+        p.add_argument("--max-changes", type=_count, default=100, metavar="N",
+                       help="partition map changes listed in the summary (default 100; 0 = all)")
+        return p
+
+    action("replace", "OLD's replica slots go to NEW, nothing else moves").add_argument(
+        "--replace", type=_pairs, required=True, metavar="OLD:NEW[,OLD:NEW]")
+    action("remove", "evacuate brokers, balanced over the rest").add_argument(
+        "--remove", type=_ids, required=True, metavar="IDS")
+    action("az-loss", "every replica in the lost rack re-placed on the others").add_argument(
+        "--rack", required=True, metavar="NAME")
+    action("scale-out", "move the minimum onto new/underfull brokers until balanced")
+    action("rf", "change the replication factor of the selected topics").add_argument(
+        "--replication", type=int, required=True, metavar="N")
+    action("rebalance", "in place, minimal movement, to balance").add_argument(
+        "--placement", choices=["count", "storage"], default="count")
+    action("leaders", "leadership and follower order only; no data moves")
+    rb = action("rebuild", "topicmappr's rebuild")
+    rb.add_argument("--placement", choices=["count", "storage"], default="count")
+    rb.add_argument("--optimize", choices=["distribution", "storage"], default="distribution")
+    rb.add_argument("--sub-affinity", action="store_true", help="replace each leaving broker by the new one in its rack")
+    rb.add_argument("--force-rebuild", action="store_true", help="place every selected partition afresh")
+    rb.add_argument("--replication", type=int, metavar="N", help="set the replication factor")
+    rb.add_argument("--min-rack-ids", type=int, metavar="N",
+                    help="distinct racks each replica set must span (0 = as many as possible)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kit", description="kit: operations kit for Apache Kafka.", epilog=EXAMPLES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"kit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    _add_plan_parser(sub)
+    return parser
+
+
+def _make_plan(a):
+    from . import plan as planners
+    from .formats import load_snapshot
+
+    cluster = load_snapshot(a.snapshot)
+    common = dict(topics=a.topics, exclude=a.exclude_topics)
+    if a.action == "replace":
+        if a.brokers:
+            raise BadInput("replace takes no --brokers: the targets are the live brokers with OLD swapped for NEW")
+        return planners.plan_replace(cluster, a.replace, ignore_warns=a.ignore_warns, **common)
+    common["brokers"] = a.brokers
+    if a.action == "remove":
+        return planners.plan_remove(cluster, a.remove, ignore_warns=a.ignore_warns, **common)
+    if a.action == "az-loss":
+        return planners.plan_az_loss(cluster, a.rack, ignore_warns=a.ignore_warns, **common)
+    if a.action == "scale-out":
+        return planners.plan_scale_out(cluster, ignore_warns=a.ignore_warns, **common)
+    if a.action == "rebalance":
+        if a.placement != "count":
+            raise BadInput("--placement storage is not available yet; use --placement count")
+        return planners.plan_rebalance(cluster, ignore_warns=a.ignore_warns, **common)
+    if a.action == "rf":
+        return planners.plan_rf(cluster, a.replication, **common)
+    if a.action == "leaders":
+        return planners.plan_leaders(cluster, **common)
+    if a.action == "rebuild":
+        if a.optimize != "distribution":
+            raise BadInput("--optimize storage needs --placement storage, which is not available yet")
+        return planners.plan_rebuild(cluster, force_rebuild=a.force_rebuild, sub_affinity=a.sub_affinity,
+                                     replication=a.replication, min_rack_ids=a.min_rack_ids,
+                                     placement=a.placement, ignore_warns=a.ignore_warns, **common)
+    raise BadInput(f"unknown action {a.action}")
+
+
+def _check_outputs(a) -> None:
+    """Reject --out / --report paths that cannot be written, before any work is done."""
+    for flag, path in (("--out", a.out), ("--report", a.report)):
+        if path is None:
+            continue
+        if os.path.isdir(path):
+            raise BadInput(f"{flag} {path}: is a directory")
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise BadInput(f"{flag} {path}: no such directory {directory}")
+    if a.report and os.path.realpath(a.report) == os.path.realpath(a.out):
+        raise BadInput(f"--out and --report name the same file {a.out}")
+
+
+def cmd_plan(a) -> int:
+    from .figures import plan_report, summary_text
+    from .formats import plan_text, write_atomic
+
+    _check_outputs(a)
+    plan = _make_plan(a)
+    report = plan_report(plan)
+    if report["problem_count"]:
+        raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
+    if plan.warnings and not a.ignore_warns:
+        print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
+        raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} (use --ignore-warns to write the plan)")
+    text = plan_text(plan)
+    report_text = json.dumps(report, indent=1, sort_keys=True) + "\n" if a.report else None
+    try:
+        write_atomic(a.out, text)
+    except OSError as e:
+        raise BadInput(f"--out {a.out}: cannot write ({e.strerror or e})") from None
+    if report_text is not None:
+        try:
+            write_atomic(a.report, report_text)
+        except OSError as e:
+            os.unlink(a.out)  # all or nothing: no plan without the report that was asked for
+            raise BadInput(f"--report {a.report}: cannot write ({e.strerror or e})") from None
+    print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `kit` command."""
+    a = build_parser().parse_args(argv)
+    try:
+        if a.command == "plan":
+            return cmd_plan(a)
+    except (BadInput, Unsafe) as e:
+        sys.stderr.write(f"kit: {e}\n")
+        return e.exit_code
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,618 @@
+"""Plan-quality figures and the text summary of a plan.
+
+The figures are the ones `shared/tools/evaluate_plan.py` computes (design.md, "Plan
+quality"), key for key and value for value, so a kit report can be compared with the
+evaluator's verdict, or with another tool's plan, without running it. The work is done
+on numpy arrays: an assignment becomes one flat array of dense broker indices plus the
+length of each replica list, and every per-partition figure is a vectorised pass over
+the partitions that share a replication factor.
+
+Pure: no I/O, nothing printed.
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import dataclass
+from functools import cached_property
+from operator import attrgetter
+
+import numpy as np
+
+from .model import Cluster, Plan
+
+__all__ = ["assignment_figures", "movement_figures", "plan_report", "summary_text"]
+
+# Above this many cells a (row, column) count table is built sparsely (sort) instead of
+# densely (bincount); dense is several times faster but costs 8 bytes per cell.
+_DENSE_CELLS_MAX = 1 << 22
+
+# float64 sums of integers are exact below 2**53; above it, per-broker bytes are summed
+# as int64 instead (slower), so storage figures never depend on rounding.
+_FLOAT_EXACT = 1 << 53
+
+# Broker ids spanning less than this get a dense lookup table (8 bytes per id in the span).
+_LOOKUP_SPAN_MAX = 1 << 20
+
+# evaluate_plan lists at most this many problems (and counts them all).
+_PROBLEMS_LISTED = 20
+
+
+# --------------------------------------------------------------------------- arrays
+
+
+@dataclass
+class _Flat:
+    """One assignment as arrays over dense broker indices."""
+
+    lengths: np.ndarray  # replica-list length per partition
+    starts: np.ndarray  # offset of each list in `idx`
+    idx: np.ndarray  # dense broker index of every replica, list after list
+    groups: dict[int, tuple[np.ndarray, np.ndarray]]  # length -> (rows, matrix rows x length)
+
+    @cached_property
+    def part_of(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.lengths)), self.lengths)
+
+
+@dataclass
+class _Ctx:
+    """What the figures need to know about the cluster and the target brokers."""
+
+    cluster: Cluster
+    ids: np.ndarray  # sorted broker ids; position = dense index
+    target_set: set[int]
+    tidx: np.ndarray  # dense indices of the targets, in id order
+    is_target: np.ndarray
+    known: np.ndarray  # registered in the snapshot (evaluate_plan's "brokers")
+    rack: np.ndarray  # rack code per broker, -1 for none
+    n_racks: int
+    sizes: np.ndarray  # bytes per partition
+    topic: np.ndarray  # topic code per partition
+    n_topics: int
+    storage_free: list[int] | None  # per target, when every target reports it
+    snapshot: _Flat  # the cluster's own assignment (storage "before" is measured on it)
+
+
+def _flatten_ids(assignment) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, assignment), dtype=np.int64, count=len(assignment))
+    flat = np.fromiter(itertools.chain.from_iterable(assignment), dtype=np.int64, count=int(lengths.sum()))
+    return lengths, flat
+
+
+def _flat(lengths: np.ndarray, idx: np.ndarray) -> _Flat:
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    if len(lengths) > 1:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    groups = {}
+    for n in np.unique(lengths).tolist():
+        if n == 0:
+            continue
+        rows = np.flatnonzero(lengths == n)
+        groups[n] = (rows, idx[starts[rows][:, None] + np.arange(n)])
+    return _Flat(lengths, starts, idx, groups)
+
+
+def _dense_ids(base: np.ndarray, flats: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Sorted ids of every broker named anywhere, and each array renumbered densely."""
+    # Plans may name brokers the cluster has never heard of; they get indices too.
+    every = [base] + [f for f in flats if len(f)]
+    lo = min(int(a.min()) for a in every)
+    hi = max(int(a.max()) for a in every)
+    if hi - lo < _LOOKUP_SPAN_MAX:
+        # Broker ids are usually a compact range: a table beats sorting and searching.
+        seen = np.zeros(hi - lo + 1, dtype=bool)
+        for a in every:
+            seen[a - lo] = True
+        lookup = np.cumsum(seen) - 1
+        return np.flatnonzero(seen) + lo, [lookup[f - lo] for f in flats]
+    ids = np.unique(np.concatenate(every))
+    return ids, [np.searchsorted(ids, f) for f in flats]
+
+
+def _context(cluster: Cluster, targets, assignments) -> tuple[_Ctx, list[_Flat]]:
+    """Number every broker densely and turn the assignments into arrays."""
+    target_set = {int(t) for t in targets}
+    if not target_set:
+        raise ValueError("figures need at least one target broker")
+    parts = cluster.partitions
+    for a in assignments:
+        if a is not None and len(a) != len(parts):
+            raise ValueError(f"assignment has {len(a)} replica lists for {len(parts)} partitions")
+    # None stands for the cluster's own assignment, which is flattened once anyway.
+    raw = [_flatten_ids(list(map(attrgetter("replicas"), parts)))]
+    raw += [raw[0] if a is None else _flatten_ids(a) for a in assignments]
+    base = np.fromiter(itertools.chain(cluster.brokers, target_set), dtype=np.int64)
+    ids, dense = _dense_ids(base, [flat for _, flat in raw])
+    own = _flat(raw[0][0], dense[0])
+    flats = [own] + [own if a is None else _flat(r[0], d) for a, r, d in zip(assignments, raw[1:], dense[1:])]
+
+    id_list = ids.tolist()
+    is_target = np.isin(ids, np.fromiter(target_set, dtype=np.int64))
+    brokers = cluster.brokers
+    known = np.array([b in brokers and brokers[b].known for b in id_list], dtype=bool)
+    rack_names = [brokers[b].rack if b in brokers else None for b in id_list]
+    codes: dict[str, int] = {}
+    rack = np.array([-1 if r is None else codes.setdefault(r, len(codes)) for r in rack_names], dtype=np.int64)
+    n_racks = len({r for r, t in zip(rack_names, is_target.tolist()) if t and r is not None})
+
+    names = list(map(attrgetter("topic"), parts))
+    tcodes = {t: i for i, t in enumerate(dict.fromkeys(names))}
+    topic = np.fromiter(map(tcodes.__getitem__, names), dtype=np.int64, count=len(parts))
+    sizes = np.fromiter(map(attrgetter("size"), parts), dtype=np.int64, count=len(parts))
+
+    tidx = np.flatnonzero(is_target)
+    free = [brokers[b].storage_free if b in brokers else None for b in ids[tidx].tolist()]
+    ctx = _Ctx(
+        cluster=cluster, ids=ids, target_set=target_set, tidx=tidx, is_target=is_target, known=known,
+        rack=rack, n_racks=n_racks, sizes=sizes, topic=topic, n_topics=len(tcodes),
+        storage_free=None if any(f is None for f in free) else free, snapshot=flats[0],
+    )
+    return ctx, flats[1:]
+
+
+def _cell_counts(rows: np.ndarray, cols: np.ndarray, n_cols: int, n_cells: int):
+    """Distinct (row, col) pairs with their multiplicity, sorted by row then col."""
+    code = rows * n_cols + cols
+    if n_cells <= _DENSE_CELLS_MAX:
+        table = np.bincount(code, minlength=n_cells)
+        cell = np.flatnonzero(table)
+        count = table[cell]
+    else:
+        cell, count = np.unique(code, return_counts=True)
+    return cell // n_cols, cell % n_cols, count
+
+
+def _used_bytes(ctx: _Ctx, flat: _Flat) -> np.ndarray:
+    """Bytes each broker holds under an assignment (int64, exact)."""
+    weights = ctx.sizes[flat.part_of]
+    n = len(ctx.ids)
+    if int(weights.sum(dtype=np.int64)) < _FLOAT_EXACT and (weights >= 0).all():
+        return np.bincount(flat.idx, weights=weights, minlength=n).astype(np.int64)
+    used = np.zeros(n, dtype=np.int64)
+    np.add.at(used, flat.idx, weights)
+    return used
+
+
+def _leaders(flat: _Flat) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with a replica list, and their preferred leader."""
+    rows = np.flatnonzero(flat.lengths > 0)
+    return rows, flat.idx[flat.starts[rows]]
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _spread(values: np.ndarray) -> int:
+    return int(values.max() - values.min())
+
+
+def _duplicate_rows(flat: _Flat) -> np.ndarray:
+    dup = np.zeros(len(flat.lengths), dtype=bool)
+    for n, (rows, m) in flat.groups.items():
+        if n > 1:
+            s = np.sort(m, axis=1)
+            dup[rows] = (s[:, 1:] == s[:, :-1]).any(axis=1)
+    return dup
+
+
+def _rack_violations(ctx: _Ctx, flat: _Flat) -> int:
+    if not ctx.n_racks:
+        return 0
+    total = 0
+    for n, (_, m) in flat.groups.items():
+        r = ctx.rack[m]
+        # A replica without a rack makes the partition unjudgeable, as in evaluate_plan.
+        racked = (r >= 0).all(axis=1)
+        s = np.sort(r, axis=1)
+        distinct = 1 + (s[:, 1:] != s[:, :-1]).sum(axis=1)
+        total += int(np.count_nonzero(racked & (distinct < min(n, ctx.n_racks))))
+    return total
+
+
+def _degrees(ctx: _Ctx, flat: _Flat) -> np.ndarray:
+    """Distinct target peers of every target broker."""
+    n = len(ctx.ids)
+    lo_parts, hi_parts = [], []
+    for k, (_, m) in flat.groups.items():
+        for a in range(k):
+            for b in range(a + 1, k):
+                x, y = m[:, a], m[:, b]
+                keep = (x != y) & ctx.is_target[x] & ctx.is_target[y]
+                lo_parts.append(np.minimum(x, y)[keep])
+                hi_parts.append(np.maximum(x, y)[keep])
+    deg = np.zeros(n, dtype=np.int64)
+    if lo_parts:
+        lo, hi, _ = _cell_counts(np.concatenate(lo_parts), np.concatenate(hi_parts), n, n * n)
+        deg += np.bincount(lo, minlength=n) + np.bincount(hi, minlength=n)
+    return deg[ctx.tidx]
+
+
+def _topic_leader_excess(ctx: _Ctx, flat: _Flat) -> int:
+    rows, lead = _leaders(flat)
+    if not len(rows):
+        return 0
+    n_t = len(ctx.tidx)
+    topic = ctx.topic[rows]
+    led = np.bincount(topic, minlength=ctx.n_topics)
+    on = ctx.is_target[lead]
+    tp, _, cnt = _cell_counts(topic[on], lead[on], len(ctx.ids), ctx.n_topics * len(ctx.ids))
+    hi = np.zeros(ctx.n_topics, dtype=np.int64)
+    lo = np.zeros(ctx.n_topics, dtype=np.int64)
+    if len(tp):
+        first = np.flatnonzero(np.r_[True, tp[1:] != tp[:-1]])
+        group = tp[first]
+        hi[group] = np.maximum.reduceat(cnt, first)
+        # The minimum over targets is 0 unless every target leads something in the topic.
+        full = np.diff(np.r_[first, len(tp)]) == n_t
+        lo[group[full]] = np.minimum.reduceat(cnt, first)[full]
+    has = led > 0
+    excess = hi[has] - lo[has] - (led[has] % n_t != 0)
+    return max(0, int(excess.max())) if len(excess) else 0
+
+
+def _failover_excess(ctx: _Ctx, flat: _Flat) -> int:
+    lead_parts, next_parts = [], []
+    for k, (_, m) in flat.groups.items():
+        if k > 1:
+            keep = ctx.is_target[m[:, 0]]
+            lead_parts.append(m[keep, 0])
+            next_parts.append(m[keep, 1])
+    if not lead_parts:
+        return 0
+    n = len(ctx.ids)
+    x_of, y_of, cnt = _cell_counts(np.concatenate(lead_parts), np.concatenate(next_parts), n, n * n)
+    bounds = np.searchsorted(x_of, np.arange(n + 1))
+    worst = 0
+    for x in ctx.tidx.tolist():
+        s, e = bounds[x], bounds[x + 1]
+        led = int(cnt[s:e].sum())
+        if not led:
+            continue
+        elig = ctx.is_target.copy()
+        elig[x] = False
+        if ctx.n_racks:
+            other_rack = elig & (ctx.rack != ctx.rack[x])
+            if other_rack.any():
+                elig = other_rack
+        n_elig = int(elig.sum())
+        if not n_elig:
+            # A single target broker has nobody to fail over to (evaluate_plan fails here).
+            continue
+        inside = elig[y_of[s:e]]
+        got = cnt[s:e][inside]
+        hi = int(got.max()) if len(got) else 0
+        lo = int(got.min()) if len(got) == n_elig else 0
+        worst = max(worst, hi - lo - (led % n_elig != 0))
+    return worst
+
+
+def _figures(ctx: _Ctx, flat: _Flat) -> dict:
+    n = len(ctx.ids)
+    t = ctx.tidx
+    count = np.bincount(flat.idx, minlength=n)
+    _, lead = _leaders(flat)
+    leaders = np.bincount(lead, minlength=n)
+    used = _used_bytes(ctx, flat)
+    cnts = count[t]
+    degs = _degrees(ctx, flat).tolist()
+    within = 0
+    for r in np.unique(ctx.rack[t]).tolist():
+        within = max(within, _spread(cnts[ctx.rack[t] == r]))
+    out = {
+        "partitions": len(flat.lengths),
+        "replicas_off_target": int(np.count_nonzero(~ctx.is_target[flat.idx])),
+        "duplicate_replica_sets": int(np.count_nonzero(_duplicate_rows(flat))),
+        "rack_violations": _rack_violations(ctx, flat),
+        "replica_count_min": int(cnts.min()),
+        "replica_count_max": int(cnts.max()),
+        "replica_count_spread": _spread(cnts),
+        "replica_count_spread_within_racks": within,
+        "leader_count_spread": _spread(leaders[t]),
+        "topic_leader_excess_spread_max": _topic_leader_excess(ctx, flat),
+        "degree_min": min(degs),
+        # statistics, not numpy, for the per-broker means: evaluate_plan's exact rounding.
+        "degree_avg": round(statistics.mean(degs), 2),
+        "degree_max": max(degs),
+        "failover_excess_spread_max": _failover_excess(ctx, flat),
+    }
+    uv = used[t].tolist()
+    if ctx.storage_free is not None:
+        before = _used_bytes(ctx, ctx.snapshot)[t].tolist()
+        fv = [f + b - u for f, b, u in zip(ctx.storage_free, before, uv)]
+        out["storage_free_range_spread_pct"] = round((max(fv) - min(fv)) / max(min(fv), 1) * 100, 3)
+        out["storage_free_stddev_gb"] = round(statistics.pstdev(fv) / 1e9, 3)
+        out["storage_free_min_gb"] = round(min(fv) / 1e9, 3)
+    mean_u = statistics.mean(uv) or 1
+    out["storage_used_spread_pct_of_mean"] = round((max(uv) - min(uv)) / mean_u * 100, 3)
+    return out
+
+
+def _changed_rows(before: _Flat, after: _Flat) -> np.ndarray:
+    """Partitions whose replica list differs, order included."""
+    changed = before.lengths != after.lengths
+    for n, (rows, m) in after.groups.items():
+        same = rows[before.lengths[rows] == n]
+        if len(same):
+            mb = before.idx[before.starts[same][:, None] + np.arange(n)]
+            ma = after.idx[after.starts[same][:, None] + np.arange(n)]
+            changed[same] = (mb != ma).any(axis=1)
+    return changed
+
+
+def _set_changes(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray):
+    """Per partition: distinct brokers added, distinct brokers dropped (changed rows only)."""
+    n = len(ctx.ids)
+    p = len(changed)
+
+    def codes(flat: _Flat) -> np.ndarray:
+        rows = flat.part_of
+        keep = changed[rows]
+        return np.unique(rows[keep] * n + flat.idx[keep])
+
+    a, b = codes(after), codes(before)
+    new = a[~np.isin(a, b, assume_unique=True)]
+    gone = b[~np.isin(b, a, assume_unique=True)]
+    return np.bincount(new // n, minlength=p), np.bincount(gone // n, minlength=p)
+
+
+def _movement(ctx: _Ctx, before: _Flat, after: _Flat) -> dict:
+    changed = _changed_rows(before, after)
+    new, gone = _set_changes(ctx, before, after, changed)
+    n = len(ctx.ids)
+    n_t = len(ctx.target_set)
+    on = ctx.is_target[before.idx]
+    c = np.bincount(before.idx[on], minlength=n)[ctx.tidx]
+    total = int(after.lengths.sum())
+    lo, hi = total // n_t, -(-total // n_t)
+    forced = int(np.count_nonzero(~on))
+    rf_growth = int(np.maximum(after.lengths - before.lengths, 0).sum())
+    excess = int(np.maximum(c - hi, 0).sum())
+    deficit = int(np.maximum(lo - c, 0).sum())
+    used = _used_bytes(ctx, before).tolist()
+    by_id = dict(zip(ctx.ids.tolist(), used))
+    mean = sum(used) / n_t
+    off = sum(u for b, u in by_id.items() if b not in ctx.target_set)
+    # A float sum depends on its order; evaluate_plan adds in set order, so this does too.
+    bytes_lb = off + sum(max(0, by_id[b] - mean) for b in ctx.target_set)
+    return {
+        "partitions_changed": int(np.count_nonzero(changed)),
+        "leader_only_changes": int(np.count_nonzero(changed & (new == 0) & (gone == 0))),
+        "replica_additions": int(new.sum()),
+        "bytes_moved_gb": round(int((new * ctx.sizes).sum()) / 1e9, 3),
+        "forced_additions": forced,
+        "additions_lower_bound_count_balanced": max(forced + excess, deficit, rf_growth),
+        "bytes_lower_bound_to_mean_gb": round(bytes_lb / 1e9, 3),
+    }
+
+
+# --------------------------------------------------------------------------- public
+
+
+def assignment_figures(cluster: Cluster, assignment, targets) -> dict:
+    """Plan-quality figures of one assignment, as evaluate_plan's ``metrics()``.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The cluster; its own assignment is the "before" that free storage is measured from.
+    assignment : list of list of int
+        One replica list per partition, aligned with ``cluster.partitions``.
+    targets : iterable of int
+        Target broker ids (non-empty).
+
+    Returns
+    -------
+    dict
+        The same keys, values and rounding as ``evaluate_plan.metrics``.
+    """
+    ctx, (flat,) = _context(cluster, targets, [assignment])
+    return _figures(ctx, flat)
+
+
+def movement_figures(cluster: Cluster, before, after, targets) -> dict:
+    """Data-movement figures from ``before`` to ``after``, as evaluate_plan's ``movement()``.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        Supplies partition sizes and broker facts.
+    before, after : list of list of int
+        Replica lists aligned with ``cluster.partitions``.
+    targets : iterable of int
+        Target broker ids (non-empty).
+
+    Returns
+    -------
+    dict
+        Changes, replica additions, bytes moved, and their lower bounds.
+    """
+    ctx, (b, a) = _context(cluster, targets, [before, after])
+    return _movement(ctx, b, a)
+
+
+def _problems(ctx: _Ctx, after: _Flat, changed: np.ndarray) -> tuple[list[str], int]:
+    """evaluate_plan's problems (unknown brokers, anywhere) and kit's own (changed partitions only)."""
+    p = len(after.lengths)
+    rows = after.part_of
+    unknown = np.bincount(rows[~ctx.known[after.idx]], minlength=p) > 0
+    dup = _duplicate_rows(after) & changed
+    stray = ctx.known[after.idx] & ~ctx.is_target[after.idx]
+    off = (np.bincount(rows[stray], minlength=p) > 0) & changed
+    empty = (after.lengths == 0) & changed
+    kinds = np.stack([unknown, dup, off, empty])
+    count = int(kinds.sum())
+    parts = ctx.cluster.partitions
+    ids = ctx.ids
+    listed: list[str] = []
+    for i in np.flatnonzero(kinds.any(axis=0)).tolist():
+        if len(listed) >= _PROBLEMS_LISTED:
+            break
+        name = parts[i].name
+        reps = ids[after.idx[after.starts[i]:after.starts[i] + after.lengths[i]]].tolist()
+        if unknown[i]:
+            listed.append(f"{name} names an unknown broker")
+        if dup[i]:
+            twice = next(b for b in reps if reps.count(b) > 1)
+            listed.append(f"{name} lists broker {twice} twice")
+        if off[i]:
+            bad = sorted({b for b in reps if b not in ctx.target_set and b in ctx.cluster.brokers
+                          and ctx.cluster.brokers[b].known})
+            listed.append(f"{name} places replicas on non-target broker(s) {', '.join(map(str, bad))}")
+        if empty[i]:
+            listed.append(f"{name} has no replicas")
+    return listed[:_PROBLEMS_LISTED], count
+
+
+def plan_report(plan: Plan) -> dict:
+    """Everything `kit plan --report` writes: problems, figures before and after, movement.
+
+    Parameters
+    ----------
+    plan : Plan
+        The plan; its cluster's assignment is "before".
+
+    Returns
+    -------
+    dict
+        Keys ``action, targets, problems, problem_count, before, after, movement,
+        warnings, broker_changes``. ``problems`` lists at most 20 (as evaluate_plan);
+        ``problem_count`` counts them all.
+    """
+    cluster = plan.cluster
+    ctx, (before, after) = _context(cluster, plan.targets, [None, plan.after])
+    problems, count = _problems(ctx, after, _changed_rows(before, after))
+    return {
+        "action": plan.action,
+        "targets": sorted(ctx.target_set),
+        "problems": problems,
+        "problem_count": count,
+        "before": _figures(ctx, before),
+        "after": _figures(ctx, after),
+        "movement": _movement(ctx, before, after),
+        "warnings": list(plan.warnings),
+        "broker_changes": {k: list(v) for k, v in plan.broker_changes.items()},
+    }
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _brackets(reps) -> str:
+    return "[" + " ".join(map(str, reps)) + "]"
+
+
+def _reason(old, new) -> str:
+    if set(old) != set(new):
+        return "replaced broker"
+    if old[:1] != new[:1]:
+        return "preferred leader"
+    return "follower order"
+
+
+def _roles(ctx: _Ctx, flat: _Flat) -> dict[int, tuple[int, int, int]]:
+    """Broker id -> (leader, follower, total) replica counts."""
+    n = len(ctx.ids)
+    total = np.bincount(flat.idx, minlength=n)
+    _, lead = _leaders(flat)
+    leader = np.bincount(lead, minlength=n)
+    return {b: (int(l), int(t - l), int(t)) for b, l, t in zip(ctx.ids.tolist(), leader, total)}
+
+
+def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
+    """A topicmappr-style text summary of a plan.
+
+    Parameters
+    ----------
+    plan : Plan
+        The plan to describe.
+    report : dict
+        ``plan_report(plan)``; the figures are taken from it, not recomputed.
+    max_changes : int
+        Partition map changes listed before the rest is only counted.
+
+    Returns
+    -------
+    str
+        Sections Topics, Broker change summary, Action, WARN, Partition map changes,
+        Broker distribution, Movement, Balance and (with storage figures) Storage free
+        change estimations, ending with a newline. Same plan, same text.
+
+    Notes
+    -----
+    ``plan.broker_changes`` may hold ``removed``, ``replacing``, ``added`` (new, empty
+    brokers) and ``missing`` (dead brokers still in the map); "Replacing N" counts the
+    brokers being vacated, removed or replaced.
+    """
+    cluster = plan.cluster
+    parts = cluster.partitions
+    ctx, (before, after) = _context(cluster, plan.targets, [None, plan.after])
+    out: list[str] = []
+
+    out.append("Topics:")
+    topics = sorted({parts[i].topic for i in plan.selected})
+    out += [f"  {t}" for t in topics[:20]] or ["  [none]"]
+    if len(topics) > 20:
+        out.append(f"  ... and {len(topics) - 20} more")
+
+    out += ["", "Broker change summary:"]
+    bc = plan.broker_changes
+    removed, replacing = list(bc.get("removed", [])), list(bc.get("replacing", []))
+    added, missing = list(bc.get("added", [])), list(bc.get("missing", []))
+    out += [f"  Broker {b} marked for removal" for b in sorted(removed)]
+    out += [f"  Broker {b} marked for replacement" for b in sorted(set(replacing) - set(removed))]
+    out += [f"  Broker {b} is missing (dead)" for b in sorted(missing)]
+    out += [f"  New broker {b}" for b in sorted(added)]
+    holders = set(ctx.ids[np.bincount(before.idx, minlength=len(ctx.ids)) > 0].tolist())
+    out.append(f"  Replacing {len(set(removed) | set(replacing))}, added {len(added)}, missing {len(missing)}, "
+               f"total count changed by {len(ctx.target_set) - len(holders)}")
+
+    out += ["", "Action:", f"  {plan.action}"]
+    out += ["", "WARN:"] + ([f"  {w}" for w in plan.warnings] or ["  [none]"])
+
+    out += ["", "Partition map changes:"]
+    changed = np.flatnonzero(_changed_rows(before, after)).tolist()
+    for i in changed[:max_changes]:
+        old, new = list(parts[i].replicas), list(plan.after[i])
+        why = plan.reasons.get(i) or _reason(old, new)
+        out.append(f"  {parts[i].topic} p{parts[i].partition}: {_brackets(old)} -> {_brackets(new)} {why}")
+    if len(changed) > max_changes:
+        out.append(f"  ... and {len(changed) - max_changes} more (full list in the plan file)")
+    if not changed:
+        out.append("  [no changes]")
+
+    b, a, mv = report["before"], report["after"], report["movement"]
+    out += ["", "Broker distribution:",
+            f"  degree [min/max/avg]: {b['degree_min']}/{b['degree_max']}/{b['degree_avg']:.2f}"
+            f" -> {a['degree_min']}/{a['degree_max']}/{a['degree_avg']:.2f}", "  -"]
+    was, now = _roles(ctx, before), _roles(ctx, after)
+    for bid in sorted(ctx.target_set | holders | {k for k, v in now.items() if v[2]}):
+        line = f"  Broker {bid} - leader: {now[bid][0]}, follower: {now[bid][1]}, total: {now[bid][2]}"
+        if was[bid] != now[bid]:
+            line += " (was {}/{}/{})".format(*was[bid])
+        out.append(line)
+
+    out += ["", "Movement:",
+            f"  replica additions: {mv['replica_additions']} (forced {mv['forced_additions']}, "
+            f"lower bound for a count-balanced result {mv['additions_lower_bound_count_balanced']})",
+            f"  data moved: {mv['bytes_moved_gb']:.3f} GB (lower bound to the mean "
+            f"{mv['bytes_lower_bound_to_mean_gb']:.3f} GB)",
+            f"  partitions changed: {mv['partitions_changed']}",
+            f"  leader-only changes: {mv['leader_only_changes']}"]
+
+    out += ["", "Balance:"]
+    for key, label in (("replica_count_spread", "replica count spread"),
+                       ("replica_count_spread_within_racks", "replica count spread within racks"),
+                       ("leader_count_spread", "leader count spread"),
+                       ("topic_leader_excess_spread_max", "topic leader excess spread, max"),
+                       ("failover_excess_spread_max", "failover excess spread, max"),
+                       ("rack_violations", "rack violations")):
+        out.append(f"  {label}: {b[key]} -> {a[key]}")
+
+    if "storage_free_range_spread_pct" in a and "storage_free_range_spread_pct" in b:
+        out += ["", "Storage free change estimations:",
+                f"  range spread: {b['storage_free_range_spread_pct']:.2f}% -> "
+                f"{a['storage_free_range_spread_pct']:.2f}%",
+                f"  std. deviation: {b['storage_free_stddev_gb']:.2f}GB -> {a['storage_free_stddev_gb']:.2f}GB",
+                f"  min free: {b['storage_free_min_gb']:.2f}GB -> {a['storage_free_min_gb']:.2f}GB"]
+    return "\n".join(out) + "\n"

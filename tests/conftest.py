@@ -1,0 +1,53 @@
+"""Shared fixtures: the `shared/` folder beside the clone and small generated cluster snapshots."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# shared/ sits beside the repository root (as in the Makefile); the SHARED variable points elsewhere.
+SHARED = Path(os.environ.get("SHARED", Path(__file__).resolve().parents[2] / "shared"))
+
+# The standard small clusters: 12 brokers in 3 racks, 600 RF-3 partitions over 20 topics.
+SMALL = ("--brokers", "12", "--racks", "3", "--partitions", "600", "--seed", "1")
+SNAPSHOTS = {
+    "replace": SMALL + ("--scenario", "replace", "--dead", "1"),  # one dead broker, one new empty one in its rack
+    "scale-out": SMALL + ("--scenario", "scale-out", "--add", "3"),  # three new empty brokers, one per rack
+    "az-loss": SMALL + ("--scenario", "az-loss"),  # every broker of rack-c dead
+    "balanced": SMALL + ("--scenario", "balanced"),
+}
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The `shared` folder (design notes, gen_cluster.py, evaluate_plan.py); skips when it is missing."""
+    if not (SHARED / "tools" / "gen_cluster.py").exists():
+        pytest.skip(f"shared tools not found in {SHARED} (set SHARED)")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def make_snapshot(shared_dir, tmp_path_factory):
+    """make_snapshot(*gen_cluster_args) -> Path of a generated snapshot, cached for the session."""
+    gen = shared_dir / "tools" / "gen_cluster.py"
+    root = tmp_path_factory.mktemp("snapshots")
+    cache: dict[tuple[str, ...], Path] = {}
+
+    def make(*args: str) -> Path:
+        key = tuple(args)
+        if key not in cache:
+            out = root / f"cluster-{len(cache)}.json"
+            subprocess.run([sys.executable, str(gen), *args, "--out", str(out)], check=True, timeout=120)
+            cache[key] = out
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def snapshots(make_snapshot) -> dict[str, Path]:
+    """The standard small clusters by scenario name: replace, scale-out, az-loss, balanced."""
+    return {name: make_snapshot(*args) for name, args in SNAPSHOTS.items()}
