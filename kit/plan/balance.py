@@ -139,7 +139,6 @@ def _pick_partition(ws: Workspace, a: int, b: int, recent: list[int] = ()) -> in
     best = None
     seen = 0
     top = int(diff[order[0]])
-    tpos = {int(t): int(diff[k]) for k, t in enumerate(cand_t)}
 
     def consider(p, d):
         nonlocal best
@@ -156,19 +155,20 @@ def _pick_partition(ws: Workspace, a: int, b: int, recent: list[int] = ()) -> in
         if best is None or key < best[0]:
             best = (key, p)
 
-    for p in recent[-32:]:
-        d = tpos.get(int(ws.topic[p]))
-        if d is not None and d >= 1:
+    for p in recent[-16:]:
+        t = ws.topic[p]
+        d = int(ws.tcount[t, a] - ws.tcount[t, b])
+        if d >= 1:
             consider(p, d)
     for rank, t in enumerate(cand_t[order]):
         d = int(diff[order[rank]])
         # Stay with topics that a holds clearly more of than b, once some candidate exists.
-        if best is not None and (d < min(top - 2, 1) or seen >= 64):
+        if best is not None and (d < min(top - 2, 1) or seen >= 24):
             break
         for p in topics[int(t)]:
             consider(p, d)
             seen += 1
-            if seen % 16 == 0:
+            if seen % 8 == 0:
                 break
     return None if best is None else best[1]
 

@@ -139,8 +139,9 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
     parent = np.repeat(np.arange(nt), nt)
     plo = np.maximum(fr.lo - fr.fixed_lead, 0)
     phi = np.maximum(fr.hi - fr.fixed_lead, 0)
+    avail = np.bincount(gr_a, minlength=nt * nt)
     for w in (0, 1, 2, 3, 5, 8):
-        glo = np.where(cross, np.maximum(share_lo - w, 0), 0).ravel()
+        glo = np.minimum(np.where(cross, np.maximum(share_lo - w, 0), 0).ravel(), avail)
         ghi = np.where(cross, share_hi + w, big).ravel()
         glo = np.maximum(glo - fixed_pair, 0)
         ghi = np.maximum(ghi - fixed_pair, 0)
@@ -150,8 +151,13 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
     return {}
 
 
-def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
-    """New leaders for even leadership overall and per topic, changing as few as possible."""
+def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame, steer_rounds: int = 0) -> dict[int, int]:
+    """New leaders for even leadership overall and per topic, changing as few as possible.
+
+    With `steer_rounds`, the choice is made again with a reward for leading partitions
+    that hold brokers the leader rarely leads for (each broker's failover needs a fair
+    number of partitions with every broker of the other racks as a possible follower).
+    """
     nt = fr.nt
     items = fr.items
     if not items:
@@ -159,34 +165,71 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     topics = sorted({int(ws.topic[p]) for p in items})
     t_pos = {t: k for k, t in enumerate(topics)}
     n_t = np.zeros(len(topics), dtype=np.int64)
-    it, gr, cost = [], [], []
+    width = max(len(assign[p]) for p in items)
+    it, gr, cost, lead, others = [], [], [], [], []
     for i, p in enumerate(items):
         k = t_pos[int(ws.topic[p])]
         n_t[k] += 1
-        for a, b in enumerate(assign[p]):
+        pos = [fr.tpos(ws, b) for b in assign[p]]
+        for a, x in enumerate(pos):
             it.append(i)
-            gr.append(k * nt + fr.tpos(ws, b))
+            gr.append(k * nt + x)
             cost.append(min(a, 2))
-    it_a, gr_a, cost_a = np.array(it), np.array(gr), np.array(cost)
+            lead.append(x)
+            row = [y for y in pos if y != x]
+            others.append(row + [-1] * (width - 1 - len(row)))
+    it_a, gr_a, base_cost = np.array(it), np.array(gr), np.array(cost, dtype=np.int64)
+    lead_a = np.array(lead, dtype=np.int64)
+    others_a = np.array(others, dtype=np.int64).reshape(len(lead), max(width - 1, 0))
     parent = np.tile(np.arange(nt), len(topics))
     t_lo, t_hi = _even(n_t, nt)
-    for t_w, g_w in [(0, 0), (1, 0), (2, 0), (None, 0), (None, 1)]:
+
+    def solve(t_w, g_w, arc_cost):
         if t_w is None:
             glo, ghi = np.zeros_like(n_t), n_t
         else:
             glo, ghi = np.maximum(t_lo - t_w // 2, 0), t_hi + (t_w + 1) // 2
         plo = np.maximum(fr.lo - g_w - fr.fixed_lead, 0)
         phi = np.maximum(fr.hi + g_w - fr.fixed_lead, 0)
-        choice = bounded_assignment(len(items), it_a, gr_a, np.repeat(glo, nt), np.repeat(ghi, nt),
-                                    parent, plo, phi, arc_cost=cost_a)
+        return bounded_assignment(len(items), it_a, gr_a, np.repeat(glo, nt), np.repeat(ghi, nt),
+                                  parent, plo, phi, arc_cost=arc_cost)
+
+    choice = None
+    for t_w, g_w in [(0, 0), (1, 0), (2, 0), (None, 0), (None, 1)]:
+        choice = solve(t_w, g_w, base_cost)
         if choice is not None:
-            out = {}
-            for i, p in enumerate(items):
-                leader = ws.targets[int(choice[i] % nt)]
-                if leader != assign[p][0]:
-                    out[p] = leader
-            return out
-    return {}
+            break
+    if choice is None:
+        return {}
+    if steer_rounds and others_a.shape[1]:
+        elig = np.zeros((nt, nt), dtype=bool)
+        for k, x in enumerate(ws.target_idx):
+            elig[k, fr.pos_of[_eligible(ws, x)]] = True
+        n_elig = np.maximum(elig.sum(axis=1), 1)
+        scarce = np.zeros((nt, nt), dtype=bool)
+        valid = others_a >= 0
+        for _ in range(steer_rounds):
+            chosen = np.zeros(len(lead_a), dtype=bool)
+            chosen_gr = choice[it_a]
+            chosen = chosen_gr == gr_a
+            cover = np.zeros((nt, nt), dtype=np.int64)
+            xs = np.repeat(lead_a[chosen], others_a.shape[1])
+            ys = others_a[chosen].ravel()
+            ok = ys >= 0
+            np.add.at(cover, (xs[ok], ys[ok]), 1)
+            led = np.bincount(lead_a[chosen], minlength=nt)
+            scarce |= elig & (cover < 1.5 * (led / n_elig)[:, None])
+            reward = (scarce[lead_a[:, None], np.where(valid, others_a, 0)] & valid).sum(axis=1)
+            again = solve(t_w, g_w, base_cost - 3 * reward)
+            if again is None:
+                break
+            choice = again
+    out = {}
+    for i, p in enumerate(items):
+        leader = ws.targets[int(choice[i] % nt)]
+        if leader != assign[p][0]:
+            out[p] = leader
+    return out
 
 
 def _choose_followers(ws: Workspace, assign: list[list[int]]) -> dict[int, int]:
@@ -234,8 +277,10 @@ def _choose_followers(ws: Workspace, assign: list[list[int]]) -> dict[int, int]:
         base_lo[group0[x]:group0[x] + elig[x].size] = lo
         base_hi[group0[x]:group0[x] + elig[x].size] = hi
     it_a, gr_a, cost_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64), np.array(cost)
+    # A pair cannot get more than its candidates: asking for more would sink the whole flow.
+    avail = np.bincount(gr_a, minlength=off)
     for w_lo, w_hi in [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (3, 3), (5, 5)]:
-        glo = np.maximum(base_lo - w_lo - fixed, 0)
+        glo = np.minimum(np.maximum(base_lo - w_lo - fixed, 0), avail)
         ghi = np.maximum(base_hi + w_hi - fixed, 0)
         choice = bounded_assignment(len(items), it_a, gr_a, glo, ghi, arc_cost=cost_a)
         if choice is not None:
