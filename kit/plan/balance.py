@@ -40,7 +40,12 @@ def _fallback_broker(ws: Workspace, members: list[int]) -> int | None:
 
 
 def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False) -> int:
-    """Re-place every selected replica that sits on a non-target broker; returns how many."""
+    """Re-place every selected replica that sits on a non-target broker; returns how many.
+
+    Each goes to the least-loaded allowed broker; where the rack rule left the greedy
+    fill uneven, the re-placed replicas (and only they, so no copy is added) are then
+    moved again from the fullest to the emptiest brokers.
+    """
     slots = ws.orphan_slots()
     by_part: dict[int, list[int]] = {}
     for p, pos in slots:
@@ -62,6 +67,11 @@ def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False
                 ws.warnings.append(msg)
             leaving.discard(reps[pos])
             ws.replace_slot(p, pos, new, reason)
+    if slots:
+        pool: list[dict[int, dict[int, None]]] = [dict() for _ in ws.ids]
+        for p, pos in slots:
+            pool[ws.index[ws.assign[p][pos]]].setdefault(int(ws.topic[p]), {})[p] = None
+        balance_counts(ws, reason, pool=pool)
     return len(slots)
 
 
@@ -92,7 +102,7 @@ def shrink_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
         ws.drop_replica(p, best[1], reason)
 
 
-def _reaches_rack(ws: Workspace, a: int, rack: int) -> bool:
+def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
     """Whether some movable replica on broker index `a` may move to a broker in `rack`.
 
     In the common layout (one replica per rack, RF = racks) none can: this answers that
@@ -101,7 +111,7 @@ def _reaches_rack(ws: Workspace, a: int, rack: int) -> bool:
     a_id = ws.ids[a]
     rack_of = ws.rack
     index = ws.index
-    for bucket in ws.on_topic[a].values():
+    for bucket in pool[a].values():
         for p in bucket:
             reps = ws.assign[p]
             seen = set()
@@ -118,7 +128,7 @@ def _reaches_rack(ws: Workspace, a: int, rack: int) -> bool:
     return False
 
 
-def _pick_partition(ws: Workspace, a: int, b: int, recent: list[int] = ()) -> int | None:
+def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = ()) -> int | None:
     """A movable partition on broker index `a` that may move to broker index `b`.
 
     Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
@@ -128,7 +138,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, recent: list[int] = ()) -> in
     `recent` are partitions on `a` that an earlier move gave an underfull broker: they are
     the only way for two underfull (often new) brokers to come to share partitions.
     """
-    topics = ws.on_topic[a]
+    topics = pool[a]
     if not topics:
         return None
     cand_t = np.fromiter(topics.keys(), dtype=np.int64, count=len(topics))
@@ -156,9 +166,9 @@ def _pick_partition(ws: Workspace, a: int, b: int, recent: list[int] = ()) -> in
             best = (key, p)
 
     for p in recent[-16:]:
-        t = ws.topic[p]
+        t = int(ws.topic[p])
         d = int(ws.tcount[t, a] - ws.tcount[t, b])
-        if d >= 1:
+        if d >= 1 and p in topics.get(t, ()):
             consider(p, d)
     for rank, t in enumerate(cand_t[order]):
         d = int(diff[order[rank]])
@@ -173,9 +183,15 @@ def _pick_partition(ws: Workspace, a: int, b: int, recent: list[int] = ()) -> in
     return None if best is None else best[1]
 
 
-def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None = None) -> int:
+def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None = None, pool=None) -> int:
     """Move replicas from the most- to the least-loaded target brokers until the spread is at
-    most one or no allowed move narrows it. Returns the number of moves."""
+    most one or no allowed move narrows it. Returns the number of moves.
+
+    `pool` (per broker index: topic -> partitions) limits which replicas may move;
+    by default every selected one.
+    """
+    own_pool = pool is not None
+    pool = ws.on_topic if pool is None else pool
     tidx = ws.target_idx
     if tidx.size < 2:
         return 0
@@ -202,17 +218,24 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
                 rb = int(ws.rack[b])
                 if rb >= 0 and rb != ws.rack[a]:
                     if (a, rb) not in reach:
-                        reach[(a, rb)] = _reaches_rack(ws, a, rb)
+                        reach[(a, rb)] = _reaches_rack(ws, a, rb, pool)
                     if not reach[(a, rb)]:
                         failed.add((a, b))
                         continue
-                p = _pick_partition(ws, a, b, recent.get(a, ()))
+                p = _pick_partition(ws, a, b, pool, recent.get(a, ()))
                 if p is None:
                     failed.add((a, b))
                     continue
                 pos = ws.assign[p].index(ws.ids[a])
                 ws.replace_slot(p, pos, ws.ids[b], reason)
                 moves += 1
+                if own_pool:
+                    t = int(ws.topic[p])
+                    bucket = pool[a][t]
+                    del bucket[p]
+                    if not bucket:
+                        del pool[a][t]
+                    pool[b].setdefault(t, {})[p] = None
                 for m in ws.assign[p]:
                     if m != ws.ids[b]:
                         recent.setdefault(ws.index[m], []).append(p)

@@ -106,3 +106,29 @@ def _min_cost(n_items, item_of_arc, group_of_arc, all_t, all_h, all_c, excess, a
     used = np.flatnonzero(flows)
     choice[item_of_arc[used]] = group_of_arc[used]
     return choice
+
+
+def water_fill(avail: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Even shares of `total` over slots that can take at most `avail` each.
+
+    Row by row (a 1-D input is one row): every slot gets min(avail, level), with the level
+    set so the shares add up to the row's total; returns the floor and ceiling of those
+    shares, the tightest integer bounds an even split allows.
+    """
+    one_d = avail.ndim == 1
+    a = np.atleast_2d(avail).astype(np.float64)
+    t = np.atleast_1d(total).astype(np.float64)
+    t = np.minimum(t, a.sum(axis=1))
+    s = np.sort(a, axis=1)
+    n = a.shape[1]
+    # With the k smallest slots full, the rest share what is left evenly.
+    prefix = np.concatenate([np.zeros((a.shape[0], 1)), np.cumsum(s, axis=1)[:, :-1]], axis=1)
+    left = (t[:, None] - prefix) / (n - np.arange(n))[None, :]
+    # The level is the first candidate not above the next smallest slot.
+    ok = left <= s
+    k = np.where(ok.any(axis=1), ok.argmax(axis=1), n - 1)
+    level = left[np.arange(a.shape[0]), k]
+    share = np.minimum(a, level[:, None])
+    lo = np.floor(share + 1e-9).astype(np.int64)
+    hi = np.ceil(share - 1e-9).astype(np.int64)
+    return (lo[0], hi[0]) if one_d else (lo, hi)

@@ -12,11 +12,9 @@ planning again on a result changes nothing.
 """
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
-from .flow import bounded_assignment
+from .flow import bounded_assignment, water_fill
 from .workspace import Workspace
 
 
@@ -70,11 +68,6 @@ def _eligible(ws: Workspace, x: int) -> np.ndarray:
     return others
 
 
-def _even(total, parts):
-    """floor and ceiling of an even split."""
-    return total // parts, -(-total // parts)
-
-
 class _Frame:
     """Target positions, movable partitions and fixed load shared by the three stages."""
 
@@ -86,33 +79,57 @@ class _Frame:
         self.items = [p for p in ws.selected if all(self.pos_of[idx[b]] >= 0 for b in assign[p])]
         item_set = set(self.items)
         self.fixed_lead = np.zeros(nt, dtype=np.int64)
+        can_lead = np.zeros(nt, dtype=np.int64)
         for p, reps in enumerate(assign):
-            j = self.pos_of[idx[reps[0]]]
-            if p not in item_set and j >= 0:
-                self.fixed_lead[j] += 1
-        self.lo, self.hi = _even(len(self.items) + int(self.fixed_lead.sum()), nt)
+            if p in item_set:
+                for b in reps:
+                    can_lead[self.pos_of[idx[b]]] += 1
+            elif self.pos_of[idx[reps[0]]] >= 0:
+                self.fixed_lead[self.pos_of[idx[reps[0]]]] += 1
+        # Even leadership, except that a broker cannot lead more partitions than it holds.
+        total = len(self.items) + int(self.fixed_lead.sum())
+        self.lo, self.hi = water_fill(can_lead + self.fixed_lead, total)
+        self.elig = np.zeros((nt, nt), dtype=bool)
+        for k, x in enumerate(ws.target_idx):
+            self.elig[k, self.pos_of[_eligible(ws, x)]] = True
 
     def tpos(self, ws: Workspace, b: int) -> int:
         return int(self.pos_of[ws.index[b]])
+
+    def leader_bounds(self, widen: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds on each broker's leaders among the movable partitions."""
+        if widen is None:
+            return np.zeros(self.nt, dtype=np.int64), np.full(self.nt, len(self.items))
+        return (np.maximum(self.lo - widen - self.fixed_lead, 0),
+                np.maximum(self.hi + widen - self.fixed_lead, 0))
+
+
+def _widths():
+    """Bounds widen in these steps (below, above) until the flow is feasible."""
+    return [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (3, 3), (5, 5), (None, None)]
+
+
+def _pair_bounds(avail: np.ndarray, elig: np.ndarray, total_lo, total_hi, fixed: np.ndarray, w):
+    """Bounds per (leader, follower) group: water-filled shares of each leader's partitions over
+    the brokers of the other racks, given how many candidates each pair has."""
+    if w[0] is None:
+        return np.zeros(avail.size, dtype=np.int64), np.full(avail.size, int(avail.sum()) + 1)
+    cap = np.where(elig, avail.reshape(elig.shape) + fixed.reshape(elig.shape), 0)
+    lo, _ = water_fill(cap, np.asarray(total_lo))
+    _, hi = water_fill(cap, np.asarray(total_hi))
+    glo = np.where(elig, np.maximum(lo - w[0], 0), 0).ravel()
+    ghi = np.where(elig, hi + w[1], int(avail.sum()) + 1).ravel()
+    return np.maximum(glo - fixed, 0), np.maximum(ghi - fixed, 0)
 
 
 def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, tuple[int, int]]:
     """Leader and first follower together: even leaders overall and an even failover per leader."""
     nt = fr.nt
     tg = ws.targets
-    cross = np.ones((nt, nt), dtype=bool)
-    np.fill_diagonal(cross, False)
-    if ws.n_racks:
-        r = ws.rack[ws.target_idx]
-        same = (r[:, None] == r[None, :]) & (r[:, None] >= 0)
-        has_cross = (~same & cross).any(axis=1)
-        cross &= ~(same & has_cross[:, None])
-    n_elig = cross.sum(axis=1)
     it, gr, cost = [], [], []
     for i, p in enumerate(fr.items):
-        reps = assign[p]
-        pos = [fr.tpos(ws, b) for b in reps]
-        if len(reps) == 1:
+        pos = [fr.tpos(ws, b) for b in assign[p]]
+        if len(pos) == 1:
             it.append(i)
             gr.append(pos[0] * nt + pos[0])
             cost.append(0)
@@ -133,31 +150,19 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
         x, y = fr.tpos(ws, reps[0]), fr.tpos(ws, reps[1])
         if x >= 0 and y >= 0:
             fixed_pair[x * nt + y] += 1
-    share_lo = (fr.lo // np.maximum(n_elig, 1))[:, None] * cross
-    share_hi = (-(-fr.hi // np.maximum(n_elig, 1)))[:, None] * cross
-    big = len(fr.items) + 1
     parent = np.repeat(np.arange(nt), nt)
-    plo = np.maximum(fr.lo - fr.fixed_lead, 0)
-    phi = np.maximum(fr.hi - fr.fixed_lead, 0)
     avail = np.bincount(gr_a, minlength=nt * nt)
-    for w in (0, 1, 2, 3, 5, 8):
-        glo = np.minimum(np.where(cross, np.maximum(share_lo - w, 0), 0).ravel(), avail)
-        ghi = np.where(cross, share_hi + w, big).ravel()
-        glo = np.maximum(glo - fixed_pair, 0)
-        ghi = np.maximum(ghi - fixed_pair, 0)
+    plo, phi = fr.leader_bounds(0)
+    for w in _widths()[:-1]:
+        glo, ghi = _pair_bounds(avail, fr.elig, fr.lo, fr.hi, fixed_pair, w)
         choice = bounded_assignment(len(fr.items), it_a, gr_a, glo, ghi, parent, plo, phi, arc_cost=cost_a)
         if choice is not None:
             return {p: (tg[int(choice[i]) // nt], tg[int(choice[i]) % nt]) for i, p in enumerate(fr.items)}
     return {}
 
 
-def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame, steer_rounds: int = 0) -> dict[int, int]:
-    """New leaders for even leadership overall and per topic, changing as few as possible.
-
-    With `steer_rounds`, the choice is made again with a reward for leading partitions
-    that hold brokers the leader rarely leads for (each broker's failover needs a fair
-    number of partitions with every broker of the other racks as a possible follower).
-    """
+def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
+    """New leaders for even leadership overall and per topic, changing as few as possible."""
     nt = fr.nt
     items = fr.items
     if not items:
@@ -165,131 +170,74 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame, steer_ro
     topics = sorted({int(ws.topic[p]) for p in items})
     t_pos = {t: k for k, t in enumerate(topics)}
     n_t = np.zeros(len(topics), dtype=np.int64)
-    width = max(len(assign[p]) for p in items)
-    it, gr, cost, lead, others = [], [], [], [], []
+    it, gr, cost = [], [], []
     for i, p in enumerate(items):
         k = t_pos[int(ws.topic[p])]
         n_t[k] += 1
-        pos = [fr.tpos(ws, b) for b in assign[p]]
-        for a, x in enumerate(pos):
+        for a, b in enumerate(assign[p]):
             it.append(i)
-            gr.append(k * nt + x)
+            gr.append(k * nt + fr.tpos(ws, b))
             cost.append(min(a, 2))
-            lead.append(x)
-            row = [y for y in pos if y != x]
-            others.append(row + [-1] * (width - 1 - len(row)))
-    it_a, gr_a, base_cost = np.array(it), np.array(gr), np.array(cost, dtype=np.int64)
-    lead_a = np.array(lead, dtype=np.int64)
-    others_a = np.array(others, dtype=np.int64).reshape(len(lead), max(width - 1, 0))
+    it_a, gr_a, cost_a = np.array(it), np.array(gr), np.array(cost)
     parent = np.tile(np.arange(nt), len(topics))
-    t_lo, t_hi = _even(n_t, nt)
-
-    def solve(t_w, g_w, arc_cost):
+    avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
+    t_lo, t_hi = water_fill(avail_t, n_t)
+    steps = [(0, 0), (1, 0), (2, 0), (None, 0), (None, 1), (None, 2), (None, 4), (None, None)]
+    for t_w, g_w in steps:
         if t_w is None:
-            glo, ghi = np.zeros_like(n_t), n_t
+            glo, ghi = np.zeros_like(t_lo), avail_t
         else:
             glo, ghi = np.maximum(t_lo - t_w // 2, 0), t_hi + (t_w + 1) // 2
-        plo = np.maximum(fr.lo - g_w - fr.fixed_lead, 0)
-        phi = np.maximum(fr.hi + g_w - fr.fixed_lead, 0)
-        return bounded_assignment(len(items), it_a, gr_a, np.repeat(glo, nt), np.repeat(ghi, nt),
-                                  parent, plo, phi, arc_cost=arc_cost)
-
-    choice = None
-    for t_w, g_w in [(0, 0), (1, 0), (2, 0), (None, 0), (None, 1)]:
-        choice = solve(t_w, g_w, base_cost)
+        plo, phi = fr.leader_bounds(g_w)
+        choice = bounded_assignment(len(items), it_a, gr_a, glo.ravel(), ghi.ravel(), parent, plo, phi,
+                                    arc_cost=cost_a)
         if choice is not None:
-            break
-    if choice is None:
-        return {}
-    if steer_rounds and others_a.shape[1]:
-        elig = np.zeros((nt, nt), dtype=bool)
-        for k, x in enumerate(ws.target_idx):
-            elig[k, fr.pos_of[_eligible(ws, x)]] = True
-        n_elig = np.maximum(elig.sum(axis=1), 1)
-        scarce = np.zeros((nt, nt), dtype=bool)
-        valid = others_a >= 0
-        for _ in range(steer_rounds):
-            chosen = np.zeros(len(lead_a), dtype=bool)
-            chosen_gr = choice[it_a]
-            chosen = chosen_gr == gr_a
-            cover = np.zeros((nt, nt), dtype=np.int64)
-            xs = np.repeat(lead_a[chosen], others_a.shape[1])
-            ys = others_a[chosen].ravel()
-            ok = ys >= 0
-            np.add.at(cover, (xs[ok], ys[ok]), 1)
-            led = np.bincount(lead_a[chosen], minlength=nt)
-            scarce |= elig & (cover < 1.5 * (led / n_elig)[:, None])
-            reward = (scarce[lead_a[:, None], np.where(valid, others_a, 0)] & valid).sum(axis=1)
-            again = solve(t_w, g_w, base_cost - 3 * reward)
-            if again is None:
-                break
-            choice = again
-    out = {}
-    for i, p in enumerate(items):
-        leader = ws.targets[int(choice[i] % nt)]
-        if leader != assign[p][0]:
-            out[p] = leader
-    return out
+            out = {}
+            for i, p in enumerate(items):
+                leader = ws.targets[int(choice[i] % nt)]
+                if leader != assign[p][0]:
+                    out[p] = leader
+            return out
+    return {}
 
 
-def _choose_followers(ws: Workspace, assign: list[list[int]]) -> dict[int, int]:
+def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
     """New first followers so each leader's failover spreads evenly, changing as few as possible."""
-    idx = ws.index
-    n = len(ws.ids)
-    elig = {int(x): _eligible(ws, x) for x in ws.target_idx}
-    elig_pos = {}
-    for x, e in elig.items():
-        m = np.full(n, -1, dtype=np.int64)
-        m[e] = np.arange(e.size)
-        elig_pos[x] = m
-    group0 = {}
-    off = 0
-    for x in sorted(elig):
-        group0[x] = off
-        off += elig[x].size
-    led = np.zeros(n, dtype=np.int64)
-    fixed = np.zeros(off, dtype=np.int64)
+    nt = fr.nt
     items, it, gr, cost = [], [], [], []
+    led = np.zeros(nt, dtype=np.int64)
+    fixed = np.zeros(nt * nt, dtype=np.int64)
     for p, reps in enumerate(assign):
         if len(reps) < 2:
             continue
-        x = idx[reps[0]]
-        led[x] += 1
-        if x not in elig:
+        x = fr.tpos(ws, reps[0])
+        if x < 0:
             continue
-        ep = elig_pos[x]
-        cands = [(a, ep[idx[b]]) for a, b in enumerate(reps) if a > 0 and ep[idx[b]] >= 0]
+        led[x] += 1
+        cands = [(a, fr.tpos(ws, b)) for a, b in enumerate(reps) if a > 0]
+        cands = [(a, y) for a, y in cands if y >= 0 and fr.elig[x, y]]
         if ws.is_selected[p] and cands:
             i = len(items)
             items.append(p)
-            for a, c in cands:
+            for a, y in cands:
                 it.append(i)
-                gr.append(group0[x] + c)
+                gr.append(x * nt + y)
                 cost.append(0 if a == 1 else 1)
-        elif ep[idx[reps[1]]] >= 0:
-            fixed[group0[x] + ep[idx[reps[1]]]] += 1
+        else:
+            y = fr.tpos(ws, reps[1])
+            if y >= 0 and fr.elig[x, y]:
+                fixed[x * nt + y] += 1
     if not items:
         return {}
-    base_lo = np.zeros(off, dtype=np.int64)
-    base_hi = np.zeros(off, dtype=np.int64)
-    for x in sorted(elig):
-        lo, hi = _even(int(led[x]), elig[x].size)
-        base_lo[group0[x]:group0[x] + elig[x].size] = lo
-        base_hi[group0[x]:group0[x] + elig[x].size] = hi
     it_a, gr_a, cost_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64), np.array(cost)
-    # A pair cannot get more than its candidates: asking for more would sink the whole flow.
-    avail = np.bincount(gr_a, minlength=off)
-    for w_lo, w_hi in [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (3, 3), (5, 5)]:
-        glo = np.minimum(np.maximum(base_lo - w_lo - fixed, 0), avail)
-        ghi = np.maximum(base_hi + w_hi - fixed, 0)
+    avail = np.bincount(gr_a, minlength=nt * nt)
+    for w in _widths()[:-1]:
+        glo, ghi = _pair_bounds(avail, fr.elig, led, led, fixed, w)
         choice = bounded_assignment(len(items), it_a, gr_a, glo, ghi, arc_cost=cost_a)
         if choice is not None:
-            gx = np.repeat(np.array(sorted(elig), dtype=np.int64), [elig[x].size for x in sorted(elig)])
             out = {}
             for i, p in enumerate(items):
-                g = int(choice[i])
-                x = int(gx[g])
-                f = ws.ids[int(elig[x][g - group0[x]])]
+                f = ws.targets[int(choice[i]) % nt]
                 if f != assign[p][1]:
                     out[p] = f
             return out
@@ -340,7 +288,21 @@ def _with_pairs(assign, chosen: dict[int, tuple[int, int]]) -> list[list[int]]:
     return out
 
 
-def balance_leadership(ws: Workspace) -> bool:
+def balance_leadership(ws: Workspace, rounds: int = 4) -> bool:
+    """Reorder replicas for leader, per-topic and failover balance until a pass changes
+    nothing (so planning again on the result changes nothing either).
+
+    Returns True when the order changed.
+    """
+    changed = False
+    for _ in range(rounds):
+        if not _leadership_pass(ws):
+            break
+        changed = True
+    return changed
+
+
+def _leadership_pass(ws: Workspace) -> bool:
     """Reorder the selected partitions' replicas for leader, per-topic and failover balance.
 
     Tries the cheapest fix first (followers only, then leaders only), then leader and
@@ -372,7 +334,7 @@ def balance_leadership(ws: Workspace) -> bool:
             trial = _with_leaders(cur, _choose_leaders(ws, cur, fr))
             if consider(trial)[2] <= 2:
                 return
-        consider(_with_followers(trial, _choose_followers(ws, trial)))
+        consider(_with_followers(trial, _choose_followers(ws, trial, fr)))
 
     def pairs_first():
         joint = _with_pairs(cur, _choose_pairs(ws, cur, fr))
@@ -381,7 +343,7 @@ def balance_leadership(ws: Workspace) -> bool:
             joint = _with_leaders(joint, _choose_leaders(ws, joint, fr))
             figs = consider(joint)
         if figs[2] > 2:
-            consider(_with_followers(joint, _choose_followers(ws, joint)))
+            consider(_with_followers(joint, _choose_followers(ws, joint, fr)))
 
     # Failover already fine: fixing leaders alone is cheapest. Otherwise leader and
     # first follower have to be chosen together; the other route is the fallback.

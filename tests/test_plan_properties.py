@@ -1,0 +1,279 @@
+"""Planner invariants over random clusters (hypothesis), judged with kit.figures, which
+tests/test_figures.py holds equal to shared/tools/evaluate_plan.py.
+
+Clusters come from shared/tools/gen_cluster.py (Kafka's own rack-aware layout plus a
+scenario), run in-process with hypothesis choosing size, racks, replication and seed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import json
+from contextlib import redirect_stdout
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kit import plan as planners
+from kit.figures import assignment_figures, movement_figures
+from kit.formats import cluster_from_snapshot, plan_text
+
+from conftest import SHARED
+
+_GEN = SHARED / "tools" / "gen_cluster.py"
+pytestmark = pytest.mark.skipif(not _GEN.exists(), reason=f"gen_cluster.py not found under {SHARED}")
+
+
+def _gen_module():
+    spec = importlib.util.spec_from_file_location("gen_cluster", _GEN)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_gen = _gen_module() if _GEN.exists() else None
+
+
+def generate(**kw):
+    """A Cluster from gen_cluster.py with the given options (in-process, no files)."""
+    argv = []
+    for k, v in kw.items():
+        argv += [f"--{k.replace('_', '-')}", str(v)]
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        _gen.main(argv + ["--out", "-"])
+    return cluster_from_snapshot(json.loads(buf.getvalue()))
+
+
+@st.composite
+def clusters(draw, scenarios=("balanced", "replace", "az-loss", "scale-out", "drift", "skewed-leaders")):
+    racks = draw(st.sampled_from([0, 2, 3, 4]))
+    rf = draw(st.integers(1, 3))
+    scenario = draw(st.sampled_from(scenarios))
+    if scenario == "az-loss" and racks < 2:
+        racks = 3
+    brokers = draw(st.integers(max(rf + 2, racks * 2, 4), 18))
+    args = dict(
+        brokers=brokers, racks=racks, rf=rf, scenario=scenario,
+        rf2_share=draw(st.sampled_from([0.0, 0.3])) if rf == 3 else 0.0,
+        topics=draw(st.integers(1, 12)), partitions=draw(st.integers(20, 400)),
+        dead=draw(st.integers(1, 2)), add=draw(st.integers(1, 3)), seed=draw(st.integers(0, 10_000)),
+    )
+    return Case(scenario, generate(**args), args)
+
+
+class Case(tuple):
+    """(scenario, cluster) that prints as the gen_cluster.py options that make it."""
+
+    def __new__(cls, scenario, cluster, args):
+        self = super().__new__(cls, (scenario, cluster))
+        self.args = args
+        return self
+
+    def __repr__(self):
+        return "gen_cluster.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.args.items())
+
+
+def figures(plan):
+    before = plan.cluster.assignment()
+    return (assignment_figures(plan.cluster, before, plan.targets),
+            assignment_figures(plan.cluster, plan.after, plan.targets),
+            movement_figures(plan.cluster, before, plan.after, plan.targets))
+
+
+def assert_valid(plan, rf_of=None):
+    """Invariant 1: distinct brokers, only targets, RF kept (or as asked), rack-safe where it can be."""
+    c = plan.cluster
+    tset = set(plan.targets)
+    racks = {c.rack_of(b) for b in plan.targets} - {None}
+    for i in plan.changed():
+        reps = plan.after[i]
+        assert len(set(reps)) == len(reps), (c.partitions[i].name, reps)
+        assert set(reps) <= tset, (c.partitions[i].name, reps)
+        want = rf_of(i) if rf_of else len(c.partitions[i].replicas)
+        assert len(reps) == want
+        rs = [c.rack_of(b) for b in reps]
+        if racks and None not in rs:
+            assert len(set(rs)) >= min(len(reps), len(racks)), (c.partitions[i].name, reps, rs)
+
+
+def additions_bound(plan, mv, before):
+    """evaluate_plan's lower bound, or where racks pin each rack's total (every replica set
+    spans every rack), the same bound taken inside each rack."""
+    if not rack_bound(before):
+        return mv["additions_lower_bound_count_balanced"]
+    c = plan.cluster
+    by_rack = {}
+    for b in plan.targets:
+        by_rack.setdefault(c.rack_of(b), []).append(sum(b in p.replicas for p in c.partitions))
+    bound = 0
+    for counts in by_rack.values():
+        lo, hi = sum(counts) // len(counts), -(-sum(counts) // len(counts))
+        bound += max(sum(max(0, x - hi) for x in counts), sum(max(0, lo - x) for x in counts))
+    return max(bound, mv["additions_lower_bound_count_balanced"])
+
+
+def rack_bound(before):
+    """Racks can pin per-rack totals; then balance is judged inside each rack."""
+    return before["replica_count_spread_within_racks"] < before["replica_count_spread"]
+
+
+SETTINGS = settings(max_examples=int(os.environ.get("KIT_HYPOTHESIS_EXAMPLES", "30")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(clusters(("replace", "balanced", "drift")))
+def test_remove_moves_exactly_the_forced_replicas_and_balances(case):
+    _, c = case
+    live = c.live_ids
+    gone = [b for b in c.map_brokers() if b in live][:1]
+    if len(live) - len(gone) < max(len(p.replicas) for p in c.partitions):
+        return
+    plan = planners.plan_remove(c, gone, ignore_warns=True)
+    assert_valid(plan)
+    before, after, mv = figures(plan)
+    assert mv["replica_additions"] == mv["forced_additions"]
+    assert after["rack_violations"] <= before["rack_violations"]
+    assert after["leader_count_spread"] <= max(1, before["leader_count_spread"])
+
+
+@SETTINGS
+@given(clusters(("az-loss",)))
+def test_az_loss_replaces_every_replica_of_the_rack_and_nothing_else(case):
+    _, c = case
+    lost = sorted({b.rack for b in c.brokers.values() if not b.alive and b.rack})[0]
+    plan = planners.plan_az_loss(c, lost, ignore_warns=True)
+    assert_valid(plan)
+    before, after, mv = figures(plan)
+    assert mv["replica_additions"] == mv["forced_additions"]
+    assert after["replica_count_spread"] <= max(1, before["replica_count_spread"])
+    if min(len(p.replicas) for p in c.partitions) >= 2:  # a lone replica's leadership cannot move
+        assert after["leader_count_spread"] <= 1
+
+
+@SETTINGS
+@given(clusters(("replace",)))
+def test_replace_gives_new_broker_exactly_the_old_slots(case):
+    _, c = case
+    dead = sorted(b.id for b in c.brokers.values() if not b.alive and b.id in c.map_brokers())
+    new = sorted(b for b in c.live_ids if b not in c.map_brokers())
+    pairs = list(zip(dead, new))
+    if not pairs:
+        return
+    plan = planners.plan_replace(c, pairs, ignore_warns=True)
+    mapping = dict(pairs)
+    for i, p in enumerate(c.partitions):
+        assert plan.after[i] == [mapping.get(b, b) for b in p.replicas]
+    _, _, mv = figures(plan)
+    assert mv["replica_additions"] == sum(1 for p in c.partitions for b in p.replicas if b in mapping)
+
+
+@SETTINGS
+@given(clusters(("scale-out", "drift", "balanced", "skewed-leaders")))
+def test_rebalance_is_near_minimal_balanced_and_idempotent(case):
+    scenario, c = case
+    plan = planners.plan_scale_out(c) if scenario == "scale-out" else planners.plan_rebalance(c)
+    assert_valid(plan)
+    before, after, mv = figures(plan)
+    assert mv["replica_additions"] <= 1.05 * additions_bound(plan, mv, before) + 1e-9
+    if rack_bound(before):
+        assert after["replica_count_spread_within_racks"] <= max(1, before["replica_count_spread_within_racks"])
+    else:
+        assert after["replica_count_spread"] <= max(1, before["replica_count_spread"])
+    assert after["rack_violations"] <= before["rack_violations"]
+    assert after["degree_min"] >= before["degree_min"]
+    # Planning again on the result changes nothing.
+    again = planners.plan_rebalance(cluster_from_snapshot(_snapshot_after(plan)))
+    assert again.changed() == []
+
+
+@SETTINGS
+@given(clusters())
+def test_leaders_moves_no_data_never_worsens_and_is_idempotent(case):
+    _, c = case
+    plan = planners.plan_leaders(c)
+    before, after, mv = figures(plan)
+    assert mv["replica_additions"] == 0
+    for i in plan.changed():
+        assert sorted(plan.after[i]) == sorted(c.partitions[i].replicas)
+    key = ("leader_count_spread", "topic_leader_excess_spread_max", "failover_excess_spread_max")
+    assert [after[k] for k in key] <= [before[k] for k in key] or after["leader_count_spread"] <= 1
+    assert planners.plan_leaders(cluster_from_snapshot(_snapshot_after(plan))).changed() == []
+
+
+@SETTINGS
+@given(clusters(("balanced", "drift")), st.integers(1, 3))
+def test_rf_adds_or_drops_only_what_the_change_needs(case, rf):
+    _, c = case
+    if rf > len(c.live_ids):
+        return
+    plan = planners.plan_rf(c, rf)
+    assert_valid(plan, rf_of=lambda i: rf)
+    _, _, mv = figures(plan)
+    growth = sum(max(0, rf - len(p.replicas)) for p in c.partitions)
+    assert mv["replica_additions"] == growth
+    for i, p in enumerate(c.partitions):
+        if len(p.replicas) >= rf:
+            assert set(plan.after[i]) <= set(p.replicas)
+        else:
+            assert set(p.replicas) <= set(plan.after[i])
+
+
+@SETTINGS
+@given(clusters(("scale-out", "replace", "drift")))
+def test_plans_are_deterministic(case):
+    scenario, c = case
+    make = planners.plan_scale_out if scenario != "replace" else planners.plan_rebalance
+    assert plan_text(make(c)) == plan_text(make(c))
+
+
+def _snapshot_after(plan):
+    from kit.formats import snapshot_doc
+
+    doc = snapshot_doc(plan.cluster, plan.after)
+    # The dead stay dead; only the layout changes.
+    return doc
+
+
+# The reference cluster of design.md: 24 brokers, 3 racks, 3,000 RF-3 partitions.
+REFERENCE = dict(brokers=24, racks=3, partitions=3000)
+
+
+@pytest.mark.parametrize("scenario,action", [
+    ("replace", "remove"), ("az-loss", "az-loss"), ("scale-out", "scale-out"),
+    ("drift", "rebalance"), ("skewed-leaders", "leaders"), ("balanced", "leaders"),
+])
+def test_reference_cluster_meets_every_target(scenario, action):
+    c = generate(scenario=scenario, dead=2, add=3, seed=1, **REFERENCE)
+    if action == "remove":
+        plan = planners.plan_remove(c, [b.id for b in c.brokers.values() if not b.alive])
+    elif action == "az-loss":
+        plan = planners.plan_az_loss(c, "rack-c")
+    elif action == "scale-out":
+        plan = planners.plan_scale_out(c)
+    elif action == "rebalance":
+        plan = planners.plan_rebalance(c)
+    else:
+        plan = planners.plan_leaders(c)
+    assert_valid(plan)
+    before, after, mv = figures(plan)
+    if action in ("remove", "az-loss"):
+        assert mv["replica_additions"] == mv["forced_additions"]
+    elif action != "leaders":
+        assert mv["replica_additions"] <= 1.05 * mv["additions_lower_bound_count_balanced"]
+    else:
+        assert mv["replica_additions"] == 0
+    if action in ("remove", "az-loss"):
+        # Only forced moves: the survivors' own imbalance (Kafka's layout) stays.
+        held = [b for b in plan.targets if b in c.map_brokers()]
+        counts = [sum(b in p.replicas for p in c.partitions) for b in held]
+        assert after["replica_count_spread"] <= max(1, max(counts) - min(counts))
+    elif action != "leaders":
+        assert after["replica_count_spread"] <= 1
+    assert after["leader_count_spread"] <= 1
+    assert after["topic_leader_excess_spread_max"] <= 1
+    assert after["failover_excess_spread_max"] <= 2
+    assert after["rack_violations"] == 0
+    assert after["degree_min"] >= before["degree_min"]
