@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ortools.graph.python import min_cost_flow
+
 from ..errors import Unsafe
 from .workspace import Workspace
 
@@ -128,7 +130,8 @@ def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
     return False
 
 
-def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = ()) -> int | None:
+def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
+                    exhaustive: bool = False, degree_floor: int = 0) -> int | None:
     """A movable partition on broker index `a` that may move to broker index `b`.
 
     Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
@@ -137,6 +140,8 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = ())
     partitions for leadership to fail over evenly (and no broker loses a peer).
     `recent` are partitions on `a` that an earlier move gave an underfull broker: they are
     the only way for two underfull (often new) brokers to come to share partitions.
+    The search looks at a few dozen candidates unless `exhaustive`. A move that would
+    leave a target broker with fewer peers than `degree_floor` is never taken.
     """
     topics = pool[a]
     if not topics:
@@ -159,7 +164,14 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = ())
         if not ws.rack_ok(b_id, members, len(reps)):
             return
         idx = [ws.index[m] for m in members]
-        loss = sum(1 for j in idx if shared_a[j] == 1 and ws.is_target[j])
+        lost = [j for j in idx if shared_a[j] == 1 and ws.is_target[j]]
+        loss = len(lost)
+        if loss and degree_floor:
+            tg = ws.target_idx
+            if int((shared_a[tg] > 0).sum()) - loss < degree_floor:
+                return
+            if any(int((ws.shared[j][tg] > 0).sum()) - 1 < degree_floor for j in lost):
+                return
         pairs = sum(int(shared_b[j]) for j in idx) - sum(int(shared_a[j]) for j in idx)
         key = (loss, pairs, -d)
         if best is None or key < best[0]:
@@ -175,10 +187,13 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = ())
         # Stay with topics that a holds clearly more of than b, once some candidate exists.
         if best is not None and (d < min(top - 2, 1) or seen >= 24):
             break
+        in_topic = 0
         for p in topics[int(t)]:
             consider(p, d)
             seen += 1
-            if seen % 8 == 0:
+            in_topic += 1
+            # A few per topic spread the choice over topics; keep looking while nothing fits.
+            if in_topic >= 8 and best is not None and not exhaustive:
                 break
     return None if best is None else best[1]
 
@@ -187,8 +202,10 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     """Move replicas from the most- to the least-loaded target brokers until the spread is at
     most one or no allowed move narrows it. Returns the number of moves.
 
-    `pool` (per broker index: topic -> partitions) limits which replicas may move;
-    by default every selected one.
+    `pool` (per broker index: topic -> partitions) limits which replicas may move; by
+    default every selected one. With a pool of replicas this plan places anyway, moving
+    one twice costs no copy, so two-step moves through a third broker are tried as well
+    where the rack rule blocks the direct one.
     """
     own_pool = pool is not None
     pool = ws.on_topic if pool is None else pool
@@ -199,54 +216,282 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     failed: set[tuple[int, int]] = set()
     reach: dict[tuple[int, int], bool] = {}
     recent: dict[int, list[int]] = {}
+
+    def pick(a, b):
+        if (a, b) in failed:
+            return None
+        rb = int(ws.rack[b])
+        if rb >= 0 and rb != ws.rack[a]:
+            if (a, rb) not in reach:
+                reach[(a, rb)] = _reaches_rack(ws, a, rb, pool)
+            if not reach[(a, rb)]:
+                failed.add((a, b))
+                return None
+        p = _pick_partition(ws, a, b, pool, recent.get(a, ()), exhaustive=fresh, degree_floor=floor)
+        if p is None:
+            failed.add((a, b))
+        return p
+
+    def move(p, a, b):
+        nonlocal failed, reach
+        pos = ws.assign[p].index(ws.ids[a])
+        ws.replace_slot(p, pos, ws.ids[b], reason)
+        if own_pool:
+            t = int(ws.topic[p])
+            bucket = pool[a][t]
+            del bucket[p]
+            if not bucket:
+                del pool[a][t]
+            pool[b].setdefault(t, {})[p] = None
+        for m in ws.assign[p]:
+            if m != ws.ids[b]:
+                recent.setdefault(ws.index[m], []).append(p)
+        # b gained a partition, so moves out of b may now exist; a only lost options.
+        if any(k[0] == b for k in reach):
+            reach = {k: v for k, v in reach.items() if k[0] != b}
+        failed = {f for f in failed if f[0] != b}
+
+    total = int(ws.count[tidx].sum())
+    lo, hi = total // tidx.size, -(-total // tidx.size)
+    floor = ws.degree_floor
+
+    def step(desc, asc, strict):
+        c = ws.count[tidx]
+        surplus, deficit = bool((c > hi).any()), bool((c < lo).any())
+        for a in desc:
+            ca = int(ws.count[a])
+            if ca - int(ws.count[asc[0]]) < 2:
+                return 0
+            for b in asc:
+                cb = int(ws.count[b])
+                if ca - cb < 2:
+                    break
+                # Every copy should shrink the surplus and the deficit at once while both
+                # remain (that is what makes the count minimal); failing that, at least one.
+                if strict and ((surplus and ca <= hi) or (deficit and cb >= lo)):
+                    continue
+                if ca <= hi and cb >= lo:
+                    continue
+                p = pick(a, b)
+                if p is not None:
+                    move(p, a, b)
+                    return 1
+        return 0
+
+    def two_step(desc, asc):
+        for a in desc[:4]:
+            for b in asc[:4]:
+                if int(ws.count[a]) - int(ws.count[b]) < 2:
+                    continue
+                for c in asc:
+                    if c in (a, b):
+                        continue
+                    p2 = pick(c, b)
+                    p1 = pick(a, c) if p2 is not None else None
+                    if p1 is not None and p2 is not None:
+                        move(p1, a, c)
+                        move(p2, c, b)
+                        return 2
+        return 0
+
+    fresh = False
     while max_moves is None or moves < max_moves:
         c = ws.count[tidx]
         if int(c.max()) - int(c.min()) <= 1:
             break
         desc = tidx[np.lexsort((tidx, -c))]
         asc = tidx[np.lexsort((tidx, c))]
-        done = False
-        for a in desc:
-            ca = int(ws.count[a])
-            if ca - int(ws.count[asc[0]]) < 2:
-                break
-            for b in asc:
-                if ca - int(ws.count[b]) < 2:
-                    break
-                if (a, b) in failed:
-                    continue
-                rb = int(ws.rack[b])
-                if rb >= 0 and rb != ws.rack[a]:
-                    if (a, rb) not in reach:
-                        reach[(a, rb)] = _reaches_rack(ws, a, rb, pool)
-                    if not reach[(a, rb)]:
-                        failed.add((a, b))
-                        continue
-                p = _pick_partition(ws, a, b, pool, recent.get(a, ()))
-                if p is None:
-                    failed.add((a, b))
-                    continue
-                pos = ws.assign[p].index(ws.ids[a])
-                ws.replace_slot(p, pos, ws.ids[b], reason)
-                moves += 1
-                if own_pool:
-                    t = int(ws.topic[p])
-                    bucket = pool[a][t]
-                    del bucket[p]
-                    if not bucket:
-                        del pool[a][t]
-                    pool[b].setdefault(t, {})[p] = None
-                for m in ws.assign[p]:
-                    if m != ws.ids[b]:
-                        recent.setdefault(ws.index[m], []).append(p)
-                # b gained a partition, so moves out of b may now exist; a only lost options.
-                if any(k[0] == b for k in reach):
-                    reach = {k: v for k, v in reach.items() if k[0] != b}
-                failed = {f for f in failed if f[0] != b}
-                done = True
-                break
-            if done:
-                break
+        done = step(desc, asc, True) or step(desc, asc, False) or (two_step(desc, asc) if own_pool else 0)
         if not done:
-            break
+            if fresh:
+                break
+            # The caches and the short search may hide a move: look once more, thoroughly,
+            # so that planning again on the result finds nothing either.
+            failed.clear()
+            reach.clear()
+            fresh = True
+            continue
+        fresh = False
+        moves += done
     return moves
+
+
+def _count_range(ws: Workspace, counts: np.ndarray, lo_all: int, hi_all: int):
+    """Per-target bounds [lo, hi]: global, or per rack where racks pin each rack's total
+    (every selected replica set spans every rack); per-rack bounds keep the rack's own
+    spread within that of `counts`."""
+    racks = ws.rack[ws.target_idx]
+    rack_ids = sorted({int(r) for r in racks})
+    pinned = (ws.n_racks >= 2 and -1 not in rack_ids
+              and all(len(ws.assign[p]) == ws.n_racks for p in ws.selected))
+    lo = np.full(counts.size, lo_all, dtype=np.int64)
+    hi = np.full(counts.size, hi_all, dtype=np.int64)
+    if pinned:
+        for r in rack_ids:
+            m = racks == r
+            lo[m], hi[m] = counts[m].min(), counts[m].max()
+    return lo, hi, pinned
+
+
+def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray):
+    """Min-cost placement of the selected partitions: each keeps its replication factor and
+    the rack rule, every target's total count lies in [lo, hi]; a replica on a broker that
+    did not hold it before costs one copy. Returns (copies, {partition: broker set}) or None."""
+    sel = ws.selected
+    tidx = ws.target_idx
+    nt = tidx.size
+    cluster = ws.cluster
+    pos_of = {ws.ids[j]: k for k, j in enumerate(tidx)}
+    racks = ws.rack[tidx]
+    rack_ids = sorted({int(r) for r in racks})
+    fixed = ws.count[tidx].copy()
+    for p in sel:
+        for b in ws.assign[p]:
+            if b in pos_of:
+                fixed[pos_of[b]] -= 1
+    lo, hi = np.maximum(lo - fixed, 0), hi - fixed
+    if (hi < lo).any():
+        return None
+    n_racks = max(ws.n_racks, 1)
+    # Nodes: partitions, (partition, rack), target brokers, sink.
+    n_sel = len(sel)
+    n_r = len(rack_ids)
+    rack_pos = {r: k for k, r in enumerate(rack_ids)}
+    pr0 = n_sel
+    br0 = pr0 + n_sel * n_r
+    sink = br0 + nt
+    tails, heads, caps, costs = [], [], [], []
+    supply = np.zeros(sink + 1, dtype=np.int64)
+    for i, p in enumerate(sel):
+        rf = len(ws.assign[p])
+        supply[i] = rf
+        per_rack = 1 if ws.n_racks == 0 else -(-rf // n_racks)
+        for r in rack_ids:
+            tails.append(i)
+            heads.append(pr0 + i * n_r + rack_pos[r])
+            caps.append(rf if r < 0 else per_rack)
+            costs.append(0)
+        before = set(cluster.partitions[p].replicas)
+        for k, j in enumerate(tidx):
+            tails.append(pr0 + i * n_r + rack_pos[int(racks[k])])
+            heads.append(br0 + k)
+            caps.append(1)
+            costs.append(0 if ws.ids[j] in before else 1)
+    supply[br0:br0 + nt] -= lo
+    supply[sink] = -(supply[:n_sel].sum() - lo.sum())
+    tails += list(range(br0, br0 + nt))
+    heads += [sink] * nt
+    caps += list(hi - lo)
+    costs += [0] * nt
+    mcf = min_cost_flow.SimpleMinCostFlow()
+    mcf.add_arcs_with_capacity_and_unit_cost(np.array(tails), np.array(heads), np.array(caps), np.array(costs))
+    mcf.set_nodes_supplies(np.arange(sink + 1), supply)
+    if mcf.solve() != mcf.OPTIMAL:
+        return None
+    flows = mcf.flows(np.arange(len(tails)))
+    chosen: dict[int, set[int]] = {p: set() for p in sel}
+    for arc in np.flatnonzero(flows):
+        t, h = tails[arc], heads[arc]
+        if pr0 <= t < br0 and br0 <= h < sink:
+            chosen[sel[(t - pr0) // n_r]].add(ws.ids[int(tidx[h - br0])])
+    for p, want in chosen.items():
+        members = list(want)
+        racks_used = {ws.rack_of[m] for m in members if ws.rack_of[m] is not None}
+        unracked = sum(1 for m in members if ws.rack_of[m] is None)
+        if len(want) != len(ws.assign[p]) or (ws.n_racks and len(racks_used) + unracked < ws.need(len(members))):
+            return None
+    return int(mcf.optimal_cost()), chosen
+
+
+def _small(ws: Workspace, max_arcs: int) -> bool:
+    return bool(ws.selected) and ws.target_idx.size >= 2 and len(ws.selected) * ws.target_idx.size <= max_arcs
+
+
+def exact_rebalance(ws: Workspace, reason: str, max_arcs: int = 300_000) -> bool:
+    """Redo the selected placement as a min-cost flow: the fewest copies that keep every
+    target broker's count within the range the greedy pass reached.
+
+    Only for clusters small enough (partitions x brokers <= `max_arcs`); there the greedy
+    pass can miss the minimum because a broker soon shares a partition with most others.
+    Returns True when the flow found fewer copies and its placement was taken.
+    """
+    if not _small(ws, max_arcs):
+        return False
+    current = sum(len(set(ws.assign[p]) - set(ws.cluster.partitions[p].replicas)) for p in ws.selected)
+    if current == 0:
+        return False
+    counts = ws.count[ws.target_idx]
+    lo, hi, _ = _count_range(ws, counts, int(counts.min()), int(counts.max()))
+    found = _exact_flow(ws, lo, hi)
+    if found is None or found[0] >= current:
+        return False
+    return _take(ws, found[1], reason)
+
+
+def exact_evacuate(ws: Workspace, reason: str, max_arcs: int = 300_000) -> bool:
+    """After the forced replicas were placed greedily, look for a placement of exactly those
+    replicas (no other copy) with a narrower count range, by min-cost flow; small clusters only."""
+    if not _small(ws, max_arcs):
+        return False
+    cluster = ws.cluster
+    forced = sum(len(set(ws.assign[p]) - set(cluster.partitions[p].replicas)) for p in ws.selected)
+    counts = ws.count[ws.target_idx]
+    total = int(counts.sum())
+    mean_lo, mean_hi = total // counts.size, -(-total // counts.size)
+    for w in range(int(counts.max() - counts.min())):
+        lo, hi, pinned = _count_range(ws, counts, mean_lo - w, mean_hi + w)
+        if pinned:
+            return False  # rack totals are fixed: the greedy fill is already as even as it gets
+        if int(hi.max() - lo.min()) >= int(counts.max() - counts.min()):
+            return False
+        found = _exact_flow(ws, lo, hi)
+        if found is not None and found[0] == forced:
+            return _take(ws, found[1], reason)
+    return False
+
+
+def _take(ws: Workspace, new_sets: dict[int, set[int]], reason: str) -> bool:
+    """Apply replica sets from an exact solution, unless the minimum degree would end below
+    where the plan started."""
+    if _degree_min(ws, new_sets) < ws.degree_floor:
+        return False
+    cluster = ws.cluster
+    for p, want in new_sets.items():
+        if want == set(ws.assign[p]):
+            continue
+        original = list(cluster.partitions[p].replicas)
+        arrivals = sorted(want - set(ws.assign[p]))
+        for pos, b in enumerate(list(ws.assign[p])):
+            if b not in want:
+                ws.replace_slot(p, pos, arrivals.pop(0), reason)
+        # Brokers that stay keep their positions; arrivals take the slots of departures.
+        ws.assign[p] = _restore_positions(original, ws.assign[p])
+        if ws.assign[p] == original:
+            ws.reasons.pop(p, None)
+    return True
+
+
+def _restore_positions(original: list[int], reps: list[int]) -> list[int]:
+    """`reps` reordered so that brokers of `original` sit where they sat there."""
+    out: list[int | None] = [None] * len(reps)
+    rest = [b for b in reps if b not in original]
+    for pos, b in enumerate(original):
+        if b in reps and pos < len(out):
+            out[pos] = b
+    leftovers = [b for b in reps if b in original and b not in out] + rest
+    for pos in range(len(out)):
+        if out[pos] is None:
+            out[pos] = leftovers.pop(0)
+    return out
+
+
+def _degree_min(ws: Workspace, replaced: dict[int, set[int]]) -> int:
+    """Smallest number of distinct target peers of a target broker, with some replica sets replaced."""
+    tset = set(ws.targets)
+    peers: dict[int, set[int]] = {b: set() for b in ws.targets}
+    for p, reps in enumerate(ws.assign):
+        members = replaced.get(p, reps)
+        for b in members:
+            if b in tset:
+                peers[b].update(m for m in members if m != b and m in tset)
+    return min(len(v) for v in peers.values())

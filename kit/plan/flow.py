@@ -132,3 +132,29 @@ def water_fill(avail: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.nda
     lo = np.floor(share + 1e-9).astype(np.int64)
     hi = np.ceil(share - 1e-9).astype(np.int64)
     return (lo[0], hi[0]) if one_d else (lo, hi)
+
+
+def widen_until_feasible(solve, lo: np.ndarray, hi: np.ndarray, limit: int):
+    """Tightest bounds around [lo, hi] that `solve` can meet, and its answer there.
+
+    `solve(lo, hi, final)` returns an assignment or None; probes pass final=False (a
+    feasibility check may be cheaper), the last call passes final=True. The upper bounds
+    are raised first (the largest share decides the spread), then the lower bounds are
+    lowered as little as the replica sets require.
+    """
+    first = solve(lo, hi, True)
+    if first is not None:
+        return first
+    zero = np.zeros_like(lo)
+    up = next((a for a in _steps(limit) if solve(zero, hi + a, False) is not None), None)
+    if up is None:
+        return None
+    down = next((b for b in _steps(limit) if solve(np.maximum(lo - b, 0), hi + up, False) is not None), limit)
+    return solve(np.maximum(lo - down, 0), hi + up, True)
+
+
+def _steps(limit: int):
+    a = 0
+    while a <= limit:
+        yield a
+        a = a + 1 if a < 3 else a * 2

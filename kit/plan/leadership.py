@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .flow import bounded_assignment, water_fill
+from .flow import bounded_assignment, water_fill, widen_until_feasible
 from .workspace import Workspace
 
 
@@ -104,21 +104,15 @@ class _Frame:
                 np.maximum(self.hi + widen - self.fixed_lead, 0))
 
 
-def _widths():
-    """Bounds widen in these steps (below, above) until the flow is feasible."""
-    return [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (3, 3), (5, 5), (None, None)]
-
-
-def _pair_bounds(avail: np.ndarray, elig: np.ndarray, total_lo, total_hi, fixed: np.ndarray, w):
+def _pair_bounds(avail: np.ndarray, elig: np.ndarray, total_lo, total_hi, fixed: np.ndarray):
     """Bounds per (leader, follower) group: water-filled shares of each leader's partitions over
-    the brokers of the other racks, given how many candidates each pair has."""
-    if w[0] is None:
-        return np.zeros(avail.size, dtype=np.int64), np.full(avail.size, int(avail.sum()) + 1)
+    the brokers of the other racks, given how many candidates each pair has; other pairs free."""
     cap = np.where(elig, avail.reshape(elig.shape) + fixed.reshape(elig.shape), 0)
     lo, _ = water_fill(cap, np.asarray(total_lo))
     _, hi = water_fill(cap, np.asarray(total_hi))
-    glo = np.where(elig, np.maximum(lo - w[0], 0), 0).ravel()
-    ghi = np.where(elig, hi + w[1], int(avail.sum()) + 1).ravel()
+    free = int(avail.sum()) + 1
+    glo = np.where(elig, lo, 0).ravel()
+    ghi = np.where(elig, hi, free).ravel()
     return np.maximum(glo - fixed, 0), np.maximum(ghi - fixed, 0)
 
 
@@ -153,12 +147,16 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
     parent = np.repeat(np.arange(nt), nt)
     avail = np.bincount(gr_a, minlength=nt * nt)
     plo, phi = fr.leader_bounds(0)
-    for w in _widths()[:-1]:
-        glo, ghi = _pair_bounds(avail, fr.elig, fr.lo, fr.hi, fixed_pair, w)
-        choice = bounded_assignment(len(fr.items), it_a, gr_a, glo, ghi, parent, plo, phi, arc_cost=cost_a)
-        if choice is not None:
-            return {p: (tg[int(choice[i]) // nt], tg[int(choice[i]) % nt]) for i, p in enumerate(fr.items)}
-    return {}
+    base_lo, base_hi = _pair_bounds(avail, fr.elig, fr.lo, fr.hi, fixed_pair)
+
+    def solve(glo, ghi, final):
+        return bounded_assignment(len(fr.items), it_a, gr_a, glo, ghi, parent, plo, phi,
+                                  arc_cost=cost_a if final else None)
+
+    choice = widen_until_feasible(solve, base_lo, base_hi, limit=max(8, int(fr.hi.max()) // 4))
+    if choice is None:
+        return {}
+    return {p: (tg[int(choice[i]) // nt], tg[int(choice[i]) % nt]) for i, p in enumerate(fr.items)}
 
 
 def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
@@ -182,23 +180,49 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     parent = np.tile(np.arange(nt), len(topics))
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
     t_lo, t_hi = water_fill(avail_t, n_t)
-    steps = [(0, 0), (1, 0), (2, 0), (None, 0), (None, 1), (None, 2), (None, 4), (None, None)]
-    for t_w, g_w in steps:
-        if t_w is None:
-            glo, ghi = np.zeros_like(t_lo), avail_t
-        else:
-            glo, ghi = np.maximum(t_lo - t_w // 2, 0), t_hi + (t_w + 1) // 2
-        plo, phi = fr.leader_bounds(g_w)
-        choice = bounded_assignment(len(items), it_a, gr_a, glo.ravel(), ghi.ravel(), parent, plo, phi,
-                                    arc_cost=cost_a)
-        if choice is not None:
-            out = {}
-            for i, p in enumerate(items):
-                leader = ws.targets[int(choice[i] % nt)]
-                if leader != assign[p][0]:
-                    out[p] = leader
-            return out
-    return {}
+    free_lo, free_hi = np.zeros(t_lo.size, dtype=np.int64), avail_t.ravel()
+    plo, phi = fr.leader_bounds(0)
+    limit = max(8, int(fr.hi.max()))
+
+    # Overall balance first (topics free), then per topic within the overall bounds found.
+    def overall(lo, hi, final):
+        return bounded_assignment(len(items), it_a, gr_a, free_lo, free_hi, parent, lo, hi)
+
+    def per_topic(lo, hi, final):
+        return bounded_assignment(len(items), it_a, gr_a, lo.ravel(), hi.ravel(), parent, plo, phi,
+                                  arc_cost=cost_a if final else None)
+
+    choice = per_topic(t_lo, t_hi, True)
+    if choice is None:
+        found = _tightest_overall(overall, fr)
+        if found is None:
+            return {}
+        plo, phi = found
+        choice = widen_until_feasible(per_topic, t_lo, t_hi, max(8, int(t_hi.max())))
+    if choice is None:
+        return {}
+    out = {}
+    for i, p in enumerate(items):
+        leader = ws.targets[int(choice[i] % nt)]
+        if leader != assign[p][0]:
+            out[p] = leader
+    return out
+
+
+def _tightest_overall(solve, fr: _Frame):
+    """Flow bounds giving the smallest leader count spread over the targets: the first range
+    [m, m + s], by increasing s, that the replica sets allow (fixed leaders included)."""
+    total = len(fr.items) + int(fr.fixed_lead.sum())
+    mean = total // fr.nt
+    for s in range(0, total + 1):
+        for m in range(mean, max(mean - s, 0) - 1, -1):
+            lo = np.maximum(m - fr.fixed_lead, 0)
+            hi = m + s - fr.fixed_lead
+            if (hi < 0).any() or lo.sum() > len(fr.items) or hi.sum() < len(fr.items):
+                continue
+            if solve(lo, hi, False) is not None:
+                return lo, hi
+    return None
 
 
 def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
@@ -231,17 +255,20 @@ def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dic
         return {}
     it_a, gr_a, cost_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64), np.array(cost)
     avail = np.bincount(gr_a, minlength=nt * nt)
-    for w in _widths()[:-1]:
-        glo, ghi = _pair_bounds(avail, fr.elig, led, led, fixed, w)
-        choice = bounded_assignment(len(items), it_a, gr_a, glo, ghi, arc_cost=cost_a)
-        if choice is not None:
-            out = {}
-            for i, p in enumerate(items):
-                f = ws.targets[int(choice[i]) % nt]
-                if f != assign[p][1]:
-                    out[p] = f
-            return out
-    return {}
+    base_lo, base_hi = _pair_bounds(avail, fr.elig, led, led, fixed)
+
+    def solve(glo, ghi, final):
+        return bounded_assignment(len(items), it_a, gr_a, glo, ghi, arc_cost=cost_a if final else None)
+
+    choice = widen_until_feasible(solve, base_lo, base_hi, limit=max(8, int(base_hi.max())))
+    if choice is None:
+        return {}
+    out = {}
+    for i, p in enumerate(items):
+        f = ws.targets[int(choice[i]) % nt]
+        if f != assign[p][1]:
+            out[p] = f
+    return out
 
 
 def _badness(figs: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -288,7 +315,7 @@ def _with_pairs(assign, chosen: dict[int, tuple[int, int]]) -> list[list[int]]:
     return out
 
 
-def balance_leadership(ws: Workspace, rounds: int = 4) -> bool:
+def balance_leadership(ws: Workspace, rounds: int = 12) -> bool:
     """Reorder replicas for leader, per-topic and failover balance until a pass changes
     nothing (so planning again on the result changes nothing either).
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import Cluster, Plan
-from .balance import balance_counts, place_orphans
+from .balance import balance_counts, exact_rebalance, place_orphans
 from .leadership import balance_leadership
 from .select import broker_changes, finish, resolve_brokers, select_partitions
 from .workspace import Workspace
@@ -15,6 +15,11 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
     # Replicas on brokers outside the targets must move anyway: place them first, evenly.
     place_orphans(ws, "broker not in target set", allow_rack_violation=ignore_warns)
     balance_counts(ws, reason)
+    # On small clusters a min-cost flow can find fewer copies for the same balance; a
+    # greedy pass after it may narrow the range again, so alternate until neither helps.
+    for _ in range(4):
+        if not exact_rebalance(ws, reason) or not balance_counts(ws, reason):
+            break
     balance_leadership(ws)
     return finish(ws, action, broker_changes(cluster, targets))
 

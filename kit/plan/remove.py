@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import BadInput
 from ..model import Cluster, Plan
-from .balance import place_orphans
+from .balance import exact_evacuate, place_orphans
 from .leadership import balance_leadership
 from .select import broker_changes, finish, resolve_brokers, select_partitions
 from .workspace import Workspace
@@ -17,6 +17,7 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
     if rf_max > len(targets):
         raise BadInput(f"replication factor {rf_max} is larger than the {len(targets)} target brokers available")
     place_orphans(ws, reason, allow_rack_violation=ignore_warns)
+    exact_evacuate(ws, reason)
     balance_leadership(ws)
     return finish(ws, action, broker_changes(cluster, targets, removed=removed))
 

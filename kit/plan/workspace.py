@@ -75,6 +75,9 @@ class Workspace:
             np.add.at(self.count, flat_a, 1)
             np.add.at(self.tcount, (np.repeat(self.topic, lens), flat_a), 1)
             self._add_pairs(flat_a, lens)
+        # Degree (distinct target peers, recovery fan-in) may grow but never end below this.
+        tg = self.target_idx
+        self.degree_floor = int((self.shared[np.ix_(tg, tg)] > 0).sum(axis=1).min()) if tg.size else 0
         # Movable partitions per broker and topic; dicts keep insertion order, so scans are deterministic.
         self.on_topic: list[dict[int, dict[int, None]]] = [dict() for _ in range(n)]
         for p in self.selected:
