@@ -173,11 +173,12 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
             if any(int((ws.shared[j][tg] > 0).sum()) - 1 < degree_floor for j in lost):
                 return
         pairs = sum(int(shared_b[j]) for j in idx) - sum(int(shared_a[j]) for j in idx)
-        key = (loss, pairs, -d)
+        # A move of topic t from a to b evens t out when a holds at least two more of it.
+        key = (loss, 0 if d >= 2 else (1 if d == 1 else 2), pairs, -d)
         if best is None or key < best[0]:
             best = (key, p)
 
-    for p in recent[-16:]:
+    for p in recent[-8:]:
         t = int(ws.topic[p])
         d = int(ws.tcount[t, a] - ws.tcount[t, b])
         if d >= 1 and p in topics.get(t, ()):
@@ -185,7 +186,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
     for rank, t in enumerate(cand_t[order]):
         d = int(diff[order[rank]])
         # Stay with topics that a holds clearly more of than b, once some candidate exists.
-        if best is not None and (d < min(top - 2, 1) or seen >= 24):
+        if best is not None and (d < min(top - 2, 1) or seen >= 12):
             break
         in_topic = 0
         for p in topics[int(t)]:
@@ -193,7 +194,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
             seen += 1
             in_topic += 1
             # A few per topic spread the choice over topics; keep looking while nothing fits.
-            if in_topic >= 8 and best is not None and not exhaustive:
+            if in_topic >= 4 and best is not None and not exhaustive:
                 break
     return None if best is None else best[1]
 
@@ -213,27 +214,27 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     if tidx.size < 2:
         return 0
     moves = 0
-    failed: set[tuple[int, int]] = set()
+    failed: dict[int, set[int]] = {}  # source -> destinations with no allowed move
     reach: dict[tuple[int, int], bool] = {}
     recent: dict[int, list[int]] = {}
 
     def pick(a, b):
-        if (a, b) in failed:
+        if b in failed.get(a, ()):
             return None
         rb = int(ws.rack[b])
         if rb >= 0 and rb != ws.rack[a]:
             if (a, rb) not in reach:
                 reach[(a, rb)] = _reaches_rack(ws, a, rb, pool)
             if not reach[(a, rb)]:
-                failed.add((a, b))
+                failed.setdefault(a, set()).add(b)
                 return None
         p = _pick_partition(ws, a, b, pool, recent.get(a, ()), exhaustive=fresh, degree_floor=floor)
         if p is None:
-            failed.add((a, b))
+            failed.setdefault(a, set()).add(b)
         return p
 
     def move(p, a, b):
-        nonlocal failed, reach
+        nonlocal reach
         pos = ws.assign[p].index(ws.ids[a])
         ws.replace_slot(p, pos, ws.ids[b], reason)
         if own_pool:
@@ -249,7 +250,7 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
         # b gained a partition, so moves out of b may now exist; a only lost options.
         if any(k[0] == b for k in reach):
             reach = {k: v for k, v in reach.items() if k[0] != b}
-        failed = {f for f in failed if f[0] != b}
+        failed.pop(b, None)
 
     total = int(ws.count[tidx].sum())
     lo, hi = total // tidx.size, -(-total // tidx.size)

@@ -134,27 +134,91 @@ def water_fill(avail: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.nda
     return (lo[0], hi[0]) if one_d else (lo, hi)
 
 
-def widen_until_feasible(solve, lo: np.ndarray, hi: np.ndarray, limit: int):
-    """Tightest bounds around [lo, hi] that `solve` can meet, and its answer there.
+# Penalty per unit for leaving a group's [lo, hi] range: the first unit outside is cheap,
+# the next dearer, the rest dearest, so deviations spread thin instead of piling up.
+_TIER_COSTS = (16, 4, 1)
+_TIER_UNIT = 8  # one step of deviation costs more than any change-of-order cost on an item
 
-    `solve(lo, hi, final)` returns an assignment or None; probes pass final=False (a
-    feasibility check may be cheaper), the last call passes final=True. The upper bounds
-    are raised first (the largest share decides the spread), then the lower bounds are
-    lowered as little as the replica sets require.
+
+def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
+                    group_lo: np.ndarray, group_hi: np.ndarray, group_cap: np.ndarray,
+                    parent_of_group: np.ndarray | None = None,
+                    parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
+                    exact_limit: int = 700_000):
+    """Like `bounded_assignment`, but group bounds are soft: one min-cost flow in which each
+    unit below `group_lo` or above `group_hi` costs a convex penalty. Parent bounds are hard.
+
+    Above `exact_limit` candidate arcs the min-cost solve is too slow for a planner that must
+    answer in seconds; there the group bounds are widened step by step (hard bounds, plain
+    max flow) until feasible, and change costs are ignored.
+
+    Returns the group chosen for each item, or None when the parent bounds cannot be met.
     """
-    first = solve(lo, hi, True)
-    if first is not None:
-        return first
-    zero = np.zeros_like(lo)
-    up = next((a for a in _steps(limit) if solve(zero, hi + a, False) is not None), None)
-    if up is None:
+    if len(item_of_arc) > exact_limit:
+        return _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,
+                                   parent_of_group, parent_lo, parent_hi)
+    n_groups = len(group_lo)
+    n_par = 0 if parent_of_group is None else len(parent_lo)
+    src, sink = 0, 1
+    item0 = 2
+    grp0 = item0 + n_items
+    par0 = grp0 + n_groups
+    supply = np.zeros(par0 + n_par, dtype=np.int64)
+    supply[item0:grp0] = 1
+    supply[sink] -= n_items
+    tails = [item0 + item_of_arc]
+    heads = [grp0 + group_of_arc]
+    caps = [np.ones(len(item_of_arc), dtype=np.int64)]
+    costs = [np.asarray(arc_cost, dtype=np.int64)]
+    target = np.full(n_groups, sink) if parent_of_group is None else par0 + parent_of_group
+    g = grp0 + np.arange(n_groups)
+    lo = np.minimum(group_lo, group_cap)
+    hi = np.minimum(np.maximum(group_hi, lo), group_cap)
+    big, mid, small = (c * _TIER_UNIT for c in _TIER_COSTS)
+    # Below lo: units up to lo-2 carry the big reward, the next one the middle, the last the small.
+    tiers = [
+        (np.maximum(lo - 2, 0), -big), (np.minimum(np.maximum(lo - 1, 0), 1), -mid), (np.minimum(lo, 1), -small),
+        (hi - lo, 0),
+        (np.minimum(group_cap - hi, 1), small), (np.minimum(np.maximum(group_cap - hi - 1, 0), 1), mid),
+        (np.maximum(group_cap - hi - 2, 0), big),
+    ]
+    for cap, cost in tiers:
+        keep = cap > 0
+        tails.append(g[keep])
+        heads.append(target[keep])
+        caps.append(cap[keep])
+        costs.append(np.full(int(keep.sum()), cost, dtype=np.int64))
+    if parent_of_group is not None:
+        p = par0 + np.arange(n_par)
+        supply[p] -= parent_lo
+        supply[sink] += int(parent_lo.sum())
+        if (parent_hi < parent_lo).any():
+            return None
+        tails.append(p)
+        heads.append(np.full(n_par, sink))
+        caps.append(parent_hi - parent_lo)
+        costs.append(np.zeros(n_par, dtype=np.int64))
+    mcf = min_cost_flow.SimpleMinCostFlow()
+    mcf.add_arcs_with_capacity_and_unit_cost(np.concatenate(tails), np.concatenate(heads),
+                                             np.concatenate(caps), np.concatenate(costs))
+    mcf.set_nodes_supplies(np.arange(supply.size), supply)
+    if mcf.solve() != mcf.OPTIMAL:
         return None
-    down = next((b for b in _steps(limit) if solve(np.maximum(lo - b, 0), hi + up, False) is not None), limit)
-    return solve(np.maximum(lo - down, 0), hi + up, True)
+    flows = mcf.flows(np.arange(len(item_of_arc)))
+    choice = np.full(n_items, -1, dtype=np.int64)
+    used = np.flatnonzero(flows)
+    choice[item_of_arc[used]] = group_of_arc[used]
+    return choice
 
 
-def _steps(limit: int):
-    a = 0
-    while a <= limit:
-        yield a
-        a = a + 1 if a < 3 else a * 2
+def _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,
+                        parent_of_group, parent_lo, parent_hi):
+    lo = np.minimum(group_lo, group_cap)
+    hi = np.minimum(np.maximum(group_hi, lo), group_cap)
+    w = 0
+    while True:
+        choice = bounded_assignment(n_items, item_of_arc, group_of_arc, np.maximum(lo - w, 0),
+                                    np.minimum(hi + w, group_cap), parent_of_group, parent_lo, parent_hi)
+        if choice is not None or (lo - w <= 0).all() and (hi + w >= group_cap).all():
+            return choice
+        w = w + 1 if w < 2 else w * 2

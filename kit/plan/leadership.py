@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .flow import bounded_assignment, water_fill, widen_until_feasible
+from .flow import bounded_assignment, soft_assignment, water_fill
 from .workspace import Workspace
+
+_ONE_ROUTE_ABOVE = 20_000  # movable partitions
 
 
 def leader_figures(ws: Workspace, assign: list[list[int]]) -> tuple[int, int, int]:
@@ -148,12 +150,7 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
     avail = np.bincount(gr_a, minlength=nt * nt)
     plo, phi = fr.leader_bounds(0)
     base_lo, base_hi = _pair_bounds(avail, fr.elig, fr.lo, fr.hi, fixed_pair)
-
-    def solve(glo, ghi, final):
-        return bounded_assignment(len(fr.items), it_a, gr_a, glo, ghi, parent, plo, phi,
-                                  arc_cost=cost_a if final else None)
-
-    choice = widen_until_feasible(solve, base_lo, base_hi, limit=max(8, int(fr.hi.max()) // 4))
+    choice = soft_assignment(len(fr.items), it_a, gr_a, cost_a, base_lo, base_hi, avail, parent, plo, phi)
     if choice is None:
         return {}
     return {p: (tg[int(choice[i]) // nt], tg[int(choice[i]) % nt]) for i, p in enumerate(fr.items)}
@@ -181,24 +178,17 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
     t_lo, t_hi = water_fill(avail_t, n_t)
     free_lo, free_hi = np.zeros(t_lo.size, dtype=np.int64), avail_t.ravel()
-    plo, phi = fr.leader_bounds(0)
-    limit = max(8, int(fr.hi.max()))
 
-    # Overall balance first (topics free), then per topic within the overall bounds found.
-    def overall(lo, hi, final):
+    def overall(lo, hi):
         return bounded_assignment(len(items), it_a, gr_a, free_lo, free_hi, parent, lo, hi)
 
-    def per_topic(lo, hi, final):
-        return bounded_assignment(len(items), it_a, gr_a, lo.ravel(), hi.ravel(), parent, plo, phi,
-                                  arc_cost=cost_a if final else None)
-
-    choice = per_topic(t_lo, t_hi, True)
-    if choice is None:
-        found = _tightest_overall(overall, fr)
-        if found is None:
-            return {}
-        plo, phi = found
-        choice = widen_until_feasible(per_topic, t_lo, t_hi, max(8, int(t_hi.max())))
+    # Leader balance overall is a hard bound (the tightest the replica sets allow); per
+    # topic, deviations are penalised, so one min-cost flow settles both.
+    found = _tightest_overall(overall, fr)
+    if found is None:
+        return {}
+    choice = soft_assignment(len(items), it_a, gr_a, cost_a, t_lo.ravel(), t_hi.ravel(), avail_t.ravel(),
+                             parent, *found)
     if choice is None:
         return {}
     out = {}
@@ -210,19 +200,45 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
 
 
 def _tightest_overall(solve, fr: _Frame):
-    """Flow bounds giving the smallest leader count spread over the targets: the first range
-    [m, m + s], by increasing s, that the replica sets allow (fixed leaders included)."""
-    total = len(fr.items) + int(fr.fixed_lead.sum())
-    mean = total // fr.nt
-    for s in range(0, total + 1):
-        for m in range(mean, max(mean - s, 0) - 1, -1):
-            lo = np.maximum(m - fr.fixed_lead, 0)
-            hi = m + s - fr.fixed_lead
-            if (hi < 0).any() or lo.sum() > len(fr.items) or hi.sum() < len(fr.items):
-                continue
-            if solve(lo, hi, False) is not None:
-                return lo, hi
-    return None
+    """Flow bounds for the smallest leader count spread the replica sets allow.
+
+    The water-filled shares (each broker at most what it can lead) are the ideal and
+    usually feasible; otherwise the smallest feasible maximum is found by bisection, then
+    the largest minimum under it. Fixed leaders count in every broker's total.
+    """
+    items = len(fr.items)
+    lo, hi = fr.leader_bounds(0)
+    if solve(lo, hi) is not None:
+        return lo, hi
+    cap = np.zeros(fr.nt, dtype=np.int64) + items  # flow-side ceiling per broker
+
+    def bounds(m, big_m):
+        return (np.maximum(np.minimum(m, fr.hi) - fr.fixed_lead, 0),
+                np.minimum(np.maximum(big_m - fr.fixed_lead, 0), cap))
+
+    def feasible(m, big_m):
+        b_lo, b_hi = bounds(m, big_m)
+        return b_lo.sum() <= items <= b_hi.sum() and (b_lo <= b_hi).all() and solve(b_lo, b_hi) is not None
+
+    top = int(fr.fixed_lead.max()) + items
+    low, high = int(fr.hi.max()), top
+    if not feasible(0, high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if feasible(0, mid):
+            high = mid
+        else:
+            low = mid + 1
+    best_max = high
+    low, high = 0, int(fr.lo.min()) if fr.lo.size else 0
+    while low < high:
+        mid = (low + high + 1) // 2
+        if feasible(mid, best_max):
+            low = mid
+        else:
+            high = mid - 1
+    return bounds(low, best_max)
 
 
 def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
@@ -256,11 +272,7 @@ def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dic
     it_a, gr_a, cost_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64), np.array(cost)
     avail = np.bincount(gr_a, minlength=nt * nt)
     base_lo, base_hi = _pair_bounds(avail, fr.elig, led, led, fixed)
-
-    def solve(glo, ghi, final):
-        return bounded_assignment(len(items), it_a, gr_a, glo, ghi, arc_cost=cost_a if final else None)
-
-    choice = widen_until_feasible(solve, base_lo, base_hi, limit=max(8, int(base_hi.max())))
+    choice = soft_assignment(len(items), it_a, gr_a, cost_a, base_lo, base_hi, avail)
     if choice is None:
         return {}
     out = {}
@@ -375,6 +387,9 @@ def _leadership_pass(ws: Workspace) -> bool:
     # Failover already fine: fixing leaders alone is cheapest. Otherwise leader and
     # first follower have to be chosen together; the other route is the fallback.
     routes = (leaders_first, pairs_first) if before[2] <= 2 else (pairs_first, leaders_first)
+    # On large clusters the second route costs seconds and rarely wins: one route only.
+    if len(fr.items) > _ONE_ROUTE_ABOVE:
+        routes = routes[:1]
     for route in routes:
         route()
         if best[0][:3] == (0, 0, 0):
