@@ -178,7 +178,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
         if best is None or key < best[0]:
             best = (key, p)
 
-    for p in recent[-8:]:
+    for p in recent[-16:]:
         t = int(ws.topic[p])
         d = int(ws.tcount[t, a] - ws.tcount[t, b])
         if d >= 1 and p in topics.get(t, ()):
@@ -186,7 +186,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
     for rank, t in enumerate(cand_t[order]):
         d = int(diff[order[rank]])
         # Stay with topics that a holds clearly more of than b, once some candidate exists.
-        if best is not None and (d < min(top - 2, 1) or seen >= 12):
+        if best is not None and (d < min(top - 2, 1) or seen >= 24):
             break
         in_topic = 0
         for p in topics[int(t)]:
@@ -194,7 +194,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
             seen += 1
             in_topic += 1
             # A few per topic spread the choice over topics; keep looking while nothing fits.
-            if in_topic >= 4 and best is not None and not exhaustive:
+            if in_topic >= 8 and best is not None and not exhaustive:
                 break
     return None if best is None else best[1]
 
