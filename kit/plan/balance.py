@@ -16,6 +16,13 @@ from ortools.graph.python import min_cost_flow
 from ..errors import Unsafe
 from .workspace import Workspace
 
+# Candidates looked at per move (in all, per topic, recently moved): wide enough on small
+# clusters for every pair of brokers to keep common partitions, narrow on large ones,
+# where the choice is rich anyway and a move must cost microseconds.
+LARGE = 20_000  # selected partitions
+_SCAN_SMALL = (24, 8, 16)
+_SCAN_LARGE = (12, 4, 8)
+
 
 def _best_broker(ws: Workspace, p: int, members: list[int], rf: int) -> int | None:
     """The target broker a new replica of partition `p` should go to, or None."""
@@ -178,7 +185,8 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
         if best is None or key < best[0]:
             best = (key, p)
 
-    for p in recent[-16:]:
+    scan = _SCAN_LARGE if len(ws.selected) > LARGE else _SCAN_SMALL
+    for p in recent[-scan[2]:]:
         t = int(ws.topic[p])
         d = int(ws.tcount[t, a] - ws.tcount[t, b])
         if d >= 1 and p in topics.get(t, ()):
@@ -186,7 +194,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
     for rank, t in enumerate(cand_t[order]):
         d = int(diff[order[rank]])
         # Stay with topics that a holds clearly more of than b, once some candidate exists.
-        if best is not None and (d < min(top - 2, 1) or seen >= 24):
+        if best is not None and (d < min(top - 2, 1) or seen >= scan[0]):
             break
         in_topic = 0
         for p in topics[int(t)]:
@@ -194,7 +202,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, recent: list[int] = (),
             seen += 1
             in_topic += 1
             # A few per topic spread the choice over topics; keep looking while nothing fits.
-            if in_topic >= 8 and best is not None and not exhaustive:
+            if in_topic >= scan[1] and best is not None and not exhaustive:
                 break
     return None if best is None else best[1]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from .flow import bounded_assignment, soft_assignment, water_fill
+from .balance import LARGE
 from .workspace import Workspace
 
-_ONE_ROUTE_ABOVE = 20_000  # movable partitions
 
 
 def leader_figures(ws: Workspace, assign: list[list[int]]) -> tuple[int, int, int]:
@@ -327,13 +327,16 @@ def _with_pairs(assign, chosen: dict[int, tuple[int, int]]) -> list[list[int]]:
     return out
 
 
-def balance_leadership(ws: Workspace, rounds: int = 12) -> bool:
+def balance_leadership(ws: Workspace) -> bool:
     """Reorder replicas for leader, per-topic and failover balance until a pass changes
     nothing (so planning again on the result changes nothing either).
 
+    On large clusters (more than `LARGE` movable partitions) a pass takes seconds: there
+    at most two are made, and planning again may still improve the order a little.
     Returns True when the order changed.
     """
     changed = False
+    rounds = 2 if len(ws.selected) > LARGE else 12
     for _ in range(rounds):
         if not _leadership_pass(ws):
             break
@@ -388,7 +391,7 @@ def _leadership_pass(ws: Workspace) -> bool:
     # first follower have to be chosen together; the other route is the fallback.
     routes = (leaders_first, pairs_first) if before[2] <= 2 else (pairs_first, leaders_first)
     # On large clusters the second route costs seconds and rarely wins: one route only.
-    if len(fr.items) > _ONE_ROUTE_ABOVE:
+    if len(fr.items) > LARGE:
         routes = routes[:1]
     for route in routes:
         route()
