@@ -21,7 +21,7 @@ STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 GEN_CLUSTER := $(wildcard $(SHARED)/tools/gen_cluster.py)
 EVALUATE := $(wildcard $(SHARED)/tools/evaluate_plan.py)
-GEN := $(if $(GEN_CLUSTER),$(PY) $(GEN_CLUSTER),$(PY) -m kit.gencluster)
+GEN := $(PY) $(GEN_CLUSTER)
 
 DEMO := build/demo
 BENCH_ARGS ?=
@@ -39,6 +39,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 demo: venv
+	@if [ -z "$(GEN_CLUSTER)" ]; then echo "make: $(SHARED)/tools/gen_cluster.py not found; set SHARED=/path/to/shared" >&2; exit 2; fi
 	@mkdir -p $(DEMO)
 	@echo
 	@echo "== 1/4 Generate a cluster: 24 brokers, 3 racks, 3000 partitions, one dead broker and its replacement"

@@ -68,9 +68,9 @@ def kit_command() -> list[str]:
 
 def generator(shared: Path) -> list[str]:
     gen = shared / "tools" / "gen_cluster.py"
-    if gen.exists():
-        return [sys.executable, str(gen)]
-    return [sys.executable, "-m", "kit.gencluster"]
+    if not gen.exists():
+        sys.exit(f"bench_plan.py: {gen} not found; pass --shared /path/to/shared")
+    return [sys.executable, str(gen)]
 
 
 def snapshot_for(scenario: str, a: argparse.Namespace, cache: Path) -> Path:
