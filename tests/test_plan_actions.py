@@ -1,0 +1,158 @@
+"""The actions on small hand-made clusters: kafka-kit's documented cases and kit's rules."""
+from __future__ import annotations
+
+import pytest
+
+from kit import plan as planners
+from kit.errors import BadInput, Unsafe
+from kit.formats import cluster_from_snapshot
+from kit.plan.rebuild import substitution_affinities
+
+
+def cluster(brokers, partitions, dead=()):
+    """brokers: {id: rack or None}; partitions: {(topic, n): replicas}; dead: ids of dead brokers."""
+    return cluster_from_snapshot({
+        "version": 1,
+        "brokers": [{"id": b, "rack": r, "alive": b not in dead} for b, r in brokers.items()],
+        "partitions": [{"topic": t, "partition": n, "replicas": reps} for (t, n), reps in partitions.items()],
+    })
+
+
+RACKED = {1001: "a", 1002: "b", 1003: "c", 1004: "a", 1005: "b", 1006: "c"}
+
+
+def spread_layout(n_parts, brokers=(1001, 1002, 1003, 1004, 1005, 1006), rf=3, topic="t"):
+    """A rack-safe layout over the racked brokers: partition i on brokers i, i+1, i+2 (mod n)."""
+    bs = list(brokers)
+    return {(topic, i): [bs[(i + k) % len(bs)] for k in range(rf)] for i in range(n_parts)}
+
+
+def test_substitution_affinity_picks_the_new_broker_in_the_same_rack():
+    c = cluster({**RACKED, 1007: "a", 1008: "b"}, spread_layout(12), dead=(1002,))
+    assert substitution_affinities(c, [1002], [1007, 1008]) == {1002: 1008}
+
+
+def test_substitution_affinity_with_too_few_new_brokers_is_refused():
+    c = cluster({**RACKED, 1008: "b"}, spread_layout(12), dead=(1002, 1003))
+    with pytest.raises(Unsafe, match="Insufficient number of new brokers"):
+        substitution_affinities(c, [1002, 1003], [1008])
+
+
+def test_substitution_affinity_without_a_new_broker_in_the_rack_is_refused():
+    c = cluster({**RACKED, 1007: "a"}, spread_layout(12), dead=(1002,))
+    with pytest.raises(Unsafe, match="rack b"):
+        substitution_affinities(c, [1002], [1007])
+
+
+def test_rebuild_sub_affinity_moves_only_the_dead_brokers_slots_to_its_rack_peer():
+    c = cluster({**RACKED, 1008: "b", 1007: "a"}, spread_layout(12), dead=(1002,))
+    plan = planners.plan_rebuild(c, sub_affinity=True)
+    for i, p in enumerate(c.partitions):
+        assert sorted(plan.after[i]) == sorted(1008 if b == 1002 else b for b in p.replicas)
+
+
+def test_placement_never_reuses_a_broker_or_a_rack_of_the_replica_set():
+    # topicmappr's two constraints: not already in the replica set, not in one of its racks.
+    c = cluster({**RACKED, 1007: "a", 1008: "b"}, spread_layout(12), dead=(1001,))
+    plan = planners.plan_remove(c, [1001])
+    for i in plan.changed():
+        reps = plan.after[i]
+        assert len(set(reps)) == len(reps)
+        assert len({c.rack_of(b) for b in reps}) == 3
+
+
+def test_min_rack_ids_beyond_the_racks_available_is_unsafe():
+    c = cluster(RACKED, spread_layout(12))
+    with pytest.raises(Unsafe, match="min-rack-ids 4"):
+        planners.plan_rebuild(c, min_rack_ids=4)
+
+
+def test_min_rack_ids_two_allows_two_replicas_in_one_rack():
+    # Racks a and b only; RF 3 needs a second replica in one of them, and --min-rack-ids 2 allows it.
+    brokers = {1001: "a", 1002: "b", 1003: "a", 1004: "b", 1005: "a", 1006: "b"}
+    c = cluster(brokers, {("t", i): [1001 + i % 6, 1001 + (i + 1) % 6, 1001 + (i + 3) % 6] for i in range(6)})
+    plan = planners.plan_rebuild(c, force_rebuild=True, min_rack_ids=2)
+    for reps in plan.after:
+        assert len({brokers[b] for b in reps}) == 2
+
+
+def test_force_rebuild_places_everything_afresh_and_evenly():
+    c = cluster(RACKED, {("t", i): [1001, 1002, 1003] for i in range(12)})
+    plan = planners.plan_rebuild(c, force_rebuild=True)
+    counts = {b: sum(b in reps for reps in plan.after) for b in RACKED}
+    assert max(counts.values()) - min(counts.values()) <= 1
+    leaders = {b: sum(reps[0] == b for reps in plan.after) for b in RACKED}
+    assert max(leaders.values()) - min(leaders.values()) <= 1
+
+
+def test_rebuild_replication_raises_the_factor_keeping_existing_replicas():
+    c = cluster(RACKED, spread_layout(12, rf=2))
+    plan = planners.plan_rebuild(c, replication=3)
+    for i, p in enumerate(c.partitions):
+        assert len(plan.after[i]) == 3
+        assert set(p.replicas) <= set(plan.after[i])
+
+
+def test_brokers_minus_one_means_the_brokers_of_the_current_map():
+    c = cluster({**RACKED, 1007: "a"}, spread_layout(12))
+    plan = planners.plan_rebalance(c, brokers=[-1])
+    assert 1007 not in plan.targets
+    assert all(1007 not in reps for reps in plan.after)
+
+
+def test_brokers_minus_two_means_every_live_broker():
+    c = cluster({**RACKED, 1007: "a"}, spread_layout(12), dead=(1006,))
+    plan = planners.plan_rebalance(c, brokers=[-2])
+    assert plan.targets == [1001, 1002, 1003, 1004, 1005, 1007]
+
+
+def test_topics_regex_limits_the_plan_to_matching_topics():
+    parts = {**spread_layout(6, topic="orders"), **spread_layout(6, topic="clicks")}
+    c = cluster({**RACKED, 1007: "a"}, parts, dead=(1001,))
+    plan = planners.plan_remove(c, [1001], topics="ord.*")
+    changed = {c.partitions[i].topic for i in plan.changed()}
+    assert changed == {"orders"}
+    assert any(1001 in reps for i, reps in enumerate(plan.after) if c.partitions[i].topic == "clicks")
+
+
+@pytest.mark.parametrize("topics,exclude", [("nope.*", None), (None, ".*")])
+def test_a_topic_selection_that_matches_nothing_is_bad_input(topics, exclude):
+    c = cluster(RACKED, spread_layout(6))
+    with pytest.raises(BadInput, match="no topic matches"):
+        planners.plan_leaders(c, topics=topics, exclude=exclude)
+
+
+def test_rf_larger_than_the_targets_is_bad_input():
+    c = cluster(RACKED, spread_layout(6))
+    with pytest.raises(BadInput, match="replication factor 7"):
+        planners.plan_rf(c, 7)
+
+
+def test_rf_lowering_drops_out_of_sync_replicas_first():
+    c = cluster_from_snapshot({
+        "version": 1,
+        "brokers": [{"id": b, "rack": r} for b, r in RACKED.items()],
+        "partitions": [{"topic": "t", "partition": 0, "replicas": [1001, 1002, 1003], "isr": [1001, 1003]}],
+    })
+    plan = planners.plan_rf(c, 2)
+    assert sorted(plan.after[0]) == [1001, 1003]
+
+
+def test_replace_keeps_positions_and_refuses_a_new_broker_already_in_the_set():
+    c = cluster({**RACKED, 1008: "b"}, spread_layout(12), dead=(1002,))
+    plan = planners.plan_replace(c, [(1002, 1008)])
+    for i, p in enumerate(c.partitions):
+        assert plan.after[i] == [1008 if b == 1002 else b for b in p.replicas]
+    with pytest.raises(Unsafe, match="already holds a replica"):
+        planners.plan_replace(c, [(1002, 1003)])
+
+
+def test_leaders_balances_a_pile_of_leadership_without_moving_data():
+    c = cluster(RACKED, {("t", i): [1001, 1002 + i % 2 * 3, 1003 + i % 3 // 2 * 3] for i in range(12)})
+    plan = planners.plan_leaders(c)
+    for i, p in enumerate(c.partitions):
+        assert sorted(plan.after[i]) == sorted(p.replicas)
+    leaders = [reps[0] for reps in plan.after]
+    held = {b for reps in plan.after for b in reps}
+    counts = [leaders.count(b) for b in held]
+    assert max(counts) - min(counts) <= 1
