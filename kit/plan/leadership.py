@@ -332,11 +332,11 @@ def balance_leadership(ws: Workspace) -> bool:
     nothing (so planning again on the result changes nothing either).
 
     On large clusters (more than `LARGE` movable partitions) a pass takes seconds: there
-    at most two are made, and planning again may still improve the order a little.
+    one is made, and planning again may still improve the order a little.
     Returns True when the order changed.
     """
     changed = False
-    rounds = 2 if len(ws.selected) > LARGE else 12
+    rounds = 1 if len(ws.selected) > LARGE else 12
     for _ in range(rounds):
         if not _leadership_pass(ws):
             break
