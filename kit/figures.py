@@ -569,6 +569,8 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
 
     out += ["", "Action:", f"  {plan.action}"]
     out += ["", "WARN:"] + ([f"  {w}" for w in plan.warnings] or ["  [none]"])
+    if plan.notes:
+        out += ["", "NOTE:"] + [f"  {n}" for n in plan.notes]
 
     out += ["", "Partition map changes:"]
     changed = np.flatnonzero(_changed_rows(before, after)).tolist()

@@ -111,6 +111,17 @@ def shrink_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
         ws.drop_replica(p, best[1], reason)
 
 
+def set_replication(ws: Workspace, rf: int, reason: str) -> None:
+    """Bring every selected partition to `rf` replicas; shrinking first, so that the grown
+    partitions see the capacity the shrunk ones free."""
+    for p in ws.selected:
+        if len(ws.assign[p]) > rf:
+            shrink_replication(ws, p, rf, reason)
+    for p in ws.selected:
+        if len(ws.assign[p]) < rf:
+            grow_replication(ws, p, rf, reason)
+
+
 def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
     """Whether some movable replica on broker index `a` may move to a broker in `rack`.
 

@@ -84,10 +84,7 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
     if mf.optimal_flow() < int(excess[pos].sum()):
         return None
     flows = mf.flows(np.arange(len(item_of_arc)))
-    choice = np.full(n_items, -1, dtype=np.int64)
-    used = np.flatnonzero(flows)
-    choice[item_of_arc[used]] = group_of_arc[used]
-    return choice
+    return _chosen(n_items, item_of_arc, group_of_arc, flows)
 
 
 def _min_cost(n_items, item_of_arc, group_of_arc, all_t, all_h, all_c, excess, arc_cost):
@@ -102,6 +99,11 @@ def _min_cost(n_items, item_of_arc, group_of_arc, all_t, all_h, all_c, excess, a
     if mcf.solve() != mcf.OPTIMAL:
         return None
     flows = mcf.flows(np.arange(len(item_of_arc)))
+    return _chosen(n_items, item_of_arc, group_of_arc, flows)
+
+
+def _chosen(n_items, item_of_arc, group_of_arc, flows) -> np.ndarray:
+    """The group each item's unit of flow went to."""
     choice = np.full(n_items, -1, dtype=np.int64)
     used = np.flatnonzero(flows)
     choice[item_of_arc[used]] = group_of_arc[used]
@@ -205,10 +207,7 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
     if mcf.solve() != mcf.OPTIMAL:
         return None
     flows = mcf.flows(np.arange(len(item_of_arc)))
-    choice = np.full(n_items, -1, dtype=np.int64)
-    used = np.flatnonzero(flows)
-    choice[item_of_arc[used]] = group_of_arc[used]
-    return choice
+    return _chosen(n_items, item_of_arc, group_of_arc, flows)
 
 
 def _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,

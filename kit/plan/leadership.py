@@ -288,11 +288,6 @@ def _badness(figs: tuple[int, int, int]) -> tuple[int, int, int]:
     return (max(0, figs[0] - 1), max(0, figs[1] - 1), max(0, figs[2] - 2))
 
 
-def _move_to(reps: list[int], b: int, pos: int) -> None:
-    reps.remove(b)
-    reps.insert(pos, b)
-
-
 def _with_leaders(assign, chosen: dict[int, int]) -> list[list[int]]:
     """Copy of `assign` with new leaders; the old leader becomes the first follower."""
     out = [list(r) for r in assign]

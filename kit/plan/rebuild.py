@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import BadInput, Unsafe
 from ..model import Cluster, Plan
-from .balance import _best_broker, grow_replication, place_orphans, shrink_replication
+from .balance import _best_broker, place_orphans, set_replication
 from .leadership import balance_leadership
 from .select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
 from .workspace import Workspace
@@ -73,11 +73,6 @@ def plan_rebuild(cluster: Cluster, topics: str | None = None, exclude: str | Non
                         ws.replace_slot(p, pos, pairs[b], "replaced broker (substitution affinity)")
         place_orphans(ws, "replaced broker", allow_rack_violation=ignore_warns)
         if replication:
-            for p in selected:
-                if len(ws.assign[p]) > replication:
-                    shrink_replication(ws, p, replication, f"replication -> {replication}")
-            for p in selected:
-                if len(ws.assign[p]) < replication:
-                    grow_replication(ws, p, replication, f"replication -> {replication}")
+            set_replication(ws, replication, f"replication -> {replication}")
     balance_leadership(ws)
     return finish(ws, "rebuild" + (" (force)" if force_rebuild else ""), changes)

@@ -28,7 +28,7 @@ def plan_remove(cluster: Cluster, remove: list[int], topics: str | None = None, 
     if not remove:
         raise BadInput("--remove needs at least one broker id")
     for b in remove:
-        if b not in cluster.brokers or not cluster.brokers[b].known and cluster.brokers[b].alive:
+        if b not in cluster.brokers:
             raise BadInput(f"--remove names broker {b}, which the cluster does not have")
     selected = select_partitions(cluster, topics, exclude)
     targets = [b for b in resolve_brokers(cluster, brokers, selected) if b not in set(remove)]

@@ -19,7 +19,8 @@ def plan_replace(cluster: Cluster, pairs: list[tuple[int, int]], topics: str | N
     olds = [o for o, _ in pairs]
     news = [n for _, n in pairs]
     for b in olds + news:
-        if b not in cluster.brokers or not cluster.brokers[b].known and b in news:
+        # A new broker must be registered; an old one may be known only from replica lists.
+        if b not in cluster.brokers or (b in news and not cluster.brokers[b].known):
             raise BadInput(f"--replace names broker {b}, which the cluster does not have")
     if len(set(olds)) != len(olds) or len(set(news)) != len(news) or set(olds) & set(news):
         raise BadInput("--replace pairs must name each broker once")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import Cluster, Plan
-from .balance import grow_replication, shrink_replication
+from .balance import set_replication
 from .leadership import balance_leadership
 from .select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
 from .workspace import Workspace
@@ -15,12 +15,6 @@ def plan_rf(cluster: Cluster, replication: int, topics: str | None = None, exclu
     targets = resolve_brokers(cluster, brokers, selected)
     check_replication(targets, replication)
     ws = Workspace(cluster, targets, selected)
-    # Shrink first so that grown partitions see the freed capacity.
-    for p in selected:
-        if len(ws.assign[p]) > replication:
-            shrink_replication(ws, p, replication, f"replication {len(ws.assign[p])} -> {replication}")
-    for p in selected:
-        if len(ws.assign[p]) < replication:
-            grow_replication(ws, p, replication, f"replication {len(ws.assign[p])} -> {replication}")
+    set_replication(ws, replication, f"replication -> {replication}")
     balance_leadership(ws)
     return finish(ws, "rf", broker_changes(cluster, targets))
