@@ -244,7 +244,7 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
         return 0
     moves = 0
     failed: dict[int, set[int]] = {}  # source -> destinations with no allowed move
-    reach: dict[tuple[int, int], bool] = {}
+    reach: dict[int, dict[int, bool]] = {}  # source -> rack -> some replica may move there
     recent: dict[int, list[int]] = {}
 
     def pick(a, b):
@@ -252,9 +252,10 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
             return None
         rb = int(ws.rack[b])
         if rb >= 0 and rb != ws.rack[a]:
-            if (a, rb) not in reach:
-                reach[(a, rb)] = _reaches_rack(ws, a, rb, pool)
-            if not reach[(a, rb)]:
+            by_rack = reach.setdefault(a, {})
+            if rb not in by_rack:
+                by_rack[rb] = _reaches_rack(ws, a, rb, pool)
+            if not by_rack[rb]:
                 failed.setdefault(a, set()).add(b)
                 return None
         p = _pick_partition(ws, a, b, pool, recent.get(a, ()), exhaustive=fresh, degree_floor=floor)
@@ -263,7 +264,6 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
         return p
 
     def move(p, a, b):
-        nonlocal reach
         pos = ws.assign[p].index(ws.ids[a])
         ws.replace_slot(p, pos, ws.ids[b], reason)
         if own_pool:
@@ -277,8 +277,7 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
             if m != ws.ids[b]:
                 recent.setdefault(ws.index[m], []).append(p)
         # b gained a partition, so moves out of b may now exist; a only lost options.
-        if any(k[0] == b for k in reach):
-            reach = {k: v for k, v in reach.items() if k[0] != b}
+        reach.pop(b, None)
         failed.pop(b, None)
 
     total = int(ws.count[tidx].sum())
