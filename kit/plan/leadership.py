@@ -272,9 +272,23 @@ def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dic
     it_a, gr_a, cost_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64), np.array(cost)
     avail = np.bincount(gr_a, minlength=nt * nt)
     base_lo, base_hi = _pair_bounds(avail, fr.elig, led, led, fixed)
-    choice = soft_assignment(len(items), it_a, gr_a, cost_a, base_lo, base_hi, avail)
-    if choice is None:
-        return {}
+    # Each leader's partitions are a problem of their own: many small flows solve far
+    # faster than one large one.
+    choice = np.full(len(items), -1, dtype=np.int64)
+    by_leader = gr_a // nt
+    order = np.argsort(by_leader, kind="stable")
+    bounds = np.searchsorted(by_leader[order], np.arange(nt + 1))
+    for x in range(nt):
+        arcs = order[bounds[x]:bounds[x + 1]]
+        if arcs.size == 0:
+            continue
+        local_items, local_it = np.unique(it_a[arcs], return_inverse=True)
+        groups = slice(x * nt, (x + 1) * nt)
+        sub = soft_assignment(local_items.size, local_it, gr_a[arcs] - x * nt, cost_a[arcs],
+                              base_lo[groups], base_hi[groups], avail[groups])
+        if sub is None:
+            return {}
+        choice[local_items] = sub + x * nt
     out = {}
     for i, p in enumerate(items):
         f = ws.targets[int(choice[i]) % nt]
