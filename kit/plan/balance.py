@@ -1,16 +1,15 @@
 """Replica placement and count balancing with the fewest replica additions.
 
-Two moves only: fill a slot that must be filled (an orphaned replica, a new
-replica for a higher replication factor) on the least-loaded broker allowed,
-and move a replica from the most-loaded broker to the least-loaded one. Every
-move from a broker above the balanced band to one below it reduces both the
-excess and the deficit, so the number of moves equals the lower bound
-max(excess, deficit) whenever the rack rule lets the moves through.
+Two greedy moves: fill a slot that must be filled (an orphaned replica, a new replica
+for a higher replication factor) on the least-loaded broker allowed, and move a replica
+from the most-loaded broker to the least-loaded one. Every move from a broker above the
+balanced band to one below it reduces both the excess and the deficit, so the number of
+moves equals the lower bound max(excess, deficit) whenever the rack rule lets the moves
+through. On small clusters, where it may not, an exact min-cost flow checks the result.
 """
 from __future__ import annotations
 
 import numpy as np
-
 from ortools.graph.python import min_cost_flow
 
 from ..errors import Unsafe
@@ -24,7 +23,7 @@ _SCAN_SMALL = (24, 8, 16)
 _SCAN_LARGE = (12, 4, 8)
 
 
-def _best_broker(ws: Workspace, p: int, members: list[int], rf: int) -> int | None:
+def best_broker(ws: Workspace, p: int, members: list[int], rf: int) -> int | None:
     """The target broker a new replica of partition `p` should go to, or None."""
     ok = ws.is_target & ws.rack_ok_mask(members, rf)
     for m in members:
@@ -65,7 +64,7 @@ def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False
         leaving = {reps[pos] for pos in positions}
         for pos in positions:
             members = [b for b in ws.assign[p] if b not in leaving]
-            new = _best_broker(ws, p, members, rf)
+            new = best_broker(ws, p, members, rf)
             if new is None:
                 new = _fallback_broker(ws, members)
                 if new is None:
@@ -87,7 +86,7 @@ def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False
 def grow_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
     """Add replicas to partition `p` until it has `rf`, least-loaded rack-safe brokers first."""
     while len(ws.assign[p]) < rf:
-        new = _best_broker(ws, p, ws.assign[p], rf)
+        new = best_broker(ws, p, ws.assign[p], rf)
         if new is None:
             raise Unsafe(f"{ws.cluster.partitions[p].name}: no rack-safe broker for replica {len(ws.assign[p]) + 1}")
         ws.append_replica(p, new, reason)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import BadInput, Unsafe
 from ..model import Cluster, Plan
-from .balance import _best_broker, place_orphans, set_replication
+from .balance import best_broker, place_orphans, set_replication
 from .leadership import balance_leadership
 from .select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
 from .workspace import Workspace
@@ -52,18 +52,17 @@ def plan_rebuild(cluster: Cluster, topics: str | None = None, exclude: str | Non
     new = sorted(b for b in targets if b not in in_map)
     changes = broker_changes(cluster, targets, replacing=leaving)
     if force_rebuild:
+        # Empty the selected map first, so placement sees only the load that stays.
         for p in selected:
             for b in list(ws.assign[p]):
-                ws._remove(p, b)
+                ws.drop_replica(p, b, "rebuilt")
+        for p in selected:
             rf = replication or len(cluster.partitions[p].replicas)
-            ws.assign[p] = []
             for _ in range(rf):
-                b = _best_broker(ws, p, ws.assign[p], rf)
+                b = best_broker(ws, p, ws.assign[p], rf)
                 if b is None:
                     raise Unsafe(f"{cluster.partitions[p].name}: no rack-safe broker left for a replica")
-                ws.assign[p].append(b)
-                ws._add(p, b)
-            ws.reasons[p] = "rebuilt"
+                ws.append_replica(p, b, "rebuilt")
     else:
         if sub_affinity and leaving:
             pairs = substitution_affinities(cluster, leaving, new)
