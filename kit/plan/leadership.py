@@ -98,6 +98,22 @@ class _Frame:
     def tpos(self, ws: Workspace, b: int) -> int:
         return int(self.pos_of[ws.index[b]])
 
+    def positions(self, ws: Workspace, assign: list[list[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The movable partitions' replicas as target positions, grouped by replication factor:
+        [(item numbers, matrix items x RF)], so arcs can be built with array operations."""
+        reps = [assign[p] for p in self.items]
+        lens = np.fromiter((len(r) for r in reps), dtype=np.int64, count=len(reps))
+        flat = np.fromiter((b for r in reps for b in r), dtype=np.int64, count=int(lens.sum()))
+        lut = np.full(max(ws.ids) + 1, -1, dtype=np.int64)
+        lut[ws.ids] = self.pos_of
+        flat = lut[flat]
+        starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        out = []
+        for k in np.unique(lens):
+            rows = np.flatnonzero(lens == k)
+            out.append((rows, flat[starts[rows][:, None] + np.arange(k)]))
+        return out
+
     def leader_bounds(self, widen: int | None) -> tuple[np.ndarray, np.ndarray]:
         """Bounds on each broker's leaders among the movable partitions."""
         if widen is None:
@@ -123,20 +139,20 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
     nt = fr.nt
     tg = ws.targets
     it, gr, cost = [], [], []
-    for i, p in enumerate(fr.items):
-        pos = [fr.tpos(ws, b) for b in assign[p]]
-        if len(pos) == 1:
-            it.append(i)
-            gr.append(pos[0] * nt + pos[0])
-            cost.append(0)
+    for rows, pos in fr.positions(ws, assign):
+        k = pos.shape[1]
+        if k == 1:
+            it.append(rows)
+            gr.append(pos[:, 0] * nt + pos[:, 0])
+            cost.append(np.zeros(rows.size, dtype=np.int64))
             continue
-        for a, x in enumerate(pos):
-            for c, y in enumerate(pos):
-                if x != y:
-                    it.append(i)
-                    gr.append(x * nt + y)
-                    cost.append(0 if (a, c) == (0, 1) else (1 if a == 0 else 2))
-    it_a, gr_a, cost_a = np.array(it), np.array(gr), np.array(cost)
+        for a in range(k):
+            for c in range(k):
+                if a != c:
+                    it.append(rows)
+                    gr.append(pos[:, a] * nt + pos[:, c])
+                    cost.append(np.full(rows.size, 0 if (a, c) == (0, 1) else (1 if a == 0 else 2)))
+    it_a, gr_a, cost_a = np.concatenate(it), np.concatenate(gr), np.concatenate(cost)
     # Fixed partitions' inherited leadership counts against each pair's share.
     fixed_pair = np.zeros(nt * nt, dtype=np.int64)
     item_set = set(fr.items)
@@ -163,17 +179,17 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     if not items:
         return {}
     topics = sorted({int(ws.topic[p]) for p in items})
-    t_pos = {t: k for k, t in enumerate(topics)}
-    n_t = np.zeros(len(topics), dtype=np.int64)
+    t_num = np.full(len(ws.topic_names), -1, dtype=np.int64)
+    t_num[topics] = np.arange(len(topics))
+    item_topic = t_num[ws.topic[np.array(items)]]
+    n_t = np.bincount(item_topic, minlength=len(topics))
     it, gr, cost = [], [], []
-    for i, p in enumerate(items):
-        k = t_pos[int(ws.topic[p])]
-        n_t[k] += 1
-        for a, b in enumerate(assign[p]):
-            it.append(i)
-            gr.append(k * nt + fr.tpos(ws, b))
-            cost.append(min(a, 2))
-    it_a, gr_a, cost_a = np.array(it), np.array(gr), np.array(cost)
+    for rows, pos in fr.positions(ws, assign):
+        for a in range(pos.shape[1]):
+            it.append(rows)
+            gr.append(item_topic[rows] * nt + pos[:, a])
+            cost.append(np.full(rows.size, min(a, 2)))
+    it_a, gr_a, cost_a = np.concatenate(it), np.concatenate(gr), np.concatenate(cost)
     parent = np.tile(np.arange(nt), len(topics))
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
     t_lo, t_hi = water_fill(avail_t, n_t)
