@@ -372,17 +372,20 @@ def balance_leadership(ws: Workspace) -> bool:
 def _leadership_pass(ws: Workspace) -> bool:
     """Reorder the selected partitions' replicas for leader, per-topic and failover balance.
 
-    Tries the cheapest fix first (followers only, then leaders only), then leader and
-    first follower chosen together followed by a per-topic pass; keeps the best order
-    found, and only if it is strictly better than the current one. Returns True when the
-    order changed.
+    Nothing changes when every figure already meets its target. Otherwise two routes:
+    leaders first (overall and per topic), then followers; or leader and first follower
+    chosen together, then a per-topic pass, then followers. The best order found is kept,
+    and only if it is strictly better than the current one. Returns True when the order
+    changed.
     """
     if not ws.selected or ws.target_idx.size < 2:
+        return False
+    before = leader_figures(ws, ws.assign)
+    if _badness(before) == (0, 0, 0):
         return False
     fr = _Frame(ws, ws.assign)
     if not fr.items:
         return False
-    before = leader_figures(ws, ws.assign)
     best = (_badness(before) + before, ws.assign)
 
     def consider(assign):
