@@ -65,6 +65,26 @@ def _pairs(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
+    return n
+
+
+def _rate(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected bytes per second, got {text!r}") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive rate, got {text!r}")
+    return x
+
+
 def _add_plan_parser(sub) -> None:
     plan = sub.add_parser("plan", help="plan a reassignment (writes Kafka reassignment JSON)",
                           description="Plan a partition reassignment from a cluster snapshot.",
@@ -82,6 +102,13 @@ def _add_plan_parser(sub) -> None:
         p.add_argument("--out", required=True, metavar="PLAN.json", help="where to write the reassignment JSON")
         p.add_argument("--report", metavar="REPORT.json", help="also write the summary figures as JSON")
         p.add_argument("--ignore-warns", action="store_true", help="produce a plan even when warnings are raised")
+        p.add_argument("--max-moves-per-broker", type=_positive, default=5, metavar="N",
+                       help="split the plan into waves with at most N moves per broker (default 5)")
+        p.add_argument("--wave-order", choices=["biggest", "plan"], default="biggest",
+                       help="biggest moves first (default) or in plan order")
+        p.add_argument("--waves-dir", metavar="DIR", help="also write each wave as a Kafka reassignment file")
+        p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC",
+                       help="replication rate for the duration estimate (default: each broker's free NIC)")
         p.add_argument("--max-changes", type=_count, default=100, metavar="N",
                        help="partition map changes listed in the summary (default 100; 0 = all)")
         return p
@@ -163,15 +190,23 @@ def _check_outputs(a) -> None:
             raise BadInput(f"{flag} {path}: no such directory {directory}")
     if a.report and os.path.realpath(a.report) == os.path.realpath(a.out):
         raise BadInput(f"--out and --report name the same file {a.out}")
+    if a.waves_dir is not None:
+        if os.path.exists(a.waves_dir) and not os.path.isdir(a.waves_dir):
+            raise BadInput(f"--waves-dir {a.waves_dir}: not a directory")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(a.waves_dir))):
+            raise BadInput(f"--waves-dir {a.waves_dir}: its parent directory does not exist")
 
 
 def cmd_plan(a) -> int:
     from .figures import plan_report, summary_text
-    from .formats import plan_text, write_atomic
+    from .formats import dumps, plan_text, write_atomic
+    from .waves import duration_report, moves_of, split_waves, wave_documents
 
     _check_outputs(a)
     plan = _make_plan(a)
     report = plan_report(plan)
+    waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
+    report["duration"] = duration_report(plan, waves, a.throttle)
     if report["problem_count"]:
         raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
     if plan.warnings and not a.ignore_warns:
@@ -189,6 +224,10 @@ def cmd_plan(a) -> int:
         except OSError as e:
             os.unlink(a.out)  # all or nothing: no plan without the report that was asked for
             raise BadInput(f"--report {a.report}: cannot write ({e.strerror or e})") from None
+    if a.waves_dir is not None:
+        os.makedirs(a.waves_dir, exist_ok=True)
+        for n, doc in enumerate(wave_documents(plan, waves), 1):
+            write_atomic(os.path.join(a.waves_dir, f"wave-{n:03d}.json"), dumps(doc))
     print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
     return 0
 

@@ -20,6 +20,7 @@ from operator import attrgetter
 import numpy as np
 
 from .model import Cluster, Plan
+from .waves import duration_lines
 
 __all__ = ["assignment_figures", "movement_figures", "plan_report", "summary_text"]
 
@@ -617,4 +618,6 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
                 f"{a['storage_free_range_spread_pct']:.2f}%",
                 f"  std. deviation: {b['storage_free_stddev_gb']:.2f}GB -> {a['storage_free_stddev_gb']:.2f}GB",
                 f"  min free: {b['storage_free_min_gb']:.2f}GB -> {a['storage_free_min_gb']:.2f}GB"]
+    if "duration" in report:
+        out += ["", "Duration estimate:"] + duration_lines(report["duration"])
     return "\n".join(out) + "\n"

@@ -1,0 +1,151 @@
+"""Waves and duration estimates (kit/waves.py) and their command-line options."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kit import plan as planners
+from kit.errors import BadInput
+from kit.formats import cluster_from_snapshot
+from kit.model import Plan
+from kit.waves import (Move, duration_report, estimate, human_duration, moves_of, replication_rates,
+                       split_waves, wave_documents)
+
+
+def two_partition_cluster(net_capacity=100.0, bytes_in=0.0):
+    return cluster_from_snapshot({
+        "version": 1,
+        "brokers": [{"id": b, "net_capacity": net_capacity} for b in (1, 2, 3, 4)],
+        "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [1, 2], "size": 1000, "bytes_in": bytes_in},
+            {"topic": "t", "partition": 1, "replicas": [2, 1], "size": 3000, "bytes_in": bytes_in},
+        ],
+    })
+
+
+moves_strategy = st.lists(
+    st.tuples(st.integers(0, 10**6), st.integers(1, 8), st.lists(st.integers(1, 8), max_size=3, unique=True)),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(moves_strategy, st.integers(1, 4), st.booleans())
+def test_waves_hold_every_move_once_and_respect_the_per_broker_limit(raw, limit, biggest):
+    moves = [Move(i, size, src, tuple(b for b in added if b != src)) for i, (size, src, added) in enumerate(raw)]
+    waves = split_waves(moves, limit, biggest)
+    assert sorted(m.index for w in waves for m in w) == list(range(len(moves)))
+    for w in waves:
+        per_broker = Counter(b for m in w for b in m.brokers)
+        assert all(n <= limit for n in per_broker.values())
+    assert all(w for w in waves)
+    # Moves that copy nothing never wait: they all go first.
+    if any(not m.added for m in moves):
+        assert all(not m.added for m in waves[0])
+    # A data move waits only when some broker it needs is full in every earlier wave.
+    for n, w in enumerate(waves):
+        for m in (m for m in w if m.added):
+            for earlier in waves[:n]:
+                load = Counter(b for x in earlier for b in x.brokers)
+                assert any(load[b] >= limit for b in m.brokers) or not any(x.added for x in earlier)
+
+
+def test_biggest_moves_go_first():
+    moves = [Move(0, 10, 1, (2,)), Move(1, 500, 1, (2,)), Move(2, 50, 1, (2,))]
+    waves = split_waves(moves, 1, biggest_first=True)
+    assert [w[0].size for w in waves] == [500, 50, 10]
+    waves = split_waves(moves, 1, biggest_first=False)
+    assert [w[0].index for w in waves] == [0, 1, 2]
+
+
+def test_a_limit_below_one_is_bad_input():
+    with pytest.raises(BadInput):
+        split_waves([], 0)
+
+
+def test_estimate_is_the_busiest_brokers_bytes_over_its_rate():
+    moves = [Move(0, 1000, 1, (3,)), Move(1, 3000, 2, (3, 4))]
+    rates = {b: (100.0, 100.0) for b in (1, 2, 3, 4)}
+    e = estimate(moves, rates)
+    # Broker 3 receives 4000 bytes, broker 2 sends 6000: 60 s, sending.
+    assert (e.seconds, e.busiest_broker, e.direction, e.bytes) == (60.0, 2, "out", 7000)
+
+
+def test_rates_are_free_nic_capacity_capped_by_the_throttle():
+    c = two_partition_cluster(net_capacity=100.0, bytes_in=10.0)
+    rates = replication_rates(c)
+    # Broker 1 leads p0 (sends its 10 B/s to one follower) and follows p1 (receives 10 B/s),
+    # and receives produce traffic for p0: 100 - 10 out, 100 - 20 in.
+    assert rates[1] == (90.0, 80.0)
+    assert replication_rates(c, throttle=50.0)[1] == (50.0, 50.0)
+
+
+def test_duration_is_unknown_without_a_rate_and_says_which_broker():
+    c = cluster_from_snapshot({"version": 1, "brokers": [{"id": 1}, {"id": 2}, {"id": 3}],
+                               "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "size": 10}]})
+    plan = Plan(cluster=c, action="test", after=[[1, 3]], targets=[1, 2, 3], selected=[0])
+    d = duration_report(plan, split_waves(moves_of(plan)))
+    assert d["seconds_all_at_once"] is None and d["brokers_without_rate"] == [1, 3]
+    d = duration_report(plan, split_waves(moves_of(plan)), throttle=5.0)
+    assert d["seconds_all_at_once"] == 2.0
+
+
+def test_moves_copy_from_the_first_live_in_sync_replica():
+    c = cluster_from_snapshot({"version": 1, "brokers": [{"id": 1, "alive": False}, {"id": 2}, {"id": 3}],
+                               "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "isr": [2],
+                                               "size": 10}]})
+    plan = Plan(cluster=c, action="test", after=[[3, 2]], targets=[2, 3], selected=[0])
+    (m,) = moves_of(plan)
+    assert (m.source, m.added) == (2, (3,))
+
+
+def test_wave_documents_together_are_the_plan():
+    c = two_partition_cluster()
+    plan = planners.plan_replace(c, [(1, 3)])
+    waves = split_waves(moves_of(plan), 1)
+    docs = wave_documents(plan, waves)
+    got = sorted((p["topic"], p["partition"], tuple(p["replicas"])) for d in docs for p in d["partitions"])
+    want = sorted((p["topic"], p["partition"], tuple(p["replicas"])) for p in plan.reassignment()["partitions"])
+    assert got == want
+    assert len(docs) == 2  # broker 3 takes part in both moves
+
+
+@pytest.mark.parametrize("seconds,text", [(None, "unknown"), (42.4, "42s"), (843, "14m 03s"), (7500, "2h 05m")])
+def test_human_duration(seconds, text):
+    assert human_duration(seconds) == text
+
+
+def kit(*args, cwd=None):
+    exe = Path(sys.executable).parent / "kit"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd)
+
+
+def test_cli_writes_waves_that_add_up_to_the_plan_and_reports_the_estimate(tmp_path, snapshots):
+    out, report, waves = tmp_path / "plan.json", tmp_path / "report.json", tmp_path / "waves"
+    r = kit("plan", "scale-out", "--snapshot", str(snapshots["scale-out"]), "--out", str(out),
+            "--report", str(report), "--waves-dir", str(waves), "--max-moves-per-broker", "2")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(out.read_text())["partitions"]
+    files = sorted(waves.glob("wave-*.json"))
+    in_waves = [p for f in files for p in json.loads(f.read_text())["partitions"]]
+    assert sorted(map(json.dumps, in_waves)) == sorted(map(json.dumps, plan))
+    d = json.loads(report.read_text())["duration"]
+    assert d["waves"] == len(files) and d["seconds_all_at_once"] > 0
+    assert d["seconds_in_waves"] >= d["seconds_all_at_once"]
+    assert "Duration estimate:" in r.stdout
+
+
+@pytest.mark.parametrize("args", [["--max-moves-per-broker", "0"], ["--throttle", "-5"], ["--throttle", "fast"]])
+def test_cli_rejects_bad_wave_options_in_one_line(tmp_path, snapshots, args):
+    r = kit("plan", "rebalance", "--snapshot", str(snapshots["balanced"]), "--out", str(tmp_path / "p.json"), *args)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
