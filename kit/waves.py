@@ -15,6 +15,9 @@ from .errors import BadInput
 from .model import Cluster, Plan
 
 DEFAULT_MAX_MOVES_PER_BROKER = 5
+# kafka-kit's autothrottle never throttles replication below this; a broker whose NIC is
+# already full of client traffic still replicates at about this rate.
+MIN_RATE = 10_000_000.0  # bytes/s
 
 
 @dataclass(frozen=True)
@@ -81,9 +84,8 @@ def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES
     return waves
 
 
-def replication_rates(cluster: Cluster, throttle: float | None = None) -> dict[int, tuple[float, float]]:
-    """Bytes/s each broker can send and receive for replication: its NIC capacity less the
-    client and replication traffic it carries now, capped by `throttle` when one is set."""
+def broker_traffic(cluster: Cluster) -> tuple[dict[int, float], dict[int, float]]:
+    """Bytes/s each broker sends and receives now (client and replication traffic)."""
     tx: dict[int, float] = {}
     rx: dict[int, float] = {}
     for p in cluster.partitions:
@@ -92,6 +94,14 @@ def replication_rates(cluster: Cluster, throttle: float | None = None) -> dict[i
         for b in p.replicas:
             rx[b] = rx.get(b, 0.0) + p.bytes_in
         tx[leader] = tx.get(leader, 0.0) + p.bytes_out + p.bytes_in * (len(p.replicas) - 1)
+    return tx, rx
+
+
+def replication_rates(cluster: Cluster, throttle: float | None = None) -> dict[int, tuple[float, float]]:
+    """Bytes/s each broker can send and receive for replication: its NIC capacity less the
+    traffic it carries now (at least `MIN_RATE`), capped by `throttle` when one is set.
+    Brokers with neither a capacity nor a throttle are left out: their rate is unknown."""
+    tx, rx = broker_traffic(cluster)
     rates = {}
     for b in cluster.brokers.values():
         if not b.alive:
@@ -101,8 +111,8 @@ def replication_rates(cluster: Cluster, throttle: float | None = None) -> dict[i
                 continue
             rates[b.id] = (float(throttle), float(throttle))
             continue
-        out_room = max(b.net_capacity - tx.get(b.id, 0.0), 0.0)
-        in_room = max(b.net_capacity - rx.get(b.id, 0.0), 0.0)
+        out_room = max(b.net_capacity - tx.get(b.id, 0.0), MIN_RATE)
+        in_room = max(b.net_capacity - rx.get(b.id, 0.0), MIN_RATE)
         if throttle is not None:
             out_room, in_room = min(out_room, throttle), min(in_room, throttle)
         rates[b.id] = (out_room, in_room)
@@ -151,6 +161,9 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | None 
     """Waves and estimates for a plan, as plain data for the report and the summary."""
     moves = [m for w in waves for m in w]
     rates = replication_rates(plan.cluster, throttle)
+    tx, rx = broker_traffic(plan.cluster)
+    saturated = sorted(b.id for b in plan.cluster.brokers.values() if b.alive and b.net_capacity is not None
+                       and max(tx.get(b.id, 0.0), rx.get(b.id, 0.0)) > b.net_capacity - MIN_RATE)
     all_at_once = estimate(moves, rates)
     per_wave = [estimate(w, rates) for w in waves]
     known = all(e.seconds is not None for e in per_wave)
@@ -163,6 +176,7 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | None 
         "busiest_direction": all_at_once.direction,
         "seconds_in_waves": _round(sum(e.seconds for e in per_wave)) if known else None,
         "brokers_without_rate": list(all_at_once.missing_rate),
+        "brokers_without_headroom": saturated,
         "wave_seconds": [_round(e.seconds) for e in per_wave],
         "wave_partitions": [len(w) for w in waves],
     }
@@ -176,6 +190,10 @@ def duration_lines(d: dict, max_waves: int = 10) -> list[str]:
         ids = " ".join(map(str, d["brokers_without_rate"][:10]))
         out.append(f"  duration unknown: no replication rate for broker(s) {ids} (no net_capacity; pass --throttle)")
         return out
+    if d.get("brokers_without_headroom"):
+        n = len(d["brokers_without_headroom"])
+        out.append(f"  WARN: {n} broker(s) have no NIC headroom left (client traffic); they are counted at the "
+                   f"{_human_rate(MIN_RATE)} minimum")
     rate = "throttle " + _human_rate(d["throttle_bytes_per_sec"]) if d["throttle_bytes_per_sec"] else "free NIC capacity"
     out.append(f"  all at once: {human_duration(d['seconds_all_at_once'])} at {rate}, bounded by broker "
                f"{d['busiest_broker']} ({'sending' if d['busiest_direction'] == 'out' else 'receiving'})")
@@ -218,5 +236,5 @@ def human_duration(seconds: float | None) -> str:
     return f"{sec}s"
 
 
-__all__ = ["Move", "moves_of", "split_waves", "replication_rates", "estimate", "duration_report",
+__all__ = ["Move", "moves_of", "split_waves", "broker_traffic", "replication_rates", "estimate", "duration_report",
            "duration_lines", "wave_documents", "human_duration", "DEFAULT_MAX_MOVES_PER_BROKER"]

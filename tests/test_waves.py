@@ -15,7 +15,7 @@ from kit import plan as planners
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot
 from kit.model import Plan
-from kit.waves import (Move, duration_report, estimate, human_duration, moves_of, replication_rates,
+from kit.waves import (MIN_RATE, Move, duration_report, estimate, human_duration, moves_of, replication_rates,
                        split_waves, wave_documents)
 
 
@@ -79,12 +79,21 @@ def test_estimate_is_the_busiest_brokers_bytes_over_its_rate():
 
 
 def test_rates_are_free_nic_capacity_capped_by_the_throttle():
-    c = two_partition_cluster(net_capacity=100.0, bytes_in=10.0)
+    c = two_partition_cluster(net_capacity=125e6, bytes_in=10e6)
     rates = replication_rates(c)
-    # Broker 1 leads p0 (sends its 10 B/s to one follower) and follows p1 (receives 10 B/s),
-    # and receives produce traffic for p0: 100 - 10 out, 100 - 20 in.
-    assert rates[1] == (90.0, 80.0)
-    assert replication_rates(c, throttle=50.0)[1] == (50.0, 50.0)
+    # Broker 1 leads p0 (sends its 10 MB/s to one follower) and follows p1 (receives 10 MB/s),
+    # and receives produce traffic for p0: 125 - 10 out, 125 - 20 in.
+    assert rates[1] == (115e6, 105e6)
+    assert replication_rates(c, throttle=50e6)[1] == (50e6, 50e6)
+
+
+def test_a_broker_with_a_full_nic_replicates_at_the_minimum_rate_and_is_named():
+    c = two_partition_cluster(net_capacity=125e6, bytes_in=120e6)
+    assert replication_rates(c)[1] == (MIN_RATE, MIN_RATE)
+    plan = planners.plan_replace(c, [(1, 3)])
+    d = duration_report(plan, split_waves(moves_of(plan)))
+    assert d["brokers_without_headroom"] == [1, 2]
+    assert d["seconds_all_at_once"] == round(4000 / MIN_RATE, 1)
 
 
 def test_duration_is_unknown_without_a_rate_and_says_which_broker():
