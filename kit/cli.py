@@ -122,12 +122,18 @@ def _add_plan_parser(sub) -> None:
     action("scale-out", "move the minimum onto new/underfull brokers until balanced")
     action("rf", "change the replication factor of the selected topics").add_argument(
         "--replication", type=int, required=True, metavar="N")
-    action("rebalance", "in place, minimal movement, to balance").add_argument(
-        "--placement", choices=["count", "storage"], default="count")
+    rbl = action("rebalance", "in place, minimal movement, to balance")
+    rbl.add_argument("--placement", choices=["count", "storage"], default="count",
+                     help="balance replica counts (default) or free storage by utilisation")
+    rbl.add_argument("--partition-size-factor", type=_rate, default=1.0, metavar="F",
+                     help="multiply partition sizes by F for storage placement (headroom for growth)")
     action("leaders", "leadership and follower order only; no data moves")
     rb = action("rebuild", "topicmappr's rebuild")
     rb.add_argument("--placement", choices=["count", "storage"], default="count")
-    rb.add_argument("--optimize", choices=["distribution", "storage"], default="distribution")
+    rb.add_argument("--optimize", choices=["distribution", "storage"], default="distribution",
+                    help="with --placement storage: also even out free storage (moves more data)")
+    rb.add_argument("--partition-size-factor", type=_rate, default=1.0, metavar="F",
+                    help="multiply partition sizes by F for storage placement (headroom for growth)")
     rb.add_argument("--sub-affinity", action="store_true", help="replace each leaving broker by the new one in its rack")
     rb.add_argument("--force-rebuild", action="store_true", help="place every selected partition afresh")
     rb.add_argument("--replication", type=int, metavar="N", help="set the replication factor")
@@ -162,19 +168,17 @@ def _make_plan(a):
     if a.action == "scale-out":
         return planners.plan_scale_out(cluster, ignore_warns=a.ignore_warns, **common)
     if a.action == "rebalance":
-        if a.placement != "count":
-            raise BadInput("--placement storage is not available yet; use --placement count")
-        return planners.plan_rebalance(cluster, ignore_warns=a.ignore_warns, **common)
+        return planners.plan_rebalance(cluster, ignore_warns=a.ignore_warns, placement=a.placement,
+                                       size_factor=a.partition_size_factor, **common)
     if a.action == "rf":
         return planners.plan_rf(cluster, a.replication, **common)
     if a.action == "leaders":
         return planners.plan_leaders(cluster, **common)
     if a.action == "rebuild":
-        if a.optimize != "distribution":
-            raise BadInput("--optimize storage needs --placement storage, which is not available yet")
         return planners.plan_rebuild(cluster, force_rebuild=a.force_rebuild, sub_affinity=a.sub_affinity,
                                      replication=a.replication, min_rack_ids=a.min_rack_ids,
-                                     placement=a.placement, ignore_warns=a.ignore_warns, **common)
+                                     placement=a.placement, optimize=a.optimize,
+                                     size_factor=a.partition_size_factor, ignore_warns=a.ignore_warns, **common)
     raise BadInput(f"unknown action {a.action}")
 
 

@@ -520,6 +520,32 @@ def _roles(ctx: _Ctx, flat: _Flat) -> dict[int, tuple[int, int, int]]:
     return {b: (int(l), int(t - l), int(t)) for b, l, t in zip(ctx.ids.tolist(), leader, total)}
 
 
+def _storage_lines(plan: Plan, before: dict, after: dict) -> list[str]:
+    """topicmappr's per-broker storage lines: free before -> after (change), and a warning
+    when the plan widens the range of free space."""
+    brokers = plan.cluster.brokers
+    delta: dict[int, int] = {}
+    for i in plan.changed():
+        p = plan.cluster.partitions[i]
+        old, new = set(p.replicas), set(plan.after[i])
+        for b in new - old:
+            delta[b] = delta.get(b, 0) - p.size
+        for b in old - new:
+            delta[b] = delta.get(b, 0) + p.size
+    out = []
+    for b in plan.targets:
+        free = brokers[b].storage_free
+        if free is None:
+            continue
+        d = delta.get(b, 0)
+        pct = d / free * 100 if free else 0.0
+        out.append(f"  Broker {b}: {free / 1e9:.2f} -> {(free + d) / 1e9:.2f} ({d / 1e9:+.2f}GB, {pct:+.2f}%)")
+    if after["storage_free_range_spread_pct"] > before["storage_free_range_spread_pct"]:
+        out.append(f"  WARN: the range of free storage grows ({before['storage_free_range_spread_pct']:.2f}% -> "
+                   f"{after['storage_free_range_spread_pct']:.2f}%)")
+    return out
+
+
 def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
     """A topicmappr-style text summary of a plan.
 
@@ -618,6 +644,7 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
                 f"{a['storage_free_range_spread_pct']:.2f}%",
                 f"  std. deviation: {b['storage_free_stddev_gb']:.2f}GB -> {a['storage_free_stddev_gb']:.2f}GB",
                 f"  min free: {b['storage_free_min_gb']:.2f}GB -> {a['storage_free_min_gb']:.2f}GB"]
+        out += _storage_lines(plan, b, a)
     if "duration" in report:
         out += ["", "Duration estimate:"] + duration_lines(report["duration"])
     return "\n".join(out) + "\n"

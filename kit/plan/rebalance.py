@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..model import Cluster, Plan
 from .balance import balance_counts, exact_rebalance, place_orphans
 from .leadership import balance_leadership
+from .storage import StorageBook, balance_storage, place_orphans_by_storage
 from .select import broker_changes, finish, resolve_brokers, select_partitions
 from .workspace import Workspace
 
@@ -25,9 +26,24 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
 
 
 def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
-                   brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
-    """Even out replica counts, leaders and failover order over the target brokers."""
+                   brokers: list[int] | None = None, ignore_warns: bool = False,
+                   placement: str = "count", size_factor: float = 1.0) -> Plan:
+    """Even out replica counts (or, with placement="storage", free disk by utilisation),
+    leaders and failover order over the target brokers."""
+    if placement == "storage":
+        return _rebalance_storage(cluster, topics, exclude, brokers, ignore_warns, size_factor)
     return _rebalance(cluster, "rebalance", "rebalance", topics, exclude, brokers, ignore_warns)
+
+
+def _rebalance_storage(cluster, topics, exclude, brokers, ignore_warns, size_factor) -> Plan:
+    selected = select_partitions(cluster, topics, exclude)
+    targets = resolve_brokers(cluster, brokers, selected)
+    ws = Workspace(cluster, targets, selected)
+    book = StorageBook(ws, size_factor)
+    place_orphans_by_storage(ws, book, "broker not in target set", ignore_warns)
+    balance_storage(ws, book, "storage rebalance")
+    balance_leadership(ws)
+    return finish(ws, "rebalance (storage)", broker_changes(cluster, targets))
 
 
 def plan_scale_out(cluster: Cluster, topics: str | None = None, exclude: str | None = None,

@@ -5,6 +5,7 @@ from ..errors import BadInput, Unsafe
 from ..model import Cluster, Plan
 from .balance import best_broker, place_orphans, set_replication
 from .leadership import balance_leadership
+from .storage import StorageBook, balance_storage, place_fresh_by_storage, place_orphans_by_storage
 from .select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
 from .workspace import Workspace
 
@@ -32,15 +33,21 @@ def substitution_affinities(cluster: Cluster, leaving: list[int], new: list[int]
 def plan_rebuild(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
                  brokers: list[int] | None = None, force_rebuild: bool = False, sub_affinity: bool = False,
                  replication: int | None = None, min_rack_ids: int | None = None,
-                 placement: str = "count", ignore_warns: bool = False) -> Plan:
+                 placement: str = "count", optimize: str = "distribution", size_factor: float = 1.0,
+                 ignore_warns: bool = False) -> Plan:
     """Rebuild the selected topics' map over the target brokers.
 
     Without `force_rebuild` only replicas on brokers outside the targets move (to the
     least-loaded rack-safe broker, or with `sub_affinity` to the new broker in the same
-    rack); with it every selected partition is placed afresh, evenly.
+    rack); with it every selected partition is placed afresh, evenly. With
+    placement="storage", "least loaded" means least utilised disk (sizes times
+    `size_factor`), largest partitions placed first; optimize="storage" then also evens
+    out free storage with the fewest bytes moved.
     """
-    if placement != "count":
-        raise BadInput(f"--placement {placement} is not available yet (count only)")
+    if placement not in ("count", "storage") or optimize not in ("distribution", "storage"):
+        raise BadInput(f"unknown --placement {placement!r} or --optimize {optimize!r}")
+    if optimize == "storage" and placement != "storage":
+        raise BadInput("--optimize storage needs --placement storage")
     selected = select_partitions(cluster, topics, exclude)
     targets = resolve_brokers(cluster, brokers, selected)
     rf_needed = replication or max(len(cluster.partitions[p].replicas) for p in selected)
@@ -51,18 +58,24 @@ def plan_rebuild(cluster: Cluster, topics: str | None = None, exclude: str | Non
     in_map = set(cluster.map_brokers())
     new = sorted(b for b in targets if b not in in_map)
     changes = broker_changes(cluster, targets, replacing=leaving)
+    book = None
     if force_rebuild:
         # Empty the selected map first, so placement sees only the load that stays.
         for p in selected:
             for b in list(ws.assign[p]):
                 ws.drop_replica(p, b, "rebuilt")
-        for p in selected:
-            rf = replication or len(cluster.partitions[p].replicas)
-            for _ in range(rf):
-                b = best_broker(ws, p, ws.assign[p], rf)
-                if b is None:
-                    raise Unsafe(f"{cluster.partitions[p].name}: no rack-safe broker left for a replica")
-                ws.append_replica(p, b, "rebuilt")
+        if placement == "storage":
+            book = StorageBook(ws, size_factor)
+            for p in sorted(selected, key=lambda p: (-book.size[p], p)):
+                place_fresh_by_storage(ws, book, p, replication or len(cluster.partitions[p].replicas), "rebuilt")
+        else:
+            for p in selected:
+                rf = replication or len(cluster.partitions[p].replicas)
+                for _ in range(rf):
+                    b = best_broker(ws, p, ws.assign[p], rf)
+                    if b is None:
+                        raise Unsafe(f"{cluster.partitions[p].name}: no rack-safe broker left for a replica")
+                    ws.append_replica(p, b, "rebuilt")
     else:
         if sub_affinity and leaving:
             pairs = substitution_affinities(cluster, leaving, new)
@@ -70,8 +83,14 @@ def plan_rebuild(cluster: Cluster, topics: str | None = None, exclude: str | Non
                 for pos, b in enumerate(list(ws.assign[p])):
                     if b in pairs:
                         ws.replace_slot(p, pos, pairs[b], "replaced broker (substitution affinity)")
-        place_orphans(ws, "replaced broker", allow_rack_violation=ignore_warns)
+        if placement == "storage":
+            book = StorageBook(ws, size_factor)
+            place_orphans_by_storage(ws, book, "replaced broker", ignore_warns)
+        else:
+            place_orphans(ws, "replaced broker", allow_rack_violation=ignore_warns)
         if replication:
             set_replication(ws, replication, f"replication -> {replication}")
+    if optimize == "storage":
+        balance_storage(ws, StorageBook(ws, size_factor), "storage rebalance")
     balance_leadership(ws)
     return finish(ws, "rebuild" + (" (force)" if force_rebuild else ""), changes)
