@@ -11,6 +11,7 @@ For each scenario a snapshot is generated once with shared/tools/gen_cluster.py
   scale-out  (--add 6)    kit plan scale-out
   drift                   kit plan rebalance; kit plan leaders;
                           kit plan remove --remove <the two highest broker ids>
+  skewed-storage          kit plan rebalance --placement storage
 
 Each `kit plan` runs in a child process: wall time, and peak resident memory
 from the child's own rusage (os.wait4). The I/O floor is the time this process
@@ -47,11 +48,13 @@ SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
     "az-loss": (["--scenario", "az-loss"], ["az-loss"]),
     "scale-out": (["--scenario", "scale-out", "--add", "6"], ["scale-out"]),
     "drift": (["--scenario", "drift"], ["rebalance", "leaders", "remove"]),
+    "skewed-storage": (["--scenario", "skewed-storage"], ["rebalance-storage"]),
 }
 
 COLUMNS = [
     "scenario", "action", "seconds", "I/O floor s", "ratio", "peak MiB",
     "additions / bound", "replica spread", "leader spread", "topic leader excess", "failover excess",
+    "storage range %", "bytes moved / bound GB",
 ]
 
 
@@ -152,9 +155,12 @@ def last_line(path: Path) -> str:
 def bench_action(scenario: str, action: str, snap: Path, floor: float, a: argparse.Namespace,
                  work: Path) -> tuple[dict, str | None]:
     extra, targets = action_args(action, snap)
+    cli_action = action
+    if action == "rebalance-storage":
+        cli_action, extra = "rebalance", ["--placement", "storage", *extra]
     plan, report = work / f"{scenario}-{action}.plan.json", work / f"{scenario}-{action}.report.json"
     out, err = work / f"{scenario}-{action}.stdout", work / f"{scenario}-{action}.stderr"
-    cmd = kit_command() + ["plan", action, "--snapshot", str(snap), *extra,
+    cmd = kit_command() + ["plan", cli_action, "--snapshot", str(snap), *extra,
                            "--out", str(plan), "--report", str(report)]
     times, peaks, digests = [], [], set()
     for i in range(a.repeat):
@@ -191,6 +197,9 @@ def bench_action(scenario: str, action: str, snap: Path, floor: float, a: argpar
             "leader spread": str(after["leader_count_spread"]),
             "topic leader excess": str(after["topic_leader_excess_spread_max"]),
             "failover excess": str(after["failover_excess_spread_max"]),
+            "storage range %": f"{res['before'].get('storage_free_range_spread_pct', '')} -> "
+                               f"{after.get('storage_free_range_spread_pct', '')}",
+            "bytes moved / bound GB": f"{mv['bytes_moved_gb']:.0f} / {mv['bytes_lower_bound_to_mean_gb']:.0f}",
         })
         if res.get("problem_count"):
             note = f"{scenario} / {action}: evaluate_plan.py found {res['problem_count']} problem(s): {res['problems'][:3]}"
