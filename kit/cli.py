@@ -102,6 +102,8 @@ def _add_plan_parser(sub) -> None:
         p.add_argument("--out", required=True, metavar="PLAN.json", help="where to write the reassignment JSON")
         p.add_argument("--report", metavar="REPORT.json", help="also write the summary figures as JSON")
         p.add_argument("--ignore-warns", action="store_true", help="produce a plan even when warnings are raised")
+        p.add_argument("--pools", metavar="FILE",
+                       help="YAML/JSON file of topic pools: each pool planned on its own brokers")
         p.add_argument("--max-moves-per-broker", type=_positive, default=5, metavar="N",
                        help="split the plan into waves with at most N moves per broker (default 5)")
         p.add_argument("--wave-order", choices=["biggest", "plan"], default="biggest",
@@ -151,10 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _make_plan(a):
-    from . import plan as planners
     from .formats import load_snapshot
 
     cluster = load_snapshot(a.snapshot)
+    if a.pools:
+        return _make_pooled_plan(a, cluster)
+    return _make_plan_for(a, cluster)
+
+
+def _make_plan_for(a, cluster):
+    from . import plan as planners
+
     common = dict(topics=a.topics, exclude=a.exclude_topics)
     if a.action == "replace":
         if a.brokers:
@@ -199,6 +208,23 @@ def _check_outputs(a) -> None:
             raise BadInput(f"--waves-dir {a.waves_dir}: not a directory")
         if not os.path.isdir(os.path.dirname(os.path.abspath(a.waves_dir))):
             raise BadInput(f"--waves-dir {a.waves_dir}: its parent directory does not exist")
+
+
+def _make_pooled_plan(a, cluster):
+    from .plan.pooled import plan_pooled
+    from .pools import load_pools
+
+    if a.action == "replace":
+        raise BadInput("--pools does not apply to replace (a one-for-one substitution)")
+    if a.topics or a.exclude_topics or a.brokers:
+        raise BadInput("--pools decides topics and brokers: drop --topics/--exclude-topics/--brokers")
+    pools = load_pools(a.pools)
+
+    def plan_one(c, topics, brokers):
+        from argparse import Namespace
+        return _make_plan_for(Namespace(**{**vars(a), "pools": None, "topics": topics, "brokers": brokers}), c)
+
+    return plan_pooled(cluster, pools, plan_one, a.action)
 
 
 def cmd_plan(a) -> int:

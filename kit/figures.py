@@ -483,7 +483,7 @@ def plan_report(plan: Plan) -> dict:
     cluster = plan.cluster
     ctx, (before, after) = _context(cluster, plan.targets, [None, plan.after])
     problems, count = _problems(ctx, after, _changed_rows(before, after))
-    return {
+    report = {
         "action": plan.action,
         "targets": sorted(ctx.target_set),
         "problems": problems,
@@ -494,6 +494,21 @@ def plan_report(plan: Plan) -> dict:
         "warnings": list(plan.warnings),
         "broker_changes": {k: list(v) for k, v in plan.broker_changes.items()},
     }
+    if plan.groups:
+        report["pools"] = {name: _pool_figures(plan, g) for name, g in plan.groups.items()}
+    return report
+
+
+def _pool_figures(plan: Plan, group: dict) -> dict:
+    """A pool's figures as if it were a cluster of its own: its topics over its brokers."""
+    topics = set(group["topics"])
+    rows = [i for i, p in enumerate(plan.cluster.partitions) if p.topic in topics]
+    sub = Cluster(brokers=plan.cluster.brokers, partitions=tuple(plan.cluster.partitions[i] for i in rows))
+    before, after = sub.assignment(), [plan.after[i] for i in rows]
+    return {"topics": len(topics), "brokers": group["brokers"],
+            "before": assignment_figures(sub, before, group["brokers"]),
+            "after": assignment_figures(sub, after, group["brokers"]),
+            "movement": movement_figures(sub, before, after, group["brokers"])}
 
 
 # --------------------------------------------------------------------------- summary
@@ -645,6 +660,14 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
                 f"  std. deviation: {b['storage_free_stddev_gb']:.2f}GB -> {a['storage_free_stddev_gb']:.2f}GB",
                 f"  min free: {b['storage_free_min_gb']:.2f}GB -> {a['storage_free_min_gb']:.2f}GB"]
         out += _storage_lines(plan, b, a)
+    if report.get("pools"):
+        out += ["", "Pools:"]
+        for name, g in report["pools"].items():
+            fa = g["after"]
+            out.append(f"  {name}: {g['topics']} topic(s) on {len(g['brokers'])} broker(s); "
+                       f"replica spread {g['before']['replica_count_spread']} -> {fa['replica_count_spread']}, "
+                       f"leader spread {g['before']['leader_count_spread']} -> {fa['leader_count_spread']}, "
+                       f"additions {g['movement']['replica_additions']}")
     if "duration" in report:
         out += ["", "Duration estimate:"] + duration_lines(report["duration"])
     return "\n".join(out) + "\n"

@@ -6,7 +6,7 @@ order. Planners work on lists of replica lists aligned with `Cluster.partitions`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,17 @@ class Cluster:
         """Brokers named in any replica list."""
         return sorted({b for p in self.partitions for b in p.replicas})
 
+    def with_assignment(self, assignment: list[list[int]]) -> "Cluster":
+        """The same cluster after a reassignment: new replica lists; new replicas count as in sync
+        (the state once the reassignment has finished)."""
+        parts = tuple(
+            p if list(p.replicas) == reps else
+            replace(p, replicas=tuple(reps), isr=tuple(b for b in reps if b in p.isr or b not in p.replicas),
+                    leader=None)
+            for p, reps in zip(self.partitions, assignment)
+        )
+        return Cluster(brokers=self.brokers, partitions=parts)
+
 
 @dataclass
 class Plan:
@@ -85,6 +96,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     reasons: dict[int, str] = field(default_factory=dict)  # partition index -> why it changed
     broker_changes: dict[str, list[int]] = field(default_factory=dict)
+    groups: dict[str, dict] = field(default_factory=dict)  # pool name -> its topics and brokers
 
     def changed(self) -> list[int]:
         """Indices of partitions whose replica list (or order) changes."""

@@ -1,0 +1,94 @@
+"""Topic pools: groups of topics that live on their own brokers (kafka-kit's capacity units).
+
+A pools file, YAML or JSON, names each pool's topics (a regular expression matched against
+whole topic names) and its brokers (ids, or "first-last" ranges)::
+
+    pools:
+      pool1: {topics: "test_topic.*", brokers: ["1001-1005"]}
+      pool2: {topics: "orders|payments", brokers: [1006, 1007, 1008]}
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import yaml
+
+from .errors import BadInput
+from .model import Cluster
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    topics: str
+    brokers: tuple[int, ...]
+
+
+def _brokers(value, where: str) -> tuple[int, ...]:
+    items = value if isinstance(value, list) else [value]
+    out: list[int] = []
+    for item in items:
+        if isinstance(item, int) and not isinstance(item, bool):
+            out.append(item)
+            continue
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-|\.\.)\s*(\d+)\s*", str(item))
+        if not m or int(m.group(1)) > int(m.group(2)):
+            raise BadInput(f"{where}: broker {item!r} is neither an id nor a FIRST-LAST range")
+        out.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+    if not out:
+        raise BadInput(f"{where}: no brokers")
+    return tuple(sorted(set(out)))
+
+
+def parse_pools(doc, source: str = "pools") -> list[Pool]:
+    """Validate a pools document (already parsed from YAML or JSON)."""
+    if isinstance(doc, dict) and "pools" in doc:
+        doc = doc["pools"]
+    if not isinstance(doc, dict) or not doc:
+        raise BadInput(f"{source}: expected a mapping of pool names to {{topics, brokers}}")
+    pools = []
+    for name, spec in sorted(doc.items(), key=lambda kv: str(kv[0])):
+        where = f"{source}: pool {name}"
+        if not isinstance(spec, dict) or "topics" not in spec or "brokers" not in spec:
+            raise BadInput(f"{where} needs 'topics' and 'brokers'")
+        try:
+            re.compile(str(spec["topics"]))
+        except re.error as e:
+            raise BadInput(f"{where}: topics {spec['topics']!r} is not a valid regular expression ({e})") from None
+        pools.append(Pool(str(name), str(spec["topics"]), _brokers(spec["brokers"], where)))
+    return pools
+
+
+def load_pools(path: str) -> list[Pool]:
+    """Read a pools file (YAML, of which JSON is a subset)."""
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except OSError as e:
+        raise BadInput(f"pools {path}: cannot read ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        raise BadInput(f"pools {path}: not valid YAML or JSON ({str(e).splitlines()[0]})") from None
+    return parse_pools(doc, f"pools {path}")
+
+
+def topics_by_pool(cluster: Cluster, pools: list[Pool]) -> dict[str, list[str]]:
+    """Which topics each pool holds; a topic in two pools, or a pool broker the cluster does
+    not have, is bad input."""
+    owner: dict[str, str] = {}
+    out: dict[str, list[str]] = {p.name: [] for p in pools}
+    for pool in pools:
+        for b in pool.brokers:
+            if b not in cluster.brokers or not cluster.brokers[b].known:
+                raise BadInput(f"pool {pool.name} names broker {b}, which the cluster does not have")
+        rx = re.compile(pool.topics)
+        for t in cluster.topics():
+            if rx.fullmatch(t):
+                if t in owner:
+                    raise BadInput(f"topic {t} is in two pools: {owner[t]} and {pool.name}")
+                owner[t] = pool.name
+                out[pool.name].append(t)
+    return out
+
+
+__all__ = ["Pool", "parse_pools", "load_pools", "topics_by_pool"]
