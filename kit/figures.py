@@ -35,6 +35,9 @@ _FLOAT_EXACT = 1 << 53
 # Broker ids spanning less than this get a dense lookup table (8 bytes per id in the span).
 _LOOKUP_SPAN_MAX = 1 << 20
 
+# Per-broker storage lines in the summary: beyond this many brokers, only the largest changes.
+_STORAGE_LINES_MAX = 40
+
 # evaluate_plan lists at most this many problems (and counts them all).
 _PROBLEMS_LISTED = 20
 
@@ -548,13 +551,21 @@ def _storage_lines(plan: Plan, before: dict, after: dict) -> list[str]:
         for b in old - new:
             delta[b] = delta.get(b, 0) + p.size
     out = []
-    for b in plan.targets:
+    shown = [b for b in plan.targets if brokers[b].storage_free is not None]
+    if len(shown) > _STORAGE_LINES_MAX:
+        # On large clusters only the brokers whose free space changes most.
+        biggest = sorted(shown, key=lambda b: (-abs(delta.get(b, 0)), b))[:_STORAGE_LINES_MAX]
+        hidden = len(shown) - len(biggest)
+        shown = sorted(biggest)
+    else:
+        hidden = 0
+    for b in shown:
         free = brokers[b].storage_free
-        if free is None:
-            continue
         d = delta.get(b, 0)
         pct = d / free * 100 if free else 0.0
         out.append(f"  Broker {b}: {free / 1e9:.2f} -> {(free + d) / 1e9:.2f} ({d / 1e9:+.2f}GB, {pct:+.2f}%)")
+    if hidden:
+        out.append(f"  ... and {hidden} brokers whose free space changes less")
     if after["storage_free_range_spread_pct"] > before["storage_free_range_spread_pct"]:
         out.append(f"  WARN: the range of free storage grows ({before['storage_free_range_spread_pct']:.2f}% -> "
                    f"{after['storage_free_range_spread_pct']:.2f}%)")
