@@ -81,3 +81,22 @@ def test_optimize_storage_needs_storage_placement():
     c = generate(brokers=6, racks=3, partitions=60, scenario="balanced", seed=1)
     with pytest.raises(BadInput, match="--placement storage"):
         planners.plan_rebuild(c, optimize="storage")
+
+
+def test_cli_storage_placement_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    snap = tmp_path / "no-storage.json"
+    snap.write_text(json.dumps({"version": 1, "brokers": [{"id": 1}, {"id": 2}],
+                                "partitions": [{"topic": "t", "partition": 0, "replicas": [1], "size": 5}]}))
+    exe = Path(sys.executable).parent / "kit"
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([str(exe), "plan", "rebalance", "--placement", "storage", "--snapshot", str(snap),
+                        "--out", str(out / "plan.json")], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "storage_total" in r.stderr
+    assert list(out.iterdir()) == []
