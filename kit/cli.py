@@ -44,14 +44,17 @@ def _ids(text: str) -> list[int]:
     return out
 
 
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {n}")
-    return n
+def _whole(minimum: int):
+    """An argparse type: a whole number of at least `minimum`."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"expected at least {minimum}, got {n}")
+        return n
+    return parse
 
 
 def _pairs(text: str) -> list[tuple[int, int]]:
@@ -63,16 +66,6 @@ def _pairs(text: str) -> list[tuple[int, int]]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected OLD:NEW[,OLD:NEW], got {item!r}") from None
     return out
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
-    return n
 
 
 def _rate(text: str) -> float:
@@ -104,14 +97,14 @@ def _add_plan_parser(sub) -> None:
         p.add_argument("--ignore-warns", action="store_true", help="produce a plan even when warnings are raised")
         p.add_argument("--pools", metavar="FILE",
                        help="YAML/JSON file of topic pools: each pool planned on its own brokers")
-        p.add_argument("--max-moves-per-broker", type=_positive, default=5, metavar="N",
+        p.add_argument("--max-moves-per-broker", type=_whole(1), default=5, metavar="N",
                        help="split the plan into waves with at most N moves per broker (default 5)")
         p.add_argument("--wave-order", choices=["biggest", "plan"], default="biggest",
                        help="biggest moves first (default) or in plan order")
         p.add_argument("--waves-dir", metavar="DIR", help="also write each wave as a Kafka reassignment file")
         p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC",
                        help="replication rate for the duration estimate (default: each broker's free NIC)")
-        p.add_argument("--max-changes", type=_count, default=100, metavar="N",
+        p.add_argument("--max-changes", type=_whole(0), default=100, metavar="N",
                        help="partition map changes listed in the summary (default 100; 0 = all)")
         return p
 
