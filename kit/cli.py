@@ -214,8 +214,7 @@ def _make_pooled_plan(a, cluster):
     pools = load_pools(a.pools)
 
     def plan_one(c, topics, brokers):
-        from argparse import Namespace
-        return _make_plan_for(Namespace(**{**vars(a), "pools": None, "topics": topics, "brokers": brokers}), c)
+        return _make_plan_for(argparse.Namespace(**{**vars(a), "topics": topics, "brokers": brokers}), c)
 
     return plan_pooled(cluster, pools, plan_one, a.action)
 
