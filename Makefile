@@ -27,7 +27,7 @@ DEMO := build/demo
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: venv .venv demo test bench clean distclean
+.PHONY: venv .venv zookeeper demo test bench clean distclean
 
 venv .venv: $(STAMP)
 
@@ -62,7 +62,10 @@ endif
 	@echo
 	@echo "Plan: $(DEMO)/plan.json   Report: $(DEMO)/report.json"
 
-test: venv
+zookeeper:
+	@bash scripts/ensure_zookeeper.sh
+
+test: venv zookeeper
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: venv

@@ -136,12 +136,46 @@ def _add_plan_parser(sub) -> None:
                     help="distinct racks each replica set must span (0 = as many as possible)")
 
 
+def _add_zk_parser(sub) -> None:
+    zk = sub.add_parser("zk", help="start, stop or check a local ZooKeeper server (127.0.0.1)",
+                        description="A real ZooKeeper server on the loopback interface, for demos and tests.",
+                        epilog="examples:\n  kit zk start --port 2181 --data build/zk\n  kit zk status --data build/zk\n"
+                               "  kit zk stop --data build/zk",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ops = zk.add_subparsers(dest="zk_command", metavar="start|stop|status", required=True, parser_class=_Parser)
+    for name, text in (("start", "start a server"), ("stop", "stop the server started from --data"),
+                       ("status", "say whether it runs and where")):
+        p = ops.add_parser(name, help=text, description=text)
+        p.add_argument("--data", default="build/zk", metavar="DIR", help="data directory (default build/zk)")
+        if name == "start":
+            p.add_argument("--port", type=_whole(1), default=2181, metavar="P", help="client port (default 2181)")
+
+
+def cmd_zk(a) -> int:
+    from . import localzk
+
+    if a.zk_command == "start":
+        z = localzk.start(a.port, a.data)
+        print(f"ZooKeeper running on {z.connect} (pid {z.pid}, data {z.data})")
+        return 0
+    if a.zk_command == "stop":
+        print("stopped" if localzk.stop(a.data) else f"no ZooKeeper started by kit from {a.data}")
+        return 0
+    z = localzk.status(a.data)
+    if z is None:
+        print(f"not running (data {a.data})")
+        return 1
+    print(f"running on {z.connect} (pid {z.pid}, data {z.data})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kit", description="kit: operations kit for Apache Kafka.", epilog=EXAMPLES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     _add_plan_parser(sub)
+    _add_zk_parser(sub)
     return parser
 
 
@@ -260,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.command == "plan":
             return cmd_plan(a)
+        if a.command == "zk":
+            return cmd_zk(a)
     except (BadInput, Unsafe) as e:
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code

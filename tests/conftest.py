@@ -51,3 +51,19 @@ def make_snapshot(shared_dir, tmp_path_factory):
 def snapshots(make_snapshot) -> dict[str, Path]:
     """The standard small clusters by scenario name: replace, scale-out, az-loss, balanced."""
     return {name: make_snapshot(*args) for name, args in SNAPSHOTS.items()}
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """A real ZooKeeper server on a free loopback port for the whole session: its connect string."""
+    from kit import localzk
+    from kit.errors import BadInput
+
+    try:
+        localzk.classpath()
+    except BadInput as e:
+        pytest.fail(f"ZooKeeper is needed for these tests: {e}")
+    data = str(tmp_path_factory.mktemp("zookeeper"))
+    server = localzk.start(localzk.free_port(), data)
+    yield server.connect
+    localzk.stop(data)

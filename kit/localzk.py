@@ -1,0 +1,169 @@
+"""A real ZooKeeper server on the loopback interface, for demos, tests and `kit zk`.
+
+The server is Apache ZooKeeper itself (Java): Debian's `zookeeper` package
+(/usr/share/java/zookeeper.jar), or the jars PySpark ships. kit only writes its config,
+starts it, waits until a client can connect, and stops it.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+
+from .errors import BadInput, Unsafe
+
+_CONFIG = """\
+tickTime=2000
+dataDir={data}
+clientPort={port}
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=
+"""
+
+
+def classpath() -> str:
+    """The ZooKeeper server's classpath, or BadInput naming how to get one."""
+    debian = "/usr/share/java/zookeeper.jar"
+    if os.path.exists(debian):
+        return ":".join([debian, "/usr/share/java/*"])
+    try:
+        import pyspark  # noqa: F401  (optional: its jars include ZooKeeper)
+
+        jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+        if glob.glob(os.path.join(jars, "zookeeper-*.jar")):
+            return os.path.join(jars, "*")
+    except ImportError:
+        pass
+    raise BadInput("no ZooKeeper server found: install Debian's zookeeper package (apt-get install zookeeper) "
+                   "or pyspark")
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def answers(port: int, timeout: float = 2.0) -> bool:
+    """Whether a ZooKeeper client session can be opened on 127.0.0.1:port (the four-letter
+    commands are off in recent versions, so ask with a real client)."""
+    import logging
+
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    # A server still starting refuses connections; kazoo would log each refusal.
+    logging.getLogger("kazoo.client").setLevel(logging.CRITICAL)
+    client = KazooClient(hosts=f"127.0.0.1:{port}", timeout=timeout)
+    try:
+        client.start(timeout=timeout)
+        client.get_children("/")
+        return True
+    except (KazooTimeoutError, Exception):
+        return False
+    finally:
+        client.stop()
+        client.close()
+
+
+@dataclass(frozen=True)
+class LocalZooKeeper:
+    """A running local server: where it listens and where it keeps its data."""
+
+    port: int
+    data: str
+    pid: int
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def _pid_file(data: str) -> str:
+    return os.path.join(data, "kit-zookeeper.pid")
+
+
+def start(port: int, data: str, wait: float = 30.0) -> LocalZooKeeper:
+    """Start a ZooKeeper server on 127.0.0.1:`port` keeping its data in `data`."""
+    if not port_free(port):
+        raise Unsafe(f"port {port} on 127.0.0.1 is in use; pick another with --port")
+    running = status(data)
+    if running is not None:
+        raise Unsafe(f"a ZooKeeper started by kit is already running from {data} on port {running.port}")
+    os.makedirs(data, exist_ok=True)
+    cfg = os.path.join(data, "zoo.cfg")
+    with open(cfg, "w") as f:
+        f.write(_CONFIG.format(data=os.path.abspath(data), port=port))
+    log = open(os.path.join(data, "zookeeper.log"), "ab")
+    proc = subprocess.Popen(["java", "-Xmx256m", "-cp", classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
+                             cfg], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Unsafe(f"ZooKeeper exited at start (code {proc.returncode}); see {data}/zookeeper.log")
+        if answers(port, timeout=1.0):
+            with open(_pid_file(data), "w") as f:
+                f.write(f"{proc.pid} {port}\n")
+            return LocalZooKeeper(port, data, proc.pid)
+        time.sleep(0.2)
+    proc.terminate()
+    raise Unsafe(f"ZooKeeper did not answer on port {port} within {wait:.0f} s; see {data}/zookeeper.log")
+
+
+def status(data: str) -> LocalZooKeeper | None:
+    """The server kit started from `data`, if it is still running."""
+    try:
+        with open(_pid_file(data)) as f:
+            pid, port = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return None
+    return LocalZooKeeper(port, data, pid)
+
+
+def stop(data: str, wait: float = 15.0) -> bool:
+    """Stop the server kit started from `data`; returns False when none was running."""
+    running = status(data)
+    if running is None:
+        return False
+    os.killpg(running.pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            # Reap it when it is our own child (tests), so it does not linger as a zombie.
+            if os.waitpid(running.pid, os.WNOHANG)[0] == running.pid:
+                break
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(running.pid, 0)
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(running.pid, signal.SIGKILL)
+    try:
+        os.unlink(_pid_file(data))
+    except OSError:
+        pass
+    return True

@@ -1,0 +1,57 @@
+"""The local ZooKeeper (kit/localzk.py, `kit zk`): a real server on the loopback interface."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from kit import localzk
+
+
+def kit(*args):
+    exe = Path(sys.executable).parent / "kit"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_the_session_server_stores_and_returns_znodes(zookeeper):
+    client = KazooClient(hosts=zookeeper)
+    client.start(timeout=10)
+    try:
+        client.create("/kit-test/hello", b"world", makepath=True)
+        assert client.get("/kit-test/hello")[0] == b"world"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_kit_zk_start_status_stop(tmp_path):
+    port = localzk.free_port()
+    data = str(tmp_path / "zk")
+    r = kit("zk", "start", "--port", str(port), "--data", data)
+    assert r.returncode == 0, r.stderr
+    assert f"127.0.0.1:{port}" in r.stdout
+    try:
+        assert localzk.answers(port)
+        r = kit("zk", "status", "--data", data)
+        assert r.returncode == 0 and f"127.0.0.1:{port}" in r.stdout
+        # The server listens on loopback only.
+        assert not localzk.port_free(port)
+    finally:
+        r = kit("zk", "stop", "--data", data)
+    assert r.returncode == 0 and "stopped" in r.stdout
+    r = kit("zk", "status", "--data", data)
+    assert r.returncode == 1 and "not running" in r.stdout
+    assert localzk.port_free(port)
+
+
+def test_a_port_in_use_is_reported_in_one_line(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = kit("zk", "start", "--port", str(port), "--data", str(tmp_path / "zk"))
+    assert r.returncode == 3
+    assert r.stderr.strip().count("\n") == 0 and f"port {port}" in r.stderr
