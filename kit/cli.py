@@ -87,7 +87,9 @@ def _add_plan_parser(sub) -> None:
     def action(name, help_text):
         p = actions.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("--snapshot", required=True, metavar="FILE", help="Snapshot v1 JSON of the cluster")
+        source = p.add_mutually_exclusive_group(required=True)
+        source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON of the cluster")
+        source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="read the cluster from Kafka's ZooKeeper")
         p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches")
         p.add_argument("--exclude-topics", metavar="REGEX", help="leave topics whose whole name matches")
         p.add_argument("--brokers", type=_ids, metavar="IDS",
@@ -136,6 +138,32 @@ def _add_plan_parser(sub) -> None:
                     help="distinct racks each replica set must span (0 = as many as possible)")
 
 
+def _add_snapshot_parser(sub) -> None:
+    p = sub.add_parser("snapshot", help="write Snapshot v1 of a cluster read from ZooKeeper",
+                       description="Read brokers, topics, partition states and kafka-kit's metric znodes from "
+                                   "ZooKeeper and write them as one Snapshot v1 file.",
+                       epilog="example:\n  kit snapshot --zk 127.0.0.1:2181/kafka --out cluster.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    p.add_argument("--out", required=True, metavar="FILE")
+
+
+def cmd_snapshot(a) -> int:
+    from .formats import dumps, snapshot_doc, write_atomic
+
+    if os.path.isdir(a.out) or not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
+        raise BadInput(f"--out {a.out}: not a writable file path")
+    cluster, reassigning = _read_zk(a.zk)
+    write_atomic(a.out, dumps(snapshot_doc(cluster)))
+    live = sum(b.alive for b in cluster.brokers.values())
+    dead = sum(not b.alive for b in cluster.brokers.values())
+    print(f"{a.out}: {live} live and {dead} dead brokers, {len(cluster.topics())} topics, "
+          f"{len(cluster.partitions)} partitions")
+    if reassigning:
+        print(f"note: a reassignment of {len(reassigning.get('partitions', []))} partition(s) is in progress")
+    return 0
+
+
 def _add_zk_parser(sub) -> None:
     zk = sub.add_parser("zk", help="start, stop or check a local ZooKeeper server (127.0.0.1)",
                         description="A real ZooKeeper server on the loopback interface, for demos and tests.",
@@ -175,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     _add_plan_parser(sub)
+    _add_snapshot_parser(sub)
     _add_zk_parser(sub)
     return parser
 
@@ -182,10 +211,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _make_plan(a):
     from .formats import load_snapshot
 
-    cluster = load_snapshot(a.snapshot)
+    cluster = load_snapshot(a.snapshot) if a.snapshot else _read_zk(a.zk)[0]
     if a.pools:
         return _make_pooled_plan(a, cluster)
     return _make_plan_for(a, cluster)
+
+
+def _read_zk(spec: str):
+    from .zookeeper import connect, read_cluster
+
+    client = connect(spec)
+    try:
+        return read_cluster(client)
+    finally:
+        client.stop()
+        client.close()
 
 
 def _make_plan_for(a, cluster):
@@ -296,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_plan(a)
         if a.command == "zk":
             return cmd_zk(a)
+        if a.command == "snapshot":
+            return cmd_snapshot(a)
     except (BadInput, Unsafe) as e:
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code

@@ -1,0 +1,170 @@
+"""Kafka's ZooKeeper layout: read a cluster from it, and lay a cluster out in it.
+
+Only the znodes Kafka (ZooKeeper mode, up to 3.x) and kafka-kit keep are touched:
+/brokers/ids/N, /brokers/topics/T, /brokers/topics/T/partitions/P/state,
+/admin/reassign_partitions, /topicmappr/partitionmeta and /topicmappr/brokermetrics.
+Reads of many znodes are issued together with kazoo's async API, not one round trip
+at a time.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+import warnings
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from .errors import BadInput, Unsafe
+from .formats import cluster_from_snapshot
+from .model import Cluster
+
+_SPEC = re.compile(r"^(?P<hosts>[^/]+?)(?P<chroot>/.*)?$")
+
+
+def connect(spec: str, timeout: float = 10.0) -> KazooClient:
+    """A started client for HOST:PORT[,HOST:PORT...][/chroot]; BadInput (one line) when unreachable."""
+    m = _SPEC.match(spec or "")
+    if not m or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) for h in m.group("hosts").split(",")):
+        raise BadInput(f"--zk {spec!r}: expected HOST:PORT[/chroot]")
+    logging.getLogger("kazoo.client").setLevel(logging.CRITICAL)
+    client = KazooClient(hosts=m.group("hosts") + (m.group("chroot") or ""), timeout=timeout)
+    try:
+        with warnings.catch_warnings():
+            # A chroot that does not exist yet is normal before write_cluster creates it.
+            warnings.simplefilter("ignore", UserWarning)
+            client.start(timeout=timeout)
+    except Exception:
+        client.close()
+        raise BadInput(f"--zk {spec}: no ZooKeeper answers there") from None
+    return client
+
+
+def _json(raw: bytes, where: str):
+    if raw[:2] == b"\x1f\x8b":  # kafka-kit may gzip its metric znodes
+        raw = gzip.decompress(raw)
+    try:
+        return json.loads(raw.decode() or "null")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadInput(f"znode {where}: not JSON") from None
+
+
+def _get_many(client: KazooClient, paths: list[str]) -> dict[str, bytes | None]:
+    """Data of many znodes, requested all at once; None for the missing ones."""
+    pending = [(p, client.get_async(p)) for p in paths]
+    out = {}
+    for path, result in pending:
+        try:
+            out[path] = result.get()[0]
+        except NoNodeError:
+            out[path] = None
+    return out
+
+
+def _children(client: KazooClient, path: str) -> list[str]:
+    try:
+        return client.get_children(path)
+    except NoNodeError:
+        return []
+
+
+def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
+    """The cluster as Kafka's znodes describe it, and the reassignment in flight (or None).
+
+    A broker named in a replica list but absent from /brokers/ids is dead. Partition sizes and
+    free storage come from kafka-kit's metric znodes when they exist.
+    """
+    ids = sorted(int(b) for b in _children(client, "/brokers/ids") if b.isdigit())
+    topics = sorted(_children(client, "/brokers/topics"))
+    data = _get_many(client, [f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
+                     + ["/topicmappr/partitionmeta", "/topicmappr/brokermetrics", "/admin/reassign_partitions"])
+    metrics = _json(data["/topicmappr/brokermetrics"], "/topicmappr/brokermetrics") \
+        if data["/topicmappr/brokermetrics"] else {}
+    sizes = _json(data["/topicmappr/partitionmeta"], "/topicmappr/partitionmeta") \
+        if data["/topicmappr/partitionmeta"] else {}
+    brokers = []
+    for b in ids:
+        info = _json(data[f"/brokers/ids/{b}"] or b"{}", f"/brokers/ids/{b}")
+        entry = {"id": b, "rack": info.get("rack"), "alive": True}
+        free = (metrics.get(str(b)) or {}).get("StorageFree")
+        if free is not None:
+            entry["storage_free"] = int(free)
+        brokers.append(entry)
+    assignments = {}
+    state_paths = []
+    for t in topics:
+        doc = _json(data[f"/brokers/topics/{t}"] or b"{}", f"/brokers/topics/{t}")
+        for p, reps in (doc.get("partitions") or {}).items():
+            assignments[(t, int(p))] = reps
+            state_paths.append(f"/brokers/topics/{t}/partitions/{p}/state")
+    states = _get_many(client, state_paths)
+    parts = []
+    for (t, p), reps in sorted(assignments.items()):
+        entry = {"topic": t, "partition": p, "replicas": reps}
+        raw = states[f"/brokers/topics/{t}/partitions/{p}/state"]
+        if raw:
+            st = _json(raw, f"/brokers/topics/{t}/partitions/{p}/state")
+            entry["isr"] = st.get("isr", reps)
+            if st.get("leader", -1) >= 0:
+                entry["leader"] = st["leader"]
+        size = ((sizes.get(t) or {}).get(str(p)) or {}).get("Size")
+        if size is not None:
+            entry["size"] = int(size)
+        parts.append(entry)
+    reassigning = _json(data["/admin/reassign_partitions"], "/admin/reassign_partitions") \
+        if data["/admin/reassign_partitions"] else None
+    return cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts}, "zookeeper"), reassigning
+
+
+def write_cluster(client: KazooClient, cluster: Cluster) -> None:
+    """Lay a cluster out in Kafka's znodes (live brokers registered, topics, partition states,
+    kafka-kit's metric znodes), as a ZooKeeper-mode Kafka would hold it. Refuses a ZooKeeper
+    that already holds a Kafka cluster."""
+    if client.exists("/brokers/topics") and _children(client, "/brokers/topics"):
+        raise Unsafe("this ZooKeeper already holds Kafka topics; use an empty one or another chroot")
+    client.ensure_path("/")
+    tx_paths = ["/brokers/ids", "/brokers/topics", "/admin", "/config/topics", "/config/brokers",
+                "/config/changes", "/topicmappr"]
+    for path in tx_paths:
+        client.ensure_path(path)
+    ops = []
+    for b in cluster.brokers.values():
+        if b.alive and b.known:
+            info = {"version": 5, "host": "127.0.0.1", "port": 9092, "rack": b.rack,
+                    "endpoints": ["PLAINTEXT://127.0.0.1:9092"], "jmx_port": -1, "timestamp": "0"}
+            ops.append(client.create_async(f"/brokers/ids/{b.id}", json.dumps(info).encode(), ephemeral=False))
+    by_topic: dict[str, dict[str, list[int]]] = {}
+    for p in cluster.partitions:
+        by_topic.setdefault(p.topic, {})[str(p.partition)] = list(p.replicas)
+    for t, parts in by_topic.items():
+        ops.append(client.create_async(f"/brokers/topics/{t}",
+                                       json.dumps({"version": 2, "partitions": parts}).encode()))
+    for op in ops:
+        op.get()
+    ops = []
+    for t in by_topic:
+        client.ensure_path(f"/brokers/topics/{t}/partitions")
+    for p in cluster.partitions:
+        base = f"/brokers/topics/{p.topic}/partitions/{p.partition}"
+        ops.append(client.create_async(base, b""))
+    for op in ops:
+        op.get()
+    ops = []
+    dead = {b.id for b in cluster.brokers.values() if not b.alive}
+    for p in cluster.partitions:
+        live_isr = [b for b in p.isr if b not in dead]
+        leader = p.leader if p.leader is not None else (live_isr[0] if live_isr else -1)
+        state = {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 0, "isr": live_isr}
+        ops.append(client.create_async(f"/brokers/topics/{p.topic}/partitions/{p.partition}/state",
+                                       json.dumps(state).encode()))
+    for op in ops:
+        op.get()
+    sizes: dict[str, dict[str, dict]] = {}
+    for p in cluster.partitions:
+        sizes.setdefault(p.topic, {})[str(p.partition)] = {"Size": p.size}
+    client.create("/topicmappr/partitionmeta", json.dumps(sizes).encode())
+    metrics = {str(b.id): {"StorageFree": b.storage_free} for b in cluster.brokers.values()
+               if b.alive and b.storage_free is not None}
+    client.create("/topicmappr/brokermetrics", json.dumps(metrics).encode())

@@ -1,0 +1,109 @@
+"""Kafka's ZooKeeper layout (kit/zookeeper.py) against a real ZooKeeper server."""
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.errors import BadInput, Unsafe
+from kit.formats import load_snapshot
+from kit.zookeeper import connect, read_cluster, write_cluster
+
+_chroots = itertools.count()
+
+
+@pytest.fixture
+def zk_root(zookeeper):
+    """A fresh chroot on the session's server for each test: HOST:PORT/chroot."""
+    return f"{zookeeper}/kit-test-{next(_chroots)}"
+
+
+def kit(*args):
+    exe = Path(sys.executable).parent / "kit"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_a_cluster_laid_out_in_znodes_reads_back_the_same(zk_root, snapshots):
+    cluster = load_snapshot(str(snapshots["replace"]))  # one dead broker, one new empty one
+    client = connect(zk_root)
+    try:
+        write_cluster(client, cluster)
+        back, reassigning = read_cluster(client)
+    finally:
+        client.stop()
+    assert reassigning is None
+    assert [p.replicas for p in back.partitions] == [p.replicas for p in cluster.partitions]
+    assert [p.size for p in back.partitions] == [p.size for p in cluster.partitions]
+    dead = {b.id for b in cluster.brokers.values() if not b.alive}
+    assert {b.id for b in back.brokers.values() if not b.alive} == dead
+    for b in back.brokers.values():
+        if b.alive:
+            assert b.rack == cluster.brokers[b.id].rack
+            assert b.storage_free == cluster.brokers[b.id].storage_free
+    # Kafka drops a dead broker from the ISR, and leadership goes to the first live one.
+    for p in back.partitions:
+        assert not dead & set(p.isr)
+        assert p.leader in p.isr
+
+
+def test_gzipped_metrics_and_a_reassignment_in_flight_are_read(zk_root):
+    client = connect(zk_root)
+    try:
+        client.create("/brokers/ids/1", json.dumps({"host": "h", "port": 9092, "rack": "a"}).encode(), makepath=True)
+        client.create("/brokers/topics/t", json.dumps({"version": 1, "partitions": {"0": [1, 2]}}).encode(),
+                      makepath=True)
+        client.create("/topicmappr/partitionmeta", gzip.compress(b'{"t": {"0": {"Size": 42}}}'), makepath=True)
+        client.create("/admin/reassign_partitions",
+                      b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,3]}]}', makepath=True)
+        cluster, reassigning = read_cluster(client)
+    finally:
+        client.stop()
+    assert cluster.partitions[0].size == 42
+    assert not cluster.brokers[2].alive  # named in a replica list, not registered
+    assert reassigning["partitions"][0]["replicas"] == [1, 3]
+
+
+def test_writing_over_a_kafka_cluster_is_refused(zk_root, snapshots):
+    cluster = load_snapshot(str(snapshots["balanced"]))
+    client = connect(zk_root)
+    try:
+        write_cluster(client, cluster)
+        with pytest.raises(Unsafe):
+            write_cluster(client, cluster)
+    finally:
+        client.stop()
+
+
+def test_cli_snapshot_and_plan_from_zookeeper(zk_root, snapshots, tmp_path):
+    cluster = load_snapshot(str(snapshots["scale-out"]))
+    client = connect(zk_root)
+    try:
+        write_cluster(client, cluster)
+    finally:
+        client.stop()
+    snap = tmp_path / "from-zk.json"
+    r = kit("snapshot", "--zk", zk_root, "--out", str(snap))
+    assert r.returncode == 0, r.stderr
+    assert [p.replicas for p in load_snapshot(str(snap)).partitions] == [p.replicas for p in cluster.partitions]
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert kit("plan", "scale-out", "--zk", zk_root, "--out", str(a)).returncode == 0
+    assert kit("plan", "scale-out", "--snapshot", str(snapshots["scale-out"]), "--out", str(b)).returncode == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("spec", ["127.0.0.1:1", "not a host", "127.0.0.1"])
+def test_unreachable_or_malformed_zookeeper_is_one_line_exit_2(spec, tmp_path):
+    r = kit("plan", "leaders", "--zk", spec, "--out", str(tmp_path / "p.json"))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_connect_rejects_a_bad_spec():
+    with pytest.raises(BadInput):
+        connect("host-without-port")
