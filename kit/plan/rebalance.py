@@ -18,11 +18,25 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
     balance_counts(ws, reason)
     # On small clusters a min-cost flow can find fewer copies for the same balance; a
     # greedy pass after it may narrow the range again, so alternate until neither helps.
-    for _ in range(4):
-        if not exact_rebalance(ws, reason) or not balance_counts(ws, reason):
+    for _ in range(8):
+        if not exact_rebalance(ws, reason):
+            break
+        # The greedy pass may move again; keep its moves only if they narrow the spread,
+        # else they are copies the exact placement showed to be unneeded.
+        saved, spread = [list(ws.assign[p]) for p in ws.selected], _spread(ws)
+        if not balance_counts(ws, reason):
+            break
+        if _spread(ws) >= spread:
+            for p, reps in zip(ws.selected, saved):
+                ws.restore(p, reps)
             break
     balance_leadership(ws)
     return finish(ws, action, broker_changes(cluster, targets))
+
+
+def _spread(ws: Workspace) -> int:
+    c = ws.count[ws.target_idx]
+    return int(c.max() - c.min())
 
 
 def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | None = None,

@@ -137,6 +137,20 @@ class Workspace:
         self._add(p, new)
         self.reasons.setdefault(p, reason)
 
+    def restore(self, p: int, reps: list[int]) -> None:
+        """Put partition `p` back to the replica list `reps` (same replication factor)."""
+        if self.assign[p] == reps:
+            return
+        arriving = [b for b in reps if b not in self.assign[p]]
+        for pos, b in enumerate(list(self.assign[p])):
+            if b not in reps:
+                self._remove(p, b)
+                self.assign[p][pos] = arriving.pop(0)
+                self._add(p, self.assign[p][pos])
+        self.assign[p] = list(reps)
+        if reps == list(self.cluster.partitions[p].replicas):
+            self.reasons.pop(p, None)
+
     def append_replica(self, p: int, new: int, reason: str) -> None:
         self.assign[p].append(new)
         self._add(p, new)
