@@ -164,6 +164,41 @@ def cmd_snapshot(a) -> int:
     return 0
 
 
+def _add_apply_parser(sub) -> None:
+    p = sub.add_parser("apply", help="start a planned reassignment through ZooKeeper",
+                       description="Pre-flight checks, the rollback file, replication throttles, then "
+                                   "/admin/reassign_partitions, as Kafka's own reassignment tool writes them.",
+                       epilog="example:\n  kit apply plan.json --zk 127.0.0.1:2181/kafka --throttle 50000000 "
+                              "--rollback-out rollback.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("plan", metavar="PLAN.json", help="Kafka reassignment JSON (from kit plan)")
+    p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC", help="replication throttle per broker")
+    p.add_argument("--rollback-out", metavar="FILE", help="write the current assignment of the plan's partitions")
+
+
+def cmd_apply(a) -> int:
+    from .execute import apply_plan
+    from .formats import load_plan
+    from .zookeeper import connect
+
+    if a.rollback_out and (os.path.isdir(a.rollback_out)
+                           or not os.path.isdir(os.path.dirname(os.path.abspath(a.rollback_out)))):
+        raise BadInput(f"--rollback-out {a.rollback_out}: not a writable file path")
+    moves = load_plan(a.plan)
+    client = connect(a.zk)
+    try:
+        done = apply_plan(client, moves, a.throttle, a.rollback_out)
+    finally:
+        client.stop()
+        client.close()
+    print(f"reassignment of {done['partitions']} partition(s) started"
+          + (f"; throttled {done['throttled_topics']} topic(s) and {done['throttled_brokers']} broker(s) "
+             f"at {a.throttle / 1e6:.0f} MB/s" if a.throttle else "")
+          + (f"; rollback plan in {a.rollback_out}" if a.rollback_out else ""))
+    return 0
+
+
 def _add_zk_parser(sub) -> None:
     zk = sub.add_parser("zk", help="start, stop or check a local ZooKeeper server (127.0.0.1)",
                         description="A real ZooKeeper server on the loopback interface, for demos and tests.",
@@ -204,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     _add_plan_parser(sub)
     _add_snapshot_parser(sub)
+    _add_apply_parser(sub)
     _add_zk_parser(sub)
     return parser
 
@@ -338,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_zk(a)
         if a.command == "snapshot":
             return cmd_snapshot(a)
+        if a.command == "apply":
+            return cmd_apply(a)
     except (BadInput, Unsafe) as e:
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code

@@ -1,0 +1,88 @@
+"""`kit apply` against a real ZooKeeper holding a Kafka layout (kit/execute.py, kit/throttle.py)."""
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.formats import load_snapshot
+from kit.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
+from kit.zookeeper import connect, write_cluster
+
+_chroots = itertools.count()
+
+
+def kit(*args):
+    exe = Path(sys.executable).parent / "kit"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def kafka(zookeeper, snapshots):
+    """A chroot holding the scale-out cluster: (connect string, cluster)."""
+    root = f"{zookeeper}/kit-apply-{next(_chroots)}"
+    cluster = load_snapshot(str(snapshots["scale-out"]))
+    client = connect(root)
+    try:
+        write_cluster(client, cluster)
+    finally:
+        client.stop()
+    return root, cluster
+
+
+def test_throttles_list_sources_and_destinations_as_kafka_does():
+    from kit.formats import cluster_from_snapshot
+
+    c = cluster_from_snapshot({"version": 1, "brokers": [{"id": b} for b in (1, 2, 3, 4)], "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2]}, {"topic": "t", "partition": 1, "replicas": [2, 3]}]})
+    topics, brokers = throttle_configs(c, [{"topic": "t", "partition": 0, "replicas": [4, 2]},
+                                           {"topic": "t", "partition": 1, "replicas": [3, 2]}], 5e7)
+    assert topics == {"t": {LEADER_REPLICAS: "0:1,0:2", FOLLOWER_REPLICAS: "0:4"}}  # p1 only reorders
+    assert brokers == {b: {LEADER_RATE: "50000000", FOLLOWER_RATE: "50000000"} for b in (1, 2, 4)}
+
+
+def test_apply_writes_rollback_throttles_and_the_reassignment(kafka, snapshots, tmp_path):
+    root, cluster = kafka
+    plan, rollback = tmp_path / "plan.json", tmp_path / "rollback.json"
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
+    r = kit("apply", str(plan), "--zk", root, "--throttle", "50000000", "--rollback-out", str(rollback))
+    assert r.returncode == 0, r.stderr
+    moves = json.loads(plan.read_text())["partitions"]
+    client = connect(root)
+    try:
+        assert json.loads(client.get("/admin/reassign_partitions")[0])["partitions"] == moves
+        topics = {m["topic"] for m in moves}
+        for t in topics:
+            cfg = json.loads(client.get(f"/config/topics/{t}")[0])["config"]
+            assert cfg[LEADER_REPLICAS] and cfg[FOLLOWER_REPLICAS]
+        changes = client.get_children("/config/changes")
+        assert len(changes) >= len(topics)
+        some_broker = moves[0]["replicas"][0]
+        cfg = json.loads(client.get(f"/config/brokers/{some_broker}")[0])["config"]
+        assert cfg[LEADER_RATE] == cfg[FOLLOWER_RATE] == "50000000"
+    finally:
+        client.stop()
+    current = {(p.topic, p.partition): list(p.replicas) for p in cluster.partitions}
+    for e in json.loads(rollback.read_text())["partitions"]:
+        assert e["replicas"] == current[(e["topic"], e["partition"])]
+    # A second apply while that reassignment runs changes nothing and exits 3.
+    r = kit("apply", str(plan), "--zk", root, "--rollback-out", str(tmp_path / "second.json"))
+    assert r.returncode == 3 and "already in progress" in r.stderr
+    assert not (tmp_path / "second.json").exists()
+
+
+def test_a_plan_naming_a_missing_partition_is_bad_input(kafka, tmp_path):
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "nope", "partition": 0, "replicas": [1001]}]}))
+    r = kit("apply", str(plan), "--zk", root)
+    assert r.returncode == 2 and "nope-0" in r.stderr
+    client = connect(root)
+    try:
+        assert not client.exists("/admin/reassign_partitions")
+    finally:
+        client.stop()
