@@ -164,7 +164,13 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
     sizes: dict[str, dict[str, dict]] = {}
     for p in cluster.partitions:
         sizes.setdefault(p.topic, {})[str(p.partition)] = {"Size": p.size}
-    client.create("/topicmappr/partitionmeta", json.dumps(sizes).encode())
+    client.create("/topicmappr/partitionmeta", _compact(sizes))
     metrics = {str(b.id): {"StorageFree": b.storage_free} for b in cluster.brokers.values()
                if b.alive and b.storage_free is not None}
-    client.create("/topicmappr/brokermetrics", json.dumps(metrics).encode())
+    client.create("/topicmappr/brokermetrics", _compact(metrics))
+
+
+def _compact(doc) -> bytes:
+    """JSON, gzipped as kafka-kit does once it grows large (a znode holds at most 1 MB)."""
+    raw = json.dumps(doc, separators=(",", ":")).encode()
+    return gzip.compress(raw, mtime=0) if len(raw) > 256 * 1024 else raw
