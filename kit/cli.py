@@ -199,6 +199,77 @@ def cmd_apply(a) -> int:
     return 0
 
 
+def _add_operation_parsers(sub) -> None:
+    def zk_command(name, help_text, example):
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+        return p
+
+    v = zk_command("verify", "progress of a reassignment; clears throttles no longer needed",
+                   "kit verify plan.json --zk 127.0.0.1:2181/kafka")
+    v.add_argument("plan", nargs="?", metavar="PLAN.json", help="default: the reassignment in flight")
+    e = zk_command("elect", "preferred-leader election where the first replica does not lead",
+                   "kit elect --zk 127.0.0.1:2181/kafka --plan plan.json")
+    e.add_argument("--plan", metavar="PLAN.json", help="only the partitions of this plan")
+    r = zk_command("rollback", "apply a rollback file written by kit apply (same checks)",
+                   "kit rollback rollback.json --zk 127.0.0.1:2181/kafka")
+    r.add_argument("file", metavar="ROLLBACK.json")
+    r.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC")
+    zk_command("status", "brokers, under-replicated partitions, reassignment in flight, throttles",
+               "kit status --zk 127.0.0.1:2181/kafka")
+
+
+def _with_zk(spec, fn):
+    from .zookeeper import connect
+
+    client = connect(spec)
+    try:
+        return fn(client)
+    finally:
+        client.stop()
+        client.close()
+
+
+def cmd_operation(a) -> int:
+    from . import execute
+    from .formats import load_plan
+
+    if a.command == "verify":
+        moves = load_plan(a.plan) if a.plan else None
+        res = _with_zk(a.zk, lambda c: execute.verify(c, moves))
+        done = sum(r["done"] for r in res["partitions"])
+        for r in res["partitions"]:
+            if not r["done"]:
+                print(f"  {r['topic']} p{r['partition']}: in progress")
+        print(f"{done} of {len(res['partitions'])} partition(s) done; throttles cleared from "
+              f"{res['cleared_topics']} topic(s) and {res['cleared_brokers']} broker(s)")
+        if res["done"] and res["preferred_leader_elections_due"]:
+            print(f"{res['preferred_leader_elections_due']} partition(s) are not led by their first replica: "
+                  f"run kit elect --zk {a.zk}" + (f" --plan {a.plan}" if a.plan else ""))
+        return 0 if res["done"] else 1
+    if a.command == "elect":
+        moves = load_plan(a.plan) if a.plan else None
+        n = _with_zk(a.zk, lambda c: execute.elect(c, moves))
+        print(f"preferred-leader election requested for {n} partition(s)" if n else "every partition is led by "
+              "its first replica: nothing to elect")
+        return 0
+    if a.command == "rollback":
+        moves = load_plan(a.file)
+        done = _with_zk(a.zk, lambda c: execute.apply_plan(c, moves, a.throttle))
+        print(f"rollback of {done['partitions']} partition(s) started")
+        return 0
+    res = _with_zk(a.zk, execute.status)
+    live = [b for b in res["brokers"] if b["alive"]]
+    dead = [b for b in res["brokers"] if not b["alive"]]
+    print(f"brokers: {len(live)} live, {len(dead)} dead" + (f" ({' '.join(str(b['id']) for b in dead)})" if dead else ""))
+    print(f"under-replicated partitions: {len(res['under_replicated'])}")
+    print(f"reassignment in progress: {res['reassigning_partitions']} partition(s), "
+          f"{res['bytes_left'] / 1e9:.1f} GB left" if res["reassigning_partitions"] else "no reassignment in progress")
+    print(f"throttled brokers: {' '.join(map(str, res['throttled_brokers'])) or 'none'}")
+    return 0
+
+
 def _add_zk_parser(sub) -> None:
     zk = sub.add_parser("zk", help="start, stop or check a local ZooKeeper server (127.0.0.1)",
                         description="A real ZooKeeper server on the loopback interface, for demos and tests.",
@@ -240,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan_parser(sub)
     _add_snapshot_parser(sub)
     _add_apply_parser(sub)
+    _add_operation_parsers(sub)
     _add_zk_parser(sub)
     return parser
 
@@ -376,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_snapshot(a)
         if a.command == "apply":
             return cmd_apply(a)
+        if a.command in ("verify", "elect", "rollback", "status"):
+            return cmd_operation(a)
     except (BadInput, Unsafe) as e:
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code

@@ -14,7 +14,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from .errors import BadInput, Unsafe
 from .formats import dumps, write_atomic
 from .model import Cluster
-from .throttle import throttle_configs
+from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
 from .zookeeper import read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
@@ -106,3 +106,104 @@ def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = 
         raise Unsafe(f"another reassignment started meanwhile ({REASSIGN} appeared); "
                      "throttles set by this run are still in place") from None
     return done
+
+
+ELECTION = "/admin/preferred_replica_election"
+_THROTTLE_KEYS = {"topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS), "brokers": (LEADER_RATE, FOLLOWER_RATE)}
+
+
+def _remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int:
+    """Drop the throttle keys from /config/<kind>/<name> where present; notify each change."""
+    keys = _THROTTLE_KEYS[kind]
+    reads = {n: client.get_async(f"/config/{kind}/{n}") for n in names}
+    changed = []
+    for n, result in reads.items():
+        try:
+            raw, stat = result.get()
+        except NoNodeError:
+            continue
+        doc = json.loads(raw.decode() or "{}")
+        config = doc.get("config", {})
+        if not any(k in config for k in keys):
+            continue
+        doc["config"] = {k: v for k, v in config.items() if k not in keys}
+        client.set(f"/config/{kind}/{n}", json.dumps(doc).encode(), version=stat.version)
+        changed.append(n)
+    notes = [client.create_async("/config/changes/config_change_",
+                                 json.dumps({"version": 2, "entity_path": f"{kind}/{n}"}).encode(),
+                                 sequence=True, makepath=True) for n in changed]
+    for note in notes:
+        note.get()
+    return len(changed)
+
+
+def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
+    """Progress of a reassignment (the given plan, or the one in flight), and throttle cleanup:
+    brokers and topics no longer taking part lose their throttles, all of them once it is done."""
+    cluster, running = read_cluster(client)
+    if moves is None:
+        moves = (running or {}).get("partitions", [])
+    current = {(p.topic, p.partition): p for p in cluster.partitions}
+    in_flight = {(m["topic"], m["partition"]) for m in (running or {}).get("partitions", [])}
+    rows, busy_brokers, busy_topics = [], set(), set()
+    for m in moves:
+        key = (m["topic"], m["partition"])
+        p = current.get(key)
+        done = p is not None and list(p.replicas) == list(m["replicas"]) and key not in in_flight \
+            and set(m["replicas"]) <= set(p.isr)
+        rows.append({"topic": key[0], "partition": key[1], "done": done})
+        if not done:
+            busy_topics.add(key[0])
+            busy_brokers.update(m["replicas"])
+            if p is not None:
+                busy_brokers.update(p.replicas)
+    plan_topics = sorted({m["topic"] for m in moves})
+    plan_brokers = sorted({b for m in moves for b in m["replicas"]} |
+                          {b for m in moves for b in getattr(current.get((m["topic"], m["partition"])), "replicas", ())})
+    cleared_topics = _remove_config_keys(client, "topics", [t for t in plan_topics if t not in busy_topics])
+    cleared_brokers = _remove_config_keys(client, "brokers", [str(b) for b in plan_brokers if b not in busy_brokers])
+    leaders_off = [r for r in rows if r["done"] and current[(r["topic"], r["partition"])].leader not in
+                   (None, current[(r["topic"], r["partition"])].replicas[0])]
+    return {"partitions": rows, "done": all(r["done"] for r in rows), "cleared_topics": cleared_topics,
+            "cleared_brokers": cleared_brokers, "preferred_leader_elections_due": len(leaders_off)}
+
+
+def elect(client: KazooClient, moves: list[dict] | None = None) -> int:
+    """Ask the controller to move leadership back to each partition's first replica (only where
+    it is not already the leader), as Kafka's preferred-replica-election tool does."""
+    if client.exists(ELECTION):
+        raise Unsafe(f"a preferred-leader election is already in progress ({ELECTION} exists)")
+    cluster, _ = read_cluster(client)
+    wanted = {(m["topic"], m["partition"]) for m in moves} if moves is not None else None
+    todo = [{"topic": p.topic, "partition": p.partition} for p in cluster.partitions
+            if (wanted is None or p.key in wanted) and p.leader is not None and p.leader != p.replicas[0]]
+    if todo:
+        client.ensure_path("/admin")
+        client.create(ELECTION, json.dumps({"version": 1, "partitions": todo}).encode())
+    return len(todo)
+
+
+def status(client: KazooClient) -> dict:
+    """Brokers, under-replicated partitions, the reassignment in flight and throttles set."""
+    cluster, running = read_cluster(client)
+    urp = [p for p in cluster.partitions if set(p.replicas) - set(p.isr)]
+    throttled = []
+    for b in cluster.brokers.values():
+        try:
+            doc = json.loads(client.get(f"/config/brokers/{b.id}")[0].decode() or "{}")
+        except NoNodeError:
+            continue
+        if any(k in doc.get("config", {}) for k in _THROTTLE_KEYS["brokers"]):
+            throttled.append(b.id)
+    moving = (running or {}).get("partitions", [])
+    by_key = {p.key: p for p in cluster.partitions}
+    # A replica not yet in the ISR still has the whole partition to copy (kit's estimate).
+    left = sum(by_key[k].size * sum(1 for b in m["replicas"] if b not in by_key[k].isr)
+               for m in moving if (k := (m["topic"], m["partition"])) in by_key)
+    return {
+        "brokers": [{"id": b.id, "rack": b.rack, "alive": b.alive} for b in cluster.brokers.values()],
+        "under_replicated": [p.name for p in urp],
+        "reassigning_partitions": len(moving),
+        "bytes_left": left,
+        "throttled_brokers": throttled,
+    }

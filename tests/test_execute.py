@@ -86,3 +86,100 @@ def test_a_plan_naming_a_missing_partition_is_bad_input(kafka, tmp_path):
         assert not client.exists("/admin/reassign_partitions")
     finally:
         client.stop()
+
+
+def finish_by_hand(root, moves, only=None):
+    """What Kafka's controller does when partitions finish: new replica lists, new replicas in
+    the ISR, and the reassignment znode deleted once all are done (kit sim will do this)."""
+    client = connect(root)
+    try:
+        by_topic = {}
+        for m in moves[:only] if only else moves:
+            by_topic.setdefault(m["topic"], []).append(m)
+        for t, ms in by_topic.items():
+            doc = json.loads(client.get(f"/brokers/topics/{t}")[0])
+            for m in ms:
+                doc["partitions"][str(m["partition"])] = m["replicas"]
+                path = f"/brokers/topics/{t}/partitions/{m['partition']}/state"
+                st = json.loads(client.get(path)[0])
+                st.update(isr=m["replicas"], leader=st["leader"] if st["leader"] in m["replicas"] else m["replicas"][0])
+                client.set(path, json.dumps(st).encode())
+            client.set(f"/brokers/topics/{t}", json.dumps(doc).encode())
+        if not only:
+            client.delete("/admin/reassign_partitions")
+        else:
+            rest = moves[only:]
+            client.set("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": rest}).encode())
+    finally:
+        client.stop()
+
+
+def throttled_brokers(root):
+    client = connect(root)
+    try:
+        out = []
+        for b in client.get_children("/config/brokers"):
+            if LEADER_RATE in json.loads(client.get(f"/config/brokers/{b}")[0]).get("config", {}):
+                out.append(int(b))
+        return out
+    finally:
+        client.stop()
+
+
+def test_verify_reports_progress_clears_throttles_and_status_shows_them(kafka, tmp_path):
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
+    assert kit("apply", str(plan), "--zk", root, "--throttle", "50000000").returncode == 0
+    moves = json.loads(plan.read_text())["partitions"]
+    r = kit("status", "--zk", root)
+    assert r.returncode == 0 and f"reassignment in progress: {len(moves)} partition(s)" in r.stdout
+    before = throttled_brokers(root)
+    assert before
+    r = kit("verify", str(plan), "--zk", root)
+    assert r.returncode == 1 and f"0 of {len(moves)} partition(s) done" in r.stdout
+    finish_by_hand(root, moves)
+    r = kit("verify", str(plan), "--zk", root)
+    assert r.returncode == 0 and f"{len(moves)} of {len(moves)} partition(s) done" in r.stdout
+    assert throttled_brokers(root) == []
+    r = kit("status", "--zk", root)
+    assert "no reassignment in progress" in r.stdout and "throttled brokers: none" in r.stdout
+
+
+def test_rollback_applies_the_previous_assignment_with_the_same_checks(kafka, tmp_path):
+    root, cluster = kafka
+    plan, rollback = tmp_path / "plan.json", tmp_path / "rollback.json"
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
+    assert kit("apply", str(plan), "--zk", root, "--rollback-out", str(rollback)).returncode == 0
+    r = kit("rollback", str(rollback), "--zk", root)
+    assert r.returncode == 3  # the reassignment is still running
+    finish_by_hand(root, json.loads(plan.read_text())["partitions"])
+    r = kit("rollback", str(rollback), "--zk", root)
+    assert r.returncode == 0, r.stderr
+    client = connect(root)
+    try:
+        assert json.loads(client.get("/admin/reassign_partitions")[0]) == json.loads(rollback.read_text())
+    finally:
+        client.stop()
+
+
+def test_elect_asks_only_for_partitions_not_led_by_their_first_replica(kafka):
+    root, cluster = kafka
+    p = cluster.partitions[0]
+    client = connect(root)
+    try:
+        path = f"/brokers/topics/{p.topic}/partitions/{p.partition}/state"
+        st = json.loads(client.get(path)[0])
+        st["leader"] = p.replicas[1]
+        client.set(path, json.dumps(st).encode())
+    finally:
+        client.stop()
+    r = kit("elect", "--zk", root)
+    assert r.returncode == 0 and "for 1 partition(s)" in r.stdout
+    client = connect(root)
+    try:
+        doc = json.loads(client.get("/admin/preferred_replica_election")[0])
+    finally:
+        client.stop()
+    assert doc == {"version": 1, "partitions": [{"topic": p.topic, "partition": p.partition}]}
+    assert kit("elect", "--zk", root).returncode == 3  # one election at a time
