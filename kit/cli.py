@@ -305,6 +305,42 @@ def cmd_simulate(a) -> int:
     return 0
 
 
+def _add_sim_parser(sub) -> None:
+    sim = sub.add_parser("sim", help="a simulated Kafka controller over a real ZooKeeper",
+                         description="Play Kafka's controller over ZooKeeper: seed a cluster, then carry out "
+                                     "reassignments and preferred-leader elections.",
+                         epilog="examples:\n  kit sim seed --zk 127.0.0.1:2181/kafka --snapshot cluster.json\n"
+                                "  kit sim run --zk 127.0.0.1:2181/kafka --speed 1000 --until-idle",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run", required=True, parser_class=_Parser)
+    seed = ops.add_parser("seed", help="lay a snapshot's cluster out in ZooKeeper")
+    seed.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    seed.add_argument("--snapshot", required=True, metavar="FILE")
+    run = ops.add_parser("run", help="carry out reassignments and elections in simulated time")
+    run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    run.add_argument("--speed", type=_rate, default=1.0, metavar="X", help="simulated seconds per wall second")
+    run.add_argument("--client-load", type=float, default=0.0, metavar="F")
+    run.add_argument("--until-idle", action="store_true", help="exit when nothing is left to do")
+    run.add_argument("--max-seconds", type=_rate, metavar="S", help="exit after S wall seconds")
+
+
+def cmd_sim(a) -> int:
+    from .formats import load_snapshot
+    from .simcontroller import run
+    from .zookeeper import write_cluster
+
+    if a.sim_command == "seed":
+        cluster = load_snapshot(a.snapshot)
+        _with_zk(a.zk, lambda c: write_cluster(c, cluster))
+        print(f"seeded {a.zk}: {sum(b.alive for b in cluster.brokers.values())} live brokers, "
+              f"{len(cluster.partitions)} partitions")
+        return 0
+    secs = _with_zk(a.zk, lambda c: run(c, a.speed, a.client_load, until_idle=a.until_idle,
+                                        max_wall_seconds=a.max_seconds))
+    print(f"simulated controller stopped after {secs:.0f} simulated seconds of copying")
+    return 0
+
+
 def _add_zk_parser(sub) -> None:
     zk = sub.add_parser("zk", help="start, stop or check a local ZooKeeper server (127.0.0.1)",
                         description="A real ZooKeeper server on the loopback interface, for demos and tests.",
@@ -348,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_apply_parser(sub)
     _add_operation_parsers(sub)
     _add_simulate_parser(sub)
+    _add_sim_parser(sub)
     _add_zk_parser(sub)
     return parser
 
@@ -488,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_operation(a)
         if a.command == "simulate":
             return cmd_simulate(a)
+        if a.command == "sim":
+            return cmd_sim(a)
     except (BadInput, Unsafe) as e:
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code

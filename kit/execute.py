@@ -137,6 +137,13 @@ def _remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int
     return len(changed)
 
 
+def _children_or_none(client: KazooClient, path: str) -> list[str]:
+    try:
+        return client.get_children(path)
+    except NoNodeError:
+        return []
+
+
 def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
     """Progress of a reassignment (the given plan, or the one in flight), and throttle cleanup:
     brokers and topics no longer taking part lose their throttles, all of them once it is done."""
@@ -161,7 +168,11 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
     plan_brokers = sorted({b for m in moves for b in m["replicas"]} |
                           {b for m in moves for b in getattr(current.get((m["topic"], m["partition"])), "replicas", ())})
     cleared_topics = _remove_config_keys(client, "topics", [t for t in plan_topics if t not in busy_topics])
-    cleared_brokers = _remove_config_keys(client, "brokers", [str(b) for b in plan_brokers if b not in busy_brokers])
+    idle = [str(b) for b in plan_brokers if b not in busy_brokers]
+    if running is None and not busy_brokers:
+        # All done: clear every broker's rates, as Kafka's tool does (a dead source included).
+        idle = sorted(set(idle) | set(_children_or_none(client, "/config/brokers")))
+    cleared_brokers = _remove_config_keys(client, "brokers", idle)
     leaders_off = [r for r in rows if r["done"] and current[(r["topic"], r["partition"])].leader not in
                    (None, current[(r["topic"], r["partition"])].replicas[0])]
     return {"partitions": rows, "done": all(r["done"] for r in rows), "cleared_topics": cleared_topics,

@@ -183,3 +183,35 @@ def test_elect_asks_only_for_partitions_not_led_by_their_first_replica(kafka):
         client.stop()
     assert doc == {"version": 1, "partitions": [{"topic": p.topic, "partition": p.partition}]}
     assert kit("elect", "--zk", root).returncode == 3  # one election at a time
+
+
+def test_the_simulated_controller_runs_a_replace_plan_to_completion(zookeeper, snapshots, tmp_path):
+    root = f"{zookeeper}/kit-sim-{next(_chroots)}"
+    snap = snapshots["replace"]
+    assert kit("sim", "seed", "--zk", root, "--snapshot", str(snap)).returncode == 0
+    cluster = load_snapshot(str(snap))
+    dead = [b.id for b in cluster.brokers.values() if not b.alive and b.id in cluster.map_brokers()]
+    new = [b for b in cluster.live_ids if b not in cluster.map_brokers()]
+    plan = tmp_path / "plan.json"
+    r = kit("plan", "replace", "--zk", root, "--replace", f"{dead[0]}:{new[0]}", "--out", str(plan))
+    assert r.returncode == 0, r.stderr
+    assert kit("apply", str(plan), "--zk", root, "--throttle", "1000000000").returncode == 0
+    r = kit("sim", "run", "--zk", root, "--speed", "1000000", "--until-idle", "--max-seconds", "60")
+    assert r.returncode == 0, r.stderr
+    r = kit("verify", str(plan), "--zk", root)
+    assert r.returncode == 0, r.stdout
+    assert throttled_brokers(root) == []
+    client = connect(root)
+    try:
+        from kit.zookeeper import read_cluster
+
+        after, running = read_cluster(client)
+    finally:
+        client.stop()
+    assert running is None
+    want = {(m["topic"], m["partition"]): m["replicas"] for m in json.loads(plan.read_text())["partitions"]}
+    for p in after.partitions:
+        if p.key in want:
+            assert list(p.replicas) == want[p.key] and set(p.isr) == set(p.replicas)
+            assert p.leader == p.replicas[0]
+    assert not any(set(p.replicas) - set(p.isr) for p in after.partitions if dead[0] not in p.replicas)

@@ -1,0 +1,168 @@
+"""A simulated Kafka controller over a real ZooKeeper (`kit sim run`).
+
+It plays the part of a ZooKeeper-mode Kafka controller for what kit touches: it picks up
+/admin/reassign_partitions, marks the partitions as Kafka does (KIP-455 `adding_replicas` /
+`removing_replicas`, the replica list the union of old and new), copies bytes from each
+partition's leader at the rates kit/sim.py's physics allow (the broker throttles found in
+/config/brokers, else the NIC left over by client traffic), adds each new replica to the ISR
+when it has every byte, then writes the target replica list, elects the preferred leader when
+it is in sync, drops the removed replicas, and deletes the znode when all partitions are
+done. It also carries out /admin/preferred_replica_election. Time can run faster than the
+wall clock (`speed`). What it does not model: produce/consume traffic itself, log
+truncation, controller failover, or anything outside these znodes.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from .execute import ELECTION, REASSIGN
+from .sim import _fair_rates, _Flow
+from .throttle import FOLLOWER_RATE, LEADER_RATE
+from .zookeeper import read_cluster
+
+
+def _rates(client: KazooClient, cluster, client_load: float) -> tuple[dict, dict]:
+    out_cap, in_cap = {}, {}
+    for b in cluster.brokers.values():
+        if not b.alive:
+            continue
+        nic = (b.net_capacity or 125e6) * (1 - client_load)
+        try:
+            cfg = json.loads(client.get(f"/config/brokers/{b.id}")[0].decode() or "{}").get("config", {})
+        except NoNodeError:
+            cfg = {}
+        out_cap[b.id] = min(nic, float(cfg[LEADER_RATE])) if LEADER_RATE in cfg else nic
+        in_cap[b.id] = min(nic, float(cfg[FOLLOWER_RATE])) if FOLLOWER_RATE in cfg else nic
+    return out_cap, in_cap
+
+
+def _update_topic(client: KazooClient, topic: str, fn) -> None:
+    path = f"/brokers/topics/{topic}"
+    raw, stat = client.get(path)
+    doc = json.loads(raw.decode())
+    fn(doc)
+    client.set(path, json.dumps(doc).encode(), version=stat.version)
+
+
+def _update_state(client: KazooClient, topic: str, partition: int, fn) -> None:
+    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+    raw, stat = client.get(path)
+    st = json.loads(raw.decode())
+    fn(st)
+    st["leader_epoch"] = st.get("leader_epoch", 0) + 1
+    client.set(path, json.dumps(st).encode(), version=stat.version)
+
+
+class SimController:
+    """One controller over one ZooKeeper chroot. `step(wall_seconds)` advances it."""
+
+    def __init__(self, client: KazooClient, speed: float = 1.0, client_load: float = 0.0):
+        self.client, self.speed, self.client_load = client, speed, client_load
+        self.flows: dict[tuple[str, int], list[_Flow]] = {}
+        self.targets: dict[tuple[str, int], list[int]] = {}
+        self.sim_seconds = 0.0
+
+    def _start(self) -> None:
+        doc = json.loads(self.client.get(REASSIGN)[0].decode())
+        cluster, _ = read_cluster(self.client)
+        current = {p.key: p for p in cluster.partitions}
+        for m in doc.get("partitions", []):
+            key = (m["topic"], m["partition"])
+            if key in self.targets or key not in current:
+                continue
+            p = current[key]
+            target = list(m["replicas"])
+            adding = [b for b in target if b not in p.replicas]
+            removing = [b for b in p.replicas if b not in target]
+            self.targets[key] = target
+            source = next((b for b in p.isr if b in p.replicas), p.replicas[0])
+            self.flows[key] = [_Flow(source, d, float(p.size)) for d in adding]
+
+            def mark(t, part=str(key[1]), union=target + removing, adding=adding, removing=removing):
+                t["partitions"][part] = union
+                t.setdefault("adding_replicas", {})[part] = adding
+                t.setdefault("removing_replicas", {})[part] = removing
+            _update_topic(self.client, key[0], mark)
+
+    def _finish(self, key: tuple[str, int]) -> None:
+        target = self.targets.pop(key)
+        self.flows.pop(key, None)
+        part = str(key[1])
+
+        def settle(t):
+            t["partitions"][part] = target
+            for k in ("adding_replicas", "removing_replicas"):
+                t.get(k, {}).pop(part, None)
+                if k in t and not t[k]:
+                    del t[k]
+        _update_topic(self.client, key[0], settle)
+
+        def elect(st):
+            st["isr"] = [b for b in target if b in st["isr"] or b in target]
+            st["leader"] = target[0]
+        _update_state(self.client, key[0], key[1], elect)
+
+    def _elections(self) -> None:
+        try:
+            doc = json.loads(self.client.get(ELECTION)[0].decode())
+        except NoNodeError:
+            return
+        topics = {}
+        for e in doc.get("partitions", []):
+            if e["topic"] not in topics:
+                topics[e["topic"]] = json.loads(self.client.get(f"/brokers/topics/{e['topic']}")[0].decode())
+            first = topics[e["topic"]]["partitions"][str(e["partition"])][0]
+
+            def prefer(st, first=first):
+                if first in st["isr"]:
+                    st["leader"] = first
+            _update_state(self.client, e["topic"], e["partition"], prefer)
+        self.client.delete(ELECTION)
+
+    def busy(self) -> bool:
+        return bool(self.targets) or bool(self.client.exists(REASSIGN)) or bool(self.client.exists(ELECTION))
+
+    def step(self, wall_seconds: float) -> None:
+        self._elections()
+        if self.client.exists(REASSIGN) and not self.targets:
+            self._start()
+        if not self.targets:
+            return
+        cluster, _ = read_cluster(self.client)
+        out_cap, in_cap = _rates(self.client, cluster, self.client_load)
+        pending = [f for fs in self.flows.values() for f in fs if f.left > 0]
+        _fair_rates(pending, out_cap, in_cap)
+        dt = wall_seconds * self.speed
+        self.sim_seconds += dt
+        for key, fs in list(self.flows.items()):
+            for f in fs:
+                if f.left > 0:
+                    f.left -= f.rate * dt
+                    if f.left <= 0:
+                        _update_state(self.client, key[0], key[1],
+                                      lambda st, d=f.dest: st["isr"].append(d) if d not in st["isr"] else None)
+            if all(f.left <= 0 for f in fs):
+                self._finish(key)
+        if not self.targets:
+            self.client.delete(REASSIGN)
+
+
+def run(client: KazooClient, speed: float = 1.0, client_load: float = 0.0, tick: float = 0.2,
+        until_idle: bool = False, max_wall_seconds: float | None = None) -> float:
+    """Run the controller; returns the simulated seconds it spent copying."""
+    ctl = SimController(client, speed, client_load)
+    started = time.monotonic()
+    last = started
+    while True:
+        now = time.monotonic()
+        ctl.step(now - last)
+        last = now
+        if until_idle and not ctl.busy():
+            return ctl.sim_seconds
+        if max_wall_seconds is not None and now - started > max_wall_seconds:
+            return ctl.sim_seconds
+        time.sleep(tick)
