@@ -1,6 +1,7 @@
 # kit: developer entry points.
 #
-#   make demo    plan a broker replacement on a generated 24-broker cluster and score it
+#   make demo    plan a broker replacement on a generated 24-broker cluster, score it, and run it
+#                against a local ZooKeeper with kit's simulated controller
 #   make test    run the test suite
 #   make bench   time `kit plan` on 200,000-partition clusters (slow: minutes)
 #   make clean   remove build output and caches (make distclean also removes .venv)
@@ -38,29 +39,32 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --progress-bar off -e '.[test]'
 	@touch $@
 
-demo: venv
+demo: venv zookeeper
 	@if [ -z "$(GEN_CLUSTER)" ]; then echo "make: $(SHARED)/tools/gen_cluster.py not found; set SHARED=/path/to/shared" >&2; exit 2; fi
 	@mkdir -p $(DEMO)
 	@echo
-	@echo "== 1/4 Generate a cluster: 24 brokers, 3 racks, 3000 partitions, one dead broker and its replacement"
+	@echo "== 1/5 Generate a cluster: 24 brokers, 3 racks, 3000 partitions, one dead broker and its replacement"
 	$(GEN) --brokers 24 --racks 3 --partitions 3000 --scenario replace --dead 1 --seed 7 --out $(DEMO)/cluster.json
 	@echo
-	@echo "== 2/4 Pair each dead broker with an empty live broker (OLD:NEW)"
+	@echo "== 2/5 Pair each dead broker with an empty live broker (OLD:NEW)"
 	$(PY) scripts/demo_replace_arg.py $(DEMO)/cluster.json > $(DEMO)/replace.txt
 	@echo "--replace $$(cat $(DEMO)/replace.txt)"
 	@echo
-	@echo "== 3/4 kit plan replace"
+	@echo "== 3/5 kit plan replace"
 	$(KIT) plan replace --snapshot $(DEMO)/cluster.json --replace "$$(cat $(DEMO)/replace.txt)" \
 		--out $(DEMO)/plan.json --report $(DEMO)/report.json
 	@echo
-	@echo "== 4/4 Score the plan"
+	@echo "== 4/5 Score the plan"
 ifneq ($(EVALUATE),)
 	$(PY) $(EVALUATE) $(DEMO)/cluster.json $(DEMO)/plan.json
 else
 	@echo "(no evaluate_plan.py under $(SHARED)/tools: skipped; set SHARED=/path/to/shared)"
 endif
 	@echo
-	@echo "Plan: $(DEMO)/plan.json   Report: $(DEMO)/report.json"
+	@echo "== 5/5 Run it: local ZooKeeper, simulated controller, apply, verify"
+	bash scripts/demo_zookeeper.sh $(KIT) $(DEMO)
+	@echo
+	@echo "Plan: $(DEMO)/plan.json   Report: $(DEMO)/report.json   Rollback: $(DEMO)/rollback.json"
 
 zookeeper:
 	@bash scripts/ensure_zookeeper.sh

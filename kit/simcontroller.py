@@ -134,20 +134,28 @@ class SimController:
             return
         cluster, _ = read_cluster(self.client)
         out_cap, in_cap = _rates(self.client, cluster, self.client_load)
-        pending = [f for fs in self.flows.values() for f in fs if f.left > 0]
-        _fair_rates(pending, out_cap, in_cap)
-        dt = wall_seconds * self.speed
-        self.sim_seconds += dt
-        for key, fs in list(self.flows.items()):
-            for f in fs:
-                if f.left > 0:
-                    f.left -= f.rate * dt
-                    if f.left <= 0:
+        remaining = wall_seconds * self.speed
+        # Advance event by event inside the step, so a copy that ends early frees its share.
+        while remaining > 0 and self.targets:
+            pending = [f for fs in self.flows.values() for f in fs if f.left > 0]
+            _fair_rates(pending, out_cap, in_cap)
+            moving = [f for f in pending if f.rate > 0]
+            dt = min([remaining] + [f.left / f.rate for f in moving])
+            self.sim_seconds += dt
+            remaining -= dt
+            for f in moving:
+                f.left -= f.rate * dt
+            for key, fs in list(self.flows.items()):
+                for f in fs:
+                    if f.left <= 1e-6 and f.rate > 0:
+                        f.left, f.rate = 0.0, 0.0
                         _update_state(self.client, key[0], key[1],
                                       lambda st, d=f.dest: st["isr"].append(d) if d not in st["isr"] else None)
-            if all(f.left <= 0 for f in fs):
-                self._finish(key)
-        if not self.targets:
+                if all(f.left <= 0 for f in fs):
+                    self._finish(key)
+            if not moving:
+                break
+        if not self.targets and self.client.exists(REASSIGN):
             self.client.delete(REASSIGN)
 
 
