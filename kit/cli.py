@@ -78,6 +78,11 @@ def _rate(text: str) -> float:
     return x
 
 
+def _zk_auth_option(p) -> None:
+    p.add_argument("--zk-auth", metavar="SCHEME:CREDENTIALS",
+                   help="ZooKeeper auth, e.g. digest:user:password (default: $KIT_ZK_AUTH); never printed")
+
+
 def _add_plan_parser(sub) -> None:
     plan = sub.add_parser("plan", help="plan a reassignment (writes Kafka reassignment JSON)",
                           description="Plan a partition reassignment from a cluster snapshot.",
@@ -90,6 +95,7 @@ def _add_plan_parser(sub) -> None:
         source = p.add_mutually_exclusive_group(required=True)
         source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON of the cluster")
         source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="read the cluster from Kafka's ZooKeeper")
+        _zk_auth_option(p)
         p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches")
         p.add_argument("--exclude-topics", metavar="REGEX", help="leave topics whose whole name matches")
         p.add_argument("--brokers", type=_ids, metavar="IDS",
@@ -145,6 +151,7 @@ def _add_snapshot_parser(sub) -> None:
                        epilog="example:\n  kit snapshot --zk 127.0.0.1:2181/kafka --out cluster.json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    _zk_auth_option(p)
     p.add_argument("--out", required=True, metavar="FILE")
 
 
@@ -153,7 +160,7 @@ def cmd_snapshot(a) -> int:
 
     if os.path.isdir(a.out) or not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
         raise BadInput(f"--out {a.out}: not a writable file path")
-    cluster, reassigning = _read_zk(a.zk)
+    cluster, reassigning = _read_zk(a.zk, a.zk_auth)
     write_atomic(a.out, dumps(snapshot_doc(cluster)))
     live = sum(b.alive for b in cluster.brokers.values())
     dead = sum(not b.alive for b in cluster.brokers.values())
@@ -173,6 +180,7 @@ def _add_apply_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("plan", metavar="PLAN.json", help="Kafka reassignment JSON (from kit plan)")
     p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    _zk_auth_option(p)
     p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC", help="replication throttle per broker")
     p.add_argument("--rollback-out", metavar="FILE", help="write the current assignment of the plan's partitions")
 
@@ -186,7 +194,7 @@ def cmd_apply(a) -> int:
                            or not os.path.isdir(os.path.dirname(os.path.abspath(a.rollback_out)))):
         raise BadInput(f"--rollback-out {a.rollback_out}: not a writable file path")
     moves = load_plan(a.plan)
-    client = connect(a.zk)
+    client = connect(a.zk, auth=a.zk_auth)
     try:
         done = apply_plan(client, moves, a.throttle, a.rollback_out)
     finally:
@@ -204,6 +212,7 @@ def _add_operation_parsers(sub) -> None:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+        _zk_auth_option(p)
         return p
 
     v = zk_command("verify", "progress of a reassignment; clears throttles no longer needed",
@@ -220,10 +229,10 @@ def _add_operation_parsers(sub) -> None:
                "kit status --zk 127.0.0.1:2181/kafka")
 
 
-def _with_zk(spec, fn):
+def _with_zk(spec, fn, auth=None):
     from .zookeeper import connect
 
-    client = connect(spec)
+    client = connect(spec, auth=auth)
     try:
         return fn(client)
     finally:
@@ -237,7 +246,7 @@ def cmd_operation(a) -> int:
 
     if a.command == "verify":
         moves = load_plan(a.plan) if a.plan else None
-        res = _with_zk(a.zk, lambda c: execute.verify(c, moves))
+        res = _with_zk(a.zk, lambda c: execute.verify(c, moves), a.zk_auth)
         done = sum(r["done"] for r in res["partitions"])
         for r in res["partitions"]:
             if not r["done"]:
@@ -250,16 +259,16 @@ def cmd_operation(a) -> int:
         return 0 if res["done"] else 1
     if a.command == "elect":
         moves = load_plan(a.plan) if a.plan else None
-        n = _with_zk(a.zk, lambda c: execute.elect(c, moves))
+        n = _with_zk(a.zk, lambda c: execute.elect(c, moves), a.zk_auth)
         print(f"preferred-leader election requested for {n} partition(s)" if n else "every partition is led by "
               "its first replica: nothing to elect")
         return 0
     if a.command == "rollback":
         moves = load_plan(a.file)
-        done = _with_zk(a.zk, lambda c: execute.apply_plan(c, moves, a.throttle))
+        done = _with_zk(a.zk, lambda c: execute.apply_plan(c, moves, a.throttle), a.zk_auth)
         print(f"rollback of {done['partitions']} partition(s) started")
         return 0
-    res = _with_zk(a.zk, execute.status)
+    res = _with_zk(a.zk, execute.status, a.zk_auth)
     live = [b for b in res["brokers"] if b["alive"]]
     dead = [b for b in res["brokers"] if not b["alive"]]
     print(f"brokers: {len(live)} live, {len(dead)} dead" + (f" ({' '.join(str(b['id']) for b in dead)})" if dead else ""))
@@ -315,9 +324,11 @@ def _add_sim_parser(sub) -> None:
     ops = sim.add_subparsers(dest="sim_command", metavar="seed|run", required=True, parser_class=_Parser)
     seed = ops.add_parser("seed", help="lay a snapshot's cluster out in ZooKeeper")
     seed.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    _zk_auth_option(seed)
     seed.add_argument("--snapshot", required=True, metavar="FILE")
     run = ops.add_parser("run", help="carry out reassignments and elections in simulated time")
     run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    _zk_auth_option(run)
     run.add_argument("--speed", type=_rate, default=1.0, metavar="X", help="simulated seconds per wall second")
     run.add_argument("--client-load", type=float, default=0.0, metavar="F")
     run.add_argument("--until-idle", action="store_true", help="exit when nothing is left to do")
@@ -331,12 +342,12 @@ def cmd_sim(a) -> int:
 
     if a.sim_command == "seed":
         cluster = load_snapshot(a.snapshot)
-        _with_zk(a.zk, lambda c: write_cluster(c, cluster))
+        _with_zk(a.zk, lambda c: write_cluster(c, cluster), a.zk_auth)
         print(f"seeded {a.zk}: {sum(b.alive for b in cluster.brokers.values())} live brokers, "
               f"{len(cluster.partitions)} partitions")
         return 0
     secs = _with_zk(a.zk, lambda c: run(c, a.speed, a.client_load, until_idle=a.until_idle,
-                                        max_wall_seconds=a.max_seconds))
+                                        max_wall_seconds=a.max_seconds), a.zk_auth)
     print(f"simulated controller stopped after {secs:.0f} simulated seconds of copying")
     return 0
 
@@ -392,16 +403,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _make_plan(a):
     from .formats import load_snapshot
 
-    cluster = load_snapshot(a.snapshot) if a.snapshot else _read_zk(a.zk)[0]
+    cluster = load_snapshot(a.snapshot) if a.snapshot else _read_zk(a.zk, a.zk_auth)[0]
     if a.pools:
         return _make_pooled_plan(a, cluster)
     return _make_plan_for(a, cluster)
 
 
-def _read_zk(spec: str):
+def _read_zk(spec: str, auth: str | None = None):
     from .zookeeper import connect, read_cluster
 
-    client = connect(spec)
+    client = connect(spec, auth=auth)
     try:
         return read_cluster(client)
     finally:
@@ -530,6 +541,16 @@ def main(argv: list[str] | None = None) -> int:
     except (BadInput, Unsafe) as e:
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code
+    except Exception as e:  # noqa: BLE001  (ZooKeeper errors become one line, never a traceback)
+        from kazoo.exceptions import KazooException, NoAuthError
+
+        if isinstance(e, NoAuthError):
+            sys.stderr.write("kit: ZooKeeper refused access (no auth): pass --zk-auth or set KIT_ZK_AUTH\n")
+            return 2
+        if isinstance(e, KazooException):
+            sys.stderr.write(f"kit: ZooKeeper error: {type(e).__name__} (nothing more was written)\n")
+            return 3
+        raise
     return 1
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import re
 import warnings
 
@@ -24,13 +25,24 @@ from .model import Cluster
 _SPEC = re.compile(r"^(?P<hosts>[^/]+?)(?P<chroot>/.*)?$")
 
 
-def connect(spec: str, timeout: float = 10.0) -> KazooClient:
-    """A started client for HOST:PORT[,HOST:PORT...][/chroot]; BadInput (one line) when unreachable."""
+def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooClient:
+    """A started client for HOST:PORT[,HOST:PORT...][/chroot]; BadInput (one line) when unreachable.
+
+    `auth` is SCHEME:CREDENTIALS (e.g. digest:user:password), else the KIT_ZK_AUTH environment
+    variable; credentials are never printed.
+    """
+    auth = auth or os.environ.get("KIT_ZK_AUTH") or None
+    auth_data = None
+    if auth:
+        scheme, _, cred = auth.partition(":")
+        if not scheme or not cred:
+            raise BadInput("--zk-auth / KIT_ZK_AUTH: expected SCHEME:CREDENTIALS, e.g. digest:user:password")
+        auth_data = [(scheme, cred)]
     m = _SPEC.match(spec or "")
     if not m or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) for h in m.group("hosts").split(",")):
         raise BadInput(f"--zk {spec!r}: expected HOST:PORT[/chroot]")
     logging.getLogger("kazoo.client").setLevel(logging.CRITICAL)
-    client = KazooClient(hosts=m.group("hosts") + (m.group("chroot") or ""), timeout=timeout)
+    client = KazooClient(hosts=m.group("hosts") + (m.group("chroot") or ""), timeout=timeout, auth_data=auth_data)
     try:
         with warnings.catch_warnings():
             # A chroot that does not exist yet is normal before write_cluster creates it.

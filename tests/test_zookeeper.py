@@ -107,3 +107,32 @@ def test_unreachable_or_malformed_zookeeper_is_one_line_exit_2(spec, tmp_path):
 def test_connect_rejects_a_bad_spec():
     with pytest.raises(BadInput):
         connect("host-without-port")
+
+
+def test_digest_auth_reads_a_protected_cluster_and_never_prints_the_password(zookeeper, snapshots, tmp_path):
+    import os
+
+    from kazoo.security import make_digest_acl
+
+    root = f"{zookeeper}/kit-acl-{next(_chroots)}"
+    secret = "s3cret-pw"
+    client = connect(root, auth=f"digest:kit:{secret}")
+    try:
+        acl = [make_digest_acl("kit", secret, all=True)]
+        client.create("/brokers/ids/1", b'{"rack": "a"}', makepath=True, acl=acl)
+        client.set_acls("/brokers/ids", acl)
+        client.set_acls("/brokers", acl)
+    finally:
+        client.stop()
+    out = tmp_path / "snap.json"
+    denied = kit("snapshot", "--zk", root, "--out", str(out))
+    assert denied.returncode != 0 and not out.exists()
+    assert "Traceback" not in denied.stderr
+    env = {**os.environ, "KIT_ZK_AUTH": f"digest:kit:{secret}"}
+    exe = Path(sys.executable).parent / "kit"
+    ok = subprocess.run([str(exe), "snapshot", "--zk", root, "--out", str(out)], capture_output=True, text=True,
+                        env=env, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert secret not in ok.stdout + ok.stderr + denied.stdout + denied.stderr
+    r = kit("snapshot", "--zk", root, "--zk-auth", f"digest:kit:{secret}", "--out", str(tmp_path / "b.json"))
+    assert r.returncode == 0 and secret not in r.stdout + r.stderr
