@@ -321,7 +321,7 @@ def _add_sim_parser(sub) -> None:
                          epilog="examples:\n  kit sim seed --zk 127.0.0.1:2181/kafka --snapshot cluster.json\n"
                                 "  kit sim run --zk 127.0.0.1:2181/kafka --speed 1000 --until-idle",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run", required=True, parser_class=_Parser)
+    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run|kill|revive", required=True, parser_class=_Parser)
     seed = ops.add_parser("seed", help="lay a snapshot's cluster out in ZooKeeper")
     seed.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(seed)
@@ -333,12 +333,27 @@ def _add_sim_parser(sub) -> None:
     run.add_argument("--client-load", type=float, default=0.0, metavar="F")
     run.add_argument("--until-idle", action="store_true", help="exit when nothing is left to do")
     run.add_argument("--max-seconds", type=_rate, metavar="S", help="exit after S wall seconds")
+    for name, text in (("kill", "a broker dies: deregistered, out of every ISR, leadership moves"),
+                       ("revive", "a killed broker comes back and rejoins its ISRs")):
+        k = ops.add_parser(name, help=text, description=text)
+        k.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+        _zk_auth_option(k)
+        k.add_argument("--broker", type=_whole(0), required=True, metavar="ID")
 
 
 def cmd_sim(a) -> int:
     from .formats import load_snapshot
-    from .simcontroller import run
+    from .simcontroller import kill_broker, revive_broker, run
     from .zookeeper import write_cluster
+
+    if a.sim_command == "kill":
+        led = _with_zk(a.zk, lambda c: kill_broker(c, a.broker), a.zk_auth)
+        print(f"broker {a.broker} is dead; leadership of {led} partition(s) moved to the next in-sync replica")
+        return 0
+    if a.sim_command == "revive":
+        _with_zk(a.zk, lambda c: revive_broker(c, a.broker), a.zk_auth)
+        print(f"broker {a.broker} is back")
+        return 0
 
     if a.sim_command == "seed":
         cluster = load_snapshot(a.snapshot)

@@ -19,6 +19,7 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from .errors import BadInput
 from .execute import ELECTION, REASSIGN
 from .sim import _fair_rates, _Flow
 from .throttle import FOLLOWER_RATE, LEADER_RATE
@@ -174,3 +175,48 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float = 0.0, tick:
         if max_wall_seconds is not None and now - started > max_wall_seconds:
             return ctl.sim_seconds
         time.sleep(tick)
+
+
+def kill_broker(client: KazooClient, broker: int) -> int:
+    """What Kafka does when a broker dies: it leaves /brokers/ids, drops out of every ISR, and
+    each partition it led elects the next in-sync replica. Returns the partitions it led."""
+    path = f"/brokers/ids/{broker}"
+    try:
+        info = client.get(path)[0]
+    except NoNodeError:
+        raise BadInput(f"broker {broker} is not registered") from None
+    client.ensure_path("/kit/sim/dead")
+    client.create(f"/kit/sim/dead/{broker}", info)  # kept so that revive can register it again
+    client.delete(path)
+    cluster, _ = read_cluster(client)
+    led = 0
+    for p in cluster.partitions:
+        if broker not in p.isr:
+            continue
+
+        def drop(st, p=p):
+            st["isr"] = [b for b in st["isr"] if b != broker]
+            if st["leader"] == broker:
+                st["leader"] = next((b for b in p.replicas if b in st["isr"]), -1)
+        led += p.leader == broker
+        _update_state(client, p.topic, p.partition, drop)
+    return led
+
+
+def revive_broker(client: KazooClient, broker: int) -> None:
+    """A dead broker comes back: registered again; it rejoins the ISR of its partitions (the
+    simulator assumes its log was intact, so it catches up at once)."""
+    try:
+        info = client.get(f"/kit/sim/dead/{broker}")[0]
+    except NoNodeError:
+        raise BadInput(f"broker {broker} was not killed by kit sim") from None
+    client.create(f"/brokers/ids/{broker}", info)
+    client.delete(f"/kit/sim/dead/{broker}")
+    cluster, _ = read_cluster(client)
+    for p in cluster.partitions:
+        if broker in p.replicas and broker not in p.isr:
+            def rejoin(st):
+                st["isr"] = st["isr"] + [broker]
+                if st["leader"] < 0:
+                    st["leader"] = broker
+            _update_state(client, p.topic, p.partition, rejoin)

@@ -215,3 +215,27 @@ def test_the_simulated_controller_runs_a_replace_plan_to_completion(zookeeper, s
             assert list(p.replicas) == want[p.key] and set(p.isr) == set(p.replicas)
             assert p.leader == p.replicas[0]
     assert not any(set(p.replicas) - set(p.isr) for p in after.partitions if dead[0] not in p.replicas)
+
+
+def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(kafka):
+    root, cluster = kafka
+    victim = cluster.partitions[0].replicas[0]
+    led = sum(1 for p in cluster.partitions if p.replicas[0] == victim)
+    r = kit("sim", "kill", "--zk", root, "--broker", str(victim))
+    assert r.returncode == 0 and f"leadership of {led} partition(s)" in r.stdout
+    r = kit("status", "--zk", root)
+    assert f"1 dead ({victim})" in r.stdout
+    client = connect(root)
+    try:
+        from kit.zookeeper import read_cluster
+
+        dead, _ = read_cluster(client)
+        assert all(victim not in p.isr and p.leader != victim for p in dead.partitions)
+        assert all(p.leader == next(b for b in p.replicas if b != victim)
+                   for p in dead.partitions if p.replicas[0] == victim)
+    finally:
+        client.stop()
+    assert kit("sim", "revive", "--zk", root, "--broker", str(victim)).returncode == 0
+    r = kit("status", "--zk", root)
+    assert "live, 0 dead" in r.stdout and "under-replicated partitions: 0" in r.stdout
+    assert kit("sim", "revive", "--zk", root, "--broker", str(victim)).returncode == 2
