@@ -78,6 +78,18 @@ def _rate(text: str) -> float:
     return x
 
 
+def _command(sub, name: str, help_text: str, description: str, example: str):
+    """A subcommand whose --help ends with an example."""
+    return sub.add_parser(name, help=help_text, description=description, epilog=f"example:\n  {example}",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _writable(flag: str, path: str) -> None:
+    """BadInput unless `path` can be written as a file (checked before any work is done)."""
+    if os.path.isdir(path) or not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise BadInput(f"{flag} {path}: not a writable file path")
+
+
 def _zk_auth_option(p) -> None:
     p.add_argument("--zk-auth", metavar="SCHEME:CREDENTIALS",
                    help="ZooKeeper auth, e.g. digest:user:password (default: $KIT_ZK_AUTH); never printed")
@@ -145,11 +157,9 @@ def _add_plan_parser(sub) -> None:
 
 
 def _add_snapshot_parser(sub) -> None:
-    p = sub.add_parser("snapshot", help="write Snapshot v1 of a cluster read from ZooKeeper",
-                       description="Read brokers, topics, partition states and kafka-kit's metric znodes from "
-                                   "ZooKeeper and write them as one Snapshot v1 file.",
-                       epilog="example:\n  kit snapshot --zk 127.0.0.1:2181/kafka --out cluster.json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _command(sub, "snapshot", "write Snapshot v1 of a cluster read from ZooKeeper",
+                 "Read brokers, topics, partition states and kafka-kit's metric znodes from ZooKeeper and "
+                 "write them as one Snapshot v1 file.", "kit snapshot --zk 127.0.0.1:2181/kafka --out cluster.json")
     p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(p)
     p.add_argument("--out", required=True, metavar="FILE")
@@ -158,8 +168,7 @@ def _add_snapshot_parser(sub) -> None:
 def cmd_snapshot(a) -> int:
     from .formats import dumps, snapshot_doc, write_atomic
 
-    if os.path.isdir(a.out) or not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
-        raise BadInput(f"--out {a.out}: not a writable file path")
+    _writable("--out", a.out)
     cluster, reassigning = _read_zk(a.zk, a.zk_auth)
     write_atomic(a.out, dumps(snapshot_doc(cluster)))
     live = sum(b.alive for b in cluster.brokers.values())
@@ -172,12 +181,10 @@ def cmd_snapshot(a) -> int:
 
 
 def _add_apply_parser(sub) -> None:
-    p = sub.add_parser("apply", help="start a planned reassignment through ZooKeeper",
-                       description="Pre-flight checks, the rollback file, replication throttles, then "
-                                   "/admin/reassign_partitions, as Kafka's own reassignment tool writes them.",
-                       epilog="example:\n  kit apply plan.json --zk 127.0.0.1:2181/kafka --throttle 50000000 "
-                              "--rollback-out rollback.json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _command(sub, "apply", "start a planned reassignment through ZooKeeper",
+                 "Pre-flight checks, the rollback file, replication throttles, then /admin/reassign_partitions, "
+                 "as Kafka's own reassignment tool writes them.",
+                 "kit apply plan.json --zk 127.0.0.1:2181/kafka --throttle 50000000 --rollback-out rollback.json")
     p.add_argument("plan", metavar="PLAN.json", help="Kafka reassignment JSON (from kit plan)")
     p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(p)
@@ -190,9 +197,8 @@ def cmd_apply(a) -> int:
     from .formats import load_plan
     from .zookeeper import connect
 
-    if a.rollback_out and (os.path.isdir(a.rollback_out)
-                           or not os.path.isdir(os.path.dirname(os.path.abspath(a.rollback_out)))):
-        raise BadInput(f"--rollback-out {a.rollback_out}: not a writable file path")
+    if a.rollback_out:
+        _writable("--rollback-out", a.rollback_out)
     moves = load_plan(a.plan)
     client = connect(a.zk, auth=a.zk_auth)
     try:
@@ -209,8 +215,7 @@ def cmd_apply(a) -> int:
 
 def _add_operation_parsers(sub) -> None:
     def zk_command(name, help_text, example):
-        p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = _command(sub, name, help_text, help_text, example)
         p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
         _zk_auth_option(p)
         return p
@@ -280,12 +285,11 @@ def cmd_operation(a) -> int:
 
 
 def _add_simulate_parser(sub) -> None:
-    p = sub.add_parser("simulate", help="run a plan's copies in simulated time (no ZooKeeper)",
-                       description="Simulate a reassignment start to finish with design.md's physics and "
-                                   "write completion_s, lower_bound_s, saturated_broker_seconds, ...",
-                       epilog="example:\n  kit simulate --snapshot cluster.json --plan plan.json --throttle 50000000 "
-                              "--client-load 0.5 --out result.json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _command(sub, "simulate", "run a plan's copies in simulated time (no ZooKeeper)",
+                 "Simulate a reassignment start to finish with design.md's physics and write completion_s, "
+                 "lower_bound_s, saturated_broker_seconds, ...",
+                 "kit simulate --snapshot cluster.json --plan plan.json --throttle 50000000 --client-load 0.5 "
+                 "--out result.json")
     p.add_argument("--snapshot", required=True, metavar="FILE")
     p.add_argument("--plan", required=True, metavar="PLAN.json")
     p.add_argument("--throttle", default="none", metavar="none|BYTES_PER_SEC",
@@ -303,9 +307,11 @@ def cmd_simulate(a) -> int:
 
     if a.throttle == "auto":
         raise BadInput("--throttle auto needs the auto-throttle (not built yet); use none or a rate")
-    throttle = None if a.throttle == "none" else _rate(a.throttle)
-    if os.path.isdir(a.out) or not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
-        raise BadInput(f"--out {a.out}: not a writable file path")
+    try:
+        throttle = None if a.throttle == "none" else _rate(a.throttle)
+    except argparse.ArgumentTypeError as e:
+        raise BadInput(f"--throttle: {e}") from None
+    _writable("--out", a.out)
     cluster = load_snapshot(a.snapshot)
     res = simulate(cluster, load_plan(a.plan, cluster), throttle, a.client_load, a.traffic)
     write_atomic(a.out, dumps(res))
