@@ -14,7 +14,9 @@ truncation, controller failover, or anything outside these znodes.
 from __future__ import annotations
 
 import json
+import os
 import time
+from datetime import datetime, timedelta, timezone
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -23,7 +25,10 @@ from .errors import BadInput
 from .execute import ELECTION, REASSIGN
 from .sim import _fair_rates, _Flow
 from .throttle import FOLLOWER_RATE, LEADER_RATE
-from .zookeeper import read_cluster
+from .zookeeper import read_cluster, read_sim_facts
+
+# Simulated time starts here, so samples carry the same timestamps run after run.
+SAMPLE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def _rates(client: KazooClient, cluster, client_load: float) -> tuple[dict, dict]:
@@ -61,11 +66,57 @@ def _update_state(client: KazooClient, topic: str, partition: int, fn) -> None:
 class SimController:
     """One controller over one ZooKeeper chroot. `step(wall_seconds)` advances it."""
 
-    def __init__(self, client: KazooClient, speed: float = 1.0, client_load: float = 0.0):
+    def __init__(self, client: KazooClient, speed: float = 1.0, client_load: float = 0.0,
+                 samples_dir: str | None = None, sample_every: float = 60.0):
         self.client, self.speed, self.client_load = client, speed, client_load
         self.flows: dict[tuple[str, int], list[_Flow]] = {}
         self.targets: dict[tuple[str, int], list[int]] = {}
         self.sim_seconds = 0.0
+        self.samples_dir, self.sample_every = samples_dir, sample_every
+        self.next_sample = 0.0
+        self.facts = read_sim_facts(client) if samples_dir else None
+
+    def write_samples(self) -> None:
+        """One file of replica samples and one of broker samples (issue 6's schema) for now."""
+        cluster, _ = read_cluster(self.client)
+        ts = (SAMPLE_EPOCH + timedelta(seconds=self.sim_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        left = {(key, f.dest): f.left for key, fs in self.flows.items() for f in fs}
+        rate_in, rate_out = {}, {}
+        for key, fs in self.flows.items():
+            for f in fs:
+                rate_out[f.source] = rate_out.get(f.source, 0.0) + f.rate
+                rate_in[f.dest] = rate_in.get(f.dest, 0.0) + f.rate
+        rx, tx, held = dict(rate_in), dict(rate_out), {}
+        replica_rows = []
+        for p in cluster.partitions:
+            b_in, b_out = self.facts["traffic"].get(f"{p.topic}/{p.partition}", [0.0, 0.0])
+            for b in p.replicas:
+                copied = p.size - left.get((p.key, b), 0.0) if (p.key, b) in left else p.size
+                held[b] = held.get(b, 0) + copied
+                rx[b] = rx.get(b, 0.0) + b_in
+                is_leader = b == p.leader
+                if is_leader:
+                    tx[b] = tx.get(b, 0.0) + b_out + b_in * (len(p.replicas) - 1)
+                replica_rows.append({"ts": ts, "broker": b, "topic": p.topic, "partition": p.partition,
+                                     "leader": is_leader, "size_bytes": int(copied),
+                                     "bytes_in_per_sec": b_in if is_leader else None,
+                                     "bytes_out_per_sec": b_out if is_leader else None,
+                                     "reassigning": p.key in self.targets})
+        broker_rows = []
+        for b in cluster.brokers.values():
+            if not b.alive:
+                continue
+            f = self.facts["brokers"].get(str(b.id), {})
+            total = f.get("storage_total")
+            free = total - (f.get("other_bytes") or 0) - held.get(b.id, 0) if total is not None else None
+            broker_rows.append({"ts": ts, "broker": b.id, "rack": b.rack, "instance_type": f.get("instance_type"),
+                                "net_rx_bytes_per_sec": rx.get(b.id, 0.0), "net_tx_bytes_per_sec": tx.get(b.id, 0.0),
+                                "storage_total_bytes": total, "storage_free_bytes": free})
+        stamp = ts.replace(":", "").replace("-", "")
+        for kind, rows in (("replica", replica_rows), ("broker", broker_rows)):
+            os.makedirs(os.path.join(self.samples_dir, kind), exist_ok=True)
+            with open(os.path.join(self.samples_dir, kind, f"{stamp}.jsonl"), "w") as out:
+                out.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
 
     def _start(self) -> None:
         doc = json.loads(self.client.get(REASSIGN)[0].decode())
@@ -142,6 +193,11 @@ class SimController:
             _fair_rates(pending, out_cap, in_cap)
             moving = [f for f in pending if f.rate > 0]
             dt = min([remaining] + [f.left / f.rate for f in moving])
+            if self.samples_dir:
+                if self.sim_seconds >= self.next_sample:
+                    self.write_samples()
+                    self.next_sample += self.sample_every
+                dt = min(dt, max(self.next_sample - self.sim_seconds, 1e-9))
             self.sim_seconds += dt
             remaining -= dt
             for f in moving:
@@ -161,9 +217,10 @@ class SimController:
 
 
 def run(client: KazooClient, speed: float = 1.0, client_load: float = 0.0, tick: float = 0.2,
-        until_idle: bool = False, max_wall_seconds: float | None = None) -> float:
+        until_idle: bool = False, max_wall_seconds: float | None = None,
+        samples_dir: str | None = None, sample_every: float = 60.0) -> float:
     """Run the controller; returns the simulated seconds it spent copying."""
-    ctl = SimController(client, speed, client_load)
+    ctl = SimController(client, speed, client_load, samples_dir, sample_every)
     started = time.monotonic()
     last = started
     while True:
@@ -171,6 +228,8 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float = 0.0, tick:
         ctl.step(now - last)
         last = now
         if until_idle and not ctl.busy():
+            if samples_dir:
+                ctl.write_samples()  # the state after the last copy
             return ctl.sim_seconds
         if max_wall_seconds is not None and now - started > max_wall_seconds:
             return ctl.sim_seconds

@@ -180,6 +180,30 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
     metrics = {str(b.id): {"StorageFree": b.storage_free} for b in cluster.brokers.values()
                if b.alive and b.storage_free is not None}
     client.create("/topicmappr/brokermetrics", _compact(metrics))
+    # What Kafka's znodes do not say but a simulated broker must know: traffic and disks.
+    used: dict[int, int] = {}
+    for p in cluster.partitions:
+        for b in p.replicas:
+            used[b] = used.get(b, 0) + p.size
+    client.create(SIM_FACTS, _compact({
+        "brokers": {str(b.id): {"net_capacity": b.net_capacity, "instance_type": b.instance_type,
+                                "storage_total": b.storage_total,
+                                "other_bytes": (b.storage_total - b.storage_free - used.get(b.id, 0))
+                                if b.storage_total is not None and b.storage_free is not None else None}
+                    for b in cluster.brokers.values() if b.known},
+        "traffic": {f"{p.topic}/{p.partition}": [p.bytes_in, p.bytes_out] for p in cluster.partitions},
+    }), makepath=True)
+
+
+SIM_FACTS = "/kit/sim/facts"
+
+
+def read_sim_facts(client: KazooClient) -> dict:
+    """Broker capacities, disks and partition traffic that `kit sim seed` kept (empty if none)."""
+    try:
+        return _json(client.get(SIM_FACTS)[0], SIM_FACTS)
+    except NoNodeError:
+        return {"brokers": {}, "traffic": {}}
 
 
 def _compact(doc) -> bytes:

@@ -239,3 +239,36 @@ def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(kafka):
     r = kit("status", "--zk", root)
     assert "live, 0 dead" in r.stdout and "under-replicated partitions: 0" in r.stdout
     assert kit("sim", "revive", "--zk", root, "--broker", str(victim)).returncode == 2
+
+
+def test_the_simulator_writes_metric_samples_in_the_pipeline_schema(zookeeper, snapshots, tmp_path):
+    root = f"{zookeeper}/kit-samples-{next(_chroots)}"
+    snap = snapshots["replace"]
+    assert kit("sim", "seed", "--zk", root, "--snapshot", str(snap)).returncode == 0
+    cluster = load_snapshot(str(snap))
+    dead = [b.id for b in cluster.brokers.values() if not b.alive and b.id in cluster.map_brokers()]
+    new = [b for b in cluster.live_ids if b not in cluster.map_brokers()]
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "replace", "--zk", root, "--replace", f"{dead[0]}:{new[0]}", "--out", str(plan)).returncode == 0
+    assert kit("apply", str(plan), "--zk", root, "--throttle", "100000000").returncode == 0
+    samples = tmp_path / "samples"
+    r = kit("sim", "run", "--zk", root, "--speed", "1000000", "--until-idle", "--max-seconds", "60",
+            "--samples", str(samples), "--sample-every", "7200")
+    assert r.returncode == 0, r.stderr
+    replica_files = sorted((samples / "replica").glob("*.jsonl"))
+    broker_files = sorted((samples / "broker").glob("*.jsonl"))
+    assert len(replica_files) >= 3 and len(broker_files) == len(replica_files)
+    first = [json.loads(line) for line in replica_files[0].read_text().splitlines()]
+    last = [json.loads(line) for line in replica_files[-1].read_text().splitlines()]
+    keys = {"ts", "broker", "topic", "partition", "leader", "size_bytes", "bytes_in_per_sec",
+            "bytes_out_per_sec", "reassigning"}
+    assert all(set(row) == keys for row in first)
+    assert any(row["reassigning"] for row in first) and not any(row["reassigning"] for row in last)
+    assert all((row["bytes_in_per_sec"] is None) == (not row["leader"]) for row in first)
+    on_new = lambda rows: sum(r["size_bytes"] for r in rows if r["broker"] == new[0])  # noqa: E731
+    assert on_new(first) < on_new(last)
+    brokers = [json.loads(line) for line in broker_files[-1].read_text().splitlines()]
+    assert {"ts", "broker", "rack", "instance_type", "net_rx_bytes_per_sec", "net_tx_bytes_per_sec",
+            "storage_total_bytes", "storage_free_bytes"} == set(brokers[0])
+    assert all(b["storage_free_bytes"] is not None and b["storage_free_bytes"] <= b["storage_total_bytes"]
+               for b in brokers)
