@@ -339,6 +339,10 @@ def _add_sim_parser(sub) -> None:
     run.add_argument("--client-load", type=float, default=0.0, metavar="F")
     run.add_argument("--until-idle", action="store_true", help="exit when nothing is left to do")
     run.add_argument("--max-seconds", type=_rate, metavar="S", help="exit after S wall seconds")
+    run.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat",
+                     help="shape of client traffic over simulated time")
+    run.add_argument("--spike-at", type=_rate, default=3600.0, metavar="S",
+                     help="with --traffic spike: simulated second the ten-minute x1.6 spike starts")
     run.add_argument("--samples", metavar="DIR", help="write broker and replica metric samples (JSON lines) here")
     run.add_argument("--sample-every", type=_rate, default=60.0, metavar="S",
                      help="simulated seconds between samples (default 60)")
@@ -372,7 +376,8 @@ def cmd_sim(a) -> int:
         return 0
     secs = _with_zk(a.zk, lambda c: run(c, a.speed, a.client_load, until_idle=a.until_idle,
                                         max_wall_seconds=a.max_seconds, samples_dir=a.samples,
-                                        sample_every=a.sample_every), a.zk_auth)
+                                        sample_every=a.sample_every, traffic=a.traffic,
+                                        spike_at=a.spike_at), a.zk_auth)
     print(f"simulated controller stopped after {secs:.0f} simulated seconds of copying")
     return 0
 

@@ -23,7 +23,7 @@ from kazoo.exceptions import NoNodeError
 
 from .errors import BadInput
 from .execute import ELECTION, REASSIGN
-from .sim import _fair_rates, _Flow
+from .sim import _STEP, _fair_rates, _Flow, client_factor
 from .throttle import FOLLOWER_RATE, LEADER_RATE
 from .zookeeper import read_cluster, read_sim_facts
 
@@ -31,12 +31,16 @@ from .zookeeper import read_cluster, read_sim_facts
 SAMPLE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def _rates(client: KazooClient, cluster, client_load: float) -> tuple[dict, dict]:
+DEFAULT_NIC = 125e6  # bytes/s, for brokers seeded without a net_capacity
+
+
+def _rates(client: KazooClient, cluster, client_load: float, facts: dict) -> tuple[dict, dict]:
+    """Replication caps per broker: its throttles, within the NIC the clients leave free."""
     out_cap, in_cap = {}, {}
     for b in cluster.brokers.values():
         if not b.alive:
             continue
-        nic = (b.net_capacity or 125e6) * (1 - client_load)
+        nic = ((facts["brokers"].get(str(b.id)) or {}).get("net_capacity") or DEFAULT_NIC) * (1 - client_load)
         try:
             cfg = json.loads(client.get(f"/config/brokers/{b.id}")[0].decode() or "{}").get("config", {})
         except NoNodeError:
@@ -67,14 +71,17 @@ class SimController:
     """One controller over one ZooKeeper chroot. `step(wall_seconds)` advances it."""
 
     def __init__(self, client: KazooClient, speed: float = 1.0, client_load: float = 0.0,
-                 samples_dir: str | None = None, sample_every: float = 60.0):
+                 samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
+                 spike_at: float = 3600.0):
         self.client, self.speed, self.client_load = client, speed, client_load
+        client_factor(traffic, 0.0, 1.0)  # validates the name
+        self.traffic, self.spike_at = traffic, spike_at
         self.flows: dict[tuple[str, int], list[_Flow]] = {}
         self.targets: dict[tuple[str, int], list[int]] = {}
         self.sim_seconds = 0.0
         self.samples_dir, self.sample_every = samples_dir, sample_every
         self.next_sample = 0.0
-        self.facts = read_sim_facts(client) if samples_dir else None
+        self.facts = read_sim_facts(client)
 
     def write_samples(self) -> None:
         """One file of replica samples and one of broker samples (issue 6's schema) for now."""
@@ -88,8 +95,9 @@ class SimController:
                 rate_in[f.dest] = rate_in.get(f.dest, 0.0) + f.rate
         rx, tx, held = dict(rate_in), dict(rate_out), {}
         replica_rows = []
+        shape = self._shape()
         for p in cluster.partitions:
-            b_in, b_out = self.facts["traffic"].get(f"{p.topic}/{p.partition}", [0.0, 0.0])
+            b_in, b_out = (x * shape for x in self.facts["traffic"].get(f"{p.topic}/{p.partition}", [0.0, 0.0]))
             for b in p.replicas:
                 copied = p.size - left.get((p.key, b), 0.0) if (p.key, b) in left else p.size
                 held[b] = held.get(b, 0) + copied
@@ -175,6 +183,11 @@ class SimController:
             _update_state(self.client, e["topic"], e["partition"], prefer)
         self.client.delete(ELECTION)
 
+    def _shape(self) -> float:
+        """Client traffic now relative to its mean (a spike starts at `spike_at`)."""
+        t = self.sim_seconds - self.spike_at if self.traffic == "spike" else self.sim_seconds
+        return client_factor(self.traffic, t, 0.0)
+
     def busy(self) -> bool:
         return bool(self.targets) or bool(self.client.exists(REASSIGN)) or bool(self.client.exists(ELECTION))
 
@@ -185,14 +198,17 @@ class SimController:
         if not self.targets:
             return
         cluster, _ = read_cluster(self.client)
-        out_cap, in_cap = _rates(self.client, cluster, self.client_load)
         remaining = wall_seconds * self.speed
         # Advance event by event inside the step, so a copy that ends early frees its share.
         while remaining > 0 and self.targets:
+            load = min(self.client_load * self._shape(), 0.99)
+            out_cap, in_cap = _rates(self.client, cluster, load, self.facts)
             pending = [f for fs in self.flows.values() for f in fs if f.left > 0]
             _fair_rates(pending, out_cap, in_cap)
             moving = [f for f in pending if f.rate > 0]
             dt = min([remaining] + [f.left / f.rate for f in moving])
+            if self.traffic != "flat":
+                dt = min(dt, _STEP)  # client traffic changes shape: re-read the caps often enough
             if self.samples_dir:
                 if self.sim_seconds >= self.next_sample:
                     self.write_samples()
@@ -218,9 +234,10 @@ class SimController:
 
 def run(client: KazooClient, speed: float = 1.0, client_load: float = 0.0, tick: float = 0.2,
         until_idle: bool = False, max_wall_seconds: float | None = None,
-        samples_dir: str | None = None, sample_every: float = 60.0) -> float:
+        samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
+        spike_at: float = 3600.0) -> float:
     """Run the controller; returns the simulated seconds it spent copying."""
-    ctl = SimController(client, speed, client_load, samples_dir, sample_every)
+    ctl = SimController(client, speed, client_load, samples_dir, sample_every, traffic, spike_at)
     started = time.monotonic()
     last = started
     while True:

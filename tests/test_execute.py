@@ -272,3 +272,26 @@ def test_the_simulator_writes_metric_samples_in_the_pipeline_schema(zookeeper, s
             "storage_total_bytes", "storage_free_bytes"} == set(brokers[0])
     assert all(b["storage_free_bytes"] is not None and b["storage_free_bytes"] <= b["storage_total_bytes"]
                for b in brokers)
+
+
+def test_client_traffic_slows_the_simulated_copy_where_the_nic_is_the_limit(zookeeper, tmp_path):
+    from kit.simcontroller import SimController
+
+    root = f"{zookeeper}/kit-traffic-{next(_chroots)}"
+    snap = tmp_path / "c.json"
+    snap.write_text(json.dumps({"version": 1,
+                                "brokers": [{"id": b, "net_capacity": 100e6} for b in (1, 2)],
+                                "partitions": [{"topic": "t", "partition": 0, "replicas": [1], "size": 10**10}]}))
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}))
+    assert kit("sim", "seed", "--zk", root, "--snapshot", str(snap)).returncode == 0
+    assert kit("apply", str(plan), "--zk", root).returncode == 0
+    client = connect(root)
+    try:
+        ctl = SimController(client, speed=1.0, client_load=0.5, traffic="spike", spike_at=0.0)
+        while ctl.busy():
+            ctl.step(60.0)
+    finally:
+        client.stop()
+    # 10 GB at 50 MB/s would take 200 s; the spike (x1.6 for 600 s) leaves 20 MB/s: 500 s.
+    assert ctl.sim_seconds == pytest.approx(500.0, rel=0.02)
