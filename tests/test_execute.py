@@ -295,3 +295,39 @@ def test_client_traffic_slows_the_simulated_copy_where_the_nic_is_the_limit(zook
         client.stop()
     # 10 GB at 50 MB/s would take 200 s; the spike (x1.6 for 600 s) leaves 20 MB/s: 500 s.
     assert ctl.sim_seconds == pytest.approx(500.0, rel=0.02)
+
+
+def test_apply_cut_short_by_zookeeper_leaves_no_reassignment_and_can_be_rerun(kafka, tmp_path):
+    from kazoo.exceptions import ConnectionLoss
+
+    from kit.execute import REASSIGN, apply_plan
+    from kit.formats import load_plan
+
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
+    moves = load_plan(str(plan))
+    client = connect(root)
+    real_create = client.create
+
+    def dies_on_the_reassignment(path, *args, **kwargs):
+        if path == REASSIGN:
+            raise ConnectionLoss()  # ZooKeeper goes away just before the last write
+        return real_create(path, *args, **kwargs)
+
+    client.create = dies_on_the_reassignment
+    try:
+        with pytest.raises(ConnectionLoss):
+            apply_plan(client, moves, throttle=5e7)
+        assert not client.exists(REASSIGN)  # all or nothing: no half-written reassignment
+    finally:
+        client.create = real_create
+        client.stop()
+    # Running it again is safe: the throttles are merged again, the reassignment written once.
+    r = kit("apply", str(plan), "--zk", root, "--throttle", "50000000")
+    assert r.returncode == 0, r.stderr
+    client = connect(root)
+    try:
+        assert json.loads(client.get(REASSIGN)[0])["partitions"] == moves
+    finally:
+        client.stop()
