@@ -185,7 +185,10 @@ def test_elect_asks_only_for_partitions_not_led_by_their_first_replica(kafka):
     assert kit("elect", "--zk", root).returncode == 3  # one election at a time
 
 
-def test_the_simulated_controller_runs_a_replace_plan_to_completion(zookeeper, snapshots, tmp_path):
+@pytest.fixture
+def seeded_replace(zookeeper, snapshots, tmp_path):
+    """The replace cluster seeded by `kit sim seed`, and a replace plan made from ZooKeeper:
+    (connect string, dead broker, new broker, plan path)."""
     root = f"{zookeeper}/kit-sim-{next(_chroots)}"
     snap = snapshots["replace"]
     assert kit("sim", "seed", "--zk", root, "--snapshot", str(snap)).returncode == 0
@@ -195,6 +198,11 @@ def test_the_simulated_controller_runs_a_replace_plan_to_completion(zookeeper, s
     plan = tmp_path / "plan.json"
     r = kit("plan", "replace", "--zk", root, "--replace", f"{dead[0]}:{new[0]}", "--out", str(plan))
     assert r.returncode == 0, r.stderr
+    return root, dead[0], new[0], plan
+
+
+def test_the_simulated_controller_runs_a_replace_plan_to_completion(seeded_replace):
+    root, dead, _, plan = seeded_replace
     assert kit("apply", str(plan), "--zk", root, "--throttle", "1000000000").returncode == 0
     r = kit("sim", "run", "--zk", root, "--speed", "1000000", "--until-idle", "--max-seconds", "60")
     assert r.returncode == 0, r.stderr
@@ -214,7 +222,7 @@ def test_the_simulated_controller_runs_a_replace_plan_to_completion(zookeeper, s
         if p.key in want:
             assert list(p.replicas) == want[p.key] and set(p.isr) == set(p.replicas)
             assert p.leader == p.replicas[0]
-    assert not any(set(p.replicas) - set(p.isr) for p in after.partitions if dead[0] not in p.replicas)
+    assert not any(set(p.replicas) - set(p.isr) for p in after.partitions if dead not in p.replicas)
 
 
 def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(kafka):
@@ -241,15 +249,8 @@ def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(kafka):
     assert kit("sim", "revive", "--zk", root, "--broker", str(victim)).returncode == 2
 
 
-def test_the_simulator_writes_metric_samples_in_the_pipeline_schema(zookeeper, snapshots, tmp_path):
-    root = f"{zookeeper}/kit-samples-{next(_chroots)}"
-    snap = snapshots["replace"]
-    assert kit("sim", "seed", "--zk", root, "--snapshot", str(snap)).returncode == 0
-    cluster = load_snapshot(str(snap))
-    dead = [b.id for b in cluster.brokers.values() if not b.alive and b.id in cluster.map_brokers()]
-    new = [b for b in cluster.live_ids if b not in cluster.map_brokers()]
-    plan = tmp_path / "plan.json"
-    assert kit("plan", "replace", "--zk", root, "--replace", f"{dead[0]}:{new[0]}", "--out", str(plan)).returncode == 0
+def test_the_simulator_writes_metric_samples_in_the_pipeline_schema(seeded_replace, tmp_path):
+    root, _, new, plan = seeded_replace
     assert kit("apply", str(plan), "--zk", root, "--throttle", "100000000").returncode == 0
     samples = tmp_path / "samples"
     r = kit("sim", "run", "--zk", root, "--speed", "1000000", "--until-idle", "--max-seconds", "60",
@@ -265,7 +266,7 @@ def test_the_simulator_writes_metric_samples_in_the_pipeline_schema(zookeeper, s
     assert all(set(row) == keys for row in first)
     assert any(row["reassigning"] for row in first) and not any(row["reassigning"] for row in last)
     assert all((row["bytes_in_per_sec"] is None) == (not row["leader"]) for row in first)
-    on_new = lambda rows: sum(r["size_bytes"] for r in rows if r["broker"] == new[0])  # noqa: E731
+    on_new = lambda rows: sum(r["size_bytes"] for r in rows if r["broker"] == new)  # noqa: E731
     assert on_new(first) < on_new(last)
     brokers = [json.loads(line) for line in broker_files[-1].read_text().splitlines()]
     assert {"ts", "broker", "rack", "instance_type", "net_rx_bytes_per_sec", "net_tx_bytes_per_sec",
