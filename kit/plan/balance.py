@@ -402,6 +402,8 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray):
     sink = br0 + nt
     tails, heads, caps, costs = [], [], [], []
     supply = np.zeros(sink + 1, dtype=np.int64)
+    critical = _critical_memberships(ws)
+    copy = len(critical) + 1
     for i, p in enumerate(sel):
         rf = len(ws.assign[p])
         supply[i] = rf
@@ -416,7 +418,10 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray):
             tails.append(pr0 + i * n_r + rack_pos[int(racks[k])])
             heads.append(br0 + k)
             caps.append(1)
-            costs.append(0 if ws.ids[j] in before else 1)
+            b = ws.ids[j]
+            # A copy costs `copy`; among equally cheap placements, keeping a replica that is a
+            # broker's only link to some peer is rewarded, so degree survives where it can.
+            costs.append(copy if b not in before else -1 if (p, b) in critical else 0)
     supply[br0:br0 + nt] -= lo
     supply[sink] = -(supply[:n_sel].sum() - lo.sum())
     tails += list(range(br0, br0 + nt))
@@ -440,7 +445,22 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray):
         unracked = sum(1 for m in members if ws.rack_of[m] is None)
         if len(want) != len(ws.assign[p]) or (ws.n_racks and len(racks_used) + unracked < ws.need(len(members))):
             return None
-    return int(mcf.optimal_cost()), chosen
+    copies = sum(len(want - set(cluster.partitions[p].replicas)) for p, want in chosen.items())
+    return copies, chosen
+
+
+def _critical_memberships(ws: Workspace) -> set[tuple[int, int]]:
+    """(partition, broker) pairs, among the original replicas, that are the only partition the
+    broker shares with one of its peers: moving them away would cost that broker a peer."""
+    out = set()
+    shared = ws.shared
+    for p in ws.selected:
+        reps = ws.cluster.partitions[p].replicas
+        for b in reps:
+            i = ws.index[b]
+            if any(m != b and shared[i, ws.index[m]] == 1 for m in reps):
+                out.add((p, b))
+    return out
 
 
 def _small(ws: Workspace, max_arcs: int) -> bool:
