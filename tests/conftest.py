@@ -67,3 +67,21 @@ def zookeeper(tmp_path_factory):
     server = localzk.start(localzk.free_port(), data)
     yield server.connect
     localzk.stop(data)
+
+
+def run_kit(*args, env=None, timeout=120) -> subprocess.CompletedProcess:
+    """The installed `kit` command, run for real in a child process."""
+    exe = Path(sys.executable).parent / "kit"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
+    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def seed(connect_string: str, cluster) -> None:
+    """Lay a cluster out in Kafka's znodes under `connect_string` (HOST:PORT/chroot)."""
+    from kit.zookeeper import connect, write_cluster
+
+    client = connect(connect_string)
+    try:
+        write_cluster(client, cluster)
+    finally:
+        client.stop()

@@ -3,22 +3,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import run_kit as kit
+from conftest import seed
 from kit.formats import load_snapshot
 from kit.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
-from kit.zookeeper import connect, write_cluster
+from kit.zookeeper import connect
 
 _chroots = itertools.count()
 
 
-def kit(*args):
-    exe = Path(sys.executable).parent / "kit"
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
@@ -26,11 +22,7 @@ def kafka(zookeeper, snapshots):
     """A chroot holding the scale-out cluster: (connect string, cluster)."""
     root = f"{zookeeper}/kit-apply-{next(_chroots)}"
     cluster = load_snapshot(str(snapshots["scale-out"]))
-    client = connect(root)
-    try:
-        write_cluster(client, cluster)
-    finally:
-        client.stop()
+    seed(root, cluster)
     return root, cluster
 
 

@@ -2,18 +2,13 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from conftest import run_kit as kit
 from kit import localzk
 
 
-def kit(*args):
-    exe = Path(sys.executable).parent / "kit"
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
 
 
 def test_the_session_server_stores_and_returns_znodes(zookeeper):

@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import run_kit as kit
 from kit import plan as planners
 from kit.errors import BadInput
 from kit.figures import plan_report
@@ -68,10 +66,6 @@ def test_each_pool_ends_on_its_own_brokers_balanced_with_the_fewest_copies():
         assert mv["replica_additions"] <= 1.05 * mv["additions_lower_bound_count_balanced"], name
 
 
-def kit(*args):
-    exe = Path(sys.executable).parent / "kit"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
-    return subprocess.run(cmd + list(args), capture_output=True, text=True)
 
 
 def test_cli_pools_report_and_refusals(tmp_path, snapshots):

@@ -4,12 +4,11 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import run_kit as kit
+from conftest import seed
 from kit.errors import BadInput, Unsafe
 from kit.formats import load_snapshot
 from kit.zookeeper import connect, read_cluster, write_cluster
@@ -23,9 +22,6 @@ def zk_root(zookeeper):
     return f"{zookeeper}/kit-test-{next(_chroots)}"
 
 
-def kit(*args):
-    exe = Path(sys.executable).parent / "kit"
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
 
 
 def test_a_cluster_laid_out_in_znodes_reads_back_the_same(zk_root, snapshots):
@@ -81,11 +77,7 @@ def test_writing_over_a_kafka_cluster_is_refused(zk_root, snapshots):
 
 def test_cli_snapshot_and_plan_from_zookeeper(zk_root, snapshots, tmp_path):
     cluster = load_snapshot(str(snapshots["scale-out"]))
-    client = connect(zk_root)
-    try:
-        write_cluster(client, cluster)
-    finally:
-        client.stop()
+    seed(zk_root, cluster)
     snap = tmp_path / "from-zk.json"
     r = kit("snapshot", "--zk", zk_root, "--out", str(snap))
     assert r.returncode == 0, r.stderr
@@ -129,9 +121,7 @@ def test_digest_auth_reads_a_protected_cluster_and_never_prints_the_password(zoo
     assert denied.returncode != 0 and not out.exists()
     assert "Traceback" not in denied.stderr
     env = {**os.environ, "KIT_ZK_AUTH": f"digest:kit:{secret}"}
-    exe = Path(sys.executable).parent / "kit"
-    ok = subprocess.run([str(exe), "snapshot", "--zk", root, "--out", str(out)], capture_output=True, text=True,
-                        env=env, timeout=60)
+    ok = kit("snapshot", "--zk", root, "--out", out, env=env)
     assert ok.returncode == 0, ok.stderr
     assert secret not in ok.stdout + ok.stderr + denied.stdout + denied.stderr
     r = kit("snapshot", "--zk", root, "--zk-auth", f"digest:kit:{secret}", "--out", str(tmp_path / "b.json"))

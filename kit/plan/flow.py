@@ -15,8 +15,7 @@ from ortools.graph.python import max_flow, min_cost_flow
 def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray,
                        group_lo: np.ndarray, group_hi: np.ndarray,
                        parent_of_group: np.ndarray | None = None,
-                       parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
-                       arc_cost: np.ndarray | None = None):
+                       parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None):
     """Pick one candidate group per item so every group and parent count lies in its bounds.
 
     Parameters
@@ -29,9 +28,6 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
         Bounds per group.
     parent_of_group, parent_lo, parent_hi : ndarray, optional
         A second level: each group feeds one parent, whose total is bounded too.
-    arc_cost : ndarray, optional
-        Cost of each candidate arc; when given, the cheapest feasible assignment is
-        returned (min-cost flow), e.g. to change as little as possible.
 
     Returns
     -------
@@ -76,29 +72,12 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
     all_t, all_h, all_c = np.concatenate(tails), np.concatenate(heads), np.concatenate(caps)
     if (all_c < 0).any():
         return None
-    if arc_cost is not None:
-        return _min_cost(n_items, item_of_arc, group_of_arc, all_t, all_h, all_c, excess, arc_cost)
     mf = max_flow.SimpleMaxFlow()
     mf.add_arcs_with_capacity(all_t, all_h, all_c)
     mf.solve(s2, t2)
     if mf.optimal_flow() < int(excess[pos].sum()):
         return None
     flows = mf.flows(np.arange(len(item_of_arc)))
-    return _chosen(n_items, item_of_arc, group_of_arc, flows)
-
-
-def _min_cost(n_items, item_of_arc, group_of_arc, all_t, all_h, all_c, excess, arc_cost):
-    """Same network without the super source: node supplies carry the lower bounds."""
-    keep = (all_t > 1) & (all_h > 1)  # drop the super source/sink arcs
-    t, h, c = all_t[keep], all_h[keep], all_c[keep]
-    cost = np.zeros(t.size, dtype=np.int64)
-    cost[: len(item_of_arc)] = arc_cost
-    mcf = min_cost_flow.SimpleMinCostFlow()
-    mcf.add_arcs_with_capacity_and_unit_cost(t, h, c, cost)
-    mcf.set_nodes_supplies(np.arange(excess.size), excess)
-    if mcf.solve() != mcf.OPTIMAL:
-        return None
-    flows = mcf.flows(np.arange(len(item_of_arc)))
     return _chosen(n_items, item_of_arc, group_of_arc, flows)
 
 
@@ -161,8 +140,8 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
                                    parent_of_group, parent_lo, parent_hi)
     n_groups = len(group_lo)
     n_par = 0 if parent_of_group is None else len(parent_lo)
-    src, sink = 0, 1
-    item0 = 2
+    sink = 0  # items supply their unit; the sink takes them all
+    item0 = 1
     grp0 = item0 + n_items
     par0 = grp0 + n_groups
     supply = np.zeros(par0 + n_par, dtype=np.int64)
