@@ -1,0 +1,105 @@
+"""`kit doctor`: the command-line face of `kit.doctor` (parse, run, print, write, exit code).
+
+Exit codes: 0 healthy, healing or balancing plan made (or a reassignment to wait for);
+2 bad input; 3 `--apply` refused by pre-flight; 4 an alert (no plan, nothing written but
+the events log).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from .errors import BadInput
+
+EXAMPLE = ("kit doctor --zk 127.0.0.1:2181/kafka --metrics build/metrics --out heal.json "
+           "--events build/events.jsonl")
+
+
+def _plan_text(doc: dict) -> str:
+    """Kafka reassignment JSON with one partition per line (as `kit plan` writes it: readable diffs)."""
+    lines = [json.dumps(p, separators=(",", ":")) for p in doc["partitions"]]
+    return '{"version":1,"partitions":[\n' + ",\n".join(lines) + "\n]}\n" if lines else \
+        '{"version":1,"partitions":[]}\n'
+
+
+def add_doctor_parser(sub) -> None:
+    """Register `kit doctor` on the `kit` command's subparsers."""
+    from .cli import _command, _rate, _whole, _zk_auth_option
+
+    p = _command(sub, "doctor", "health report; heal dead-broker damage, balance network load, or alert",
+                 "Report dead brokers, under-replicated partitions with their reasons, brokers over their "
+                 "network limits and replicas per broker. When every under-replicated partition is explained "
+                 "by dead brokers, plan their replacement (as kit plan remove); when a broker is over its "
+                 "network limit, plan leadership changes first, then the fewest replica moves. Anything not "
+                 "understood is an alert (exit 4, no plan). Dry run unless --apply.", EXAMPLE)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON of the cluster")
+    source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="read the cluster from Kafka's ZooKeeper")
+    _zk_auth_option(p)
+    p.add_argument("--metrics", metavar="DIR",
+                   help="metrics pipeline output with replica_traffic.parquet (default: the snapshot's traffic)")
+    p.add_argument("--limit-in", type=_rate, metavar="BYTES_PER_SEC",
+                   help="inbound limit for every broker (default: each broker's net_capacity)")
+    p.add_argument("--limit-out", type=_rate, metavar="BYTES_PER_SEC",
+                   help="outbound limit for every broker (default: each broker's net_capacity)")
+    p.add_argument("--out", metavar="PLAN.json", help="write the healing or balancing plan here")
+    p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON (when a plan is made)")
+    p.add_argument("--events", metavar="FILE", help="append every decision to this events log (JSON lines)")
+    p.add_argument("--apply", action="store_true", help="start the plan through kit apply's checks (needs --zk)")
+    p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC", help="with --apply: replication throttle")
+    p.add_argument("--rollback-out", metavar="FILE", help="with --apply: write the rollback plan here")
+    p.add_argument("--max-lines", type=_whole(1), default=50, metavar="N",
+                   help="partitions and actions listed in the text report (default 50)")
+
+
+def cmd_doctor(a) -> int:
+    """Run the doctor for parsed arguments `a`; returns the exit code."""
+    from . import doctor_io
+    from .cli import _writable
+    from .doctor import report_text
+    from .events import EventLog, event, utc_now
+    from .formats import write_atomic
+
+    if a.apply and not a.zk:
+        raise BadInput("--apply needs --zk (a snapshot file cannot be changed)")
+    if (a.throttle or a.rollback_out) and not a.apply:
+        raise BadInput("--throttle and --rollback-out only apply with --apply")
+    paths = [(f, p) for f, p in (("--out", a.out), ("--report", a.report), ("--events", a.events),
+                                 ("--rollback-out", a.rollback_out)) if p]
+    for flag, path in paths:
+        _writable(flag, path)
+    real = [os.path.realpath(p) for _, p in paths]
+    if len(set(real)) != len(real):
+        raise BadInput("--out, --report, --events and --rollback-out must name different files")
+
+    now = utc_now()
+    report = doctor_io.run(snapshot=a.snapshot, zk=a.zk, metrics=a.metrics, limit_in=a.limit_in,
+                           limit_out=a.limit_out, zk_auth=a.zk_auth, time=now)
+    log = EventLog(a.events)
+    try:
+        for e in report["events"]:
+            log.write(e)
+        print(report_text(report, max_lines=a.max_lines), end="")
+        if report["exit_code"] or report["plan"] is None:
+            return report["exit_code"]  # alerts, healthy, waiting: no plan and no report file
+
+        if a.out:
+            write_atomic(a.out, _plan_text(report["plan"]))
+        if a.report:
+            write_atomic(a.report, json.dumps(report, indent=1, sort_keys=True) + "\n")
+        if a.apply:
+            done = doctor_io.apply_report(report, a.zk, a.zk_auth, a.throttle, a.rollback_out)
+            msg = f"applied: reassignment of {done['partitions']} partition(s) started"
+            log.write(event(utc_now(), "doctor", "apply", msg, sorted({b for m in report["plan"]["partitions"]
+                                                                    for b in m["replicas"]}),
+                            partitions=done["partitions"]))
+            print(msg + f"; follow it with kit verify --zk {a.zk}")
+            if any(x["kind"] == "leader_move" for x in report["actions"]):
+                print(f"then move leadership: kit elect --zk {a.zk}")
+        elif not a.out:
+            print("dry run: pass --out to write the plan, or --apply to start it")
+        else:
+            print(f"plan written to {a.out} (dry run: kit apply {a.out} --zk ... starts it)")
+        return 0
+    finally:
+        log.close()

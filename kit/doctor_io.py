@@ -1,0 +1,93 @@
+"""The doctor's I/O: read the cluster (snapshot or ZooKeeper) and the metrics pipeline's
+replica traffic, then hand them to the pure `kit.doctor`.
+
+The metrics pipeline (issue 6) writes ``replica_traffic.parquet`` into its output directory
+with columns ``topic, partition, bytes_in, bytes_out`` (bytes/s). Partitions it does not
+name keep the snapshot's own ``bytes_in``/``bytes_out``.
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import BadInput
+
+TRAFFIC_FILE = "replica_traffic.parquet"
+_COLUMNS = ("topic", "partition", "bytes_in", "bytes_out")
+
+
+def read_traffic(metrics_dir: str) -> dict[tuple[str, int], tuple[float, float]]:
+    """``(topic, partition) -> (bytes_in, bytes_out)`` from a metrics output directory.
+
+    Several rows for one partition (one per replica, or per window) keep the largest
+    figures, as DoctorKafka keeps the windowed maximum. Raises `BadInput` for a missing
+    directory or file, an unreadable file or missing columns.
+    """
+    if not os.path.isdir(metrics_dir):
+        raise BadInput(f"--metrics {metrics_dir}: no such directory")
+    path = os.path.join(metrics_dir, TRAFFIC_FILE)
+    if not os.path.exists(path):
+        raise BadInput(f"--metrics {metrics_dir}: no {TRAFFIC_FILE} (run the metrics pipeline first)")
+    try:
+        import pandas as pd
+
+        df = pd.read_parquet(path, columns=list(_COLUMNS))
+    except ImportError as e:
+        raise BadInput(f"--metrics needs pandas with pyarrow (pip install 'kit[spark]'): {e}") from None
+    except Exception as e:  # noqa: BLE001  (pyarrow raises many kinds; each is one line for the user)
+        raise BadInput(f"--metrics {path}: cannot read ({type(e).__name__}: {e})") from None
+    if df.empty:
+        return {}
+    df = df.dropna(subset=["topic", "partition"])
+    grouped = df.groupby(["topic", "partition"], sort=True)[["bytes_in", "bytes_out"]].max().fillna(0.0)
+    return {(str(t), int(p)): (float(row.bytes_in), float(row.bytes_out))
+            for (t, p), row in grouped.iterrows()}
+
+
+def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: str | None = None):
+    """(cluster, reassignment in flight or None) from a snapshot file or a live ZooKeeper."""
+    if (snapshot is None) == (zk is None):
+        raise BadInput("give exactly one of a snapshot file or a ZooKeeper connect string")
+    if snapshot is not None:
+        from .formats import load_snapshot
+
+        return load_snapshot(snapshot), None
+    from .zookeeper import connect, read_cluster
+
+    client = connect(zk, auth=zk_auth)
+    try:
+        return read_cluster(client)
+    finally:
+        client.stop()
+        client.close()
+
+
+def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None = None,
+        limit_in: float | None = None, limit_out: float | None = None, zk_auth: str | None = None,
+        time: str | None = None) -> dict:
+    """Load, then `kit.doctor.examine`; see `kit.doctor.run`."""
+    from .doctor import examine
+
+    traffic = read_traffic(metrics) if metrics else None
+    cluster, reassigning = load_cluster(snapshot, zk, zk_auth)
+    source = "snapshot" if snapshot else "ZooKeeper"
+    if traffic is not None:
+        named = sum(1 for p in cluster.partitions if p.key in traffic)
+        source = f"metrics {os.path.join(metrics, TRAFFIC_FILE)} ({named} of {len(cluster.partitions)} partitions; " \
+                 f"the rest from the {source})"
+    return examine(cluster, traffic, limit_in, limit_out, reassigning, time=time, traffic_source=source)
+
+
+def apply_report(report: dict, zk: str, zk_auth: str | None = None, throttle: float | None = None,
+                 rollback_out: str | None = None) -> dict:
+    """Apply the report's plan through `kit apply`'s path (pre-flight, rollback file, throttles,
+    then the reassignment). Raises `Unsafe` when pre-flight refuses."""
+    from .execute import apply_plan
+    from .zookeeper import connect
+
+    moves = report["plan"]["partitions"]
+    client = connect(zk, auth=zk_auth)
+    try:
+        return apply_plan(client, moves, throttle, rollback_out)
+    finally:
+        client.stop()
+        client.close()
