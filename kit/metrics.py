@@ -1,0 +1,355 @@
+"""`kit metrics`: the thin edge around the PySpark metrics jobs (spark/metrics_jobs.py).
+
+Reads replica and broker samples (JSON lines or Parquet, files or directories), runs the
+pure transforms, and writes kafka-kit's partitionmeta/brokermetrics figures, the replica
+traffic and broker load tables, optionally the two ZooKeeper znodes and an enriched
+snapshot. Bad input is found before anything is written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any
+
+from .errors import BadInput
+
+WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# Spark's own logging at ERROR only: its INFO/WARN start-up chatter would bury kit's one-line
+# messages on stderr, and the progress bar is turned off separately.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def parse_window(text: str) -> int:
+    """A duration such as 48h, 90m, 2d or 3600s (a bare number is seconds) in seconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text or "")
+    if not m or int(m.group(1)) <= 0:
+        raise BadInput(f"window {text!r}: expected a positive duration such as 48h, 90m or 3600s")
+    return int(m.group(1)) * WINDOW_UNITS[m.group(2) or "s"]
+
+
+def spark_session(master: str | None = None, shuffle_partitions: int | None = None,
+                  driver_memory: str | None = None, app: str = "kit-metrics"):
+    """A quiet SparkSession: `master` (default $SPARK_MASTER, else local[*]), UTC, no UI, no progress bar."""
+    from pyspark.sql import SparkSession
+
+    conf_dir = os.path.join(tempfile.gettempdir(), "kit-spark")
+    os.makedirs(conf_dir, exist_ok=True)
+    log_conf = os.path.join(conf_dir, "log4j2.properties")
+    if not os.path.exists(log_conf):
+        with open(log_conf, "w") as f:
+            f.write(_LOG4J2)
+    b = (SparkSession.builder.master(master or os.environ.get("SPARK_MASTER") or "local[*]").appName(app)
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf}")
+         .config("spark.sql.shuffle.partitions", str(shuffle_partitions or 8)))
+    if driver_memory:
+        b = b.config("spark.driver.memory", driver_memory)
+    # The JVM inherits stderr and prints start-up notices there before any log4j setting
+    # applies; it starts with stderr pointed at a log file instead, and keeps writing there.
+    log_path = os.path.join(conf_dir, f"spark-{os.getpid()}.log")
+    saved = os.dup(2)
+    try:
+        with open(log_path, "ab") as log, warnings.catch_warnings():
+            # pyspark warns about pandas versions on import; kit's Spark path does not use pandas.
+            warnings.simplefilter("ignore", FutureWarning)
+            sys.stderr.flush()
+            os.dup2(log.fileno(), 2)
+            spark = b.getOrCreate()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _sample_files(path: str, what: str) -> tuple[list[str], list[str]]:
+    """JSON-lines and Parquet files at `path` (a file, or a directory searched recursively)."""
+    if not os.path.exists(path):
+        raise BadInput(f"{what} {path}: no such file or directory")
+    if os.path.isfile(path):
+        files = [path]
+    else:
+        files = []
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+            files += [os.path.join(root, n) for n in sorted(names) if not n.startswith((".", "_"))]
+    parquet = [f for f in files if f.endswith(".parquet")]
+    jsonl = [f for f in files if f.endswith((".jsonl", ".json", ".ndjson"))]
+    if os.path.isfile(path) and not parquet and not jsonl:
+        jsonl = [path]  # a single file named otherwise is taken as JSON lines
+    if not parquet and not jsonl:
+        raise BadInput(f"{what} {path}: no .jsonl/.json or .parquet files")
+    return jsonl, parquet
+
+
+_KINDS = {"string": ("string",), "bigint": ("tinyint", "smallint", "int", "bigint"),
+          "int": ("tinyint", "smallint", "int", "bigint"), "boolean": ("boolean",),
+          "double": ("tinyint", "smallint", "int", "bigint", "float", "double")}
+
+
+def read_samples(spark, path: str, kind: str):
+    """Typed, valid samples of `kind` ('replica' or 'broker') from `path`, and the count of
+    malformed rows skipped. BadInput when the path holds nothing or a column is of the wrong
+    type (or missing) throughout."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from spark.metrics_jobs import (BROKER_REQUIRED, BROKER_SCHEMA, CORRUPT, REPLICA_REQUIRED, REPLICA_SCHEMA,
+                                    typed_samples)
+
+    schema, required = (REPLICA_SCHEMA, REPLICA_REQUIRED) if kind == "replica" else (BROKER_SCHEMA, BROKER_REQUIRED)
+    what = f"--{kind}-samples"
+    jsonl, parquet = _sample_files(path, what)
+    frames = []
+    if jsonl:
+        with_corrupt = StructType(schema.fields + [StructField(CORRUPT, StringType())])
+        frames.append(spark.read.schema(with_corrupt).option("mode", "PERMISSIVE")
+                      .option("columnNameOfCorruptRecord", CORRUPT).json(jsonl))
+    if parquet:
+        try:
+            pq = spark.read.parquet(*parquet)
+        except Exception as e:  # noqa: BLE001  (an unreadable file is the user's input, not a crash)
+            raise BadInput(f"{what} {path}: not readable Parquet ({type(e).__name__})") from None
+        types = dict(pq.dtypes)
+        cols = []
+        for f in schema.fields:
+            t = types.get(f.name)
+            ok = _KINDS[f.dataType.simpleString()] + (("timestamp", "timestamp_ntz") if f.name == "ts" else ())
+            if t is None and f.name not in required:
+                cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+            elif t is None or t not in ok:
+                raise BadInput(f"{what} {path}: column {f.name} is {t or 'missing'}, expected {f.dataType.simpleString()}")
+            else:
+                cols.append(F.col(f.name))
+        frames.append(pq.select(*cols, F.lit(None).cast("string").alias(CORRUPT)))
+    raw = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    typed = typed_samples(raw, schema, required)
+    # One pass for the row counts and, per required column, how many rows have it at all.
+    counts = typed.agg(F.count("*").alias("rows"), F.sum(F.col("malformed").cast("long")).alias("bad"),
+                       *[F.count(c).alias(c) for c in required]).first()
+    if not counts["rows"]:
+        raise BadInput(f"{what} {path}: no samples")
+    for c in required:
+        if counts[c] == 0:
+            raise BadInput(f"{what} {path}: column {c} is missing or not a valid "
+                           f"{'ISO-8601 time' if c == 'ts' else dict(zip(schema.names, schema.fields))[c].dataType.simpleString()}"
+                           " in every row")
+    return typed.where(~F.col("malformed")).drop("malformed"), int(counts["bad"] or 0)
+
+
+def compute(spark, replica_path: str, broker_path: str, window_s: int, stat: str) -> dict[str, Any]:
+    """Every figure of the batch job as plain Python data, sorted (nothing written).
+
+    Returns a dict with `partition_meta`, `broker_metrics` (kafka-kit shapes), `replica_traffic`
+    and `broker_load` (lists of row dicts), and `malformed` (rows skipped).
+    """
+    from spark.metrics_jobs import broker_load, latest_broker_samples, latest_sizes, replica_traffic
+
+    replicas, bad_r = read_samples(spark, replica_path, "replica")
+    brokers, bad_b = read_samples(spark, broker_path, "broker")
+    traffic = replica_traffic(replicas, window_s, stat)
+    sizes = sorted((r["topic"], r["partition"], r["size"]) for r in latest_sizes(replicas).collect())
+    latest = sorted((r["broker"], r["storage_free_bytes"]) for r in latest_broker_samples(brokers).collect())
+    traffic_rows = sorted((r.asDict() for r in traffic.collect()), key=lambda r: (r["topic"], r["partition"]))
+    load_rows = sorted((r.asDict() for r in broker_load(replicas, traffic, brokers).collect()),
+                       key=lambda r: r["broker"])
+    meta: dict[str, dict[str, dict[str, int]]] = {}
+    for topic, part, size in sizes:
+        meta.setdefault(topic, {})[str(part)] = {"Size": int(size)}
+    return {"partition_meta": meta,
+            "broker_metrics": {str(b): {"StorageFree": int(free)} for b, free in latest if free is not None},
+            "replica_traffic": traffic_rows, "broker_load": load_rows, "malformed": bad_r + bad_b}
+
+
+_TRAFFIC_COLUMNS = [("topic", "string"), ("partition", "int32"), ("bytes_in", "float64"), ("bytes_out", "float64")]
+_LOAD_COLUMNS = [("broker", "int64"), ("replicas", "int64"), ("leaders", "int64"), ("expected_bytes_in", "float64"),
+                 ("expected_bytes_out", "float64"), ("measured_rx_bytes_per_sec", "float64"),
+                 ("measured_tx_bytes_per_sec", "float64")]
+
+
+def _write_parquet(path: str, rows: list[dict], columns: list[tuple[str, str]]) -> None:
+    """One Parquet file (not Spark's directory of parts), written beside and renamed into place."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({name: pa.array([r[name] for r in rows], type=getattr(pa, t)()) for name, t in columns})
+    tmp = path + ".tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
+    """Write the four outputs into `out_dir` (created if needed); the paths written."""
+    from .formats import write_atomic
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, n) for n in ("partition_meta.json", "broker_metrics.json",
+                                                "replica_traffic.parquet", "broker_load.parquet")]
+    write_atomic(paths[0], json.dumps(figures["partition_meta"], separators=(",", ":")) + "\n")
+    write_atomic(paths[1], json.dumps(figures["broker_metrics"], separators=(",", ":")) + "\n")
+    _write_parquet(paths[2], figures["replica_traffic"], _TRAFFIC_COLUMNS)
+    _write_parquet(paths[3], figures["broker_load"], _LOAD_COLUMNS)
+    return paths
+
+
+def write_znodes(client, figures: dict[str, Any]) -> None:
+    """kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, created or replaced."""
+    from .zookeeper import _compact
+
+    client.ensure_path("/topicmappr")
+    for path, doc in (("/topicmappr/partitionmeta", figures["partition_meta"]),
+                      ("/topicmappr/brokermetrics", figures["broker_metrics"])):
+        data = _compact(doc)
+        if client.exists(path):
+            client.set(path, data)
+        else:
+            client.create(path, data)
+
+
+def enrich_snapshot(doc: dict, figures: dict[str, Any]) -> dict:
+    """A Snapshot v1 document with `size`, `bytes_in`, `bytes_out` and `storage_free` from the
+    figures wherever they have a value; everything else is kept as it was."""
+    traffic = {(r["topic"], r["partition"]): r for r in figures["replica_traffic"]}
+    for p in doc["partitions"]:
+        size = figures["partition_meta"].get(p["topic"], {}).get(str(p["partition"]))
+        if size is not None:
+            p["size"] = size["Size"]
+        t = traffic.get((p["topic"], p["partition"]))
+        if t is not None:
+            p["bytes_in"] = t["bytes_in"] if t["bytes_in"] is not None else p.get("bytes_in", 0.0)
+            p["bytes_out"] = t["bytes_out"] if t["bytes_out"] is not None else p.get("bytes_out", 0.0)
+    for b in doc["brokers"]:
+        m = figures["broker_metrics"].get(str(b["id"]))
+        if m is not None:
+            b["storage_free"] = m["StorageFree"]
+    return doc
+
+
+def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "48h", stat: str = "max",
+              master: str | None = None, shuffle_partitions: int | None = None, driver_memory: str | None = None,
+              zk: str | None = None, zk_auth: str | None = None, snapshot_in: str | None = None,
+              snapshot_out: str | None = None) -> dict[str, Any]:
+    """The whole `kit metrics` batch job; returns the figures and `seconds` taken.
+
+    Every input is checked (and the snapshot loaded, ZooKeeper reached) before any output
+    is written, so bad input leaves nothing behind.
+    """
+    from .formats import dumps, load_snapshot, snapshot_doc, write_atomic
+
+    window_s = parse_window(window)
+    if stat not in ("max", "p95"):
+        raise BadInput(f"--stat {stat!r}: expected max or p95")
+    for flag, p in (("--replica-samples", replica_path), ("--broker-samples", broker_path)):
+        _sample_files(p, flag)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if os.path.isfile(out_dir) or not os.path.isdir(parent):
+        raise BadInput(f"--out {out_dir}: not a directory that can be created")
+    if (snapshot_in is None) != (snapshot_out is None):
+        raise BadInput("--snapshot-in and --snapshot-out go together")
+    doc = snapshot_doc(load_snapshot(snapshot_in)) if snapshot_in else None
+    client = None
+    if zk:
+        from .zookeeper import connect
+
+        client = connect(zk, auth=zk_auth)
+    try:
+        start = time.perf_counter()
+        spark = spark_session(master, shuffle_partitions, driver_memory)
+        figures = compute(spark, replica_path, broker_path, window_s, stat)
+        figures["paths"] = write_outputs(out_dir, figures)
+        if client is not None:
+            write_znodes(client, figures)
+        if doc is not None:
+            write_atomic(snapshot_out, dumps(enrich_snapshot(doc, figures)))
+        figures["seconds"] = time.perf_counter() - start
+        return figures
+    finally:
+        if client is not None:
+            client.stop()
+            client.close()
+
+
+def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | None = None,
+           once: bool = False, poll_seconds: float = 5.0, shuffle_partitions: int | None = None,
+           driver_memory: str | None = None) -> int:
+    """Streaming mode: keep `out_dir/broker_rates.json` current from a directory of broker sample files.
+
+    Spark Structured Streaming reads each new file once; every micro-batch is aggregated into
+    per-broker tumbling windows that are added to the running sums, and the file is rewritten
+    with each broker's newest window: `{"1001": {"window_end": ISO, "rx_bytes_per_sec": ..,
+    "tx_bytes_per_sec": .., "samples": n}}`. With `once`, the files present now are processed
+    and the call returns; otherwise it runs until interrupted. Returns the micro-batches seen.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from spark.metrics_jobs import BROKER_REQUIRED, BROKER_SCHEMA, CORRUPT, broker_rate_windows, typed_samples
+
+    from .formats import write_atomic
+
+    window_s = parse_window(window)
+    if not os.path.isdir(broker_path):
+        raise BadInput(f"--broker-samples {broker_path}: --follow needs a directory of sample files")
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if os.path.isfile(out_dir) or not os.path.isdir(parent):
+        raise BadInput(f"--out {out_dir}: not a directory that can be created")
+    os.makedirs(out_dir, exist_ok=True)
+    target = os.path.join(out_dir, "broker_rates.json")
+    spark = spark_session(master, shuffle_partitions, driver_memory, app="kit-metrics-follow")
+    schema = StructType(BROKER_SCHEMA.fields + [StructField(CORRUPT, StringType())])
+    stream = (spark.readStream.schema(schema).option("mode", "PERMISSIVE")
+              .option("columnNameOfCorruptRecord", CORRUPT).option("recursiveFileLookup", "true")
+              .option("pathGlobFilter", "*.jsonl").json(broker_path))
+    sums: dict[tuple[int, int], list[float]] = {}
+    batches = [0]
+
+    def sink(batch, _batch_id) -> None:
+        typed = typed_samples(batch, BROKER_SCHEMA, BROKER_REQUIRED).cache()
+        bad = typed.where(F.col("malformed")).count()
+        if bad:
+            sys.stderr.write(f"kit: skipped {bad} malformed rows\n")
+        for r in broker_rate_windows(typed.where(~F.col("malformed")), window_s).collect():
+            acc = sums.setdefault((r["broker"], r["window_end"]), [0.0, 0.0, 0])
+            acc[0] += r["rx_sum"] or 0.0
+            acc[1] += r["tx_sum"] or 0.0
+            acc[2] += r["samples"]
+        typed.unpersist()
+        newest: dict[int, int] = {}
+        for b, end in sums:
+            newest[b] = max(newest.get(b, end), end)
+        # Windows older than the previous one per broker are never shown again: drop them.
+        for key in [k for k in sums if k[1] < newest[k[0]] - window_s]:
+            del sums[key]
+        doc = {}
+        for b in sorted(newest):
+            rx, tx, n = sums[(b, newest[b])]
+            doc[str(b)] = {"window_end": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest[b])),
+                           "rx_bytes_per_sec": rx / n, "tx_bytes_per_sec": tx / n, "samples": n}
+        write_atomic(target, json.dumps(doc, separators=(",", ":")) + "\n")
+        batches[0] += 1
+
+    with tempfile.TemporaryDirectory(prefix="kit-follow-") as checkpoint:
+        writer = stream.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+        writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{poll_seconds} seconds")
+        query = writer.start()
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+    return batches[0]

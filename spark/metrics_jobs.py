@@ -1,0 +1,207 @@
+"""The metrics pipeline as pure DataFrame transforms: samples in, figures out, no I/O.
+
+Inputs follow the sample schema in the README (issue 6): replica samples (one row per
+replica per sample instant) and broker samples (one row per broker per instant). The
+functions here take DataFrames and return DataFrames; reading files, writing outputs and
+ZooKeeper live in `kit/metrics.py`, so the same transforms run in tests on tiny hand-made
+frames, in the batch job and on any Spark master.
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (BooleanType, DoubleType, IntegerType, LongType, StringType, StructField,
+                               StructType)
+
+#: Replica samples as they are read from JSON lines (`ts` is an ISO-8601 string).
+REPLICA_SCHEMA = StructType([
+    StructField("ts", StringType()),
+    StructField("broker", LongType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("leader", BooleanType()),
+    StructField("size_bytes", LongType()),
+    StructField("bytes_in_per_sec", DoubleType()),
+    StructField("bytes_out_per_sec", DoubleType()),
+    StructField("reassigning", BooleanType()),
+])
+
+#: Broker samples as they are read from JSON lines.
+BROKER_SCHEMA = StructType([
+    StructField("ts", StringType()),
+    StructField("broker", LongType()),
+    StructField("rack", StringType()),
+    StructField("instance_type", StringType()),
+    StructField("net_rx_bytes_per_sec", DoubleType()),
+    StructField("net_tx_bytes_per_sec", DoubleType()),
+    StructField("storage_total_bytes", LongType()),
+    StructField("storage_free_bytes", LongType()),
+])
+
+#: Columns a row must have for it to count. Traffic is null on followers by design (Kafka
+#: measures it on leaders only), and a broker may not know its disks, so those may be null.
+REPLICA_REQUIRED = ("ts", "broker", "topic", "partition", "leader", "size_bytes", "reassigning")
+BROKER_REQUIRED = ("ts", "broker", "net_rx_bytes_per_sec", "net_tx_bytes_per_sec")
+
+#: Samples taken while a partition was reassigning, and this long after each, are not
+#: representative of its client traffic (DoctorKafka's rule): copies inflate the rates.
+COOLDOWN_SECONDS = 30 * 60
+
+#: A replica belongs to a partition's current placement when its own latest sample of the
+#: partition is at most this much older than the partition's newest sample: brokers are
+#: scraped at slightly different instants, and a replica moved away stops being reported.
+PLACEMENT_SLACK_SECONDS = 5 * 60
+
+CORRUPT = "_corrupt_record"
+
+
+def _epoch(ts: Column) -> Column:
+    """ISO-8601 text (or a timestamp) as whole epoch seconds; null when it does not parse.
+
+    `try_to_timestamp` rather than a cast: with ANSI SQL (Spark 4's default) a bad cast
+    fails the whole job, and one bad row must only be counted.
+    """
+    return F.unix_timestamp(F.try_to_timestamp(ts.cast("string")))
+
+
+def typed_samples(raw: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
+    """Raw rows as typed samples with `ts` in epoch seconds and a `malformed` flag.
+
+    `raw` has the columns of `schema` (wrong-typed values already null, as Spark's JSON
+    reader leaves them) and optionally `_corrupt_record` (set on lines that did not parse).
+    A row is malformed when it did not parse, its `ts` is not ISO-8601, or a required
+    column is null.
+    """
+    cols = [F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields if f.name != "ts"]
+    out = raw.select(_epoch(F.col("ts")).alias("ts"), *cols,
+                     (F.col(CORRUPT).isNotNull() if CORRUPT in raw.columns else F.lit(False)).alias("_bad"))
+    bad = F.col("_bad")
+    for name in required:
+        bad = bad | F.col(name).isNull()
+    return out.withColumn("malformed", bad).drop("_bad")
+
+
+def latest_sizes(replicas: DataFrame) -> DataFrame:
+    """Partition sizes as kafka-kit's partitionmeta wants them: `topic, partition, size`.
+
+    Each replica's latest `size_bytes`, then the largest over the partition's replicas: a
+    replica still being copied is smaller than the partition, and an old sample of a
+    partition that has grown is stale.
+    """
+    per_replica = (replicas.groupBy("topic", "partition", "broker")
+                   .agg(F.max_by("size_bytes", F.struct("ts", "size_bytes")).alias("size")))
+    return per_replica.groupBy("topic", "partition").agg(F.max("size").alias("size"))
+
+
+def latest_broker_samples(brokers: DataFrame) -> DataFrame:
+    """Each broker's latest sample: `broker, ts, rack, instance_type, rx, tx, storage`.
+
+    Ties at the same instant are broken by the larger row values so the answer does not
+    depend on the order Spark read the rows in.
+    """
+    fields = ["ts", "rack", "instance_type", "net_rx_bytes_per_sec", "net_tx_bytes_per_sec",
+              "storage_total_bytes", "storage_free_bytes"]
+    latest = F.max_by(F.struct(*fields), F.struct(*fields))
+    return brokers.groupBy("broker").agg(latest.alias("s")).select("broker", *[F.col(f"s.{f}").alias(f) for f in fields])
+
+
+def replica_traffic(replicas: DataFrame, window_seconds: int, stat: str = "max") -> DataFrame:
+    """Per-partition client traffic by DoctorKafka's method: `topic, partition, bytes_in, bytes_out`.
+
+    Over the window ending at the newest replica sample (`ts > newest - window`), the max
+    (or the exact p95, linear interpolation) of the leader's `bytes_in_per_sec` and
+    `bytes_out_per_sec`, leaving out every sample taken while the partition was reassigning
+    and in the 30 minutes after each reassigning sample. Followers carry no rates and do
+    not count. A partition with no eligible leader sample in the window is absent.
+    """
+    if stat not in ("max", "p95"):
+        raise ValueError(f"stat must be max or p95, got {stat!r}")
+    newest = replicas.agg(F.max("ts").alias("newest"))
+    # Only leaders' rates count, but a reassigning follower's sample marks the partition
+    # too; reassigning samples older than window + cooldown cannot reach into the window.
+    rows = (replicas.crossJoin(F.broadcast(newest))
+            .where((F.col("leader") | F.col("reassigning"))
+                   & (F.col("ts") > F.col("newest") - window_seconds - COOLDOWN_SECONDS)))
+    # The latest reassigning instant at or before each row (ties in ts included: a range frame).
+    by_time = (Window.partitionBy("topic", "partition").orderBy("ts")
+               .rangeBetween(Window.unboundedPreceding, Window.currentRow))
+    last_move = F.max(F.when(F.col("reassigning"), F.col("ts"))).over(by_time)
+    eligible = (rows.withColumn("last_move", last_move)
+                .where(F.col("leader") & ~F.col("reassigning")
+                       & (F.col("ts") > F.col("newest") - window_seconds)
+                       & (F.col("last_move").isNull() | (F.col("ts") - F.col("last_move") > COOLDOWN_SECONDS))))
+    if stat == "max":
+        agg_in, agg_out = F.max("bytes_in_per_sec"), F.max("bytes_out_per_sec")
+    else:
+        agg_in, agg_out = F.percentile("bytes_in_per_sec", 0.95), F.percentile("bytes_out_per_sec", 0.95)
+    return (eligible.groupBy("topic", "partition")
+            .agg(agg_in.cast("double").alias("bytes_in"), agg_out.cast("double").alias("bytes_out"))
+            .where(F.col("bytes_in").isNotNull() | F.col("bytes_out").isNotNull()))
+
+
+def placement(replicas: DataFrame) -> DataFrame:
+    """Each partition's current replicas from the newest samples: `topic, partition, broker, leader`.
+
+    A replica counts when its latest sample of the partition is within
+    PLACEMENT_SLACK_SECONDS of the partition's newest sample; it leads when that latest
+    sample says so.
+    """
+    per_replica = (replicas.groupBy("topic", "partition", "broker")
+                   .agg(F.max_by(F.struct("ts", "leader"), F.struct("ts", "leader")).alias("s"))
+                   .select("topic", "partition", "broker", F.col("s.ts").alias("ts"), F.col("s.leader").alias("leader")))
+    newest = Window.partitionBy("topic", "partition")
+    return (per_replica.withColumn("newest", F.max("ts").over(newest))
+            .where(F.col("ts") >= F.col("newest") - PLACEMENT_SLACK_SECONDS)
+            .select("topic", "partition", "broker", "leader"))
+
+
+def broker_load(replicas: DataFrame, traffic: DataFrame, brokers: DataFrame) -> DataFrame:
+    """Expected and measured network load per broker.
+
+    Columns: `broker, replicas, leaders, expected_bytes_in, expected_bytes_out,
+    measured_rx_bytes_per_sec, measured_tx_bytes_per_sec`.
+    Every replica takes the partition's bytes in (the leader from producers, a follower by
+    fetching from the leader). A leader sends the consumers' bytes out plus one copy of the
+    bytes in to each follower: the replication egress that DoctorKafka's estimate leaves out.
+    Brokers with samples but no replicas appear with zero expected load.
+    """
+    place = placement(replicas)
+    width = place.groupBy("topic", "partition").agg(F.count("*").alias("rf"))
+    t = traffic.select("topic", "partition", F.coalesce("bytes_in", F.lit(0.0)).alias("bin"),
+                       F.coalesce("bytes_out", F.lit(0.0)).alias("bout"))
+    per_replica = (place.join(width, ["topic", "partition"]).join(t, ["topic", "partition"], "left")
+                   .select("broker", "leader",
+                           F.coalesce("bin", F.lit(0.0)).alias("load_in"),
+                           F.when(F.col("leader"), F.coalesce("bout", F.lit(0.0))
+                                  + F.coalesce("bin", F.lit(0.0)) * (F.col("rf") - 1))
+                           .otherwise(F.lit(0.0)).alias("load_out")))
+    expected = per_replica.groupBy("broker").agg(
+        F.count("*").alias("replicas"),
+        F.sum(F.col("leader").cast("long")).alias("leaders"),
+        F.sum("load_in").alias("expected_bytes_in"),
+        F.sum("load_out").alias("expected_bytes_out"))
+    measured = latest_broker_samples(brokers).select(
+        "broker", F.col("net_rx_bytes_per_sec").alias("measured_rx_bytes_per_sec"),
+        F.col("net_tx_bytes_per_sec").alias("measured_tx_bytes_per_sec"))
+    return (expected.join(measured, "broker", "full")
+            .select("broker",
+                    F.coalesce("replicas", F.lit(0)).cast("long").alias("replicas"),
+                    F.coalesce("leaders", F.lit(0)).cast("long").alias("leaders"),
+                    F.coalesce("expected_bytes_in", F.lit(0.0)).alias("expected_bytes_in"),
+                    F.coalesce("expected_bytes_out", F.lit(0.0)).alias("expected_bytes_out"),
+                    "measured_rx_bytes_per_sec", "measured_tx_bytes_per_sec"))
+
+
+def broker_rate_windows(brokers: DataFrame, window_seconds: int) -> DataFrame:
+    """Per-broker network rate sums in tumbling windows of typed broker samples:
+    `broker, window_end, rx_sum, tx_sum, samples` (window_end in epoch seconds).
+
+    Sums and counts rather than averages, so that micro-batches of a stream that fall in
+    the same window add up exactly; the average is `rx_sum / samples`.
+    """
+    span = int(window_seconds)
+    end = (F.floor(F.col("ts") / span) + 1) * span
+    return (brokers.withColumn("window_end", end.cast("long"))
+            .groupBy("broker", "window_end")
+            .agg(F.sum("net_rx_bytes_per_sec").alias("rx_sum"), F.sum("net_tx_bytes_per_sec").alias("tx_sum"),
+                 F.count("*").alias("samples")))
