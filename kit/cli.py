@@ -223,6 +223,9 @@ def _add_operation_parsers(sub) -> None:
     v = zk_command("verify", "progress of a reassignment; clears throttles no longer needed",
                    "kit verify plan.json --zk 127.0.0.1:2181/kafka")
     v.add_argument("plan", nargs="?", metavar="PLAN.json", help="default: the reassignment in flight")
+    v.add_argument("--wait", action="store_true",
+                   help="check again every --interval seconds until done (rides out ZooKeeper reconnects)")
+    v.add_argument("--interval", type=_rate, default=5.0, metavar="S", help="seconds between checks with --wait")
     e = zk_command("elect", "preferred-leader election where the first replica does not lead",
                    "kit elect --zk 127.0.0.1:2181/kafka --plan plan.json")
     e.add_argument("--plan", metavar="PLAN.json", help="only the partitions of this plan")
@@ -251,7 +254,17 @@ def cmd_operation(a) -> int:
 
     if a.command == "verify":
         moves = load_plan(a.plan) if a.plan else None
-        res = _with_zk(a.zk, lambda c: execute.verify(c, moves), a.zk_auth)
+        if a.wait:
+            def progress(r):
+                print(f"{sum(x['done'] for x in r['partitions'])} of {len(r['partitions'])} partition(s) done",
+                      flush=True)
+
+            def retry(why):
+                sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); retrying\n")
+            res = _with_zk(a.zk, lambda c: execute.verify_until_done(c, moves, a.interval, progress, retry),
+                           a.zk_auth)
+        else:
+            res = _with_zk(a.zk, lambda c: execute.verify(c, moves), a.zk_auth)
         done = sum(r["done"] for r in res["partitions"])
         for r in res["partitions"]:
             if not r["done"]:
@@ -327,8 +340,10 @@ def _add_sim_parser(sub) -> None:
                          epilog="examples:\n  kit sim seed --zk 127.0.0.1:2181/kafka --snapshot cluster.json\n"
                                 "  kit sim run --zk 127.0.0.1:2181/kafka --speed 1000 --until-idle",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run|kill|revive", required=True, parser_class=_Parser)
-    seed = ops.add_parser("seed", help="lay a snapshot's cluster out in ZooKeeper")
+    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run|kill|revive|stop", required=True,
+                             parser_class=_Parser)
+    seed = ops.add_parser("seed", help="lay a snapshot's cluster out in ZooKeeper and start its brokers "
+                                       "(ephemeral registrations held by a background process)")
     seed.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(seed)
     seed.add_argument("--snapshot", required=True, metavar="FILE")
@@ -346,6 +361,9 @@ def _add_sim_parser(sub) -> None:
     run.add_argument("--samples", metavar="DIR", help="write broker and replica metric samples (JSON lines) here")
     run.add_argument("--sample-every", type=_rate, default=60.0, metavar="S",
                      help="simulated seconds between samples (default 60)")
+    stop = ops.add_parser("stop", help="stop the simulated brokers (their registrations vanish)")
+    stop.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    _zk_auth_option(stop)
     for name, text in (("kill", "a broker dies: deregistered, out of every ISR, leadership moves"),
                        ("revive", "a killed broker comes back and rejoins its ISRs")):
         k = ops.add_parser(name, help=text, description=text)
@@ -356,6 +374,7 @@ def _add_sim_parser(sub) -> None:
 
 def cmd_sim(a) -> int:
     from .formats import load_snapshot
+    from .simbrokers import start_holder, stop_holder
     from .simcontroller import kill_broker, revive_broker, run
     from .zookeeper import write_cluster
 
@@ -371,8 +390,13 @@ def cmd_sim(a) -> int:
     if a.sim_command == "seed":
         cluster = load_snapshot(a.snapshot)
         _with_zk(a.zk, lambda c: write_cluster(c, cluster), a.zk_auth)
-        print(f"seeded {a.zk}: {sum(b.alive for b in cluster.brokers.values())} live brokers, "
-              f"{len(cluster.partitions)} partitions")
+        pid = start_holder(a.zk, a.zk_auth)
+        print(f"seeded {a.zk}: {sum(b.alive for b in cluster.brokers.values())} live brokers "
+              f"(registered by pid {pid}; kit sim stop takes them down), {len(cluster.partitions)} partitions")
+        return 0
+    if a.sim_command == "stop":
+        pid = _with_zk(a.zk, stop_holder, a.zk_auth)
+        print(f"simulated brokers stopped (pid {pid})" if pid else "no simulated brokers were running here")
         return 0
     secs = _with_zk(a.zk, lambda c: run(c, a.speed, a.client_load, until_idle=a.until_idle,
                                         max_wall_seconds=a.max_seconds, samples_dir=a.samples,
@@ -483,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate_parser(sub)
     _add_sim_parser(sub)
     _add_zk_parser(sub)
+    _add_doctor_parser(sub)
     _add_metrics_parser(sub)
     return parser
 
@@ -625,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_simulate(a)
         if a.command == "sim":
             return cmd_sim(a)
+        if a.command == "doctor":
+            return cmd_doctor(a)
         if a.command == "metrics":
             return cmd_metrics(a)
     except (BadInput, Unsafe) as e:

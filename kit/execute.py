@@ -7,9 +7,10 @@ time: kafka-kit sleeps 250 ms per topic; kit sets 2,000 topics' throttles in abo
 from __future__ import annotations
 
 import json
+import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 
 from .errors import BadInput, Unsafe
 from .formats import dumps, write_atomic
@@ -177,6 +178,35 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
                    (None, current[(r["topic"], r["partition"])].replicas[0])]
     return {"partitions": rows, "done": all(r["done"] for r in rows), "cleared_topics": cleared_topics,
             "cleared_brokers": cleared_brokers, "preferred_leader_elections_due": len(leaders_off)}
+
+
+def verify_until_done(client: KazooClient, moves: list[dict] | None, interval: float = 5.0,
+                      on_progress=None, on_retry=None, patience: float = 120.0, sleep=time.sleep) -> dict:
+    """`verify` every `interval` seconds until the reassignment is done; returns the last result.
+
+    A dropped connection or an expired session is waited out (kazoo reconnects, with a new
+    session if need be) for up to `patience` seconds: verify only reads and clears throttle
+    keys, so repeating a round cut short is safe.
+    """
+    lost_since = None
+    while True:
+        try:
+            res = verify(client, moves)
+            lost_since = None
+        except (ConnectionLoss, SessionExpiredError) as e:
+            now = time.monotonic()
+            lost_since = lost_since or now
+            if now - lost_since > patience:
+                raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s while verifying") from None
+            if on_retry:
+                on_retry(type(e).__name__)
+            sleep(min(interval, 1.0))
+            continue
+        if on_progress:
+            on_progress(res)
+        if res["done"]:
+            return res
+        sleep(interval)
 
 
 def elect(client: KazooClient, moves: list[dict] | None = None) -> int:

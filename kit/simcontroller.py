@@ -23,6 +23,7 @@ from kazoo.exceptions import NoNodeError
 
 from .errors import BadInput
 from .execute import ELECTION, REASSIGN
+from .simbrokers import DEAD, holder_running
 from .sim import _STEP, _fair_rates, _Flow, client_factor
 from .throttle import FOLLOWER_RATE, LEADER_RATE
 from .zookeeper import read_cluster, read_sim_facts
@@ -254,16 +255,18 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float = 0.0, tick:
 
 
 def kill_broker(client: KazooClient, broker: int) -> int:
-    """What Kafka does when a broker dies: it leaves /brokers/ids, drops out of every ISR, and
-    each partition it led elects the next in-sync replica. Returns the partitions it led."""
+    """What Kafka does when a broker dies: its registration vanishes, it drops out of every ISR,
+    and each partition it led elects the next in-sync replica. Returns the partitions it led."""
     path = f"/brokers/ids/{broker}"
+    if not client.exists(path):
+        raise BadInput(f"broker {broker} is not registered")
+    # Marked first, so the holder of the simulated brokers does not register it again.
+    client.ensure_path(DEAD)
+    client.create(f"{DEAD}/{broker}", b"")
     try:
-        info = client.get(path)[0]
+        client.delete(path)
     except NoNodeError:
-        raise BadInput(f"broker {broker} is not registered") from None
-    client.ensure_path("/kit/sim/dead")
-    client.create(f"/kit/sim/dead/{broker}", info)  # kept so that revive can register it again
-    client.delete(path)
+        pass
     cluster, _ = read_cluster(client)
     led = 0
     for p in cluster.partitions:
@@ -279,15 +282,20 @@ def kill_broker(client: KazooClient, broker: int) -> int:
     return led
 
 
-def revive_broker(client: KazooClient, broker: int) -> None:
-    """A dead broker comes back: registered again; it rejoins the ISR of its partitions (the
-    simulator assumes its log was intact, so it catches up at once)."""
-    try:
-        info = client.get(f"/kit/sim/dead/{broker}")[0]
-    except NoNodeError:
-        raise BadInput(f"broker {broker} was not killed by kit sim") from None
-    client.create(f"/brokers/ids/{broker}", info)
-    client.delete(f"/kit/sim/dead/{broker}")
+def revive_broker(client: KazooClient, broker: int, timeout: float = 10.0) -> None:
+    """A dead broker comes back: registered again by the holder of the simulated brokers; it
+    rejoins the ISR of its partitions (the simulator assumes its log was intact, so it catches
+    up at once)."""
+    if not client.exists(f"{DEAD}/{broker}"):
+        raise BadInput(f"broker {broker} was not killed by kit sim")
+    if not holder_running(client):
+        raise BadInput("the simulated brokers are not running here (kit sim seed starts them)")
+    client.delete(f"{DEAD}/{broker}")
+    deadline = time.monotonic() + timeout
+    while not client.exists(f"/brokers/ids/{broker}"):
+        if time.monotonic() > deadline:
+            raise BadInput(f"broker {broker} did not register again within {timeout:.0f} s")
+        time.sleep(0.05)
     cluster, _ = read_cluster(client)
     for p in cluster.partitions:
         if broker in p.replicas and broker not in p.isr:

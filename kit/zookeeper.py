@@ -131,14 +131,15 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
 
 
 def write_cluster(client: KazooClient, cluster: Cluster) -> None:
-    """Lay a cluster out in Kafka's znodes (live brokers registered, topics, partition states,
-    kafka-kit's metric znodes), as a ZooKeeper-mode Kafka would hold it. Refuses a ZooKeeper
-    that already holds a Kafka cluster."""
+    """Lay a cluster out in Kafka's znodes (topics, partition states, kafka-kit's metric znodes),
+    as a ZooKeeper-mode Kafka would hold it. Live brokers' registrations go to the simulator's
+    /kit/sim/brokers: /brokers/ids/N is ephemeral in Kafka, so only a live session can hold it
+    (kit.simbrokers does). Refuses a ZooKeeper that already holds a Kafka cluster."""
     if client.exists("/brokers/topics") and _children(client, "/brokers/topics"):
         raise Unsafe("this ZooKeeper already holds Kafka topics; use an empty one or another chroot")
     client.ensure_path("/")
     tx_paths = ["/brokers/ids", "/brokers/topics", "/admin", "/config/topics", "/config/brokers",
-                "/config/changes", "/topicmappr"]
+                "/config/changes", "/topicmappr", "/kit/sim/brokers"]
     for path in tx_paths:
         client.ensure_path(path)
     ops = []
@@ -146,7 +147,7 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
         if b.alive and b.known:
             info = {"version": 5, "host": "127.0.0.1", "port": 9092, "rack": b.rack,
                     "endpoints": ["PLAINTEXT://127.0.0.1:9092"], "jmx_port": -1, "timestamp": "0"}
-            ops.append(client.create_async(f"/brokers/ids/{b.id}", json.dumps(info).encode(), ephemeral=False))
+            ops.append(client.create_async(f"/kit/sim/brokers/{b.id}", json.dumps(info).encode()))
     by_topic: dict[str, dict[str, list[int]]] = {}
     for p in cluster.partitions:
         by_topic.setdefault(p.topic, {})[str(p.partition)] = list(p.replicas)

@@ -6,8 +6,9 @@ KIT=$1
 DEMO=$2
 PORT=$(.venv/bin/python -c 'from kit.localzk import free_port; print(free_port())')
 ZK="127.0.0.1:$PORT/kafka"
+rm -rf "$DEMO/zk"  # a fresh ZooKeeper each run: the demo seeds an empty one
 "$KIT" zk start --port "$PORT" --data "$DEMO/zk"
-trap '"$KIT" zk stop --data "$DEMO/zk" >/dev/null' EXIT
+trap '"$KIT" sim stop --zk "$ZK" >/dev/null 2>&1; "$KIT" zk stop --data "$DEMO/zk" >/dev/null' EXIT
 echo; echo "== seed the simulated cluster in $ZK"
 "$KIT" sim seed --zk "$ZK" --snapshot "$DEMO/cluster.json"
 "$KIT" status --zk "$ZK"

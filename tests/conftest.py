@@ -66,22 +66,69 @@ def zookeeper(tmp_path_factory):
     data = str(tmp_path_factory.mktemp("zookeeper"))
     server = localzk.start(localzk.free_port(), data)
     yield server.connect
+    _stop_simulated_brokers(server.connect)
+    for client in _BROKER_SESSIONS:
+        client.stop()
+        client.close()
     localzk.stop(data)
+
+
+def _stop_simulated_brokers(connect_string: str) -> None:
+    """Stop every `kit sim seed` holder the tests started (one per chroot)."""
+    from kit.simbrokers import HOLDER, stop_holder
+    from kit.zookeeper import connect
+
+    root = connect(connect_string)
+    try:
+        chroots = [c for c in root.get_children("/") if root.exists(f"/{c}{HOLDER}")]
+    finally:
+        root.stop()
+        root.close()
+    for c in chroots:
+        client = connect(f"{connect_string}/{c}")
+        try:
+            stop_holder(client)
+        finally:
+            client.stop()
+            client.close()
+
+
+def kit_command() -> list[str]:
+    """The installed `kit` command line (the console script, else `python -m kit`)."""
+    exe = Path(sys.executable).parent / "kit"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
 
 
 def run_kit(*args, env=None, timeout=120) -> subprocess.CompletedProcess:
     """The installed `kit` command, run for real in a child process."""
-    exe = Path(sys.executable).parent / "kit"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
-    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(kit_command() + [str(a) for a in args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+# Sessions holding seeded brokers' ephemeral registrations, as running brokers would; closed
+# when the session's ZooKeeper stops.
+_BROKER_SESSIONS: list = []
 
 
 def seed(connect_string: str, cluster) -> None:
-    """Lay a cluster out in Kafka's znodes under `connect_string` (HOST:PORT/chroot)."""
+    """Lay a cluster out in Kafka's znodes under `connect_string` (HOST:PORT/chroot), its live
+    brokers registered (ephemeral) by a client kept open for the rest of the test session."""
+    from kit.simbrokers import sync_registrations
     from kit.zookeeper import connect, write_cluster
 
     client = connect(connect_string)
-    try:
-        write_cluster(client, cluster)
-    finally:
-        client.stop()
+    _BROKER_SESSIONS.append(client)
+    write_cluster(client, cluster)
+    sync_registrations(client)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole test session (2 cores, 2 shuffle partitions, no UI),
+    made quiet the way `kit metrics` makes it; the in-process `kit metrics` calls reuse it."""
+    pytest.importorskip("pyspark")
+    from kit.metrics import spark_session
+
+    session = spark_session("local[2]", shuffle_partitions=2)
+    yield session
+    session.stop()

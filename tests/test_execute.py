@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conftest import kit_command
 from conftest import run_kit as kit
 from conftest import seed
 from kit.formats import load_snapshot
@@ -217,8 +218,10 @@ def test_the_simulated_controller_runs_a_replace_plan_to_completion(seeded_repla
     assert not any(set(p.replicas) - set(p.isr) for p in after.partitions if dead not in p.replicas)
 
 
-def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(kafka):
-    root, cluster = kafka
+def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(zookeeper, snapshots):
+    root = f"{zookeeper}/kit-kill-{next(_chroots)}"
+    assert kit("sim", "seed", "--zk", root, "--snapshot", str(snapshots["scale-out"])).returncode == 0
+    cluster = load_snapshot(str(snapshots["scale-out"]))
     victim = cluster.partitions[0].replicas[0]
     led = sum(1 for p in cluster.partitions if p.replicas[0] == victim)
     r = kit("sim", "kill", "--zk", root, "--broker", str(victim))
@@ -239,6 +242,31 @@ def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(kafka):
     r = kit("status", "--zk", root)
     assert "live, 0 dead" in r.stdout and "under-replicated partitions: 0" in r.stdout
     assert kit("sim", "revive", "--zk", root, "--broker", str(victim)).returncode == 2
+
+
+def test_simulated_brokers_are_ephemeral_and_vanish_when_their_holder_stops(zookeeper, snapshots):
+    """As in Kafka, /brokers/ids/N lives only as long as a session: stopping the simulated
+    brokers leaves every one of them dead, and the cluster's data where it was."""
+    from kit.zookeeper import read_cluster
+
+    root = f"{zookeeper}/kit-holder-{next(_chroots)}"
+    cluster = load_snapshot(str(snapshots["replace"]))
+    assert kit("sim", "seed", "--zk", root, "--snapshot", str(snapshots["replace"])).returncode == 0
+    client = connect(root)
+    try:
+        ids = client.get_children("/brokers/ids")
+        assert sorted(int(b) for b in ids) == sorted(cluster.live_ids)
+        assert all(client.exists(f"/brokers/ids/{b}").ephemeralOwner != 0 for b in ids)
+        r = kit("sim", "stop", "--zk", root)
+        assert r.returncode == 0 and "stopped" in r.stdout
+        assert client.get_children("/brokers/ids") == []
+        down, _ = read_cluster(client)
+        assert not any(b.alive for b in down.brokers.values())
+        assert len(down.partitions) == len(cluster.partitions)
+    finally:
+        client.stop()
+    r = kit("sim", "stop", "--zk", root)
+    assert r.returncode == 0 and "no simulated brokers" in r.stdout
 
 
 def test_the_simulator_writes_metric_samples_in_the_pipeline_schema(seeded_replace, tmp_path):
@@ -324,3 +352,68 @@ def test_apply_cut_short_by_zookeeper_leaves_no_reassignment_and_can_be_rerun(ka
         assert json.loads(client.get(REASSIGN)[0])["partitions"] == moves
     finally:
         client.stop()
+
+
+def test_az_loss_from_zookeeper_takes_the_missing_brokers_as_the_lost_rack(zookeeper, snapshots, tmp_path):
+    """Kafka forgets a dead broker's rack; the plan from ZooKeeper must still equal the plan
+    from the snapshot that knew it."""
+    root = f"{zookeeper}/kit-az-{next(_chroots)}"
+    assert kit("sim", "seed", "--zk", root, "--snapshot", str(snapshots["az-loss"])).returncode == 0
+    from_zk, from_snap = tmp_path / "zk.json", tmp_path / "snap.json"
+    r = kit("plan", "az-loss", "--zk", root, "--rack", "rack-c", "--out", from_zk)
+    assert r.returncode == 0, r.stderr
+    assert "taking the 4 dead broker(s)" in r.stdout
+    assert kit("plan", "az-loss", "--snapshot", snapshots["az-loss"], "--rack", "rack-c",
+               "--out", from_snap).returncode == 0
+    assert json.loads(from_zk.read_text()) == json.loads(from_snap.read_text())
+    r = kit("plan", "az-loss", "--zk", root, "--rack", "rack-a", "--out", tmp_path / "a.json")
+    assert r.returncode == 0 and "taking the" not in r.stdout
+
+
+def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshots, tmp_path):
+    """Session loss during `kit verify`: the server goes away mid-watch and comes back on the
+    same port with its data; verify reconnects, sees the copy finish and clears the throttles."""
+    import subprocess
+    import time
+
+    from kit import localzk
+    from kit.simbrokers import sync_registrations
+    from kit.simcontroller import SimController
+    from kit.zookeeper import write_cluster
+
+    port, data = localzk.free_port(), str(tmp_path / "zk")
+    root = f"{localzk.start(port, data).connect}/kafka"
+    brokers = connect(root)  # the brokers' own session: it must survive the restart too
+    watcher = None
+    try:
+        write_cluster(brokers, load_snapshot(str(snapshots["scale-out"])))
+        sync_registrations(brokers)
+        plan = tmp_path / "plan.json"
+        assert kit("plan", "scale-out", "--snapshot", snapshots["scale-out"], "--out", plan).returncode == 0
+        assert kit("apply", plan, "--zk", root, "--throttle", "50000000").returncode == 0
+        watcher = subprocess.Popen([*kit_command(), "verify", str(plan), "--zk", root, "--wait", "--interval", "0.3"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        localzk.stop(data)
+        time.sleep(1.5)
+        localzk.start(port, data)
+        controller = connect(root)
+        try:
+            ctl = SimController(controller, speed=1e6)
+            while ctl.busy():
+                ctl.step(1.0)
+        finally:
+            controller.stop()
+        out, err = watcher.communicate(timeout=60)
+        assert watcher.returncode == 0, err
+        assert "ZooKeeper connection lost" in err
+        assert f"{len(json.loads(plan.read_text())['partitions'])} partition(s) done" in out.splitlines()[-1]
+        assert brokers.get_children("/config/brokers") == [] or all(
+            json.loads(brokers.get(f"/config/brokers/{b}")[0])["config"] == {}
+            for b in brokers.get_children("/config/brokers"))
+    finally:
+        if watcher and watcher.poll() is None:
+            watcher.kill()
+        brokers.stop()
+        brokers.close()
+        localzk.stop(data)

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from kit.simbrokers import sync_registrations
+
 from conftest import run_kit as kit
 from conftest import seed
 from kit.errors import BadInput, Unsafe
@@ -29,6 +31,7 @@ def test_a_cluster_laid_out_in_znodes_reads_back_the_same(zk_root, snapshots):
     client = connect(zk_root)
     try:
         write_cluster(client, cluster)
+        sync_registrations(client)  # the live brokers register (ephemeral, in this session)
         back, reassigning = read_cluster(client)
     finally:
         client.stop()

@@ -9,8 +9,16 @@ from .select import resolve_brokers, select_partitions
 
 def plan_az_loss(cluster: Cluster, rack: str, topics: str | None = None, exclude: str | None = None,
                  brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
-    """Treat every broker of `rack` as gone and move their replicas to the remaining racks."""
+    """Treat every broker of `rack` as gone and move their replicas to the remaining racks.
+
+    Read from ZooKeeper, a lost rack's brokers are just missing: Kafka keeps no record of a dead
+    broker's rack. When `rack` names no known broker and no live broker is without a rack, the
+    dead brokers of unknown rack are taken as the rack's (said in the plan's notes)."""
     lost = [b.id for b in cluster.brokers.values() if b.rack == rack]
+    inferred = False
+    if not lost:
+        lost = sorted(b.id for b in cluster.brokers.values() if not b.alive and b.rack is None)
+        inferred = bool(lost)
     if not lost:
         racks = sorted({b.rack for b in cluster.brokers.values() if b.rack})
         raise BadInput(f"--rack {rack!r} names no broker's rack (racks: {', '.join(racks) or 'none'})")
@@ -18,5 +26,9 @@ def plan_az_loss(cluster: Cluster, rack: str, topics: str | None = None, exclude
     targets = [b for b in resolve_brokers(cluster, brokers, selected) if b not in set(lost)]
     if not targets:
         raise BadInput(f"no target brokers outside rack {rack}")
-    return evacuate(cluster, targets, selected, "az-loss", f"rack {rack} lost", removed=lost,
+    plan = evacuate(cluster, targets, selected, "az-loss", f"rack {rack} lost", removed=lost,
                     ignore_warns=ignore_warns)
+    if inferred:
+        plan.notes.append(f"no registered broker is in rack {rack}: taking the {len(lost)} dead broker(s) "
+                             f"{','.join(map(str, lost))} as its brokers")
+    return plan
