@@ -495,9 +495,6 @@ def cmd_metrics(a) -> int:
 from .doctor_cli import add_doctor_parser as _add_doctor_parser, cmd_doctor  # noqa: E402  (kit doctor)
 
 
-from .doctor_cli import add_doctor_parser as _add_doctor_parser, cmd_doctor  # noqa: E402  (kit doctor)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kit", description="kit: operations kit for Apache Kafka.", epilog=EXAMPLES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -510,7 +507,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate_parser(sub)
     _add_sim_parser(sub)
     _add_zk_parser(sub)
-    _add_doctor_parser(sub)
     _add_doctor_parser(sub)
     _add_metrics_parser(sub)
     return parser
@@ -654,8 +650,6 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_simulate(a)
         if a.command == "sim":
             return cmd_sim(a)
-        if a.command == "doctor":
-            return cmd_doctor(a)
         if a.command == "doctor":
             return cmd_doctor(a)
         if a.command == "metrics":
