@@ -132,15 +132,3 @@ def spark():
     session = spark_session("local[2]", shuffle_partitions=2)
     yield session
     session.stop()
-
-
-@pytest.fixture(scope="session")
-def spark():
-    """One local SparkSession for the whole test session (2 cores, 2 shuffle partitions, no UI),
-    made quiet the way `kit metrics` makes it; the in-process `kit metrics` calls reuse it."""
-    pytest.importorskip("pyspark")
-    from kit.metrics import spark_session
-
-    session = spark_session("local[2]", shuffle_partitions=2)
-    yield session
-    session.stop()
