@@ -604,8 +604,18 @@ def examine(cluster: Cluster, traffic: Traffic | None = None, limit_in: float | 
         return rep
 
     if rep["over_limit"]:
-        res = balance(cluster, traffic, limit_in, limit_out)
         over_ids = sorted({o["broker"] for o in rep["over_limit"]})
+        # When the brokers together carry more than their limits allow, no reassignment can
+        # help (only more brokers or less traffic): say so without searching.
+        for d, name in (("in", "inbound"), ("out", "outbound")):
+            caps = [b[f"limit_{d}"] for b in rep["brokers"]]
+            if all(cap is not None for cap in caps) and sum(b[d] for b in rep["brokers"]) > sum(caps) + _EPS:
+                total = sum(b[d] for b in rep["brokers"])
+                return alert(f"no confident balancing plan: the live brokers' {name} traffic "
+                             f"{_mb(total)} exceeds their combined limit {_mb(sum(caps))}; add brokers or "
+                             "shed load", [f"cluster {name} {_mb(total)} over the combined {_mb(sum(caps))}"],
+                             over_ids)
+        res = balance(cluster, traffic, limit_in, limit_out)
         if not res["ok"]:
             lines = []
             for s in res["still_over"]:

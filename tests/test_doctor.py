@@ -215,7 +215,8 @@ def test_inbound_overload_moves_replicas_rack_safely():
 
 def test_no_headroom_anywhere_is_an_alert_that_says_why(tmp_path):
     doc = {"version": 1, "brokers": [{"id": b, "net_capacity": CAP} for b in (1, 2)],
-           "partitions": [part(0, [1, 2], bin_=60e6, bout=90e6), part(1, [2, 1], bin_=50e6, bout=10e6)]}
+           "partitions": [part(0, [1, 2], bin_=40e6, bout=70e6), part(1, [2, 1], bin_=10e6, bout=20e6)]}
+    # Broker 1 sends 110 MB/s; handing t-0 to broker 2 would put 140 MB/s there; no third broker.
     out = tmp_path / "plan.json"
     r = kit("doctor", "--snapshot", write(tmp_path, doc), "--out", out)
     assert r.returncode == 4 and not out.exists()
@@ -307,3 +308,9 @@ def test_the_simulator_kills_a_broker_mid_run_and_the_doctor_heals_it(zookeeper,
     assert r.returncode == 0 and "Status: HEALTHY" in r.stdout, r.stdout
     assert "under-replicated 0" in r.stdout and f"\n    {victim} " not in r.stdout  # gone from every map
     assert [e["kind"] for e in read_events(str(events))] == ["healthy", "heal", "apply", "wait", "healthy"]
+
+
+def test_a_cluster_over_its_combined_limit_is_an_alert_without_a_search():
+    c = cluster([part(i, [1 + i % 2, 2 - i % 2], bin_=60e6, bout=10e6) for i in range(4)], brokers=2)
+    rep = examine(c, time=T0)
+    assert rep["exit_code"] == 4 and "exceeds their combined limit" in rep["summary"] and rep["plan"] is None
