@@ -1,0 +1,159 @@
+"""Benchmark `kit metrics` on generated samples: Spark local[1] vs local[2], and pandas.
+
+Generates (once) 30 million replica samples as Parquet with spark/samples.py, times the
+batch job's computation (`kit.metrics.compute`: read, validate, the four figures) in a
+fresh child process per run and master, then computes the same figures with pandas on one
+node in this process as a correctness cross-check and a time ratio. Prints a Markdown
+table of medians.
+
+    .venv/bin/python bench/bench_metrics.py --repeat 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+WINDOW_S = 48 * 3600
+COOLDOWN_S = 30 * 60
+SLACK_S = 5 * 60
+
+
+def child(data: str, master: str, memory: str) -> None:
+    """One timed Spark run; prints seconds and the figures as JSON."""
+    from kit.metrics import compute, spark_session
+
+    spark = spark_session(master, shuffle_partitions=int(master.strip("local[]*") or 2) * 4, driver_memory=memory)
+    start = time.perf_counter()
+    figs = compute(spark, os.path.join(data, "replica"), os.path.join(data, "broker"), WINDOW_S, "max")
+    secs = time.perf_counter() - start
+    spark.stop()
+    print(json.dumps({"seconds": secs, "figures": figs}))
+
+
+def pandas_figures(data: str) -> dict:
+    """The same four figures with pandas (single node), for the cross-check."""
+    import numpy as np
+    import pandas as pd
+
+    r = pd.read_parquet(os.path.join(data, "replica"))
+    b = pd.read_parquet(os.path.join(data, "broker"))
+    r["ts"] = pd.to_datetime(r["ts"]).astype("int64") // 10**9
+    b["ts"] = pd.to_datetime(b["ts"]).astype("int64") // 10**9
+    # latest size per replica, then max over replicas
+    last = r.sort_values("ts").drop_duplicates(["topic", "partition", "broker"], keep="last")
+    sizes = last.groupby(["topic", "partition"])["size_bytes"].max()
+    meta: dict = {}
+    for (t, p), s in sizes.items():
+        meta.setdefault(t, {})[str(p)] = {"Size": int(s)}
+    lb = b.sort_values("ts").drop_duplicates("broker", keep="last").set_index("broker")
+    bm = {str(k): {"StorageFree": int(v)} for k, v in lb["storage_free_bytes"].dropna().sort_index().items()}
+    # traffic: leader rows in the window, outside reassignments and their cooldown
+    newest = r["ts"].max()
+    cand = r[(r["leader"] | r["reassigning"]) & (r["ts"] > newest - WINDOW_S - COOLDOWN_S)]
+    key = cand["topic"].astype(str) + "/" + cand["partition"].astype(str)
+    cand = cand.assign(key=key)
+    moves = cand[cand["reassigning"]][["key", "ts"]].drop_duplicates().sort_values("ts")
+    lead = cand[cand["leader"] & ~cand["reassigning"] & (cand["ts"] > newest - WINDOW_S)].sort_values("ts")
+    lead = pd.merge_asof(lead, moves.rename(columns={"ts": "last_move"}), left_on="ts", right_on="last_move",
+                         by="key", direction="backward")
+    ok = lead[lead["last_move"].isna() | (lead["ts"] - lead["last_move"] > COOLDOWN_S)]
+    tr = ok.groupby(["topic", "partition"])[["bytes_in_per_sec", "bytes_out_per_sec"]].max().dropna(how="all")
+    traffic = [{"topic": t, "partition": int(p), "bytes_in": float(row.bytes_in_per_sec),
+                "bytes_out": float(row.bytes_out_per_sec)} for (t, p), row in tr.iterrows()]
+    # broker load from the current placement
+    pnew = last.groupby(["topic", "partition"])["ts"].transform("max")
+    place = last[last["ts"] >= pnew - SLACK_S][["topic", "partition", "broker", "leader"]]
+    place = place.merge(place.groupby(["topic", "partition"]).size().rename("rf").reset_index())
+    place = place.merge(tr.reset_index(), how="left").fillna({"bytes_in_per_sec": 0.0, "bytes_out_per_sec": 0.0})
+    place["load_out"] = np.where(place["leader"], place["bytes_out_per_sec"]
+                                 + place["bytes_in_per_sec"] * (place["rf"] - 1), 0.0)
+    g = place.groupby("broker").agg(replicas=("topic", "size"), leaders=("leader", "sum"),
+                                    expected_bytes_in=("bytes_in_per_sec", "sum"),
+                                    expected_bytes_out=("load_out", "sum"))
+    load = [{"broker": int(k), **{c: float(v[c]) for c in ("expected_bytes_in", "expected_bytes_out")},
+             "replicas": int(v["replicas"]), "leaders": int(v["leaders"]),
+             "measured_rx_bytes_per_sec": float(lb.loc[k, "net_rx_bytes_per_sec"]),
+             "measured_tx_bytes_per_sec": float(lb.loc[k, "net_tx_bytes_per_sec"])} for k, v in g.iterrows()]
+    return {"partition_meta": meta, "broker_metrics": bm, "replica_traffic": traffic, "broker_load": load}
+
+
+def same(spark_figs: dict, pd_figs: dict) -> list[str]:
+    """Differences between the two engines' figures (empty when they agree)."""
+    import math
+
+    diffs = []
+    for k in ("partition_meta", "broker_metrics"):
+        if spark_figs[k] != pd_figs[k]:
+            diffs.append(k)
+    for k, key in (("replica_traffic", ("topic", "partition")), ("broker_load", ("broker",))):
+        a = {tuple(r[c] for c in key): r for r in spark_figs[k]}
+        b = {tuple(r[c] for c in key): r for r in pd_figs[k]}
+        if a.keys() != b.keys():
+            diffs.append(f"{k}: {len(a)} vs {len(b)} rows")
+            continue
+        for kk, ra in a.items():
+            if any(not math.isclose(ra[c], b[kk][c], rel_tol=1e-9) for c in b[kk] if isinstance(b[kk][c], float)):
+                diffs.append(f"{k} {kk}")
+                break
+    return diffs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench", "metrics-30m"))
+    ap.add_argument("--partitions", type=int, default=5000)
+    ap.add_argument("--steps", type=int, default=2000, help="sample instants (x partitions x RF 3 = rows)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--masters", default="local[1],local[2]")
+    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--child", metavar="MASTER", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        child(a.data, a.child, a.driver_memory)
+        return 0
+    if not os.path.isdir(os.path.join(a.data, "replica")):
+        from spark.samples import generate
+
+        t = time.perf_counter()
+        n = generate(a.data, partitions=a.partitions, steps=a.steps)
+        print(f"generated {n['replica_rows']:,} replica and {n['broker_rows']:,} broker samples "
+              f"in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    times: dict[str, list[float]] = {}
+    figs = None
+    for _ in range(a.repeat):
+        for m in a.masters.split(","):
+            out = subprocess.run([sys.executable, __file__, "--data", a.data, "--child", m,
+                                  "--driver-memory", a.driver_memory], capture_output=True, text=True, check=True)
+            res = json.loads(out.stdout.strip().splitlines()[-1])
+            times.setdefault(m, []).append(res["seconds"])
+            figs = res["figures"]
+            print(f"{m}: {res['seconds']:.1f} s", file=sys.stderr)
+        t = time.perf_counter()
+        pd_figs = pandas_figures(a.data)
+        times.setdefault("pandas", []).append(time.perf_counter() - t)
+        print(f"pandas: {times['pandas'][-1]:.1f} s", file=sys.stderr)
+    diffs = same(figs, pd_figs)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    masters = a.masters.split(",")
+    print("| engine | median s | runs |")
+    print("|---|---|---|")
+    for k, v in times.items():
+        print(f"| {k} | {med[k]:.1f} | {', '.join(f'{x:.1f}' for x in v)} |")
+    if len(masters) == 2:
+        print(f"\nspeed-up {masters[1]} over {masters[0]}: {med[masters[0]] / med[masters[1]]:.2f}x")
+    print(f"{masters[-1]} / pandas: {med[masters[-1]] / med['pandas']:.2f}x")
+    print(f"cross-check: {'identical figures' if not diffs else 'DIFFERENT: ' + ', '.join(diffs)} "
+          f"({len(figs['replica_traffic'])} partitions with traffic, {len(figs['broker_load'])} brokers)")
+    return 0 if not diffs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
