@@ -305,12 +305,37 @@ def _add_simulate_parser(sub) -> None:
                  "--out result.json")
     p.add_argument("--snapshot", required=True, metavar="FILE")
     p.add_argument("--plan", required=True, metavar="PLAN.json")
-    p.add_argument("--throttle", default="none", metavar="none|BYTES_PER_SEC",
-                   help="replication throttle per broker ('auto' arrives with the auto-throttle)")
+    p.add_argument("--throttle", default="none", metavar="auto|none|BYTES_PER_SEC",
+                   help="replication throttle per broker; auto: kit's auto-throttle, in simulated time")
     p.add_argument("--client-load", type=float, default=0.0, metavar="F",
                    help="client traffic as a share of each broker's net_capacity (default 0)")
     p.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat")
+    _auto_throttle_options(p)
     p.add_argument("--out", required=True, metavar="RESULT.json")
+
+
+def _auto_throttle_options(p) -> None:
+    g = p.add_argument_group("auto-throttle")
+    g.add_argument("--interval", type=_rate, default=30.0, metavar="S", help="seconds between decisions (default 30)")
+    g.add_argument("--share", type=float, default=0.9, metavar="F",
+                   help="share of the capacity clients leave free that replication may take (default 0.9)")
+    g.add_argument("--min-rate", type=_rate, default=10e6, metavar="BYTES_PER_SEC",
+                   help="the floor, and the fail-safe rate when metrics are missing (default 10 MB/s)")
+    g.add_argument("--change-threshold", type=float, default=0.10, metavar="F",
+                   help="skip rate changes smaller than this share (default 0.10)")
+    g.add_argument("--stale-intervals", type=_whole(1), default=2, metavar="N",
+                   help="metrics older than N intervals: fail safe to the minimum rate (default 2)")
+    g.add_argument("--cap-map", metavar="JSON|FILE",
+                   help='network capacity by instance type in MB/s, e.g. \'{"standard": 125}\' '
+                        "(default: each broker's net_capacity)")
+    g.add_argument("--events", metavar="FILE", help="append every decision to this JSON-lines file")
+
+
+def _throttle_settings(a):
+    from .autothrottle import Settings
+
+    return Settings(interval=a.interval, share=a.share, minimum=a.min_rate, change_threshold=a.change_threshold,
+                    stale_intervals=a.stale_intervals)
 
 
 def cmd_simulate(a) -> int:
@@ -318,16 +343,28 @@ def cmd_simulate(a) -> int:
     from .sim import simulate
     from .waves import human_duration
 
-    if a.throttle == "auto":
-        raise BadInput("--throttle auto needs the auto-throttle (not built yet); use none or a rate")
+    from .events import EventLog
+    from .throttle_loop import load_cap_map
+
     try:
-        throttle = None if a.throttle == "none" else _rate(a.throttle)
+        throttle = a.throttle if a.throttle in ("auto", "none") else _rate(a.throttle)
     except argparse.ArgumentTypeError as e:
         raise BadInput(f"--throttle: {e}") from None
+    throttle = None if throttle == "none" else throttle
+    settings, cap_map = _throttle_settings(a), load_cap_map(a.cap_map)
     _writable("--out", a.out)
+    if a.events:
+        _writable("--events", a.events)
     cluster = load_snapshot(a.snapshot)
-    res = simulate(cluster, load_plan(a.plan, cluster), throttle, a.client_load, a.traffic)
+    events: list[dict] = []
+    res = simulate(cluster, load_plan(a.plan, cluster), throttle, a.client_load, a.traffic, settings, cap_map,
+                   events)
     write_atomic(a.out, dumps(res))
+    if a.events:
+        log = EventLog(a.events)
+        for e in events:
+            log.write(e)
+        log.close()
     print(f"completed in {human_duration(res['completion_s'])} (lower bound {human_duration(res['lower_bound_s'])}); "
           f"{res['bytes_moved'] / 1e9:.1f} GB copied; {res['saturated_broker_seconds']:.0f} saturated broker-seconds")
     return 0
@@ -403,6 +440,79 @@ def cmd_sim(a) -> int:
                                         sample_every=a.sample_every, traffic=a.traffic,
                                         spike_at=a.spike_at), a.zk_auth)
     print(f"simulated controller stopped after {secs:.0f} simulated seconds of copying")
+    return 0
+
+
+def _add_throttle_parser(sub) -> None:
+    th = sub.add_parser("throttle", help="the replication auto-throttle and its overrides",
+                        description="Run the auto-throttle over a running reassignment, or set / remove an "
+                                    "override rate it honours (kept in ZooKeeper, kafka-kit's layout).",
+                        epilog="examples:\n"
+                               "  kit throttle run --zk 127.0.0.1:2181/kafka --samples build/samples "
+                               "--events build/events.jsonl\n"
+                               "  kit throttle set 50000000 --zk 127.0.0.1:2181/kafka --autoremove\n"
+                               "  kit throttle set 20000000 --broker 1003 --zk 127.0.0.1:2181/kafka\n"
+                               "  kit throttle remove --zk 127.0.0.1:2181/kafka",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ops = th.add_subparsers(dest="throttle_command", metavar="run|set|remove", required=True, parser_class=_Parser)
+    run = ops.add_parser("run", help="watch reassignments and set each broker's rate from its measured network")
+    run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    _zk_auth_option(run)
+    src = run.add_mutually_exclusive_group(required=True)
+    src.add_argument("--samples", metavar="DIR", help="broker samples as JSON lines (kit sim run --samples, collectors)")
+    src.add_argument("--metrics", metavar="DIR", help="kit metrics output (broker_load.parquet)")
+    _auto_throttle_options(run)
+    run.add_argument("--log", metavar="FILE", help="the human log (default: stderr)")
+    run.add_argument("--until-idle", action="store_true",
+                     help="exit once a reassignment has finished and every throttle is cleared")
+    run.add_argument("--max-seconds", type=_rate, metavar="S", help="exit after S wall seconds")
+    for name, text in (("set", "set an override rate (all participating brokers, or one broker)"),
+                       ("remove", "remove an override")):
+        o = ops.add_parser(name, help=text, description=text)
+        if name == "set":
+            o.add_argument("rate", type=_rate, metavar="BYTES_PER_SEC")
+            o.add_argument("--autoremove", action="store_true", help="remove it when the next reassignment ends")
+        o.add_argument("--broker", type=_whole(0), metavar="ID")
+        o.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+        _zk_auth_option(o)
+
+
+def cmd_throttle(a) -> int:
+    from . import throttle_loop
+
+    if a.throttle_command == "set":
+        _with_zk(a.zk, lambda c: throttle_loop.set_override(c, a.rate, a.broker, a.autoremove), a.zk_auth)
+        who = f"broker {a.broker}" if a.broker is not None else "every broker taking part"
+        print(f"override set: {a.rate / 1e6:.1f} MB/s for {who}" + (" (autoremove)" if a.autoremove else ""))
+        return 0
+    if a.throttle_command == "remove":
+        had = _with_zk(a.zk, lambda c: throttle_loop.remove_override(c, a.broker), a.zk_auth)
+        print("override removed" if had else "no override was set")
+        return 0
+    import signal
+    import threading
+
+    from .events import EventLog
+
+    settings, cap_map = _throttle_settings(a), throttle_loop.load_cap_map(a.cap_map)
+    if a.events:
+        _writable("--events", a.events)
+    if a.log:
+        _writable("--log", a.log)
+    metrics = (throttle_loop.SampleDirMetrics(a.samples, settings.interval) if a.samples
+               else throttle_loop.BrokerLoadMetrics(a.metrics))
+    human = open(a.log, "a", encoding="utf-8") if a.log else sys.stderr
+    log = EventLog(a.events, human)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        rounds = _with_zk(a.zk, lambda c: throttle_loop.run(c, settings, metrics, log, cap_map, stop,
+                                                             a.until_idle, a.max_seconds), a.zk_auth)
+    except KeyboardInterrupt:
+        rounds = None
+    finally:
+        log.close()
+    print(f"auto-throttle stopped after {rounds} round(s)" if rounds is not None else "auto-throttle stopped")
     return 0
 
 
@@ -509,6 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_zk_parser(sub)
     _add_doctor_parser(sub)
     _add_metrics_parser(sub)
+    _add_throttle_parser(sub)
     return parser
 
 
@@ -650,6 +761,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_simulate(a)
         if a.command == "sim":
             return cmd_sim(a)
+        if a.command == "throttle":
+            return cmd_throttle(a)
         if a.command == "doctor":
             return cmd_doctor(a)
         if a.command == "metrics":

@@ -74,9 +74,16 @@ def _fair_rates(flows: list[_Flow], out_cap: dict[int, float], in_cap: dict[int,
             unfrozen.discard(id(f))
 
 
-def simulate(cluster: Cluster, moves: list[dict], throttle: float | None = None, client_load: float = 0.0,
-             traffic: str = "flat") -> dict:
-    """Run a plan's copies to completion; returns the figures of design.md's contract."""
+def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None = None, client_load: float = 0.0,
+             traffic: str = "flat", settings=None, cap_map: dict | None = None, events=None) -> dict:
+    """Run a plan's copies to completion; returns the figures of design.md's contract.
+
+    `throttle` is None (no throttle), a rate in bytes/s for every broker, or "auto": kit's
+    auto-throttle (kit/autothrottle.py, unchanged) decides every `settings.interval` simulated
+    seconds from the peak network of the last interval, and once more the moment the
+    reassignment completes (the loop over ZooKeeper watches the reassignment znode for that).
+    `events`, a list, receives the auto-throttle's decisions.
+    """
     if not 0 <= client_load < 1:
         raise BadInput(f"--client-load must be in [0, 1), got {client_load}")
     client_factor(traffic, 0.0, 1.0)  # validates the name
@@ -106,18 +113,61 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | None = None,
     bytes_moved = sum(f.left for f in flows)
     lower = max([n / ((1 - client_load) * brokers[b].net_capacity) for b, n in
                  list(repl_out.items()) + list(repl_in.items())] or [0.0])
-    out_cap = {b: throttle or brokers[b].net_capacity for b in brokers}
-    in_cap = {b: throttle or brokers[b].net_capacity for b in brokers}
+    nic = {b: float(br.net_capacity) for b, br in brokers.items()}
+    auto = None
+    if throttle == "auto":
+        from .autothrottle import AutoThrottle, Settings, capacities
+
+        settings = settings or Settings()
+        auto = AutoThrottle(settings, capacities(brokers, cap_map))
+    elif isinstance(throttle, str):
+        raise BadInput(f"--throttle {throttle!r}: expected auto, none or a rate")
+    out_cap = {b: throttle if auto is None and throttle else nic[b] for b in brokers}
+    in_cap = dict(out_cap)
     horizon = max(lower, 1.0) * 2
     t, saturated = 0.0, 0.0
     pending = [f for f in flows if f.left > 0]
+    peak: dict[int, list[float]] = {}  # broker -> [rx, tx, replication rx, replication tx] at the window's peak
+    next_decision, completion, cleared_at = 0.0, None, None
+
+    def decide(now):
+        sources = {f.source for f in pending}
+        dests = {f.dest for f in pending}
+        factor = client_factor(traffic, now, horizon)
+        metrics = {}
+        for b in brokers:
+            client = client_load * factor * nic[b]
+            rx, tx, r_rx, r_tx = peak.get(b, [client, client, 0.0, 0.0])
+            metrics[b] = NetSample(now, rx, tx, r_rx, r_tx)
+        stamp = _stamp(now)
+        d = auto.decide(now, stamp, sources, dests, metrics)
+        for b, rates in d.rates.items():
+            out_cap[b] = rates.get(LEADER, out_cap[b])
+            in_cap[b] = rates.get(FOLLOWER, in_cap[b])
+        for b in d.clear:
+            out_cap[b], in_cap[b] = nic[b], nic[b]
+        if events is not None:
+            events.extend(d.events)
+        peak.clear()
+
+    if auto is not None:
+        from .autothrottle import FOLLOWER, LEADER, NetSample
     while pending:
+        if auto is not None and t >= next_decision - 1e-9:
+            decide(t)
+            next_decision = t + auto.settings.interval
         _fair_rates(pending, out_cap, in_cap)
         if not any(f.rate > 0 for f in pending):
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
         step = min(f.left / f.rate for f in pending if f.rate > 0)
         if traffic != "flat":
             step = min(step, _STEP)
+        if auto is not None:
+            step = min(step, max(next_decision - t, 1e-9))
+            if traffic == "spike":  # land on the spike's edges, where the clients change
+                for edge in (horizon / 2, horizon / 2 + SPIKE[1]):
+                    if edge > t + 1e-9:
+                        step = min(step, edge - t)
         # Saturation: client plus replication above capacity, per broker and direction.
         factor = client_factor(traffic, t, horizon)
         send, recv = {}, {}
@@ -126,20 +176,38 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | None = None,
             recv[f.dest] = recv.get(f.dest, 0.0) + f.rate
         for b, br in brokers.items():
             client = client_load * factor * br.net_capacity
-            if client + send.get(b, 0.0) > br.net_capacity or client + recv.get(b, 0.0) > br.net_capacity:
+            rx, tx = client + recv.get(b, 0.0), client + send.get(b, 0.0)
+            if tx > br.net_capacity or rx > br.net_capacity:
                 saturated += step
+            w = peak.setdefault(b, [0.0, 0.0, 0.0, 0.0])
+            if rx >= w[0]:
+                w[0], w[2] = rx, recv.get(b, 0.0)
+            if tx >= w[1]:
+                w[1], w[3] = tx, send.get(b, 0.0)
         for f in pending:
             f.left -= f.rate * step
         t += step
         pending = [f for f in pending if f.left > 1e-6 * max(1.0, bytes_moved)]
+    completion = t
+    if auto is not None:
+        decide(t)  # woken by the reassignment's end: every throttle goes
+        cleared_at = t
     return {
-        "completion_s": round(t, 3),
+        "completion_s": round(completion, 3),
         "lower_bound_s": round(lower, 3),
         "saturated_broker_seconds": round(saturated, 3),
-        "throttle_cleared_s": 0.0 if throttle else None,
-        "interval_s": None,
+        "throttle_cleared_s": round(cleared_at - completion, 3) if auto is not None else (0.0 if throttle else None),
+        "interval_s": auto.settings.interval if auto is not None else None,
         "bytes_moved": int(bytes_moved),
         "throttle": "none" if throttle is None else throttle,
         "client_load": client_load,
         "traffic": traffic,
     }
+
+
+def _stamp(seconds: float) -> str:
+    """Simulated seconds as the events' ISO time, counted from the samples' epoch."""
+    from datetime import datetime, timedelta, timezone
+
+    t = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=round(seconds, 3))
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond // 1000:03d}" if t.microsecond else "") + "Z"

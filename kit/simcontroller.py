@@ -118,9 +118,19 @@ class SimController:
             f = self.facts["brokers"].get(str(b.id), {})
             total = f.get("storage_total")
             free = total - (f.get("other_bytes") or 0) - held.get(b.id, 0) if total is not None else None
+            if self.client_load > 0:
+                # --client-load sets each NIC's client traffic (it is what slows the copies), so
+                # the samples show that, plus replication, instead of the partitions' own figures.
+                client = self.client_load * shape * (f.get("net_capacity") or DEFAULT_NIC)
+                rx[b.id] = client + rate_in.get(b.id, 0.0)
+                tx[b.id] = client + rate_out.get(b.id, 0.0)
             broker_rows.append({"ts": ts, "broker": b.id, "rack": b.rack, "instance_type": f.get("instance_type"),
                                 "net_rx_bytes_per_sec": rx.get(b.id, 0.0), "net_tx_bytes_per_sec": tx.get(b.id, 0.0),
-                                "storage_total_bytes": total, "storage_free_bytes": free})
+                                "storage_total_bytes": total, "storage_free_bytes": free,
+                                # Kafka's ReplicationBytesIn/OutPerSec: the auto-throttle tells
+                                # client traffic from replication with them.
+                                "replication_rx_bytes_per_sec": rate_in.get(b.id, 0.0),
+                                "replication_tx_bytes_per_sec": rate_out.get(b.id, 0.0)})
         stamp = ts.replace(":", "").replace("-", "")
         for kind, rows in (("replica", replica_rows), ("broker", broker_rows)):
             os.makedirs(os.path.join(self.samples_dir, kind), exist_ok=True)

@@ -290,7 +290,8 @@ def test_the_simulator_writes_metric_samples_in_the_pipeline_schema(seeded_repla
     assert on_new(first) < on_new(last)
     brokers = [json.loads(line) for line in broker_files[-1].read_text().splitlines()]
     assert {"ts", "broker", "rack", "instance_type", "net_rx_bytes_per_sec", "net_tx_bytes_per_sec",
-            "storage_total_bytes", "storage_free_bytes"} == set(brokers[0])
+            "storage_total_bytes", "storage_free_bytes", "replication_rx_bytes_per_sec",
+            "replication_tx_bytes_per_sec"} == set(brokers[0])
     assert all(b["storage_free_bytes"] is not None and b["storage_free_bytes"] <= b["storage_total_bytes"]
                for b in brokers)
 

@@ -1,0 +1,353 @@
+"""`kit throttle`: the auto-throttle's loop over ZooKeeper, its metric sources and overrides.
+
+The decisions are kit/autothrottle.py's (pure); this module reads who takes part in the
+running reassignment, reads the brokers' network from one of the metric sources, applies
+the rates through the same ZooKeeper writes as `kit apply` (broker rates, topic replica
+lists, a /config/changes notification each), and writes every decision to the events log.
+
+Overrides live where kafka-kit's autothrottle keeps them: `/autothrottle/override_rate`
+holds the global override and `/autothrottle/override_rate/<broker>` a broker's, each
+`{"rate": MB/s, "autoremove": bool}`. A global override with autoremove goes when the next
+reassignment ends; a broker override applies at once, reassignment or not, until removed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import threading
+import time
+from datetime import datetime, timezone
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
+
+from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
+from .errors import BadInput
+from .events import EventLog, event, utc_now
+from .execute import REASSIGN, _children_or_none, _merge_configs, _remove_config_keys
+from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from .zookeeper import read_cluster
+
+OVERRIDES = "/autothrottle/override_rate"
+_ROLE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
+
+
+def reassignment_roles(cluster, running: dict | None) -> tuple[set[int], set[int], dict[str, dict[str, str]]]:
+    """Sources (leaders of partitions still copying), destinations (target replicas not yet in
+    sync) and the topic replica lists Kafka needs to apply the throttles to them."""
+    sources, dests, lists = set(), set(), {}
+    if not running:
+        return sources, dests, lists
+    current = {p.key: p for p in cluster.partitions}
+    leaders: dict[str, list[str]] = {}
+    followers: dict[str, list[str]] = {}
+    for m in running.get("partitions", []):
+        p = current.get((m["topic"], m["partition"]))
+        if p is None:
+            continue
+        pending = [b for b in m["replicas"] if b not in p.isr]
+        if not pending:
+            continue
+        leader = p.leader if p.leader is not None and p.leader >= 0 else next(iter(p.isr), None)
+        if leader is not None:
+            sources.add(leader)
+        dests.update(pending)
+        leaders.setdefault(p.topic, []).extend(f"{p.partition}:{b}" for b in p.replicas if b in p.isr)
+        followers.setdefault(p.topic, []).extend(f"{p.partition}:{b}" for b in pending)
+    lists = {t: {LEADER_REPLICAS: ",".join(leaders[t]), FOLLOWER_REPLICAS: ",".join(followers[t])}
+             for t in sorted(leaders)}
+    return sources, dests, lists
+
+
+# -- metric sources: one small interface, read(brokers) -> {broker: NetSample} ---------------
+
+class SampleDirMetrics:
+    """Broker samples as JSON lines (issue 6's schema; `kit sim run --samples DIR` writes them
+    to DIR/broker/*.jsonl). The peak over the newest `window` seconds of samples; a sample's
+    age is counted from when the loop first saw it, so a simulator running faster than the
+    wall clock is judged fresh while it keeps writing."""
+
+    def __init__(self, path: str, window: float, clock=time.monotonic):
+        self.root = path
+        if os.path.exists(path) and not os.path.isdir(path) or not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise BadInput(f"--samples {path}: not a directory")
+        self.window, self.clock = window, clock
+        self._seen: dict[int, tuple[str, float]] = {}
+
+    def read(self, brokers) -> dict[int, NetSample]:
+        # Samples may not have arrived yet (no directory): no metrics, and the fail-safe says so.
+        sub = os.path.join(self.root, "broker")
+        files = sorted(glob.glob(os.path.join(sub if os.path.isdir(sub) else self.root, "*.jsonl")))[-64:]
+        rows = []
+        for f in files:
+            with open(f, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        r = json.loads(line)
+                        rows.append((_epoch(r["ts"]), int(r["broker"]), float(r["net_rx_bytes_per_sec"]),
+                                     float(r["net_tx_bytes_per_sec"]), r.get("replication_rx_bytes_per_sec"),
+                                     r.get("replication_tx_bytes_per_sec"), r["ts"], r.get("instance_type")))
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a line being written, or not a broker sample
+        if not rows:
+            return {}
+        newest = max(r[0] for r in rows)
+        out: dict[int, NetSample] = {}
+        peak: dict[int, list] = {}
+        last: dict[int, str] = {}
+        kinds: dict[int, str] = {}
+        for ts, b, rx, tx, rrx, rtx, stamp, kind in rows:
+            if ts <= newest - self.window or b not in brokers:
+                continue
+            if kind:
+                kinds[b] = kind
+            w = peak.setdefault(b, [0.0, 0.0, None, None])
+            if rx >= w[0]:
+                w[0], w[2] = rx, rrx
+            if tx >= w[1]:
+                w[1], w[3] = tx, rtx
+            last[b] = max(last.get(b, ""), stamp)
+        now = self.clock()
+        for b, (rx, tx, rrx, rtx) in peak.items():
+            stamp, first_seen = self._seen.get(b, ("", now))
+            if stamp != last[b]:
+                self._seen[b] = (last[b], now)
+                first_seen = now
+            out[b] = NetSample(first_seen, rx, tx, None if rrx is None else float(rrx),
+                               None if rtx is None else float(rtx), kinds.get(b))
+        return out
+
+
+class BrokerLoadMetrics:
+    """`kit metrics` output: DIR/broker_load.parquet's latest measured rx/tx per broker,
+    aged by the file's modification time."""
+
+    def __init__(self, path: str, clock=time.time):
+        self.file = os.path.join(path, "broker_load.parquet") if os.path.isdir(path) else path
+        self.clock = clock
+        if not os.path.exists(self.file):
+            raise BadInput(f"--metrics {path}: no broker_load.parquet there (run kit metrics)")
+
+    def read(self, brokers) -> dict[int, NetSample]:
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(self.file).to_pylist()
+            when = os.path.getmtime(self.file)
+        except (OSError, ValueError):
+            return {}
+        offset = time.monotonic() - self.clock()  # report on the loop's clock
+        return {int(r["broker"]): NetSample(when + offset, float(r["measured_rx_bytes_per_sec"] or 0.0),
+                                            float(r["measured_tx_bytes_per_sec"] or 0.0))
+                for r in table if int(r["broker"]) in brokers and r["measured_rx_bytes_per_sec"] is not None}
+
+
+def _epoch(ts: str) -> float:
+    return datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+
+
+# -- overrides -------------------------------------------------------------------------------
+
+def read_overrides(client: KazooClient) -> tuple[dict | None, dict[int, float]]:
+    """(global override {"rate": bytes/s, "autoremove": bool} or None, {broker: bytes/s})."""
+    try:
+        raw = client.get(OVERRIDES)[0]
+    except NoNodeError:
+        return None, {}
+    glob_doc = json.loads(raw.decode()) if raw.strip() else {}
+    glob_override = ({"rate": float(glob_doc["rate"]) * 1e6, "autoremove": bool(glob_doc.get("autoremove"))}
+                     if glob_doc.get("rate") else None)
+    brokers = {}
+    for child in _children_or_none(client, OVERRIDES):
+        doc = json.loads(client.get(f"{OVERRIDES}/{child}")[0].decode() or "{}")
+        if doc.get("rate"):
+            brokers[int(child)] = float(doc["rate"]) * 1e6
+    return glob_override, brokers
+
+
+def set_override(client: KazooClient, rate: float, broker: int | None = None, autoremove: bool = False) -> None:
+    """Store an override (bytes/s) in kafka-kit's layout (MB/s in the znode)."""
+    if rate <= 0:
+        raise BadInput(f"the override rate must be positive, got {rate}")
+    body = json.dumps({"rate": rate / 1e6, "autoremove": autoremove}).encode()
+    path = OVERRIDES if broker is None else f"{OVERRIDES}/{broker}"
+    client.ensure_path(OVERRIDES)
+    if client.exists(path):
+        client.set(path, body)
+    else:
+        client.create(path, body, makepath=True)
+
+
+def remove_override(client: KazooClient, broker: int | None = None) -> bool:
+    """Remove the global (or one broker's) override; False when there was none."""
+    if broker is not None:
+        try:
+            client.delete(f"{OVERRIDES}/{broker}")
+            return True
+        except NoNodeError:
+            return False
+    try:
+        raw = client.get(OVERRIDES)[0]
+    except NoNodeError:
+        return False
+    client.set(OVERRIDES, b"{}")
+    return bool(raw.strip()) and raw.strip() != b"{}"
+
+
+# -- the loop --------------------------------------------------------------------------------
+
+class ThrottleLoop:
+    """One auto-throttle over one ZooKeeper chroot. `round()` does one decision."""
+
+    def __init__(self, client: KazooClient, settings: Settings, metrics, log: EventLog,
+                 cap_map: dict | None = None, clock=time.monotonic, stamp=utc_now):
+        self.client, self.settings, self.metrics, self.log = client, settings, metrics, log
+        self.cap_map, self.clock, self.stamp = cap_map, clock, stamp
+        self.auto: AutoThrottle | None = None
+        self.was_running = False
+        self.topics: dict[str, dict[str, str]] = {}
+
+    def clear_leftovers(self) -> int:
+        """At start, with no reassignment running: remove every throttle a previous run left."""
+        _, running = read_cluster(self.client)
+        if running is not None or self.client.exists(REASSIGN):
+            return 0
+        _, broker_overrides = read_overrides(self.client)
+        brokers = [b for b in _children_or_none(self.client, "/config/brokers") if int(b) not in broker_overrides]
+        n = _remove_config_keys(self.client, "brokers", brokers)
+        t = _remove_config_keys(self.client, "topics", _children_or_none(self.client, "/config/topics"))
+        if self.auto is not None:
+            self.auto.applied = {b: r for b, r in self.auto.applied.items() if b in broker_overrides}
+        if n or t:
+            self.log.write(event(self.stamp(), "throttle", "clear",
+                                 f"left by a previous run with no reassignment running ({n} broker(s), {t} topic(s))",
+                                 [int(b) for b in brokers]))
+        return n
+
+    def prepare(self, cluster=None, metrics=None) -> None:
+        """Resolve the capacity of every live broker the metrics describe (BadInput, before
+        anything is written, when one has none) and take over the rates in force."""
+        if cluster is None:
+            cluster, _ = read_cluster(self.client)
+            metrics = self.metrics.read({b.id for b in cluster.brokers.values() if b.alive})
+        if self.auto is None:
+            self.auto = AutoThrottle(self.settings, {})
+            # Rates already in force (kit apply --throttle, an earlier run) become ours: they are
+            # the "previous throttle" of the formula, and go when their broker stops taking part.
+            self.auto.applied = self._rates_in_force()
+        self._resolve_capacities(cluster, metrics)
+
+    def _resolve_capacities(self, cluster, metrics) -> None:
+        # ZooKeeper does not know a broker's instance type; the metrics do (issue 6's schema).
+        # A broker not yet described is held at the minimum rate, as with missing metrics.
+        todo = {b.id: b for b in cluster.brokers.values() if b.alive and b.id not in self.auto.capacity
+                and (b.id in metrics or b.net_capacity is not None)}
+        for bid, b in todo.items():
+            if bid in metrics and b.instance_type is None:
+                todo[bid] = dataclasses.replace(b, instance_type=metrics[bid].instance_type)
+        self.auto.capacity.update(capacities(todo, self.cap_map))
+
+    def _rates_in_force(self) -> dict[int, dict[str, float]]:
+        names = _children_or_none(self.client, "/config/brokers")
+        reads = {n: self.client.get_async(f"/config/brokers/{n}") for n in names}
+        out = {}
+        for n, r in reads.items():
+            try:
+                cfg = json.loads(r.get()[0].decode() or "{}").get("config", {})
+            except NoNodeError:
+                continue
+            rates = {role: float(cfg[key]) for role, key in _ROLE_KEY.items() if key in cfg}
+            if rates and n.isdigit():
+                out[int(n)] = rates
+        return out
+
+    def round(self) -> dict:
+        """Read, decide, write. Returns {"running": bool, "events": [...]}."""
+        cluster, running = read_cluster(self.client)
+        live = {b.id for b in cluster.brokers.values() if b.alive}
+        metrics = self.metrics.read(live)
+        self.prepare(cluster, metrics)
+        glob_override, broker_overrides = read_overrides(self.client)
+        sources, dests, lists = reassignment_roles(cluster, running)
+        d = self.auto.decide(self.clock(), self.stamp(), sources, dests, metrics,
+                             glob_override["rate"] if glob_override and running else None, broker_overrides)
+        changed_topics = {t: cfg for t, cfg in lists.items() if self.topics.get(t) != cfg}
+        if changed_topics:
+            _merge_configs(self.client, "topics", changed_topics)
+        gone = [t for t in self.topics if t not in lists]
+        if gone:
+            _remove_config_keys(self.client, "topics", gone)
+        self.topics = lists
+        if d.rates:
+            _merge_configs(self.client, "brokers", {str(b): {_ROLE_KEY[r]: str(int(v)) for r, v in rates.items()}
+                                                   for b, rates in d.rates.items()})
+        if d.clear:
+            _remove_config_keys(self.client, "brokers", [str(b) for b in d.clear])
+        for e in d.events:
+            self.log.write(e)
+        if self.was_running and running is None:
+            self.log.write(event(self.stamp(), "throttle", "done", "the reassignment finished; throttles cleared"))
+            if glob_override and glob_override["autoremove"]:
+                remove_override(self.client)
+                self.log.write(event(self.stamp(), "throttle", "override", "global override removed (autoremove)",
+                                     old=glob_override["rate"], new=None))
+        self.was_running = running is not None
+        # Broker overrides stay until removed: they do not keep a reassignment "in progress".
+        return {"running": running is not None, "events": d.events,
+                "throttled": sorted(set(self.auto.applied) - set(broker_overrides))}
+
+
+def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
+        stop: threading.Event | None = None, until_idle: bool = False, max_seconds: float | None = None,
+        patience: float = 300.0) -> int:
+    """The loop: a round every interval, and at once when the reassignment znode changes (so
+    the last throttles go the moment the reassignment ends). ZooKeeper errors are retried
+    with the same rates in force; after `patience` seconds unreachable it gives up (the rates
+    in force stay: removing them blind could flood the brokers). Returns the rounds made."""
+    stop = stop or threading.Event()
+    loop = ThrottleLoop(client, settings, metrics, log, cap_map)
+    wake = threading.Event()
+    client.DataWatch(REASSIGN, lambda data, stat, *_: wake.set())
+    loop.prepare()
+    loop.clear_leftovers()
+    started, rounds, lost_since, seen = time.monotonic(), 0, None, False
+    while not stop.is_set():
+        try:
+            res = loop.round()
+            rounds += 1
+            lost_since = None
+            seen = seen or res["running"]
+            if until_idle and seen and not res["running"] and not res["throttled"]:
+                return rounds
+        except (ConnectionLoss, SessionExpiredError) as e:
+            lost_since = lost_since or time.monotonic()
+            log.write(event(utc_now(), "throttle", "zookeeper", f"ZooKeeper unreachable ({type(e).__name__}); "
+                                                                "retrying, rates in force unchanged"))
+            if time.monotonic() - lost_since > patience:
+                raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the throttles in force were left "
+                               "as they were") from None
+            stop.wait(min(settings.interval, 2.0))
+            continue
+        if max_seconds is not None and time.monotonic() - started > max_seconds:
+            return rounds
+        wake.wait(settings.interval)
+        wake.clear()
+    return rounds
+
+
+def load_cap_map(text: str | None) -> dict[str, float] | None:
+    """A capacity map `{"instance_type": MB/s}` (kafka-kit's --cap-map; "*" for any other type),
+    inline JSON or a file; returned in bytes/s."""
+    if not text:
+        return None
+    try:
+        raw = open(text, encoding="utf-8").read() if os.path.exists(text) else text
+        doc = json.loads(raw)
+    except (OSError, json.JSONDecodeError) as e:
+        raise BadInput(f"--cap-map: not a JSON map of instance type to MB/s ({type(e).__name__})") from None
+    if not isinstance(doc, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                                            for v in doc.values()):
+        raise BadInput("--cap-map: expected {\"instance_type\": positive MB/s, ...}")
+    return {str(k): float(v) * 1e6 for k, v in doc.items()}

@@ -1,0 +1,209 @@
+"""`kit throttle` against a real ZooKeeper, with the simulated controller copying the data."""
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import kit_command
+from conftest import run_kit as kit
+from kit.throttle import FOLLOWER_RATE, LEADER_RATE
+from kit.zookeeper import connect
+
+_chroots = itertools.count()
+CAP = 125e6
+CAP_MAP = ("--cap-map", '{"standard": 125}')  # gen_cluster's brokers: instance type "standard", 125 MB/s
+
+
+def configs(root: str, kind: str) -> dict[str, dict]:
+    client = connect(root)
+    try:
+        out = {}
+        for n in client.get_children(f"/config/{kind}") if client.exists(f"/config/{kind}") else []:
+            out[n] = json.loads(client.get(f"/config/{kind}/{n}")[0])["config"]
+        return out
+    finally:
+        client.stop()
+
+
+@pytest.fixture
+def running_replace(zookeeper, snapshots, tmp_path):
+    """A seeded replace cluster with its replacement applied (no throttle) and not yet copying."""
+    root = f"{zookeeper}/kit-throttle-{next(_chroots)}"
+    snap = snapshots["replace"]
+    assert kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
+    replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
+                              str(snap)], capture_output=True, text=True, check=True).stdout.strip()
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
+    assert kit("apply", plan, "--zk", root).returncode == 0
+    return root, plan
+
+
+def start_controller(root, samples, speed="20000"):
+    return subprocess.Popen([*kit_command(), "sim", "run", "--zk", root, "--speed", speed, "--until-idle",
+                             "--max-seconds", "60", "--client-load", "0.5", "--samples", str(samples),
+                             "--sample-every", str(float(speed) / 20)],  # a sample every 50 ms of wall time
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_loop_throttles_from_measured_network_and_clears_everything_when_done(running_replace, tmp_path):
+    root, _ = running_replace
+    samples, events, log = tmp_path / "samples", tmp_path / "events.jsonl", tmp_path / "throttle.log"
+    sim = start_controller(root, samples)
+    try:
+        r = kit("throttle", "run", "--zk", root, "--samples", samples, "--interval", "0.3", *CAP_MAP,
+                "--events", events, "--log", log, "--until-idle", "--max-seconds", "60", timeout=90)
+    finally:
+        sim.communicate(timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(x) for x in events.read_text().splitlines()]
+    rates = [e for e in got if e["kind"] == "rate" and "clients" in e["reason"]]
+    assert rates, got[:5]
+    # 50% client load on 125 MB/s NICs: 90% of the 62.5 MB/s left.
+    assert all(e["new"] <= 0.9 * (CAP - 0.5 * CAP) * 1.001 for e in rates)
+    assert {e["role"] for e in rates} == {"leader", "follower"}
+    assert got[-1]["kind"] == "done"
+    assert any(e["kind"] == "clear" for e in got)
+    assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
+    assert not any(c for c in configs(root, "topics").values())
+    text = log.read_text()
+    assert "throttle rate broker" in text and "-> " in text and "done" in text
+
+
+def test_throttles_left_behind_with_nothing_running_are_cleared_at_start(zookeeper, snapshots, tmp_path):
+    root = f"{zookeeper}/kit-leftover-{next(_chroots)}"
+    assert kit("sim", "seed", "--zk", root, "--snapshot", snapshots["balanced"]).returncode == 0
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "rebalance", "--snapshot", snapshots["balanced"], "--out", plan).returncode == 0
+    client = connect(root)
+    try:
+        from kit.execute import set_throttles
+        from kit.formats import load_plan
+        from kit.zookeeper import read_cluster
+
+        cluster, _ = read_cluster(client)
+        moves = load_plan(str(plan), cluster) or [{"topic": cluster.partitions[0].topic, "partition": 0,
+                                                   "replicas": [b for b in cluster.live_ids
+                                                                if b not in cluster.partitions[0].replicas][:3]}]
+        set_throttles(client, cluster, moves, 5e7)
+    finally:
+        client.stop()
+    assert any(LEADER_RATE in c for c in configs(root, "brokers").values())
+    events = tmp_path / "e.jsonl"
+    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "none", "--interval", "0.2",
+            "--events", events, "--max-seconds", "0.5")
+    assert r.returncode == 0, r.stderr
+    assert not any(LEADER_RATE in c for c in configs(root, "brokers").values())
+    assert "left by a previous run" in events.read_text()
+
+
+def test_overrides_live_in_kafka_kits_znodes_and_the_loop_honours_them(running_replace, tmp_path):
+    root, _ = running_replace
+    assert kit("throttle", "set", "30000000", "--zk", root, "--autoremove").returncode == 0
+    assert kit("throttle", "set", "20000000", "--broker", "1002", "--zk", root).returncode == 0
+    client = connect(root)
+    try:
+        assert json.loads(client.get("/autothrottle/override_rate")[0]) == {"rate": 30.0, "autoremove": True}
+        assert json.loads(client.get("/autothrottle/override_rate/1002")[0]) == {"rate": 20.0, "autoremove": False}
+    finally:
+        client.stop()
+    events = tmp_path / "e.jsonl"
+    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "s", "--interval", "0.2",
+            "--events", events, "--max-seconds", "0.5")
+    assert r.returncode == 0, r.stderr
+    brokers = configs(root, "brokers")
+    assert brokers["1002"] == {LEADER_RATE: "20000000", FOLLOWER_RATE: "20000000"}
+    assert all(v == "30000000" for b, c in brokers.items() if b != "1002" for v in c.values())
+    # The reassignment finishes: the global override goes (autoremove), the broker's stays.
+    sim = start_controller(root, tmp_path / "s", speed="300000")
+    try:
+        r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "s", "--interval", "0.2", *CAP_MAP,
+                "--events", events, "--until-idle", "--max-seconds", "30")
+    finally:
+        sim.communicate(timeout=60)
+    assert r.returncode == 0, r.stderr
+    client = connect(root)
+    try:
+        assert json.loads(client.get("/autothrottle/override_rate")[0] or b"{}") == {}
+        assert client.exists("/autothrottle/override_rate/1002")
+    finally:
+        client.stop()
+    assert configs(root, "brokers").get("1002") == {LEADER_RATE: "20000000", FOLLOWER_RATE: "20000000"}
+    assert kit("throttle", "remove", "--broker", "1002", "--zk", root).stdout.strip() == "override removed"
+    assert kit("throttle", "remove", "--zk", root).stdout.strip() == "no override was set"
+
+
+def test_without_metrics_the_loop_fails_safe_to_the_minimum_rate(running_replace, tmp_path):
+    root, _ = running_replace
+    events = tmp_path / "e.jsonl"
+    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "never", "--interval", "0.2",
+            "--stale-intervals", "1", "--min-rate", "7000000", "--events", events, "--max-seconds", "1.5")
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(x) for x in events.read_text().splitlines()]
+    assert any(e["kind"] == "failsafe" and "no metrics" in e["reason"] for e in got)
+    assert "failsafe" in r.stderr  # loudly: the human log goes to stderr by default
+    rates = configs(root, "brokers")
+    assert rates and all(v == "7000000" for c in rates.values() for v in c.values())
+
+
+def test_the_loop_rides_out_a_zookeeper_restart(snapshots, tmp_path):
+    """ZooKeeper goes away mid-run: the loop retries with the rates in force, never crashes,
+    and still clears every throttle once the reassignment is done."""
+    from kit import localzk
+    from kit.formats import load_snapshot
+    from kit.simbrokers import sync_registrations
+    from kit.simcontroller import SimController
+    from kit.zookeeper import write_cluster
+
+    port, data = localzk.free_port(), str(tmp_path / "zk")
+    root = f"{localzk.start(port, data).connect}/kafka"
+    brokers = connect(root)
+    loop = None
+    try:
+        write_cluster(brokers, load_snapshot(str(snapshots["scale-out"])))
+        sync_registrations(brokers)
+        plan = tmp_path / "plan.json"
+        assert kit("plan", "scale-out", "--snapshot", snapshots["scale-out"], "--out", plan).returncode == 0
+        assert kit("apply", plan, "--zk", root, "--throttle", "50000000").returncode == 0
+        loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--samples", str(tmp_path / "s"),
+                                 "--interval", "0.3", *CAP_MAP, "--until-idle", "--max-seconds", "60"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        localzk.stop(data)
+        time.sleep(2.0)
+        localzk.start(port, data)
+        controller = connect(root)
+        try:
+            ctl = SimController(controller, speed=1e6)
+            while ctl.busy():
+                ctl.step(1.0)
+        finally:
+            controller.stop()
+        out, err = loop.communicate(timeout=60)
+        assert loop.returncode == 0, err
+        assert "ZooKeeper unreachable" in err and "retrying" in err
+        assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
+    finally:
+        if loop and loop.poll() is None:
+            loop.kill()
+        brokers.stop()
+        brokers.close()
+        localzk.stop(data)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--samples", "/nonexistent/dir/x"], "--samples"),
+    (["--samples", "s", "--cap-map", "[1, 2]"], "--cap-map"),
+    (["--samples", "s", "--interval", "-1"], "positive rate"),
+])
+def test_bad_loop_settings_exit_2_with_one_line(running_replace, args, message, tmp_path, monkeypatch):
+    root, _ = running_replace
+    monkeypatch.chdir(tmp_path)
+    r = kit("throttle", "run", "--zk", root, *args, "--max-seconds", "1")
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
