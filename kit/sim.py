@@ -24,14 +24,15 @@ SPIKE = (1.6, 600.0)  # factor, seconds
 _STEP = 60.0  # seconds: the longest step taken while client traffic changes shape
 
 
-def client_factor(traffic: str, t: float, horizon: float) -> float:
-    """Client traffic at time t relative to its mean."""
+def client_factor(traffic: str, t: float, horizon: float, spike_at: float | None = None) -> float:
+    """Client traffic at time t relative to its mean; the spike starts half-way through
+    `horizon`, or at `spike_at`."""
     if traffic == "flat":
         return 1.0
     if traffic == "diurnal":
         return 1 + 0.5 * math.sin(2 * math.pi * t / 86400)
     if traffic == "spike":
-        start = horizon / 2
+        start = horizon / 2 if spike_at is None else spike_at
         return SPIKE[0] if start <= t < start + SPIKE[1] else 1.0
     raise BadInput(f"--traffic {traffic!r}: expected flat, diurnal or spike")
 
@@ -75,14 +76,16 @@ def _fair_rates(flows: list[_Flow], out_cap: dict[int, float], in_cap: dict[int,
 
 
 def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None = None, client_load: float = 0.0,
-             traffic: str = "flat", settings=None, cap_map: dict | None = None, events=None) -> dict:
+             traffic: str = "flat", settings=None, cap_map: dict | None = None, events=None,
+             spike_at: float | None = None) -> dict:
     """Run a plan's copies to completion; returns the figures of design.md's contract.
 
     `throttle` is None (no throttle), a rate in bytes/s for every broker, or "auto": kit's
     auto-throttle (kit/autothrottle.py, unchanged) decides every `settings.interval` simulated
     seconds from the peak network of the last interval, and once more the moment the
     reassignment completes (the loop over ZooKeeper watches the reassignment znode for that).
-    `events`, a list, receives the auto-throttle's decisions.
+    `events`, a list, receives the auto-throttle's decisions. The spike starts half-way
+    through twice the lower bound, or at `spike_at` seconds.
     """
     if not 0 <= client_load < 1:
         raise BadInput(f"--client-load must be in [0, 1), got {client_load}")
@@ -125,6 +128,7 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
     out_cap = {b: throttle if auto is None and throttle else nic[b] for b in brokers}
     in_cap = dict(out_cap)
     horizon = max(lower, 1.0) * 2
+    spike_start = horizon / 2 if spike_at is None else spike_at
     t, saturated = 0.0, 0.0
     pending = [f for f in flows if f.left > 0]
     peak: dict[int, list[float]] = {}  # broker -> [rx, tx, replication rx, replication tx] at the window's peak
@@ -133,7 +137,7 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
     def decide(now):
         sources = {f.source for f in pending}
         dests = {f.dest for f in pending}
-        factor = client_factor(traffic, now, horizon)
+        factor = client_factor(traffic, now, horizon, spike_start)
         metrics = {}
         for b in brokers:
             client = client_load * factor * nic[b]
@@ -165,11 +169,11 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
         if auto is not None:
             step = min(step, max(next_decision - t, 1e-9))
             if traffic == "spike":  # land on the spike's edges, where the clients change
-                for edge in (horizon / 2, horizon / 2 + SPIKE[1]):
+                for edge in (spike_start, spike_start + SPIKE[1]):
                     if edge > t + 1e-9:
                         step = min(step, edge - t)
         # Saturation: client plus replication above capacity, per broker and direction.
-        factor = client_factor(traffic, t, horizon)
+        factor = client_factor(traffic, t, horizon, spike_start)
         send, recv = {}, {}
         for f in pending:
             send[f.source] = send.get(f.source, 0.0) + f.rate
@@ -177,7 +181,7 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
         for b, br in brokers.items():
             client = client_load * factor * br.net_capacity
             rx, tx = client + recv.get(b, 0.0), client + send.get(b, 0.0)
-            if tx > br.net_capacity or rx > br.net_capacity:
+            if max(tx, rx) > br.net_capacity * (1 + 1e-9):  # not a rounding error of fair shares
                 saturated += step
             w = peak.setdefault(b, [0.0, 0.0, 0.0, 0.0])
             if rx >= w[0]:
