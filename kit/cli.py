@@ -461,6 +461,8 @@ def _add_throttle_parser(sub) -> None:
     src = run.add_mutually_exclusive_group(required=True)
     src.add_argument("--samples", metavar="DIR", help="broker samples as JSON lines (kit sim run --samples, collectors)")
     src.add_argument("--metrics", metavar="DIR", help="kit metrics output (broker_load.parquet)")
+    src.add_argument("--metrics-znode", action="store_true",
+                     help="kafka-kit's /topicmappr/brokermetrics, with NetRX/NetTX per broker")
     _auto_throttle_options(run)
     run.add_argument("--log", metavar="FILE", help="the human log (default: stderr)")
     run.add_argument("--until-idle", action="store_true",
@@ -500,14 +502,17 @@ def cmd_throttle(a) -> int:
     if a.log:
         _writable("--log", a.log)
     metrics = (throttle_loop.SampleDirMetrics(a.samples, settings.interval) if a.samples
-               else throttle_loop.BrokerLoadMetrics(a.metrics))
+               else throttle_loop.BrokerLoadMetrics(a.metrics) if a.metrics else None)
     human = open(a.log, "a", encoding="utf-8") if a.log else sys.stderr
     log = EventLog(a.events, human)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def loop(client):
+        source = metrics or throttle_loop.ZnodeMetrics(client)
+        return throttle_loop.run(client, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds)
     try:
-        rounds = _with_zk(a.zk, lambda c: throttle_loop.run(c, settings, metrics, log, cap_map, stop,
-                                                             a.until_idle, a.max_seconds), a.zk_auth)
+        rounds = _with_zk(a.zk, loop, a.zk_auth)
     except KeyboardInterrupt:
         rounds = None
     finally:

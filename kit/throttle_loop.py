@@ -144,6 +144,31 @@ class BrokerLoadMetrics:
                 for r in table if int(r["broker"]) in brokers and r["measured_rx_bytes_per_sec"] is not None}
 
 
+class ZnodeMetrics:
+    """kafka-kit's `/topicmappr/brokermetrics` (plain or gzipped), when its per-broker entries
+    carry `NetRX`/`NetTX` (bytes/s) beside `StorageFree`; aged by the znode's modification time."""
+
+    PATH = "/topicmappr/brokermetrics"
+
+    def __init__(self, client: KazooClient, clock=time.time):
+        self.client, self.clock = client, clock
+
+    def read(self, brokers) -> dict[int, NetSample]:
+        from .zookeeper import _json
+
+        try:
+            raw, stat = self.client.get(self.PATH)
+            doc = _json(raw, self.PATH)
+        except (NoNodeError, BadInput):
+            return {}
+        when = stat.mtime / 1000 + time.monotonic() - self.clock()  # on the loop's clock
+        out = {}
+        for k, v in (doc or {}).items():
+            if k.isdigit() and int(k) in brokers and isinstance(v, dict) and "NetRX" in v and "NetTX" in v:
+                out[int(k)] = NetSample(when, float(v["NetRX"]), float(v["NetTX"]))
+        return out
+
+
 def _epoch(ts: str) -> float:
     return datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 

@@ -207,3 +207,29 @@ def test_bad_loop_settings_exit_2_with_one_line(running_replace, args, message, 
     monkeypatch.chdir(tmp_path)
     r = kit("throttle", "run", "--zk", root, *args, "--max-seconds", "1")
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_kafka_kit_broker_metrics_znode_is_a_metric_source(running_replace, tmp_path):
+    """NetRX/NetTX beside StorageFree in /topicmappr/brokermetrics (gzipped, as kafka-kit may
+    write it) drive the rates; brokers it does not describe are held at the minimum."""
+    import gzip
+
+    root, _ = running_replace
+    client = connect(root)
+    try:
+        doc = {str(b): {"StorageFree": 1e12, "NetRX": 25e6, "NetTX": 50e6}
+               for b in map(int, client.get_children("/brokers/ids")) if b != 1013}
+        client.set("/topicmappr/brokermetrics", gzip.compress(json.dumps(doc).encode()))
+    finally:
+        client.stop()
+    events = tmp_path / "e.jsonl"
+    r = kit("throttle", "run", "--zk", root, "--metrics-znode", "--cap-map", '{"*": 125}', "--interval", "0.2",
+            "--events", events, "--max-seconds", "0.5")
+    assert r.returncode == 0, r.stderr
+    got = {}  # each broker's first decision (later ones see their own throttle in the unchanged figures)
+    for e in map(json.loads, events.read_text().splitlines()):
+        if e["kind"] == "rate":
+            got.setdefault((e["brokers"][0], e["role"]), e)
+    leaders = [e for (b, role), e in got.items() if role == "leader"]
+    assert leaders and all(e["new"] == pytest.approx(0.9 * (CAP - 50e6)) for e in leaders)
+    assert got[(1013, "follower")]["new"] == 10e6 and "no metrics yet" in got[(1013, "follower")]["reason"]
