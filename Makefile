@@ -70,6 +70,7 @@ zookeeper:
 	@bash scripts/ensure_zookeeper.sh
 
 test: venv zookeeper
+	@bash scripts/ensure_chromium.sh
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: venv
