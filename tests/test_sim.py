@@ -72,6 +72,6 @@ def test_cli_simulate(tmp_path):
                         "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["completion_s"] == pytest.approx(100.0)
-    r = subprocess.run([exe, "simulate", "--snapshot", str(snap), "--plan", str(plan), "--throttle", "auto",
+    r = subprocess.run([exe, "simulate", "--snapshot", str(snap), "--plan", str(plan), "--throttle", "fast",
                         "--out", str(tmp_path / "x.json")], capture_output=True, text=True)
     assert r.returncode == 2 and not (tmp_path / "x.json").exists()
