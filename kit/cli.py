@@ -608,6 +608,7 @@ def cmd_metrics(a) -> int:
 
 
 from .doctor_cli import add_doctor_parser as _add_doctor_parser, cmd_doctor  # noqa: E402  (kit doctor)
+from .dashboard_cli import add_dashboard_parser as _add_dashboard_parser, cmd_dashboard  # noqa: E402,E501
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -623,6 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sim_parser(sub)
     _add_zk_parser(sub)
     _add_doctor_parser(sub)
+    _add_dashboard_parser(sub)
     _add_metrics_parser(sub)
     _add_throttle_parser(sub)
     return parser
@@ -770,6 +772,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_throttle(a)
         if a.command == "doctor":
             return cmd_doctor(a)
+        if a.command == "dashboard":
+            return cmd_dashboard(a)
         if a.command == "metrics":
             return cmd_metrics(a)
     except (BadInput, Unsafe) as e:

@@ -1,0 +1,246 @@
+"""The dashboard page: widgets wired to the view functions, and the server that shows it.
+
+`dashboard(...)` builds one session's page (a Panel layout; in a notebook it displays inline).
+Widgets drive the distribution through `pn.bind`; the live parts (progress, throttle chart,
+events, records) are refreshed from the shared poller by a periodic callback of the session's
+own document, which streams new throttle rows into the session's `hv.streams.Buffer`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+
+import holoviews as hv
+import pandas as pd
+import panel as pn
+import param
+
+from ..errors import BadInput
+from ..formats import load_plan, load_snapshot
+from . import views
+from .poller import ROWS_KEPT, shared_poller
+
+NO_PLAN = "(no plan)"
+
+
+class _Live(param.Parameterized):
+    """Values the poller moves forward; views bound to them re-render when they change."""
+
+    cluster_version = param.Integer(default=0)
+
+
+def _plan_label(path: str) -> str:
+    return os.path.basename(path)
+
+
+def load_plans(paths, cluster) -> dict[str, list[dict]]:
+    """Each plan file's moves, checked against the cluster (BadInput names the bad file)."""
+    return {_plan_label(p): load_plan(p, cluster) for p in paths or []}
+
+
+def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), events: str | None = None,
+              samples: str | None = None, records: str | None = None, zk_auth: str | None = None,
+              interval: float = 2.0, records_url: str = "records/"):
+    """One session's dashboard page.
+
+    Parameters
+    ----------
+    snapshot : str, optional
+        Snapshot v1 file (the distribution; no live status).
+    zk : str, optional
+        Kafka's ZooKeeper, HOST:PORT[/chroot] (distribution, progress, throttles).
+    plans : sequence of str
+        Plan files (Kafka reassignment JSON) for the plan picker.
+    events, samples, records : str, optional
+        Events log, broker samples folder, runbook records folder.
+    zk_auth : str, optional
+        SCHEME:CREDENTIALS for ZooKeeper; never displayed.
+    interval : float
+        Seconds between refreshes.
+    records_url : str
+        URL prefix the records folder is served under.
+
+    Returns
+    -------
+    panel.viewable.Viewable
+        The page.
+    """
+    hv.extension("bokeh", logo=False)
+    poller = shared_poller(zk, zk_auth, events, samples, records, interval)
+    base = load_snapshot(snapshot) if snapshot else None
+    live = _Live()
+
+    def cluster():
+        return base if base is not None else poller.state.cluster
+
+    first = cluster()
+    if first is None:
+        return pn.pane.Markdown(f"**No cluster:** {poller.state.error or 'nothing read yet'}")
+    plan_moves = load_plans(plans, first)
+    racks = sorted({b.rack or views.NO_RACK for b in first.brokers.values()})
+
+    # -- widgets (design.md: topic regex, rack filter, plan picker, before/after, broker search)
+    plan_w = pn.widgets.Select(name="Plan", options=[NO_PLAN] + list(plan_moves),
+                               value=list(plan_moves)[0] if plan_moves else NO_PLAN)
+    which_w = pn.widgets.RadioButtonGroup(name="Show", options=["after", "before"], value="after",
+                                          button_type="primary")
+    sort_w = pn.widgets.Select(name="Sort brokers (within each rack) by", options=list(views.SORT_KEYS),
+                               value="broker id")
+    rack_w = pn.widgets.MultiChoice(name="Racks (empty: all)", options=racks, value=[])
+    search_w = pn.widgets.TextInput(name="Broker search", placeholder="1001, 1010-1020, 10…")
+    topics_w = pn.widgets.TextInput(name="Topic regex", placeholder="e.g. ^payments\\.")
+
+    frames: dict = {}
+
+    def frame_for(plan, topics, version):
+        key = (plan, topics, version)
+        if key not in frames:
+            c = cluster()
+            after = views.assignment_after(c, plan_moves.get(plan)) if plan != NO_PLAN else None
+            frames.clear()  # one frame per session is enough; widgets change one thing at a time
+            frames[key] = views.broker_frame(c, after, topics or None)
+        return frames[key]
+
+    def distribution(plan, which, sort_by, racks_sel, search, topics, version):
+        try:
+            frame = frame_for(plan, topics, version)
+        except re.error as e:
+            return pn.pane.Markdown(f"**Topic regex:** {e}")
+        has_plan = plan != NO_PLAN
+        n = len(frame)
+        head = (f"### Broker distribution · {n} brokers · "
+                f"{'plan ' + plan + ' (' + which + ')' if has_plan else 'current placement'}"
+                + (f" · topics /{topics}/" if topics else ""))
+        note = ("Bars: leaders (dark) + followers (light); free storage (red under 10%); degree. "
+                + ("Black dash: the other side of the plan. " if has_plan else "")
+                + "Hover a bar for the exact figures.")
+        return pn.Column(pn.pane.Markdown(head + "\n\n" + note, margin=(0, 10)),
+                         views.distribution_view(frame, which if has_plan else "before", sort_by, racks_sel,
+                                                 search, show_before=has_plan),
+                         sizing_mode="stretch_width")
+
+    dist = pn.bind(distribution, plan_w, which_w, sort_w, rack_w, search_w, topics_w, live.param.cluster_version)
+
+    # -- live throttle chart: this session's Buffer, fed from the shared poller's rows
+    buffer = hv.streams.Buffer(views.empty_throttle_frame(), length=ROWS_KEPT, index=False)
+    seen = {"rows": 0, "version": -1}
+
+    def searched(search):
+        ids = views.select_brokers(
+            pd.DataFrame({"broker": sorted(first.brokers), "label": [str(b) for b in sorted(first.brokers)],
+                          "rack": ""}), None, search)["broker"] if search else None
+        return None if ids is None else set(ids.tolist())
+
+    def chart(role):
+        def view(data, search):
+            return views.throttle_view(data, role, searched(search), pd.Timestamp.now("UTC").tz_localize(None))
+        return hv.DynamicMap(pn.bind(view, search=search_w), streams=[buffer])
+
+    throttle = pn.Row(pn.pane.HoloViews(chart("leader"), sizing_mode="stretch_width"),
+                      pn.pane.HoloViews(chart("follower"), sizing_mode="stretch_width"),
+                      sizing_mode="stretch_width")
+    progress_box = pn.Column(sizing_mode="stretch_width")
+    events_box = pn.Column(sizing_mode="stretch_width")
+    records_box = pn.Column(sizing_mode="stretch_width")
+    source = f"ZooKeeper {zk.split('@')[-1]}" if zk else f"snapshot {os.path.basename(snapshot or '')}"
+
+    def refresh():
+        rows, seen["rows"] = poller.rows_since(seen["rows"])
+        if rows:
+            buffer.send(pd.DataFrame(rows, columns=views.THROTTLE_COLUMNS))
+        st = poller.state
+        if st.version == seen["version"]:
+            return
+        seen["version"] = st.version
+        progress_box[:] = [views.progress_view(st.status, views.eta(list(st.history)),
+                                               views.utc_label(st.updated) if st.updated else None,
+                                               st.error, source)]
+        events_box[:] = [views.events_view(list(st.events))]
+        records_box[:] = [views.records_view(list(st.records), records_url)]
+        if base is None and st.cluster_version != live.cluster_version and st.cluster is not None:
+            live.cluster_version = st.cluster_version
+
+    refresh()
+    pn.state.add_periodic_callback(refresh, period=int(interval * 1000))
+
+    # One row of controls above the charts: the racks get the screen's full width.
+    for w in (plan_w, sort_w, rack_w, search_w, topics_w):
+        w.width = 220
+    which_w.width = 140
+    controls = pn.Row(plan_w, pn.Column(pn.pane.Markdown("Show", margin=(0, 10)), which_w), sort_w, rack_w,
+                      search_w, topics_w, sizing_mode="stretch_width")
+    main = pn.Column(
+        pn.pane.Markdown(f"## kit · Kafka operations · {source}", margin=(0, 10)),
+        progress_box,
+        pn.pane.Markdown("### Replication throttles (live; solid: measured, dashed: throttle, dot: current "
+                         "throttle)", margin=(0, 10)),
+        throttle,
+        pn.pane.Markdown("Broker search also filters the throttle chart.", margin=(0, 10),
+                         styles={"font-size": "11px", "color": "#666"}),
+        controls,
+        dist,
+        pn.Row(pn.Column(pn.pane.Markdown("### Events (newest first)", margin=(0, 10)), events_box,
+                         sizing_mode="stretch_width"),
+               pn.Column(pn.pane.Markdown("### Runbook records", margin=(0, 10)), records_box,
+                         sizing_mode="stretch_width"),
+               sizing_mode="stretch_width"),
+        sizing_mode="stretch_width")
+    return main
+
+
+# --------------------------------------------------------------------------- server
+
+
+def _records_handler(folder: str, auth: bool):
+    """A static handler for the records folder that asks for the login when the page does."""
+    import tornado.web
+
+    class RecordsHandler(tornado.web.StaticFileHandler):
+        def prepare(self):
+            # Bokeh's basic-auth login sets this signed cookie; static routes do not check it themselves.
+            if auth and not self.get_secure_cookie("user"):
+                raise tornado.web.HTTPError(403)
+
+    return (r"/records/(.*)", RecordsHandler, {"path": folder})
+
+
+def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, str] | None = None,
+          records: str | None = None, start: bool = True, **page):
+    """Serve the dashboard; one poller is shared by every session.
+
+    Parameters
+    ----------
+    port, address : int, str
+        Where to listen (loopback unless told otherwise).
+    basic_auth : (str, str), optional
+        USER and PASSWORD for Panel's login page. Never printed, never sent to the page.
+    records : str, optional
+        The records folder (served under /records/ behind the same login).
+    start : bool
+        Run the server's loop (blocks until interrupted).
+    **page
+        `dashboard`'s arguments.
+
+    Returns
+    -------
+    bokeh.server.server.Server
+    """
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as s:
+            s.bind((address, port))
+    except OSError as e:
+        raise BadInput(f"--address {address} --port {port}: cannot listen there ({e.strerror or e})") from None
+    shared_poller(page.get("zk"), page.get("zk_auth"), page.get("events"), page.get("samples"), records,
+                  page.get("interval", 2.0))
+    extra = [_records_handler(os.path.abspath(records), bool(basic_auth))] if records else []
+    origins = ["*"] if address not in ("127.0.0.1", "localhost", "::1") else \
+        [f"127.0.0.1:{port}", f"localhost:{port}"]
+    kwargs = {}
+    if basic_auth:
+        kwargs = {"basic_auth": {basic_auth[0]: basic_auth[1]}, "cookie_secret": secrets.token_hex(32)}
+    return pn.serve({"/": lambda: dashboard(records=records, **page)}, port=port, address=address,
+                    websocket_origin=origins, show=False, start=start, title="kit dashboard", verbose=False,
+                    extra_patterns=extra, **kwargs)

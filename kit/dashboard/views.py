@@ -1,0 +1,521 @@
+"""The dashboard's views: data in, HoloViews and Panel elements out (no I/O, no threads).
+
+Every function here takes plain data (a `Cluster`, an assignment, a status dict, events,
+records, a frame of throttle samples) and returns a pandas frame, a HoloViews element or a
+Panel pane, so each can be tested without a server or a browser and reused in a notebook.
+
+The per-broker figures are computed with kit/figures.py's own helpers, so the dashboard's
+leaders, followers, degree and free storage are the numbers `kit plan` prints, to the byte.
+"""
+from __future__ import annotations
+
+import html
+import math
+import re
+from datetime import datetime, timezone
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import panel as pn
+
+from ..figures import _context, _degrees, _roles, _used_bytes
+from ..model import Cluster
+
+# Colours chosen to survive a dim laptop screen at night: dark leader, light follower, and a
+# red that is only ever used for trouble.
+LEADER_COLOR = "#1f4e79"
+FOLLOWER_COLOR = "#9dc3e6"
+BEFORE_COLOR = "#111111"
+STORAGE_COLOR = "#7f9f5f"
+DEGREE_COLOR = "#8c6bb1"
+TROUBLE = "#c0392b"
+OK = "#2e7d32"
+
+# Pixels per broker bar: enough for a rotated four-digit id at 8 pt, so 150 brokers in three
+# racks fit side by side on a 1920-pixel screen.
+BAR_PX = 10
+NO_RACK = "no rack"
+
+SORT_KEYS = {
+    "broker id": ("broker", True),
+    "replicas": ("replicas", False),
+    "leaders": ("leaders", False),
+    "free storage": ("free_gb", True),
+    "degree": ("degree", False),
+    "change": ("change", False),
+}
+
+__all__ = ["assignment_after", "broker_frame", "select_brokers", "distribution_view", "throttle_view",
+           "progress_view", "eta", "events_frame", "events_view", "records_view", "THROTTLE_COLUMNS"]
+
+
+# --------------------------------------------------------------------------- data
+
+
+def assignment_after(cluster: Cluster, moves: list[dict] | None) -> list[list[int]]:
+    """The cluster's assignment once a plan's moves (Kafka reassignment JSON entries) are done.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The cluster the plan was made for.
+    moves : list of dict or None
+        ``{"topic", "partition", "replicas"}`` entries, as `kit.formats.load_plan` returns them.
+
+    Returns
+    -------
+    list of list of int
+        One replica list per partition, aligned with ``cluster.partitions``.
+    """
+    after = cluster.assignment()
+    if moves:
+        row = {p.key: i for i, p in enumerate(cluster.partitions)}
+        for m in moves:
+            i = row.get((m["topic"], int(m["partition"])))
+            if i is not None:
+                after[i] = [int(b) for b in m["replicas"]]
+    return after
+
+
+def broker_frame(cluster: Cluster, after: list[list[int]] | None = None, topics: str | None = None) -> pd.DataFrame:
+    """One row per broker with its figures before and after a plan.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The cluster now ("before").
+    after : list of list of int, optional
+        The assignment after a plan (default: no plan, after = before).
+    topics : str, optional
+        A regular expression; leaders, followers and degree count only the partitions of
+        matching topics (free storage always counts every partition: a disk is shared).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``broker, label, rack, state, {leaders,followers,replicas,degree}_{before,after},
+        free_{before,after}`` (bytes; NaN when the broker does not report storage) and
+        ``storage_total``, sorted by rack then broker id. Every broker the cluster knows or a
+        replica list names has a row.
+
+    Raises
+    ------
+    re.error
+        When ``topics`` is not a regular expression.
+    """
+    assignment = cluster.assignment() if after is None else after
+    ids = sorted(set(cluster.brokers) | {b for reps in assignment for b in reps})
+    keep = list(range(len(cluster.partitions)))
+    if topics:
+        pattern = re.compile(topics)
+        keep = [i for i, p in enumerate(cluster.partitions) if pattern.search(p.topic)]
+    sub = Cluster(brokers=cluster.brokers, partitions=tuple(cluster.partitions[i] for i in keep))
+    ctx, (b_flat, a_flat) = _context(sub, ids, [None, [assignment[i] for i in keep]])
+    order = ctx.ids.tolist()  # figures' dense order: every broker named, sorted
+    was, now = _roles(ctx, b_flat), _roles(ctx, a_flat)
+    deg_b = dict(zip(ctx.ids[ctx.tidx].tolist(), _degrees(ctx, b_flat).tolist()))
+    deg_a = dict(zip(ctx.ids[ctx.tidx].tolist(), _degrees(ctx, a_flat).tolist()))
+
+    # Free storage over the whole cluster: a topic filter must not hide what a plan puts on a disk.
+    sctx, (sb, sa) = _context(cluster, ids, [None, assignment])
+    used_b = dict(zip(sctx.ids.tolist(), _used_bytes(sctx, sb).tolist()))
+    used_a = dict(zip(sctx.ids.tolist(), _used_bytes(sctx, sa).tolist()))
+
+    rows = []
+    for bid in order:
+        info = cluster.brokers.get(bid)
+        free = None if info is None or info.storage_free is None else info.storage_free
+        state = "dead" if info is not None and not info.alive else "unknown" if info is None or not info.known \
+            else "new" if was[bid][2] == 0 and used_b.get(bid, 0) == 0 else "live"
+        rows.append({
+            "broker": bid, "label": str(bid), "rack": (info.rack if info and info.rack else NO_RACK), "state": state,
+            "leaders_before": was[bid][0], "followers_before": was[bid][1], "replicas_before": was[bid][2],
+            "leaders_after": now[bid][0], "followers_after": now[bid][1], "replicas_after": now[bid][2],
+            "degree_before": deg_b.get(bid, 0), "degree_after": deg_a.get(bid, 0),
+            "free_before": math.nan if free is None else float(free),
+            "free_after": math.nan if free is None else float(free + used_b.get(bid, 0) - used_a.get(bid, 0)),
+            "storage_total": math.nan if info is None or info.storage_total is None else float(info.storage_total),
+        })
+    frame = pd.DataFrame(rows, columns=[
+        "broker", "label", "rack", "state", "leaders_before", "followers_before", "replicas_before",
+        "leaders_after", "followers_after", "replicas_after", "degree_before", "degree_after",
+        "free_before", "free_after", "storage_total"])
+    return frame.sort_values(["rack", "broker"], kind="stable").reset_index(drop=True)
+
+
+def select_brokers(frame: pd.DataFrame, racks=None, search: str = "") -> pd.DataFrame:
+    """The rows of the chosen racks whose id matches the search.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        ``broker_frame``'s output.
+    racks : list of str, optional
+        Racks to keep (empty or None: all).
+    search : str
+        Broker ids, comma- or space-separated; each is a prefix (``10`` finds 1001..1099),
+        a range ``1001-1010`` is inclusive. Empty: every broker.
+    """
+    out = frame if not racks else frame[frame["rack"].isin(list(racks))]
+    terms = [t for t in re.split(r"[,\s]+", search or "") if t]
+    if not terms:
+        return out
+    mask = np.zeros(len(out), dtype=bool)
+    labels = out["label"].to_numpy()
+    ids = out["broker"].to_numpy()
+    for t in terms:
+        lo, dash, hi = t.partition("-")
+        if dash and lo.isdigit() and hi.isdigit():
+            mask |= (ids >= int(lo)) & (ids <= int(hi))
+        else:
+            mask |= np.char.startswith(labels.astype(str), t)
+    return out[mask]
+
+
+def _which(frame: pd.DataFrame, which: str) -> pd.DataFrame:
+    """The figures of one side (``before`` or ``after``) under plain names, plus the change."""
+    other = "before" if which == "after" else "after"
+    out = frame[["broker", "label", "rack", "state"]].copy()
+    for k in ("leaders", "followers", "replicas", "degree"):
+        out[k] = frame[f"{k}_{which}"]
+        out[f"{k}_{other}"] = frame[f"{k}_{other}"]
+    out["free_gb"] = frame[f"free_{which}"] / 1e9
+    out[f"free_gb_{other}"] = frame[f"free_{other}"] / 1e9
+    out["free_pct"] = 100 * frame[f"free_{which}"] / frame["storage_total"]
+    out["change"] = (frame["replicas_after"] - frame["replicas_before"]).abs() + \
+        (frame["leaders_after"] - frame["leaders_before"]).abs()
+    return out
+
+
+def _ordered(rows: pd.DataFrame, sort_by: str) -> pd.DataFrame:
+    col, ascending = SORT_KEYS.get(sort_by, SORT_KEYS["broker id"])
+    return rows.sort_values([col, "broker"], ascending=[ascending, True], kind="stable", na_position="last")
+
+
+# --------------------------------------------------------------------------- distribution
+
+
+def _rack_panel(rows: pd.DataFrame, rack: str, which: str, limits: dict, show_before: bool) -> hv.Layout:
+    """Three aligned charts for one rack: leaders+followers, free storage, degree."""
+    other = "before" if which == "after" else "after"
+    labels = rows["label"].tolist()
+    width = max(260, 70 + BAR_PX * len(labels))
+    dim_x = hv.Dimension("label", label="broker")
+    hover_cols = ["rack", "state", "leader_count", "follower_count", "replicas", f"replicas_{other}", "degree",
+                  f"degree_{other}", "free_gb", f"free_gb_{other}"]
+    # melt drops everything when a value column is also an id column: the hover copies get their own names.
+    long = rows.assign(leader_count=rows["leaders"], follower_count=rows["followers"]).melt(id_vars=["label"] + hover_cols, value_vars=["leaders", "followers"], var_name="role",
+                     value_name="count")
+    # Stacked order: leaders at the bottom, where the eye compares them across brokers.
+    long = long.sort_values("role", key=lambda r: r == "followers", kind="stable")
+    common = dict(width=width, xrotation=90, fontsize={"xticks": "8pt", "yticks": "9pt", "ylabel": "9pt"},
+                  tools=["hover"], default_tools=["save", "reset"], toolbar="above", show_grid=True)
+    title = f"{rack} · {len(labels)} broker{'s' if len(labels) != 1 else ''} · {which}"
+    bars = hv.Bars(long, [dim_x, "role"], ["count"] + hover_cols).opts(
+        stacked=True, cmap={"leaders": LEADER_COLOR, "followers": FOLLOWER_COLOR}, height=260,
+        ylim=(0, limits["replicas"]), ylabel="replicas", xlabel="", title=title, show_legend=True,
+        legend_position="top", legend_cols=2, line_color=None, **common)
+    dist = bars
+    if show_before:
+        # A black dash at the other side's total: what changes is visible without a toggle.
+        dist = bars * hv.Scatter(rows, dim_x, hv.Dimension(f"replicas_{other}", label=f"replicas {other}")).opts(
+            marker="dash", size=BAR_PX, color=BEFORE_COLOR, line_width=2, tools=["hover"])
+    # Under 10% free is a disk about to fill: red, so it is seen before it is hovered.
+    rows = rows.assign(free_color=np.where(rows["free_pct"] < 10, TROUBLE, STORAGE_COLOR))
+    free = hv.Bars(rows, dim_x, [hv.Dimension("free_gb", label="free GB"), "free_pct", f"free_gb_{other}",
+                                 "rack", "free_color"]).opts(
+        color="free_color", height=150, ylim=(0, limits["free_gb"]), ylabel="free GB", xlabel="", line_color=None, **common)
+    if show_before and rows[f"free_gb_{other}"].notna().any():
+        free = free * hv.Scatter(rows, dim_x, hv.Dimension(f"free_gb_{other}", label=f"free GB {other}")).opts(
+            marker="dash", size=BAR_PX, color=BEFORE_COLOR, line_width=2, tools=["hover"])
+    degree = hv.Bars(rows, dim_x, ["degree", f"degree_{other}", "rack"]).opts(
+        color=DEGREE_COLOR, height=140, ylim=(0, limits["degree"]), ylabel="degree", xlabel="broker",
+        line_color=None, **common)
+    return (dist + free + degree).cols(1).opts(shared_axes=True)
+
+
+def distribution_view(frame: pd.DataFrame, which: str = "after", sort_by: str = "broker id", racks=None,
+                      search: str = "", show_before: bool = True):
+    """Brokers grouped by rack: replicas (leaders dark, followers light), free storage, degree.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        ``broker_frame``'s output.
+    which : {"after", "before"}
+        The side drawn as bars; the other side is a black dash per broker (``show_before``).
+    sort_by : str
+        A key of ``SORT_KEYS``; brokers are sorted within their rack.
+    racks, search
+        As ``select_brokers``.
+    show_before : bool
+        Draw the other side's totals as dashes (off when there is no plan: they would coincide).
+
+    Returns
+    -------
+    panel.FlexBox
+        One column of three charts per rack, wrapping on narrow screens; all racks share the
+        same y scales, so bars compare across panels. Hover shows the exact figures.
+    """
+    rows = _ordered(_which(select_brokers(frame, racks, search), which), sort_by)
+    if rows.empty:
+        return pn.pane.Markdown("**No broker matches the rack filter and the search.**")
+    limits = {
+        "replicas": 1.08 * max(1, frame[["replicas_before", "replicas_after"]].to_numpy().max()),
+        "degree": 1.08 * max(1, frame[["degree_before", "degree_after"]].to_numpy().max()),
+        "free_gb": 1.08 * max(1.0, np.nanmax(frame[["free_before", "free_after"]].to_numpy() / 1e9, initial=0.0)),
+    }
+    panels = [pn.pane.HoloViews(_rack_panel(g, rack, which, limits, show_before), linked_axes=False)
+              for rack, g in rows.groupby("rack", sort=True)]
+    return pn.FlexBox(*panels, sizing_mode="stretch_width")
+
+
+# --------------------------------------------------------------------------- live throttle chart
+
+# The Buffer's frame: one row per broker and role per poll. Rates in MB/s (people read MB/s).
+THROTTLE_COLUMNS = ["time", "broker", "role", "throttle", "measured", "replication"]
+
+
+def empty_throttle_frame() -> pd.DataFrame:
+    """The throttle Buffer's empty frame, with its columns typed."""
+    return pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns]"), "broker": pd.Series([], dtype="int64"),
+                         "role": pd.Series([], dtype="object"), "throttle": pd.Series([], dtype="float64"),
+                         "measured": pd.Series([], dtype="float64"), "replication": pd.Series([], dtype="float64")})
+
+
+def _paths(data: pd.DataFrame, column: str, now=None) -> list[pd.DataFrame]:
+    out = []
+    for broker, g in data.groupby("broker", sort=True):
+        g = g[["time", column]].dropna()
+        if len(g):
+            out.append(pd.DataFrame({"time": g["time"], "MB/s": g[column], "broker": str(broker)}))
+    # HoloViews cannot colour an empty Path by a column: an invisible one-point path stands in.
+    return out or [pd.DataFrame({"time": pd.Series([pd.NaT if now is None else now], dtype="datetime64[ns]"),
+                                 "MB/s": [math.nan], "broker": [""]})]
+
+
+def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.Overlay:
+    """One role's throttle (dashed) and measured traffic (solid) per broker over time.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        Rows with ``THROTTLE_COLUMNS``; rates in MB/s.
+    role : {"leader", "follower"}
+        Leader: the sources' outbound throttle against their measured tx. Follower: the
+        destinations' inbound throttle against their measured rx.
+    brokers : iterable of int, optional
+        Only these brokers (the broker search).
+    now : pandas.Timestamp, optional
+        Where the time axis sits while there is no data yet (instead of 1970).
+
+    Returns
+    -------
+    holoviews.Overlay
+        Always the same three elements (so a DynamicMap can stream into it): measured, throttle
+        and the latest throttle per broker as labelled points.
+    """
+    d = data[data["role"] == role] if len(data) else data
+    if brokers is not None and len(d):
+        d = d[d["broker"].isin(list(brokers))]
+    title = ("Replication OUT of source brokers: leader throttle (dashed) vs measured tx" if role == "leader"
+             else "Replication INTO destination brokers: follower throttle (dashed) vs measured rx")
+    kd, vd = [hv.Dimension("time")], [hv.Dimension("MB/s"), "broker"]
+    measured = hv.Path(_paths(d, "measured", now), kd + [vd[0]], vdims=["broker"])
+    throttle = hv.Path(_paths(d, "throttle", now), kd + [vd[0]], vdims=["broker"])
+    latest = d.dropna(subset=["throttle"]).sort_values("time").groupby("broker").tail(1) if len(d) else d
+    points = hv.Points(latest.rename(columns={"throttle": "MB/s"}).assign(broker=lambda x: x["broker"].astype(str))
+                       if len(latest) else _paths(latest, "throttle", now)[0], ["time", "MB/s"], ["broker"])
+    color = hv.dim("broker").str()
+    common = dict(color=color, cmap="Category20", tools=["hover"])
+    return (measured.opts(line_width=2, **common)
+            * throttle.opts(line_width=2, line_dash="dashed", **common)
+            * points.opts(size=7, marker="circle", **common)).opts(
+        title=title, height=260, responsive=True, min_width=420, ylabel="MB/s", xlabel="time (UTC)",
+        show_legend=False, fontsize={"title": "10pt"})
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def eta(history: list[tuple[float, int]], window: float = 120.0) -> dict:
+    """Copy rate and time left from ``(wall seconds, bytes left)`` observations.
+
+    Parameters
+    ----------
+    history : list of (float, int)
+        Observations, oldest first.
+    window : float
+        Seconds of history the rate is measured over (a recent rate follows throttle changes).
+
+    Returns
+    -------
+    dict
+        ``rate`` (bytes/s, None until bytes have been seen to go down), ``seconds`` (ETA, None
+        when unknown, 0 when nothing is left), ``done_fraction`` of the most bytes left seen.
+    """
+    if not history:
+        return {"rate": None, "seconds": None, "done_fraction": None}
+    t1, left = history[-1]
+    peak = max(b for _, b in history)
+    recent = [(t, b) for t, b in history if t >= t1 - window]
+    t0, b0 = recent[0]
+    rate = (b0 - left) / (t1 - t0) if t1 > t0 and b0 > left else None
+    seconds = 0.0 if left == 0 else (left / rate if rate else None)
+    return {"rate": rate, "seconds": seconds, "done_fraction": None if not peak else 1 - left / peak}
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    s = int(round(seconds))
+    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m {s % 60:02d}s"
+
+
+def _bytes(n: float | None) -> str:
+    if n is None:
+        return "–"
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _tile(label: str, value: str, bad: bool = False, note: str = "") -> str:
+    color = TROUBLE if bad else "#222"
+    return (f'<div class="kit-tile" style="border-left:6px solid {TROUBLE if bad else OK};padding:4px 12px;'
+            f'margin:0 10px 4px 0;min-width:150px"><div style="font-size:12px;color:#555">{html.escape(label)}</div>'
+            f'<div style="font-size:26px;font-weight:700;color:{color}">{html.escape(value)}</div>'
+            f'<div style="font-size:11px;color:#666">{html.escape(note)}</div></div>')
+
+
+def progress_view(status: dict | None, progress: dict | None = None, updated: str | None = None,
+                  error: str | None = None, source: str = "") -> pn.pane.HTML:
+    """Big tiles for the state of the cluster and the reassignment in flight.
+
+    Parameters
+    ----------
+    status : dict or None
+        `kit.execute.status`'s dict (None when the source is a snapshot).
+    progress : dict, optional
+        ``eta``'s dict.
+    updated : str, optional
+        When the figures were read (shown so a stale page is noticed).
+    error : str, optional
+        Why the last read failed (shown in red, with the figures of the last good read).
+    source : str
+        Where the figures come from (e.g. ``ZooKeeper 10.0.0.1:2181/kafka``), without credentials.
+    """
+    progress = progress or {}
+    tiles = []
+    if status is None:
+        tiles.append(_tile("reassignment", "no live source", note="snapshot file: distribution only"))
+    else:
+        moving = int(status.get("reassigning_partitions", 0))
+        left = status.get("bytes_left", 0)
+        brokers = status.get("brokers", [])
+        dead = [b["id"] for b in brokers if not b.get("alive", True)]
+        urp = status.get("under_replicated", [])
+        frac = progress.get("done_fraction")
+        tiles += [
+            _tile("partitions reassigning", str(moving), note="none running" if not moving else "in flight"),
+            _tile("bytes left to copy", _bytes(left) if moving else "0",
+                  note=f"{frac:.0%} done" if moving and frac is not None else ""),
+            _tile("ETA", _duration(progress.get("seconds")) if moving else "–",
+                  note=f"at {_bytes(progress['rate'])}/s" if moving and progress.get("rate") else ""),
+            _tile("under-replicated partitions", str(len(urp)), bad=bool(urp) and not moving,
+                  note=", ".join(urp[:3]) + (" …" if len(urp) > 3 else "")),
+            _tile("brokers", f"{len(brokers) - len(dead)} up", bad=bool(dead),
+                  note=(f"dead: {', '.join(map(str, dead[:6]))}" + (" …" if len(dead) > 6 else "")) if dead else
+                  "all alive"),
+            _tile("throttled brokers", str(len(status.get("throttled_brokers", []))),
+                  note=", ".join(map(str, status.get("throttled_brokers", [])[:6]))),
+        ]
+    foot = f"{html.escape(source)} · read {html.escape(updated or 'never')}"
+    if error:
+        foot += f' · <b style="color:{TROUBLE}">last read failed: {html.escape(error)}</b>'
+    return pn.pane.HTML(f'<div style="display:flex;flex-wrap:wrap">{"".join(tiles)}</div>'
+                        f'<div style="font-size:11px;color:#666">{foot}</div>', sizing_mode="stretch_width")
+
+
+# --------------------------------------------------------------------------- events and records
+
+_TROUBLE_KINDS = {"failsafe", "alert", "error", "failed"}
+
+
+def events_frame(events: list[dict], limit: int = 200) -> pd.DataFrame:
+    """Events (already newest first) as a table: time, source, kind, brokers, role, old/new MB/s, reason."""
+    rows = []
+    for e in events[:limit]:
+        ids = [str(b) for b in e.get("brokers") or []]
+        rows.append({
+            "time": e.get("time", ""), "source": e.get("source", ""), "kind": e.get("kind", ""),
+            "brokers": ", ".join(ids[:8]) + (f" +{len(ids) - 8}" if len(ids) > 8 else ""),
+            "role": e.get("role") or "",
+            "old MB/s": None if e.get("old") is None else round(float(e["old"]) / 1e6, 1),
+            "new MB/s": None if e.get("new") is None else round(float(e["new"]) / 1e6, 1),
+            "reason": e.get("reason", ""),
+        })
+    return pd.DataFrame(rows, columns=["time", "source", "kind", "brokers", "role", "old MB/s", "new MB/s",
+                                       "reason"])
+
+
+def _table(head: list[str], body: list[str]) -> str:
+    th = "".join(f'<th style="text-align:left;padding:2px 8px;border-bottom:2px solid #999">{h}</th>' for h in head)
+    return (f'<table style="border-collapse:collapse;font-size:12px;width:100%"><thead><tr>{th}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def events_view(events: list[dict], limit: int = 200) -> pn.pane.HTML:
+    """The auto-throttle's and the doctor's decisions, newest first; trouble in red."""
+    frame = events_frame(events, limit)
+    if frame.empty:
+        return pn.pane.HTML("<i>No events yet.</i>", sizing_mode="stretch_width")
+    body = []
+    for r in frame.itertuples(index=False):
+        style = f"color:{TROUBLE};font-weight:600" if r.kind in _TROUBLE_KINDS else ""
+        cells = [r.time, r.source, r.kind, r.brokers, r.role,
+                 "" if pd.isna(r[5]) else f"{r[5]:.1f}", "" if pd.isna(r[6]) else f"{r[6]:.1f}", r.reason]
+        body.append(f'<tr style="{style};border-bottom:1px solid #eee">' +
+                    "".join(f'<td style="padding:2px 8px;vertical-align:top">{html.escape(str(c))}</td>'
+                            for c in cells) + "</tr>")
+    more = f"<div style='font-size:11px;color:#666'>newest {limit} of {len(events)}</div>" if len(events) > limit \
+        else ""
+    return pn.pane.HTML(_table(list(frame.columns), body) + more, sizing_mode="stretch_width",
+                        styles={"overflow-y": "auto", "max-height": "360px"})
+
+
+def records_view(records: list[dict], base_url: str = "records/") -> pn.pane.HTML:
+    """Executed runbooks, newest first, each linked to its HTML record.
+
+    Parameters
+    ----------
+    records : list of dict
+        As `kit.dashboard.poller.read_records` returns them (``runbook, started, finished,
+        outcome, reason, html``; any may be missing).
+    base_url : str
+        Where the server serves the records folder.
+    """
+    if not records:
+        return pn.pane.HTML("<i>No runbook records yet.</i>", sizing_mode="stretch_width")
+    body = []
+    for r in records:
+        outcome = str(r.get("outcome") or "unknown")
+        color = OK if outcome == "succeeded" else TROUBLE if outcome in ("failed", "stopped") else "#666"
+        name = r.get("html")
+        link = (f'<a href="{html.escape(base_url + name, quote=True)}" target="_blank">open</a>' if name
+                else "<i>no HTML</i>")
+        cells = [html.escape(str(r.get("runbook") or "?")), html.escape(str(r.get("started") or "")),
+                 html.escape(str(r.get("finished") or "")),
+                 f'<b style="color:{color}">{html.escape(outcome)}</b>', html.escape(str(r.get("reason") or "")),
+                 link]
+        body.append('<tr style="border-bottom:1px solid #eee">' +
+                    "".join(f'<td style="padding:2px 8px;vertical-align:top">{c}</td>' for c in cells) + "</tr>")
+    return pn.pane.HTML(_table(["runbook", "started", "finished", "outcome", "reason", "record"], body),
+                        sizing_mode="stretch_width", styles={"overflow-y": "auto", "max-height": "360px"})
+
+
+def utc_label(ts: float) -> str:
+    """Wall-clock seconds as the page's UTC time of day."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S UTC")

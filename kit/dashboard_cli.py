@@ -1,0 +1,109 @@
+"""`kit dashboard`: the command-line face of `kit.dashboard` (parse, check, serve).
+
+Everything that can be wrong with the input is checked before the server starts, so a bad
+flag is one line on stderr and exit 2, never a half-started server or a traceback.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from .errors import BadInput
+
+EXAMPLE = ("KIT_DASHBOARD_AUTH=oncall:s3cret kit dashboard --zk 127.0.0.1:2181/kafka --plan plan.json "
+           "--events build/events.jsonl --samples build/samples --records records")
+AUTH_ENV = "KIT_DASHBOARD_AUTH"
+
+
+def add_dashboard_parser(sub) -> None:
+    """Register `kit dashboard` on the `kit` command's subparsers."""
+    from .cli import _command, _rate, _whole, _zk_auth_option
+
+    p = _command(sub, "dashboard", "serve the Panel dashboard (distribution, live throttles, progress, events)",
+                 "Serve one page for an incident: brokers grouped by rack (leaders, followers, free storage, "
+                 "degree; before/after a plan), the replication throttles against measured traffic while a "
+                 "reassignment runs, its progress and ETA, the auto-throttle's and doctor's decisions, and the "
+                 "runbook records. Listens on 127.0.0.1 unless --address says otherwise; one poller reads the "
+                 "sources for every open tab. Needs the dashboard extra: pip install 'kit[dashboard]'.",
+                 EXAMPLE)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="Kafka's ZooKeeper (live status and throttles)")
+    source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON (distribution only)")
+    _zk_auth_option(p)
+    p.add_argument("--plan", action="append", default=[], metavar="PLAN.json",
+                   help="a plan for the before/after picker (repeat for several)")
+    p.add_argument("--events", metavar="FILE", help="events log (JSON lines) of kit throttle run / kit doctor")
+    p.add_argument("--samples", metavar="DIR", help="broker samples (kit sim run --samples DIR; DIR/broker/*.jsonl)")
+    p.add_argument("--records", metavar="DIR", help="runbook records folder (served under /records/)")
+    p.add_argument("--port", type=_whole(1), default=5006, help="port (default 5006)")
+    p.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--basic-auth", metavar="USER:PASSWORD",
+                   help=f"ask for a login (default: ${AUTH_ENV}; prefer the variable: arguments show in ps)")
+    p.add_argument("--interval", type=_rate, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
+
+
+def _auth(text: str | None) -> tuple[str, str] | None:
+    text = text or os.environ.get(AUTH_ENV) or None
+    if text is None:
+        return None
+    user, _, password = text.partition(":")
+    if not user or not password:
+        raise BadInput(f"--basic-auth / {AUTH_ENV}: expected USER:PASSWORD")
+    return user, password
+
+
+def _folder(flag: str, path: str | None) -> None:
+    """A folder that may not exist yet (written later), but whose parent must."""
+    if path and (os.path.exists(path) and not os.path.isdir(path)
+                 or not os.path.isdir(os.path.dirname(os.path.abspath(path)))):
+        raise BadInput(f"{flag} {path}: not a directory")
+
+
+def cmd_dashboard(a) -> int:
+    """Check the arguments, then serve until interrupted; returns the exit code."""
+    if a.port > 65535:
+        raise BadInput(f"--port {a.port}: expected 1..65535")
+    if a.interval <= 0:
+        raise BadInput("--interval: expected a positive number of seconds")
+    auth = _auth(a.basic_auth)
+    for flag, path in (("--plan", p) for p in a.plan):
+        if not os.path.isfile(path):
+            raise BadInput(f"{flag} {path}: no such file")
+    if a.events and (os.path.isdir(a.events) or not os.path.isdir(os.path.dirname(os.path.abspath(a.events)))):
+        raise BadInput(f"--events {a.events}: not a file path")
+    _folder("--samples", a.samples)
+    _folder("--records", a.records)
+    try:
+        from .dashboard import app
+    except ImportError as e:
+        raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
+    from .formats import load_snapshot
+
+    if a.zk:
+        from .zookeeper import connect, read_cluster
+
+        client = connect(a.zk, timeout=5.0, auth=a.zk_auth)
+        try:
+            cluster, _ = read_cluster(client)
+        finally:
+            client.stop()
+            client.close()
+    else:
+        cluster = load_snapshot(a.snapshot)
+    if not cluster.brokers:
+        raise BadInput("the cluster has no brokers")
+    app.load_plans(a.plan, cluster)  # a bad plan fails now, not in the first browser tab
+    server = app.serve(port=a.port, address=a.address, basic_auth=auth, records=a.records, start=False,
+                       snapshot=a.snapshot, zk=a.zk, zk_auth=a.zk_auth, plans=a.plan, events=a.events,
+                       samples=a.samples, interval=a.interval)
+    shown = "localhost" if a.address in ("127.0.0.1", "::1") else a.address
+    print(f"kit dashboard: http://{shown}:{a.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",
+          flush=True)
+    try:
+        server.start()
+        server.io_loop.start()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.stdout.flush()
+    return 0
