@@ -191,7 +191,8 @@ class AutoThrottle:
         if state == "stale":
             first = b not in self.failsafe
             self.failsafe.add(b)
-            why = "no metrics" if sample is None else f"metrics {now - sample.time:.0f} s old"
+            age = max(now - sample.time, now - self._since.get(b, now)) if sample is not None else 0.0
+            why = "no metrics" if sample is None else f"no new metrics for {age:.0f} s"
             return s.minimum, "failsafe", f"{why} for broker {b}: minimum rate {_mb(s.minimum)}", first
         self.failsafe.discard(b)
         cap = self.capacity[b]

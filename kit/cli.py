@@ -521,6 +521,41 @@ def cmd_throttle(a) -> int:
     return 0
 
 
+def _add_run_parser(sub) -> None:
+    p = _command(sub, "run", "run a runbook with papermill into an incident record",
+                 "Execute runbooks/NAME.ipynb into RECORD_DIR/<timestamp>-NAME.ipynb with an .html and a JSON record "
+                 "beside it. Exit 0 succeeded (or planned only), 3 stopped at a pre-check, 1 failed. Without NAME: "
+                 "list the runbooks and their parameters.",
+                 "kit run broker_replacement -p apply true -p replace 1003:1013 --record-dir records")
+    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                   help="a parameter; VALUE is read as the runbook declares it (YAML for lists, dicts, numbers)")
+    p.add_argument("-f", "--parameters-file", action="append", default=[], metavar="params.yaml")
+    p.add_argument("--record-dir", default="records", metavar="DIR")
+    p.add_argument("--hide-input", action="store_true", help="leave the code out of the HTML record")
+    p.add_argument("--timeout", type=_rate, metavar="S", help="give up on a cell after S seconds")
+
+
+def cmd_run(a) -> int:
+    from . import runbook
+
+    if not a.name:
+        for name in runbook.available():
+            print(name)
+            for key, d in runbook.declared_parameters(runbook.runbook_path(name)).items():
+                if key not in runbook.RESERVED:
+                    print(f"  {key}: {d['type']} = {d['default']}  # {d['help']}")
+        return 0
+    code, record = runbook.run(a.name, [tuple(x) for x in a.parameter], a.parameters_file, a.record_dir,
+                               a.hide_input, a.timeout)
+    print(f"{a.name}: {record['outcome']}" + (f" ({record['reason']})" if record.get("reason") else ""))
+    for key in ("notebook", "html"):
+        if record.get(key):
+            print(f"  {key}: {record[key]}")
+    print(f"  record: {os.path.splitext(record['notebook'])[0]}.json")
+    return code
+
+
 def _add_zk_parser(sub) -> None:
     zk = sub.add_parser("zk", help="start, stop or check a local ZooKeeper server (127.0.0.1)",
                         description="A real ZooKeeper server on the loopback interface, for demos and tests.",
@@ -627,6 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dashboard_parser(sub)
     _add_metrics_parser(sub)
     _add_throttle_parser(sub)
+    _add_run_parser(sub)
     return parser
 
 
@@ -770,6 +806,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_sim(a)
         if a.command == "throttle":
             return cmd_throttle(a)
+        if a.command == "run":
+            return cmd_run(a)
         if a.command == "doctor":
             return cmd_doctor(a)
         if a.command == "dashboard":

@@ -17,30 +17,11 @@ import sys
 from kit.errors import BadInput
 from kit.formats import load_snapshot
 from kit.model import Cluster
-
-
-def replace_pairs(cluster: Cluster) -> list[tuple[int, int]]:
-    """(dead, new) broker pairs for `kit plan replace`."""
-    held = set(cluster.map_brokers())
-    dead = sorted(b for b, br in cluster.brokers.items() if not br.alive and b in held)
-    new = sorted(b for b, br in cluster.brokers.items() if br.alive and b not in held)
-    if not dead:
-        raise BadInput("no dead broker holds replicas: nothing to replace")
-    if len(dead) != len(new):
-        raise BadInput(f"{len(dead)} dead broker(s) {dead} but {len(new)} empty live broker(s) {new}")
-    free = list(new)
-    pairs = []
-    for d in dead:
-        rack = cluster.rack_of(d)
-        same = [n for n in free if rack is not None and cluster.rack_of(n) == rack]
-        pick = same[0] if same else free[0]
-        free.remove(pick)
-        pairs.append((d, pick))
-    return pairs
+from kit.plan.replace import pair_dead_with_new
 
 
 def replace_arg(cluster: Cluster) -> str:
-    return ",".join(f"{d}:{n}" for d, n in replace_pairs(cluster))
+    return ",".join(f"{d}:{n}" for d, n in pair_dead_with_new(cluster))
 
 
 def main(argv: list[str] | None = None) -> int:

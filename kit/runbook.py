@@ -1,0 +1,141 @@
+"""`kit run`: execute a runbook with papermill into an incident record.
+
+`kit run NAME [-p KEY VALUE]... [-f params.yaml] [--record-dir DIR]` executes
+runbooks/NAME.ipynb into DIR/<UTC timestamp>-NAME.ipynb, exports an .html beside it
+(nbconvert; charts are PNGs, so it reads offline) and completes the JSON record the runbook
+keeps (DIR/<timestamp>-NAME.json). Exit 0 when the runbook succeeded (or planned without
+applying), 3 when it stopped at a pre-check, 1 when it failed; the record is written and
+says why in every case. Parameter values are read against the runbook's own declared types,
+so `-p replace 1003:1013` stays a string and `-p cap_map '{"standard": 125}'` is a dict.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import yaml
+
+from .errors import BadInput
+from .formats import dumps, write_atomic
+from .runbook_steps import RUNBOOKS
+
+_TYPES = {"bool": bool, "int": int, "float": (int, float), "str": str, "dict": dict, "list": list}
+RESERVED = ("record_path",)
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in RUNBOOKS.glob("*.ipynb"))
+
+
+def runbook_path(name: str) -> Path:
+    path = RUNBOOKS / f"{name}.ipynb"
+    if not path.exists():
+        raise BadInput(f"no runbook {name!r} (runbooks: {', '.join(available())})")
+    return path
+
+
+def declared_parameters(path: Path) -> dict[str, dict]:
+    """The runbook's parameters cell as papermill reads it: name -> {type, default, help}."""
+    import papermill
+
+    return {name: {"type": p["inferred_type_name"], "default": p["default"], "help": p["help"]}
+            for name, p in papermill.inspect_notebook(str(path)).items()}
+
+
+def parse_parameters(declared: dict[str, dict], pairs: list[tuple[str, str]], files: list[str]) -> dict:
+    """Merge parameter files (YAML mappings) and -p KEY VALUE pairs (later wins), each value
+    checked against the declared type. BadInput (one line) for an unknown name or a wrong type."""
+    merged: dict = {}
+    for f in files:
+        try:
+            with open(f, encoding="utf-8") as fh:
+                doc = yaml.safe_load(fh) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise BadInput(f"-f {f}: not a readable YAML file ({type(e).__name__})") from None
+        if not isinstance(doc, dict):
+            raise BadInput(f"-f {f}: expected a mapping of parameter names to values")
+        merged.update(doc)
+    for key, raw in pairs:
+        kind = declared.get(key, {}).get("type")
+        if kind == "str":
+            merged[key] = raw
+        else:
+            try:
+                merged[key] = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                raise BadInput(f"-p {key}: {raw!r} is not a {kind or 'YAML'} value") from None
+    out = {}
+    for key, value in merged.items():
+        if key in RESERVED:
+            raise BadInput(f"parameter {key} is set by kit run")
+        if key not in declared:
+            raise BadInput(f"unknown parameter {key!r} (parameters: {', '.join(k for k in declared if k not in RESERVED)})")
+        want = _TYPES.get(declared[key]["type"])
+        ok = want is None or (isinstance(value, want) and not (want is not bool and isinstance(value, bool)))
+        if not ok:
+            raise BadInput(f"parameter {key}: expected {declared[key]['type']}, got {value!r}")
+        out[key] = float(value) if declared[key]["type"] == "float" else value
+    return out
+
+
+def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: str = "records",
+        hide_input: bool = False, timeout: float | None = None) -> tuple[int, dict]:
+    """Execute the runbook; returns (exit code, the record)."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    path = runbook_path(name)
+    params = parse_parameters(declared_parameters(path), pairs, files)
+    if os.path.exists(record_dir) and not os.path.isdir(record_dir):
+        raise BadInput(f"--record-dir {record_dir}: not a directory")
+    os.makedirs(record_dir, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stem = os.path.join(os.path.abspath(record_dir), f"{stamp}-{name}")
+    notebook, html, record_path = stem + ".ipynb", stem + ".html", stem + ".json"
+    params["record_path"] = record_path
+    error = None
+    try:
+        papermill.execute_notebook(str(path), notebook, parameters=params, kernel_name="python3",
+                                   progress_bar=False, log_output=False, execution_timeout=timeout,
+                                   cwd=os.path.abspath(record_dir))
+    except PapermillExecutionError as e:
+        error = (e.ename, e.evalue)
+    except Exception as e:  # noqa: BLE001  (a kernel that died: the record still says so)
+        error = (type(e).__name__, str(e))
+    record = _read_json(record_path) or {"runbook": name, "parameters": {k: v for k, v in params.items()
+                                                                          if k != "record_path"},
+                                         "outcome": "running", "steps": [], "checks": []}
+    if error and error[0] == "CheckFailed":
+        record.update(outcome="stopped", reason=error[1])
+    elif error:
+        record.update(outcome="failed", reason=f"{error[0]}: {error[1]}")
+    elif record.get("outcome") == "running":
+        record.update(outcome="failed", reason="the runbook ended without saying how it went")
+    code = {"succeeded": 0, "planned": 0, "stopped": 3}.get(record["outcome"], 1)
+    if os.path.exists(notebook):
+        export_html(notebook, html, hide_input)
+        record["html"] = html
+    record.update(notebook=notebook, exit_code=code, finished=record.get("finished") or
+                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    write_atomic(record_path, dumps(record))
+    return code, record
+
+
+def export_html(notebook: str, html: str, hide_input: bool = False) -> None:
+    """The executed notebook as one self-contained HTML page (charts are embedded PNGs)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(exclude_input=hide_input, exclude_input_prompt=hide_input)
+    body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
+    write_atomic(html, body)
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, json.JSONDecodeError):
+        return None
