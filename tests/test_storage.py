@@ -57,8 +57,18 @@ def test_a_full_broker_is_never_a_destination_and_a_short_plan_names_it():
 def test_storage_placement_without_storage_figures_is_bad_input():
     c = cluster_from_snapshot({"version": 1, "brokers": [{"id": 1}, {"id": 2}],
                                "partitions": [{"topic": "t", "partition": 0, "replicas": [1], "size": 5}]})
-    with pytest.raises(BadInput, match="storage_total/storage_free"):
+    with pytest.raises(BadInput, match="no storage_free"):
         planners.plan_rebalance(c, placement="storage")
+
+
+def test_storage_placement_with_free_storage_only_takes_the_disk_as_the_partitions():
+    """kafka-kit's brokermetrics znode gives StorageFree and nothing else."""
+    brokers = [{"id": 1, "storage_free": 100}, {"id": 2, "storage_free": 100}, {"id": 3, "storage_free": 1000}]
+    parts = [{"topic": "t", "partition": i, "replicas": [1 + i % 2], "size": 400} for i in range(4)]
+    c = cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts})
+    plan = planners.plan_rebalance(c, placement="storage")
+    after = [reps for reps in plan.after]
+    assert sum(1 for reps in after if reps == [3]) >= 1  # the emptiest disk takes data
 
 
 def test_storage_placement_without_sizes_is_bad_input():
@@ -98,5 +108,5 @@ def test_cli_storage_placement_bad_input_is_one_line_and_writes_nothing(tmp_path
     r = subprocess.run([str(exe), "plan", "rebalance", "--placement", "storage", "--snapshot", str(snap),
                         "--out", str(out / "plan.json")], capture_output=True, text=True)
     assert r.returncode == 2
-    assert r.stderr.strip().count("\n") == 0 and "storage_total" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "storage_free" in r.stderr
     assert list(out.iterdir()) == []

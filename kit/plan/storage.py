@@ -23,8 +23,8 @@ class StorageBook:
         c = ws.cluster
         for b in ws.targets:
             br = c.brokers[b]
-            if br.storage_total is None or br.storage_free is None:
-                raise BadInput(f"broker {b} has no storage_total/storage_free: storage placement needs both")
+            if br.storage_free is None:
+                raise BadInput(f"broker {b} has no storage_free: storage placement needs each broker's free storage")
         for p in ws.selected:
             if c.partitions[p].size < 0:
                 raise BadInput(f"{c.partitions[p].name} has a negative size")
@@ -46,9 +46,12 @@ class StorageBook:
         for b in ws.targets:
             i = ws.index[b]
             br = c.brokers[b]
-            self.total[i] = br.storage_total
+            # Without storage_total (kafka-kit's brokermetrics gives only StorageFree), the disk
+            # is taken to hold nothing but the partitions kit knows of.
+            total = br.storage_total if br.storage_total is not None else br.storage_free + before[i]
+            self.total[i] = total
             # What the disk holds besides the partitions kit knows of stays where it is.
-            other = br.storage_total - br.storage_free - before[i]
+            other = total - br.storage_free - before[i]
             self.used[i] = max(other, 0.0) + now[i]
         self.by_size: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         for p in ws.selected:
