@@ -1,6 +1,7 @@
 """Benchmark `kit metrics` on generated samples: Spark local[1] vs local[2], and pandas.
 
-Generates (once) 30 million replica samples as Parquet with spark/samples.py, times the
+Generates (once) 30 million replica samples as Parquet with spark/samples.py (`ts` as a UTC
+timestamp column, or ISO-8601 text with --ts-text), times the
 batch job's computation (`kit.metrics.compute`: read, validate, the four figures) in a
 fresh child process per run and master, then computes the same figures with pandas on one
 node in this process as a correctness cross-check and a time ratio. Prints a Markdown
@@ -45,8 +46,10 @@ def pandas_figures(data: str) -> dict:
 
     r = pd.read_parquet(os.path.join(data, "replica"))
     b = pd.read_parquet(os.path.join(data, "broker"))
-    r["ts"] = pd.to_datetime(r["ts"]).astype("int64") // 10**9
-    b["ts"] = pd.to_datetime(b["ts"]).astype("int64") // 10**9
+    # Epoch seconds whatever the input: ISO text, or a timestamp column of any unit.
+    epoch = pd.Timestamp(0, tz="UTC")
+    r["ts"] = (pd.to_datetime(r["ts"], utc=True) - epoch) // pd.Timedelta(seconds=1)
+    b["ts"] = (pd.to_datetime(b["ts"], utc=True) - epoch) // pd.Timedelta(seconds=1)
     # latest size per replica, then max over replicas
     last = r.sort_values("ts").drop_duplicates(["topic", "partition", "broker"], keep="last")
     sizes = last.groupby(["topic", "partition"])["size_bytes"].max()
@@ -108,7 +111,10 @@ def same(spark_figs: dict, pd_figs: dict) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=os.path.join(ROOT, "build", "bench", "metrics-30m"))
+    ap.add_argument("--data", help="sample directory (generated when missing; default build/bench/metrics-30m-ts, "
+                                    "or build/bench/metrics-30m with --ts-text)")
+    ap.add_argument("--ts-text", action="store_true",
+                    help="generate `ts` as ISO-8601 text rather than a Parquet timestamp (the parse-heavy input)")
     ap.add_argument("--partitions", type=int, default=5000)
     ap.add_argument("--steps", type=int, default=2000, help="sample instants (x partitions x RF 3 = rows)")
     ap.add_argument("--repeat", type=int, default=3)
@@ -116,6 +122,8 @@ def main() -> int:
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--child", metavar="MASTER", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.data is None:
+        a.data = os.path.join(ROOT, "build", "bench", "metrics-30m" if a.ts_text else "metrics-30m-ts")
     if a.child:
         child(a.data, a.child, a.driver_memory)
         return 0
@@ -123,7 +131,7 @@ def main() -> int:
         from spark.samples import generate
 
         t = time.perf_counter()
-        n = generate(a.data, partitions=a.partitions, steps=a.steps)
+        n = generate(a.data, partitions=a.partitions, steps=a.steps, ts_text=a.ts_text)
         print(f"generated {n['replica_rows']:,} replica and {n['broker_rows']:,} broker samples "
               f"in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     times: dict[str, list[float]] = {}

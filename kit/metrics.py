@@ -103,10 +103,24 @@ _KINDS = {"string": ("string",), "bigint": ("tinyint", "smallint", "int", "bigin
           "double": ("tinyint", "smallint", "int", "bigint", "float", "double")}
 
 
-def read_samples(spark, path: str, kind: str):
+def read_samples(spark, path: str, kind: str, keep: list | None = None, stats: dict | None = None):
     """Typed, valid samples of `kind` ('replica' or 'broker') from `path`, and the count of
     malformed rows skipped. BadInput when the path holds nothing or a column is of the wrong
-    type (or missing) throughout."""
+    type (or missing) throughout.
+
+    Parameters
+    ----------
+    keep : list, optional
+        When given and the input includes JSON lines, the typed samples are persisted (the
+        validation pass fills the cache) and the persisted frame is appended here for the
+        caller to `unpersist()` when done. Every later job would otherwise parse the JSON
+        text again. Parquet is not cached: a column-pruned Parquet scan is cheaper than
+        building Spark's in-memory cache of every column (measured on 30M samples: a
+        full cache build took ~12 s on 2 cores, a rescan of the columns a job needs 1-2 s).
+    stats : dict, optional
+        When given, `stats["newest"]` is set to the newest valid sample's `ts` (epoch
+        seconds), found in the validation pass rather than by another scan of every sample.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -140,9 +154,17 @@ def read_samples(spark, path: str, kind: str):
         frames.append(pq.select(*cols, F.lit(None).cast("string").alias(CORRUPT)))
     raw = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     typed = typed_samples(raw, schema, required)
+    if jsonl and keep is not None:
+        from pyspark import StorageLevel
+
+        typed = typed.persist(StorageLevel.MEMORY_AND_DISK)
+        keep.append(typed)
     # One pass for the row counts and, per required column, how many rows have it at all.
     counts = typed.agg(F.count("*").alias("rows"), F.sum(F.col("malformed").cast("long")).alias("bad"),
+                       F.max(F.when(~F.col("malformed"), F.col("ts"))).alias("_newest"),
                        *[F.count(c).alias(c) for c in required]).first()
+    if stats is not None:
+        stats["newest"] = counts["_newest"]
     if not counts["rows"]:
         raise BadInput(f"{what} {path}: no samples")
     for c in required:
@@ -159,21 +181,33 @@ def compute(spark, replica_path: str, broker_path: str, window_s: int, stat: str
     Returns a dict with `partition_meta`, `broker_metrics` (kafka-kit shapes), `replica_traffic`
     and `broker_load` (lists of row dicts), and `malformed` (rows skipped).
     """
-    from spark.metrics_jobs import broker_load, latest_broker_samples, latest_sizes, replica_traffic
+    from spark.metrics_jobs import broker_load, latest_broker_samples, latest_sizes, replica_latest, replica_traffic
 
-    replicas, bad_r = read_samples(spark, replica_path, "replica")
-    brokers, bad_b = read_samples(spark, broker_path, "broker")
-    traffic = replica_traffic(replicas, window_s, stat)
-    sizes = sorted((r["topic"], r["partition"], r["size"]) for r in latest_sizes(replicas).collect())
-    latest = sorted((r["broker"], r["storage_free_bytes"]) for r in latest_broker_samples(brokers).collect())
-    traffic_rows = sorted((r.asDict() for r in traffic.collect()), key=lambda r: (r["topic"], r["partition"]))
-    load_rows = sorted((r.asDict() for r in broker_load(replicas, traffic, brokers).collect()),
-                       key=lambda r: r["broker"])
+    cached: list = []
+    try:
+        stats: dict = {}
+        replicas, bad_r = read_samples(spark, replica_path, "replica", keep=cached, stats=stats)
+        brokers, bad_b = read_samples(spark, broker_path, "broker", keep=cached)
+        # Each replica's latest sample feeds both the sizes and the placement in broker_load,
+        # and the traffic feeds its own table and broker_load: both are small (one row per
+        # replica or partition), so they are cached rather than recomputed from every sample.
+        latest = replica_latest(replicas).cache()
+        cached.append(latest)
+        traffic = replica_traffic(replicas, window_s, stat, newest=stats["newest"]).cache()
+        cached.append(traffic)
+        sizes = sorted((r["topic"], r["partition"], r["size"]) for r in latest_sizes(replicas, latest).collect())
+        latest_b = sorted((r["broker"], r["storage_free_bytes"]) for r in latest_broker_samples(brokers).collect())
+        traffic_rows = sorted((r.asDict() for r in traffic.collect()), key=lambda r: (r["topic"], r["partition"]))
+        load_rows = sorted((r.asDict() for r in broker_load(replicas, traffic, brokers, latest).collect()),
+                           key=lambda r: r["broker"])
+    finally:
+        for df in cached:
+            df.unpersist()
     meta: dict[str, dict[str, dict[str, int]]] = {}
     for topic, part, size in sizes:
         meta.setdefault(topic, {})[str(part)] = {"Size": int(size)}
     return {"partition_meta": meta,
-            "broker_metrics": {str(b): {"StorageFree": int(free)} for b, free in latest if free is not None},
+            "broker_metrics": {str(b): {"StorageFree": int(free)} for b, free in latest_b if free is not None},
             "replica_traffic": traffic_rows, "broker_load": load_rows, "malformed": bad_r + bad_b}
 
 
@@ -287,14 +321,17 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
 
 def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | None = None,
            once: bool = False, poll_seconds: float = 5.0, shuffle_partitions: int | None = None,
-           driver_memory: str | None = None) -> int:
+           driver_memory: str | None = None, max_seconds: float | None = None, stop=None) -> int:
     """Streaming mode: keep `out_dir/broker_rates.json` current from a directory of broker sample files.
 
     Spark Structured Streaming reads each new file once; every micro-batch is aggregated into
     per-broker tumbling windows that are added to the running sums, and the file is rewritten
     with each broker's newest window: `{"1001": {"window_end": ISO, "rx_bytes_per_sec": ..,
     "tx_bytes_per_sec": .., "samples": n}}`. With `once`, the files present now are processed
-    and the call returns; otherwise it runs until interrupted. Returns the micro-batches seen.
+    and the call returns; otherwise it runs until interrupted, until `max_seconds` have
+    passed, or until `stop` (a `threading.Event`) is set, whichever comes first. On a bounded
+    stop the files present by then are processed before returning, so the last file written
+    reflects every sample seen. Returns the micro-batches seen.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
@@ -349,7 +386,17 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
         writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{poll_seconds} seconds")
         query = writer.start()
         try:
-            query.awaitTermination()
+            if once or (max_seconds is None and stop is None):
+                query.awaitTermination()
+            else:
+                deadline = time.monotonic() + (max_seconds if max_seconds is not None else float("inf"))
+                # Short waits, so a set `stop` or the deadline is noticed within a fraction of a second.
+                while query.isActive and time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+                    query.awaitTermination(min(0.2, max(deadline - time.monotonic(), 0.001)))
+                if query.isActive:
+                    query.processAllAvailable()
+                    query.stop()
+                query.awaitTermination()  # raises if a micro-batch failed
         except KeyboardInterrupt:
             query.stop()
     return batches[0]

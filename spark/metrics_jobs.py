@@ -55,12 +55,20 @@ PLACEMENT_SLACK_SECONDS = 5 * 60
 CORRUPT = "_corrupt_record"
 
 
-def _epoch(ts: Column) -> Column:
-    """ISO-8601 text (or a timestamp) as whole epoch seconds; null when it does not parse.
+def _epoch(ts: Column, kind: str = "string") -> Column:
+    """`ts` as whole epoch seconds; null when it does not parse.
 
-    `try_to_timestamp` rather than a cast: with ANSI SQL (Spark 4's default) a bad cast
-    fails the whole job, and one bad row must only be counted.
+    ISO-8601 text goes through `try_to_timestamp` rather than a cast: with ANSI SQL
+    (Spark 4's default) a bad cast fails the whole job, and one bad row must only be
+    counted. A column that is already a timestamp (Parquet written with a timestamp
+    type) is converted directly: formatting it as text only to parse it back costs a
+    full pass of string work on every read. `timestamp_ntz` is read as UTC (the session
+    time zone) like the text path does.
     """
+    if kind == "timestamp":
+        return F.unix_timestamp(ts)
+    if kind == "timestamp_ntz":
+        return F.unix_timestamp(ts.cast("timestamp"))
     return F.unix_timestamp(F.try_to_timestamp(ts.cast("string")))
 
 
@@ -68,12 +76,12 @@ def typed_samples(raw: DataFrame, schema: StructType, required: tuple[str, ...])
     """Raw rows as typed samples with `ts` in epoch seconds and a `malformed` flag.
 
     `raw` has the columns of `schema` (wrong-typed values already null, as Spark's JSON
-    reader leaves them) and optionally `_corrupt_record` (set on lines that did not parse).
-    A row is malformed when it did not parse, its `ts` is not ISO-8601, or a required
-    column is null.
+    reader leaves them; `ts` may be ISO-8601 text or a timestamp) and optionally
+    `_corrupt_record` (set on lines that did not parse). A row is malformed when it did
+    not parse, its `ts` is not ISO-8601, or a required column is null.
     """
     cols = [F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields if f.name != "ts"]
-    out = raw.select(_epoch(F.col("ts")).alias("ts"), *cols,
+    out = raw.select(_epoch(F.col("ts"), raw.schema["ts"].dataType.simpleString()).alias("ts"), *cols,
                      (F.col(CORRUPT).isNotNull() if CORRUPT in raw.columns else F.lit(False)).alias("_bad"))
     bad = F.col("_bad")
     for name in required:
@@ -81,15 +89,33 @@ def typed_samples(raw: DataFrame, schema: StructType, required: tuple[str, ...])
     return out.withColumn("malformed", bad).drop("_bad")
 
 
-def latest_sizes(replicas: DataFrame) -> DataFrame:
+def replica_latest(replicas: DataFrame) -> DataFrame:
+    """Each replica's latest sample: `topic, partition, broker, ts, size, leader`.
+
+    `size` and `leader` are those of the replica's newest sample; two samples at that same
+    instant are resolved by the larger value (and `leader` true), so the answer does not
+    depend on the order Spark read the rows in.
+
+    Two hash aggregations and a broadcast join rather than `max_by` over a struct: a
+    struct in the aggregation buffer forces Spark into a sort-based aggregation over
+    every sample, several times slower on tens of millions of rows.
+    """
+    key = ["topic", "partition", "broker"]
+    last = replicas.groupBy(*key).agg(F.max("ts").alias("ts"))
+    return (replicas.join(F.broadcast(last), key + ["ts"])
+            .groupBy(*key).agg(F.max("ts").alias("ts"), F.max("size_bytes").alias("size"),
+                               F.max("leader").alias("leader")))
+
+
+def latest_sizes(replicas: DataFrame, latest: DataFrame | None = None) -> DataFrame:
     """Partition sizes as kafka-kit's partitionmeta wants them: `topic, partition, size`.
 
     Each replica's latest `size_bytes`, then the largest over the partition's replicas: a
     replica still being copied is smaller than the partition, and an old sample of a
-    partition that has grown is stale.
+    partition that has grown is stale. `latest` is `replica_latest(replicas)` when the
+    caller already has it.
     """
-    per_replica = (replicas.groupBy("topic", "partition", "broker")
-                   .agg(F.max_by("size_bytes", F.struct("ts", "size_bytes")).alias("size")))
+    per_replica = replica_latest(replicas) if latest is None else latest
     return per_replica.groupBy("topic", "partition").agg(F.max("size").alias("size"))
 
 
@@ -105,7 +131,13 @@ def latest_broker_samples(brokers: DataFrame) -> DataFrame:
     return brokers.groupBy("broker").agg(latest.alias("s")).select("broker", *[F.col(f"s.{f}").alias(f) for f in fields])
 
 
-def replica_traffic(replicas: DataFrame, window_seconds: int, stat: str = "max") -> DataFrame:
+def newest_ts(replicas: DataFrame) -> int | None:
+    """The newest sample instant (epoch seconds), or None when there are no samples."""
+    return replicas.agg(F.max("ts")).first()[0]
+
+
+def replica_traffic(replicas: DataFrame, window_seconds: int, stat: str = "max",
+                    newest: int | None = None) -> DataFrame:
     """Per-partition client traffic by DoctorKafka's method: `topic, partition, bytes_in, bytes_out`.
 
     Over the window ending at the newest replica sample (`ts > newest - window`), the max
@@ -113,23 +145,34 @@ def replica_traffic(replicas: DataFrame, window_seconds: int, stat: str = "max")
     `bytes_out_per_sec`, leaving out every sample taken while the partition was reassigning
     and in the 30 minutes after each reassigning sample. Followers carry no rates and do
     not count. A partition with no eligible leader sample in the window is absent.
+    `newest` is `newest_ts(replicas)` when the caller already has it.
     """
     if stat not in ("max", "p95"):
         raise ValueError(f"stat must be max or p95, got {stat!r}")
-    newest = replicas.agg(F.max("ts").alias("newest"))
-    # Only leaders' rates count, but a reassigning follower's sample marks the partition
-    # too; reassigning samples older than window + cooldown cannot reach into the window.
-    rows = (replicas.crossJoin(F.broadcast(newest))
-            .where((F.col("leader") | F.col("reassigning"))
-                   & (F.col("ts") > F.col("newest") - window_seconds - COOLDOWN_SECONDS)))
-    # The latest reassigning instant at or before each row (ties in ts included: a range frame).
-    by_time = (Window.partitionBy("topic", "partition").orderBy("ts")
-               .rangeBetween(Window.unboundedPreceding, Window.currentRow))
-    last_move = F.max(F.when(F.col("reassigning"), F.col("ts"))).over(by_time)
-    eligible = (rows.withColumn("last_move", last_move)
-                .where(F.col("leader") & ~F.col("reassigning")
-                       & (F.col("ts") > F.col("newest") - window_seconds)
-                       & (F.col("last_move").isNull() | (F.col("ts") - F.col("last_move") > COOLDOWN_SECONDS))))
+    if newest is None:
+        newest = newest_ts(replicas)
+    if newest is None:
+        return replicas.sparkSession.createDataFrame(
+            [], "topic string, partition int, bytes_in double, bytes_out double")
+    # A leader sample at t is left out when some reassigning sample of its partition (any
+    # replica's) lies in [t - cooldown, t]. Those samples are few, so they are merged into
+    # runs [first, last + cooldown] (consecutive samples at most a cooldown apart overlap)
+    # and anti-joined by broadcast: no sort of the leader samples, unlike a window over them.
+    # Reassigning samples older than window + cooldown cannot reach into the window.
+    moves = (replicas.where(F.col("reassigning") & (F.col("ts") > newest - window_seconds - COOLDOWN_SECONDS))
+             .select("topic", "partition", "ts").distinct())
+    by_time = Window.partitionBy("topic", "partition").orderBy("ts")
+    gap = F.col("ts") - F.lag("ts").over(by_time)
+    runs = (moves.withColumn("first", F.when(gap.isNull() | (gap > COOLDOWN_SECONDS), 1).otherwise(0))
+            .withColumn("run", F.sum("first").over(by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+            .groupBy("topic", "partition", "run")
+            .agg(F.min("ts").alias("move_from"), (F.max("ts") + COOLDOWN_SECONDS).alias("move_to"))
+            .select(F.col("topic").alias("move_topic"), F.col("partition").alias("move_partition"),
+                    "move_from", "move_to"))
+    leaders = replicas.where(F.col("leader") & ~F.col("reassigning") & (F.col("ts") > newest - window_seconds))
+    cooled = ((F.col("topic") == F.col("move_topic")) & (F.col("partition") == F.col("move_partition"))
+              & F.col("ts").between(F.col("move_from"), F.col("move_to")))
+    eligible = leaders.join(F.broadcast(runs), cooled, "left_anti")
     if stat == "max":
         agg_in, agg_out = F.max("bytes_in_per_sec"), F.max("bytes_out_per_sec")
     else:
@@ -139,23 +182,22 @@ def replica_traffic(replicas: DataFrame, window_seconds: int, stat: str = "max")
             .where(F.col("bytes_in").isNotNull() | F.col("bytes_out").isNotNull()))
 
 
-def placement(replicas: DataFrame) -> DataFrame:
+def placement(replicas: DataFrame, latest: DataFrame | None = None) -> DataFrame:
     """Each partition's current replicas from the newest samples: `topic, partition, broker, leader`.
 
     A replica counts when its latest sample of the partition is within
     PLACEMENT_SLACK_SECONDS of the partition's newest sample; it leads when that latest
-    sample says so.
+    sample says so. `latest` is `replica_latest(replicas)` when the caller already has it.
     """
-    per_replica = (replicas.groupBy("topic", "partition", "broker")
-                   .agg(F.max_by(F.struct("ts", "leader"), F.struct("ts", "leader")).alias("s"))
-                   .select("topic", "partition", "broker", F.col("s.ts").alias("ts"), F.col("s.leader").alias("leader")))
+    per_replica = replica_latest(replicas) if latest is None else latest
     newest = Window.partitionBy("topic", "partition")
     return (per_replica.withColumn("newest", F.max("ts").over(newest))
             .where(F.col("ts") >= F.col("newest") - PLACEMENT_SLACK_SECONDS)
             .select("topic", "partition", "broker", "leader"))
 
 
-def broker_load(replicas: DataFrame, traffic: DataFrame, brokers: DataFrame) -> DataFrame:
+def broker_load(replicas: DataFrame, traffic: DataFrame, brokers: DataFrame,
+                latest: DataFrame | None = None) -> DataFrame:
     """Expected and measured network load per broker.
 
     Columns: `broker, replicas, leaders, expected_bytes_in, expected_bytes_out,
@@ -163,9 +205,10 @@ def broker_load(replicas: DataFrame, traffic: DataFrame, brokers: DataFrame) -> 
     Every replica takes the partition's bytes in (the leader from producers, a follower by
     fetching from the leader). A leader sends the consumers' bytes out plus one copy of the
     bytes in to each follower: the replication egress that DoctorKafka's estimate leaves out.
-    Brokers with samples but no replicas appear with zero expected load.
+    Brokers with samples but no replicas appear with zero expected load. `latest` is
+    `replica_latest(replicas)` when the caller already has it.
     """
-    place = placement(replicas)
+    place = placement(replicas, latest)
     width = place.groupBy("topic", "partition").agg(F.count("*").alias("rf"))
     t = traffic.select("topic", "partition", F.coalesce("bytes_in", F.lit(0.0)).alias("bin"),
                        F.coalesce("bytes_out", F.lit(0.0)).alias("bout"))

@@ -17,11 +17,17 @@ EPOCH = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
 def generate(out_dir: str, partitions: int = 5000, brokers: int = 24, rf: int = 3, steps: int = 2000,
              interval: int = 60, topics: int = 50, moving_share: float = 0.02, seed: int = 1,
-             steps_per_file: int = 100) -> dict:
+             steps_per_file: int = 100, ts_text: bool = False) -> dict:
     """Write `out_dir/replica/*.parquet` and `out_dir/broker/*.parquet`; returns row counts.
 
     Replica rows = partitions x rf x steps. Replica k of partition p sits on broker
     (p + k * (brokers // rf)) % brokers, replica 0 leads.
+
+    Parameters
+    ----------
+    ts_text : bool
+        Write `ts` as ISO-8601 text (as JSON-lines samples carry it) instead of Parquet's
+        UTC timestamp type (what a metrics exporter writing Parquet would use).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -62,7 +68,7 @@ def generate(out_dir: str, partitions: int = 5000, brokers: int = 24, rf: int = 
             b_out = b_in * fanout
             size = (size0 + growth * s).astype(np.int64)
             for k in range(rf):
-                rep_cols["ts"].append(np.full(partitions, ts, dtype=object))
+                rep_cols["ts"].append(np.full(partitions, ts if ts_text else t, dtype=object if ts_text else np.int64))
                 rep_cols["broker"].append(placement[:, k])
                 rep_cols["topic"].append(topic_names[topic_of])
                 rep_cols["partition"].append(part_of.astype(np.int32))
@@ -76,7 +82,7 @@ def generate(out_dir: str, partitions: int = 5000, brokers: int = 24, rf: int = 
             tx = np.bincount(idx[:, 0], weights=b_out + b_in * (rf - 1), minlength=brokers)
             held = np.bincount(idx.ravel(), weights=np.repeat(size.astype(float), rf), minlength=brokers)
             total = np.full(brokers, 8 * 10**12, dtype=np.int64)
-            bro_cols["ts"].append(np.full(brokers, ts, dtype=object))
+            bro_cols["ts"].append(np.full(brokers, ts if ts_text else t, dtype=object if ts_text else np.int64))
             bro_cols["broker"].append(np.arange(brokers) + 1001)
             bro_cols["rack"].append(racks)
             bro_cols["instance_type"].append(np.full(brokers, "standard", dtype=object))
@@ -88,7 +94,11 @@ def generate(out_dir: str, partitions: int = 5000, brokers: int = 24, rf: int = 
             arrays = {}
             for k, parts in cols.items():
                 v = np.concatenate(parts)
-                arrays[k] = pa.array(v, from_pandas=True) if v.dtype.kind == "f" else pa.array(v)
+                if k == "ts" and not ts_text:
+                    # Seconds since EPOCH as a UTC timestamp column: nothing to parse on read.
+                    arrays[k] = pa.array(v + int(EPOCH.timestamp()), type=pa.timestamp("s", tz="UTC"))
+                else:
+                    arrays[k] = pa.array(v, from_pandas=True) if v.dtype.kind == "f" else pa.array(v)
             table = pa.table(arrays)
             pq.write_table(table, os.path.join(out_dir, kind, f"part-{first:06d}.parquet"))
             if kind == "replica":
