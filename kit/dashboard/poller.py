@@ -115,8 +115,9 @@ class Poller:
         if samples:
             from ..throttle_loop import SampleDirMetrics
 
-            # The newest sample only: the chart shows what was measured, not a window's peak.
-            self._metrics = SampleDirMetrics(samples, window=1e-9)
+            # The newest samples only (the window is in sample time; a tiny one vanishes in float
+            # rounding of epoch seconds): the chart shows what was measured, not a window's peak.
+            self._metrics = SampleDirMetrics(samples, window=0.5)
 
     # -- lifecycle
 

@@ -36,6 +36,8 @@ OK = "#2e7d32"
 # racks fit side by side on a 1920-pixel screen.
 BAR_PX = 10
 NO_RACK = "no rack"
+# Dead brokers lose their registration, and with it their rack: they get a group of their own.
+DEAD_GROUP = "dead or unregistered"
 
 SORT_KEYS = {
     "broker id": ("broker", True),
@@ -129,7 +131,8 @@ def broker_frame(cluster: Cluster, after: list[list[int]] | None = None, topics:
         state = "dead" if info is not None and not info.alive else "unknown" if info is None or not info.known \
             else "new" if was[bid][2] == 0 and used_b.get(bid, 0) == 0 else "live"
         rows.append({
-            "broker": bid, "label": str(bid), "rack": (info.rack if info and info.rack else NO_RACK), "state": state,
+            "broker": bid, "label": str(bid), "state": state,
+            "rack": info.rack if info and info.rack else DEAD_GROUP if state in ("dead", "unknown") else NO_RACK,
             "leaders_before": was[bid][0], "followers_before": was[bid][1], "replicas_before": was[bid][2],
             "leaders_after": now[bid][0], "followers_after": now[bid][1], "replicas_after": now[bid][2],
             "degree_before": deg_b.get(bid, 0), "degree_after": deg_a.get(bid, 0),
@@ -319,8 +322,9 @@ def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.O
     d = data[data["role"] == role] if len(data) else data
     if brokers is not None and len(d):
         d = d[d["broker"].isin(list(brokers))]
-    title = ("Replication OUT of source brokers: leader throttle (dashed) vs measured tx" if role == "leader"
-             else "Replication INTO destination brokers: follower throttle (dashed) vs measured rx")
+    n = d["broker"].nunique() if len(d) else 0
+    title = (f"OUT of {n} source brokers: leader throttle (dashed) vs measured tx (solid)" if role == "leader"
+             else f"INTO {n} destination brokers: follower throttle (dashed) vs measured rx (solid)")
     kd, vd = [hv.Dimension("time")], [hv.Dimension("MB/s"), "broker"]
     measured = hv.Path(_paths(d, "measured", now), kd + [vd[0]], vdims=["broker"])
     throttle = hv.Path(_paths(d, "throttle", now), kd + [vd[0]], vdims=["broker"])

@@ -1,0 +1,349 @@
+"""The dashboard: its view functions (data in, elements out), `kit dashboard`'s input checks, and
+the page end to end in headless Chromium while a simulated reassignment runs.
+
+The browser test keeps a screenshot at build/test-artifacts/dashboard.png.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("panel")
+hv = pytest.importorskip("holoviews")
+import pandas as pd  # noqa: E402
+
+from conftest import kit_command  # noqa: E402
+from conftest import run_kit as kit  # noqa: E402
+from kit.dashboard import views  # noqa: E402
+from kit.dashboard.poller import rates_from_events, read_records  # noqa: E402
+from kit.figures import assignment_figures  # noqa: E402
+from kit.formats import load_plan, load_snapshot  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "build" / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# 150 brokers in 3 racks, two of them dead and replaced: the size an on-call engineer must read.
+BIG = ("--brokers", "150", "--racks", "3", "--partitions", "3000", "--scenario", "replace", "--dead", "2",
+       "--seed", "5")
+
+hv.extension("bokeh", logo=False)
+
+
+@pytest.fixture(scope="module")
+def big(make_snapshot, tmp_path_factory):
+    """The 150-broker cluster, its replacement plan (made by kit plan) and the plan's text summary."""
+    snap = make_snapshot(*BIG)
+    replace = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_replace_arg.py"), str(snap)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    plan = tmp_path_factory.mktemp("dash") / "plan.json"
+    r = kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan)
+    assert r.returncode == 0, r.stderr
+    cluster = load_snapshot(str(snap))
+    return {"snapshot": snap, "plan": plan, "cluster": cluster, "summary": r.stdout,
+            "after": views.assignment_after(cluster, load_plan(str(plan), cluster))}
+
+
+# --------------------------------------------------------------------------- views
+
+
+def _bars_labels(element) -> set[str]:
+    return {str(x) for bars in element.traverse(lambda e: e, [hv.Bars]) for x in bars.dimension_values("label")}
+
+
+def test_every_broker_of_150_is_in_the_distribution_grouped_by_rack(big):
+    cluster = big["cluster"]
+    frame = views.broker_frame(cluster, big["after"])
+    assert set(frame["broker"]) == set(cluster.brokers) and len(frame) == len(cluster.brokers) == 152
+    view = views.distribution_view(frame, "after")
+    panels = [p.object for p in view.objects]
+    racks = sorted({b.rack for b in cluster.brokers.values()})
+    assert len(panels) == len(racks) == 3
+    seen = set()
+    for rack, panel in zip(racks, panels):
+        labels = _bars_labels(panel)
+        assert labels == {str(b.id) for b in cluster.brokers.values() if b.rack == rack}, rack
+        seen |= labels
+    assert seen == {str(b) for b in cluster.brokers}
+    hv.render(panels[0])  # draws in Bokeh without error
+
+
+def test_figures_before_and_after_equal_kit_plans(big):
+    cluster, after = big["cluster"], big["after"]
+    frame = views.broker_frame(cluster, after).set_index("broker")
+    live = sorted(b.id for b in cluster.brokers.values() if b.alive)
+    # The per-broker lines kit plan prints: "Broker N - leader: L, follower: F, total: T (was l/f/t)".
+    lines = re.findall(r"Broker (\d+) - leader: (\d+), follower: (\d+), total: (\d+)(?: \(was (\d+)/(\d+)/(\d+)\))?",
+                       big["summary"])
+    assert len(lines) >= len(live)
+    for b, lead, fol, tot, *was in lines:
+        row = frame.loc[int(b)]
+        assert (row.leaders_after, row.followers_after, row.replicas_after) == (int(lead), int(fol), int(tot))
+        if was[0]:
+            assert (row.leaders_before, row.followers_before, row.replicas_before) == tuple(map(int, was))
+    for assignment in (cluster.assignment(), after):
+        want = assignment_figures(cluster, assignment, live)
+        sub = views.broker_frame(cluster, assignment).set_index("broker").loc[live]
+        assert (sub.replicas_after.min(), sub.replicas_after.max()) == (want["replica_count_min"],
+                                                                       want["replica_count_max"])
+        assert sub.leaders_after.max() - sub.leaders_after.min() == want["leader_count_spread"]
+        assert round(sub.free_after.min() / 1e9, 3) == want["storage_free_min_gb"]
+    # After the plan no dead broker is anyone's peer, so the degrees are kit plan's exactly.
+    want = assignment_figures(cluster, after, live)
+    degs = frame.loc[live, "degree_after"]
+    assert (degs.min(), degs.max(), round(degs.mean(), 2)) == (want["degree_min"], want["degree_max"],
+                                                               want["degree_avg"])
+
+
+def test_search_racks_sort_and_topic_filter(big):
+    cluster = big["cluster"]
+    frame = views.broker_frame(cluster, big["after"])
+    assert set(views.select_brokers(frame, None, "1001-1003, 1150")["broker"]) == {1001, 1002, 1003, 1150}
+    assert set(views.select_brokers(frame, ["rack-b"], "")["rack"]) == {"rack-b"}
+    assert set(views.select_brokers(frame, None, "110")["broker"]) == set(range(1100, 1110))
+    rows = views._ordered(views._which(frame, "after"), "replicas")
+    one = rows[rows.rack == "rack-a"]["replicas"].tolist()
+    assert one == sorted(one, reverse=True)
+    topic = cluster.partitions[0].topic
+    part = views.broker_frame(cluster, big["after"], f"^{re.escape(topic)}$")
+    assert part["replicas_before"].sum() == sum(len(p.replicas) for p in cluster.partitions if p.topic == topic)
+    # A topic filter narrows the counts, never the disks.
+    assert part["free_after"].fillna(-1).tolist() == frame["free_after"].fillna(-1).tolist()
+    with pytest.raises(re.error):
+        views.broker_frame(cluster, None, "(")
+
+
+def test_throttle_view_draws_each_role_and_the_empty_start():
+    t = pd.to_datetime(["2026-01-01T00:00:00", "2026-01-01T00:00:02"])
+    data = pd.DataFrame({"time": list(t) * 2, "broker": [1001, 1001, 1002, 1002], "role": ["leader"] * 2 + ["follower"] * 2,
+                         "throttle": [50.0, 60.0, 40.0, 40.0], "measured": [30.0, 45.0, 20.0, 39.0],
+                         "replication": [10.0, 20.0, 5.0, 6.0]})
+    lead = views.throttle_view(data, "leader")
+    assert len(lead.get(0).split()) == len(lead.get(1).split()) == 1  # one broker's measured and throttle paths
+    assert set(lead.get(0).dimension_values("broker")) == {"1001"}
+    assert set(views.throttle_view(data, "follower", brokers={1002}).get(1).dimension_values("broker")) == {"1002"}
+    for el in (lead, views.throttle_view(views.empty_throttle_frame(), "leader", now=pd.Timestamp("2026-01-01"))):
+        hv.render(el)
+
+
+def test_eta_progress_events_and_records(tmp_path):
+    assert views.eta([]) == {"rate": None, "seconds": None, "done_fraction": None}
+    e = views.eta([(0.0, 1000), (10.0, 800), (20.0, 600)])
+    assert e["rate"] == pytest.approx(20.0) and e["seconds"] == pytest.approx(30.0)
+    assert e["done_fraction"] == pytest.approx(0.4)
+    html = views.progress_view({"brokers": [{"id": 1, "alive": True}, {"id": 2, "alive": False}],
+                                "under_replicated": ["t-0"], "reassigning_partitions": 3, "bytes_left": 600,
+                                "throttled_brokers": [1]}, e, "01:00:00 UTC").object
+    assert "30s" in html and "dead: 2" in html and ">3<" in html
+
+    events = [{"time": "T1", "source": "throttle", "kind": "rate", "brokers": [1], "role": "leader",
+               "old": None, "new": 5e7, "reason": "first"},
+              {"time": "T2", "source": "throttle", "kind": "failsafe", "brokers": [1, 2], "role": "follower",
+               "old": 5e7, "new": 1e7, "reason": "no metrics"},
+              {"time": "T3", "source": "doctor", "kind": "alert", "brokers": [], "reason": "<b>odd</b>"}]
+    table = views.events_view(events[::-1]).object
+    assert table.index("T3") < table.index("T2") < table.index("T1")
+    assert "&lt;b&gt;odd" in table  # reasons are text, never markup
+    assert rates_from_events(events[::-1]) == {1: {"leader": 5e7, "follower": 1e7}, 2: {"follower": 1e7}}
+    done = [{"time": "T4", "source": "throttle", "kind": "clear", "brokers": [1], "reason": "x"}] + events[::-1]
+    assert rates_from_events(done) == {2: {"follower": 1e7}}
+
+    rec = tmp_path / "records"
+    rec.mkdir()
+    (rec / "20260101T000000Z-replace.json").write_text(json.dumps(
+        {"runbook": "replace", "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:10:00Z",
+         "outcome": "succeeded", "reason": "", "parameters": {}, "html": "20260101T000000Z-replace.html"}))
+    (rec / "20260101T000000Z-replace.html").write_text("<html>ok</html>")
+    (rec / "20260102T000000Z-az_loss.json").write_text('{"runbook": "az_lo')  # being written
+    (rec / "20260102T000000Z-az_loss.ipynb").write_text("{}")
+    got = read_records(str(rec))
+    assert [r["stem"] for r in got] == ["20260102T000000Z-az_loss", "20260101T000000Z-replace"]
+    assert got[0]["runbook"] == "az_loss" and got[0]["html"] is None and got[1]["html"].endswith(".html")
+    page = views.records_view(got).object
+    assert 'href="records/20260101T000000Z-replace.html"' in page and "succeeded" in page and "unknown" in page
+    assert read_records(str(tmp_path / "none")) == []
+
+
+# --------------------------------------------------------------------------- kit dashboard's input
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--snapshot", "/nonexistent.json"), "snapshot"),
+    (("--snapshot", "{snap}", "--plan", "/nonexistent-plan.json"), "--plan"),
+    (("--snapshot", "{snap}", "--plan", "{bad_plan}"), "plan"),
+    (("--snapshot", "{snap}", "--basic-auth", "nopassword"), "--basic-auth"),
+    (("--snapshot", "{snap}", "--samples", "/nonexistent/dir/x"), "--samples"),
+    (("--snapshot", "{snap}", "--port", "{busy}"), "cannot listen"),
+    (("--zk", "127.0.0.1:1"), "--zk"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, snapshots, tmp_path, capsys):
+    from kit.cli import main
+
+    bad_plan = tmp_path / "bad.json"
+    bad_plan.write_text('{"version":1,"partitions":[{"topic":"nope","partition":0,"replicas":[1]}]}')
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        fill = {"snap": str(snapshots["balanced"]), "bad_plan": str(bad_plan), "busy": str(busy.getsockname()[1])}
+        argv = [a.format(**fill) for a in args] + ([] if "--port" in args else ["--port", str(_free_port())])
+        code = main(["dashboard", *argv])  # in process: every check runs before a server would start
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and message in err and err.startswith("kit: ")
+
+
+# --------------------------------------------------------------------------- in the browser
+
+# Panel renders into shadow roots, which innerText does not enter: the page's text is gathered by hand.
+JS_STATE = """() => {
+  const deep = node => {
+    let t = node.shadowRoot ? deep(node.shadowRoot) : '';
+    for (const c of node.childNodes) t += c.nodeType === 3 ? c.textContent + ' ' : deep(c);
+    return t;
+  };
+  const out = {labels: [], throttle_points: 0, throttle_max: 0, text: deep(document.body)};
+  for (const doc of Bokeh.documents) {
+    for (const m of doc.all_models) {
+      if (!m.data || typeof m.data !== 'object' || !('selected' in m)) continue;
+      const d = m.data, keys = d instanceof Map ? [...d.keys()] : Object.keys(d);
+      const get = k => (d instanceof Map ? d.get(k) : d[k]);
+      if (keys.includes('label') && keys.includes('role')) out.labels.push(...Array.from(get('label'), String));
+      if (keys.includes('xs') && keys.includes('broker')) {
+        for (const ys of Array.from(get('ys'))) {
+          for (const y of Array.from(ys)) {
+            if (Number.isFinite(y)) { out.throttle_points += 1; out.throttle_max = Math.max(out.throttle_max, y); }
+          }
+        }
+      }
+    }
+  }
+  out.labels = [...new Set(out.labels)];
+  return out;
+}"""
+
+
+def _browser():
+    """Playwright driving Debian's chromium; skips (with the reason) only when there is none."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no chromium at {CHROMIUM}: run scripts/ensure_chromium.sh (apt-get install chromium)")
+    return sync_api.sync_playwright()
+
+
+def _wait(predicate, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}: last saw {str(got)[:300]}")
+
+
+def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path):
+    root = f"{zookeeper}/kit-dashboard"
+    assert kit("sim", "seed", "--zk", root, "--snapshot", big["snapshot"]).returncode == 0
+    assert kit("apply", big["plan"], "--zk", root).returncode == 0
+    events, samples, records = tmp_path / "events.jsonl", tmp_path / "samples", tmp_path / "records"
+    records.mkdir()
+    (records / "20260101T000000Z-replace.json").write_text(json.dumps(
+        {"runbook": "replace", "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:05:00Z",
+         "outcome": "succeeded", "reason": "", "parameters": {}, "html": "20260101T000000Z-replace.html"}))
+    (records / "20260101T000000Z-replace.html").write_text("<html><body>the record</body></html>")
+    port = _free_port()
+    env = {**os.environ, "KIT_DASHBOARD_AUTH": "oncall:night-shift-secret"}
+    logs = tmp_path / "dashboard.log"
+    procs = []
+    try:
+        with open(logs, "w") as log:
+            procs.append(subprocess.Popen(
+                [*kit_command(), "dashboard", "--zk", root, "--plan", big["plan"], "--events", events, "--samples",
+                 samples, "--records", records, "--port", str(port), "--interval", "0.5"],
+                stdout=log, stderr=subprocess.STDOUT, env=env))
+        base = f"http://127.0.0.1:{port}"
+
+        def up():
+            try:
+                return urllib.request.urlopen(base + "/login", timeout=2).status == 200
+            except (urllib.error.URLError, ConnectionError):
+                return False
+        _wait(up, 30, "the dashboard to listen")
+        # The records need the login too.
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(base + "/records/20260101T000000Z-replace.html", timeout=5)
+
+        # The reassignment copies for ~20 s of wall time; the auto-throttle sets rates from the samples.
+        procs.append(subprocess.Popen(
+            [*kit_command(), "sim", "run", "--zk", root, "--speed", "400", "--until-idle", "--max-seconds", "40",
+             "--client-load", "0.5", "--samples", str(samples), "--sample-every", "20"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(
+            [*kit_command(), "throttle", "run", "--zk", root, "--samples", str(samples), "--interval", "0.3",
+             "--cap-map", '{"standard": 125}', "--events", str(events), "--until-idle", "--max-seconds", "40"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+        with _browser() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            try:
+                page = browser.new_page(viewport={"width": 1920, "height": 1080})
+                page.goto(base + "/")
+                page.fill("input[name=username]", "oncall")
+                page.fill("input[name=password]", "night-shift-secret")
+                page.click("#login-submit, button[type=submit], input[type=submit]")
+                page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
+                first = _wait(lambda: (s := page.evaluate(JS_STATE)) and len(s["labels"]) >= 152 and s, 20,
+                              "the distribution")
+                assert set(first["labels"]) == {str(b) for b in big["cluster"].brokers}
+                assert "night-shift-secret" not in page.content() + first["text"]
+                # The live chart grows while the reassignment runs, with throttle rates in it.
+                start = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > 0 and s, 20,
+                              "throttle data in the chart")
+                later = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > start["throttle_points"]
+                              and s, 15, "the throttle chart to update")
+                assert later["throttle_max"] > 0
+                _wait(lambda: "partitions reassigning" in page.evaluate(JS_STATE)["text"], 5, "the progress tiles")
+                text = page.evaluate(JS_STATE)["text"]
+                assert "replace" in text and "succeeded" in text  # the record is listed
+                seen = {}
+
+                def decisions():
+                    seen["text"] = page.evaluate(JS_STATE)["text"]
+                    return re.search(r"throttle\s+(rate|failsafe)", seen["text"])
+                try:
+                    _wait(decisions, 20, "the auto-throttle's events")
+                except AssertionError:
+                    raise AssertionError(seen["text"][seen["text"].find("Events"):][:400]) from None
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+                # The record opens behind the same login.
+                assert "the record" in page.goto(base + "/records/20260101T000000Z-replace.html").text()
+            finally:
+                browser.close()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    assert "night-shift-secret" not in logs.read_text()
+    assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
