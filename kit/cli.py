@@ -524,7 +524,7 @@ def cmd_throttle(a) -> int:
 def _add_run_parser(sub) -> None:
     p = _command(sub, "run", "run a runbook with papermill into an incident record",
                  "Execute runbooks/NAME.ipynb into RECORD_DIR/<timestamp>-NAME.ipynb with an .html and a JSON record "
-                 "beside it. Exit 0 succeeded (or planned only), 3 stopped at a pre-check, 1 failed. Without NAME: "
+                 "beside it. Exit 0 succeeded (or planned only), 3 stopped at a pre-check, 4 doctor's alert, 1 failed. Without NAME: "
                  "list the runbooks and their parameters.",
                  "kit run broker_replacement -p apply true -p replace 1003:1013 --record-dir records")
     p.add_argument("name", nargs="?", metavar="NAME")

@@ -4,7 +4,7 @@
 runbooks/NAME.ipynb into DIR/<UTC timestamp>-NAME.ipynb, exports an .html beside it
 (nbconvert; charts are PNGs, so it reads offline) and completes the JSON record the runbook
 keeps (DIR/<timestamp>-NAME.json). Exit 0 when the runbook succeeded (or planned without
-applying), 3 when it stopped at a pre-check, 1 when it failed; the record is written and
+applying), 3 when it stopped at a pre-check, 4 on a doctor's alert, 1 when it failed; the record is written and
 says why in every case. Parameter values are read against the runbook's own declared types,
 so `-p replace 1003:1013` stays a string and `-p cap_map '{"standard": 125}'` is a dict.
 """
@@ -113,7 +113,7 @@ def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: s
         record.update(outcome="failed", reason=f"{error[0]}: {error[1]}")
     elif record.get("outcome") == "running":
         record.update(outcome="failed", reason="the runbook ended without saying how it went")
-    code = {"succeeded": 0, "planned": 0, "stopped": 3}.get(record["outcome"], 1)
+    code = {"succeeded": 0, "planned": 0, "stopped": 3, "alert": 4}.get(record["outcome"], 1)
     if os.path.exists(notebook):
         export_html(notebook, html, hide_input)
         record["html"] = html

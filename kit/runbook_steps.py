@@ -583,6 +583,18 @@ def lost_rack(cluster: Cluster) -> str | None:
     return None
 
 
+def cluster_after_moves(cluster: Cluster, moves: list[dict]) -> Cluster:
+    """The cluster once a reassignment's moves are done."""
+    new = {(m["topic"], m["partition"]): list(m["replicas"]) for m in moves}
+    return cluster.with_assignment([new.get(p.key, list(p.replicas)) for p in cluster.partitions])
+
+
+def write_moves(moves: list[dict], workdir: str) -> str:
+    path = os.path.join(workdir, "plan.json")
+    write_atomic(path, dumps({"version": 1, "partitions": moves}))
+    return path
+
+
 def write_plan(plan: Plan, workdir: str) -> str:
     path = os.path.join(workdir, "plan.json")
     write_atomic(path, dumps(plan.reassignment()))
