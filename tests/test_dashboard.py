@@ -347,3 +347,17 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                 p.kill()
     assert "night-shift-secret" not in logs.read_text()
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
+
+
+def test_the_notebook_runs_under_papermill(big, tmp_path):
+    papermill = pytest.importorskip("papermill")
+    nb = ROOT / "notebooks" / "dashboard.ipynb"
+    r = subprocess.run([str(Path(sys.executable).parent / "papermill"), "--help-notebook", str(nb)],
+                       capture_output=True, text=True)
+    for name in ("snapshot", "zk", "plans", "events", "samples", "records", "topics", "interval"):
+        assert f"{name}:" in r.stdout, name
+    out = papermill.execute_notebook(str(nb), str(tmp_path / "out.ipynb"), kernel_name="python3", cwd=str(ROOT),
+                                     parameters={"snapshot": str(big["snapshot"]), "plans": [str(big["plan"])]},
+                                     progress_bar=False)
+    text = "".join("".join(o.get("text", "")) for c in out["cells"] for o in c.get("outputs", []))
+    assert "152 brokers in 3 groups" in text  # dead brokers keep their rack in a snapshot
