@@ -1,7 +1,7 @@
 # kit: developer entry points.
 #
-#   make demo    plan a broker replacement on a generated 24-broker cluster, score it, and run it
-#                against a local ZooKeeper with kit's simulated controller
+#   make demo    run the broker-replacement runbook end to end on a local ZooKeeper with a
+#                simulated cluster, into an incident record (records/)
 #   make test    run the test suite
 #   make bench   time `kit plan` on 200,000-partition clusters (slow: minutes)
 #   make clean   remove build output and caches (make distclean also removes .venv)
@@ -20,11 +20,8 @@ STAMP := $(VENV)/.installed
 # shared/ (the cluster generator and the plan scorer) sits beside the clone
 # on most machines; point SHARED elsewhere if not.
 SHARED ?= ../shared
-GEN_CLUSTER := $(wildcard $(SHARED)/tools/gen_cluster.py)
-EVALUATE := $(wildcard $(SHARED)/tools/evaluate_plan.py)
-GEN := $(PY) $(GEN_CLUSTER)
 
-DEMO := build/demo
+RECORDS := records
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
 
@@ -40,31 +37,16 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 demo: venv zookeeper
-	@if [ -z "$(GEN_CLUSTER)" ]; then echo "make: $(SHARED)/tools/gen_cluster.py not found; set SHARED=/path/to/shared" >&2; exit 2; fi
-	@mkdir -p $(DEMO)
-	@echo
-	@echo "== 1/5 Generate a cluster: 24 brokers, 3 racks, 3000 partitions, one dead broker and its replacement"
-	$(GEN) --brokers 24 --racks 3 --partitions 3000 --scenario replace --dead 1 --seed 7 --out $(DEMO)/cluster.json
-	@echo
-	@echo "== 2/5 Pair each dead broker with an empty live broker (OLD:NEW)"
-	$(PY) scripts/demo_replace_arg.py $(DEMO)/cluster.json > $(DEMO)/replace.txt
-	@echo "--replace $$(cat $(DEMO)/replace.txt)"
-	@echo
-	@echo "== 3/5 kit plan replace"
-	$(KIT) plan replace --snapshot $(DEMO)/cluster.json --replace "$$(cat $(DEMO)/replace.txt)" \
-		--out $(DEMO)/plan.json --report $(DEMO)/report.json
-	@echo
-	@echo "== 4/5 Score the plan"
-ifneq ($(EVALUATE),)
-	$(PY) $(EVALUATE) $(DEMO)/cluster.json $(DEMO)/plan.json
-else
-	@echo "(no evaluate_plan.py under $(SHARED)/tools: skipped; set SHARED=/path/to/shared)"
-endif
-	@echo
-	@echo "== 5/5 Run it: local ZooKeeper, simulated controller, apply, verify"
-	bash scripts/demo_zookeeper.sh $(KIT) $(DEMO)
-	@echo
-	@echo "Plan: $(DEMO)/plan.json   Report: $(DEMO)/report.json   Rollback: $(DEMO)/rollback.json"
+	@echo "== The broker-replacement runbook, end to end (kit run broker_replacement -p apply true):"
+	@echo "   a local ZooKeeper holding a simulated 12-broker cluster with a dead broker; situation,"
+	@echo "   pre-checks, the plan, apply with the auto-throttle, monitor, verify; the record in $(RECORDS)/"
+	$(KIT) run broker_replacement -p apply true -p speed 20000 --record-dir $(RECORDS)
+	@last=$$(ls -t $(RECORDS)/*-broker_replacement.json | head -1); stem=$${last%.json}; \
+	echo; \
+	echo "Read the record:  $$stem.html  (open it in a browser; it works offline)"; \
+	echo "The dashboard:    $(KIT) dashboard --snapshot runbooks/clusters/broker_replacement.json --plan $$stem-files/plan.json --events $$stem-files/events.jsonl --records $(RECORDS)"; \
+	echo "                  then open http://127.0.0.1:5006"; \
+	echo "JupyterLab:       $(VENV)/bin/jupyter lab runbooks/  (open broker_replacement.ipynb and press Apply at the gate)"
 
 zookeeper:
 	@bash scripts/ensure_zookeeper.sh

@@ -99,7 +99,7 @@ def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: s
     try:
         papermill.execute_notebook(str(path), notebook, parameters=params, kernel_name="python3",
                                    progress_bar=False, log_output=False, execution_timeout=timeout,
-                                   cwd=os.path.abspath(record_dir))
+                                   cwd=os.path.abspath(record_dir), kernel_manager_class=_local_kernel_manager())
     except PapermillExecutionError as e:
         error = (e.ename, e.evalue)
     except Exception as e:  # noqa: BLE001  (a kernel that died: the record still says so)
@@ -121,6 +121,18 @@ def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: s
                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     write_atomic(record_path, dumps(record))
     return code, record
+
+
+def _local_kernel_manager():
+    """A kernel manager talking to the kernel over Unix sockets: nothing listens on TCP, and
+    the kernel has no reason to warn about unencrypted TCP in every scheduled run's log."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LocalKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            kwargs.setdefault("transport", "ipc")
+            super().__init__(**kwargs)
+    return LocalKernelManager
 
 
 def export_html(notebook: str, html: str, hide_input: bool = False) -> None:
