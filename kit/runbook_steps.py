@@ -412,6 +412,8 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     t0 = time.monotonic()
     progress, total, done = [], None, False
     handle = _display_handle()
+    chart = _display_handle() if throttle == "auto" else None
+    drawn = 0.0
     try:
         while time.monotonic() - t0 < max_wait_s:
             with _client(env) as c:
@@ -421,6 +423,9 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
             progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
                              "partitions_left": st["reassigning_partitions"]})
             _show_progress(handle, st, total, elapsed, scale)
+            if chart is not None and elapsed - drawn >= 5.0 and os.path.exists(events):
+                drawn = elapsed  # the live throttle chart, redrawn every few seconds
+                chart.update(throttle_chart(ChangeResult(False, elapsed, None, events, samples, rollback, False)))
             if not st["reassigning_partitions"]:
                 done = True
                 break

@@ -123,3 +123,20 @@ def test_exploratory_notebooks_pass_nbval_lax():
                         str(notebooks / "capacity_planning.ipynb")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:]
     assert " passed" in r.stdout
+
+
+def test_the_gate_applies_only_with_apply_or_a_button_press(monkeypatch):
+    """papermill: apply=False changes nothing; in a live notebook the Apply button does it."""
+    import ipywidgets
+
+    from kit import runbook_steps
+
+    shown, calls = [], []
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: shown.extend(objs))
+    assert runbook_steps.gate(True, lambda: calls.append("now")) is True and calls == []
+    assert runbook_steps.gate(False, lambda: calls.append("pressed")) is False and calls == []
+    button = next(w for box in shown if isinstance(box, ipywidgets.VBox) for w in box.children
+                  if isinstance(w, ipywidgets.Button))
+    assert button.description == "Apply"
+    button.click()
+    assert calls == ["pressed"] and button.disabled
