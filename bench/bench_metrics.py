@@ -135,15 +135,18 @@ def main() -> int:
         print(f"generated {n['replica_rows']:,} replica and {n['broker_rows']:,} broker samples "
               f"in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     times: dict[str, list[float]] = {}
+    loads: list[float] = []  # 1-minute load average before each run: the machine may be shared
     figs = None
     for _ in range(a.repeat):
         for m in a.masters.split(","):
+            loads.append(os.getloadavg()[0])
             out = subprocess.run([sys.executable, __file__, "--data", a.data, "--child", m,
                                   "--driver-memory", a.driver_memory], capture_output=True, text=True, check=True)
             res = json.loads(out.stdout.strip().splitlines()[-1])
             times.setdefault(m, []).append(res["seconds"])
             figs = res["figures"]
             print(f"{m}: {res['seconds']:.1f} s", file=sys.stderr)
+        loads.append(os.getloadavg()[0])
         t = time.perf_counter()
         pd_figs = pandas_figures(a.data)
         times.setdefault("pandas", []).append(time.perf_counter() - t)
@@ -158,6 +161,7 @@ def main() -> int:
     if len(masters) == 2:
         print(f"\nspeed-up {masters[1]} over {masters[0]}: {med[masters[0]] / med[masters[1]]:.2f}x")
     print(f"{masters[-1]} / pandas: {med[masters[-1]] / med['pandas']:.2f}x")
+    print(f"load average before the runs ({os.cpu_count()} cores): {min(loads):.1f} to {max(loads):.1f}")
     print(f"cross-check: {'identical figures' if not diffs else 'DIFFERENT: ' + ', '.join(diffs)} "
           f"({len(figs['replica_traffic'])} partitions with traffic, {len(figs['broker_load'])} brokers)")
     return 0 if not diffs else 1

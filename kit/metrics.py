@@ -75,6 +75,11 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
         os.dup2(saved, 2)
         os.close(saved)
     spark.sparkContext.setLogLevel("ERROR")
+    if spark.conf.get("spark.sql.files.minPartitionNum", None) is None:
+        # Spark packs sample files into about one read task per core; with that few, a
+        # task that lands on a busy core holds up the whole stage. Four per core keeps
+        # every core busy to the end of each scan.
+        spark.conf.set("spark.sql.files.minPartitionNum", str(4 * spark.sparkContext.defaultParallelism))
     return spark
 
 
