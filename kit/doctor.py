@@ -244,15 +244,15 @@ def diagnose(cluster: Cluster, traffic: Traffic | None = None, limit_in: float |
 def heal(cluster: Cluster, dead: list[int]) -> Plan:
     """Re-place exactly the replicas on the `dead` brokers, as ``kit plan remove`` would.
 
-    Only the partitions holding a dead replica are selected, so nothing else moves or is
-    reordered; the live brokers are the targets. Raises `Unsafe` or `BadInput` (from the
-    planner) when no rack-safe placement exists.
+    Only replicas on dead brokers are copied (minimal movement, rack-safe, balanced); like
+    ``kit plan remove``, the plan also reorders replicas elsewhere where that balances
+    leadership and failover, which moves no data. The live brokers are the targets. Raises
+    `Unsafe` or `BadInput` (from the planner) when no rack-safe placement exists.
     """
     from .plan.remove import evacuate  # the planner package is pure too; imported when needed
 
-    dset = set(dead)
-    affected = [i for i, p in enumerate(cluster.partitions) if dset & set(p.replicas)]
-    return evacuate(cluster, cluster.live_ids, affected, "heal", "replica on a dead broker", removed=sorted(dset))
+    every = list(range(len(cluster.partitions)))
+    return evacuate(cluster, cluster.live_ids, every, "heal", "replica on a dead broker", removed=sorted(set(dead)))
 
 
 # --------------------------------------------------------------------------- balancing
