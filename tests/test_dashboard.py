@@ -214,7 +214,10 @@ def test_bad_input_is_one_line_and_exit_2(args, message, snapshots, tmp_path, ca
 JS_STATE = """() => {
   const deep = node => {
     let t = node.shadowRoot ? deep(node.shadowRoot) : '';
-    for (const c of node.childNodes) t += c.nodeType === 3 ? c.textContent + ' ' : deep(c);
+    for (const c of node.childNodes) {
+      if (c.nodeName === 'STYLE' || c.nodeName === 'SCRIPT') continue;
+      t += c.nodeType === 3 ? c.textContent + ' ' : deep(c);
+    }
     return t;
   };
   const out = {labels: [], throttle_points: 0, throttle_max: 0, text: deep(document.body)};
@@ -329,7 +332,9 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                 try:
                     _wait(decisions, 20, "the auto-throttle's events")
                 except AssertionError:
-                    raise AssertionError(seen["text"][seen["text"].find("Events"):][:400]) from None
+                    raise AssertionError(seen["text"][seen["text"].find("Events"):][:300] + "\nlog: " +
+                                         logs.read_text()[-3000:] + "\nevents: " +
+                                         (events.read_text()[:500] if events.exists() else "none")) from None
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
                 # The record opens behind the same login.

@@ -140,12 +140,22 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
     throttle = pn.Row(pn.pane.HoloViews(chart("leader"), sizing_mode="stretch_width"),
                       pn.pane.HoloViews(chart("follower"), sizing_mode="stretch_width"),
                       sizing_mode="stretch_width")
-    progress_box = pn.Column(sizing_mode="stretch_width")
-    events_box = pn.Column(sizing_mode="stretch_width")
-    records_box = pn.Column(sizing_mode="stretch_width")
+    # Created once and patched (`object`): swapping whole panes every tick makes the browser
+    # rebuild them, and a busy page then stops showing the updates.
+    progress_box = pn.pane.HTML("", sizing_mode="stretch_width")
+    events_box = pn.pane.HTML("", sizing_mode="stretch_width", styles={"overflow-y": "auto", "max-height": "360px"})
+    records_box = pn.pane.HTML("", sizing_mode="stretch_width", styles={"overflow-y": "auto", "max-height": "360px"})
     source = f"ZooKeeper {zk.split('@')[-1]}" if zk else f"snapshot {os.path.basename(snapshot or '')}"
 
     def refresh():
+        try:
+            _refresh()
+        except Exception:  # noqa: BLE001  (one bad read must not stop the page's updates)
+            import logging
+
+            logging.getLogger("kit.dashboard").exception("refresh failed")
+
+    def _refresh():
         rows, seen["rows"] = poller.rows_since(seen["rows"])
         if rows:
             buffer.send(pd.DataFrame(rows, columns=views.THROTTLE_COLUMNS))
@@ -153,11 +163,13 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         if st.version == seen["version"]:
             return
         seen["version"] = st.version
-        progress_box[:] = [views.progress_view(st.status, views.eta(list(st.history)),
-                                               views.utc_label(st.updated) if st.updated else None,
-                                               st.error, source)]
-        events_box[:] = [views.events_view(list(st.events))]
-        records_box[:] = [views.records_view(list(st.records), records_url)]
+        for box, pane in ((progress_box, views.progress_view(st.status, views.eta(list(st.history)),
+                                                             views.utc_label(st.updated) if st.updated else None,
+                                                             st.error, source)),
+                          (events_box, views.events_view(list(st.events))),
+                          (records_box, views.records_view(list(st.records), records_url))):
+            if box.object != pane.object:
+                box.object = pane.object
         if base is None and st.cluster_version != live.cluster_version and st.cluster is not None:
             live.cluster_version = st.cluster_version
 

@@ -190,11 +190,16 @@ class Poller:
 
                 client = self._zk_client()
                 status = read_status(client)
+                # Placement is re-read every CLUSTER_EVERY seconds and when a reassignment starts or ends,
+                # and the version (which re-draws every tab's distribution) moves only when it changed:
+                # re-drawing 150 brokers on every poll would starve the live parts of the page.
+                running = bool(status.get("reassigning_partitions"))
                 if cluster is None or now - self._last_cluster >= CLUSTER_EVERY or \
-                        status.get("reassigning_partitions") != (st.status or {}).get("reassigning_partitions"):
-                    cluster, _ = read_cluster(client)
-                    cluster_version += 1
+                        running != bool((st.status or {}).get("reassigning_partitions")):
+                    fresh, _ = read_cluster(client)
                     self._last_cluster = now
+                    if cluster is None or _placement(fresh) != _placement(cluster):
+                        cluster, cluster_version = fresh, cluster_version + 1
                 rates = self._throttle_rates(client, status.get("throttled_brokers", []))
             except BadInput as e:
                 error = str(e)
@@ -223,9 +228,11 @@ class Poller:
     def _add_rows(self, now: float, rates: dict, status: dict | None, events: tuple) -> None:
         """One row per broker and role taking part: throttled now, or named by a rate decision."""
         brokers = set(rates)
+        roles = {(b, role) for b, r in rates.items() for role in r}
         for e in events[:50]:
             if e.get("source") == "throttle" and e.get("kind") in ("rate", "failsafe", "override"):
                 brokers.update(int(b) for b in e.get("brokers") or [])
+                roles.update((int(b), e.get("role")) for b in e.get("brokers") or [])
         if status is not None:
             # A broker whose throttle was cleared drops out of the chart once it stops copying.
             brokers &= set(rates) | {b for b in brokers if (status.get("reassigning_partitions") or 0) > 0}
@@ -247,14 +254,20 @@ class Poller:
                 if sample is not None:
                     measured = sample.tx if role == "leader" else sample.rx
                     replicated = sample.replication_tx if role == "leader" else sample.replication_rx
-                if rate is None and measured is None:
-                    continue
+                if (b, role) not in roles and rate is None:
+                    continue  # a source is not drawn among the destinations, nor the other way round
                 rows.append({"time": stamp, "broker": b, "role": role, "throttle": _mb(rate),
                              "measured": _mb(measured), "replication": _mb(replicated)})
         with self._lock:
             if len(self._rows) + len(rows) > ROWS_KEPT:
                 self._first_row += len(self._rows) + len(rows) - ROWS_KEPT
             self._rows.extend(rows)
+
+
+def _placement(cluster: Cluster) -> tuple:
+    """What the distribution draws: replica lists, and which brokers are alive."""
+    return (tuple(p.replicas for p in cluster.partitions),
+            tuple(sorted((b.id, b.alive) for b in cluster.brokers.values())))
 
 
 def rates_from_events(events) -> dict[int, dict[str, float]]:

@@ -203,7 +203,7 @@ def _rack_panel(rows: pd.DataFrame, rack: str, which: str, limits: dict, show_be
     """Three aligned charts for one rack: leaders+followers, free storage, degree."""
     other = "before" if which == "after" else "after"
     labels = rows["label"].tolist()
-    width = max(260, 70 + BAR_PX * len(labels))
+    width = max(340, 70 + BAR_PX * len(labels))  # a small group still shows its whole title
     dim_x = hv.Dimension("label", label="broker")
     hover_cols = ["rack", "state", "leader_count", "follower_count", "replicas", f"replicas_{other}", "degree",
                   f"degree_{other}", "free_gb", f"free_gb_{other}"]
