@@ -4,6 +4,7 @@
 #                simulated cluster, into an incident record (records/)
 #   make test    run the test suite
 #   make bench   time `kit plan` on 200,000-partition clusters (slow: minutes)
+#   make lab     JupyterLab on the repository (runbooks/, notebooks/), kernel "kit" = this .venv
 #   make clean   remove build output and caches (make distclean also removes .venv)
 #
 # The first target that needs Python creates .venv and installs kit from
@@ -25,7 +26,7 @@ RECORDS := records
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: venv .venv zookeeper demo test bench clean distclean
+.PHONY: venv .venv zookeeper demo test bench lab clean distclean
 
 venv .venv: $(STAMP)
 
@@ -34,6 +35,7 @@ $(STAMP): pyproject.toml
 	@if [ ! -x $(PY) ]; then echo "== creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv --clear $(VENV); fi
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --progress-bar off -e '.[test]'
+	$(PY) -m ipykernel install --sys-prefix --name kit --display-name "kit (.venv)"
 	@touch $@
 
 demo: venv zookeeper
@@ -47,6 +49,9 @@ demo: venv zookeeper
 	echo "The dashboard:    $(KIT) dashboard --snapshot runbooks/clusters/broker_replacement.json --plan $$stem-files/plan.json --events $$stem-files/events.jsonl --records $(RECORDS)"; \
 	echo "                  then open http://127.0.0.1:5006"; \
 	echo "JupyterLab:       $(VENV)/bin/jupyter lab runbooks/  (open broker_replacement.ipynb and press Apply at the gate)"
+
+lab: venv
+	$(VENV)/bin/jupyter lab --notebook-dir=.
 
 zookeeper:
 	@bash scripts/ensure_zookeeper.sh

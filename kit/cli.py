@@ -614,6 +614,7 @@ def _add_metrics_parser(sub) -> None:
     p.add_argument("--driver-memory", metavar="SIZE", help="spark.driver.memory, e.g. 4g")
     p.add_argument("--follow", action="store_true", help="streaming: keep DIR/broker_rates.json current")
     p.add_argument("--once", action="store_true", help="with --follow: process the files there now, then exit")
+    p.add_argument("--max-seconds", type=_rate, metavar="S", help="with --follow: stop after S wall seconds")
 
 
 def cmd_metrics(a) -> int:
@@ -623,7 +624,8 @@ def cmd_metrics(a) -> int:
         _writable("--snapshot-out", a.snapshot_out)
     if a.follow:
         n = metrics.follow(a.broker_samples, a.out, a.window or "5m", a.master, once=a.once,
-                           shuffle_partitions=a.shuffle_partitions, driver_memory=a.driver_memory)
+                           shuffle_partitions=a.shuffle_partitions, driver_memory=a.driver_memory,
+                           max_seconds=a.max_seconds)
         print(f"{os.path.join(a.out, 'broker_rates.json')}: {n} micro-batch(es)")
         return 0
     if not a.replica_samples:

@@ -97,7 +97,7 @@ def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: s
     params["record_path"] = record_path
     error = None
     try:
-        papermill.execute_notebook(str(path), notebook, parameters=params, kernel_name="python3",
+        papermill.execute_notebook(str(path), notebook, parameters=params, kernel_name=kernel_name(),
                                    progress_bar=False, log_output=False, execution_timeout=timeout,
                                    cwd=os.path.abspath(record_dir), kernel_manager_class=_local_kernel_manager())
     except PapermillExecutionError as e:
@@ -121,6 +121,14 @@ def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: s
                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     write_atomic(record_path, dumps(record))
     return code, record
+
+
+def kernel_name() -> str:
+    """The runbooks name the "kit" kernel (this environment, registered by `make`); where it
+    is not registered, the "python3" kernel of the interpreter running kit."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return "kit" if "kit" in KernelSpecManager().find_kernel_specs() else "python3"
 
 
 def _local_kernel_manager():

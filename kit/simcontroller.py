@@ -117,7 +117,7 @@ class SimController:
                 continue
             f = self.facts["brokers"].get(str(b.id), {})
             total = f.get("storage_total")
-            free = total - (f.get("other_bytes") or 0) - held.get(b.id, 0) if total is not None else None
+            free = int(total - (f.get("other_bytes") or 0) - held.get(b.id, 0)) if total is not None else None
             if self.client_load > 0:
                 # --client-load sets each NIC's client traffic (it is what slows the copies), so
                 # the samples show that, plus replication, instead of the partitions' own figures.
