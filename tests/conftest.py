@@ -1,9 +1,11 @@
 """Shared fixtures: the `shared/` folder beside the clone and small generated cluster snapshots."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,47 @@ def zookeeper(tmp_path_factory):
         client.stop()
         client.close()
     localzk.stop(data)
+
+
+@contextlib.contextmanager
+def restarting_zookeeper(snapshot, tmp_path):
+    """A ZooKeeper of its own holding `snapshot` (brokers registered in a session that must
+    survive), with its scale-out plan applied at 50 MB/s. Yields (root, plan, restart, client):
+    `restart()` stops the server, waits, starts it again on the same port and data, then lets
+    the simulated controller copy everything."""
+    from kit import localzk
+    from kit.simbrokers import sync_registrations
+    from kit.simcontroller import SimController
+    from kit.zookeeper import connect, write_cluster
+    from kit.formats import load_snapshot
+
+    port, data = localzk.free_port(), str(tmp_path / "zk")
+    root = f"{localzk.start(port, data).connect}/kafka"
+    brokers = connect(root)
+    try:
+        write_cluster(brokers, load_snapshot(str(snapshot)))
+        sync_registrations(brokers)
+        plan = tmp_path / "plan.json"
+        assert run_kit("plan", "scale-out", "--snapshot", snapshot, "--out", plan).returncode == 0
+        assert run_kit("apply", plan, "--zk", root, "--throttle", "50000000").returncode == 0
+
+        def restart():
+            time.sleep(1.5)
+            localzk.stop(data)
+            time.sleep(1.5)
+            localzk.start(port, data)
+            controller = connect(root)
+            try:
+                ctl = SimController(controller, speed=1e6)
+                while ctl.busy():
+                    ctl.step(1.0)
+            finally:
+                controller.stop()
+        yield root, plan, restart, brokers
+    finally:
+        brokers.stop()
+        brokers.close()
+        localzk.stop(data)
 
 
 def _stop_simulated_brokers(connect_string: str) -> None:

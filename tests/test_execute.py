@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import kit_command
+from conftest import kit_command, restarting_zookeeper
 from conftest import run_kit as kit
 from conftest import seed
 from kit.formats import load_snapshot
@@ -375,46 +375,18 @@ def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshot
     """Session loss during `kit verify`: the server goes away mid-watch and comes back on the
     same port with its data; verify reconnects, sees the copy finish and clears the throttles."""
     import subprocess
-    import time
 
-    from kit import localzk
-    from kit.simbrokers import sync_registrations
-    from kit.simcontroller import SimController
-    from kit.zookeeper import write_cluster
-
-    port, data = localzk.free_port(), str(tmp_path / "zk")
-    root = f"{localzk.start(port, data).connect}/kafka"
-    brokers = connect(root)  # the brokers' own session: it must survive the restart too
-    watcher = None
-    try:
-        write_cluster(brokers, load_snapshot(str(snapshots["scale-out"])))
-        sync_registrations(brokers)
-        plan = tmp_path / "plan.json"
-        assert kit("plan", "scale-out", "--snapshot", snapshots["scale-out"], "--out", plan).returncode == 0
-        assert kit("apply", plan, "--zk", root, "--throttle", "50000000").returncode == 0
+    with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, client):
         watcher = subprocess.Popen([*kit_command(), "verify", str(plan), "--zk", root, "--wait", "--interval", "0.3"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
-        localzk.stop(data)
-        time.sleep(1.5)
-        localzk.start(port, data)
-        controller = connect(root)
         try:
-            ctl = SimController(controller, speed=1e6)
-            while ctl.busy():
-                ctl.step(1.0)
+            restart()
+            out, err = watcher.communicate(timeout=60)
         finally:
-            controller.stop()
-        out, err = watcher.communicate(timeout=60)
+            if watcher.poll() is None:
+                watcher.kill()
         assert watcher.returncode == 0, err
         assert "ZooKeeper connection lost" in err
         assert f"{len(json.loads(plan.read_text())['partitions'])} partition(s) done" in out.splitlines()[-1]
-        assert brokers.get_children("/config/brokers") == [] or all(
-            json.loads(brokers.get(f"/config/brokers/{b}")[0])["config"] == {}
-            for b in brokers.get_children("/config/brokers"))
-    finally:
-        if watcher and watcher.poll() is None:
-            watcher.kill()
-        brokers.stop()
-        brokers.close()
-        localzk.stop(data)
+        assert all(json.loads(client.get(f"/config/brokers/{b}")[0])["config"] == {}
+                   for b in client.get_children("/config/brokers"))

@@ -5,12 +5,11 @@ import itertools
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import kit_command
+from conftest import kit_command, restarting_zookeeper
 from conftest import run_kit as kit
 from kit.throttle import FOLLOWER_RATE, LEADER_RATE
 from kit.zookeeper import connect
@@ -155,46 +154,19 @@ def test_without_metrics_the_loop_fails_safe_to_the_minimum_rate(running_replace
 def test_the_loop_rides_out_a_zookeeper_restart(snapshots, tmp_path):
     """ZooKeeper goes away mid-run: the loop retries with the rates in force, never crashes,
     and still clears every throttle once the reassignment is done."""
-    from kit import localzk
-    from kit.formats import load_snapshot
-    from kit.simbrokers import sync_registrations
-    from kit.simcontroller import SimController
-    from kit.zookeeper import write_cluster
-
-    port, data = localzk.free_port(), str(tmp_path / "zk")
-    root = f"{localzk.start(port, data).connect}/kafka"
-    brokers = connect(root)
-    loop = None
-    try:
-        write_cluster(brokers, load_snapshot(str(snapshots["scale-out"])))
-        sync_registrations(brokers)
-        plan = tmp_path / "plan.json"
-        assert kit("plan", "scale-out", "--snapshot", snapshots["scale-out"], "--out", plan).returncode == 0
-        assert kit("apply", plan, "--zk", root, "--throttle", "50000000").returncode == 0
+    with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, _):
         loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--samples", str(tmp_path / "s"),
                                  "--interval", "0.3", *CAP_MAP, "--until-idle", "--max-seconds", "60"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
-        localzk.stop(data)
-        time.sleep(2.0)
-        localzk.start(port, data)
-        controller = connect(root)
         try:
-            ctl = SimController(controller, speed=1e6)
-            while ctl.busy():
-                ctl.step(1.0)
+            restart()
+            out, err = loop.communicate(timeout=60)
         finally:
-            controller.stop()
-        out, err = loop.communicate(timeout=60)
+            if loop.poll() is None:
+                loop.kill()
         assert loop.returncode == 0, err
         assert "ZooKeeper unreachable" in err and "retrying" in err
         assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
-    finally:
-        if loop and loop.poll() is None:
-            loop.kill()
-        brokers.stop()
-        brokers.close()
-        localzk.stop(data)
 
 
 @pytest.mark.parametrize("args, message", [
