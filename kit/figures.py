@@ -22,7 +22,7 @@ import numpy as np
 from .model import Cluster, Plan
 from .waves import duration_lines
 
-__all__ = ["assignment_figures", "movement_figures", "plan_report", "summary_text"]
+__all__ = ["assignment_figures", "broker_figures", "movement_figures", "plan_report", "summary_text"]
 
 # Above this many cells a (row, column) count table is built sparsely (sort) instead of
 # densely (bincount); dense is several times faster but costs 8 bytes per cell.
@@ -682,3 +682,47 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
     if "duration" in report:
         out += ["", "Duration estimate:"] + duration_lines(report["duration"])
     return "\n".join(out) + "\n"
+
+
+def broker_figures(cluster: Cluster, assignment, targets) -> dict[int, dict]:
+    """Per-broker figures of one assignment: the numbers `summary_text` prints per broker.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The cluster; its own assignment is the "before" that free storage is measured from.
+    assignment : list of list of int or None
+        One replica list per partition, aligned with ``cluster.partitions``; None for the
+        cluster's own assignment.
+    targets : iterable of int
+        Target broker ids (non-empty); degrees count target peers only, as
+        ``assignment_figures`` does.
+
+    Returns
+    -------
+    dict of int to dict
+        For every broker the cluster knows, the targets name or a replica list names:
+        ``leaders``, ``followers``, ``replicas`` (counts), ``degree`` (distinct target peers;
+        None for a broker that is not a target), ``used_bytes`` (bytes held under the
+        assignment) and ``storage_free`` (bytes free once the assignment is in place; None
+        when the broker reports no free storage).
+
+    Raises
+    ------
+    ValueError
+        When ``targets`` is empty or the assignment does not match the partitions.
+    """
+    ctx, (before, flat) = _context(cluster, targets, [None, assignment])
+    roles = _roles(ctx, flat)
+    degree = dict(zip(ctx.ids[ctx.tidx].tolist(), _degrees(ctx, flat).tolist()))
+    used = _used_bytes(ctx, flat).tolist()
+    # Free storage moves by what the assignment adds to or takes from the disk now.
+    was = _used_bytes(ctx, before).tolist()
+    out = {}
+    for i, bid in enumerate(ctx.ids.tolist()):
+        info = cluster.brokers.get(bid)
+        free = None if info is None or info.storage_free is None else int(info.storage_free) + was[i] - used[i]
+        lead, follow, total = roles[bid]
+        out[bid] = {"leaders": lead, "followers": follow, "replicas": total, "degree": degree.get(bid),
+                    "used_bytes": int(used[i]), "storage_free": free}
+    return out

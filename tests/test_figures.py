@@ -331,3 +331,46 @@ def test_sparse_paths_agree(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "_LOOKUP_SPAN_MAX", 0)
     monkeypatch.setattr(figures, "_FLOAT_EXACT", 0)
     assert plan_report(plan) == dense
+
+
+def test_broker_figures_are_the_summary_and_assignment_figures():
+    import re
+
+    plan = _tiny_plan()
+    cluster, targets = plan.cluster, plan.targets
+    text = summary_text(plan, plan_report(plan))
+    before = figures.broker_figures(cluster, None, targets)
+    after = figures.broker_figures(cluster, plan.after, targets)
+    assert before == figures.broker_figures(cluster, cluster.assignment(), targets)
+    lines = re.findall(r"Broker (\d+) - leader: (\d+), follower: (\d+), total: (\d+)(?: \(was (\d+)/(\d+)/(\d+)\))?",
+                       text)
+    assert {int(b) for b, *_ in lines} == set(after) == {1001, 1002, 1003, 1004}
+    for b, lead, fol, tot, *was in lines:
+        got = after[int(b)]
+        assert (got["leaders"], got["followers"], got["replicas"]) == (int(lead), int(fol), int(tot))
+        old = before[int(b)]
+        assert (old["leaders"], old["followers"], old["replicas"]) == (tuple(map(int, was)) if was[0] else
+                                                                       (int(lead), int(fol), int(tot)))
+    for assignment, per in ((cluster.assignment(), before), (plan.after, after)):
+        want = assignment_figures(cluster, assignment, targets)
+        counts = [per[b]["replicas"] for b in targets]
+        leaders = [per[b]["leaders"] for b in targets]
+        degrees = [per[b]["degree"] for b in targets]
+        free = [per[b]["storage_free"] for b in targets]
+        assert (min(counts), max(counts)) == (want["replica_count_min"], want["replica_count_max"])
+        assert max(leaders) - min(leaders) == want["leader_count_spread"]
+        assert (min(degrees), max(degrees), round(sum(degrees) / len(degrees), 2)) == (
+            want["degree_min"], want["degree_max"], want["degree_avg"])
+        assert round(min(free) / 1e9, 3) == want["storage_free_min_gb"]
+    # The summary's storage lines: free before -> after for each target.
+    storage = re.findall(r"Broker (\d+): ([\d.]+) -> ([\d.]+) \(", text)
+    assert len(storage) == len(targets)
+    for b, was_gb, now_gb in storage:
+        assert (f"{before[int(b)]['storage_free'] / 1e9:.2f}", f"{after[int(b)]['storage_free'] / 1e9:.2f}") == \
+            (was_gb, now_gb)
+    # Bytes held: the cluster's partitions, each counted once per replica.
+    assert sum(v["used_bytes"] for v in after.values()) == sum(
+        cluster.partitions[i].size * len(r) for i, r in enumerate(plan.after))
+    # A broker outside the targets has no degree; storage unknown stays unknown.
+    assert figures.broker_figures(cluster, None, [1001, 1002])[1004]["degree"] is None
+    assert figures.broker_figures(_tiny_cluster(False), None, targets)[1001]["storage_free"] is None
