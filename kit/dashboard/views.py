@@ -4,7 +4,7 @@ Every function here takes plain data (a `Cluster`, an assignment, a status dict,
 records, a frame of throttle samples) and returns a pandas frame, a HoloViews element or a
 Panel pane, so each can be tested without a server or a browser and reused in a notebook.
 
-The per-broker figures are computed with kit/figures.py's own helpers, so the dashboard's
+The per-broker figures are kit/figures.py's `broker_figures`, so the dashboard's
 leaders, followers, degree and free storage are the numbers `kit plan` prints, to the byte.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import panel as pn
 
-from ..figures import _context, _degrees, _roles, _used_bytes
+from ..figures import broker_figures
 from ..model import Cluster
 
 # Colours chosen to survive a dim laptop screen at night: dark leader, light follower, and a
@@ -113,31 +113,31 @@ def broker_frame(cluster: Cluster, after: list[list[int]] | None = None, topics:
         pattern = re.compile(topics)
         keep = [i for i, p in enumerate(cluster.partitions) if pattern.search(p.topic)]
     sub = Cluster(brokers=cluster.brokers, partitions=tuple(cluster.partitions[i] for i in keep))
-    ctx, (b_flat, a_flat) = _context(sub, ids, [None, [assignment[i] for i in keep]])
-    order = ctx.ids.tolist()  # figures' dense order: every broker named, sorted
-    was, now = _roles(ctx, b_flat), _roles(ctx, a_flat)
-    deg_b = dict(zip(ctx.ids[ctx.tidx].tolist(), _degrees(ctx, b_flat).tolist()))
-    deg_a = dict(zip(ctx.ids[ctx.tidx].tolist(), _degrees(ctx, a_flat).tolist()))
-
+    # Every broker is a target here, so each gets a degree (its distinct peers).
+    was = broker_figures(sub, None, ids)
+    now = broker_figures(sub, [assignment[i] for i in keep], ids)
+    order = sorted(now)  # every broker named, sorted
     # Free storage over the whole cluster: a topic filter must not hide what a plan puts on a disk.
-    sctx, (sb, sa) = _context(cluster, ids, [None, assignment])
-    used_b = dict(zip(sctx.ids.tolist(), _used_bytes(sctx, sb).tolist()))
-    used_a = dict(zip(sctx.ids.tolist(), _used_bytes(sctx, sa).tolist()))
+    whole = len(keep) == len(cluster.partitions)
+    disk_b = was if whole else broker_figures(cluster, None, ids)
+    disk_a = now if whole else broker_figures(cluster, assignment, ids)
 
     rows = []
     for bid in order:
         info = cluster.brokers.get(bid)
         free = None if info is None or info.storage_free is None else info.storage_free
         state = "dead" if info is not None and not info.alive else "unknown" if info is None or not info.known \
-            else "new" if was[bid][2] == 0 and used_b.get(bid, 0) == 0 else "live"
+            else "new" if was[bid]["replicas"] == 0 and disk_b[bid]["used_bytes"] == 0 else "live"
         rows.append({
             "broker": bid, "label": str(bid), "state": state,
             "rack": info.rack if info and info.rack else DEAD_GROUP if state in ("dead", "unknown") else NO_RACK,
-            "leaders_before": was[bid][0], "followers_before": was[bid][1], "replicas_before": was[bid][2],
-            "leaders_after": now[bid][0], "followers_after": now[bid][1], "replicas_after": now[bid][2],
-            "degree_before": deg_b.get(bid, 0), "degree_after": deg_a.get(bid, 0),
+            "leaders_before": was[bid]["leaders"], "followers_before": was[bid]["followers"],
+            "replicas_before": was[bid]["replicas"],
+            "leaders_after": now[bid]["leaders"], "followers_after": now[bid]["followers"],
+            "replicas_after": now[bid]["replicas"],
+            "degree_before": was[bid]["degree"] or 0, "degree_after": now[bid]["degree"] or 0,
             "free_before": math.nan if free is None else float(free),
-            "free_after": math.nan if free is None else float(free + used_b.get(bid, 0) - used_a.get(bid, 0)),
+            "free_after": math.nan if disk_a[bid]["storage_free"] is None else float(disk_a[bid]["storage_free"]),
             "storage_total": math.nan if info is None or info.storage_total is None else float(info.storage_total),
         })
     frame = pd.DataFrame(rows, columns=[
