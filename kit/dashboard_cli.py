@@ -11,7 +11,7 @@ import sys
 from .errors import BadInput
 
 EXAMPLE = ("KIT_DASHBOARD_AUTH=oncall:s3cret kit dashboard --zk 127.0.0.1:2181/kafka --plan plan.json "
-           "--events build/events.jsonl --samples build/samples --records records")
+           "--events build/events.jsonl --samples build/samples --metrics build/metrics --records records")
 AUTH_ENV = "KIT_DASHBOARD_AUTH"
 
 
@@ -34,6 +34,9 @@ def add_dashboard_parser(sub) -> None:
                    help="a plan for the before/after picker (repeat for several)")
     p.add_argument("--events", metavar="FILE", help="events log (JSON lines) of kit throttle run / kit doctor")
     p.add_argument("--samples", metavar="DIR", help="broker samples (kit sim run --samples DIR; DIR/broker/*.jsonl)")
+    p.add_argument("--metrics", metavar="DIR",
+                   help="kit metrics --follow's --out folder: DIR/broker_rates.json is measured rx/tx for the "
+                        "brokers --samples does not describe")
     p.add_argument("--records", metavar="DIR", help="runbook records folder (served under /records/)")
     p.add_argument("--port", type=_whole(1), default=5006, help="port (default 5006)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -73,6 +76,7 @@ def cmd_dashboard(a) -> int:
         raise BadInput(f"--events {a.events}: not a file path")
     _folder("--samples", a.samples)
     _folder("--records", a.records)
+    _folder("--metrics", a.metrics)
     try:
         from .dashboard import app
     except ImportError as e:
@@ -95,7 +99,7 @@ def cmd_dashboard(a) -> int:
     app.load_plans(a.plan, cluster)  # a bad plan fails now, not in the first browser tab
     server = app.serve(port=a.port, address=a.address, basic_auth=auth, records=a.records, start=False,
                        snapshot=a.snapshot, zk=a.zk, zk_auth=a.zk_auth, plans=a.plan, events=a.events,
-                       samples=a.samples, interval=a.interval)
+                       samples=a.samples, interval=a.interval, metrics=a.metrics)
     shown = "localhost" if a.address in ("127.0.0.1", "::1") else a.address
     print(f"kit dashboard: http://{shown}:{a.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",
           flush=True)

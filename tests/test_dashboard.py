@@ -26,6 +26,7 @@ import pandas as pd  # noqa: E402
 from conftest import kit_command  # noqa: E402
 from conftest import run_kit as kit  # noqa: E402
 from kit.dashboard import views  # noqa: E402
+from kit.dashboard import poller as dash_poller  # noqa: E402
 from kit.dashboard.poller import rates_from_events, read_records  # noqa: E402
 from kit.figures import assignment_figures  # noqa: E402
 from kit.formats import load_plan, load_snapshot  # noqa: E402
@@ -137,7 +138,7 @@ def test_throttle_view_draws_each_role_and_the_empty_start():
 
 
 def test_eta_progress_events_and_records(tmp_path):
-    assert views.eta([]) == {"rate": None, "seconds": None, "done_fraction": None}
+    assert views.eta([]) == {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
     e = views.eta([(0.0, 1000), (10.0, 800), (20.0, 600)])
     assert e["rate"] == pytest.approx(20.0) and e["seconds"] == pytest.approx(30.0)
     assert e["done_fraction"] == pytest.approx(0.4)
@@ -172,6 +173,180 @@ def test_eta_progress_events_and_records(tmp_path):
     page = views.records_view(got).object
     assert 'href="records/20260101T000000Z-replace.html"' in page and "succeeded" in page and "unknown" in page
     assert read_records(str(tmp_path / "none")) == []
+
+
+def test_eta_is_known_from_the_copy_rate_before_any_partition_is_in_sync():
+    # Partitions copied side by side: bytes left (whole replicas until in sync) does not move,
+    # but the destinations copy 100 bytes/s, so after 10 s 1000 are copied and 9000 are left.
+    e = views.eta([(0.0, 10_000, 100.0), (5.0, 10_000, 100.0), (10.0, 10_000, 100.0)])
+    assert e["rate"] == pytest.approx(100.0) and e["left"] == pytest.approx(9_000)
+    assert e["seconds"] == pytest.approx(90.0) and e["done_fraction"] == pytest.approx(0.1)
+    assert e["basis"] == "copy rate"
+    # One observation with a rate is enough for an ETA.
+    assert views.eta([(0.0, 5_000, 50.0)])["seconds"] == pytest.approx(100.0)
+    html = views.progress_view({"brokers": [], "under_replicated": [], "reassigning_partitions": 4,
+                                "bytes_left": 10_000, "throttled_brokers": []}, e, copy_basis="throttle").object
+    assert "1m 30s" in html and "(throttle)" in html and "~9.0 kB" in html and "10% done" in html
+    nan = float("nan")
+    row = dict(time=None, broker=1, throttle=nan, measured=nan, replication=nan)
+    rows = [{**row, "broker": 1, "role": "follower", "throttle": 50.0, "replication": 40.0},
+            {**row, "broker": 2, "role": "follower", "throttle": 30.0},
+            {**row, "broker": 3, "role": "leader", "throttle": 99.0, "replication": 70.0}]
+    assert dash_poller.copy_rate(rows) == (pytest.approx(70e6), "measured+throttle")
+    assert dash_poller.copy_rate(rows[:1]) == (pytest.approx(40e6), "measured")
+    assert dash_poller.copy_rate(rows[2:]) == (pytest.approx(99e6), "throttle")  # only the sources' throttles
+    assert dash_poller.copy_rate([]) == (None, None)
+
+
+def _event(i, **kw):
+    return json.dumps({"time": f"T{i}", "source": "throttle", "kind": "rate", "brokers": [i], "role": "leader",
+                       "old": None, "new": 1e6 * i, "reason": f"r{i}", **kw}) + "\n"
+
+
+def test_the_events_log_is_tailed_not_reread(tmp_path, monkeypatch):
+    log = tmp_path / "events.jsonl"
+    tail = dash_poller.EventTail(str(log), keep=3)
+    assert tail.read() == ()  # not written yet
+    log.write_text(_event(1) + _event(2))
+    assert [e["time"] for e in tail.read()] == ["T2", "T1"]
+    assert tail.offset == log.stat().st_size
+    # Appended lines, the last one half written: only the new bytes are read, the half line waits.
+    opened = []
+    real_open = open
+
+    def counting_open(path, mode="r", *a, **k):
+        fh = real_open(path, mode, *a, **k)
+        opened.append(fh)
+        return fh
+    monkeypatch.setattr("builtins.open", counting_open)
+    line3 = _event(3)
+    with real_open(log, "a") as fh:
+        fh.write(line3 + line3[:10])
+    before = tail.offset
+    assert [e["time"] for e in tail.read()] == ["T3", "T2", "T1"]
+    assert tail.offset - before == len(line3) + 10 and opened  # read from where it stopped
+    monkeypatch.undo()
+    with open(log, "a") as fh:
+        fh.write(line3[10:-1].replace("T3", "T4"))  # the rest of the line, no newline yet
+    assert [e["time"] for e in tail.read()][:2] == ["T4", "T3"]  # complete JSON counts
+    with open(log, "a") as fh:
+        fh.write("\n" + _event(5))
+    got = [e["time"] for e in tail.read()]
+    assert got == ["T5", "T4", "T3"]  # keep=3: the newest only, no duplicates
+    # Truncated (a new run of kit throttle with the same --events): read again from the start.
+    log.write_text(_event(6))
+    assert [e["time"] for e in tail.read()] == ["T6"]
+    # Rotated: the old file moved away, a new one in its place (longer than what was read).
+    log.rename(tmp_path / "events.jsonl.1")
+    log.write_text(_event(7) + _event(8) + _event(9))
+    assert [e["time"] for e in tail.read()] == ["T9", "T8", "T7"]
+    # Rewritten in place with other content, not shorter: the first bytes tell.
+    log.write_text(_event(7).replace("r7", "x7") + _event(8) + _event(9) + _event(10))
+    assert [e["reason"] for e in tail.read()] == ["r10", "r9", "r8"]
+    log.unlink()
+    assert tail.read() == ()
+
+
+def _broker_sample(ts, broker, rx, tx, rrx, rtx):
+    """One line of kit sim run --samples' broker files (issue 6's schema, as write_samples writes it)."""
+    return json.dumps({"ts": ts, "broker": broker, "rack": "rack-a", "instance_type": "standard",
+                       "net_rx_bytes_per_sec": rx, "net_tx_bytes_per_sec": tx, "storage_total_bytes": 10**12,
+                       "storage_free_bytes": 10**11, "replication_rx_bytes_per_sec": rrx,
+                       "replication_tx_bytes_per_sec": rtx}, separators=(",", ":")) + "\n"
+
+
+def test_every_participating_broker_has_a_measured_line(tmp_path):
+    # Sources 1001-1003 send, new brokers 1151-1152 (written last, as the simulator does) receive.
+    events = tmp_path / "events.jsonl"
+    events.write_text(_event(0, brokers=[1001, 1002, 1003], new=56e6) +
+                      _event(0, brokers=[1151, 1152], role="follower", new=56e6))
+    samples = tmp_path / "samples" / "broker"
+    samples.mkdir(parents=True)
+    for n, ts in enumerate(("2026-01-01T00:00:00Z", "2026-01-01T00:00:20Z")):
+        (samples / f"{n}.jsonl").write_text(
+            "".join(_broker_sample(ts, b, 62.5e6, 64e6, 0.0, 1.5e6) for b in (1001, 1002, 1003, 1004)) +
+            "".join(_broker_sample(ts, b, 118.7e6, 62.5e6, 56.2e6, 0.0) for b in (1151, 1152)))
+    p = dash_poller.Poller(events=str(events), samples=str(tmp_path / "samples"))
+    st = p.poll()
+    rows, _ = p.rows_since(0)
+    drawn = {(r["broker"], r["role"]) for r in rows}
+    assert drawn == {(b, "leader") for b in (1001, 1002, 1003)} | {(b, "follower") for b in (1151, 1152)}
+    for r in rows:
+        assert r["throttle"] == pytest.approx(56.0) and r["measured"] == r["measured"], r  # never NaN
+    assert {r["broker"]: r["measured"] for r in rows if r["role"] == "follower"} == \
+        {1151: pytest.approx(118.7), 1152: pytest.approx(118.7)}
+    assert st.copy_basis is None  # no live status here: no reassignment known, no ETA
+
+
+def test_broker_rates_json_of_kit_metrics_follow_is_measured_traffic(tmp_path):
+    out = tmp_path / "metrics"
+    out.mkdir()
+    reader = dash_poller.BrokerRatesMetrics(str(out))
+    assert reader.read({1001}) == {}  # kit metrics --follow has not written it yet
+    doc = {"1001": {"window_end": "2026-01-01T00:05:00Z", "rx_bytes_per_sec": 1e6, "tx_bytes_per_sec": 7e7,
+                    "samples": 5},
+           "1151": {"window_end": "2026-01-01T00:05:00Z", "rx_bytes_per_sec": 9e7, "tx_bytes_per_sec": 2e6,
+                    "samples": 5}}
+    (out / "broker_rates.json").write_text(json.dumps(doc))
+    got = reader.read({1001, 1151, 1999})
+    assert {b: (s.rx, s.tx, s.replication_rx) for b, s in got.items()} == {1001: (1e6, 7e7, None),
+                                                                            1151: (9e7, 2e6, None)}
+    assert set(dash_poller.BrokerRatesMetrics(str(out / "broker_rates.json")).read({1001})) == {1001}
+    (out / "broker_rates.json").write_text('{"1001": {"window_e')  # never half-read: no figures
+    assert reader.read({1001}) == {}
+    (out / "broker_rates.json").write_text(json.dumps(doc))
+    # In the poller: --metrics alone gives the chart its measured lines (the throttles from the events).
+    events = tmp_path / "events.jsonl"
+    events.write_text(_event(0, brokers=[1001], new=5e7) + _event(0, brokers=[1151], role="follower", new=5e7))
+    p = dash_poller.Poller(events=str(events), metrics=str(out))
+    p.poll()
+    rows, _ = p.rows_since(0)
+    assert {(r["broker"], r["role"]): (r["throttle"], r["measured"]) for r in rows} == {
+        (1001, "leader"): (50.0, 70.0), (1151, "follower"): (50.0, 90.0)}
+
+
+def test_throttle_chart_hover_and_ranges_follow_the_data():
+    from bokeh.models import HoverTool
+
+    buf = hv.streams.Buffer(views.empty_throttle_frame(), length=100, index=False)
+    plot = hv.renderer("bokeh").get_plot(hv.DynamicMap(lambda data: views.throttle_view(data, "follower"),
+                                                       streams=[buf]))
+    t = pd.Timestamp("2026-01-01")
+
+    def row(i, measured):
+        return pd.DataFrame([{"time": t + pd.Timedelta(seconds=i), "broker": 1151, "role": "follower",
+                              "throttle": 56.0, "measured": measured, "replication": 1.0}])
+    buf.send(row(0, 60.0))
+    buf.send(row(1, 118.0))
+    assert plot.state.y_range.start <= 56.0 and plot.state.y_range.end >= 118.0
+    tips = [dict(h.tooltips) for h in plot.state.select(HoverTool) if isinstance(h.tooltips, list)]
+    assert any("MB/s" in t and "time" in t and "{0.0}" in t["MB/s"] and "%H:%M:%S" in t["time"] for t in tips), tips
+    assert any(h.formatters and "datetime" in h.formatters.values() for h in plot.state.select(HoverTool))
+
+
+def test_the_two_throttle_charts_do_not_share_a_y_axis(big):
+    from kit.dashboard.app import dashboard
+
+    page = dashboard(snapshot=str(big["snapshot"]), plans=[str(big["plan"])])
+    panes = [o for o in page.select(__import__("panel").pane.HoloViews)
+             if isinstance(o.object, hv.DynamicMap)]
+    assert len(panes) == 2
+    # Shared, the sources' range (their tx, ~60 MB/s) hid the destinations' rx (~120 MB/s).
+    assert all(p.linked_axes is False for p in panes)
+
+
+def test_racks_come_first_fit_1600_pixels_and_titles_are_whole(big):
+    frame = views.broker_frame(big["cluster"], big["after"])
+    # Make two brokers lose their rack (dead and unregistered): their group comes after the racks.
+    frame.loc[frame["broker"].isin([1016, 1067]), "rack"] = views.DEAD_GROUP
+    view = views.distribution_view(frame, "after")
+    opts = [p.object.traverse(lambda e: e.opts.get().kwargs, [hv.Bars])[0] for p in view.objects]
+    titles, widths = [o["title"] for o in opts], [o["width"] for o in opts]
+    assert [t.split(" · ")[0] for t in titles] == ["rack-a", "rack-b", "rack-c", views.DEAD_GROUP]
+    assert all(w >= views.panel_width_for_title(t) for w, t in zip(widths, titles))
+    assert views.panel_width_for_title(titles[-1]) > 340  # the width that cut "… · aft"
+    # Three racks of ~50 brokers side by side at 1600 px: panels, their margins, a scrollbar.
+    assert sum(widths[:3]) + 3 * 10 + 15 <= 1600, widths
 
 
 # --------------------------------------------------------------------------- kit dashboard's input

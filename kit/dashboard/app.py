@@ -41,7 +41,7 @@ def load_plans(paths, cluster) -> dict[str, list[dict]]:
 
 def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), events: str | None = None,
               samples: str | None = None, records: str | None = None, zk_auth: str | None = None,
-              interval: float = 2.0, records_url: str = "records/"):
+              interval: float = 2.0, records_url: str = "records/", metrics: str | None = None):
     """One session's dashboard page.
 
     Parameters
@@ -60,6 +60,9 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         Seconds between refreshes.
     records_url : str
         URL prefix the records folder is served under.
+    metrics : str, optional
+        `kit metrics --follow`'s folder: its ``broker_rates.json`` is measured traffic for the
+        brokers the samples do not describe.
 
     Returns
     -------
@@ -67,7 +70,7 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         The page.
     """
     hv.extension("bokeh", logo=False)
-    poller = shared_poller(zk, zk_auth, events, samples, records, interval)
+    poller = shared_poller(zk, zk_auth, events, samples, records, interval, metrics)
     base = load_snapshot(snapshot) if snapshot else None
     live = _Live()
 
@@ -137,9 +140,11 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
             return views.throttle_view(data, role, searched(search), pd.Timestamp.now("UTC").tz_localize(None))
         return hv.DynamicMap(pn.bind(view, search=search_w), streams=[buffer])
 
-    throttle = pn.Row(pn.pane.HoloViews(chart("leader"), sizing_mode="stretch_width"),
-                      pn.pane.HoloViews(chart("follower"), sizing_mode="stretch_width"),
-                      sizing_mode="stretch_width")
+    # linked_axes off: Panel otherwise gives both charts (both "time" by "MB/s") one y range, the
+    # sources' (their tx, ~60 MB/s), and the destinations' measured rx (client traffic plus the
+    # copy, ~120 MB/s) is drawn above the top of their chart, where nobody sees it.
+    throttle = pn.Row(*(pn.pane.HoloViews(chart(role), sizing_mode="stretch_width", linked_axes=False)
+                        for role in ("leader", "follower")), sizing_mode="stretch_width")
     # Created once and patched (`object`): swapping whole panes every tick makes the browser
     # rebuild them, and a busy page then stops showing the updates.
     progress_box = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -165,7 +170,7 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         seen["version"] = st.version
         for box, pane in ((progress_box, views.progress_view(st.status, views.eta(list(st.history)),
                                                              views.utc_label(st.updated) if st.updated else None,
-                                                             st.error, source)),
+                                                             st.error, source, st.copy_basis)),
                           (events_box, views.events_view(list(st.events))),
                           (records_box, views.records_view(list(st.records), records_url))):
             if box.object != pane.object:
@@ -246,7 +251,7 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
     except OSError as e:
         raise BadInput(f"--address {address} --port {port}: cannot listen there ({e.strerror or e})") from None
     shared_poller(page.get("zk"), page.get("zk_auth"), page.get("events"), page.get("samples"), records,
-                  page.get("interval", 2.0))
+                  page.get("interval", 2.0), page.get("metrics"))
     extra = [_records_handler(os.path.abspath(records), bool(basic_auth))] if records else []
     origins = ["*"] if address not in ("127.0.0.1", "localhost", "::1") else \
         [f"127.0.0.1:{port}", f"localhost:{port}"]

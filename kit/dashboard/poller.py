@@ -1,8 +1,8 @@
 """The dashboard's I/O: one background poller shared by every browser session, and the readers.
 
 A page open in ten tabs must not read ZooKeeper ten times every few seconds, so one thread per
-source (`shared_poller`) reads the reassignment status, the throttle rates, the events log, the
-broker samples and the runbook records, and keeps an immutable `State` plus an append-only list
+source (`shared_poller`) reads the reassignment status, the throttle rates, the events log (its
+new lines only), the broker samples or `kit metrics --follow`'s rates, and the runbook records, and keeps an immutable `State` plus an append-only list
 of throttle rows. Sessions never touch ZooKeeper: each copies the rows it has not seen yet into
 its own `hv.streams.Buffer` from its own document's periodic callback (Bokeh documents may only
 be changed from their own event loop).
@@ -18,7 +18,6 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from ..errors import BadInput
-from ..events import iter_events
 from ..model import Cluster
 
 # Throttle rows kept for new sessions: at 2 s per poll and a few dozen brokers, hours of history.
@@ -68,6 +67,115 @@ def read_records(folder: str | None) -> list[dict]:
     return out
 
 
+class EventTail:
+    """The events log read incrementally: each `read` parses only the bytes added since the last.
+
+    Parameters
+    ----------
+    path : str
+        The events log (JSON lines, appended by `kit throttle run` / `kit doctor`).
+    keep : int
+        Newest events kept.
+
+    Notes
+    -----
+    The byte offset read so far is remembered. A file that shrank (truncated), was replaced
+    (another inode: rotated) or whose first bytes changed (rewritten in place) is read again
+    from its start. A last line without its newline yet is kept back until it is complete.
+    """
+
+    HEAD = 256  # bytes compared to notice a file rewritten in place
+
+    def __init__(self, path: str, keep: int = EVENTS_KEPT):
+        self.path = path
+        self.events: deque = deque(maxlen=keep)
+        self.offset = 0
+        self._ident: tuple | None = None
+        self._head = b""
+        self._partial = b""
+
+    def _reset(self) -> None:
+        self.events.clear()
+        self.offset, self._head, self._partial = 0, b"", b""
+
+    def read(self) -> tuple:
+        """The newest events, newest first, after reading what was appended."""
+        try:
+            st = os.stat(self.path)
+            with open(self.path, "rb") as fh:
+                ident = (st.st_dev, st.st_ino)
+                head = fh.read(min(self.HEAD, max(self.offset, 1)))
+                if ident != self._ident or st.st_size < self.offset or head[:len(self._head)] != self._head:
+                    self._reset()
+                self._ident = ident
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            self._reset()
+            self._ident = None
+            return ()
+        if data:
+            if self.offset < self.HEAD:
+                self._head = (self._head + data)[:self.HEAD]
+            self.offset += len(data)
+            lines = (self._partial + data).split(b"\n")
+            self._partial = lines.pop()
+            if self._partial and _event(self._partial) is not None:
+                lines.append(self._partial)  # complete JSON, its newline not written (yet)
+                self._partial = b""
+            self.events.extend(e for e in map(_event, lines) if e is not None)
+        return tuple(self.events)[::-1]
+
+
+def _event(line: bytes) -> dict | None:
+    try:
+        e = json.loads(line)
+    except ValueError:
+        return None  # empty, or not an event
+    return e if isinstance(e, dict) and "time" in e and "kind" in e else None
+
+
+class BrokerRatesMetrics:
+    """`kit metrics --follow`'s ``broker_rates.json``: each broker's rx/tx over its newest window.
+
+    Parameters
+    ----------
+    path : str
+        The ``--out`` folder of `kit metrics --follow`, or the ``broker_rates.json`` file.
+
+    Notes
+    -----
+    The file is rewritten whole (atomically) by each micro-batch; it is parsed again only when
+    its modification time or size changed. It carries no replication share.
+    """
+
+    NAME = "broker_rates.json"
+
+    def __init__(self, path: str):
+        self.file = os.path.join(path, self.NAME) if not path.endswith(".json") else path
+        self._stamp: tuple | None = None
+        self._rates: dict[int, tuple[float, float]] = {}
+
+    def read(self, brokers) -> dict:
+        """``{broker: NetSample}`` for the asked brokers the file has (empty while there is none)."""
+        from ..autothrottle import NetSample
+
+        try:
+            st = os.stat(self.file)
+            if (st.st_mtime_ns, st.st_size) != self._stamp:
+                with open(self.file, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+                self._rates = {int(b): (float(v["rx_bytes_per_sec"]), float(v["tx_bytes_per_sec"]))
+                               for b, v in (doc.items() if isinstance(doc, dict) else ())
+                               if str(b).isdigit() and isinstance(v, dict)
+                               and v.get("rx_bytes_per_sec") is not None and v.get("tx_bytes_per_sec") is not None}
+                self._stamp = (st.st_mtime_ns, st.st_size)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return {}  # not written yet, or unreadable: no measurement rather than a stale one
+        wanted = set(brokers)
+        return {b: NetSample(0.0, rx, tx) for b, (rx, tx) in self._rates.items() if b in wanted}
+
+
 @dataclass(frozen=True)
 class State:
     """What the poller last read; replaced whole, never changed, so sessions read it without locks."""
@@ -77,7 +185,8 @@ class State:
     status: dict | None = None  # kit.execute.status, None without ZooKeeper
     cluster: Cluster | None = None  # the cluster read from ZooKeeper (None: use the snapshot)
     cluster_version: int = 0
-    history: tuple = ()  # (wall seconds, bytes left) for the ETA
+    history: tuple = ()  # (wall seconds, bytes left, copy rate bytes/s or None) for the ETA
+    copy_basis: str | None = None  # where the copy rate comes from: "measured", "throttle"
     events: tuple = ()  # newest first
     records: tuple = ()
     error: str | None = None
@@ -98,10 +207,16 @@ class Poller:
         The events log, the broker samples folder (`kit sim run --samples`), the records folder.
     interval : float
         Seconds between polls.
+    metrics : str, optional
+        `kit metrics --follow`'s folder (its ``broker_rates.json``): measured rx/tx for the
+        brokers the samples do not describe.
     """
 
-    def __init__(self, zk=None, zk_auth=None, events=None, samples=None, records=None, interval: float = 2.0):
+    def __init__(self, zk=None, zk_auth=None, events=None, samples=None, records=None, interval: float = 2.0,
+                 metrics=None):
         self.zk, self.zk_auth, self.events_path = zk, zk_auth, events
+        self._events = EventTail(events) if events else None
+        self._rates_file = BrokerRatesMetrics(metrics) if metrics else None
         self.samples, self.records, self.interval = samples, records, interval
         self.state = State()
         self._rows: deque = deque(maxlen=ROWS_KEPT)
@@ -205,27 +320,32 @@ class Poller:
                 error = str(e)
             except Exception as e:  # noqa: BLE001  (a ZooKeeper hiccup shows on the page, the poller goes on)
                 error = f"ZooKeeper: {type(e).__name__}"
-        events = tuple(deque(iter_events(self.events_path), maxlen=EVENTS_KEPT))[::-1] if self.events_path else ()
+        try:
+            events = self._events.read() if self._events else ()
+        except OSError:
+            events = st.events
         if not rates and not self.zk:
             rates = rates_from_events(events)
+        rows = self._add_rows(now, rates, status, events)
+        rate, basis = copy_rate(rows) if status and status.get("reassigning_partitions") else (None, None)
         history = st.history
         if status is not None and error is None:
             left = int(status.get("bytes_left", 0))
             # A new reassignment (bytes left going up from zero) starts a new ETA history.
-            history = ((now, left),) if not history or (history[-1][1] == 0 and left > 0) else \
-                (history + ((now, left),))[-HISTORY_KEPT:]
-        self._add_rows(now, rates, status, events)
+            history = ((now, left, rate),) if not history or (history[-1][1] == 0 and left > 0) else \
+                (history + ((now, left, rate),))[-HISTORY_KEPT:]
         try:
             records = tuple(read_records(self.records))
         except OSError:
             records = st.records
         with self._lock:
             self.state = replace(st, version=st.version + 1, updated=now, status=status, cluster=cluster,
-                                 cluster_version=cluster_version, history=history, events=events,
+                                 cluster_version=cluster_version, history=history, copy_basis=basis,
+                                 events=events,
                                  records=records, error=error, rows=self._first_row + len(self._rows))
         return self.state
 
-    def _add_rows(self, now: float, rates: dict, status: dict | None, events: tuple) -> None:
+    def _add_rows(self, now: float, rates: dict, status: dict | None, events: tuple) -> list[dict]:
         """One row per broker and role taking part: throttled now, or named by a rate decision."""
         brokers = set(rates)
         roles = {(b, role) for b, r in rates.items() for role in r}
@@ -237,13 +357,16 @@ class Poller:
             # A broker whose throttle was cleared drops out of the chart once it stops copying.
             brokers &= set(rates) | {b for b in brokers if (status.get("reassigning_partitions") or 0) > 0}
         if not brokers:
-            return
+            return []
         net = {}
         if self._metrics is not None:
             try:
                 net = self._metrics.read(brokers)
             except OSError:
                 net = {}
+        if self._rates_file is not None and set(brokers) - set(net):
+            # The samples win where they describe a broker: they are newer than a window's mean.
+            net = {**self._rates_file.read(set(brokers) - set(net)), **net}
         stamp = _datetime64(now)
         rows = []
         for b in sorted(brokers):
@@ -262,6 +385,39 @@ class Poller:
             if len(self._rows) + len(rows) > ROWS_KEPT:
                 self._first_row += len(self._rows) + len(rows) - ROWS_KEPT
             self._rows.extend(rows)
+        return rows
+
+
+def copy_rate(rows: list[dict]) -> tuple[float | None, str | None]:
+    """How fast the reassignment copies now (bytes/s), from one poll's throttle rows.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One poll's rows (``THROTTLE_COLUMNS``, MB/s).
+
+    Returns
+    -------
+    (float or None, str or None)
+        The destinations' measured replication rx summed, where measured, else their follower
+        throttle (the most they may copy); and the basis: ``"measured"``, ``"throttle"``, or
+        ``"measured+throttle"``. ``(None, None)`` when no destination has either.
+    """
+    total, bases = 0.0, set()
+    for r in rows:
+        if r["role"] != "follower":
+            continue
+        for key, basis in (("replication", "measured"), ("throttle", "throttle")):
+            v = r.get(key)
+            if v is not None and v == v:  # not NaN
+                total += v * 1e6
+                bases.add(basis)
+                break
+    if not bases:
+        # No follower throttle known: the sources' leader throttles bound the copy instead.
+        lead = [r["throttle"] for r in rows if r["role"] == "leader" and r["throttle"] == r["throttle"]]
+        return (sum(lead) * 1e6, "throttle") if lead else (None, None)
+    return total, "+".join(sorted(bases))
 
 
 def _placement(cluster: Cluster) -> tuple:
@@ -305,13 +461,14 @@ _SHARED: dict[tuple, Poller] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_poller(zk=None, zk_auth=None, events=None, samples=None, records=None, interval: float = 2.0) -> Poller:
+def shared_poller(zk=None, zk_auth=None, events=None, samples=None, records=None, interval: float = 2.0,
+                  metrics=None) -> Poller:
     """The one running `Poller` for these sources in this process (started on first use)."""
-    key = (zk, zk_auth, events, samples, records, interval)
+    key = (zk, zk_auth, events, samples, records, interval, metrics)
     with _SHARED_LOCK:
         poller = _SHARED.get(key)
         if poller is None:
-            poller = _SHARED[key] = Poller(zk, zk_auth, events, samples, records, interval).start()
+            poller = _SHARED[key] = Poller(zk, zk_auth, events, samples, records, interval, metrics).start()
         return poller
 
 

@@ -32,9 +32,13 @@ DEGREE_COLOR = "#8c6bb1"
 TROUBLE = "#c0392b"
 OK = "#2e7d32"
 
-# Pixels per broker bar: enough for a rotated four-digit id at 8 pt, so 150 brokers in three
-# racks fit side by side on a 1920-pixel screen.
-BAR_PX = 10
+# Pixels per broker bar: enough for a rotated four-digit id at 7.5 pt, so 150 brokers in three
+# racks (PANEL_PX + 50 * BAR_PX each, plus margins) fit side by side on a 1600-pixel screen.
+BAR_PX = 9
+# A rack panel's width beside its bars: the y axis, its label and ticks.
+PANEL_PX = 60
+# Pixels per character of a panel's title (12 pt bold): a small group's title is not cut.
+TITLE_CHAR_PX = 8
 NO_RACK = "no rack"
 # Dead brokers lose their registration, and with it their rack: they get a group of their own.
 DEAD_GROUP = "dead or unregistered"
@@ -199,11 +203,23 @@ def _ordered(rows: pd.DataFrame, sort_by: str) -> pd.DataFrame:
 # --------------------------------------------------------------------------- distribution
 
 
+def panel_width_for_title(title: str) -> int:
+    """The width a rack panel needs for its whole title (y axis, then the title's characters)."""
+    return PANEL_PX + 20 + TITLE_CHAR_PX * len(title)
+
+
+def _group_order(name: str) -> tuple:
+    """Racks first, by name; the dead/unregistered and rackless groups after them, so the racks
+    share the first row of the page instead of a small group pushing the last rack down."""
+    return (name in (DEAD_GROUP, NO_RACK), name)
+
+
 def _rack_panel(rows: pd.DataFrame, rack: str, which: str, limits: dict, show_before: bool) -> hv.Layout:
     """Three aligned charts for one rack: leaders+followers, free storage, degree."""
     other = "before" if which == "after" else "after"
     labels = rows["label"].tolist()
-    width = max(340, 70 + BAR_PX * len(labels))  # a small group still shows its whole title
+    title = f"{rack} · {len(labels)} broker{'s' if len(labels) != 1 else ''} · {which}"
+    width = max(PANEL_PX + BAR_PX * len(labels), panel_width_for_title(title))
     dim_x = hv.Dimension("label", label="broker")
     hover_cols = ["rack", "state", "leader_count", "follower_count", "replicas", f"replicas_{other}", "degree",
                   f"degree_{other}", "free_gb", f"free_gb_{other}"]
@@ -212,9 +228,8 @@ def _rack_panel(rows: pd.DataFrame, rack: str, which: str, limits: dict, show_be
                      value_name="count")
     # Stacked order: leaders at the bottom, where the eye compares them across brokers.
     long = long.sort_values("role", key=lambda r: r == "followers", kind="stable")
-    common = dict(width=width, xrotation=90, fontsize={"xticks": "8pt", "yticks": "9pt", "ylabel": "9pt"},
+    common = dict(width=width, xrotation=90, fontsize={"xticks": "7.5pt", "yticks": "9pt", "ylabel": "9pt"},
                   tools=["hover"], default_tools=["save", "reset"], toolbar="above", show_grid=True)
-    title = f"{rack} · {len(labels)} broker{'s' if len(labels) != 1 else ''} · {which}"
     bars = hv.Bars(long, [dim_x, "role"], ["count"] + hover_cols).opts(
         stacked=True, cmap={"leaders": LEADER_COLOR, "followers": FOLLOWER_COLOR}, height=260,
         ylim=(0, limits["replicas"]), ylabel="replicas", xlabel="", title=title, show_legend=True,
@@ -269,8 +284,9 @@ def distribution_view(frame: pd.DataFrame, which: str = "after", sort_by: str = 
         "degree": 1.08 * max(1, frame[["degree_before", "degree_after"]].to_numpy().max()),
         "free_gb": 1.08 * max(1.0, np.nanmax(frame[["free_before", "free_after"]].to_numpy() / 1e9, initial=0.0)),
     }
+    groups = sorted(rows.groupby("rack", sort=False), key=lambda kv: _group_order(kv[0]))
     panels = [pn.pane.HoloViews(_rack_panel(g, rack, which, limits, show_before), linked_axes=False)
-              for rack, g in rows.groupby("rack", sort=True)]
+              for rack, g in groups]
     return pn.FlexBox(*panels, sizing_mode="stretch_width")
 
 
@@ -331,43 +347,80 @@ def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.O
     latest = d.dropna(subset=["throttle"]).sort_values("time").groupby("broker").tail(1) if len(d) else d
     points = hv.Points(latest.rename(columns={"throttle": "MB/s"}).assign(broker=lambda x: x["broker"].astype(str))
                        if len(latest) else _paths(latest, "throttle", now)[0], ["time", "MB/s"], ["broker"])
+    samples = hv.Points(_samples(d, now), ["time", "MB/s"], ["broker", "series"])
     color = hv.dim("broker").str()
-    common = dict(color=color, cmap="Category20", tools=["hover"])
+    # framewise: every frame sets its own y range, so it follows the newest data (the two charts
+    # must also not share one axis: see app.py, linked_axes).
+    common = dict(color=color, cmap="Category20", framewise=True)
+    # A line's hover names only its broker: the exact figures are on every sample's (invisible) point.
+    tips = dict(tools=["hover"], hover_tooltips=HOVER_TIPS, hover_formatters={"@time": "datetime"})
     return (measured.opts(line_width=2, **common)
             * throttle.opts(line_width=2, line_dash="dashed", **common)
-            * points.opts(size=7, marker="circle", **common)).opts(
+            * points.opts(size=7, marker="circle", **common)
+            * samples.opts(size=8, alpha=0, hover_alpha=1, **common, **tips)).opts(
         title=title, height=260, responsive=True, min_width=420, ylabel="MB/s", xlabel="time (UTC)",
         show_legend=False, fontsize={"title": "10pt"})
+
+
+# Hover of the throttle chart: broker, what was measured or set, the value and when.
+HOVER_TIPS = [("broker", "@broker"), ("", "@series"), ("MB/s", "@{MB/s}{0.0}"), ("time", "@time{%H:%M:%S} UTC")]
+
+
+def _samples(d: pd.DataFrame, now=None) -> pd.DataFrame:
+    """Every sample of the chart as a point (time, MB/s, broker, series), for the hover."""
+    parts = []
+    for column, series in (("measured", "measured"), ("throttle", "throttle")):
+        g = d[["time", "broker", column]].dropna() if len(d) else d
+        if len(g):
+            parts.append(pd.DataFrame({"time": g["time"], "MB/s": g[column], "broker": g["broker"].astype(str),
+                                       "series": series}))
+    if parts:
+        return pd.concat(parts, ignore_index=True)
+    return pd.DataFrame({"time": pd.Series([pd.NaT if now is None else now], dtype="datetime64[ns]"),
+                         "MB/s": [math.nan], "broker": [""], "series": [""]})
 
 
 # --------------------------------------------------------------------------- progress
 
 
-def eta(history: list[tuple[float, int]], window: float = 120.0) -> dict:
-    """Copy rate and time left from ``(wall seconds, bytes left)`` observations.
+def eta(history: list[tuple], window: float = 120.0) -> dict:
+    """Copy rate and time left from ``(wall seconds, bytes left[, copy rate])`` observations.
 
     Parameters
     ----------
-    history : list of (float, int)
-        Observations, oldest first.
+    history : list of tuple
+        Observations, oldest first: ``(seconds, bytes left)`` or ``(seconds, bytes left, copy
+        rate in bytes/s or None)``. Bytes left counts a replica whole until it is in sync, so
+        while partitions copy side by side it stays put for a long time; the copy rate (the
+        destinations' measured replication, or their throttles) moves at once.
     window : float
         Seconds of history the rate is measured over (a recent rate follows throttle changes).
 
     Returns
     -------
     dict
-        ``rate`` (bytes/s, None until bytes have been seen to go down), ``seconds`` (ETA, None
-        when unknown, 0 when nothing is left), ``done_fraction`` of the most bytes left seen.
+        ``rate`` (bytes/s: the mean copy rate over the window when known, else bytes left seen
+        going down; None until either is known), ``seconds`` (ETA, None when unknown, 0 when
+        nothing is left), ``left`` (bytes left, less what the copy rates say was copied since
+        the first observation), ``done_fraction`` of the most bytes left seen, and ``basis``
+        (``"copy rate"`` or ``"bytes left"``, None while unknown).
     """
     if not history:
-        return {"rate": None, "seconds": None, "done_fraction": None}
-    t1, left = history[-1]
-    peak = max(b for _, b in history)
-    recent = [(t, b) for t, b in history if t >= t1 - window]
-    t0, b0 = recent[0]
-    rate = (b0 - left) / (t1 - t0) if t1 > t0 and b0 > left else None
-    seconds = 0.0 if left == 0 else (left / rate if rate else None)
-    return {"rate": rate, "seconds": seconds, "done_fraction": None if not peak else 1 - left / peak}
+        return {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
+    t1, left = history[-1][0], history[-1][1]
+    peak = max(h[1] for h in history)
+    recent = [h for h in history if h[0] >= t1 - window]
+    t0, b0 = recent[0][0], recent[0][1]
+    observed = (b0 - left) / (t1 - t0) if t1 > t0 and b0 > left else None
+    copying = [h[2] for h in recent if len(h) > 2 and h[2]]
+    # Bytes copied since the first observation: the copy rate in force over each interval.
+    copied = sum((b[0] - a[0]) * a[2] for a, b in zip(history, history[1:]) if len(a) > 2 and a[2])
+    est = left if not copied else max(0.0, min(float(left), history[0][1] - copied))
+    rate = sum(copying) / len(copying) if copying else observed
+    seconds = 0.0 if left == 0 else (est / rate if rate else None)
+    return {"rate": rate, "seconds": seconds, "left": est,
+            "done_fraction": None if not peak else 1 - est / peak,
+            "basis": None if not rate else "copy rate" if copying else "bytes left"}
 
 
 def _duration(seconds: float | None) -> str:
@@ -395,7 +448,7 @@ def _tile(label: str, value: str, bad: bool = False, note: str = "") -> str:
 
 
 def progress_view(status: dict | None, progress: dict | None = None, updated: str | None = None,
-                  error: str | None = None, source: str = "") -> pn.pane.HTML:
+                  error: str | None = None, source: str = "", copy_basis: str | None = None) -> pn.pane.HTML:
     """Big tiles for the state of the cluster and the reassignment in flight.
 
     Parameters
@@ -410,6 +463,9 @@ def progress_view(status: dict | None, progress: dict | None = None, updated: st
         Why the last read failed (shown in red, with the figures of the last good read).
     source : str
         Where the figures come from (e.g. ``ZooKeeper 10.0.0.1:2181/kafka``), without credentials.
+    copy_basis : str, optional
+        What the copy rate was read from (``measured``, ``throttle``), shown beside it: a rate
+        from the throttles is what the copy may reach, not what it does.
     """
     progress = progress or {}
     tiles = []
@@ -424,10 +480,14 @@ def progress_view(status: dict | None, progress: dict | None = None, updated: st
         frac = progress.get("done_fraction")
         tiles += [
             _tile("partitions reassigning", str(moving), note="none running" if not moving else "in flight"),
-            _tile("bytes left to copy", _bytes(left) if moving else "0",
+            # Less what the copy rate says was copied: the status counts a replica whole until in sync.
+            _tile("bytes left to copy", (("~" if progress.get("left") != left else "")
+                                         + _bytes(progress.get("left", left) if progress.get("left") is not None
+                                                  else left)) if moving else "0",
                   note=f"{frac:.0%} done" if moving and frac is not None else ""),
             _tile("ETA", _duration(progress.get("seconds")) if moving else "–",
-                  note=f"at {_bytes(progress['rate'])}/s" if moving and progress.get("rate") else ""),
+                  note=(f"at {_bytes(progress['rate'])}/s" + (f" ({copy_basis})" if copy_basis else ""))
+                  if moving and progress.get("rate") else "waiting for a copy rate" if moving else ""),
             _tile("under-replicated partitions", str(len(urp)), bad=bool(urp) and not moving,
                   note=", ".join(urp[:3]) + (" …" if len(urp) > 3 else "")),
             _tile("brokers", f"{len(brokers) - len(dead)} up", bad=bool(dead),
