@@ -416,6 +416,49 @@ JS_STATE = """() => {
 }"""
 
 
+# Each live throttle chart: its y range, and per line kind (dashed throttle, solid measured) the
+# brokers drawn with the last value of each.
+JS_THROTTLE = """() => {
+  const out = [];
+  for (const doc of Bokeh.documents) {
+    for (const m of doc.all_models) {
+      if (!m.renderers || !m.title || !m.y_range || !/OUT of|INTO/.test(m.title.text || '')) continue;
+      const plot = {title: m.title.text, y: [m.y_range.start, m.y_range.end], solid: {}, dashed: {}};
+      for (const r of m.renderers) {
+        if (!r.glyph || !r.data_source || r.glyph.type !== 'MultiLine') continue;
+        const d = r.data_source.data, get = k => (d instanceof Map ? d.get(k) : d[k]);
+        const dash = r.glyph.line_dash, v = dash && dash.value !== undefined ? dash.value : dash;
+        const kind = (Array.isArray(v) ? v.length : v && v !== 'solid') ? 'dashed' : 'solid';
+        const ys = Array.from(get('ys') || []), b = Array.from(get('broker') || []);
+        ys.forEach((y, i) => {
+          const f = Array.from(y).filter(Number.isFinite);
+          if (f.length) plot[kind][String(b[i])] = f[f.length - 1];
+        });
+      }
+      out.push(plot);
+    }
+  }
+  return out;
+}"""
+
+# Where each rack panel of the distribution sits on the page (title, left, top, width).
+JS_RACKS = """() => {
+  const out = [], seen = new Set();
+  const walk = v => {
+    if (!v || seen.has(v)) return;
+    seen.add(v);
+    const t = v.model && v.model.title && v.model.title.text;
+    if (t && / · \\d+ brokers? · /.test(t)) {
+      const r = v.el.getBoundingClientRect();
+      out.push([t, r.left, r.top, r.width]);
+    }
+    for (const c of (v.child_views || [])) walk(c);
+  };
+  for (const v of Bokeh.index) walk(v);
+  return out;
+}"""
+
+
 def _browser():
     """Playwright driving Debian's chromium; skips (with the reason) only when there is none."""
     sync_api = pytest.importorskip("playwright.sync_api")
@@ -510,8 +553,29 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                     raise AssertionError(seen["text"][seen["text"].find("Events"):][:300] + "\nlog: " +
                                          logs.read_text()[-3000:] + "\nevents: " +
                                          (events.read_text()[:500] if events.exists() else "none")) from None
+                # The screenshot once the ETA is known: from the copy rate, long before a partition is in sync.
+                eta = _wait(lambda: re.search(r"ETA\s+(\d+h \d+m|\d+m \d+s)", page.evaluate(JS_STATE)["text"]), 15,
+                            "a duration in the ETA tile")
+                assert eta, "no ETA"
+                # Every broker taking part has its measured line beside its throttle, inside the chart.
+                charts = _wait(lambda: (c := page.evaluate(JS_THROTTLE)) and all(
+                    p["solid"] and set(p["solid"]) == set(p["dashed"]) for p in c) and c, 10,
+                    "a measured line for every broker with a throttle line")
+                assert [p["title"].split()[0] for p in charts] == ["OUT", "INTO"]
+                for p in charts:
+                    lo, hi = p["y"]
+                    assert all(lo <= v <= hi for v in p["solid"].values()), p  # not drawn off the chart
+                assert {"1151", "1152"} <= set(charts[1]["solid"])  # the new brokers receiving the replicas
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+                # At 1,600 px the three racks still share one row (the dead brokers' group comes after).
+                page.set_viewport_size({"width": 1600, "height": 1000})
+                racks = _wait(lambda: (r := page.evaluate(JS_RACKS)) and len({x[2] for x in r
+                                                                              if x[0].startswith("rack-")}) == 1 and r,
+                              10, "three racks in one row at 1600 px")
+                assert sorted(x[0].split(" · ")[0] for x in racks if x[0].startswith("rack-")) == \
+                    ["rack-a", "rack-b", "rack-c"]
+                page.screenshot(path=str(ARTIFACTS / "dashboard-1600.png"), full_page=True)
                 # The record opens behind the same login.
                 assert "the record" in page.goto(base + "/records/20260101T000000Z-replace.html").text()
             finally:

@@ -354,8 +354,9 @@ def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.O
     common = dict(color=color, cmap="Category20", framewise=True)
     # A line's hover names only its broker: the exact figures are on every sample's (invisible) point.
     tips = dict(tools=["hover"], hover_tooltips=HOVER_TIPS, hover_formatters={"@time": "datetime"})
-    return (measured.opts(line_width=2, **common)
-            * throttle.opts(line_width=2, line_dash="dashed", **common)
+    line_tip = dict(tools=["hover"], hover_tooltips=[("broker", "@broker")])
+    return (measured.opts(line_width=2, **common, **line_tip)
+            * throttle.opts(line_width=2, line_dash="dashed", **common, **line_tip)
             * points.opts(size=7, marker="circle", **common)
             * samples.opts(size=8, alpha=0, hover_alpha=1, **common, **tips)).opts(
         title=title, height=260, responsive=True, min_width=420, ylabel="MB/s", xlabel="time (UTC)",
