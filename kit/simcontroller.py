@@ -134,8 +134,11 @@ class SimController:
         stamp = ts.replace(":", "").replace("-", "")
         for kind, rows in (("replica", replica_rows), ("broker", broker_rows)):
             os.makedirs(os.path.join(self.samples_dir, kind), exist_ok=True)
-            with open(os.path.join(self.samples_dir, kind, f"{stamp}.jsonl"), "w") as out:
+            path = os.path.join(self.samples_dir, kind, f"{stamp}.jsonl")
+            # Written aside and renamed: a reader globbing *.jsonl never sees half a file.
+            with open(path + ".tmp", "w") as out:
                 out.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+            os.replace(path + ".tmp", path)
 
     def _start(self) -> None:
         doc = json.loads(self.client.get(REASSIGN)[0].decode())
