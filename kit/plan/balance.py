@@ -373,10 +373,47 @@ def _count_range(ws: Workspace, counts: np.ndarray, lo_all: int, hi_all: int):
     return lo, hi, pinned
 
 
-def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray):
+_TOPIC_TIERS = 3  # per (topic, broker): units beyond the even share cost 1, 2, 3, then 4 each
+
+
+def _topic_shares(ws: Workspace) -> dict[int, int]:
+    """Each selected topic's even share of its replicas per target broker (rounded up)."""
+    totals: dict[int, int] = {}
+    for p in ws.selected:
+        t = int(ws.topic[p])
+        totals[t] = totals.get(t, 0) + len(ws.assign[p])
+    nt = ws.target_idx.size
+    return {t: -(-n // nt) for t, n in totals.items()}
+
+
+def topic_spread_cost(ws: Workspace, sets: dict[int, set[int]] | None = None) -> int:
+    """How unevenly the selected topics' replicas sit on the target brokers: for each topic
+    and broker, the units beyond the even share, the k-th costing min(k, tiers + 1). The same
+    measure the exact flow minimises; 0 when every topic is spread evenly."""
+    shares = _topic_shares(ws)
+    tset = set(ws.targets)
+    held: dict[tuple[int, int], int] = {}
+    for p in ws.selected:
+        members = sets[p] if sets is not None and p in sets else ws.assign[p]
+        t = int(ws.topic[p])
+        for b in members:
+            if b in tset:
+                held[(t, b)] = held.get((t, b), 0) + 1
+    cost = 0
+    for (t, _), n in held.items():
+        over = n - shares[t]
+        cost += sum(min(k, _TOPIC_TIERS + 1) for k in range(1, over + 1))
+    return cost
+
+
+def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bool = False):
     """Min-cost placement of the selected partitions: each keeps its replication factor and
     the rack rule, every target's total count lies in [lo, hi]; a replica on a broker that
-    did not hold it before costs one copy. Returns (copies, {partition: broker set}) or None."""
+    did not hold it before costs one copy. Among placements with the fewest copies, it keeps
+    the replicas that are a broker's only link to a peer (degree), then, with
+    `spread_topics`, spreads each topic's replicas evenly over the brokers (so that
+    leadership can be even per topic).
+    Returns (copies, {partition: broker set}) or None."""
     sel = ws.selected
     tidx = ws.target_idx
     nt = tidx.size
@@ -393,17 +430,26 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray):
     if (hi < lo).any():
         return None
     n_racks = max(ws.n_racks, 1)
-    # Nodes: partitions, (partition, rack), target brokers, sink.
+    shares = _topic_shares(ws)
+    topic_list = sorted(shares)
+    topic_pos = {t: k for k, t in enumerate(topic_list)}
+    # Nodes: partitions, (partition, rack), (topic, target broker), target brokers, sink.
     n_sel = len(sel)
     n_r = len(rack_ids)
     rack_pos = {r: k for k, r in enumerate(rack_ids)}
     pr0 = n_sel
-    br0 = pr0 + n_sel * n_r
+    tb0 = pr0 + n_sel * n_r
+    br0 = tb0 + len(topic_list) * nt
     sink = br0 + nt
     tails, heads, caps, costs = [], [], [], []
     supply = np.zeros(sink + 1, dtype=np.int64)
     critical = _critical_memberships(ws)
-    copy = len(critical) + 1
+    replicas = sum(len(ws.assign[p]) for p in sel)
+    # Costs in strict priority: a copy outweighs any degree reward, which outweighs any
+    # topic spreading (whose total is at most (tiers + 1) x replicas).
+    spread_unit = 1 if spread_topics else 0
+    degree_unit = (_TOPIC_TIERS + 1) * replicas + 1
+    copy = (len(critical) + 1) * degree_unit
     for i, p in enumerate(sel):
         rf = len(ws.assign[p])
         supply[i] = rf
@@ -414,14 +460,23 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray):
             caps.append(rf if r < 0 else per_rack)
             costs.append(0)
         before = set(cluster.partitions[p].replicas)
+        tnode = tb0 + topic_pos[int(ws.topic[p])] * nt
         for k, j in enumerate(tidx):
             tails.append(pr0 + i * n_r + rack_pos[int(racks[k])])
-            heads.append(br0 + k)
+            heads.append(tnode + k)
             caps.append(1)
             b = ws.ids[j]
-            # A copy costs `copy`; among equally cheap placements, keeping a replica that is a
-            # broker's only link to some peer is rewarded, so degree survives where it can.
-            costs.append(copy if b not in before else -1 if (p, b) in critical else 0)
+            costs.append(copy if b not in before else -degree_unit if (p, b) in critical else 0)
+    for t in topic_list:
+        base = tb0 + topic_pos[t] * nt
+        for k in range(nt):
+            tiers = [(shares[t], 0)] + [(1, spread_unit * c) for c in range(1, _TOPIC_TIERS + 1)]
+            tiers.append((replicas, spread_unit * (_TOPIC_TIERS + 1)))
+            for cap, cost in tiers:
+                tails.append(base + k)
+                heads.append(br0 + k)
+                caps.append(cap)
+                costs.append(cost)
     supply[br0:br0 + nt] -= lo
     supply[sink] = -(supply[:n_sel].sum() - lo.sum())
     tails += list(range(br0, br0 + nt))
@@ -437,8 +492,8 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray):
     chosen: dict[int, set[int]] = {p: set() for p in sel}
     for arc in np.flatnonzero(flows):
         t, h = tails[arc], heads[arc]
-        if pr0 <= t < br0 and br0 <= h < sink:
-            chosen[sel[(t - pr0) // n_r]].add(ws.ids[int(tidx[h - br0])])
+        if pr0 <= t < tb0 and tb0 <= h < br0:
+            chosen[sel[(t - pr0) // n_r]].add(ws.ids[int(tidx[(h - tb0) % nt])])
     for p, want in chosen.items():
         members = list(want)
         racks_used = {ws.rack_of[m] for m in members if ws.rack_of[m] is not None}
@@ -463,27 +518,32 @@ def _critical_memberships(ws: Workspace) -> set[tuple[int, int]]:
     return out
 
 
-def _small(ws: Workspace, max_arcs: int) -> bool:
+def small(ws: Workspace, max_arcs: int = 300_000) -> bool:
     return bool(ws.selected) and ws.target_idx.size >= 2 and len(ws.selected) * ws.target_idx.size <= max_arcs
 
 
-def exact_rebalance(ws: Workspace, reason: str, max_arcs: int = 300_000) -> bool:
+def exact_rebalance(ws: Workspace, reason: str, max_arcs: int = 300_000, spread_topics: bool = False) -> bool:
     """Redo the selected placement as a min-cost flow: the fewest copies that keep every
-    target broker's count within the range the greedy pass reached.
+    target broker's count within the range the greedy pass reached; with `spread_topics`,
+    each topic spread as evenly as those copies allow.
 
     Only for clusters small enough (partitions x brokers <= `max_arcs`); there the greedy
     pass can miss the minimum because a broker soon shares a partition with most others.
-    Returns True when the flow found fewer copies and its placement was taken.
+    Returns True when the flow found fewer copies, or as many with topics spread more
+    evenly, and its placement was taken.
     """
-    if not _small(ws, max_arcs):
+    if not small(ws, max_arcs):
         return False
     current = sum(len(set(ws.assign[p]) - set(ws.cluster.partitions[p].replicas)) for p in ws.selected)
     if current == 0:
         return False
     counts = ws.count[ws.target_idx]
     lo, hi, _ = _count_range(ws, counts, int(counts.min()), int(counts.max()))
-    found = _exact_flow(ws, lo, hi)
-    if found is None or found[0] >= current:
+    found = _exact_flow(ws, lo, hi, spread_topics)
+    if found is None or found[0] > current:
+        return False
+    # As many copies as the greedy pass, but topics spread more evenly: worth taking too.
+    if found[0] == current and (not spread_topics or topic_spread_cost(ws, found[1]) >= topic_spread_cost(ws)):
         return False
     return _take(ws, found[1], reason)
 
@@ -491,7 +551,7 @@ def exact_rebalance(ws: Workspace, reason: str, max_arcs: int = 300_000) -> bool
 def exact_evacuate(ws: Workspace, reason: str, max_arcs: int = 300_000) -> bool:
     """After the forced replicas were placed greedily, look for a placement of exactly those
     replicas (no other copy) with a narrower count range, by min-cost flow; small clusters only."""
-    if not _small(ws, max_arcs):
+    if not small(ws, max_arcs):
         return False
     cluster = ws.cluster
     forced = sum(len(set(ws.assign[p]) - set(cluster.partitions[p].replicas)) for p in ws.selected)

@@ -313,7 +313,7 @@ def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dic
     return out
 
 
-def _badness(figs: tuple[int, int, int]) -> tuple[int, int, int]:
+def shortfall(figs: tuple[int, int, int]) -> tuple[int, int, int]:
     """How far each figure is above what kit promises (leader 1, topic excess 1, failover 2)."""
     return (max(0, figs[0] - 1), max(0, figs[1] - 1), max(0, figs[2] - 2))
 
@@ -381,17 +381,17 @@ def _leadership_pass(ws: Workspace) -> bool:
     if not ws.selected or ws.target_idx.size < 2:
         return False
     before = leader_figures(ws, ws.assign)
-    if _badness(before) == (0, 0, 0):
+    if shortfall(before) == (0, 0, 0):
         return False
     fr = _Frame(ws, ws.assign)
     if not fr.items:
         return False
-    best = (_badness(before) + before, ws.assign)
+    best = (shortfall(before) + before, ws.assign)
 
     def consider(assign):
         nonlocal best
         figs = leader_figures(ws, assign)
-        key = _badness(figs) + figs
+        key = shortfall(figs) + figs
         if key < best[0]:
             best = (key, assign)
         return figs

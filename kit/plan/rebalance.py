@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..model import Cluster, Plan
-from .balance import balance_counts, exact_rebalance, place_orphans
-from .leadership import balance_leadership
+from .balance import balance_counts, exact_rebalance, place_orphans, small
+from .leadership import shortfall, balance_leadership, leader_figures
 from .storage import StorageBook, balance_storage, place_orphans_by_storage
 from .select import broker_changes, finish, resolve_brokers, select_partitions
 from .workspace import Workspace
@@ -12,6 +12,18 @@ from .workspace import Workspace
 def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brokers, ignore_warns) -> Plan:
     selected = select_partitions(cluster, topics, exclude)
     targets = resolve_brokers(cluster, brokers, selected)
+    ws = _balanced(cluster, targets, selected, reason, ignore_warns, spread_topics=False)
+    # On small clusters the exact placement can also spread each topic over the brokers
+    # at no extra copy; that helps leadership per topic, but can fix first-follower pairs
+    # worse (replication factor 2): both are planned and the better result is kept.
+    if small(ws) and shortfall(leader_figures(ws, ws.assign)) != (0, 0, 0):
+        alt = _balanced(cluster, targets, selected, reason, ignore_warns, spread_topics=True)
+        if _quality(alt) < _quality(ws):
+            ws = alt
+    return finish(ws, action, broker_changes(cluster, targets))
+
+
+def _balanced(cluster, targets, selected, reason, ignore_warns, spread_topics: bool) -> Workspace:
     ws = Workspace(cluster, targets, selected)
     # Replicas on brokers outside the targets must move anyway: place them first, evenly.
     place_orphans(ws, "broker not in target set", allow_rack_violation=ignore_warns)
@@ -19,7 +31,7 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
     # On small clusters a min-cost flow can find fewer copies for the same balance; a
     # greedy pass after it may narrow the range again, so alternate until neither helps.
     for _ in range(8):
-        if not exact_rebalance(ws, reason):
+        if not exact_rebalance(ws, reason, spread_topics=spread_topics):
             break
         # The greedy pass may move again; keep its moves only if they narrow the spread,
         # else they are copies the exact placement showed to be unneeded.
@@ -31,7 +43,14 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
                 ws.restore(p, reps)
             break
     balance_leadership(ws)
-    return finish(ws, action, broker_changes(cluster, targets))
+    return ws
+
+
+def _quality(ws: Workspace) -> tuple:
+    """Replica count spread, copies, then the leadership figures against their targets."""
+    copies = sum(len(set(ws.assign[p]) - set(ws.cluster.partitions[p].replicas)) for p in ws.selected)
+    figs = leader_figures(ws, ws.assign)
+    return (_spread(ws), copies) + shortfall(figs) + figs
 
 
 def _spread(ws: Workspace) -> int:
