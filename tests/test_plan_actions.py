@@ -156,3 +156,21 @@ def test_leaders_balances_a_pile_of_leadership_without_moving_data():
     held = {b for reps in plan.after for b in reps}
     counts = [leaders.count(b) for b in held]
     assert max(counts) - min(counts) <= 1
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rebalance_of_a_drifted_mixed_rf_cluster_spreads_topics_for_leadership(seed):
+    """Old topics crowd half the brokers and half the topics are RF 2: the fewest copies can
+    also spread each topic, which per-topic leadership needs (it was 25 over before)."""
+    from test_plan_properties import generate
+
+    from kit.figures import plan_report
+
+    c = generate(brokers=12, racks=3, partitions=600, seed=seed, rf2_share=0.5, scenario="drift")
+    report = plan_report(planners.plan_rebalance(c))
+    after, mv = report["after"], report["movement"]
+    assert mv["replica_additions"] == mv["additions_lower_bound_count_balanced"]
+    assert after["replica_count_spread"] <= 1 and after["leader_count_spread"] <= 1
+    assert after["topic_leader_excess_spread_max"] <= 1
+    assert after["failover_excess_spread_max"] <= 2
+    assert after["degree_min"] >= report["before"]["degree_min"]
