@@ -430,7 +430,7 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
     if (hi < lo).any():
         return None
     n_racks = max(ws.n_racks, 1)
-    shares = _topic_shares(ws)
+    shares = _topic_shares(ws) if spread_topics else {}
     topic_list = sorted(shares)
     topic_pos = {t: k for k, t in enumerate(topic_list)}
     # Nodes: partitions, (partition, rack), (topic, target broker), target brokers, sink.
@@ -446,9 +446,9 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
     critical = _critical_memberships(ws)
     replicas = sum(len(ws.assign[p]) for p in sel)
     # Costs in strict priority: a copy outweighs any degree reward, which outweighs any
-    # topic spreading (whose total is at most (tiers + 1) x replicas).
-    spread_unit = 1 if spread_topics else 0
-    degree_unit = (_TOPIC_TIERS + 1) * replicas + 1
+    # topic spreading (whose total is at most (tiers + 1) x replicas). Without spreading,
+    # partitions connect straight to the brokers.
+    degree_unit = (_TOPIC_TIERS + 1) * replicas + 1 if spread_topics else 1
     copy = (len(critical) + 1) * degree_unit
     for i, p in enumerate(sel):
         rf = len(ws.assign[p])
@@ -460,7 +460,7 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
             caps.append(rf if r < 0 else per_rack)
             costs.append(0)
         before = set(cluster.partitions[p].replicas)
-        tnode = tb0 + topic_pos[int(ws.topic[p])] * nt
+        tnode = tb0 + topic_pos[int(ws.topic[p])] * nt if spread_topics else br0
         for k, j in enumerate(tidx):
             tails.append(pr0 + i * n_r + rack_pos[int(racks[k])])
             heads.append(tnode + k)
@@ -470,8 +470,8 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
     for t in topic_list:
         base = tb0 + topic_pos[t] * nt
         for k in range(nt):
-            tiers = [(shares[t], 0)] + [(1, spread_unit * c) for c in range(1, _TOPIC_TIERS + 1)]
-            tiers.append((replicas, spread_unit * (_TOPIC_TIERS + 1)))
+            tiers = [(shares[t], 0)] + [(1, c) for c in range(1, _TOPIC_TIERS + 1)]
+            tiers.append((replicas, _TOPIC_TIERS + 1))
             for cap, cost in tiers:
                 tails.append(base + k)
                 heads.append(br0 + k)
@@ -492,8 +492,8 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
     chosen: dict[int, set[int]] = {p: set() for p in sel}
     for arc in np.flatnonzero(flows):
         t, h = tails[arc], heads[arc]
-        if pr0 <= t < tb0 and tb0 <= h < br0:
-            chosen[sel[(t - pr0) // n_r]].add(ws.ids[int(tidx[(h - tb0) % nt])])
+        if pr0 <= t < tb0 and tb0 <= h < sink:
+            chosen[sel[(t - pr0) // n_r]].add(ws.ids[int(tidx[(h - tb0) % nt if h < br0 else h - br0])])
     for p, want in chosen.items():
         members = list(want)
         racks_used = {ws.rack_of[m] for m in members if ws.rack_of[m] is not None}
