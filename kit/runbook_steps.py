@@ -46,7 +46,7 @@ class Record:
         self.doc = {"runbook": runbook, "started": _now(), "finished": None, "outcome": "running",
                     "reason": None, "parameters": _public(parameters), "steps": [], "checks": [],
                     "command": command_line(runbook, parameters)}
-        self._save()
+        self.save()
 
     @contextlib.contextmanager
     def step(self, name: str):
@@ -63,18 +63,18 @@ class Record:
             raise
         finally:
             entry["seconds"] = round(time.monotonic() - t0, 3)
-            self._save()
+            self.save()
 
     def put(self, key: str, value) -> None:
         self.doc[key] = value
-        self._save()
+        self.save()
 
     def finish(self, outcome: str, reason: str | None = None) -> dict:
         self.doc.update(outcome=outcome, reason=reason, finished=_now())
-        self._save()
+        self.save()
         return self.doc
 
-    def _save(self) -> None:
+    def save(self) -> None:
         if self.path:
             write_atomic(self.path, dumps(self.doc))
 
@@ -291,7 +291,7 @@ class Checks:
         print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f" — {detail}" if detail else ""))
         if self.record is not None:
             self.record.doc["checks"].append({"check": name, "ok": bool(ok), "detail": detail})
-            self.record._save()
+            self.record.save()
         if not ok:
             self.failed.append(f"{name}: {detail}" if detail else name)
         return ok
