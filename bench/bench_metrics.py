@@ -5,9 +5,12 @@ timestamp column, or ISO-8601 text with --ts-text), times the
 batch job's computation (`kit.metrics.compute`: read, validate, the four figures) in a
 fresh child process per run and master, then computes the same figures with pandas on one
 node in this process as a correctness cross-check and a time ratio. Prints a Markdown
-table of medians.
+table of medians, with each Spark run's JVM CPU time split into task threads and the JIT
+compiler (Linux /proc). With --pin each child runs on as many CPUs as its master has task
+slots, which is what local[1] means on a one-core machine.
 
     .venv/bin/python bench/bench_metrics.py --repeat 3
+    .venv/bin/python bench/bench_metrics.py --repeat 3 --pin
 """
 from __future__ import annotations
 
@@ -27,16 +30,55 @@ COOLDOWN_S = 30 * 60
 SLACK_S = 5 * 60
 
 
-def child(data: str, master: str, memory: str) -> None:
-    """One timed Spark run; prints seconds and the figures as JSON."""
+def jvm_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds used so far by a JVM's threads: `jit` (the C1/C2 compiler threads), `tasks`
+    (Spark's executor task threads) and `total`; empty where /proc is not available.
+
+    On a small machine the JIT's warm-up work runs beside the tasks: with local[1] on two
+    cores it takes the core the single task thread leaves idle, so local[1] is not a one-core
+    run. These figures show how much of each run that is.
+    """
+    out = {"jit": 0.0, "tasks": 0.0, "total": 0.0}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    for t in threads:
+        try:
+            with open(f"/proc/{pid}/task/{t}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        secs = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        out["total"] += secs
+        if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
+            out["jit"] += secs
+        elif name.startswith("Executor task"):
+            out["tasks"] += secs
+    return out
+
+
+def child(data: str, master: str, memory: str, pin: bool) -> None:
+    """One timed Spark run; prints seconds, the JVM's CPU split and the figures as JSON."""
     from kit.metrics import compute, spark_session
 
-    spark = spark_session(master, shuffle_partitions=int(master.strip("local[]*") or 2) * 4, driver_memory=memory)
+    slots = int(master.strip("local[]*") or os.cpu_count() or 1)
+    if pin and hasattr(os, "sched_setaffinity") and slots < len(os.sched_getaffinity(0)):
+        # A machine with as many cores as task slots: the JVM started below inherits this.
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:slots])
+    spark = spark_session(master, shuffle_partitions=slots * 4, driver_memory=memory)
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    before = jvm_cpu(pid)
     start = time.perf_counter()
     figs = compute(spark, os.path.join(data, "replica"), os.path.join(data, "broker"), WINDOW_S, "max")
     secs = time.perf_counter() - start
+    after = jvm_cpu(pid)
     spark.stop()
-    print(json.dumps({"seconds": secs, "figures": figs}))
+    cpu = {k: after[k] - before[k] for k in after}
+    print(json.dumps({"seconds": secs, "cpu": cpu, "figures": figs}))
 
 
 def pandas_figures(data: str) -> dict:
@@ -120,12 +162,15 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--masters", default="local[1],local[2]")
     ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--pin", action="store_true",
+                    help="run each Spark child on as many CPUs as its master has task slots (local[1] on one "
+                         "core), so the JIT compiler cannot borrow an idle core: a speed-up per core")
     ap.add_argument("--child", metavar="MASTER", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.data is None:
         a.data = os.path.join(ROOT, "build", "bench", "metrics-30m" if a.ts_text else "metrics-30m-ts")
     if a.child:
-        child(a.data, a.child, a.driver_memory)
+        child(a.data, a.child, a.driver_memory, a.pin)
         return 0
     if not os.path.isdir(os.path.join(a.data, "replica")):
         from spark.samples import generate
@@ -135,17 +180,22 @@ def main() -> int:
         print(f"generated {n['replica_rows']:,} replica and {n['broker_rows']:,} broker samples "
               f"in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     times: dict[str, list[float]] = {}
+    cpus: dict[str, list[dict]] = {}
     loads: list[float] = []  # 1-minute load average before each run: the machine may be shared
     figs = None
     for _ in range(a.repeat):
         for m in a.masters.split(","):
             loads.append(os.getloadavg()[0])
             out = subprocess.run([sys.executable, __file__, "--data", a.data, "--child", m,
-                                  "--driver-memory", a.driver_memory], capture_output=True, text=True, check=True)
+                                  "--driver-memory", a.driver_memory] + (["--pin"] if a.pin else []),
+                                 capture_output=True, text=True, check=True)
             res = json.loads(out.stdout.strip().splitlines()[-1])
             times.setdefault(m, []).append(res["seconds"])
+            cpus.setdefault(m, []).append(res["cpu"])
             figs = res["figures"]
-            print(f"{m}: {res['seconds']:.1f} s", file=sys.stderr)
+            c = res["cpu"]
+            print(f"{m}: {res['seconds']:.1f} s" + (f" (JVM CPU {c['total']:.1f} s: tasks {c['tasks']:.1f}, "
+                                                   f"JIT {c['jit']:.1f})" if c else ""), file=sys.stderr)
         loads.append(os.getloadavg()[0])
         t = time.perf_counter()
         pd_figs = pandas_figures(a.data)
@@ -154,10 +204,14 @@ def main() -> int:
     diffs = same(figs, pd_figs)
     med = {k: statistics.median(v) for k, v in times.items()}
     masters = a.masters.split(",")
-    print("| engine | median s | runs |")
-    print("|---|---|---|")
+    print("| engine | median s | runs | JVM CPU s (median) | of which tasks | of which JIT |")
+    print("|---|---|---|---|---|---|")
     for k, v in times.items():
-        print(f"| {k} | {med[k]:.1f} | {', '.join(f'{x:.1f}' for x in v)} |")
+        c = [x for x in cpus.get(k, []) if x]
+        split = " | ".join(f"{statistics.median(x[f] for x in c):.1f}" for f in ("total", "tasks", "jit")) if c \
+            else "- | - | -"
+        print(f"| {k}{' (pinned)' if a.pin and k in cpus else ''} | {med[k]:.1f} | "
+              f"{', '.join(f'{x:.1f}' for x in v)} | {split} |")
     if len(masters) == 2:
         print(f"\nspeed-up {masters[1]} over {masters[0]}: {med[masters[0]] / med[masters[1]]:.2f}x")
     print(f"{masters[-1]} / pandas: {med[masters[-1]] / med['pandas']:.2f}x")
