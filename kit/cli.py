@@ -195,17 +195,13 @@ def _add_apply_parser(sub) -> None:
 def cmd_apply(a) -> int:
     from .execute import apply_plan
     from .formats import load_plan
-    from .zookeeper import connect
+    from .zookeeper import session
 
     if a.rollback_out:
         _writable("--rollback-out", a.rollback_out)
     moves = load_plan(a.plan)
-    client = connect(a.zk, auth=a.zk_auth)
-    try:
+    with session(a.zk, auth=a.zk_auth) as client:
         done = apply_plan(client, moves, a.throttle, a.rollback_out)
-    finally:
-        client.stop()
-        client.close()
     print(f"reassignment of {done['partitions']} partition(s) started"
           + (f"; throttled {done['throttled_topics']} topic(s) and {done['throttled_brokers']} broker(s) "
              f"at {a.throttle / 1e6:.0f} MB/s" if a.throttle else "")
@@ -238,14 +234,10 @@ def _add_operation_parsers(sub) -> None:
 
 
 def _with_zk(spec, fn, auth=None):
-    from .zookeeper import connect
+    from .zookeeper import session
 
-    client = connect(spec, auth=auth)
-    try:
+    with session(spec, auth=auth) as client:
         return fn(client)
-    finally:
-        client.stop()
-        client.close()
 
 
 def cmd_operation(a) -> int:
@@ -678,14 +670,9 @@ def _make_plan(a):
 
 
 def _read_zk(spec: str, auth: str | None = None):
-    from .zookeeper import connect, read_cluster
+    from .zookeeper import read_cluster
 
-    client = connect(spec, auth=auth)
-    try:
-        return read_cluster(client)
-    finally:
-        client.stop()
-        client.close()
+    return _with_zk(spec, read_cluster, auth)
 
 
 def _make_plan_for(a, cluster):

@@ -84,14 +84,10 @@ def cmd_dashboard(a) -> int:
     from .formats import load_snapshot
 
     if a.zk:
-        from .zookeeper import connect, read_cluster
+        from .zookeeper import read_cluster, session
 
-        client = connect(a.zk, timeout=5.0, auth=a.zk_auth)
-        try:
+        with session(a.zk, timeout=5.0, auth=a.zk_auth) as client:
             cluster, _ = read_cluster(client)
-        finally:
-            client.stop()
-            client.close()
     else:
         cluster = load_snapshot(a.snapshot)
     if not cluster.brokers:

@@ -51,14 +51,10 @@ def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: st
         from .formats import load_snapshot
 
         return load_snapshot(snapshot), None
-    from .zookeeper import connect, read_cluster
+    from .zookeeper import read_cluster, session
 
-    client = connect(zk, auth=zk_auth)
-    try:
+    with session(zk, auth=zk_auth) as client:
         return read_cluster(client)
-    finally:
-        client.stop()
-        client.close()
 
 
 def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None = None,
@@ -82,12 +78,8 @@ def apply_report(report: dict, zk: str, zk_auth: str | None = None, throttle: fl
     """Apply the report's plan through `kit apply`'s path (pre-flight, rollback file, throttles,
     then the reassignment). Raises `Unsafe` when pre-flight refuses."""
     from .execute import apply_plan
-    from .zookeeper import connect
+    from .zookeeper import session
 
     moves = report["plan"]["partitions"]
-    client = connect(zk, auth=zk_auth)
-    try:
+    with session(zk, auth=zk_auth) as client:
         return apply_plan(client, moves, throttle, rollback_out)
-    finally:
-        client.stop()
-        client.close()

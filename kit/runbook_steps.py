@@ -141,14 +141,10 @@ class Environment:
             self.zk_data = None
 
 
-@contextlib.contextmanager
 def _client(env: Environment):
-    c = env.client()
-    try:
-        yield c
-    finally:
-        c.stop()
-        c.close()
+    from .zookeeper import session
+
+    return session(env.zk)
 
 
 def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None = None) -> Environment:

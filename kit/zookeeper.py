@@ -8,6 +8,7 @@ at a time.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
@@ -52,6 +53,17 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
         client.close()
         raise BadInput(f"--zk {spec}: no ZooKeeper answers there") from None
     return client
+
+
+@contextlib.contextmanager
+def session(spec: str, timeout: float = 10.0, auth: str | None = None):
+    """`connect`, and the client closed whatever happens (with ... as client:)."""
+    client = connect(spec, timeout, auth)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
 
 
 def _json(raw: bytes, where: str):
