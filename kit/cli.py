@@ -452,7 +452,8 @@ def _add_throttle_parser(sub) -> None:
     _zk_auth_option(run)
     src = run.add_mutually_exclusive_group(required=True)
     src.add_argument("--samples", metavar="DIR", help="broker samples as JSON lines (kit sim run --samples, collectors)")
-    src.add_argument("--metrics", metavar="DIR", help="kit metrics output (broker_load.parquet)")
+    src.add_argument("--metrics", metavar="DIR",
+                     help="kit metrics output: broker_rates.json (kit metrics --follow), else broker_load.parquet")
     src.add_argument("--metrics-znode", action="store_true",
                      help="kafka-kit's /topicmappr/brokermetrics, with NetRX/NetTX per broker")
     _auto_throttle_options(run)

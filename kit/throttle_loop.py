@@ -121,16 +121,29 @@ class SampleDirMetrics:
 
 
 class BrokerLoadMetrics:
-    """`kit metrics` output: DIR/broker_load.parquet's latest measured rx/tx per broker,
-    aged by the file's modification time."""
+    """`kit metrics` output in DIR: `broker_rates.json` (kept current by `kit metrics --follow`:
+    each broker's rx/tx over the newest window) when it is there, else `broker_load.parquet`'s
+    latest measured rx/tx; aged by the file's modification time."""
 
     def __init__(self, path: str, clock=time.time):
+        self.rates = os.path.join(path, "broker_rates.json") if os.path.isdir(path) else None
         self.file = os.path.join(path, "broker_load.parquet") if os.path.isdir(path) else path
         self.clock = clock
-        if not os.path.exists(self.file):
-            raise BadInput(f"--metrics {path}: no broker_load.parquet there (run kit metrics)")
+        if not os.path.exists(self.file) and not (self.rates and os.path.isdir(path)):
+            raise BadInput(f"--metrics {path}: no broker_load.parquet or broker_rates.json there (run kit metrics)")
 
     def read(self, brokers) -> dict[int, NetSample]:
+        offset = time.monotonic() - self.clock()  # report on the loop's clock
+        if self.rates and os.path.exists(self.rates):
+            try:
+                with open(self.rates, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+                when = os.path.getmtime(self.rates)
+            except (OSError, ValueError):
+                doc, when = {}, 0.0
+            return {int(b): NetSample(when + offset, float(r["rx_bytes_per_sec"]), float(r["tx_bytes_per_sec"]))
+                    for b, r in doc.items() if b.isdigit() and int(b) in brokers
+                    and r.get("rx_bytes_per_sec") is not None and r.get("tx_bytes_per_sec") is not None}
         import pyarrow.parquet as pq
 
         try:
@@ -138,7 +151,6 @@ class BrokerLoadMetrics:
             when = os.path.getmtime(self.file)
         except (OSError, ValueError):
             return {}
-        offset = time.monotonic() - self.clock()  # report on the loop's clock
         return {int(r["broker"]): NetSample(when + offset, float(r["measured_rx_bytes_per_sec"] or 0.0),
                                             float(r["measured_tx_bytes_per_sec"] or 0.0))
                 for r in table if int(r["broker"]) in brokers and r["measured_rx_bytes_per_sec"] is not None}

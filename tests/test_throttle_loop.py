@@ -205,3 +205,26 @@ def test_kafka_kit_broker_metrics_znode_is_a_metric_source(running_replace, tmp_
     leaders = [e for (b, role), e in got.items() if role == "leader"]
     assert leaders and all(e["new"] == pytest.approx(0.9 * (CAP - 50e6)) for e in leaders)
     assert got[(1013, "follower")]["new"] == 10e6 and "no metrics yet" in got[(1013, "follower")]["reason"]
+
+
+def test_kit_metrics_outputs_are_a_metric_source(tmp_path):
+    """`kit metrics --follow` keeps broker_rates.json current; without it the batch job's
+    broker_load.parquet gives the latest measured rx/tx."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kit.errors import BadInput
+    from kit.throttle_loop import BrokerLoadMetrics
+
+    with pytest.raises(BadInput, match="no broker_load.parquet"):
+        BrokerLoadMetrics(str(tmp_path / "missing"))
+    pq.write_table(pa.table({"broker": [1, 2], "measured_rx_bytes_per_sec": [1e6, 2e6],
+                             "measured_tx_bytes_per_sec": [3e6, None]}), tmp_path / "broker_load.parquet")
+    source = BrokerLoadMetrics(str(tmp_path))
+    got = source.read({1, 2})
+    assert (got[1].rx, got[1].tx) == (1e6, 3e6) and got[2].tx == 0.0
+    (tmp_path / "broker_rates.json").write_text(json.dumps({
+        "1": {"window_end": "2026-01-01T00:05:00Z", "rx_bytes_per_sec": 5e6, "tx_bytes_per_sec": 6e6},
+        "3": {"window_end": "2026-01-01T00:05:00Z", "rx_bytes_per_sec": 7e6, "tx_bytes_per_sec": 8e6}}))
+    got = source.read({1, 2})
+    assert set(got) == {1} and (got[1].rx, got[1].tx) == (5e6, 6e6)
