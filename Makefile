@@ -48,7 +48,7 @@ demo: venv zookeeper
 	echo "Read the record:  $$stem.html  (open it in a browser; it works offline)"; \
 	echo "The dashboard:    $(KIT) dashboard --snapshot runbooks/clusters/broker_replacement.json --plan $$stem-files/plan.json --events $$stem-files/events.jsonl --records $(RECORDS)"; \
 	echo "                  then open http://127.0.0.1:5006"; \
-	echo "JupyterLab:       $(VENV)/bin/jupyter lab runbooks/  (open broker_replacement.ipynb and press Apply at the gate)"
+	echo "JupyterLab:       make lab  (open runbooks/broker_replacement.ipynb and press Apply at the gate)"
 
 lab: venv
 	$(VENV)/bin/jupyter lab --notebook-dir=.
