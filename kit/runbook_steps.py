@@ -371,11 +371,19 @@ class ChangeResult:
 
 def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str | float = "auto", speed: float = 2000.0,
                       client_load: float = 0.5, interval: float = 30.0, max_wait_s: float = 600.0,
-                      record: Record | None = None) -> ChangeResult:
+                      record: Record | None = None, throttle_metrics: str = "") -> ChangeResult:
     """Apply the plan (rollback file first), run the auto-throttle (and, on the simulated
     cluster, the simulated controller) as `kit` processes, show progress until every partition
-    is done, then verify: every throttle must be gone."""
+    is done, then verify: every throttle must be gone.
+
+    With the auto-throttle, the plan is applied at the auto-throttle's minimum rate, which the
+    loop then raises from measured traffic: should the loop fail, the copy goes on slowly and
+    safely, never unthrottled. `throttle_metrics` is where the loop reads broker traffic on a
+    real cluster: a samples directory, a `kit metrics` directory, or "znode" (kafka-kit's
+    brokermetrics); on the simulated cluster, the simulator's samples.
+    """
     from . import execute
+    from .autothrottle import Settings
 
     moves = plan.reassignment()["partitions"] if isinstance(plan, Plan) else list(plan)
     if not moves:
@@ -383,7 +391,7 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     events = os.path.join(env.workdir, "events.jsonl")
     samples = os.path.join(env.workdir, "samples")
     rollback = os.path.join(env.workdir, "rollback.json")
-    static = None if throttle == "auto" else float(throttle)
+    static = Settings().minimum if throttle == "auto" else float(throttle)
     with _client(env) as c:
         execute.apply_plan(c, moves, static, rollback)
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
@@ -399,12 +407,18 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
                                              "--sample-every", str(max(60.0, wall_interval * scale / 2))],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     if throttle == "auto":
-        cmd = kit + ["throttle", "run", "--zk", env.zk, "--samples", samples, "--interval", str(wall_interval),
+        source = _metric_source(env, throttle_metrics, samples)
+        cmd = kit + ["throttle", "run", "--zk", env.zk, *source, "--interval", str(wall_interval),
                      "--events", events, "--log", os.path.join(env.workdir, "throttle.log"), "--until-idle",
                      "--max-seconds", str(max_wait_s)]
         if env.cap_map:
             cmd += ["--cap-map", json.dumps(env.cap_map)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        errors = open(os.path.join(env.workdir, "throttle.err"), "w")
+        loop = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
+        procs.append(loop)
+    else:
+        loop = None
+    warned = False
     t0 = time.monotonic()
     progress, total, done = [], None, False
     handle = _display_handle()
@@ -425,6 +439,13 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
             if not st["reassigning_partitions"]:
                 done = True
                 break
+            if loop is not None and loop.poll() not in (None, 0) and not warned:
+                warned = True  # said once, loudly; the copy goes on at the rates in force
+                why = open(os.path.join(env.workdir, "throttle.err")).read().strip().splitlines()[-1:] or ["?"]
+                print(f"WARNING: the auto-throttle stopped (exit {loop.returncode}: {why[0]}); the copy goes on "
+                      f"at the rates in force (at least {Settings().minimum / 1e6:.0f} MB/s)")
+                if record is not None:
+                    record.put("throttle_failure", why[0])
             time.sleep(0.5)
     finally:
         for p in procs:
@@ -445,6 +466,16 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
                               "simulated_seconds": result.simulated_seconds, "throttles_cleared": result.cleared,
                               "rollback": rollback, "events": events})
     return result
+
+
+def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
+    """The auto-throttle's metric source as `kit throttle run` options."""
+    if where == "znode":
+        return ["--metrics-znode"]
+    if where and os.path.isdir(where) and (os.path.exists(os.path.join(where, "broker_load.parquet"))
+                                          or os.path.exists(os.path.join(where, "broker_rates.json"))):
+        return ["--metrics", where]
+    return ["--samples", where or samples]
 
 
 def _display_handle():
@@ -517,21 +548,25 @@ def finish(record: Record, env: Environment, outcome: str, reason: str | None = 
 
 
 def change_and_report(env: Environment, plan: Plan | list[dict], record: Record, throttle: str | float = "auto",
-                      speed: float = 2000.0, client_load: float = 0.5, max_wait_s: float = 900.0) -> ChangeResult:
+                      speed: float = 2000.0, client_load: float = 0.5, max_wait_s: float = 900.0,
+                      throttle_metrics: str = "") -> ChangeResult:
     """The gate's "yes": apply, monitor, verify, show the throttle chart, the decisions and the
     cluster after, and close the record. Raises when the change did not finish cleanly (so
     `kit run` exits non-zero); the record says why either way."""
     from IPython.display import display
 
     with record.step("apply, monitor, verify"):
-        result = apply_and_monitor(env, plan, throttle, speed, client_load, max_wait_s=max_wait_s, record=record)
+        result = apply_and_monitor(env, plan, throttle, speed, client_load, max_wait_s=max_wait_s, record=record,
+                                   throttle_metrics=throttle_metrics)
     if throttle == "auto":
         display(throttle_chart(result))
         display(events_table(result))
     cluster, _ = env.read()
     display(distribution_chart(cluster, title="Replicas per broker after the change"))
     if result.done and result.cleared:
-        finish(record, env, "succeeded", "every partition done, throttles cleared")
+        failure = record.doc.get("throttle_failure")
+        finish(record, env, "succeeded", "every partition done, throttles cleared" +
+               (f" (the auto-throttle stopped early, so the copy ran at its minimum rate: {failure})" if failure else ""))
         return result
     reason = ("the reassignment did not finish within max_wait_s; it goes on in the cluster"
               if not result.done else "throttles were left behind")
