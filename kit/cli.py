@@ -458,6 +458,8 @@ def _add_throttle_parser(sub) -> None:
                      help="kafka-kit's /topicmappr/brokermetrics, with NetRX/NetTX per broker")
     _auto_throttle_options(run)
     run.add_argument("--log", metavar="FILE", help="the human log (default: stderr)")
+    run.add_argument("--clock", choices=["wall", "samples"], default="wall",
+                     help="time stamped on events: the wall clock, or the samples' own (the simulator's time)")
     run.add_argument("--until-idle", action="store_true",
                      help="exit once a reassignment has finished and every throttle is cleared")
     run.add_argument("--max-seconds", type=_rate, metavar="S", help="exit after S wall seconds")
@@ -503,7 +505,8 @@ def cmd_throttle(a) -> int:
 
     def loop(client):
         source = metrics or throttle_loop.ZnodeMetrics(client)
-        return throttle_loop.run(client, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds)
+        return throttle_loop.run(client, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
+                                 sample_clock=a.clock == "samples")
     try:
         rounds = _with_zk(a.zk, loop, a.zk_auth)
     except KeyboardInterrupt:

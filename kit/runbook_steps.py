@@ -413,6 +413,8 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
                      "--max-seconds", str(max_wait_s)]
         if env.cap_map:
             cmd += ["--cap-map", json.dumps(env.cap_map)]
+        if env.simulated:
+            cmd += ["--clock", "samples"]  # the chart then spans the cluster's (simulated) hours
         errors = open(os.path.join(env.workdir, "throttle.err"), "w")
         loop = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
         procs.append(loop)
@@ -480,9 +482,9 @@ def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
 
 def _display_handle():
     try:
-        from IPython.display import display
+        from IPython.display import HTML, display
 
-        return display("", display_id=True)
+        return display(HTML(""), display_id=True)  # filled in by update(); nothing shows until then
     except Exception:  # noqa: BLE001  (not in a notebook)
         return None
 
@@ -498,7 +500,9 @@ def _show_progress(handle, st: dict, total: int, elapsed: float, scale: float) -
     line = (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s)"
             f"  ETA {human_duration(eta) if eta else '-'}" + (" (simulated)" if scale != 1.0 else ""))
     if handle is not None:
-        handle.update(line)
+        from IPython.display import Pretty
+
+        handle.update(Pretty(line))  # plain text, not a quoted string
     else:
         print(line)
 
@@ -507,17 +511,21 @@ def throttle_chart(result: ChangeResult):
     """The auto-throttle's rates per broker and role over the run (from its events)."""
     import holoviews as hv
 
-    curves = {}
+    curves: dict[str, list] = {}
     for e in read_events(result.events_path):
-        if e.get("source") != "throttle" or not e.get("brokers") or e["kind"] not in ("rate", "failsafe", "clear",
-                                                                                       "override"):
+        if e.get("source") != "throttle" or not e.get("brokers"):
             continue
+        when = _when(e["time"])
         for b in e["brokers"]:
-            key = f"{b} {e.get('role') or ''}".strip()
-            curves.setdefault(key, []).append((_when(e["time"]), (e.get("new") or 0.0) / 1e6))
+            if e["kind"] == "clear":  # every role of the broker drops to no throttle
+                for key in [k for k in curves if k.split()[0] == str(b)]:
+                    curves[key].append((when, 0.0))
+            elif e["kind"] in ("rate", "failsafe", "override") and e.get("new") is not None:
+                for role in ([e["role"]] if e.get("role") else ["leader", "follower"]):
+                    curves.setdefault(f"{b} {role}", []).append((when, e["new"] / 1e6))
     if not curves:
         return hv.Text(0, 0, "no auto-throttle decisions were made")
-    overlay = hv.Overlay([hv.Curve(sorted(pts), "time", "MB/s", label=k).opts(interpolation="steps-post")
+    overlay = hv.Overlay([hv.Curve(sorted(pts, key=lambda x: x[0]), "time", "MB/s", label=k).opts(interpolation="steps-post")
                           for k, pts in sorted(curves.items())])
     return overlay.opts(title="Replication throttle per broker (auto-throttle decisions)", fig_inches=(9, 3.5),
                         legend_position="right", xrotation=30)

@@ -75,6 +75,7 @@ class SampleDirMetrics:
             raise BadInput(f"--samples {path}: not a directory")
         self.window, self.clock = window, clock
         self._seen: dict[int, tuple[str, float]] = {}
+        self.newest_stamp: str | None = None  # the samples' own clock (simulated time in the simulator)
 
     def read(self, brokers) -> dict[int, NetSample]:
         # Samples may not have arrived yet (no directory): no metrics, and the fail-safe says so.
@@ -94,6 +95,7 @@ class SampleDirMetrics:
         if not rows:
             return {}
         newest = max(r[0] for r in rows)
+        self.newest_stamp = max(r[6] for r in rows if r[0] == newest)
         out: dict[int, NetSample] = {}
         peak: dict[int, list] = {}
         last: dict[int, str] = {}
@@ -338,13 +340,22 @@ class ThrottleLoop:
 
 def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
         stop: threading.Event | None = None, until_idle: bool = False, max_seconds: float | None = None,
-        patience: float = 300.0) -> int:
+        patience: float = 300.0, sample_clock: bool = False) -> int:
     """The loop: a round every interval, and at once when the reassignment znode changes (so
     the last throttles go the moment the reassignment ends). ZooKeeper errors are retried
     with the same rates in force; after `patience` seconds unreachable it gives up (the rates
-    in force stay: removing them blind could flood the brokers). Returns the rounds made."""
+    in force stay: removing them blind could flood the brokers). With `sample_clock`, events
+    carry the samples' time instead of the wall clock. Returns the rounds made."""
     stop = stop or threading.Event()
-    loop = ThrottleLoop(client, settings, metrics, log, cap_map)
+    # With sample_clock, decisions carry the samples' own time (the simulator's cluster time).
+    stamp = (lambda: getattr(metrics, "newest_stamp", None) or utc_now()) if sample_clock else utc_now
+    loop = ThrottleLoop(client, settings, metrics, log, cap_map, stamp=stamp)
+    if sample_clock:
+        # Wait (a little) for the first samples, so that no decision is stamped by another clock.
+        deadline = time.monotonic() + max(settings.interval * settings.stale_intervals, 5.0)
+        while getattr(metrics, "newest_stamp", None) is None and time.monotonic() < deadline and not stop.is_set():
+            metrics.read(set())
+            stop.wait(0.2)
     wake = threading.Event()
     client.DataWatch(REASSIGN, lambda data, stat, *_: wake.set())
     loop.prepare()
