@@ -24,6 +24,12 @@ examples:
   kit plan leaders --snapshot cluster.json --out plan.json
   kit plan rebuild --snapshot cluster.json --topics orders --brokers -2 --sub-affinity --out plan.json
 """
+TOP_EXAMPLES = EXAMPLES + """  kit run broker_replacement -p zk zk1:2181/kafka -p apply true     (a runbook, into records/)
+  kit apply plan.json --zk zk1:2181/kafka --throttle 10000000 --rollback-out rollback.json
+  kit throttle run --zk zk1:2181/kafka --metrics-znode --cap-map '{"*": 125}' --events events.jsonl
+  kit doctor --zk zk1:2181/kafka --out heal.json
+  kit dashboard --zk zk1:2181/kafka --events events.jsonl --records records
+"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -645,7 +651,7 @@ from .dashboard_cli import add_dashboard_parser as _add_dashboard_parser, cmd_da
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kit", description="kit: operations kit for Apache Kafka.", epilog=EXAMPLES,
+    parser = _Parser(prog="kit", description="kit: operations kit for Apache Kafka.", epilog=TOP_EXAMPLES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
