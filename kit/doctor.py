@@ -462,18 +462,9 @@ def balance(cluster: Cluster, traffic: Traffic | None = None, limit_in: float | 
         over = net.over()
         if not over:
             break
-        step = None
-        for b in over:
-            mv = _leader_move(net, b)
-            if mv is not None:
-                step = ("leader_move", b, mv)
-                break
-        if step is None:
-            for b in over:
-                mv = _replica_move(net, b)
-                if mv is not None:
-                    step = ("replica_move", b, mv)
-                    break
+        # Leadership first (no data moves), a replica move only when no leader change helps.
+        step = next(((kind, b, mv) for kind, find in (("leader_move", _leader_move), ("replica_move", _replica_move))
+                     for b in over if (mv := find(net, b)) is not None), None)
         if step is None:
             break
         kind, b, (i, reps, leader) = step
