@@ -175,29 +175,35 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
 
 # -- the situation ---------------------------------------------------------------------------
 
+def per_broker(cluster: Cluster, after: Cluster | None = None) -> tuple[dict, dict | None]:
+    """kit's per-broker figures (`figures.broker_figures`: leaders, followers, replicas, free
+    storage) now, and after a plan when given; the live brokers are the targets."""
+    from .figures import broker_figures
+
+    targets = cluster.live_ids or sorted(cluster.brokers)
+    now = broker_figures(cluster, None, targets)
+    return now, (broker_figures(cluster, after.assignment(), targets) if after is not None else None)
+
+
+def _by_rack(cluster: Cluster) -> list:
+    return sorted(cluster.brokers.values(), key=lambda b: (str(b.rack), b.id))
+
+
 def broker_table(cluster: Cluster, after: Cluster | None = None):
     """One row per broker: rack, alive, replicas, leaders, free storage (and after a plan)."""
     import pandas as pd
 
-    def counts(c):
-        reps, leads = {}, {}
-        for p in c.partitions:
-            for b in p.replicas:
-                reps[b] = reps.get(b, 0) + 1
-            leads[p.replicas[0]] = leads.get(p.replicas[0], 0) + 1
-        return reps, leads
-
-    reps, leads = counts(cluster)
+    now, later = per_broker(cluster, after)
     rows = []
-    later = counts(after) if after is not None else None
-    for b in sorted(cluster.brokers.values(), key=lambda b: (str(b.rack), b.id)):
-        row = {"broker": b.id, "rack": b.rack, "alive": b.alive, "replicas": reps.get(b.id, 0),
-               "leaders": leads.get(b.id, 0)}
+    for b in _by_rack(cluster):
+        f = now.get(b.id, {})
+        row = {"broker": b.id, "rack": b.rack, "alive": b.alive, "replicas": f.get("replicas", 0),
+               "leaders": f.get("leaders", 0)}
         if b.storage_free is not None:
             row["free GB"] = round(b.storage_free / 1e9, 1)
         if later is not None:
-            row["replicas after"] = later[0].get(b.id, 0)
-            row["leaders after"] = later[1].get(b.id, 0)
+            row["replicas after"] = later.get(b.id, {}).get("replicas", 0)
+            row["leaders after"] = later.get(b.id, {}).get("leaders", 0)
         rows.append(row)
     return pd.DataFrame(rows).set_index("broker")
 
@@ -230,47 +236,35 @@ def distribution_chart(cluster: Cluster, after: Cluster | None = None, title: st
     below it the same after the plan."""
     import holoviews as hv
 
-    brokers = sorted(cluster.brokers.values(), key=lambda b: (str(b.rack), b.id))
+    brokers = _by_rack(cluster)
     labels = {b.id: f"{b.rack or '-'}/{b.id}{'' if b.alive else ' dead'}" for b in brokers}
+    now, later = per_broker(cluster, after)
 
-    def bars(c, label):
-        lead, total = {}, {}
-        for p in c.partitions:
-            for b in p.replicas:
-                total[b] = total.get(b, 0) + 1
-            if p.replicas:
-                lead[p.replicas[0]] = lead.get(p.replicas[0], 0) + 1
+    def bars(figs, label):
         rows = []
         for b in brokers:
-            rows += [(labels[b.id], "leaders", lead.get(b.id, 0)),
-                     (labels[b.id], "followers", total.get(b.id, 0) - lead.get(b.id, 0))]
+            f = figs.get(b.id, {})
+            rows += [(labels[b.id], "leaders", f.get("leaders", 0)), (labels[b.id], "followers", f.get("followers", 0))]
         return hv.Bars(rows, ["broker", "role"], "replicas").opts(
             stacked=True, xrotation=90, title=f"{title}: {label}", show_legend=True, legend_position="right",
             fig_inches=(max(7, len(brokers) * 0.35), 3.2), color=hv.Cycle(["#1f77b4", "#aec7e8"]))
 
-    chart = bars(cluster, "now")
-    return chart if after is None else (chart + bars(after, "after the plan")).cols(1)
+    chart = bars(now, "now")
+    return chart if later is None else (chart + bars(later, "after the plan")).cols(1)
 
 
 def storage_chart(cluster: Cluster, after: Cluster | None = None):
     """Free storage per broker (GB), now and after the plan."""
     import holoviews as hv
 
-    def used(c):
-        out = {}
-        for p in c.partitions:
-            for b in p.replicas:
-                out[b] = out.get(b, 0) + p.size
-        return out
-
-    now_used, rows = used(cluster), []
-    later = used(after) if after is not None else None
-    for b in sorted(cluster.brokers.values(), key=lambda b: (str(b.rack), b.id)):
+    _, later = per_broker(cluster, after)
+    rows = []
+    for b in _by_rack(cluster):
         if not b.alive or b.storage_free is None:
             continue
         rows.append((str(b.id), "now", b.storage_free / 1e9))
-        if later is not None:
-            rows.append((str(b.id), "after", (b.storage_free + now_used.get(b.id, 0) - later.get(b.id, 0)) / 1e9))
+        if later is not None and later.get(b.id, {}).get("storage_free") is not None:
+            rows.append((str(b.id), "after", later[b.id]["storage_free"] / 1e9))
     return hv.Bars(rows, ["broker", "when"], "free GB").opts(
         title="Free storage per broker", xrotation=90, fig_inches=(max(6, len(rows) * 0.3), 3.0))
 
