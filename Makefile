@@ -54,10 +54,10 @@ lab: venv
 	$(VENV)/bin/jupyter lab --notebook-dir=.
 
 zookeeper:
-	@bash scripts/ensure_zookeeper.sh
+	@bash scripts/ensure_debian_package.sh zookeeper /usr/share/java/zookeeper.jar "the ZooKeeper server's jars; no service is started"
 
 test: venv zookeeper
-	@bash scripts/ensure_chromium.sh
+	@bash scripts/ensure_debian_package.sh chromium /usr/bin/chromium "headless browser for the dashboard tests"
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: venv

@@ -463,7 +463,7 @@ def _browser():
     """Playwright driving Debian's chromium; skips (with the reason) only when there is none."""
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no chromium at {CHROMIUM}: run scripts/ensure_chromium.sh (apt-get install chromium)")
+        pytest.skip(f"no chromium at {CHROMIUM}: make test installs it (scripts/ensure_debian_package.sh), or apt-get install chromium")
     return sync_api.sync_playwright()
 
 
