@@ -122,30 +122,63 @@ class SampleDirMetrics:
         return out
 
 
+class BrokerRatesMetrics:
+    """`kit metrics --follow`'s ``broker_rates.json``: each broker's rx/tx over its newest window.
+
+    Parameters
+    ----------
+    path : str
+        The ``--out`` folder of `kit metrics --follow`, or the ``broker_rates.json`` file.
+
+    Notes
+    -----
+    The file is rewritten whole (atomically) by each micro-batch; it is parsed again only when
+    its modification time or size changed. It carries no replication share; a sample's time
+    is the file's modification time, on the loop's (monotonic) clock.
+    """
+
+    NAME = "broker_rates.json"
+
+    def __init__(self, path: str):
+        self.file = os.path.join(path, self.NAME) if not path.endswith(".json") else path
+        self._stamp: tuple | None = None
+        self._rates: dict[int, tuple[float, float]] = {}
+        self._when = 0.0
+
+    def read(self, brokers) -> dict[int, NetSample]:
+        """``{broker: NetSample}`` for the asked brokers the file has (empty while there is none)."""
+        try:
+            st = os.stat(self.file)
+            if (st.st_mtime_ns, st.st_size) != self._stamp:
+                with open(self.file, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+                self._rates = {int(b): (float(v["rx_bytes_per_sec"]), float(v["tx_bytes_per_sec"]))
+                               for b, v in (doc.items() if isinstance(doc, dict) else ())
+                               if str(b).isdigit() and isinstance(v, dict)
+                               and v.get("rx_bytes_per_sec") is not None and v.get("tx_bytes_per_sec") is not None}
+                self._stamp = (st.st_mtime_ns, st.st_size)
+                self._when = st.st_mtime + time.monotonic() - time.time()
+        except (OSError, ValueError, TypeError, AttributeError):
+            return {}  # not written yet, or unreadable: no measurement rather than a stale one
+        wanted = set(brokers)
+        return {b: NetSample(self._when, rx, tx) for b, (rx, tx) in self._rates.items() if b in wanted}
+
+
 class BrokerLoadMetrics:
-    """`kit metrics` output in DIR: `broker_rates.json` (kept current by `kit metrics --follow`:
-    each broker's rx/tx over the newest window) when it is there, else `broker_load.parquet`'s
-    latest measured rx/tx; aged by the file's modification time."""
+    """`kit metrics` output in DIR: `broker_rates.json` (kept current by `kit metrics --follow`)
+    when it is there, else `broker_load.parquet`'s latest measured rx/tx, aged by the file's
+    modification time."""
 
     def __init__(self, path: str, clock=time.time):
-        self.rates = os.path.join(path, "broker_rates.json") if os.path.isdir(path) else None
+        self.rates = BrokerRatesMetrics(path) if os.path.isdir(path) else None
         self.file = os.path.join(path, "broker_load.parquet") if os.path.isdir(path) else path
         self.clock = clock
-        if not os.path.exists(self.file) and not (self.rates and os.path.isdir(path)):
+        if not os.path.exists(self.file) and self.rates is None:
             raise BadInput(f"--metrics {path}: no broker_load.parquet or broker_rates.json there (run kit metrics)")
 
     def read(self, brokers) -> dict[int, NetSample]:
-        offset = time.monotonic() - self.clock()  # report on the loop's clock
-        if self.rates and os.path.exists(self.rates):
-            try:
-                with open(self.rates, encoding="utf-8") as fh:
-                    doc = json.load(fh)
-                when = os.path.getmtime(self.rates)
-            except (OSError, ValueError):
-                doc, when = {}, 0.0
-            return {int(b): NetSample(when + offset, float(r["rx_bytes_per_sec"]), float(r["tx_bytes_per_sec"]))
-                    for b, r in doc.items() if b.isdigit() and int(b) in brokers
-                    and r.get("rx_bytes_per_sec") is not None and r.get("tx_bytes_per_sec") is not None}
+        if self.rates is not None and os.path.exists(self.rates.file):
+            return self.rates.read(brokers)
         import pyarrow.parquet as pq
 
         try:
@@ -153,6 +186,7 @@ class BrokerLoadMetrics:
             when = os.path.getmtime(self.file)
         except (OSError, ValueError):
             return {}
+        offset = time.monotonic() - self.clock()  # report on the loop's clock
         return {int(r["broker"]): NetSample(when + offset, float(r["measured_rx_bytes_per_sec"] or 0.0),
                                             float(r["measured_tx_bytes_per_sec"] or 0.0))
                 for r in table if int(r["broker"]) in brokers and r["measured_rx_bytes_per_sec"] is not None}

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import BadInput
 from ..model import Cluster
+from ..throttle_loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
 
 # Throttle rows kept for new sessions: at 2 s per poll and a few dozen brokers, hours of history.
 ROWS_KEPT = 100_000
@@ -133,47 +134,6 @@ def _event(line: bytes) -> dict | None:
     except ValueError:
         return None  # empty, or not an event
     return e if isinstance(e, dict) and "time" in e and "kind" in e else None
-
-
-class BrokerRatesMetrics:
-    """`kit metrics --follow`'s ``broker_rates.json``: each broker's rx/tx over its newest window.
-
-    Parameters
-    ----------
-    path : str
-        The ``--out`` folder of `kit metrics --follow`, or the ``broker_rates.json`` file.
-
-    Notes
-    -----
-    The file is rewritten whole (atomically) by each micro-batch; it is parsed again only when
-    its modification time or size changed. It carries no replication share.
-    """
-
-    NAME = "broker_rates.json"
-
-    def __init__(self, path: str):
-        self.file = os.path.join(path, self.NAME) if not path.endswith(".json") else path
-        self._stamp: tuple | None = None
-        self._rates: dict[int, tuple[float, float]] = {}
-
-    def read(self, brokers) -> dict:
-        """``{broker: NetSample}`` for the asked brokers the file has (empty while there is none)."""
-        from ..autothrottle import NetSample
-
-        try:
-            st = os.stat(self.file)
-            if (st.st_mtime_ns, st.st_size) != self._stamp:
-                with open(self.file, encoding="utf-8") as fh:
-                    doc = json.load(fh)
-                self._rates = {int(b): (float(v["rx_bytes_per_sec"]), float(v["tx_bytes_per_sec"]))
-                               for b, v in (doc.items() if isinstance(doc, dict) else ())
-                               if str(b).isdigit() and isinstance(v, dict)
-                               and v.get("rx_bytes_per_sec") is not None and v.get("tx_bytes_per_sec") is not None}
-                self._stamp = (st.st_mtime_ns, st.st_size)
-        except (OSError, ValueError, TypeError, AttributeError):
-            return {}  # not written yet, or unreadable: no measurement rather than a stale one
-        wanted = set(brokers)
-        return {b: NetSample(0.0, rx, tx) for b, (rx, tx) in self._rates.items() if b in wanted}
 
 
 @dataclass(frozen=True)
