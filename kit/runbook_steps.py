@@ -110,11 +110,6 @@ class Environment:
     zk_data: str | None = None
     cap_map: dict = field(default_factory=dict)
 
-    def client(self):
-        from .zookeeper import connect
-
-        return connect(self.zk)
-
     def read(self) -> tuple[Cluster, dict | None]:
         """The cluster as ZooKeeper has it now, and the reassignment in flight."""
         from .zookeeper import read_cluster

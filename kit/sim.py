@@ -15,11 +15,14 @@ Pure: a cluster and a plan in, figures out.
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass
 
 from .errors import BadInput
 from .model import Cluster
 
+# Simulated time starts here (events, metric samples), so runs give the same timestamps.
+SAMPLE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SPIKE = (1.6, 600.0)  # factor, seconds
 _STEP = 60.0  # seconds: the longest step taken while client traffic changes shape
 
@@ -211,7 +214,5 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
 
 def _stamp(seconds: float) -> str:
     """Simulated seconds as the events' ISO time, counted from the samples' epoch."""
-    from datetime import datetime, timedelta, timezone
-
-    t = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=round(seconds, 3))
+    t = SAMPLE_EPOCH + timedelta(seconds=round(seconds, 3))
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond // 1000:03d}" if t.microsecond else "") + "Z"

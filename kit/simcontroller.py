@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -24,12 +24,10 @@ from kazoo.exceptions import NoNodeError
 from .errors import BadInput
 from .execute import ELECTION, REASSIGN
 from .simbrokers import DEAD, holder_running
-from .sim import _STEP, _fair_rates, _Flow, client_factor
+from .sim import SAMPLE_EPOCH, _STEP, _fair_rates, _Flow, client_factor
 from .throttle import FOLLOWER_RATE, LEADER_RATE
 from .zookeeper import read_cluster, read_sim_facts
 
-# Simulated time starts here, so samples carry the same timestamps run after run.
-SAMPLE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 DEFAULT_NIC = 125e6  # bytes/s, for brokers seeded without a net_capacity

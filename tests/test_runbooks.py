@@ -70,7 +70,7 @@ def test_each_runbook_takes_a_parameter_file(name, tmp_path):
         events = [json.loads(x) for x in Path(rec["change"]["events"]).read_text().splitlines()]
         assert any(e["kind"] == "rate" for e in events) and events[-1]["kind"] in ("done", "clear")
         # On the simulated cluster the decisions carry the cluster's (simulated) time.
-        from kit.simcontroller import SAMPLE_EPOCH
+        from kit.sim import SAMPLE_EPOCH
 
         assert all(e["time"].startswith(SAMPLE_EPOCH.strftime("%Y-%m-%d")) for e in events)
     else:
