@@ -148,7 +148,7 @@ def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
 
 
 def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, recent: list[int] = (),
-                    exhaustive: bool = False, degree_floor: int = 0) -> int | None:
+                    exhaustive: bool = False, degree_floor: int = 0, keyed: bool = False):
     """A movable partition on broker index `a` that may move to broker index `b`.
 
     Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
@@ -160,6 +160,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     The search looks at a few dozen candidates unless `exhaustive`. A move that would
     leave a target broker with fewer peers than `degree_floor` is never taken.
     `movable[t, x]` counts the pool's partitions of topic t on broker x.
+    With `keyed`, returns (preference key, partition) so callers can compare sources.
     """
     topics = pool[a]
     if not topics:
@@ -229,6 +230,8 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
             # A few per topic spread the choice over topics; keep looking while nothing fits.
             if in_topic >= scan[1] and best is not None and not exhaustive:
                 break
+    if keyed:
+        return best
     return None if best is None else best[1]
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from .flow import bounded_assignment, soft_assignment, water_fill
 from .balance import LARGE
+from .exact_order import best_order
 from .workspace import Workspace
 
 
@@ -366,7 +367,28 @@ def balance_leadership(ws: Workspace) -> bool:
         if not _leadership_pass(ws):
             break
         changed = True
-    return changed
+    return _exact_pass(ws) or changed
+
+
+def _exact_pass(ws: Workspace) -> bool:
+    """Where the flows leave a target missed, settle all three figures at once by integer
+    programming (small clusters only); taken only when strictly better."""
+    if not ws.selected or ws.target_idx.size < 2:
+        return False
+    before = leader_figures(ws, ws.assign)
+    if shortfall(before) == (0, 0, 0):
+        return False
+    found = best_order(ws, ws.assign, lambda x: _eligible(ws, x), shortfall(before))
+    if found is None:
+        return False
+    figs = leader_figures(ws, found)
+    if shortfall(figs) + figs >= shortfall(before) + before:
+        return False
+    for p in ws.selected:
+        if found[p] != ws.assign[p]:
+            ws.reasons.setdefault(p, "leadership")
+            ws.assign[p] = found[p]
+    return True
 
 
 def _leadership_pass(ws: Workspace) -> bool:

@@ -2,32 +2,46 @@
 from __future__ import annotations
 
 from ..model import Cluster, Plan
-from .balance import balance_counts, exact_rebalance, place_orphans, small
+from .balance import LARGE, balance_counts, exact_rebalance, place_orphans, small
 from .leadership import shortfall, balance_leadership, leader_figures
 from .storage import StorageBook, balance_storage, place_orphans_by_storage
 from .select import broker_changes, finish, resolve_brokers, select_partitions
+from .topic_balance import spread_topic_moves
 from .workspace import Workspace
 
 
 def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brokers, ignore_warns) -> Plan:
     selected = select_partitions(cluster, topics, exclude)
     targets = resolve_brokers(cluster, brokers, selected)
-    ws = _balanced(cluster, targets, selected, reason, ignore_warns, spread_topics=False)
-    # On small clusters the exact placement can also spread each topic over the brokers
-    # at no extra copy; that helps leadership per topic, but can fix first-follower pairs
-    # worse (replication factor 2): both are planned and the better result is kept.
-    if small(ws) and shortfall(leader_figures(ws, ws.assign)) != (0, 0, 0):
-        alt = _balanced(cluster, targets, selected, reason, ignore_warns, spread_topics=True)
-        if _quality(alt) < _quality(ws):
+    # Three placements, all with the fewest copies found: the topic flow (every topic's
+    # moves chosen together, so each topic ends spread and its leaders can be even), the
+    # greedy pass (broker pairs kept diverse, which first-follower order needs, most of
+    # all at replication factor 2) and, on small clusters, the exact flow spreading topics.
+    # The first that meets every leadership target is taken, else the best of them.
+    # Above LARGE the topic flow is skipped: there it costs more than the greedy pass and
+    # its pairs, chosen from fewer candidates, fail over worse (measured on 200,000
+    # partitions: topic leader excess 2 instead of 3, failover excess 40 instead of 13).
+    ws = None
+    modes = ("topics", "greedy", "exact-topics") if len(selected) <= LARGE else ("greedy",)
+    for mode in modes:
+        if mode == "exact-topics" and not small(ws):
+            break
+        alt = _balanced(cluster, targets, selected, reason, ignore_warns, mode)
+        if ws is None or _quality(alt) < _quality(ws):
             ws = alt
+        if shortfall(leader_figures(ws, ws.assign)) == (0, 0, 0):
+            break
     return finish(ws, action, broker_changes(cluster, targets))
 
 
-def _balanced(cluster, targets, selected, reason, ignore_warns, spread_topics: bool) -> Workspace:
+def _balanced(cluster, targets, selected, reason, ignore_warns, mode: str) -> Workspace:
     ws = Workspace(cluster, targets, selected)
     # Replicas on brokers outside the targets must move anyway: place them first, evenly.
     place_orphans(ws, "broker not in target set", allow_rack_violation=ignore_warns)
+    if mode == "topics":
+        spread_topic_moves(ws, reason)
     balance_counts(ws, reason)
+    spread_topics = mode == "exact-topics"
     # On small clusters a min-cost flow can find fewer copies for the same balance; a
     # greedy pass after it may narrow the range again, so alternate until neither helps.
     for _ in range(8):
