@@ -195,3 +195,20 @@ def test_rebalance_beyond_the_exact_flow_still_spreads_every_topic():
     assert after["topic_leader_excess_spread_max"] <= 1
     assert after["rack_violations"] == 0
     assert after["degree_min"] >= report["before"]["degree_min"]
+
+
+def test_a_leadership_target_no_order_can_meet_is_explained_in_a_note():
+    """Kafka's RF-2 layout gives each broker few partners; with no copy to spare, no order
+    brings failover to 2, and the plan says that this is the least its replica sets allow."""
+    from test_plan_properties import generate
+
+    from kit.figures import plan_report
+
+    c = generate(brokers=9, racks=4, rf=2, partitions=379, topics=2, seed=8614, scenario="balanced")
+    plan = planners.plan_rebalance(c)
+    after = plan_report(plan)["after"]
+    assert after["failover_excess_spread_max"] > 2
+    notes = [n for n in plan.notes if "least any order" in n]
+    assert notes == [f"failover excess {after['failover_excess_spread_max']}: the least any order of these "
+                     "replica sets allows (proved by integer programming); only moving replicas to other "
+                     "brokers could lower it"]

@@ -24,9 +24,8 @@ MAX_VARIABLES = 6_000
 NODE_LIMIT = 2_000
 
 
-def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]) -> list[list[int]] | None:
-    """The selected partitions reordered to minimise the leadership shortfalls, or None
-    when the program is too large or finds nothing.
+def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]):
+    """The selected partitions reordered to minimise the leadership shortfalls.
 
     Parameters
     ----------
@@ -39,6 +38,12 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
     caps : (int, int, int)
         Current shortfalls (leader, topic, failover): the program looks only at orders no
         worse in any of them.
+
+    Returns
+    -------
+    (list of list of int, bool) or None
+        The new order and whether it is proven optimal (the search ended within its node
+        limit); None when the program is too large or finds nothing.
     """
     tidx = ws.target_idx
     nt = tidx.size
@@ -166,6 +171,7 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
                bounds=Bounds(np.zeros(n), upper), options={"node_limit": NODE_LIMIT, "presolve": True})
     if res.x is None:
         return None
+    optimal = res.status == 0
     x = np.round(res.x[:nv]).astype(bool)
     out = [list(reps) for reps in assign]
     tg = ws.targets
@@ -174,4 +180,4 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
         lead, follow = tg[a], (tg[c] if c >= 0 else None)
         rest = [b for b in assign[p] if b not in (lead, follow)]
         out[p] = [lead] + ([follow] if follow is not None else []) + rest
-    return out
+    return out, optimal

@@ -372,7 +372,8 @@ def balance_leadership(ws: Workspace) -> bool:
 
 def _exact_pass(ws: Workspace) -> bool:
     """Where the flows leave a target missed, settle all three figures at once by integer
-    programming (small clusters only); taken only when strictly better."""
+    programming (small clusters only); taken only when strictly better. When the program
+    proves that no order does better, the plan says so in a note."""
     if not ws.selected or ws.target_idx.size < 2:
         return False
     before = leader_figures(ws, ws.assign)
@@ -381,13 +382,23 @@ def _exact_pass(ws: Workspace) -> bool:
     found = best_order(ws, ws.assign, lambda x: _eligible(ws, x), shortfall(before))
     if found is None:
         return False
-    figs = leader_figures(ws, found)
-    if shortfall(figs) + figs >= shortfall(before) + before:
+    order, optimal = found
+    figs = leader_figures(ws, order)
+    better = shortfall(figs) + figs < shortfall(before) + before
+    final = figs if better else before
+    if optimal and shortfall(final) != (0, 0, 0):
+        names = ("leader count spread", "topic leader excess", "failover excess")
+        missed = ", ".join(f"{name} {v}" for name, v, s in zip(names, final, shortfall(final)) if s)
+        note = (f"{missed}: the least any order of these replica sets allows (proved by "
+                "integer programming); only moving replicas to other brokers could lower it")
+        if note not in ws.notes:
+            ws.notes.append(note)
+    if not better:
         return False
     for p in ws.selected:
-        if found[p] != ws.assign[p]:
+        if order[p] != ws.assign[p]:
             ws.reasons.setdefault(p, "leadership")
-            ws.assign[p] = found[p]
+            ws.assign[p] = order[p]
     return True
 
 

@@ -78,7 +78,7 @@ def finish(ws: Workspace, action: str, changes: dict[str, list[int]], notes=()) 
         targets=ws.targets,
         selected=ws.selected,
         warnings=list(ws.warnings),
-        notes=list(notes),
+        notes=list(notes) + ws.notes,
         reasons=dict(ws.reasons),
         broker_changes=changes,
     )

@@ -86,6 +86,7 @@ class Workspace:
                 self.on_topic[self.index[b]].setdefault(t, {})[p] = None
         self.reasons: dict[int, str] = {}
         self.warnings: list[str] = []
+        self.notes: list[str] = []
 
     def _add_pairs(self, flat: np.ndarray, lens: np.ndarray) -> None:
         starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
