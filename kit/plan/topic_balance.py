@@ -76,10 +76,10 @@ def _tier_arcs(units: int, gain: int) -> list[tuple[int, int]]:
     return arcs
 
 
-def plan_topic_moves(ws: Workspace) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
-    """Per group: (replicas leaving, replicas arriving) per broker index, for the fewest
-    moves that bring every target's count into the balanced range. None when the flow
-    would be too large or finds no such moves."""
+def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] | None:
+    """Per group: (topic, replicas leaving, replicas arriving per broker index), for the
+    fewest moves that bring every target's count into the balanced range. None when the
+    flow would be too large or finds no such moves."""
     tidx = ws.target_idx
     counts = ws.count[tidx]
     total = int(counts.sum())
@@ -172,7 +172,7 @@ def plan_topic_moves(ws: Workspace) -> dict[int, tuple[np.ndarray, np.ndarray]] 
             out[g][0][x] = leave - arrive
         else:
             out[g][1][x] = arrive - leave
-    return out
+    return [(int(topic_of_group[g]), leave, arrive) for g, (leave, arrive) in sorted(out.items())]
 
 
 def _rack_balanced(ws: Workspace, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,16 +193,10 @@ def spread_topic_moves(ws: Workspace, reason: str) -> int:
     planned = plan_topic_moves(ws)
     if not planned:
         return 0
-    group, members = _groups(ws)
-    topic_of_group = {}
-    for t, x in zip(*np.nonzero(group >= 0)):
-        topic_of_group.setdefault(int(group[t, x]), int(t))
     movable = np.zeros(ws.tcount.shape, dtype=np.int64)
     pool: list[dict] = [{} for _ in ws.ids]
     moves = 0
-    for g in sorted(planned):
-        leave, arrive = planned[g]
-        t = topic_of_group[g]
+    for t, leave, arrive in planned:
         sources = [int(x) for x in np.flatnonzero(leave)]
         for b in (int(x) for x in np.flatnonzero(arrive)):
             want = int(arrive[b])
