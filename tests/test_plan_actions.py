@@ -179,7 +179,7 @@ def test_rebalance_of_a_drifted_mixed_rf_cluster_spreads_topics_for_leadership(s
 def test_rebalance_beyond_the_exact_flow_still_spreads_every_topic():
     """Too large for the exact placement (9,000 partitions on 36 brokers): the greedy pass
     alone balanced the counts but left the drifted topics piled up (topic leader excess 136);
-    the topic flow makes the same number of moves and spreads every topic."""
+    following the topic flow's quotas, the same number of moves spreads every topic."""
     from test_plan_properties import generate
 
     from kit.figures import plan_report

@@ -148,7 +148,7 @@ def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
 
 
 def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, recent: list[int] = (),
-                    exhaustive: bool = False, degree_floor: int = 0, keyed: bool = False):
+                    exhaustive: bool = False, degree_floor: int = 0, quotas=None) -> int | None:
     """A movable partition on broker index `a` that may move to broker index `b`.
 
     Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
@@ -160,12 +160,17 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     The search looks at a few dozen candidates unless `exhaustive`. A move that would
     leave a target broker with fewer peers than `degree_floor` is never taken.
     `movable[t, x]` counts the pool's partitions of topic t on broker x.
-    With `keyed`, returns (preference key, partition) so callers can compare sources.
+    `quotas` = (leave, arrive), per (topic, broker index) the moves a topic flow planned:
+    when some topic has both a quota to leave `a` and one to reach `b`, only those are tried.
     """
     topics = pool[a]
     if not topics:
         return None
     cand_t = np.flatnonzero(movable[:, a])
+    if quotas is not None:
+        planned = cand_t[(quotas[0][cand_t, a] > 0) & (quotas[1][cand_t, b] > 0)]
+        if planned.size:
+            cand_t = planned
     diff = ws.tcount[cand_t, a] - ws.tcount[cand_t, b]
     if cand_t.size > 32 and not exhaustive:
         # Only the topics with the largest differences can be chosen: sort just those.
@@ -230,19 +235,19 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
             # A few per topic spread the choice over topics; keep looking while nothing fits.
             if in_topic >= scan[1] and best is not None and not exhaustive:
                 break
-    if keyed:
-        return best
     return None if best is None else best[1]
 
 
-def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None = None, pool=None) -> int:
+def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None = None, pool=None,
+                   quotas=None) -> int:
     """Move replicas from the most- to the least-loaded target brokers until the spread is at
     most one or no allowed move narrows it. Returns the number of moves.
 
     `pool` (per broker index: topic -> partitions) limits which replicas may move; by
     default every selected one. With a pool of replicas this plan places anyway, moving
     one twice costs no copy, so two-step moves through a third broker are tried as well
-    where the rack rule blocks the direct one.
+    where the rack rule blocks the direct one. `quotas` (from `topic_balance.topic_quotas`)
+    steer which topics the moves carry; each move uses up its topic's quotas.
     """
     own_pool = pool is not None
     pool = ws.on_topic if pool is None else pool
@@ -265,7 +270,8 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
             if not by_rack[rb]:
                 failed.setdefault(a, set()).add(b)
                 return None
-        p = _pick_partition(ws, a, b, pool, movable, recent.get(a, ()), exhaustive=fresh, degree_floor=floor)
+        p = _pick_partition(ws, a, b, pool, movable, recent.get(a, ()), exhaustive=fresh, degree_floor=floor,
+                            quotas=quotas)
         if p is None:
             failed.setdefault(a, set()).add(b)
         return p
@@ -278,6 +284,10 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     def move(p, a, b):
         pos = ws.assign[p].index(ws.ids[a])
         ws.replace_slot(p, pos, ws.ids[b], reason)
+        if quotas is not None:
+            t = ws.topic[p]
+            quotas[0][t, a] = max(0, quotas[0][t, a] - 1)
+            quotas[1][t, b] = max(0, quotas[1][t, b] - 1)
         movable[ws.topic[p], a] -= 1
         movable[ws.topic[p], b] += 1
         if own_pool:

@@ -5,7 +5,9 @@ topics: a greedy pass ends balanced in total but may leave a topic piled on the 
 it was created on, and then no order of replicas can spread that topic's leaders. Here
 one min-cost flow over (topic, broker) decides, for the same minimal number of moves,
 how many replicas of each topic leave and reach each broker, with a convex penalty on
-each topic's distance from its even share; then concrete partitions realise those moves.
+each topic's distance from its even share. The greedy balance then follows these quotas
+(`balance_counts(..., quotas=...)`): it still picks the broker pairs and the partitions,
+which keeps broker pairs diverse for failover, but prefers the topics the flow planned.
 
 Network (OR-Tools SimpleMinCostFlow): broker nodes carry each broker's surplus or deficit
 against the balanced range; a replica of group g leaves broker a through node (g, a, out)
@@ -19,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
-from .balance import _count_range, _pick_partition
+from .balance import _count_range
 from .workspace import Workspace
 
 _TIERS = 4  # the k-th unit away from a topic's even share costs min(k, _TIERS)
@@ -186,42 +188,15 @@ def _rack_balanced(ws: Workspace, counts: np.ndarray) -> tuple[np.ndarray, np.nd
     return lo, hi
 
 
-def spread_topic_moves(ws: Workspace, reason: str) -> int:
-    """Make the moves `plan_topic_moves` asks for, partition by partition, choosing each
-    moved replica as the greedy balance would (rack rule, peers kept). Moves that no
-    partition can realise are left to the greedy pass. Returns the number of moves."""
+def topic_quotas(ws: Workspace) -> tuple[np.ndarray, np.ndarray] | None:
+    """The topic flow's moves as (leave, arrive) counts per (topic, broker index), for the
+    greedy balance to follow (`balance_counts(..., quotas=...)`)."""
     planned = plan_topic_moves(ws)
     if not planned:
-        return 0
-    movable = np.zeros(ws.tcount.shape, dtype=np.int64)
-    pool: list[dict] = [{} for _ in ws.ids]
-    moves = 0
-    for t, leave, arrive in planned:
-        sources = [int(x) for x in np.flatnonzero(leave)]
-        for b in (int(x) for x in np.flatnonzero(arrive)):
-            want = int(arrive[b])
-            while want > 0:
-                # Every source with replicas still to give is a candidate; the move that best
-                # keeps peers and spreads broker pairs wins, as in the greedy balance.
-                best = None
-                for a in sources:
-                    if leave[a] <= 0:
-                        continue
-                    bucket = ws.on_topic[a].get(t)
-                    if not bucket:
-                        continue
-                    pool[a] = {t: bucket}
-                    movable[t, a] = len(bucket)
-                    found = _pick_partition(ws, a, b, pool, movable, degree_floor=ws.degree_floor, keyed=True)
-                    movable[t, a] = 0
-                    pool[a] = {}
-                    if found is not None and (best is None or found[0] < best[0]):
-                        best = (found[0], found[1], a)
-                if best is None:
-                    break
-                _, p, a = best
-                ws.replace_slot(p, ws.assign[p].index(ws.ids[a]), ws.ids[b], reason)
-                leave[a] -= 1
-                want -= 1
-                moves += 1
-    return moves
+        return None
+    leave = np.zeros(ws.tcount.shape, dtype=np.int64)
+    arrive = np.zeros(ws.tcount.shape, dtype=np.int64)
+    for t, out, into in planned:
+        leave[t] += out
+        arrive[t] += into
+    return leave, arrive
