@@ -45,6 +45,8 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
         The new order and whether it is proven optimal (the search ended within its node
         limit); None when the program is too large or finds nothing.
     """
+    if len(ws.selected) > MAX_VARIABLES:  # every partition has at least one choice
+        return None
     tidx = ws.target_idx
     nt = tidx.size
     pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
