@@ -239,7 +239,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
 
 
 def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None = None, pool=None,
-                   quotas=None) -> int:
+                   quotas=None, spread_touched: bool = False) -> int:
     """Move replicas from the most- to the least-loaded target brokers until the spread is at
     most one or no allowed move narrows it. Returns the number of moves.
 
@@ -247,7 +247,10 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     default every selected one. With a pool of replicas this plan places anyway, moving
     one twice costs no copy, so two-step moves through a third broker are tried as well
     where the rack rule blocks the direct one. `quotas` (from `topic_balance.topic_quotas`)
-    steer which topics the moves carry; each move uses up its topic's quotas.
+    steer which topics the moves carry; each move uses up its topic's quotas. With
+    `spread_touched` a moved partition goes to the back of its other brokers' candidate
+    lists, so the moves spread over many replica sets instead of several moves landing on
+    one set.
     """
     own_pool = pool is not None
     pool = ws.on_topic if pool is None else pool
@@ -297,9 +300,19 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
             if not bucket:
                 del pool[a][t]
             pool[b].setdefault(t, {})[p] = None
+        t = int(ws.topic[p])
         for m in ws.assign[p]:
             if m != ws.ids[b]:
                 recent.setdefault(ws.index[m], []).append(p)
+                # To the back of the other members' lists: the candidates a search looks
+                # at first are then partitions no move has touched yet, so successive
+                # moves out of different brokers do not keep landing on the same replica
+                # sets (which carries whole sets to the new brokers together, and a dead
+                # broker's leadership then has only its few partners to go to).
+                bucket = pool[ws.index[m]].get(t) if spread_touched else None
+                if bucket is not None and p in bucket:
+                    del bucket[p]
+                    bucket[p] = None
         # b gained a partition, so moves out of b may now exist; a only lost options.
         reach.pop(b, None)
         failed.pop(b, None)
