@@ -212,3 +212,23 @@ def test_a_leadership_target_no_order_can_meet_is_explained_in_a_note():
     assert notes == [f"failover excess {after['failover_excess_spread_max']}: the least any order of these "
                      "replica sets allows (proved by integer programming); only moving replicas to other "
                      "brokers could lower it"]
+
+
+@pytest.mark.parametrize("args", [
+    dict(brokers=3, racks=3, rf=3, add=3, topics=1, partitions=300, seed=1),
+    dict(brokers=4, racks=2, rf=2, add=2, topics=2, partitions=300, seed=3),
+])
+def test_doubling_a_cluster_spreads_the_moves_over_many_replica_sets(args):
+    """Half of every rack's replicas move to the new brokers. Moves that kept landing on the
+    same replica sets carried whole sets over together (failover excess 22 and 11): a dead
+    broker's leadership then had only its few partners to go to."""
+    from test_plan_properties import generate
+
+    from kit.figures import plan_report
+
+    report = plan_report(planners.plan_scale_out(generate(scenario="scale-out", **args)))
+    after, mv = report["after"], report["movement"]
+    assert mv["replica_additions"] == mv["additions_lower_bound_count_balanced"]
+    assert after["replica_count_spread"] <= 1 and after["leader_count_spread"] <= 1
+    assert after["topic_leader_excess_spread_max"] <= 1
+    assert after["failover_excess_spread_max"] <= 2
