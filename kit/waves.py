@@ -66,18 +66,28 @@ def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES
     first_data_wave = len(waves)
     load: list[dict[int, int]] = []  # per data wave: broker -> moves
     lowest_open: dict[int, int] = {}  # broker -> first data wave where it may have room
+    cap = max_moves_per_broker
     for m in data:
-        w = max((lowest_open.get(b, 0) for b in m.brokers), default=0)
+        brokers = m.brokers
+        w = max(lowest_open.get(b, 0) for b in brokers)
         while True:
             if w == len(load):
                 load.append({})
-            if all(load[w].get(b, 0) < max_moves_per_broker for b in m.brokers):
+            room = load[w]
+            # Plain loops, not all(): this runs a few million times on large plans.
+            for b in brokers:
+                if room.get(b, 0) >= cap:
+                    break
+            else:
                 break
             w += 1
-        for b in m.brokers:
-            load[w][b] = load[w].get(b, 0) + 1
-            while lowest_open.get(b, 0) < len(load) and load[lowest_open.get(b, 0)].get(b, 0) >= max_moves_per_broker:
-                lowest_open[b] = lowest_open.get(b, 0) + 1
+        room = load[w]
+        for b in brokers:
+            room[b] = room.get(b, 0) + 1
+            first = lowest_open.get(b, 0)
+            while first < len(load) and load[first].get(b, 0) >= cap:
+                first += 1
+            lowest_open[b] = first
         while len(waves) <= first_data_wave + w:
             waves.append([])
         waves[first_data_wave + w].append(m)

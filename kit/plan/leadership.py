@@ -16,7 +16,7 @@ import numpy as np
 
 from .flow import bounded_assignment, soft_assignment, water_fill
 from .balance import LARGE
-from .exact_order import best_order
+from .exact_order import MAX_VARIABLES, best_order
 from .workspace import Workspace
 
 
@@ -374,7 +374,7 @@ def _exact_pass(ws: Workspace) -> bool:
     """Where the flows leave a target missed, settle all three figures at once by integer
     programming (small clusters only); taken only when strictly better. When the program
     proves that no order does better, the plan says so in a note."""
-    if not ws.selected or ws.target_idx.size < 2:
+    if not ws.selected or ws.target_idx.size < 2 or len(ws.selected) > MAX_VARIABLES:
         return False
     before = leader_figures(ws, ws.assign)
     if shortfall(before) == (0, 0, 0):
