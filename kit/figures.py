@@ -480,7 +480,7 @@ def plan_report(plan: Plan) -> dict:
     -------
     dict
         Keys ``action, targets, problems, problem_count, before, after, movement,
-        warnings, broker_changes``. ``problems`` lists at most 20 (as evaluate_plan);
+        warnings, notes, broker_changes``. ``problems`` lists at most 20 (as evaluate_plan);
         ``problem_count`` counts them all.
     """
     cluster = plan.cluster
@@ -495,6 +495,7 @@ def plan_report(plan: Plan) -> dict:
         "after": _figures(ctx, after),
         "movement": _movement(ctx, before, after),
         "warnings": list(plan.warnings),
+        "notes": list(plan.notes),
         "broker_changes": {k: list(v) for k, v in plan.broker_changes.items()},
     }
     if plan.groups:

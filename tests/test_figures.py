@@ -258,7 +258,7 @@ def test_report_shape():
     plan = _tiny_plan(warnings=["w"])
     report = plan_report(plan)
     assert list(report) == ["action", "targets", "problems", "problem_count", "before", "after",
-                            "movement", "warnings", "broker_changes"]
+                            "movement", "warnings", "notes", "broker_changes"]
     assert report["targets"] == [1001, 1002, 1003, 1004]
     assert report["warnings"] == ["w"] and report["broker_changes"] == {"added": [1004]}
     with pytest.raises(ValueError):

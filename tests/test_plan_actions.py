@@ -206,8 +206,10 @@ def test_a_leadership_target_no_order_can_meet_is_explained_in_a_note():
 
     c = generate(brokers=9, racks=4, rf=2, partitions=379, topics=2, seed=8614, scenario="balanced")
     plan = planners.plan_rebalance(c)
-    after = plan_report(plan)["after"]
+    report = plan_report(plan)
+    after = report["after"]
     assert after["failover_excess_spread_max"] > 2
+    assert report["notes"] == plan.notes  # --report carries it too
     notes = [n for n in plan.notes if "least any order" in n]
     assert notes == [f"failover excess {after['failover_excess_spread_max']}: the least any order of these "
                      "replica sets allows (proved by integer programming); only moving replicas to other "
