@@ -19,14 +19,14 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
     # pass as it comes (its pairs sometimes fail over better, at replication factor 2
     # most of all); on small clusters the exact flow spreading topics. The first that
     # meets every leadership target is taken, else the best of them.
-    # Above LARGE one placement only, each costing seconds there: spread moves, unless new
-    # (empty) brokers are filling up. Measured at 200,000 partitions: spreading took the
-    # drifted cluster's failover excess from 13 to 2 and topic leader excess from 3 to 2,
-    # but the scale-out's failover from 3 to 11. Quotas there (without spreading) cost
-    # 2.6 s more and gave topic leader excess 2 but failover excess 17.
+    # Above LARGE one placement only, each costing seconds there, chosen by what was
+    # measured at 200,000 partitions: spread moves everywhere (the drifted cluster's
+    # failover excess 13 -> 2); where new (empty) brokers are filling up, with the topic
+    # quotas too (scale-out failover 3 -> 2, where spread alone gave 11; on the drifted
+    # cluster the quotas gave 3 instead of 2).
     if len(selected) > LARGE:
         empty = 0 in _counts(cluster, targets)
-        placements = [dict(quotas=False, spread_touched=not empty, spread_topics=False)]
+        placements = [dict(quotas=empty, spread_touched=True, spread_topics=False)]
     else:
         placements = [dict(quotas=True, spread_touched=True, spread_topics=False),
                       dict(quotas=False, spread_touched=False, spread_topics=False),
