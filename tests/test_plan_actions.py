@@ -234,3 +234,15 @@ def test_doubling_a_cluster_spreads_the_moves_over_many_replica_sets(args):
     assert after["replica_count_spread"] <= 1 and after["leader_count_spread"] <= 1
     assert after["topic_leader_excess_spread_max"] <= 1
     assert after["failover_excess_spread_max"] <= 2
+
+
+def test_leaders_again_changes_nothing_after_the_integer_program_took_an_order():
+    """Found by hypothesis: the integer program's order, improved once more by the flows,
+    was not a fixed point; both now run until neither changes anything."""
+    from test_plan_properties import _snapshot_after, generate
+
+    from kit.formats import cluster_from_snapshot
+
+    c = generate(brokers=5, racks=2, rf=3, scenario="scale-out", topics=1, partitions=369, dead=1, add=1, seed=0)
+    plan = planners.plan_leaders(c)
+    assert planners.plan_leaders(cluster_from_snapshot(_snapshot_after(plan))).changed() == []

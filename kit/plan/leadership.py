@@ -364,10 +364,13 @@ def balance_leadership(ws: Workspace) -> bool:
     changed = False
     rounds = 1 if len(ws.selected) > LARGE else 12
     for _ in range(rounds):
-        if not _leadership_pass(ws):
+        # The integer program only where the flows stop; after it takes an order, the flows
+        # look again, so the result is a fixed point of both and planning again on it
+        # changes nothing.
+        if not (_leadership_pass(ws) or _exact_pass(ws)):
             break
         changed = True
-    return _exact_pass(ws) or changed
+    return changed
 
 
 def _exact_pass(ws: Workspace) -> bool:
