@@ -380,6 +380,7 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     events = os.path.join(env.workdir, "events.jsonl")
     samples = os.path.join(env.workdir, "samples")
     rollback = os.path.join(env.workdir, "rollback.json")
+    err_path = os.path.join(env.workdir, "throttle.err")
     static = Settings().minimum if throttle == "auto" else float(throttle)
     with _client(env) as c:
         execute.apply_plan(c, moves, static, rollback)
@@ -404,8 +405,8 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
             cmd += ["--cap-map", json.dumps(env.cap_map)]
         if env.simulated:
             cmd += ["--clock", "samples"]  # the chart then spans the cluster's (simulated) hours
-        errors = open(os.path.join(env.workdir, "throttle.err"), "w")
-        loop = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
+        with open(err_path, "w") as errors:  # the child keeps its own copy of the descriptor
+            loop = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
         procs.append(loop)
     else:
         loop = None
@@ -432,7 +433,8 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
                 break
             if loop is not None and loop.poll() not in (None, 0) and not warned:
                 warned = True  # said once, loudly; the copy goes on at the rates in force
-                why = open(os.path.join(env.workdir, "throttle.err")).read().strip().splitlines()[-1:] or ["?"]
+                with open(err_path) as fh:
+                    why = fh.read().strip().splitlines()[-1:] or ["?"]
                 print(f"WARNING: the auto-throttle stopped (exit {loop.returncode}: {why[0]}); the copy goes on "
                       f"at the rates in force (at least {Settings().minimum / 1e6:.0f} MB/s)")
                 if record is not None:

@@ -28,8 +28,6 @@ from .sim import SAMPLE_EPOCH, _STEP, _fair_rates, _Flow, client_factor
 from .throttle import FOLLOWER_RATE, LEADER_RATE
 from .zookeeper import read_cluster, read_sim_facts
 
-
-
 DEFAULT_NIC = 125e6  # bytes/s, for brokers seeded without a net_capacity
 
 

@@ -285,22 +285,20 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
             movable[t, x] = len(bucket)
 
     def move(p, a, b):
+        t = int(ws.topic[p])
         pos = ws.assign[p].index(ws.ids[a])
         ws.replace_slot(p, pos, ws.ids[b], reason)
         if quotas is not None:
-            t = ws.topic[p]
             quotas[0][t, a] = max(0, quotas[0][t, a] - 1)
             quotas[1][t, b] = max(0, quotas[1][t, b] - 1)
-        movable[ws.topic[p], a] -= 1
-        movable[ws.topic[p], b] += 1
+        movable[t, a] -= 1
+        movable[t, b] += 1
         if own_pool:
-            t = int(ws.topic[p])
             bucket = pool[a][t]
             del bucket[p]
             if not bucket:
                 del pool[a][t]
             pool[b].setdefault(t, {})[p] = None
-        t = int(ws.topic[p])
         for m in ws.assign[p]:
             if m != ws.ids[b]:
                 recent.setdefault(ws.index[m], []).append(p)

@@ -29,10 +29,9 @@ _MOVE = 2 * _TIERS + 1
 _MAX_ARCS = 3_000_000
 
 
-def _groups(ws: Workspace) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Group of each selected topic's replicas: per topic, or per (topic, rack) where every
-    replica set of the topic spans every rack. Returns (group of (topic, broker index) or -1,
-    target indices per group)."""
+def _groups(ws: Workspace) -> list[tuple[int, np.ndarray]]:
+    """The groups a selected topic's replicas move within: (topic, target indices), one per
+    topic, or one per (topic, rack) where every replica set of the topic spans every rack."""
     n_topics = len(ws.topic_names)
     tidx = ws.target_idx
     racks = ws.rack[tidx]
@@ -45,18 +44,13 @@ def _groups(ws: Workspace) -> tuple[np.ndarray, list[np.ndarray]]:
             spans[t] = False
     pinned = ws.n_racks >= 2 and (racks >= 0).all()
     rack_ids = sorted({int(r) for r in racks})
-    group = np.full((n_topics, len(ws.ids)), -1, dtype=np.int64)
-    members: list[np.ndarray] = []
+    groups: list[tuple[int, np.ndarray]] = []
     for t in np.flatnonzero(present):
         if pinned and spans[t]:
-            for r in rack_ids:
-                sub = tidx[racks == r]
-                group[t, sub] = len(members)
-                members.append(sub)
+            groups += [(int(t), tidx[racks == r]) for r in rack_ids]
         else:
-            group[t, tidx] = len(members)
-            members.append(tidx)
-    return group, members
+            groups.append((int(t), tidx))
+    return groups
 
 
 def _tier_arcs(units: int, gain: int) -> list[tuple[int, int]]:
@@ -92,13 +86,13 @@ def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] 
         lo, hi = _rack_balanced(ws, counts)
     if ((counts >= lo) & (counts <= hi)).all():
         return None
-    group, members = _groups(ws)
-    held = np.zeros(group.shape, dtype=np.int64)  # movable replicas per (topic, broker)
+    groups = _groups(ws)
+    held = np.zeros(ws.tcount.shape, dtype=np.int64)  # movable replicas per (topic, broker)
     for x in tidx:
         for t, bucket in ws.on_topic[x].items():
             held[t, x] = len(bucket)
-    n_groups = len(members)
-    if sum(m.size for m in members) * 2 * (_TIERS + 2) > _MAX_ARCS:
+    n_groups = len(groups)
+    if sum(sub.size for _, sub in groups) * 2 * (_TIERS + 2) > _MAX_ARCS:
         return None
 
     flow = min_cost_flow.SimpleMinCostFlow()
@@ -126,13 +120,8 @@ def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] 
             arc(zero, x, settled - l, 0)
     supply[zero] = -int(supply[:n_b].sum())
 
-    topic_of_group = np.full(n_groups, -1, dtype=np.int64)
-    ts, xs = np.nonzero(group >= 0)
-    topic_of_group[group[ts, xs]] = ts
     pair_nodes = []  # (group, broker, out node, in node)
-    for g in range(n_groups):
-        t = int(topic_of_group[g])
-        sub = members[g]
+    for g, (t, sub) in enumerate(groups):
         n_g = int(held[t, sub].sum())
         share_lo, share_hi = n_g // sub.size, -(-n_g // sub.size)
         hub = hub0 + g
@@ -174,7 +163,7 @@ def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] 
             out[g][0][x] = leave - arrive
         else:
             out[g][1][x] = arrive - leave
-    return [(int(topic_of_group[g]), leave, arrive) for g, (leave, arrive) in sorted(out.items())]
+    return [(groups[g][0], leave, arrive) for g, (leave, arrive) in sorted(out.items())]
 
 
 def _rack_balanced(ws: Workspace, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
