@@ -15,7 +15,8 @@ from ortools.graph.python import max_flow, min_cost_flow
 def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray,
                        group_lo: np.ndarray, group_hi: np.ndarray,
                        parent_of_group: np.ndarray | None = None,
-                       parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None):
+                       parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
+                       cut: list | None = None):
     """Pick one candidate group per item so every group and parent count lies in its bounds.
 
     Parameters
@@ -28,6 +29,12 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
         Bounds per group.
     parent_of_group, parent_lo, parent_hi : ndarray, optional
         A second level: each group feeds one parent, whose total is bounded too.
+    cut : list, optional
+        When the bounds cannot be met, receives a certificate from a minimum cut:
+        (shortfall, parent on the source side (bool per parent), sink on the source side).
+        Raising the source-side parents' upper bounds (sink not on the source side), or
+        lowering the other parents' lower bounds (sink on it), by `shortfall` in total in
+        the parents' own terms is necessary before the bounds can be met.
 
     Returns
     -------
@@ -76,6 +83,10 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
     mf.add_arcs_with_capacity(all_t, all_h, all_c)
     mf.solve(s2, t2)
     if mf.optimal_flow() < int(excess[pos].sum()):
+        if cut is not None and n_par:
+            side = np.zeros(par0 + n_par, dtype=bool)
+            side[np.asarray(mf.get_source_side_min_cut(), dtype=np.int64)] = True
+            cut.append((int(excess[pos].sum()) - int(mf.optimal_flow()), side[par0:], bool(side[sink])))
         return None
     flows = mf.flows(np.arange(len(item_of_arc)))
     return _chosen(n_items, item_of_arc, group_of_arc, flows)

@@ -196,8 +196,8 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     t_lo, t_hi = water_fill(avail_t, n_t)
     free_lo, free_hi = np.zeros(t_lo.size, dtype=np.int64), avail_t.ravel()
 
-    def overall(lo, hi):
-        return bounded_assignment(len(items), it_a, gr_a, free_lo, free_hi, parent, lo, hi)
+    def overall(lo, hi, cut=None):
+        return bounded_assignment(len(items), it_a, gr_a, free_lo, free_hi, parent, lo, hi, cut=cut)
 
     # Leader balance overall is a hard bound (the tightest the replica sets allow); per
     # topic, deviations are penalised, so one min-cost flow settles both.
@@ -220,8 +220,11 @@ def _tightest_overall(solve, fr: _Frame):
     """Flow bounds for the smallest leader count spread the replica sets allow.
 
     The water-filled shares (each broker at most what it can lead) are the ideal and
-    usually feasible; otherwise the smallest feasible maximum is found by bisection, then
-    the largest minimum under it. Fixed leaders count in every broker's total.
+    usually feasible. Otherwise the least feasible maximum, then the largest minimum under
+    it, are found by stepping along minimum cuts: a failed flow's cut names the brokers that
+    lack room (or lack partitions) and how much they lack together, which rules out every
+    bound up to the first one that could supply it, so the first bound that passes is the
+    tightest. Fixed leaders count in every broker's total.
     """
     items = len(fr.items)
     lo, hi = fr.leader_bounds(0)
@@ -233,29 +236,58 @@ def _tightest_overall(solve, fr: _Frame):
         return (np.maximum(np.minimum(m, fr.hi) - fr.fixed_lead, 0),
                 np.minimum(np.maximum(big_m - fr.fixed_lead, 0), cap))
 
-    def feasible(m, big_m):
+    def failed_cut(m, big_m):
+        """None when (m, big_m) is feasible, else the cut certificate (or () without one)."""
         b_lo, b_hi = bounds(m, big_m)
-        return b_lo.sum() <= items <= b_hi.sum() and (b_lo <= b_hi).all() and solve(b_lo, b_hi) is not None
+        if not (b_lo.sum() <= items <= b_hi.sum() and (b_lo <= b_hi).all()):
+            return ()
+        cut: list = []
+        return None if solve(b_lo, b_hi, cut) is not None else (cut[0] if cut else ())
 
     top = int(fr.fixed_lead.max()) + items
-    low, high = int(fr.hi.max()), top
-    if not feasible(0, high):
+    if failed_cut(0, top) is not None:
         return None
+    # Upper side: cap(M) = what the short brokers may take under maximum M.
+    best_max = int(fr.hi.max())
+    while (c := failed_cut(0, best_max)) is not None:
+        if not c or c[2]:
+            best_max += 1
+            continue
+        short, ceiling = c[0], lambda big_m, side=c[1]: int(bounds(0, big_m)[1][side].sum())
+        need = ceiling(best_max) + short
+        best_max = _first(best_max + 1, top, lambda big_m: ceiling(big_m) >= need)
+    # Lower side: the brokers off the source side cannot all get their minimum.
+    best_min = int(fr.lo.min()) if fr.lo.size else 0
+    while best_min > 0 and (c := failed_cut(best_min, best_max)) is not None:
+        if not c or not c[2]:
+            best_min -= 1
+            continue
+        short, floor = c[0], lambda m, side=~c[1]: int(bounds(m, best_max)[0][side].sum())
+        allowed = floor(best_min) - short
+        best_min = _last(0, best_min - 1, lambda m: floor(m) <= allowed)
+    return bounds(best_min, best_max)
+
+
+def _first(low: int, high: int, ok) -> int:
+    """The least x in [low, high] with ok(x), ok monotone rising (high if none)."""
     while low < high:
         mid = (low + high) // 2
-        if feasible(0, mid):
+        if ok(mid):
             high = mid
         else:
             low = mid + 1
-    best_max = high
-    low, high = 0, int(fr.lo.min()) if fr.lo.size else 0
+    return low
+
+
+def _last(low: int, high: int, ok) -> int:
+    """The greatest x in [low, high] with ok(x), ok monotone falling (low if none)."""
     while low < high:
         mid = (low + high + 1) // 2
-        if feasible(mid, best_max):
+        if ok(mid):
             low = mid
         else:
             high = mid - 1
-    return bounds(low, best_max)
+    return low
 
 
 def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
