@@ -81,41 +81,58 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
         )
     parts: dict[tuple[str, int], Partition] = {}
     for i, p in enumerate(raw_parts):
-        where = f"{source}: partitions[{i}]"
-        if not isinstance(p, dict):
-            raise BadInput(f"{where}: expected an object")
-        for k in ("topic", "partition", "replicas"):
-            if k not in p:
-                raise BadInput(f"{where} lacks '{k}'")
+        if not isinstance(p, dict) or not ("topic" in p and "partition" in p and "replicas" in p):
+            where = f"{source}: partitions[{i}]"
+            if not isinstance(p, dict):
+                raise BadInput(f"{where}: expected an object")
+            missing = next(k for k in ("topic", "partition", "replicas") if k not in p)
+            raise BadInput(f"{where} lacks '{missing}'")
         topic = p["topic"]
         if not isinstance(topic, str) or not topic:
-            raise BadInput(f"{where}.topic: expected a non-empty string")
-        num = _int(p["partition"], f"{where}.partition")
-        name = f"{topic}-{num}"
+            raise BadInput(f"{source}: partitions[{i}].topic: expected a non-empty string")
+        num = p["partition"]
+        if type(num) is not int:  # exact type: a bool is no partition number
+            num = _int(num, f"{source}: partitions[{i}].partition")
         reps = p["replicas"]
         if not isinstance(reps, list) or not reps:
-            raise BadInput(f"{source}: {name} replicas must be a non-empty list of broker ids")
-        reps = tuple(_int(r, f"{source}: {name} replicas") for r in reps)
+            raise BadInput(f"{source}: {topic}-{num} replicas must be a non-empty list of broker ids")
+        if not all(type(r) is int for r in reps):
+            for r in reps:
+                _int(r, f"{source}: {topic}-{num} replicas")
+        reps = tuple(reps)
         if len(set(reps)) != len(reps):
             dup = next(r for r in reps if reps.count(r) > 1)
-            raise BadInput(f"{source}: {name} lists broker {dup} twice in its replicas")
-        isr_raw = p.get("isr")
-        if isr_raw is not None and not isinstance(isr_raw, list):
-            raise BadInput(f"{source}: {name} isr must be a list of broker ids")
-        isr = reps if isr_raw is None else tuple(_int(r, f"{source}: {name} isr") for r in isr_raw)
+            raise BadInput(f"{source}: {topic}-{num} lists broker {dup} twice in its replicas")
+        isr = p.get("isr")
+        if isr is None:
+            isr = reps
+        elif isinstance(isr, list) and all(type(r) is int for r in isr):
+            isr = tuple(isr)
+        elif not isinstance(isr, list):
+            raise BadInput(f"{source}: {topic}-{num} isr must be a list of broker ids")
+        else:
+            isr = tuple(_int(r, f"{source}: {topic}-{num} isr") for r in isr)
         leader = p.get("leader")
-        if leader is not None:
-            leader = _int(leader, f"{source}: {name} leader")
+        if leader is not None and type(leader) is not int:
+            leader = _int(leader, f"{source}: {topic}-{num} leader")
         if (topic, num) in parts:
-            raise BadInput(f"{source}: partition {name} listed twice")
+            raise BadInput(f"{source}: partition {topic}-{num} listed twice")
+        figures = []
+        for key, default in (("size", 0), ("bytes_in", 0.0), ("bytes_out", 0.0)):
+            v = p.get(key)
+            if v is None:
+                v = default
+            elif type(v) is not int and type(v) is not float:
+                v = _num(v, f"{source}: {topic}-{num} {key}", default)
+            figures.append(v)
         parts[(topic, num)] = Partition(
             topic=topic,
             partition=num,
             replicas=reps,
             isr=isr,
-            size=int(_num(p.get("size"), f"{source}: {name} size", 0)),
-            bytes_in=float(_num(p.get("bytes_in"), f"{source}: {name} bytes_in", 0.0)),
-            bytes_out=float(_num(p.get("bytes_out"), f"{source}: {name} bytes_out", 0.0)),
+            size=int(figures[0]),
+            bytes_in=float(figures[1]),
+            bytes_out=float(figures[2]),
             leader=leader,
         )
     # A broker named in a replica list but not registered is dead (as Kafka would see it).

@@ -159,14 +159,14 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     the only way for two underfull (often new) brokers to come to share partitions.
     The search looks at a few dozen candidates unless `exhaustive`. A move that would
     leave a target broker with fewer peers than `degree_floor` is never taken.
-    `movable[t, x]` counts the pool's partitions of topic t on broker x.
+    `movable[x, t]` counts the pool's partitions of topic t on broker x.
     `quotas` = (leave, arrive), per (topic, broker index) the moves a topic flow planned:
     when some topic has both a quota to leave `a` and one to reach `b`, only those are tried.
     """
     topics = pool[a]
     if not topics:
         return None
-    cand_t = np.flatnonzero(movable[:, a])
+    cand_t = np.flatnonzero(movable[a])
     if quotas is not None:
         planned = cand_t[(quotas[0][cand_t, a] > 0) & (quotas[1][cand_t, b] > 0)]
         if planned.size:
@@ -184,7 +184,7 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     seen = 0
     top = int(diff[order[0]])
 
-    index, assign, is_target = ws.index, ws.assign, ws.is_target
+    index, assign, is_target = ws.index, ws.assign, ws.is_target_list
     # Within one rack a move never changes which racks a replica set spans.
     same_rack = ws.rack[a] >= 0 and ws.rack[a] == ws.rack[b]
 
@@ -212,13 +212,14 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
             if any(int((ws.shared[j][tg] > 0).sum()) - 1 < degree_floor for j in lost):
                 return
         # A move of topic t from a to b evens t out when a holds at least two more of it.
-        key = (loss, 0 if d >= 2 else (1 if d == 1 else 2), int(pairs), -d)
+        key = (loss, 0 if d >= 2 else (1 if d == 1 else 2), pairs, -d)
         if best is None or key < best[0]:
             best = (key, p)
 
     scan = _SCAN_LARGE if len(ws.selected) > LARGE else _SCAN_SMALL
+    topic_of = ws.topic_list
     for p in recent[-scan[2]:]:
-        t = int(ws.topic[p])
+        t = topic_of[p]
         d = int(ws.tcount[t, a] - ws.tcount[t, b])
         if d >= 1 and p in topics.get(t, ()):
             consider(p, d)
@@ -279,10 +280,10 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
             failed.setdefault(a, set()).add(b)
         return p
 
-    movable = np.zeros(ws.tcount.shape, dtype=np.int64)
+    movable = np.zeros(ws.tcount.shape[::-1], dtype=np.int64)  # broker-major: rows are read per pick
     for x, by_topic in enumerate(pool):
         for t, bucket in by_topic.items():
-            movable[t, x] = len(bucket)
+            movable[x, t] = len(bucket)
 
     def move(p, a, b):
         t = int(ws.topic[p])
@@ -291,8 +292,8 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
         if quotas is not None:
             quotas[0][t, a] = max(0, quotas[0][t, a] - 1)
             quotas[1][t, b] = max(0, quotas[1][t, b] - 1)
-        movable[t, a] -= 1
-        movable[t, b] += 1
+        movable[a, t] -= 1
+        movable[b, t] += 1
         if own_pool:
             bucket = pool[a][t]
             del bucket[p]

@@ -41,6 +41,7 @@ class Workspace:
         self.is_target = np.zeros(n, dtype=bool)
         self.is_target[[self.index[t] for t in self.targets]] = True
         self.target_idx = np.flatnonzero(self.is_target)
+        self.is_target_list = self.is_target.tolist()
 
         racks = [cluster.brokers[b].rack for b in self.ids]
         names = sorted({r for r in racks if r is not None})
@@ -48,6 +49,9 @@ class Workspace:
         self.rack_names = names
         self.rack = np.array([rack_num[r] if r is not None else -1 for r in racks], dtype=np.int64)
         self.rack_of = {b: (cluster.brokers[b].rack) for b in self.ids}
+        # Rack number by broker id as plain ints: the inner loops read these millions of
+        # times, and a dict of ints is several times faster there than numpy scalars.
+        self.rack_num_of = {b: int(r) for b, r in zip(self.ids, self.rack)}
         self.n_racks = len({int(self.rack[i]) for i in self.target_idx if self.rack[i] >= 0})
         if min_rack_ids is not None and min_rack_ids > 0 and min_rack_ids > self.n_racks:
             raise Unsafe(
@@ -61,6 +65,7 @@ class Workspace:
         self.topic_names = topics
         tnum = {t: i for i, t in enumerate(topics)}
         self.topic = np.array([tnum[p.topic] for p in parts], dtype=np.int64)
+        self.topic_list = self.topic.tolist()
         self.selected = sorted(set(selected))
         self.is_selected = np.zeros(len(parts), dtype=bool)
         self.is_selected[self.selected] = True
@@ -107,18 +112,19 @@ class Workspace:
 
     def rack_ok(self, b: int, members: list[int], rf: int) -> bool:
         """Whether broker id `b` may join `members` in a replica set of `rf` replicas."""
-        r = self.rack[self.index[b]]
+        rack_num_of = self.rack_num_of
+        r = rack_num_of[b]
         if r < 0:
             return True
         seen = set()
         unracked = 0
         for m in members:
-            rm = self.rack[self.index[m]]
+            rm = rack_num_of[m]
             if rm < 0:
                 unracked += 1
             else:
-                seen.add(int(rm))
-        return int(r) not in seen or len(seen) + unracked >= self.need(rf)
+                seen.add(rm)
+        return r not in seen or len(seen) + unracked >= self.need(rf)
 
     def rack_ok_mask(self, members: list[int], rf: int) -> np.ndarray:
         """Brokers (by index) that may join `members` under the rack rule."""
