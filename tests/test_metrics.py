@@ -17,13 +17,14 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
+from pyspark.sql import functions as F  # noqa: E402
 from pyspark.testing import assertDataFrameEqual  # noqa: E402
 
 from kit.cli import main  # noqa: E402
 from kit.errors import BadInput  # noqa: E402
 from kit.metrics import read_samples  # noqa: E402
 from spark.metrics_jobs import (BROKER_REQUIRED, BROKER_SCHEMA, REPLICA_REQUIRED, REPLICA_SCHEMA,  # noqa: E402
-                                broker_load, latest_sizes, replica_traffic, typed_samples)
+                                broker_load, latest_sizes, replica_latest, replica_traffic, typed_samples)
 from tests.conftest import run_kit  # noqa: E402
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -105,6 +106,28 @@ def test_size_is_the_largest_of_each_replicas_latest_size(spark):
             rep(60, 3, leader=False, size=10, moving=True)]    # still being copied
     got = latest_sizes(replicas_df(spark, rows))
     assertDataFrameEqual(got, spark.createDataFrame([("t", 0, 80)], "topic string, partition int, size bigint"))
+
+
+@pytest.mark.parametrize("span", [
+    None,                                                # two aggregations and a join
+    (0, 0, 0, 0),                                        # one aggregation over packed keys
+    (0, 0, 0, 1 << 41),                                  # a size too large to pack: the join
+])
+def test_latest_sample_per_replica_breaks_ties_by_the_larger_value(spark, span):
+    rows = [rep(0, 1, size=200), rep(60, 1, size=50), rep(60, 1, size=40),   # tie at 60: 50
+            rep(0, 2, leader=True, size=7), rep(30, 2, leader=False, size=9),
+            rep(30, 2, leader=True, size=8),                                  # tie at 30: leader, 9
+            rep(120, 3, partition=1, leader=False, size=1 << 39)]
+    df = replicas_df(spark, rows)
+    if span is not None:  # what the validation pass measures, plus the case under test
+        f = df.agg(F.min("ts"), F.max("ts"), F.min("size_bytes"), F.max("size_bytes")).first()
+        span = (f[0], f[1], f[2], max(f[3], span[3]))
+    want = spark.createDataFrame(
+        [("t", 0, 1, T0.timestamp() + 60, 50, True), ("t", 0, 2, T0.timestamp() + 30, 9, True),
+         ("t", 1, 3, T0.timestamp() + 120, 1 << 39, False)],
+        "topic string, partition int, broker bigint, ts double, size bigint, leader boolean")
+    got = replica_latest(df, span).select("topic", "partition", "broker", F.col("ts").cast("double"), "size", "leader")
+    assertDataFrameEqual(got, want)
 
 
 def test_broker_load_counts_replication_egress_to_followers(spark):
