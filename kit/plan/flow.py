@@ -136,13 +136,18 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
                     group_lo: np.ndarray, group_hi: np.ndarray, group_cap: np.ndarray,
                     parent_of_group: np.ndarray | None = None,
                     parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
-                    exact_limit: int = 700_000):
+                    exact_limit: int = 700_000, upward: bool = False):
     """Like `bounded_assignment`, but group bounds are soft: one min-cost flow in which each
     unit below `group_lo` or above `group_hi` costs a convex penalty. Parent bounds are hard.
 
     Above `exact_limit` candidate arcs the min-cost solve is too slow for a planner that must
     answer in seconds; there the group bounds are widened step by step (hard bounds, plain
     max flow) until feasible, and change costs are ignored.
+
+    With `upward`, a group that cannot keep to its range goes over hi rather than under lo:
+    where siblings share one even split (a topic's leaders over brokers), some of them one
+    over keeps the siblings' spread within one of ideal, where one over and another one
+    short would make it two.
 
     Returns the group chosen for each item, or None when the parent bounds cannot be met.
     """
@@ -167,9 +172,11 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
     lo = np.minimum(group_lo, group_cap)
     hi = np.minimum(np.maximum(group_hi, lo), group_cap)
     big, mid, small = (c * _TIER_UNIT for c in _TIER_COSTS)
-    # Below lo: units up to lo-2 carry the big reward, the next one the middle, the last the small.
-    tiers = [
-        (np.maximum(lo - 2, 0), -big), (np.minimum(np.maximum(lo - 1, 0), 1), -mid), (np.minimum(lo, 1), -small),
+    # Below lo, the first unit short costs little, the next more, the rest the most. With
+    # `upward`, every unit short costs the most while the first unit above hi stays cheap.
+    below = [(lo, -big)] if upward else [
+        (np.maximum(lo - 2, 0), -big), (np.minimum(np.maximum(lo - 1, 0), 1), -mid), (np.minimum(lo, 1), -small)]
+    tiers = below + [
         (hi - lo, 0),
         (np.minimum(group_cap - hi, 1), small), (np.minimum(np.maximum(group_cap - hi - 1, 0), 1), mid),
         (np.maximum(group_cap - hi - 2, 0), big),

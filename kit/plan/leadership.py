@@ -205,7 +205,7 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     if found is None:
         return {}
     choice = soft_assignment(len(items), it_a, gr_a, cost_a, t_lo.ravel(), t_hi.ravel(), avail_t.ravel(),
-                             parent, *found)
+                             parent, *found, upward=True)
     if choice is None:
         return {}
     out = {}

@@ -1,0 +1,73 @@
+"""The assignment flows under the planners (kit/plan/flow.py), on instances small enough to
+know the answer by hand."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kit.plan.flow import bounded_assignment, soft_assignment
+
+
+def _ring(m: int):
+    """One topic T with two partitions, both led by broker 0, that should split over
+    brokers 0 and 1; moving one to broker 1 keeps the brokers' totals only if a ring of
+    m - 1 filler partitions each shift one broker on (1 -> 2 -> ... -> m-1 -> 0).
+
+    Groups: (T, 0), (T, 1), then per filler i (its own topic) (i, i) and (i, i + 1 mod m).
+    Parents: brokers. Every change of leader costs 2; staying costs 0.
+    """
+    items, groups, costs = [], [], []
+    parent = [0, 1]
+    lo, hi = [1, 1], [1, 1]
+    for t in (0, 1):  # the topic's two partitions
+        items += [t, t]
+        groups += [0, 1]
+        costs += [0, 2]
+    for i in range(1, m):
+        g = len(parent)
+        parent += [i, (i + 1) % m]
+        lo += [0, 0]
+        hi += [1, 1]
+        items += [i + 1, i + 1]
+        groups += [g, g + 1]
+        costs += [0, 2]
+    n_items = m + 1
+    load = np.array([2] + [1] * (m - 1))  # every broker keeps its total
+    return (n_items, np.array(items), np.array(groups), np.array(costs), np.array(lo), np.array(hi),
+            np.full(len(lo), 2), np.array(parent), load, load)
+
+
+@pytest.mark.parametrize("m", [3, 10, 20])
+def test_upward_splits_a_topic_even_when_the_fix_takes_a_long_chain(m):
+    args = _ring(m)
+    choice = soft_assignment(*args, upward=True)
+    assert sorted(choice[:2].tolist()) == [0, 1]  # one leader each on brokers 0 and 1
+    parents = args[7][choice]
+    assert np.bincount(parents, minlength=m).tolist() == args[8].tolist()
+
+
+def test_without_upward_a_long_chain_costs_more_than_one_over_and_one_short():
+    # The trade the symmetric penalty makes (and why the leader flow asks for `upward`):
+    # a chain of 10 changes costs more than 1 over plus 1 short, so the topic stays 2/0.
+    args = _ring(10)
+    choice = soft_assignment(*args)
+    assert choice[:2].tolist() == [0, 0]
+    # a short chain is still taken
+    assert sorted(soft_assignment(*_ring(3))[:2].tolist()) == [0, 1]
+
+
+def test_a_failed_flow_names_the_brokers_short_of_room_and_by_how_much():
+    # Four items that can only go to brokers 0 and 1 (groups = brokers, one parent each),
+    # with room for 1 each: 2 short, and both brokers on the source side of the cut.
+    it = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4])
+    gr = np.array([0, 1, 0, 1, 0, 1, 0, 1, 2])
+    zeros = np.zeros(3, dtype=np.int64)
+    cut: list = []
+    got = bounded_assignment(5, it, gr, zeros, np.full(3, 5), np.arange(3), zeros, np.array([1, 1, 5]), cut=cut)
+    assert got is None
+    shortfall, source_side, sink_on_source_side = cut[0]
+    assert shortfall == 2
+    assert source_side.tolist() == [True, True, False]
+    assert not sink_on_source_side
+    # with the room the cut asks for, it fits
+    assert bounded_assignment(5, it, gr, zeros, np.full(3, 5), np.arange(3), zeros, np.array([2, 2, 5])) is not None
