@@ -48,7 +48,13 @@ def _inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
 
 
 def _failover_excess(ws: Workspace, inherit: np.ndarray) -> int:
-    worst = 0
+    return max(failover_excess_by_broker(ws, inherit).values(), default=0)
+
+
+def failover_excess_by_broker(ws: Workspace, inherit: np.ndarray) -> dict[int, int]:
+    """Broker index -> the spread of its inherited leadership over the brokers that share
+    it, beyond the unavoidable 1 (evaluate_plan's definition), for every broker that leads."""
+    out = {}
     for x in ws.target_idx:
         led = int(inherit[x].sum())
         if not led:
@@ -56,8 +62,8 @@ def _failover_excess(ws: Workspace, inherit: np.ndarray) -> int:
         elig = _eligible(ws, x)
         vals = inherit[x, elig]
         ideal = 0 if led % len(elig) == 0 else 1
-        worst = max(worst, int(vals.max() - vals.min()) - ideal)
-    return worst
+        out[int(x)] = int(vals.max() - vals.min()) - ideal
+    return out
 
 
 def _eligible(ws: Workspace, x: int) -> np.ndarray:
@@ -405,6 +411,15 @@ def balance_leadership(ws: Workspace) -> bool:
     return changed
 
 
+ORDER_NOTE = (": the least any order of these replica sets allows (proved by integer programming);"
+              " only moving replicas to other brokers could lower it")
+
+
+def drop_order_notes(ws: Workspace) -> None:
+    """Forget what the integer program proved of the replica sets (before they change)."""
+    ws.notes[:] = [n for n in ws.notes if not n.endswith(ORDER_NOTE)]
+
+
 def _exact_pass(ws: Workspace) -> bool:
     """Where the flows leave a target missed, settle all three figures at once by integer
     programming (small clusters only); taken only when strictly better. When the program
@@ -424,8 +439,7 @@ def _exact_pass(ws: Workspace) -> bool:
     if optimal and shortfall(final) != (0, 0, 0):
         names = ("leader count spread", "topic leader excess", "failover excess")
         missed = ", ".join(f"{name} {v}" for name, v, s in zip(names, final, shortfall(final)) if s)
-        note = (f"{missed}: the least any order of these replica sets allows (proved by "
-                "integer programming); only moving replicas to other brokers could lower it")
+        note = f"{missed}{ORDER_NOTE}"
         if note not in ws.notes:
             ws.notes.append(note)
     if not better:

@@ -6,6 +6,7 @@ from .balance import LARGE, balance_counts, exact_rebalance, place_orphans, smal
 from .leadership import shortfall, balance_leadership, leader_figures
 from .storage import StorageBook, balance_storage, place_orphans_by_storage
 from .select import broker_changes, finish, resolve_brokers, select_partitions
+from .spare_copies import copies_of, spend_spare_copies
 from .topic_balance import topic_quotas
 from .workspace import Workspace
 
@@ -40,7 +41,27 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
             ws = alt
         if shortfall(leader_figures(ws, ws.assign)) == (0, 0, 0):
             break
+    if shortfall(leader_figures(ws, ws.assign))[2]:
+        # Failover still short: what the 5% allowance over the fewest copies leaves may buy
+        # a dying broker's leadership new brokers to go to.
+        bound = _additions_bound(cluster, targets)
+        copies = sum(copies_of(ws, p, ws.assign[p]) for p in ws.selected)
+        if copies <= bound:
+            spent = spend_spare_copies(ws, int(1.05 * bound) - copies, reason)
+            if spent:
+                ws.notes.append(f"{spent} copies beyond the fewest ({copies}) spent on failover balance, "
+                                f"within 5% of the lower bound {bound}")
     return finish(ws, action, broker_changes(cluster, targets))
+
+
+def _additions_bound(cluster: Cluster, targets) -> int:
+    """The fewest copies any count-balanced result needs (evaluate_plan's lower bound):
+    replicas off the targets, and the surplus above or the deficit below an even share."""
+    held = _counts(cluster, targets)
+    total = sum(len(p.replicas) for p in cluster.partitions)
+    lo, hi = total // len(held), -(-total // len(held))
+    forced = total - sum(held)
+    return max(forced + sum(max(0, c - hi) for c in held), sum(max(0, lo - c) for c in held))
 
 
 def _counts(cluster: Cluster, targets) -> list[int]:

@@ -1,0 +1,167 @@
+"""Spend the copies a count balance may still make on failover balance.
+
+`rebalance` and `scale-out` may add up to 5% more replicas than the lower bound for a
+count-balanced result. When the fewest copies leave failover short of its target and the
+order of replicas cannot fix it (each partition's possible first followers are its other
+replicas), a few of those spare copies can give a broker's leadership new brokers to go
+to: a partition led by the dying broker moves its replica off the broker that would
+inherit too much onto one that would inherit too little (plus one move back the other
+way where the counts must stay even). Each try is kept only if the leadership pass then
+ends strictly better. Small clusters only: every try re-plans leadership.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
+                         leader_figures, shortfall)
+from .workspace import Workspace
+
+MAX_PARTITIONS = 5_000  # selected partitions: each try re-plans leadership
+MAX_TRIES = 30  # leadership re-plans in all
+CANDIDATES = 6  # tries per round, for the worst broker
+
+
+def spend_spare_copies(ws: Workspace, budget: int, reason: str) -> int:
+    """Use at most `budget` more copies to lower the failover shortfall; returns copies used.
+
+    Moves keep every target broker's replica count within its range, the rack rule and
+    every broker's number of peers (degree) at or above the floor the plan promises.
+    """
+    if budget < 1 or len(ws.selected) > MAX_PARTITIONS or ws.target_idx.size < 3:
+        return 0
+    used = tries = 0
+    figs = leader_figures(ws, ws.assign)
+    key = _rank(ws, figs)
+    while shortfall(figs)[2] and tries < MAX_TRIES:
+        for moves in _candidates(ws):
+            cost = _copies(ws, moves)
+            if used + cost > budget:
+                continue
+            tries += 1
+            saved = ([list(r) for r in ws.assign], dict(ws.reasons), list(ws.notes))
+            spread = _spread(ws)
+            for p, a, b in moves:
+                ws.replace_slot(p, ws.assign[p].index(a), b, reason)
+            if _spread(ws) <= spread and _degree_min(ws) >= ws.degree_floor:
+                drop_order_notes(ws)  # other replica sets now: the program proves afresh
+                balance_leadership(ws)
+                new = leader_figures(ws, ws.assign)
+                new_key = _rank(ws, new)
+                if new_key < key:
+                    used, figs, key = used + cost, new, new_key
+                    break
+            _undo(ws, saved)
+            if tries >= MAX_TRIES:
+                return used
+        else:
+            return used
+    return used
+
+
+def _rank(ws: Workspace, figs) -> tuple:
+    """Shortfalls, figures, then every broker's failover excess, worst first: one move
+    evens out one broker, and several brokers may share the worst figure."""
+    return shortfall(figs) + figs + tuple(sorted(_failover_excess_by_broker(ws).values(), reverse=True))
+
+
+def _failover_excess_by_broker(ws: Workspace) -> dict[int, int]:
+    return failover_excess_by_broker(ws, _inherit_matrix(ws, ws.assign))
+
+
+def _candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
+    """Moves (partition, from broker id, to broker id) that give the worst-failing broker's
+    leadership a broker it under-serves in place of one it over-serves."""
+    excess = _failover_excess_by_broker(ws)
+    worst = max(excess.values(), default=0)
+    if worst <= 2:
+        return []
+    x = min(b for b, e in excess.items() if e == worst)
+    inherit = _inherit_matrix(ws, ws.assign)
+    elig = _eligible(ws, x)
+    vals = inherit[x, elig]
+    over = int(elig[int(np.argmax(vals))])
+    under = int(elig[int(np.argmin(vals))])
+    x_id, over_id, under_id = ws.ids[x], ws.ids[over], ws.ids[under]
+    lo, hi = _count_bounds(ws)
+    needs_back = ws.count[over] - 1 < lo[over] or ws.count[under] + 1 > hi[under]
+    out = []
+    for p in ws.selected:
+        reps = ws.assign[p]
+        if len(reps) < 2 or reps[0] != x_id or reps[1] != over_id or under_id in reps:
+            continue
+        rest = [m for m in reps if m != over_id]
+        if not ws.rack_ok(under_id, rest, len(reps)):
+            continue
+        moves = [(p, over_id, under_id)]
+        if needs_back:
+            back = _move_back(ws, p, x_id, under_id, over_id)
+            if back is None:
+                continue
+            moves.append(back)
+        out.append(moves)
+        if len(out) >= CANDIDATES:
+            break
+    return out
+
+
+def _move_back(ws: Workspace, skip: int, x_id: int, from_id: int, to_id: int):
+    """A partition (not led by x, not `skip`) that can move from `from_id` to `to_id`."""
+    for q in ws.selected:
+        reps = ws.assign[q]
+        if q == skip or from_id not in reps or to_id in reps or x_id in reps:
+            continue
+        if ws.rack_ok(to_id, [m for m in reps if m != from_id], len(reps)):
+            return (q, from_id, to_id)
+    return None
+
+
+def _count_bounds(ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker index, the replica count range the balance reached (per rack where every
+    replica set spans every rack, since racks then fix each rack's total)."""
+    n = len(ws.ids)
+    lo, hi = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    c = ws.count[ws.target_idx]
+    racks = ws.rack[ws.target_idx]
+    pinned = ws.n_racks >= 2 and (racks >= 0).all() and all(len(ws.assign[p]) == ws.n_racks for p in ws.selected)
+    groups = [racks == r for r in sorted(set(racks.tolist()))] if pinned else [np.ones(c.size, dtype=bool)]
+    for m in groups:
+        total, k = int(c[m].sum()), int(m.sum())
+        lo[ws.target_idx[m]] = min(total // k, int(c[m].min()))
+        hi[ws.target_idx[m]] = max(-(-total // k), int(c[m].max()))
+    return lo, hi
+
+
+def _copies(ws: Workspace, moves) -> int:
+    """How many more replicas than before the plan would add after the moves (a replica
+    moved back onto a broker that held the partition gives a copy back)."""
+    sets = {p: set(ws.assign[p]) for p, _, _ in moves}
+    before = sum(copies_of(ws, p, sets[p]) for p in sets)
+    for p, a, b in moves:
+        sets[p] = (sets[p] - {a}) | {b}
+    return sum(copies_of(ws, p, sets[p]) for p in sets) - before
+
+
+def copies_of(ws: Workspace, p: int, reps) -> int:
+    """Replicas of partition p in `reps` that it did not have before the plan."""
+    return len(set(reps) - set(ws.cluster.partitions[p].replicas))
+
+
+def _spread(ws: Workspace) -> int:
+    c = ws.count[ws.target_idx]
+    return int(c.max() - c.min())
+
+
+def _degree_min(ws: Workspace) -> int:
+    tg = ws.target_idx
+    return int((ws.shared[np.ix_(tg, tg)] > 0).sum(axis=1).min())
+
+
+def _undo(ws: Workspace, saved) -> None:
+    assign, reasons, notes = saved
+    for p in ws.selected:
+        if ws.assign[p] != assign[p]:
+            ws.restore(p, assign[p])
+    ws.reasons.clear()
+    ws.reasons.update(reasons)
+    ws.notes[:] = notes
