@@ -41,15 +41,15 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
             ws = alt
         if shortfall(leader_figures(ws, ws.assign)) == (0, 0, 0):
             break
-    if shortfall(leader_figures(ws, ws.assign))[2]:
-        # Failover still short: what the 5% allowance over the fewest copies leaves may buy
-        # a dying broker's leadership new brokers to go to.
+    if shortfall(leader_figures(ws, ws.assign))[1:] != (0, 0):
+        # Failover or a topic's leaders still short: what the 5% allowance over the fewest
+        # copies leaves may buy a dying broker's leadership (or a topic) new brokers to go to.
         bound = _additions_bound(cluster, targets)
         copies = sum(copies_of(ws, p, ws.assign[p]) for p in ws.selected)
         if copies <= bound:
             spent = spend_spare_copies(ws, int(1.05 * bound) - copies, reason)
             if spent:
-                ws.notes.append(f"{spent} copies beyond the fewest ({copies}) spent on failover balance, "
+                ws.notes.append(f"{spent} copies beyond the fewest ({copies}) spent on leadership balance, "
                                 f"within 5% of the lower bound {bound}")
     return finish(ws, action, broker_changes(cluster, targets))
 

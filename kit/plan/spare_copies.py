@@ -1,13 +1,19 @@
-"""Spend the copies a count balance may still make on failover balance.
+"""Spend the copies a count balance may still make on leadership balance.
 
 `rebalance` and `scale-out` may add up to 5% more replicas than the lower bound for a
-count-balanced result. When the fewest copies leave failover short of its target and the
-order of replicas cannot fix it (each partition's possible first followers are its other
-replicas), a few of those spare copies can give a broker's leadership new brokers to go
-to: a partition led by the dying broker moves its replica off the broker that would
-inherit too much onto one that would inherit too little (plus one move back the other
-way where the counts must stay even). Each try is kept only if the leadership pass then
-ends strictly better. Small clusters only: every try re-plans leadership.
+count-balanced result. When the fewest copies leave failover (or a topic's leaders) short
+of the target and no order of replicas can fix it (a partition can only be led, or taken
+over, by the brokers holding it), a few of those spare copies can give the leadership new
+brokers to go to:
+
+- failover: a partition led by the broker whose death would be served worst moves its
+  replica off the broker that would inherit too much onto one that would inherit too little;
+- a topic: a partition led by the broker that leads most of the topic takes the broker that
+  leads fewest as a follower, so the leadership pass can hand the partition over.
+
+Where the counts must stay even, one replica also moves back the other way. Each try is
+kept only if the leadership pass then ranks strictly better. Small clusters only: every try
+re-plans leadership.
 """
 from __future__ import annotations
 
@@ -23,7 +29,8 @@ CANDIDATES = 6  # tries per round, for the worst broker
 
 
 def spend_spare_copies(ws: Workspace, budget: int, reason: str) -> int:
-    """Use at most `budget` more copies to lower the failover shortfall; returns copies used.
+    """Use at most `budget` more copies to lower the failover (or else the per-topic leader)
+    shortfall; returns copies used.
 
     Moves keep every target broker's replica count within its range, the rack rule and
     every broker's number of peers (degree) at or above the floor the plan promises.
@@ -33,7 +40,7 @@ def spend_spare_copies(ws: Workspace, budget: int, reason: str) -> int:
     used = tries = 0
     figs = leader_figures(ws, ws.assign)
     key = _rank(ws, figs)
-    while shortfall(figs)[2] and tries < MAX_TRIES:
+    while shortfall(figs)[1:] != (0, 0) and tries < MAX_TRIES:
         for moves in _candidates(ws):
             cost = _copies(ws, moves)
             if used + cost > budget:
@@ -70,8 +77,19 @@ def _failover_excess_by_broker(ws: Workspace) -> dict[int, int]:
 
 
 def _candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
-    """Moves (partition, from broker id, to broker id) that give the worst-failing broker's
-    leadership a broker it under-serves in place of one it over-serves."""
+    """Moves (partition, from broker id, to broker id) for the worst figure still short:
+    failover first, else the topic whose leaders are least even."""
+    figs = leader_figures(ws, ws.assign)
+    if shortfall(figs)[2]:
+        return _failover_candidates(ws)
+    if shortfall(figs)[1]:
+        return _topic_candidates(ws)
+    return []
+
+
+def _failover_candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
+    """Give the worst-failing broker's leadership a broker it under-serves in place of one
+    it over-serves: a partition it leads with `over` first after it takes `under` instead."""
     excess = _failover_excess_by_broker(ws)
     worst = max(excess.values(), default=0)
     if worst <= 2:
@@ -82,25 +100,63 @@ def _candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
     vals = inherit[x, elig]
     over = int(elig[int(np.argmax(vals))])
     under = int(elig[int(np.argmin(vals))])
-    x_id, over_id, under_id = ws.ids[x], ws.ids[over], ws.ids[under]
-    lo, hi = _count_bounds(ws)
-    needs_back = ws.count[over] - 1 < lo[over] or ws.count[under] + 1 > hi[under]
+    x_id, over_id = ws.ids[x], ws.ids[over]
+    parts = [p for p in ws.selected if len(ws.assign[p]) > 1 and ws.assign[p][:2] == [x_id, over_id]]
+    return _moves(ws, parts, over, under, keep=x_id)
+
+
+def _topic_candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
+    """Let the topic with the least even leaders be led from the broker that leads fewest of
+    it: a partition led by the broker that leads most of it takes that broker as a follower
+    (in place of another follower), so the leadership pass can hand it over."""
+    idx = ws.index
+    tidx = ws.target_idx
+    n = len(ws.ids)
+    lead = np.zeros((len(ws.topic_names), n), dtype=np.int64)
+    for p in ws.selected:
+        lead[ws.topic[p], idx[ws.assign[p][0]]] += 1
+    sub = lead[:, tidx]
+    n_t = np.bincount(ws.topic[ws.selected], minlength=len(ws.topic_names))
+    excess = sub.max(axis=1) - sub.min(axis=1) - (n_t % len(tidx) != 0)
+    t = int(np.argmax(excess))
+    if excess[t] <= 1:
+        return []
+    most, fewest = int(tidx[int(np.argmax(sub[t]))]), int(tidx[int(np.argmin(sub[t]))])
+    most_id = ws.ids[most]
     out = []
     for p in ws.selected:
         reps = ws.assign[p]
-        if len(reps) < 2 or reps[0] != x_id or reps[1] != over_id or under_id in reps:
+        if ws.topic[p] != t or reps[0] != most_id or len(reps) < 2 or ws.ids[fewest] in reps:
             continue
-        rest = [m for m in reps if m != over_id]
-        if not ws.rack_ok(under_id, rest, len(reps)):
+        for f in reps[1:]:  # the follower that gives its place
+            out += _moves(ws, [p], idx[f], fewest, keep=most_id, limit=1)
+        if len(out) >= CANDIDATES:
+            break
+    return out[:CANDIDATES]
+
+
+def _moves(ws: Workspace, parts, src: int, dst: int, keep: int, limit: int = CANDIDATES):
+    """For each partition (up to `limit`), its replica on broker index `src` moved to `dst`,
+    rack rule kept, plus a move back from `dst` to `src` on a partition without broker id
+    `keep` where the replica counts must stay in range."""
+    src_id, dst_id = ws.ids[src], ws.ids[dst]
+    lo, hi = _count_bounds(ws)
+    needs_back = ws.count[src] - 1 < lo[src] or ws.count[dst] + 1 > hi[dst]
+    out = []
+    for p in parts:
+        reps = ws.assign[p]
+        if dst_id in reps or src_id not in reps:
             continue
-        moves = [(p, over_id, under_id)]
+        if not ws.rack_ok(dst_id, [m for m in reps if m != src_id], len(reps)):
+            continue
+        moves = [(p, src_id, dst_id)]
         if needs_back:
-            back = _move_back(ws, p, x_id, under_id, over_id)
+            back = _move_back(ws, p, keep, dst_id, src_id)
             if back is None:
                 continue
             moves.append(back)
         out.append(moves)
-        if len(out) >= CANDIDATES:
+        if len(out) >= limit:
             break
     return out
 
