@@ -527,8 +527,6 @@ def test_leader_flow_reaches_the_tightest_spread_the_replica_sets_allow(case):
 @pytest.mark.parametrize("args, figure", [
     (dict(brokers=8, racks=4, rf=2, scenario="replace", topics=5, partitions=281, dead=1, add=2, seed=6634),
      "failover_excess_spread_max"),
-    (dict(brokers=5, racks=2, rf=2, scenario="replace", topics=5, partitions=379, dead=1, add=1, seed=7313),
-     "failover_excess_spread_max"),
     (dict(brokers=5, racks=0, rf=3, rf2_share=0.3, scenario="drift", topics=5, partitions=391, dead=1, add=3,
           seed=5246), "topic_leader_excess_spread_max"),
 ])

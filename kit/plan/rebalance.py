@@ -46,13 +46,17 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
     if shortfall(leader_figures(ws, ws.assign))[1:] != (0, 0):
         # Failover or a topic's leaders still short: what the 5% allowance over the fewest
         # copies leaves may buy a dying broker's leadership (or a topic) new brokers to go to.
+        # 5% of the copies the balance made, and only where it needed no more than the lower
+        # bound: a balanced cluster (planned again) has no allowance, so planning again on
+        # the result changes nothing; where racks make the bound unreachable, 5% of what
+        # was reachable, not of the bound.
         bound = _additions_bound(cluster, targets)
         copies = sum(copies_of(ws, p, ws.assign[p]) for p in ws.selected)
         if copies <= bound:
-            spent = spend_spare_copies(ws, int(1.05 * bound) - copies, reason)
+            spent = spend_spare_copies(ws, int(1.05 * copies) - copies, reason)
             if spent:
                 ws.notes.append(f"{spent} copies beyond the fewest ({copies}) spent on leadership balance, "
-                                f"within 5% of the lower bound {bound}")
+                                f"within 5% of them")
     return finish(ws, action, broker_changes(cluster, targets))
 
 
