@@ -1,7 +1,9 @@
 """Spend the copies a count balance may still make on leadership balance.
 
 `rebalance` and `scale-out` may add up to 5% more replicas than the lower bound for a
-count-balanced result. When the fewest copies leave failover (or a topic's leaders) short
+count-balanced result; kit takes 5% of the copies its balance made (when those are no
+more than the bound), so a cluster planned again, already balanced, gets none and the
+result stays put. When the fewest copies leave failover (or a topic's leaders) short
 of the target and no order of replicas can fix it (a partition can only be led, or taken
 over, by the brokers holding it), a few of those spare copies can give the leadership new
 brokers to go to:
@@ -25,7 +27,7 @@ from .workspace import Workspace
 
 MAX_PARTITIONS = 5_000  # selected partitions: each try re-plans leadership
 MAX_TRIES = 30  # leadership re-plans in all
-CANDIDATES = 6  # tries per round, for the worst broker
+CANDIDATES = 6  # tries per round, for the worst broker or topic
 
 
 def spend_spare_copies(ws: Workspace, budget: int, reason: str) -> int:
