@@ -6,7 +6,7 @@ from .balance import LARGE, balance_counts, exact_rebalance, place_orphans, smal
 from .leadership import shortfall, balance_leadership, leader_figures
 from .storage import StorageBook, balance_storage, place_orphans_by_storage
 from .select import broker_changes, finish, resolve_brokers, select_partitions
-from .spare_copies import copies_of, spend_spare_copies
+from .spare_copies import spend_spare_copies
 from .topic_balance import topic_quotas
 from .workspace import Workspace
 
@@ -32,18 +32,19 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
         placements = [dict(quotas=True, spread_touched=True, spread_topics=False),
                       dict(quotas=False, spread_touched=False, spread_topics=False),
                       dict(quotas=False, spread_touched=False, spread_topics=True)]
-    ws = None
+    ws = figs = None
     for how in placements:
         if how["spread_topics"] and not small(ws):
             break
         alt = _balanced(cluster, targets, selected, reason, ignore_warns, **how)
         if ws is None or _quality(alt) < _quality(ws):
             ws = alt
+        figs = leader_figures(ws, ws.assign)
         # Done when balanced and every leadership target is met. The quotas can leave the
         # counts a step short where the greedy pass alone would not (hypothesis found one).
-        if _spread(ws) <= 1 and shortfall(leader_figures(ws, ws.assign)) == (0, 0, 0):
+        if ws.count_spread() <= 1 and shortfall(figs) == (0, 0, 0):
             break
-    if shortfall(leader_figures(ws, ws.assign))[1:] != (0, 0):
+    if shortfall(figs)[1:] != (0, 0):
         # Failover or a topic's leaders still short: what the 5% allowance over the fewest
         # copies leaves may buy a dying broker's leadership (or a topic) new brokers to go to.
         # 5% of the copies the balance made, and only where it needed no more than the lower
@@ -51,9 +52,9 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
         # the result changes nothing; where racks make the bound unreachable, 5% of what
         # was reachable, not of the bound.
         bound = _additions_bound(cluster, targets)
-        copies = sum(copies_of(ws, p, ws.assign[p]) for p in ws.selected)
+        copies = ws.copies_made()
         if copies <= bound:
-            spent = spend_spare_copies(ws, int(1.05 * copies) - copies, reason)
+            spent = spend_spare_copies(ws, int(1.05 * copies) - copies, reason, figs)
             if spent:
                 ws.notes.append(f"{spent} copies beyond the fewest ({copies}) spent on leadership balance, "
                                 f"within 5% of them")
@@ -93,10 +94,10 @@ def _balanced(cluster, targets, selected, reason, ignore_warns, quotas: bool, sp
             break
         # The greedy pass may move again; keep its moves only if they narrow the spread,
         # else they are copies the exact placement showed to be unneeded.
-        saved, spread = [list(ws.assign[p]) for p in ws.selected], _spread(ws)
+        saved, spread = [list(ws.assign[p]) for p in ws.selected], ws.count_spread()
         if not balance_counts(ws, reason):
             break
-        if _spread(ws) >= spread:
+        if ws.count_spread() >= spread:
             for p, reps in zip(ws.selected, saved):
                 ws.restore(p, reps)
             break
@@ -106,14 +107,8 @@ def _balanced(cluster, targets, selected, reason, ignore_warns, quotas: bool, sp
 
 def _quality(ws: Workspace) -> tuple:
     """Replica count spread, copies, then the leadership figures against their targets."""
-    copies = sum(len(set(ws.assign[p]) - set(ws.cluster.partitions[p].replicas)) for p in ws.selected)
     figs = leader_figures(ws, ws.assign)
-    return (_spread(ws), copies) + shortfall(figs) + figs
-
-
-def _spread(ws: Workspace) -> int:
-    c = ws.count[ws.target_idx]
-    return int(c.max() - c.min())
+    return (ws.count_spread(), ws.copies_made()) + shortfall(figs) + figs
 
 
 def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | None = None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .balance import _count_range
 from .leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
                          leader_figures, shortfall)
 from .workspace import Workspace
@@ -30,29 +31,29 @@ MAX_TRIES = 30  # leadership re-plans in all
 CANDIDATES = 6  # tries per round, for the worst broker or topic
 
 
-def spend_spare_copies(ws: Workspace, budget: int, reason: str) -> int:
+def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: tuple[int, int, int]) -> int:
     """Use at most `budget` more copies to lower the failover (or else the per-topic leader)
     shortfall; returns copies used.
 
     Moves keep every target broker's replica count within its range, the rack rule and
     every broker's number of peers (degree) at or above the floor the plan promises.
+    `figs` are the plan's leadership figures now (`leader_figures`).
     """
     if budget < 1 or len(ws.selected) > MAX_PARTITIONS or ws.target_idx.size < 3:
         return 0
     used = tries = 0
-    figs = leader_figures(ws, ws.assign)
     key = _rank(ws, figs)
     while shortfall(figs)[1:] != (0, 0) and tries < MAX_TRIES:
-        for moves in _candidates(ws):
+        for moves in _candidates(ws, figs):
             cost = _copies(ws, moves)
             if used + cost > budget:
                 continue
             tries += 1
             saved = ([list(r) for r in ws.assign], dict(ws.reasons), list(ws.notes))
-            spread = _spread(ws)
+            spread = ws.count_spread()
             for p, a, b in moves:
                 ws.replace_slot(p, ws.assign[p].index(a), b, reason)
-            if _spread(ws) <= spread and _degree_min(ws) >= ws.degree_floor:
+            if ws.count_spread() <= spread and ws.degree_min() >= ws.degree_floor:
                 drop_order_notes(ws)  # other replica sets now: the program proves afresh
                 balance_leadership(ws)
                 new = leader_figures(ws, ws.assign)
@@ -71,17 +72,13 @@ def spend_spare_copies(ws: Workspace, budget: int, reason: str) -> int:
 def _rank(ws: Workspace, figs) -> tuple:
     """Shortfalls, figures, then every broker's failover excess, worst first: one move
     evens out one broker, and several brokers may share the worst figure."""
-    return shortfall(figs) + figs + tuple(sorted(_failover_excess_by_broker(ws).values(), reverse=True))
+    excess = failover_excess_by_broker(ws, _inherit_matrix(ws, ws.assign))
+    return shortfall(figs) + figs + tuple(sorted(excess.values(), reverse=True))
 
 
-def _failover_excess_by_broker(ws: Workspace) -> dict[int, int]:
-    return failover_excess_by_broker(ws, _inherit_matrix(ws, ws.assign))
-
-
-def _candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
+def _candidates(ws: Workspace, figs) -> list[list[tuple[int, int, int]]]:
     """Moves (partition, from broker id, to broker id) for the worst figure still short:
     failover first, else the topic whose leaders are least even."""
-    figs = leader_figures(ws, ws.assign)
     if shortfall(figs)[2]:
         return _failover_candidates(ws)
     if shortfall(figs)[1]:
@@ -92,12 +89,12 @@ def _candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
 def _failover_candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
     """Give the worst-failing broker's leadership a broker it under-serves in place of one
     it over-serves: a partition it leads with `over` first after it takes `under` instead."""
-    excess = _failover_excess_by_broker(ws)
+    inherit = _inherit_matrix(ws, ws.assign)
+    excess = failover_excess_by_broker(ws, inherit)
     worst = max(excess.values(), default=0)
     if worst <= 2:
         return []
     x = min(b for b, e in excess.items() if e == worst)
-    inherit = _inherit_matrix(ws, ws.assign)
     elig = _eligible(ws, x)
     vals = inherit[x, elig]
     over = int(elig[int(np.argmax(vals))])
@@ -175,18 +172,12 @@ def _move_back(ws: Workspace, skip: int, x_id: int, from_id: int, to_id: int):
 
 
 def _count_bounds(ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
-    """Per broker index, the replica count range the balance reached (per rack where every
-    replica set spans every rack, since racks then fix each rack's total)."""
-    n = len(ws.ids)
-    lo, hi = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    """Per broker index, the replica count range the balance reached (per rack where racks
+    fix each rack's total)."""
     c = ws.count[ws.target_idx]
-    racks = ws.rack[ws.target_idx]
-    pinned = ws.n_racks >= 2 and (racks >= 0).all() and all(len(ws.assign[p]) == ws.n_racks for p in ws.selected)
-    groups = [racks == r for r in sorted(set(racks.tolist()))] if pinned else [np.ones(c.size, dtype=bool)]
-    for m in groups:
-        total, k = int(c[m].sum()), int(m.sum())
-        lo[ws.target_idx[m]] = min(total // k, int(c[m].min()))
-        hi[ws.target_idx[m]] = max(-(-total // k), int(c[m].max()))
+    lo_t, hi_t, _ = _count_range(ws, c, int(c.min()), int(c.max()))
+    lo, hi = np.zeros(len(ws.ids), dtype=np.int64), np.zeros(len(ws.ids), dtype=np.int64)
+    lo[ws.target_idx], hi[ws.target_idx] = lo_t, hi_t
     return lo, hi
 
 
@@ -194,25 +185,15 @@ def _copies(ws: Workspace, moves) -> int:
     """How many more replicas than before the plan would add after the moves (a replica
     moved back onto a broker that held the partition gives a copy back)."""
     sets = {p: set(ws.assign[p]) for p, _, _ in moves}
-    before = sum(copies_of(ws, p, sets[p]) for p in sets)
+    before = sum(_copies_of(ws, p, sets[p]) for p in sets)
     for p, a, b in moves:
         sets[p] = (sets[p] - {a}) | {b}
-    return sum(copies_of(ws, p, sets[p]) for p in sets) - before
+    return sum(_copies_of(ws, p, sets[p]) for p in sets) - before
 
 
-def copies_of(ws: Workspace, p: int, reps) -> int:
+def _copies_of(ws: Workspace, p: int, reps) -> int:
     """Replicas of partition p in `reps` that it did not have before the plan."""
     return len(set(reps) - set(ws.cluster.partitions[p].replicas))
-
-
-def _spread(ws: Workspace) -> int:
-    c = ws.count[ws.target_idx]
-    return int(c.max() - c.min())
-
-
-def _degree_min(ws: Workspace) -> int:
-    tg = ws.target_idx
-    return int((ws.shared[np.ix_(tg, tg)] > 0).sum(axis=1).min())
 
 
 def _undo(ws: Workspace, saved) -> None:

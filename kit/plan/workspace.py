@@ -82,7 +82,7 @@ class Workspace:
             self._add_pairs(flat_a, lens)
         # Degree (distinct target peers, recovery fan-in) may grow but never end below this.
         tg = self.target_idx
-        self.degree_floor = int((self.shared[np.ix_(tg, tg)] > 0).sum(axis=1).min()) if tg.size else 0
+        self.degree_floor = self.degree_min() if tg.size else 0
         # Movable partitions per broker and topic; dicts keep insertion order, so scans are deterministic.
         self.on_topic: list[dict[int, dict[int, None]]] = [dict() for _ in range(n)]
         for p in self.selected:
@@ -198,6 +198,21 @@ class Workspace:
             self.on_topic[i].setdefault(t, {})[p] = None
 
     # -- questions ---------------------------------------------------------------------
+    def count_spread(self) -> int:
+        """Replica count spread over the target brokers."""
+        c = self.count[self.target_idx]
+        return int(c.max() - c.min())
+
+    def degree_min(self) -> int:
+        """Fewest distinct target peers any target broker shares a partition with."""
+        tg = self.target_idx
+        return int((self.shared[np.ix_(tg, tg)] > 0).sum(axis=1).min())
+
+    def copies_made(self) -> int:
+        """Replicas of the selected partitions on brokers that did not hold them before."""
+        parts = self.cluster.partitions
+        return sum(len(set(self.assign[p]) - set(parts[p].replicas)) for p in self.selected)
+
     def orphan_slots(self) -> list[tuple[int, int]]:
         """(partition, position) of every selected replica on a broker outside the targets."""
         out = []
