@@ -198,22 +198,40 @@ def test_rebalance_beyond_the_exact_flow_still_spreads_every_topic():
 
 
 def test_a_leadership_target_no_order_can_meet_is_explained_in_a_note():
-    """Kafka's RF-2 layout gives each broker few partners; with no copy to spare, no order
+    """Kafka's RF-2 layout gives each broker few partners; `leaders` moves no data, no order
     brings failover to 2, and the plan says that this is the least its replica sets allow."""
     from test_plan_properties import generate
 
     from kit.figures import plan_report
 
     c = generate(brokers=9, racks=4, rf=2, partitions=379, topics=2, seed=8614, scenario="balanced")
-    plan = planners.plan_rebalance(c)
+    plan = planners.plan_leaders(c)
     report = plan_report(plan)
     after = report["after"]
     assert after["failover_excess_spread_max"] > 2
     assert report["notes"] == plan.notes  # --report carries it too
-    notes = [n for n in plan.notes if "least any order" in n]
-    assert notes == [f"failover excess {after['failover_excess_spread_max']}: the least any order of these "
-                     "replica sets allows (proved by integer programming); only moving replicas to other "
-                     "brokers could lower it"]
+    assert plan.notes == [f"failover excess {after['failover_excess_spread_max']}: the least any order of these "
+                          "replica sets allows (proved by integer programming); only moving replicas to other "
+                          "brokers could lower it"]
+
+
+def test_a_leadership_target_no_plan_within_the_allowance_can_meet_is_explained_in_a_note():
+    """With copies to choose, `rebalance` proves more: no plan within 5% of the fewest copies
+    (each partition moving at most one replica) brings failover to 2 on this RF-2 cluster."""
+    from test_plan_properties import generate
+
+    from kit.figures import plan_report
+
+    c = generate(brokers=6, racks=2, rf=2, partitions=115, topics=4, seed=4260, scenario="balanced")
+    plan = planners.plan_rebalance(c)
+    report = plan_report(plan)
+    after, moved = report["after"], report["movement"]
+    assert after["failover_excess_spread_max"] > 2
+    assert moved["replica_additions"] <= 1.05 * moved["additions_lower_bound_count_balanced"]
+    budget = int(1.05 * moved["replica_additions"])
+    assert plan.notes == [f"failover excess {after['failover_excess_spread_max']}: the least any plan within "
+                          f"{budget} copies allows where each partition moves at most one replica (proved by "
+                          "integer programming)"]
 
 
 @pytest.mark.parametrize("args", [

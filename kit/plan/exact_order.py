@@ -1,4 +1,5 @@
-"""The best replica order for fixed replica sets, by integer programming (SciPy's HiGHS).
+"""The best replica order, and on small clusters the best replica sets with it, by integer
+programming (SciPy's HiGHS).
 
 Leader balance overall, per topic and on failover are each a flow problem, but together
 they are not: the flows in `leadership.py` take them in turn and can stop short of an
@@ -6,6 +7,13 @@ order that meets all three. On small clusters this program settles all three at 
 each partition picks its (leader, first follower) pair; the figures above their targets
 (leader spread 1, topic leader excess 1, failover spread 2) are minimised in that order of
 importance, then the number of partitions whose order changes.
+
+`best_placement` lets each partition also pick its replica set: the one it has, or that set
+with one replica moved to another target broker. Replica counts stay in their range, every
+broker keeps at least the degree the plan promises, and the copies stay within a budget; the
+copies are minimised after the figures and before the order changes. Where no order of the
+sets a balance chose can meet the targets, this finds sets that can, or proves that no
+plan moving at most one replica of each partition within the budget does.
 
 Failover is counted as evaluate_plan counts it: a broker whose partitions cannot split
 evenly over the brokers that inherit them is forgiven 1, which the program models with an
@@ -17,9 +25,12 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-# Variables (one per partition and ordered pair of its replicas) above which the program is
-# not tried: beyond it HiGHS may take minutes.
+# Variables (one per partition and ordered pair of its replicas) above which the order
+# program is not tried: beyond it HiGHS may take minutes.
 MAX_VARIABLES = 6_000
+# The placement program (one variable per replica set and ordered pair) is harder: at
+# 12,000 variables HiGHS took up to 33 s on the clusters of bench/leadership_sweep.py.
+MAX_PLACEMENT_VARIABLES = 12_000
 # Branch-and-bound nodes: a count, not a time, so the same input gives the same order.
 NODE_LIMIT = 2_000
 
@@ -42,25 +53,95 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
     Returns
     -------
     (list of list of int, bool) or None
-        The new order and whether it is proven optimal (the search ended within its node
-        limit); None when the program is too large or finds nothing.
+        The new order and whether no order is proven to have lower shortfalls; None when
+        the program is too large or finds nothing.
     """
     if len(ws.selected) > MAX_VARIABLES:  # every partition has at least one choice
         return None
+    return _solve(ws, assign, assign, lambda p: [tuple(assign[p])], eligible, caps, MAX_VARIABLES)
+
+
+def best_placement(ws, eligible, caps: tuple[int, int, int], budget: int, count_lo, count_hi):
+    """Replica sets and order for the selected partitions that minimise the leadership
+    shortfalls, then the copies, then the partitions changed.
+
+    Parameters
+    ----------
+    ws : Workspace
+        The plan so far (`ws.assign`); its replica sets are always among the choices.
+    eligible : callable
+        Broker index -> indices of the brokers that share its leadership when it dies.
+    caps : (int, int, int)
+        Shortfalls of the plan so far: nothing worse in any of them is looked at.
+    budget : int
+        Most replicas the result may add to the cluster as it was (`copies_made`).
+    count_lo, count_hi : array of int
+        Per target broker (in `ws.target_idx` order), the replica count range to keep.
+
+    Returns
+    -------
+    (list of list of int, bool) or None
+        The assignment and whether no plan of these choices is proven to have lower
+        shortfalls; None when the program is too large or finds nothing.
+    """
+    limits = (budget, np.asarray(count_lo), np.asarray(count_hi))
+    original = [list(p.replicas) for p in ws.cluster.partitions]
+    return _solve(ws, ws.assign, original, lambda p: _replica_sets(ws, p), eligible, caps,
+                  MAX_PLACEMENT_VARIABLES, limits)
+
+
+def _replica_sets(ws, p: int) -> list[tuple[int, ...]]:
+    """Sets (broker ids) partition p may end with: the one it had, or that one with a
+    replica moved to another target broker (a replica off the targets must move), rack
+    rule kept; and always the one the plan gives it now."""
+    orig = list(ws.cluster.partitions[p].replicas)
+    idx, tgt = ws.index, ws.is_target_list
+    off = [b for b in orig if not tgt[idx[b]]]
+    out = [tuple(orig)] if not off and _rack_safe(ws, orig) else []
+    if len(off) <= 1 and len(orig) == len(ws.assign[p]):
+        for b in off or orig:
+            for d in ws.targets:
+                moved = [d if m == b else m for m in orig]
+                if d not in orig and _rack_safe(ws, moved):
+                    out.append(tuple(moved))
+    now = frozenset(ws.assign[p])
+    if all(frozenset(s) != now for s in out):
+        out.append(tuple(ws.assign[p]))
+    return out
+
+
+def _rack_safe(ws, members: list[int]) -> bool:
+    """Whether a whole replica set keeps the rack rule (`Workspace.rack_ok` for each member)."""
+    racked = [ws.rack_num_of[b] for b in members if ws.rack_num_of[b] >= 0]
+    distinct = len(set(racked))
+    return distinct == len(racked) or distinct + len(members) - len(racked) >= ws.need(len(members))
+
+
+def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None):
+    """The program over `sets_of(p)` for each selected partition; a choice differing from
+    `base` in set or (leader, first follower) counts as a change. Copies are
+    counted against `base` too. `limits` = (copies budget, count range) turns on the
+    replica-count, degree and copy constraints."""
     tidx = ws.target_idx
     nt = tidx.size
     pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
     pos_of[tidx] = np.arange(nt)
     idx = ws.index
 
-    items, choices = [], []  # per variable: (partition, leader pos, follower pos or -1)
+    items, choices = [], []  # per variable: (partition, set positions, leader, follower or -1, copies)
     fixed_lead = np.zeros(nt, dtype=np.int64)
     fixed_topic: dict[tuple[int, int], int] = {}
     fixed_pair: dict[tuple[int, int], int] = {}
     fixed_led = np.zeros(nt, dtype=np.int64)  # partitions with followers, by leader
+    fixed_count = np.zeros(nt, dtype=np.int64)
+    fixed_peers = np.zeros((nt, nt), dtype=bool)
     for p, reps in enumerate(assign):
         ps = [int(pos_of[idx[b]]) for b in reps]
         if not ws.is_selected[p] or min(ps) < 0:
+            if limits:
+                on = [a for a in ps if a >= 0]
+                fixed_count[on] += 1
+                fixed_peers[np.ix_(on, on)] = True
             if ps and ps[0] >= 0:
                 fixed_lead[ps[0]] += 1
                 key = (int(ws.topic[p]), ps[0])
@@ -71,13 +152,19 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
                         fixed_pair[(ps[0], ps[1])] = fixed_pair.get((ps[0], ps[1]), 0) + 1
             continue
         items.append(p)
-        if len(ps) == 1:
-            choices.append((p, ps[0], -1))
-        for a in ps:
-            for c in ps:
-                if a != c:
-                    choices.append((p, a, c))
-    if not items or len(choices) > MAX_VARIABLES:
+        had = set(base[p])
+        for s in sets_of(p):
+            sp = tuple(int(pos_of[idx[b]]) for b in s)
+            copies = len(set(s) - had)
+            if len(sp) == 1:
+                choices.append((p, sp, sp[0], -1, copies))
+            for a in sp:
+                for c in sp:
+                    if a != c:
+                        choices.append((p, sp, a, c, copies))
+        if len(choices) > max_variables:
+            return None
+    if not items:
         return None
 
     nv = len(choices)
@@ -85,15 +172,17 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
     tnum = {t: i for i, t in enumerate(topics)}
     elig = [set(int(pos_of[e]) for e in eligible(int(x))) for x in tidx]
     # Extra variables: smallest leader count, smallest per topic, smallest per failover
-    # row, per broker whether its partitions split unevenly and their quotient, then the
-    # three shortfalls.
+    # row, per broker whether its partitions split unevenly and their quotient, the three
+    # shortfalls, then (placement only) whether each pair of brokers shares a partition.
     m_lead = nv
     m_topic = nv + 1
     m_fail = m_topic + len(topics)
     uneven_at = m_fail + nt
     quot_at = uneven_at + nt
     s_lead, s_topic, s_fail = quot_at + nt, quot_at + nt + 1, quot_at + nt + 2
-    n = s_fail + 1
+    peer_at = s_fail + 1
+    peer_pairs = [(a, c) for a in range(nt) for c in range(a + 1, nt)] if limits else []
+    n = peer_at + len(peer_pairs)
 
     rows, cols, vals, lo, hi = [], [], [], [], []
     r = 0
@@ -113,7 +202,7 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
     by_topic: dict[tuple[int, int], list[int]] = {}
     by_pair: dict[tuple[int, int], list[int]] = {}
     by_led: list[list[int]] = [[] for _ in range(nt)]
-    for k, (p, a, c) in enumerate(choices):
+    for k, (p, sp, a, c, _) in enumerate(choices):
         by_item.setdefault(p, []).append(k)
         by_lead[a].append(k)
         if c >= 0:
@@ -152,20 +241,27 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
             f = float(fixed_pair.get((a, c), 0))
             constraint(ks + [(m_fail + a, -1.0)], -f, np.inf)
             constraint(ks + [(m_fail + a, -1.0), (s_fail, -1.0), (uneven_at + a, -1.0)], -np.inf, 2 - f)
+    budget = 0
+    if limits:
+        budget, count_lo, count_hi = limits
+        _placement_rows(constraint, choices, nt, fixed_count, fixed_peers, count_lo, count_hi, budget,
+                        peer_at, peer_pairs, ws.degree_floor)
 
     # Lexicographic by weights: one unit of a more important shortfall outweighs every
-    # possible unit of the less important ones and all the reorderings together.
-    w_fail = float(len(items) + 1)
+    # possible unit of the less important ones, all the copies and all the changes together.
+    w_copy = float(len(items) + 1)
+    w_fail = w_copy * (budget + 1)
     w_topic = w_fail * (caps[2] + 2)
     w_lead = w_topic * (caps[1] + 2)
     cost = np.zeros(n)
-    for k, (p, a, c) in enumerate(choices):
-        reps = assign[p]
-        kept = pos_of[idx[reps[0]]] == a and (c < 0 or pos_of[idx[reps[1]]] == c)
-        cost[k] = 0.0 if kept else 1.0
+    for k, (p, sp, a, c, copies) in enumerate(choices):
+        was = base[p]
+        kept = (copies == 0 and pos_of[idx[was[0]]] == a and (c < 0 or pos_of[idx[was[1]]] == c)
+                and len(sp) == len(was) and set(sp) == {int(pos_of[idx[b]]) for b in was})
+        cost[k] = copies * w_copy + (0.0 if kept else 1.0)
     cost[s_lead], cost[s_topic], cost[s_fail] = w_lead, w_topic, w_fail
     upper = np.ones(n)
-    upper[nv:] = len(assign)
+    upper[nv:peer_at] = len(assign)
     upper[uneven_at:uneven_at + nt] = 1
     upper[s_lead], upper[s_topic] = caps[0], caps[1]
     a_mat = coo_matrix((vals, (rows, cols)), shape=(r, n)).tocsr()
@@ -173,13 +269,46 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
                bounds=Bounds(np.zeros(n), upper), options={"node_limit": NODE_LIMIT, "presolve": True})
     if res.x is None:
         return None
-    optimal = res.status == 0
-    x = np.round(res.x[:nv]).astype(bool)
+    xs = np.round(res.x).astype(np.int64)
+    # Any plan with lower shortfalls (in order of importance) would cost at least one
+    # failover unit less, more than all the copies and changes: a dual bound above that
+    # proves none exists, whether or not the search finished.
+    weighed = w_lead * xs[s_lead] + w_topic * xs[s_topic] + w_fail * xs[s_fail]
+    proved = res.mip_dual_bound is not None and res.mip_dual_bound > weighed - 0.5
     out = [list(reps) for reps in assign]
     tg = ws.targets
-    for k in np.flatnonzero(x):
-        p, a, c = choices[k]
+    for k in np.flatnonzero(xs[:nv]):
+        p, sp, a, c, _ = choices[k]
         lead, follow = tg[a], (tg[c] if c >= 0 else None)
-        rest = [b for b in assign[p] if b not in (lead, follow)]
-        out[p] = [lead] + ([follow] if follow is not None else []) + rest
-    return out, optimal
+        members = [tg[b] for b in sp]
+        out[p] = [lead] + ([follow] if follow is not None else []) + [b for b in members if b not in (lead, follow)]
+    return out, proved
+
+
+def _placement_rows(constraint, choices, nt, fixed_count, fixed_peers, count_lo, count_hi, budget,
+                    peer_at, peer_pairs, degree_floor) -> None:
+    """Replica counts in range, copies within the budget, and every broker sharing
+    partitions with at least `degree_floor` others (a pair counts as peers only if some
+    chosen set, or a fixed partition, holds both)."""
+    by_holder: list[list[int]] = [[] for _ in range(nt)]
+    pair_num = {pr: i for i, pr in enumerate(peer_pairs)}
+    by_peers: dict[int, list[int]] = {}
+    copies = []
+    for k, (_, sp, _, _, cp) in enumerate(choices):
+        for b in sp:
+            by_holder[b].append(k)
+        for i, a in enumerate(sp):
+            for c in sp[i + 1:]:
+                by_peers.setdefault(pair_num[(min(a, c), max(a, c))], []).append(k)
+        if cp:
+            copies.append((k, float(cp)))
+    for a in range(nt):
+        f = int(fixed_count[a])
+        constraint([(k, 1.0) for k in by_holder[a]], int(count_lo[a]) - f, int(count_hi[a]) - f)
+    constraint(copies, 0, budget)
+    for i, (a, c) in enumerate(peer_pairs):
+        if not fixed_peers[a, c]:
+            constraint([(k, 1.0) for k in by_peers.get(i, [])] + [(peer_at + i, -1.0)], 0, np.inf)
+    for a in range(nt):
+        constraint([(peer_at + pair_num[(min(a, c), max(a, c))], 1.0) for c in range(nt) if c != a],
+                   degree_floor, np.inf)

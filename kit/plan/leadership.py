@@ -415,6 +415,12 @@ ORDER_NOTE = (": the least any order of these replica sets allows (proved by int
               " only moving replicas to other brokers could lower it")
 
 
+def missed_targets(figs: tuple[int, int, int]) -> str:
+    """The figures above their targets, named for a note: "failover excess 3"."""
+    names = ("leader count spread", "topic leader excess", "failover excess")
+    return ", ".join(f"{name} {v}" for name, v, s in zip(names, figs, shortfall(figs)) if s)
+
+
 def drop_order_notes(ws: Workspace) -> None:
     """Forget what the integer program proved of the replica sets (before they change)."""
     ws.notes[:] = [n for n in ws.notes if not n.endswith(ORDER_NOTE)]
@@ -437,9 +443,7 @@ def _exact_pass(ws: Workspace) -> bool:
     better = shortfall(figs) + figs < shortfall(before) + before
     final = figs if better else before
     if optimal and shortfall(final) != (0, 0, 0):
-        names = ("leader count spread", "topic leader excess", "failover excess")
-        missed = ", ".join(f"{name} {v}" for name, v, s in zip(names, final, shortfall(final)) if s)
-        note = f"{missed}{ORDER_NOTE}"
+        note = f"{missed_targets(final)}{ORDER_NOTE}"
         if note not in ws.notes:
             ws.notes.append(note)
     if not better:

@@ -6,7 +6,7 @@ from .balance import LARGE, balance_counts, exact_rebalance, place_orphans, smal
 from .leadership import shortfall, balance_leadership, leader_figures
 from .storage import StorageBook, balance_storage, place_orphans_by_storage
 from .select import broker_changes, finish, resolve_brokers, select_partitions
-from .spare_copies import spend_spare_copies
+from .spare_copies import spend_copies_on_leadership
 from .topic_balance import topic_quotas
 from .workspace import Workspace
 
@@ -44,20 +44,10 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
         # counts a step short where the greedy pass alone would not (hypothesis found one).
         if ws.count_spread() <= 1 and shortfall(figs) == (0, 0, 0):
             break
-    if shortfall(figs)[1:] != (0, 0):
-        # Failover or a topic's leaders still short: what the 5% allowance over the fewest
-        # copies leaves may buy a dying broker's leadership (or a topic) new brokers to go to.
-        # 5% of the copies the balance made, and only where it needed no more than the lower
-        # bound: a balanced cluster (planned again) has no allowance, so planning again on
-        # the result changes nothing; where racks make the bound unreachable, 5% of what
-        # was reachable, not of the bound.
-        bound = _additions_bound(cluster, targets)
-        copies = ws.copies_made()
-        if copies <= bound:
-            spent = spend_spare_copies(ws, int(1.05 * copies) - copies, reason, figs)
-            if spent:
-                ws.notes.append(f"{spent} copies beyond the fewest ({copies}) spent on leadership balance, "
-                                f"within 5% of them")
+    # A target still missed: other replica sets (the 5% allowance over the fewest copies
+    # included) may give a dying broker's leadership, or a topic's, brokers to go to.
+    if shortfall(figs) != (0, 0, 0):
+        spend_copies_on_leadership(ws, ws.copies_made(), _additions_bound(cluster, targets), reason, figs)
     return finish(ws, action, broker_changes(cluster, targets))
 
 

@@ -1,12 +1,16 @@
 """Spend the copies a count balance may still make on leadership balance.
 
 `rebalance` and `scale-out` may add up to 5% more replicas than the lower bound for a
-count-balanced result; kit takes 5% of the copies its balance made (when those are no
-more than the bound), so a cluster planned again, already balanced, gets none and the
-result stays put. When the fewest copies leave failover (or a topic's leaders) short
-of the target and no order of replicas can fix it (a partition can only be led, or taken
-over, by the brokers holding it), a few of those spare copies can give the leadership new
-brokers to go to:
+count-balanced result; kit takes 5% of the copies its balance made (or of the bound, if
+less), so a cluster planned again, already balanced, gets none and the result stays put.
+When the copies the balance chose leave a leadership target missed and no order of
+replicas can fix it (a partition can only be led, or taken over, by the brokers holding
+it), other replica sets, and a few spare copies, can give the leadership brokers to go to.
+
+On small clusters an integer program (`exact_order.best_placement`) chooses every
+partition's replica set and order at once: it finds sets that meet the targets, or
+proves that no plan within the copies does (when each partition moves at most one
+replica), and the plan says so. Where that program is too large, a local search:
 
 - failover: a partition led by the broker whose death would be served worst moves its
   replica off the broker that would inherit too much onto one that would inherit too little;
@@ -22,13 +26,81 @@ from __future__ import annotations
 import numpy as np
 
 from .balance import _count_range
+from .exact_order import best_placement
 from .leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
-                         leader_figures, shortfall)
+                         leader_figures, missed_targets, shortfall)
 from .workspace import Workspace
 
 MAX_PARTITIONS = 5_000  # selected partitions: each try re-plans leadership
 MAX_TRIES = 30  # leadership re-plans in all
 CANDIDATES = 6  # tries per round, for the worst broker or topic
+
+
+PLACEMENT_NOTE = ("the least any plan within {budget} copies allows where each partition moves at most one"
+                  " replica (proved by integer programming)")
+
+
+def spend_copies_on_leadership(ws: Workspace, copies: int, bound: int, reason: str,
+                               figs: tuple[int, int, int]) -> None:
+    """Where a leadership target is still missed after the count balance, which made
+    `copies` copies against a lower bound `bound`: replica sets and order by integer
+    programming within 5% of the fewer of the two, else (too large for it) the local search.
+    `figs` are the plan's leadership figures now (`leader_figures`)."""
+    if not copies or shortfall(figs) == (0, 0, 0):
+        return
+    allowance = int(1.05 * min(copies, bound))
+    if _exact_placement(ws, max(copies, allowance), reason, figs):
+        return
+    if copies <= bound and shortfall(figs)[1:] != (0, 0):
+        spent = spend_spare_copies(ws, allowance - copies, reason, figs)
+        if spent:
+            ws.notes.append(f"{spent} copies beyond the fewest ({copies}) spent on leadership balance, "
+                            f"within 5% of them")
+
+
+def _exact_placement(ws: Workspace, budget: int, reason: str, figs) -> bool:
+    """Take the integer program's replica sets and order if they have lower shortfalls (or
+    as low, with fewer copies); True when that settles it (targets met or proven least)."""
+    if ws.target_idx.size < 3 or len(ws.selected) > MAX_PARTITIONS:
+        return False
+    tidx = ws.target_idx
+    lo, hi = _count_bounds(ws)
+    found = best_placement(ws, lambda x: _eligible(ws, x), shortfall(figs), budget, lo[tidx], hi[tidx])
+    if found is None:
+        return False
+    assign, proved = found
+    before = ws.copies_made()
+    after = sum(_copies_of(ws, p, assign[p]) for p in ws.selected)
+    if shortfall(leader_figures(ws, assign)) + (after,) < shortfall(figs) + (before,):
+        _take(ws, assign, reason)
+        drop_order_notes(ws)  # other replica sets now
+        balance_leadership(ws)  # the flows' figures below the targets too: a fixed point
+        figs = leader_figures(ws, ws.assign)
+        if after > before:
+            ws.notes.append(f"{after} copies where the count balance alone made {before}: replica sets chosen "
+                            f"with their order for leadership balance (at most {budget})")
+    if proved and shortfall(figs) != (0, 0, 0):
+        drop_order_notes(ws)  # the program's claim covers every order of these sets too
+        ws.notes.append(f"{missed_targets(figs)}: {PLACEMENT_NOTE.format(budget=budget)}")
+    return proved or shortfall(figs) == (0, 0, 0)
+
+
+def _take(ws: Workspace, assign: list[list[int]], reason: str) -> None:
+    """Move the selected partitions to `assign`, with why each differs from the cluster."""
+    parts = ws.cluster.partitions
+    for p in ws.selected:
+        if assign[p] == ws.assign[p]:
+            continue
+        if set(assign[p]) != set(ws.assign[p]):
+            ws.restore(p, assign[p])
+        ws.assign[p] = list(assign[p])
+        had = list(parts[p].replicas)
+        if assign[p] == had:
+            ws.reasons.pop(p, None)
+        elif set(assign[p]) == set(had):
+            ws.reasons[p] = "leadership"
+        elif ws.reasons.get(p, "leadership") == "leadership":
+            ws.reasons[p] = reason
 
 
 def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: tuple[int, int, int]) -> int:
