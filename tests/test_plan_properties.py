@@ -559,3 +559,65 @@ def test_rebalance_does_not_stop_a_step_short_of_balance():
     assert after["replica_count_spread"] <= 1
     assert mv["replica_additions"] == mv["additions_lower_bound_count_balanced"]
     assert planners.plan_rebalance(cluster_from_snapshot(_snapshot_after(plan))).changed() == []
+
+
+@st.composite
+def tiny_rf2_clusters(draw):
+    """RF-2 clusters small enough to try every replica set (kept, or one replica moved) and
+    order of every partition within a budget of two copies."""
+    args = dict(brokers=draw(st.integers(3, 6)), racks=draw(st.sampled_from([0, 2, 3])), rf=2,
+                scenario=draw(st.sampled_from(["balanced", "skewed-leaders", "drift"])),
+                topics=draw(st.integers(1, 2)), partitions=draw(st.integers(3, 5)),
+                seed=draw(st.integers(0, 10_000)))
+    if args["racks"] > args["brokers"]:
+        args["racks"] = 0
+    return Case(args["scenario"], generate(**args), args)
+
+
+@SETTINGS
+@given(tiny_rf2_clusters(), st.integers(0, 2), st.booleans())
+def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budget, even):
+    """`best_placement` against every choice of replica set and order: what it returns keeps
+    the counts, copies, racks and degree, and no choice has lower shortfalls when it says so."""
+    import itertools
+
+    from kit.plan.exact_order import best_placement
+    from kit.plan.leadership import _eligible
+    from kit.plan.workspace import Workspace
+
+    c = case[1]
+    targets = sorted(c.brokers)
+    ws = Workspace(c, targets, range(len(c.partitions)))
+    held = [sum(b in p.replicas for p in c.partitions) for b in targets]
+    total = sum(held)
+    lo, hi = ((total // len(targets), -(-total // len(targets))) if even else (min(held), max(held)))
+    caps = _shortfall(assignment_figures(c, ws.assign, targets))
+
+    def allowed(assign):
+        counts = [sum(b in reps for reps in assign) for b in targets]
+        copies = sum(len(set(r) - set(p.replicas)) for r, p in zip(assign, c.partitions))
+        peers = {b: {m for reps in assign if b in reps for m in reps if m != b} for b in targets}
+        return (all(lo <= n <= hi for n in counts) and copies <= budget
+                and min(len(v) for v in peers.values()) >= ws.degree_floor
+                and all(ws.rack_ok(m, [o for o in reps if o != m], 2) for reps in assign for m in reps))
+
+    def sets_of(p):
+        had = list(p.replicas)
+        return [had] + [[d if m == b else m for m in had] for b in had for d in targets if d not in had]
+
+    best = None
+    for sets in itertools.product(*(sets_of(p) for p in c.partitions)):
+        if not allowed(sets):
+            continue
+        for orders in itertools.product(*((s, s[::-1]) for s in sets)):
+            short = _shortfall(assignment_figures(c, [list(o) for o in orders], targets))
+            if short[0] <= caps[0] and short[1] <= caps[1] and (best is None or short < best):
+                best = short
+    found = best_placement(ws, lambda x: _eligible(ws, x), caps, budget, [lo] * len(targets), [hi] * len(targets))
+    if best is None:  # the cluster as it is breaks the limits drawn, and so does every choice
+        assert found is None
+        return
+    assign, proved = found
+    assert allowed(assign)
+    assert proved
+    assert _shortfall(assignment_figures(c, assign, targets)) == best
