@@ -611,7 +611,7 @@ def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budge
             continue
         for orders in itertools.product(*((s, s[::-1]) for s in sets)):
             short = _shortfall(assignment_figures(c, [list(o) for o in orders], targets))
-            if short[0] <= caps[0] and short[1] <= caps[1] and (best is None or short < best):
+            if all(a <= b for a, b in zip(short, caps)) and (best is None or short < best):
                 best = short
     found = best_placement(ws, lambda x: _eligible(ws, x), caps, budget, [lo] * len(targets), [hi] * len(targets))
     if best is None:  # the cluster as it is breaks the limits drawn, and so does every choice

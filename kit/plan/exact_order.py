@@ -29,7 +29,7 @@ from scipy.sparse import coo_matrix
 # program is not tried: beyond it HiGHS may take minutes.
 MAX_VARIABLES = 6_000
 # The placement program (one variable per replica set and ordered pair) is harder: at
-# 12,000 variables HiGHS took up to 33 s on the clusters of bench/leadership_sweep.py.
+# 12,000 variables HiGHS took up to 39 s on the clusters of bench/leadership_sweep.py.
 MAX_PLACEMENT_VARIABLES = 12_000
 # Branch-and-bound nodes: a count, not a time, so the same input gives the same order.
 NODE_LIMIT = 2_000
@@ -263,7 +263,9 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
     upper = np.ones(n)
     upper[nv:peer_at] = len(assign)
     upper[uneven_at:uneven_at + nt] = 1
-    upper[s_lead], upper[s_topic] = caps[0], caps[1]
+    # No worse in any figure: with each shortfall capped, the weights order plans exactly
+    # as the shortfalls do, most important first.
+    upper[s_lead], upper[s_topic], upper[s_fail] = caps
     a_mat = coo_matrix((vals, (rows, cols)), shape=(r, n)).tocsr()
     res = milp(cost, constraints=LinearConstraint(a_mat, lo, hi), integrality=np.ones(n),
                bounds=Bounds(np.zeros(n), upper), options={"node_limit": NODE_LIMIT, "presolve": True})
