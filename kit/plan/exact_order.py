@@ -128,7 +128,11 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
     pos_of[tidx] = np.arange(nt)
     idx = ws.index
 
-    items, choices = [], []  # per variable: (partition, set positions, leader, follower or -1, copies)
+    # Partitions of one topic with the same replica list in `base` and the same choices are
+    # interchangeable: one variable per class and choice counts how many of them take it.
+    # The same program, without the symmetric copies of every solution.
+    items, groups, group_of = [], [], {}
+    choices = []  # per variable: (class, set positions, leader, follower or -1, copies)
     fixed_lead = np.zeros(nt, dtype=np.int64)
     fixed_topic: dict[tuple[int, int], int] = {}
     fixed_pair: dict[tuple[int, int], int] = {}
@@ -152,16 +156,23 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
                         fixed_pair[(ps[0], ps[1])] = fixed_pair.get((ps[0], ps[1]), 0) + 1
             continue
         items.append(p)
+        sets = [tuple(s) for s in sets_of(p)]
+        key = (int(ws.topic[p]), tuple(base[p]), tuple(sets))
+        if key in group_of:
+            groups[group_of[key]].append(p)
+            continue
+        g = group_of[key] = len(groups)
+        groups.append([p])
         had = set(base[p])
-        for s in sets_of(p):
+        for s in sets:
             sp = tuple(int(pos_of[idx[b]]) for b in s)
             copies = len(set(s) - had)
             if len(sp) == 1:
-                choices.append((p, sp, sp[0], -1, copies))
+                choices.append((g, sp, sp[0], -1, copies))
             for a in sp:
                 for c in sp:
                     if a != c:
-                        choices.append((p, sp, a, c, copies))
+                        choices.append((g, sp, a, c, copies))
         if len(choices) > max_variables:
             return None
     if not items:
@@ -197,21 +208,21 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
         hi.append(high)
         r += 1
 
-    by_item: dict[int, list[int]] = {}
+    by_group: dict[int, list[int]] = {}
     by_lead: list[list[int]] = [[] for _ in range(nt)]
     by_topic: dict[tuple[int, int], list[int]] = {}
     by_pair: dict[tuple[int, int], list[int]] = {}
     by_led: list[list[int]] = [[] for _ in range(nt)]
-    for k, (p, sp, a, c, _) in enumerate(choices):
-        by_item.setdefault(p, []).append(k)
+    for k, (g, sp, a, c, _) in enumerate(choices):
+        by_group.setdefault(g, []).append(k)
         by_lead[a].append(k)
         if c >= 0:
             by_led[a].append(k)
-        by_topic.setdefault((tnum[int(ws.topic[p])], a), []).append(k)
+        by_topic.setdefault((tnum[int(ws.topic[groups[g][0]])], a), []).append(k)
         if c >= 0 and c in elig[a]:
             by_pair.setdefault((a, c), []).append(k)
-    for ks in by_item.values():
-        constraint([(k, 1.0) for k in ks], 1, 1)
+    for g, ks in by_group.items():
+        constraint([(k, 1.0) for k in ks], len(groups[g]), len(groups[g]))
     for a in range(nt):
         ks = [(k, 1.0) for k in by_lead[a]]
         f = float(fixed_lead[a])
@@ -254,13 +265,14 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
     w_topic = w_fail * (caps[2] + 2)
     w_lead = w_topic * (caps[1] + 2)
     cost = np.zeros(n)
-    for k, (p, sp, a, c, copies) in enumerate(choices):
-        was = base[p]
+    for k, (g, sp, a, c, copies) in enumerate(choices):
+        was = base[groups[g][0]]
         kept = (copies == 0 and pos_of[idx[was[0]]] == a and (c < 0 or pos_of[idx[was[1]]] == c)
                 and len(sp) == len(was) and set(sp) == {int(pos_of[idx[b]]) for b in was})
         cost[k] = copies * w_copy + (0.0 if kept else 1.0)
     cost[s_lead], cost[s_topic], cost[s_fail] = w_lead, w_topic, w_fail
     upper = np.ones(n)
+    upper[:nv] = [len(groups[g]) for g, *_ in choices]
     upper[nv:peer_at] = len(assign)
     upper[uneven_at:uneven_at + nt] = 1
     # No worse in any figure: with each shortfall capped, the weights order plans exactly
@@ -277,14 +289,30 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
     # proves none exists, whether or not the search finished.
     weighed = w_lead * xs[s_lead] + w_topic * xs[s_topic] + w_fail * xs[s_fail]
     proved = res.mip_dual_bound is not None and res.mip_dual_bound > weighed - 0.5
-    out = [list(reps) for reps in assign]
+    return _assignment(ws, assign, groups, choices, xs[:nv]), proved
+
+
+def _assignment(ws, assign, groups, choices, taken) -> list[list[int]]:
+    """Each class's partitions given the replica lists its variables chose (`taken[k]` of
+    them each): first to partitions that have that list now, then in partition order."""
     tg = ws.targets
-    for k in np.flatnonzero(xs[:nv]):
-        p, sp, a, c, _ = choices[k]
+    out = [list(reps) for reps in assign]
+    wanted: dict[int, list[list[int]]] = {}
+    for k in np.flatnonzero(taken):
+        g, sp, a, c, _ = choices[k]
         lead, follow = tg[a], (tg[c] if c >= 0 else None)
-        members = [tg[b] for b in sp]
-        out[p] = [lead] + ([follow] if follow is not None else []) + [b for b in members if b not in (lead, follow)]
-    return out, proved
+        reps = [lead] + ([follow] if follow is not None else []) + [tg[b] for b in sp if tg[b] not in (lead, follow)]
+        wanted.setdefault(g, []).extend([reps] * int(taken[k]))
+    for g, lists in wanted.items():
+        rest = []
+        for p in groups[g]:
+            if assign[p] in lists:
+                lists.remove(assign[p])
+            else:
+                rest.append(p)
+        for p, reps in zip(rest, lists):
+            out[p] = reps
+    return out
 
 
 def _placement_rows(constraint, choices, nt, fixed_count, fixed_peers, count_lo, count_hi, budget,
