@@ -49,7 +49,7 @@ def spend_copies_on_leadership(ws: Workspace, copies: int, bound: int, reason: s
     if not copies or shortfall(figs) == (0, 0, 0):
         return
     allowance = int(1.05 * min(copies, bound))
-    if _exact_placement(ws, max(copies, allowance), reason, figs):
+    if place_for_leadership(ws, max(copies, allowance), reason, figs):
         return
     if copies <= bound and shortfall(figs)[1:] != (0, 0):
         spent = spend_spare_copies(ws, allowance - copies, reason, figs)
@@ -58,9 +58,10 @@ def spend_copies_on_leadership(ws: Workspace, copies: int, bound: int, reason: s
                             f"within 5% of them")
 
 
-def _exact_placement(ws: Workspace, budget: int, reason: str, figs) -> bool:
-    """Take the integer program's replica sets and order if they have lower shortfalls (or
-    as low, with fewer copies); True when that settles it (targets met or proven least)."""
+def place_for_leadership(ws: Workspace, budget: int, reason: str, figs) -> bool:
+    """Take the integer program's replica sets and order (`best_placement`, at most `budget`
+    copies) if they have lower shortfalls (or as low, with fewer copies); True when that
+    settles it (targets met or proven least)."""
     if ws.target_idx.size < 3 or len(ws.selected) > MAX_PARTITIONS:
         return False
     tidx = ws.target_idx
