@@ -6,9 +6,16 @@ copies against the lower bound, the plan's time, and what the plan's NOTE proves
     .venv/bin/python bench/leadership_misses.py
 
 The clusters are the misses of bench/leadership_sweep.py in session 4 and those of the tests.
+
+    .venv/bin/python bench/leadership_misses.py --two-moves
+
+checks the proofs beyond what kit's program looks at: every partition may also end with any
+rack-safe set two copies from its own (both replicas moved at RF 2). Slow (minutes).
 """
 from __future__ import annotations
 
+import argparse
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -36,10 +43,18 @@ CASES = [  # gen_cluster.py options
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--two-moves", action="store_true", help="let a partition move two replicas too")
+    a = ap.parse_args()
+
     from test_plan_properties import generate  # gen_cluster.py in-process
     from kit import plan as planners
     from kit.figures import plan_report
-    from kit.plan import rebalance
+    from kit.plan import exact_order, rebalance
+
+    if a.two_moves:
+        exact_order._replica_sets = _sets_within_two_moves
+        exact_order.MAX_PLACEMENT_VARIABLES = 10**6
 
     step = rebalance.spend_copies_on_leadership
     print("| brokers | racks | RF | scenario | partitions | without: leader/topic/failover, copies/bound, time "
@@ -65,6 +80,22 @@ def main() -> int:
         print(f"| {args['brokers']} | {args['racks']} | {rf} | {args['scenario']} | {args['partitions']} | "
               f"{row[0]} | {row[1]} | {proof} |")
     return 0
+
+
+def _sets_within_two_moves(ws, p):
+    """Every rack-safe set of target brokers at most two copies (or the forced ones) from
+    partition p's own, its own first; and the plan's current set."""
+    from kit.plan.exact_order import _rack_safe
+
+    orig = list(ws.cluster.partitions[p].replicas)
+    off = [b for b in orig if not ws.is_target_list[ws.index[b]]]
+    out = [tuple(orig)] if not off and _rack_safe(ws, orig) else []
+    for s in itertools.combinations(ws.targets, len(orig)):
+        if set(s) != set(orig) and len(set(s) - set(orig)) <= max(2, len(off)) and _rack_safe(ws, list(s)):
+            out.append(s)
+    if all(frozenset(s) != frozenset(ws.assign[p]) for s in out):
+        out.append(tuple(ws.assign[p]))
+    return out
 
 
 if __name__ == "__main__":
