@@ -586,10 +586,11 @@ def tiny_rf2_clusters(draw):
 
 
 @SETTINGS
-@given(tiny_rf2_clusters(), st.integers(0, 2), st.booleans())
-def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budget, even):
+@given(tiny_rf2_clusters(), st.integers(0, 2), st.booleans(), st.integers(0, 1))
+def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budget, even, more_peers):
     """`best_placement` against every choice of replica set and order: what it returns keeps
-    the counts, copies, racks and degree, and no choice has lower shortfalls when it says so."""
+    the counts, copies, racks and degree, and no choice has lower shortfalls when it says so.
+    (`more_peers` raises the degree floor, so that it binds on these tiny clusters too.)"""
     import itertools
 
     from kit.plan.exact_order import best_placement
@@ -599,6 +600,7 @@ def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budge
     c = case[1]
     targets = sorted(c.brokers)
     ws = Workspace(c, targets, range(len(c.partitions)))
+    ws.degree_floor = min(ws.degree_floor + more_peers, len(targets) - 1)
     held = [sum(b in p.replicas for p in c.partitions) for b in targets]
     total = sum(held)
     lo, hi = ((total // len(targets), -(-total // len(targets))) if even else (min(held), max(held)))
