@@ -6,7 +6,7 @@ from ..model import Cluster, Plan
 from .balance import exact_evacuate, place_orphans
 from .leadership import balance_leadership, leader_figures, shortfall
 from .select import broker_changes, finish, resolve_brokers, select_partitions
-from .spare_copies import MAX_PARTITIONS, place_for_leadership
+from .spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
 from .workspace import Workspace
 
 
@@ -23,7 +23,7 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
     # Leader or topic balance (failover is no target here) still short and no order can fix
     # it: the moved replicas may land elsewhere, chosen with the order; no more copies. Only
     # where the program may run: the figures alone take ~0.5 s at 200,000 partitions.
-    if len(ws.selected) <= MAX_PARTITIONS:
+    if len(ws.selected) <= PROGRAM_MAX_PARTITIONS:
         figs = leader_figures(ws, ws.assign)
         if shortfall(figs)[:2] != (0, 0):
             place_for_leadership(ws, ws.copies_made(), reason, figs)

@@ -31,7 +31,10 @@ from .leadership import (_eligible, _inherit_matrix, balance_leadership, drop_or
                          leader_figures, missed_targets, shortfall)
 from .workspace import Workspace
 
-MAX_PARTITIONS = 5_000  # selected partitions: each try re-plans leadership
+MAX_PARTITIONS = 5_000  # selected partitions: each try of the local search re-plans leadership
+# Selected partitions above which the integer program is not tried: up to 400 it took at
+# most 30 s (bench/leadership_sweep.py, random clusters); at 2,000 (RF 2, 9 brokers) 150 s.
+PROGRAM_MAX_PARTITIONS = 500
 MAX_TRIES = 30  # leadership re-plans in all
 CANDIDATES = 6  # tries per round, for the worst broker or topic
 
@@ -49,20 +52,22 @@ def spend_copies_on_leadership(ws: Workspace, copies: int, bound: int, reason: s
     if not copies or shortfall(figs) == (0, 0, 0):
         return
     allowance = int(1.05 * min(copies, bound))
-    if place_for_leadership(ws, max(copies, allowance), reason, figs):
-        return
-    if copies <= bound and shortfall(figs)[1:] != (0, 0):
-        spent = spend_spare_copies(ws, allowance - copies, reason, figs)
-        if spent:
-            ws.notes.append(f"{spent} copies beyond the fewest ({copies}) spent on leadership balance, "
-                            f"within 5% of them")
+    budget = max(copies, allowance)
+    if not place_for_leadership(ws, budget, reason, figs) and copies <= bound:
+        figs = leader_figures(ws, ws.assign)  # the program may have taken other sets
+        if shortfall(figs)[1:] != (0, 0):
+            spend_spare_copies(ws, allowance - ws.copies_made(), reason, figs)
+    made = ws.copies_made()
+    if made > copies:
+        ws.notes.append(f"{made} copies where the count balance alone made {copies}: the others buy leadership "
+                        f"balance (at most {budget}, 5% over the fewest)")
 
 
 def place_for_leadership(ws: Workspace, budget: int, reason: str, figs) -> bool:
     """Take the integer program's replica sets and order (`best_placement`, at most `budget`
     copies) if they have lower shortfalls (or as low, with fewer copies); True when that
     settles it (targets met or proven least)."""
-    if ws.target_idx.size < 3 or len(ws.selected) > MAX_PARTITIONS:
+    if ws.target_idx.size < 3 or len(ws.selected) > PROGRAM_MAX_PARTITIONS:
         return False
     tidx = ws.target_idx
     lo, hi = _count_bounds(ws)
@@ -77,9 +82,6 @@ def place_for_leadership(ws: Workspace, budget: int, reason: str, figs) -> bool:
         drop_order_notes(ws)  # other replica sets now
         balance_leadership(ws)  # the flows' figures below the targets too: a fixed point
         figs = leader_figures(ws, ws.assign)
-        if after > before:
-            ws.notes.append(f"{after} copies where the count balance alone made {before}: replica sets chosen "
-                            f"with their order for leadership balance (at most {budget})")
     if proved and shortfall(figs) != (0, 0, 0):
         drop_order_notes(ws)  # the program's claim covers every order of these sets too
         ws.notes.append(f"{missed_targets(figs)}: {PLACEMENT_NOTE.format(budget=budget)}")
