@@ -280,6 +280,17 @@ def test_remove_moves_exactly_the_forced_replicas_and_balances(case):
     assert_targets_met_or_proved_least(plan, after, failover=False)
 
 
+def test_remove_after_the_integer_programs_moves_exactly_the_forced_replicas():
+    # Found by hypothesis in CI: the order program gave interchangeable partitions one shared
+    # replica list, and the placement program's move of one of them moved the other too.
+    c = generate(brokers=9, racks=4, rf=2, scenario="drift", rf2_share=0.0, topics=8, partitions=394,
+                 dead=1, add=1, seed=2900)
+    plan = planners.plan_remove(c, [b for b in c.map_brokers() if b in c.live_ids][:1], ignore_warns=True)
+    assert_valid(plan)
+    _, _, mv = figures(plan)
+    assert mv["replica_additions"] == mv["forced_additions"]
+
+
 @SETTINGS
 @given(clusters(("az-loss",)))
 def test_az_loss_replaces_every_replica_of_the_rack_and_nothing_else(case):

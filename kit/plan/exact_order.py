@@ -311,7 +311,7 @@ def _assignment(ws, assign, groups, choices, taken) -> list[list[int]]:
             else:
                 rest.append(p)
         for p, reps in zip(rest, lists):
-            out[p] = reps
+            out[p] = list(reps)  # its own list: workspaces change replica lists in place
     return out
 
 

@@ -451,7 +451,7 @@ def _exact_pass(ws: Workspace) -> bool:
     for p in ws.selected:
         if order[p] != ws.assign[p]:
             ws.reasons.setdefault(p, "leadership")
-            ws.assign[p] = order[p]
+            ws.assign[p] = list(order[p])
     return True
 
 
