@@ -25,8 +25,9 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-# Variables (one per partition and ordered pair of its replicas) above which the order
-# program is not tried: beyond it HiGHS may take minutes.
+# Selected partitions, and variables (one per class of interchangeable partitions and
+# ordered pair of their replicas), above which the order program is not tried: beyond it
+# HiGHS may take minutes.
 MAX_VARIABLES = 6_000
 # The placement program (one variable per replica set and ordered pair) is harder: at
 # 12,000 variables HiGHS took up to 39 s on the clusters of bench/leadership_sweep.py.
@@ -56,7 +57,7 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
         The new order and whether no order is proven to have lower shortfalls; None when
         the program is too large or finds nothing.
     """
-    if len(ws.selected) > MAX_VARIABLES:  # every partition has at least one choice
+    if len(ws.selected) > MAX_VARIABLES:
         return None
     return _solve(ws, assign, assign, lambda p: [tuple(assign[p])], eligible, caps, MAX_VARIABLES)
 
