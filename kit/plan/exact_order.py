@@ -112,10 +112,8 @@ def _replica_sets(ws, p: int) -> list[tuple[int, ...]]:
 
 
 def _rack_safe(ws, members: list[int]) -> bool:
-    """Whether a whole replica set keeps the rack rule (`Workspace.rack_ok` for each member)."""
-    racked = [ws.rack_num_of[b] for b in members if ws.rack_num_of[b] >= 0]
-    distinct = len(set(racked))
-    return distinct == len(racked) or distinct + len(members) - len(racked) >= ws.need(len(members))
+    """Whether a whole replica set keeps the rack rule: each member may join the others."""
+    return all(ws.rack_ok(m, [o for o in members if o != m], len(members)) for m in members)
 
 
 def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None):

@@ -94,9 +94,7 @@ def _take(ws: Workspace, assign: list[list[int]], reason: str) -> None:
     for p in ws.selected:
         if assign[p] == ws.assign[p]:
             continue
-        if set(assign[p]) != set(ws.assign[p]):
-            ws.restore(p, assign[p])
-        ws.assign[p] = list(assign[p])
+        ws.restore(p, assign[p])  # new replicas or a new order alike
         had = list(parts[p].replicas)
         if assign[p] == had:
             ws.reasons.pop(p, None)
