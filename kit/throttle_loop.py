@@ -391,12 +391,18 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
             metrics.read(set())
             stop.wait(0.2)
     wake = threading.Event()
-    client.DataWatch(REASSIGN, lambda data, stat, *_: wake.set())
-    loop.prepare()
-    loop.clear_leftovers()
     started, rounds, lost_since, seen = time.monotonic(), 0, None, False
+    watching = ready = False
     while not stop.is_set():
         try:
+            # Start-up rides out ZooKeeper blips as the rounds do.
+            if not watching:
+                client.DataWatch(REASSIGN, lambda data, stat, *_: wake.set())
+                watching = True
+            if not ready:
+                loop.prepare()
+                loop.clear_leftovers()
+                ready = True
             res = loop.round()
             rounds += 1
             lost_since = None

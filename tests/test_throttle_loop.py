@@ -5,6 +5,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,13 +155,20 @@ def test_without_metrics_the_loop_fails_safe_to_the_minimum_rate(running_replace
 def test_the_loop_rides_out_a_zookeeper_restart(snapshots, tmp_path):
     """ZooKeeper goes away mid-run: the loop retries with the rates in force, never crashes,
     and still clears every throttle once the reassignment is done."""
+    events = tmp_path / "events.jsonl"
     with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, _):
         loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--samples", str(tmp_path / "s"),
-                                 "--interval", "0.3", *CAP_MAP, "--until-idle", "--max-seconds", "60"],
+                                 "--interval", "0.3", *CAP_MAP, "--events", str(events), "--until-idle",
+                                 "--max-seconds", "120"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
+            # The outage must fall after the loop's first decision, however slowly it starts.
+            deadline = time.monotonic() + 60
+            while not (events.exists() and events.read_text()) and loop.poll() is None:
+                assert time.monotonic() < deadline, "the loop made no decision within 60 s"
+                time.sleep(0.1)
             restart()
-            out, err = loop.communicate(timeout=60)
+            out, err = loop.communicate(timeout=120)
         finally:
             if loop.poll() is None:
                 loop.kill()
@@ -195,8 +203,10 @@ def test_kafka_kit_broker_metrics_znode_is_a_metric_source(running_replace, tmp_
     finally:
         client.stop()
     events = tmp_path / "e.jsonl"
+    # The znode's age counts from its write, before kit starts (a second or more on a loaded
+    # machine): allow it minutes, so that only the metrics decide the first rates.
     r = kit("throttle", "run", "--zk", root, "--metrics-znode", "--cap-map", '{"*": 125}', "--interval", "0.2",
-            "--events", events, "--max-seconds", "0.5")
+            "--stale-intervals", "1500", "--events", events, "--max-seconds", "0.5")
     assert r.returncode == 0, r.stderr
     got = {}  # each broker's first decision (later ones see their own throttle in the unchanged figures)
     for e in map(json.loads, events.read_text().splitlines()):
