@@ -12,6 +12,7 @@ import sys
 
 from . import __version__
 from .errors import BadInput, Unsafe
+from .progress import Progress
 
 EXAMPLES = """\
 examples:
@@ -253,14 +254,17 @@ def cmd_operation(a) -> int:
     if a.command == "verify":
         moves = load_plan(a.plan) if a.plan else None
         if a.wait:
+            # Progress goes to stderr (stdout stays the result).
+            bar = Progress("kit verify --wait", unit="partition(s) done", every=a.interval)
+
             def progress(r):
-                print(f"{sum(x['done'] for x in r['partitions'])} of {len(r['partitions'])} partition(s) done",
-                      flush=True)
+                bar.update(sum(x["done"] for x in r["partitions"]), len(r["partitions"]))
 
             def retry(why):
                 sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); retrying\n")
-            res = _with_zk(a.zk, lambda c: execute.verify_until_done(c, moves, a.interval, progress, retry),
-                           a.zk_auth)
+            with bar:
+                res = _with_zk(a.zk, lambda c: execute.verify_until_done(c, moves, a.interval, progress, retry),
+                               a.zk_auth)
         else:
             res = _with_zk(a.zk, lambda c: execute.verify(c, moves), a.zk_auth)
         done = sum(r["done"] for r in res["partitions"])
@@ -625,15 +629,18 @@ def cmd_metrics(a) -> int:
     if a.snapshot_out:
         _writable("--snapshot-out", a.snapshot_out)
     if a.follow:
-        n = metrics.follow(a.broker_samples, a.out, a.window or "5m", a.master, once=a.once,
-                           shuffle_partitions=a.shuffle_partitions, driver_memory=a.driver_memory,
-                           max_seconds=a.max_seconds)
+        with Progress("kit metrics --follow") as progress:
+            n = metrics.follow(a.broker_samples, a.out, a.window or "5m", a.master, once=a.once,
+                               shuffle_partitions=a.shuffle_partitions, driver_memory=a.driver_memory,
+                               max_seconds=a.max_seconds, progress=progress)
         print(f"{os.path.join(a.out, 'broker_rates.json')}: {n} micro-batch(es)")
         return 0
     if not a.replica_samples:
         raise BadInput("--replica-samples is required (except with --follow)")
-    f = metrics.run_batch(a.replica_samples, a.broker_samples, a.out, a.window or "48h", a.stat, a.master,
-                          a.shuffle_partitions, a.driver_memory, a.zk, a.zk_auth, a.snapshot_in, a.snapshot_out)
+    with Progress("kit metrics") as progress:
+        f = metrics.run_batch(a.replica_samples, a.broker_samples, a.out, a.window or "48h", a.stat, a.master,
+                              a.shuffle_partitions, a.driver_memory, a.zk, a.zk_auth, a.snapshot_in,
+                              a.snapshot_out, progress=progress)
     if f["malformed"]:
         sys.stderr.write(f"kit: skipped {f['malformed']} malformed rows\n")
     print(f"{a.out}: sizes of {sum(len(v) for v in f['partition_meta'].values())} partitions, free storage of "
@@ -670,10 +677,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _make_plan(a):
+def _make_plan(a, progress=None):
     from .formats import load_snapshot
 
+    if progress is not None:
+        progress.stage(f"reading {a.snapshot}" if a.snapshot else "reading the cluster from ZooKeeper")
     cluster = load_snapshot(a.snapshot) if a.snapshot else _read_zk(a.zk, a.zk_auth)[0]
+    if progress is not None:
+        progress.stage(f"planning {a.action} over {len(cluster.partitions):,} partitions")
     if a.pools:
         return _make_pooled_plan(a, cluster)
     return _make_plan_for(a, cluster)
@@ -756,32 +767,38 @@ def cmd_plan(a) -> int:
     from .waves import duration_report, moves_of, split_waves, wave_documents
 
     _check_outputs(a)
-    plan = _make_plan(a)
-    report = plan_report(plan)
-    waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
-    report["duration"] = duration_report(plan, waves, a.throttle)
-    if report["problem_count"]:
-        raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
-    if plan.warnings and not a.ignore_warns:
-        print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
-        raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} (use --ignore-warns to write the plan)")
-    text = plan_text(plan)
-    report_text = json.dumps(report, indent=1, sort_keys=True) + "\n" if a.report else None
-    try:
-        write_atomic(a.out, text)
-    except OSError as e:
-        raise BadInput(f"--out {a.out}: cannot write ({e.strerror or e})") from None
-    if report_text is not None:
+    with Progress("kit plan") as progress:  # stderr, and only when it takes a while
+        plan = _make_plan(a, progress)
+        progress.stage("figures before and after")
+        report = plan_report(plan)
+        progress.stage("waves and the duration estimate")
+        waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
+        report["duration"] = duration_report(plan, waves, a.throttle)
+        if report["problem_count"]:
+            raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
+        if plan.warnings and not a.ignore_warns:
+            progress.close()  # a terminal's bar line is cleared before the summary
+            print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
+            raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} (use --ignore-warns to write the plan)")
+        progress.stage(f"writing {a.out}")
+        text = plan_text(plan)
+        report_text = json.dumps(report, indent=1, sort_keys=True) + "\n" if a.report else None
         try:
-            write_atomic(a.report, report_text)
+            write_atomic(a.out, text)
         except OSError as e:
-            os.unlink(a.out)  # all or nothing: no plan without the report that was asked for
-            raise BadInput(f"--report {a.report}: cannot write ({e.strerror or e})") from None
-    if a.waves_dir is not None:
-        os.makedirs(a.waves_dir, exist_ok=True)
-        for n, doc in enumerate(wave_documents(plan, waves), 1):
-            write_atomic(os.path.join(a.waves_dir, f"wave-{n:03d}.json"), dumps(doc))
-    print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
+            raise BadInput(f"--out {a.out}: cannot write ({e.strerror or e})") from None
+        if report_text is not None:
+            try:
+                write_atomic(a.report, report_text)
+            except OSError as e:
+                os.unlink(a.out)  # all or nothing: no plan without the report that was asked for
+                raise BadInput(f"--report {a.report}: cannot write ({e.strerror or e})") from None
+        if a.waves_dir is not None:
+            os.makedirs(a.waves_dir, exist_ok=True)
+            for n, doc in enumerate(wave_documents(plan, waves), 1):
+                write_atomic(os.path.join(a.waves_dir, f"wave-{n:03d}.json"), dumps(doc))
+        summary = summary_text(plan, report, max_changes=a.max_changes or len(plan.after))
+    print(summary)
     return 0
 
 

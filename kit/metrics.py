@@ -294,12 +294,17 @@ def enrich_snapshot(doc: dict, figures: dict[str, Any]) -> dict:
 def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "48h", stat: str = "max",
               master: str | None = None, shuffle_partitions: int | None = None, driver_memory: str | None = None,
               zk: str | None = None, zk_auth: str | None = None, snapshot_in: str | None = None,
-              snapshot_out: str | None = None) -> dict[str, Any]:
+              snapshot_out: str | None = None, progress=None) -> dict[str, Any]:
     """The whole `kit metrics` batch job; returns the figures and `seconds` taken.
 
     Every input is checked (and the snapshot loaded, ZooKeeper reached) before any output
-    is written, so bad input leaves nothing behind.
+    is written, so bad input leaves nothing behind. `progress` (a `kit.progress.Progress`)
+    hears each stage as it starts.
     """
+    def stage(name: str) -> None:
+        if progress is not None:
+            progress.stage(name)
+
     from .formats import dumps, load_snapshot, snapshot_doc, write_atomic
 
     window_s = parse_window(window)
@@ -320,12 +325,17 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
         client = connect(zk, auth=zk_auth)
     try:
         start = time.perf_counter()
+        stage("starting Spark")
         spark = spark_session(master, shuffle_partitions, driver_memory)
+        stage("sizes, free storage and traffic from the samples")
         figures = compute(spark, replica_path, broker_path, window_s, stat)
+        stage(f"writing {out_dir}")
         figures["paths"] = write_outputs(out_dir, figures)
         if client is not None:
+            stage("writing kafka-kit's metric znodes")
             write_znodes(client, figures)
         if doc is not None:
+            stage(f"writing {snapshot_out}")
             write_atomic(snapshot_out, dumps(enrich_snapshot(doc, figures)))
         figures["seconds"] = time.perf_counter() - start
         return figures
@@ -337,7 +347,7 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
 
 def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | None = None,
            once: bool = False, poll_seconds: float = 5.0, shuffle_partitions: int | None = None,
-           driver_memory: str | None = None, max_seconds: float | None = None, stop=None) -> int:
+           driver_memory: str | None = None, max_seconds: float | None = None, stop=None, progress=None) -> int:
     """Streaming mode: keep `out_dir/broker_rates.json` current from a directory of broker sample files.
 
     Spark Structured Streaming reads each new file once; every micro-batch is aggregated into
@@ -347,7 +357,8 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
     and the call returns; otherwise it runs until interrupted, until `max_seconds` have
     passed, or until `stop` (a `threading.Event`) is set, whichever comes first. On a bounded
     stop the files present by then are processed before returning, so the last file written
-    reflects every sample seen. Returns the micro-batches seen.
+    reflects every sample seen. Returns the micro-batches seen; `progress` (a
+    `kit.progress.Progress`) hears of each one.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
@@ -364,6 +375,8 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
         raise BadInput(f"--out {out_dir}: not a directory that can be created")
     os.makedirs(out_dir, exist_ok=True)
     target = os.path.join(out_dir, "broker_rates.json")
+    if progress is not None:
+        progress.stage("starting Spark")
     spark = spark_session(master, shuffle_partitions, driver_memory, app="kit-metrics-follow")
     schema = StructType(BROKER_SCHEMA.fields + [StructField(CORRUPT, StringType())])
     stream = (spark.readStream.schema(schema).option("mode", "PERMISSIVE")
@@ -396,11 +409,15 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
                            "rx_bytes_per_sec": rx / n, "tx_bytes_per_sec": tx / n, "samples": n}
         write_atomic(target, json.dumps(doc, separators=(",", ":")) + "\n")
         batches[0] += 1
+        if progress is not None:
+            progress.stage(f"{batches[0]} micro-batch(es) done, {len(doc)} broker(s) in {target}")
 
     with tempfile.TemporaryDirectory(prefix="kit-follow-") as checkpoint:
         writer = stream.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
         writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{poll_seconds} seconds")
         query = writer.start()
+        if progress is not None:
+            progress.stage(f"waiting for samples in {broker_path}")
         try:
             if once or (max_seconds is None and stop is None):
                 query.awaitTermination()

@@ -314,9 +314,11 @@ class ThrottleLoop:
 
     def _resolve_capacities(self, cluster, metrics) -> None:
         # ZooKeeper does not know a broker's instance type; the metrics do (issue 6's schema).
-        # A broker not yet described is held at the minimum rate, as with missing metrics.
+        # A broker not yet described is held at the minimum rate, as with missing metrics,
+        # unless no metrics can ever give it a capacity (no capacity map at all): that is
+        # refused now, before the first write.
         todo = {b.id: b for b in cluster.brokers.values() if b.alive and b.id not in self.auto.capacity
-                and (b.id in metrics or b.net_capacity is not None)}
+                and (b.id in metrics or b.net_capacity is not None or not self.cap_map)}
         for bid, b in todo.items():
             if bid in metrics and b.instance_type is None:
                 todo[bid] = dataclasses.replace(b, instance_type=metrics[bid].instance_type)
@@ -402,7 +404,7 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
             if not ready:
                 loop.prepare()
                 loop.clear_leftovers()
-                ready = True
+                ready, started = True, time.monotonic()  # --max-seconds counts the rounds, not start-up
             res = loop.round()
             rounds += 1
             lost_since = None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 
 import pytest
 
@@ -376,17 +377,33 @@ def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshot
     same port with its data; verify reconnects, sees the copy finish and clears the throttles."""
     import subprocess
 
+    import threading
+
     with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, client):
         watcher = subprocess.Popen([*kit_command(), "verify", str(plan), "--zk", root, "--wait", "--interval", "0.3"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        err_lines: list[str] = []
+        reader = threading.Thread(target=lambda: err_lines.extend(watcher.stderr), daemon=True)
+        reader.start()
         try:
+            # The outage must fall after verify's first check (its progress line on stderr),
+            # however slowly it starts.
+            deadline = time.monotonic() + 60
+            while not any("kit verify --wait" in x for x in err_lines) and watcher.poll() is None:
+                assert time.monotonic() < deadline, "verify --wait made no check within 60 s"
+                time.sleep(0.1)
             restart()
-            out, err = watcher.communicate(timeout=60)
+            out = watcher.communicate(timeout=120)[0]
         finally:
             if watcher.poll() is None:
                 watcher.kill()
+        reader.join(timeout=10)
+        err = "".join(err_lines)
         assert watcher.returncode == 0, err
         assert "ZooKeeper connection lost" in err
-        assert f"{len(json.loads(plan.read_text())['partitions'])} partition(s) done" in out.splitlines()[-1]
+        n = len(json.loads(plan.read_text())["partitions"])
+        assert f"{n} partition(s) done" in out.splitlines()[-1]
+        # Progress goes to stderr, with a bar of partitions done: stdout is only the result.
+        assert f"of {n} partition(s) done" in err and "kit verify --wait" not in out
         assert all(json.loads(client.get(f"/config/brokers/{b}")[0])["config"] == {}
                    for b in client.get_children("/config/brokers"))

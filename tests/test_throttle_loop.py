@@ -96,7 +96,12 @@ def test_throttles_left_behind_with_nothing_running_are_cleared_at_start(zookeep
         client.stop()
     assert any(LEADER_RATE in c for c in configs(root, "brokers").values())
     events = tmp_path / "e.jsonl"
+    # No capacity anywhere (ZooKeeper has no NIC figures, no --cap-map): refused before any write.
     r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "none", "--interval", "0.2",
+            "--events", events, "--max-seconds", "0.5")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--cap-map" in r.stderr, r.stderr
+    assert any(LEADER_RATE in c for c in configs(root, "brokers").values())
+    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "none", "--interval", "0.2", *CAP_MAP,
             "--events", events, "--max-seconds", "0.5")
     assert r.returncode == 0, r.stderr
     assert not any(LEADER_RATE in c for c in configs(root, "brokers").values())
@@ -114,7 +119,7 @@ def test_overrides_live_in_kafka_kits_znodes_and_the_loop_honours_them(running_r
     finally:
         client.stop()
     events = tmp_path / "e.jsonl"
-    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "s", "--interval", "0.2",
+    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "s", "--interval", "0.2", *CAP_MAP,
             "--events", events, "--max-seconds", "0.5")
     assert r.returncode == 0, r.stderr
     brokers = configs(root, "brokers")
@@ -142,7 +147,7 @@ def test_overrides_live_in_kafka_kits_znodes_and_the_loop_honours_them(running_r
 def test_without_metrics_the_loop_fails_safe_to_the_minimum_rate(running_replace, tmp_path):
     root, _ = running_replace
     events = tmp_path / "e.jsonl"
-    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "never", "--interval", "0.2",
+    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "never", "--interval", "0.2", *CAP_MAP,
             "--stale-intervals", "1", "--min-rate", "7000000", "--events", events, "--max-seconds", "1.5")
     assert r.returncode == 0, r.stderr
     got = [json.loads(x) for x in events.read_text().splitlines()]
