@@ -319,3 +319,21 @@ def test_simulator_samples_end_to_end_through_zookeeper(spark, zookeeper, tmp_pa
     for b in (1, 2):
         assert load[b]["expected_bytes_out"] == pytest.approx(load[b]["measured_tx_bytes_per_sec"])
         assert load[b]["expected_bytes_in"] == pytest.approx(load[b]["measured_rx_bytes_per_sec"])
+
+
+def test_the_batch_job_reports_each_stage_to_its_progress(spark, tmp_path):
+    """`kit metrics` shows where a long Spark job is (stderr in the CLI): every stage, in order."""
+    from kit.metrics import run_batch
+
+    class Heard:
+        def __init__(self):
+            self.stages = []
+
+        def stage(self, name):
+            self.stages.append(name)
+
+    rdir, bdir = _samples(tmp_path)
+    heard = Heard()
+    run_batch(str(rdir), str(bdir), str(tmp_path / "out"), "1h", progress=heard)
+    assert heard.stages[:3] == ["starting Spark", "sizes, free storage and traffic from the samples",
+                                f"writing {tmp_path / 'out'}"]
