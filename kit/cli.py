@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
-from . import __version__
+from . import __version__, validate
 from .errors import BadInput, Unsafe
 from .progress import Progress
 
@@ -76,13 +77,23 @@ def _pairs(text: str) -> list[tuple[int, int]]:
 
 
 def _rate(text: str) -> float:
+    """An argparse type: a finite positive number (seconds, factors, speeds)."""
     try:
         x = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected bytes per second, got {text!r}") from None
-    if not x > 0:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(x) or not x > 0:
         raise argparse.ArgumentTypeError(f"expected a positive rate, got {text!r}")
     return x
+
+
+def _bytes_per_second(text: str) -> float:
+    """An argparse type: a replication rate Kafka can hold (1 B/s to a long's maximum)."""
+    try:
+        return validate.rate(float(text), "rate")
+    except (ValueError, BadInput):
+        raise argparse.ArgumentTypeError(f"expected bytes per second from 1 to {validate.LONG_MAX}, "
+                                         f"got {text!r}") from None
 
 
 def _command(sub, name: str, help_text: str, description: str, example: str):
@@ -129,7 +140,7 @@ def _add_plan_parser(sub) -> None:
         p.add_argument("--wave-order", choices=["biggest", "plan"], default="biggest",
                        help="biggest moves first (default) or in plan order")
         p.add_argument("--waves-dir", metavar="DIR", help="also write each wave as a Kafka reassignment file")
-        p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC",
+        p.add_argument("--throttle", type=_bytes_per_second, metavar="BYTES_PER_SEC",
                        help="replication rate for the duration estimate (default: each broker's free NIC)")
         p.add_argument("--max-changes", type=_whole(0), default=100, metavar="N",
                        help="partition map changes listed in the summary (default 100; 0 = all)")
@@ -195,7 +206,7 @@ def _add_apply_parser(sub) -> None:
     p.add_argument("plan", metavar="PLAN.json", help="Kafka reassignment JSON (from kit plan)")
     p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(p)
-    p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC", help="replication throttle per broker")
+    p.add_argument("--throttle", type=_bytes_per_second, metavar="BYTES_PER_SEC", help="replication throttle per broker")
     p.add_argument("--rollback-out", metavar="FILE", help="write the current assignment of the plan's partitions")
 
 
@@ -235,7 +246,7 @@ def _add_operation_parsers(sub) -> None:
     r = zk_command("rollback", "apply a rollback file written by kit apply (same checks)",
                    "kit rollback rollback.json --zk 127.0.0.1:2181/kafka")
     r.add_argument("file", metavar="ROLLBACK.json")
-    r.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC")
+    r.add_argument("--throttle", type=_bytes_per_second, metavar="BYTES_PER_SEC")
     zk_command("status", "brokers, under-replicated partitions, reassignment in flight, throttles",
                "kit status --zk 127.0.0.1:2181/kafka")
 
@@ -255,7 +266,7 @@ def cmd_operation(a) -> int:
         moves = load_plan(a.plan) if a.plan else None
         if a.wait:
             # Progress goes to stderr (stdout stays the result).
-            bar = Progress("kit verify --wait", unit="partition(s) done", every=a.interval)
+            bar = Progress("kit verify --wait", unit="partition(s) done", every=a.interval, after=0.0)
 
             def progress(r):
                 bar.update(sum(x["done"] for x in r["partitions"]), len(r["partitions"]))
@@ -321,7 +332,7 @@ def _auto_throttle_options(p) -> None:
     g.add_argument("--interval", type=_rate, default=30.0, metavar="S", help="seconds between decisions (default 30)")
     g.add_argument("--share", type=float, default=0.9, metavar="F",
                    help="share of the capacity clients leave free that replication may take (default 0.9)")
-    g.add_argument("--min-rate", type=_rate, default=10e6, metavar="BYTES_PER_SEC",
+    g.add_argument("--min-rate", type=_bytes_per_second, default=10e6, metavar="BYTES_PER_SEC",
                    help="the floor, and the fail-safe rate when metrics are missing (default 10 MB/s)")
     g.add_argument("--change-threshold", type=float, default=0.10, metavar="F",
                    help="skip rate changes smaller than this share (default 0.10)")
@@ -349,7 +360,7 @@ def cmd_simulate(a) -> int:
     from .throttle_loop import load_cap_map
 
     try:
-        throttle = a.throttle if a.throttle in ("auto", "none") else _rate(a.throttle)
+        throttle = a.throttle if a.throttle in ("auto", "none") else _bytes_per_second(a.throttle)
     except argparse.ArgumentTypeError as e:
         raise BadInput(f"--throttle: {e}") from None
     throttle = None if throttle == "none" else throttle
@@ -477,7 +488,7 @@ def _add_throttle_parser(sub) -> None:
                        ("remove", "remove an override")):
         o = ops.add_parser(name, help=text, description=text)
         if name == "set":
-            o.add_argument("rate", type=_rate, metavar="BYTES_PER_SEC")
+            o.add_argument("rate", type=_bytes_per_second, metavar="BYTES_PER_SEC")
             o.add_argument("--autoremove", action="store_true", help="remove it when the next reassignment ends")
         o.add_argument("--broker", type=_whole(0), metavar="ID")
         o.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
@@ -727,7 +738,8 @@ def _make_plan_for(a, cluster):
 
 
 def _check_outputs(a) -> None:
-    """Reject --out / --report paths that cannot be written, before any work is done."""
+    """Reject --out / --report paths that cannot be written, and options that do not go
+    together, before any work is done."""
     for flag, path in (("--out", a.out), ("--report", a.report)):
         if path is None:
             continue
@@ -738,6 +750,10 @@ def _check_outputs(a) -> None:
             raise BadInput(f"{flag} {path}: no such directory {directory}")
     if a.report and os.path.realpath(a.report) == os.path.realpath(a.out):
         raise BadInput(f"--out and --report name the same file {a.out}")
+    if a.pools and a.action == "replace":
+        raise BadInput("--pools does not apply to replace (a one-for-one substitution)")
+    if a.pools and (a.topics or a.exclude_topics or a.brokers):
+        raise BadInput("--pools decides topics and brokers: drop --topics/--exclude-topics/--brokers")
     if a.waves_dir is not None:
         if os.path.exists(a.waves_dir) and not os.path.isdir(a.waves_dir):
             raise BadInput(f"--waves-dir {a.waves_dir}: not a directory")
@@ -749,10 +765,6 @@ def _make_pooled_plan(a, cluster):
     from .plan.pooled import plan_pooled
     from .pools import load_pools
 
-    if a.action == "replace":
-        raise BadInput("--pools does not apply to replace (a one-for-one substitution)")
-    if a.topics or a.exclude_topics or a.brokers:
-        raise BadInput("--pools decides topics and brokers: drop --topics/--exclude-topics/--brokers")
     pools = load_pools(a.pools)
 
     def plan_one(c, topics, brokers):

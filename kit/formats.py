@@ -6,40 +6,95 @@ every dumper produces the same bytes for the same data.
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import tempfile
 from typing import Any
 
+import yaml
+
+from . import validate
 from .errors import BadInput
 from .model import Broker, Cluster, Partition, Plan
 
 
-def _read_json(path: str, what: str) -> Any:
+# A 1,000,000-partition snapshot is about 150 MB; anything past this is not a cluster.
+MAX_INPUT_BYTES = 1 << 30
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_input(path: str, what: str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of an input file (a regular file or a pipe), at most `max_bytes`; `BadInput`
+    names the file when it is missing, a directory, a device, unreadable or too large."""
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read())
+            mode = os.fstat(f.fileno()).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise BadInput(f"{what} {path}: not a regular file")
+            raw = f.read(max_bytes + 1)
     except FileNotFoundError:
         raise BadInput(f"{what} {path}: no such file") from None
     except IsADirectoryError:
         raise BadInput(f"{what} {path}: is a directory") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"{what} {path}: not valid JSON ({e})") from None
     except OSError as e:
         raise BadInput(f"{what} {path}: cannot read ({e.strerror or e})") from None
+    if len(raw) > max_bytes:
+        raise BadInput(f"{what} {path}: larger than {max_bytes >> 20} MiB")
+    return raw
 
 
-def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadInput(f"{where}: expected an integer, got {json.dumps(value)}")
-    return value
+def parse_json(raw: bytes | str, where: str) -> Any:
+    """Strict JSON: no NaN or Infinity (Kafka's tools write none), nesting no deeper than
+    Python's recursion allows (refused, not a traceback); `BadInput` names `where`."""
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"{where}: not valid JSON ({str(e)[:80]})") from None
+    except ValueError as e:
+        raise BadInput(f"{where}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise BadInput(f"{where}: JSON nested too deeply") from None
 
 
-def _num(value: Any, where: str, default: float | None) -> float | None:
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors' aliases: a parameters or pools file never needs them, and an
+    alias bomb (a few lines expanding to millions of strings) is refused, not expanded."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"aliases (*{event.anchor}) are not accepted")
+        return super().compose_node(parent, index)
+
+
+def load_yaml(path: str, what: str) -> Any:
+    """A YAML (or JSON) input file, bounded in size, UTF-8, without aliases; `BadInput`
+    names the file and the problem."""
+    raw = read_input(path, what, max_bytes=16 << 20)
+    try:
+        return yaml.load(raw.decode("utf-8"), Loader=_NoAliasLoader)  # noqa: S506  (a safe loader)
+    except UnicodeDecodeError:
+        raise BadInput(f"{what} {path}: not a UTF-8 text file") from None
+    except yaml.YAMLError as e:
+        first = (str(e).splitlines() or ["?"])[0]
+        raise BadInput(f"{what} {path}: not valid YAML or JSON ({first})") from None
+    except RecursionError:
+        raise BadInput(f"{what} {path}: nested too deeply") from None
+
+
+def _read_json(path: str, what: str) -> Any:
+    return parse_json(read_input(path, what), f"{what} {path}")
+
+
+def _num(value: Any, where: str, default: float | None, positive: bool = False) -> float | None:
+    """A finite, non-negative number (strictly positive with `positive`), or `default` for null."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BadInput(f"{where}: expected a number, got {json.dumps(value)}")
-    return value
+    return validate.number(value, where, minimum=None if positive else 0, positive=positive)
 
 
 def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
@@ -59,7 +114,7 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
         where = f"{source}: brokers[{i}]"
         if not isinstance(b, dict) or "id" not in b:
             raise BadInput(f"{where} lacks 'id'")
-        bid = _int(b["id"], f"{where}.id")
+        bid = validate.broker_id(b["id"], f"{where}.id")
         if bid in brokers:
             raise BadInput(f"{source}: broker {bid} listed twice")
         rack = b.get("rack")
@@ -76,10 +131,11 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             alive=True if alive is None else alive,
             storage_total=None if storage_total is None else int(storage_total),
             storage_free=None if storage_free is None else int(storage_free),
-            instance_type=b.get("instance_type"),
-            net_capacity=_num(b.get("net_capacity"), f"{where}.net_capacity", None),
+            instance_type=_text(b.get("instance_type"), f"{where}.instance_type"),
+            net_capacity=_num(b.get("net_capacity"), f"{where}.net_capacity", None, positive=True),
         )
     parts: dict[tuple[str, int], Partition] = {}
+    legal_topics: set[str] = set()  # each name checked once (200,000 partitions, a few thousand topics)
     for i, p in enumerate(raw_parts):
         if not isinstance(p, dict) or not ("topic" in p and "partition" in p and "replicas" in p):
             where = f"{source}: partitions[{i}]"
@@ -88,17 +144,17 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             missing = next(k for k in ("topic", "partition", "replicas") if k not in p)
             raise BadInput(f"{where} lacks '{missing}'")
         topic = p["topic"]
-        if not isinstance(topic, str) or not topic:
-            raise BadInput(f"{source}: partitions[{i}].topic: expected a non-empty string")
+        if topic not in legal_topics:
+            legal_topics.add(validate.topic_name(topic, f"{source}: partitions[{i}].topic"))
         num = p["partition"]
-        if type(num) is not int:  # exact type: a bool is no partition number
-            num = _int(num, f"{source}: partitions[{i}].partition")
+        if type(num) is not int or not 0 <= num <= validate.INT32_MAX:  # exact type: a bool is no number
+            num = validate.partition_number(num, f"{source}: partitions[{i}].partition")
         reps = p["replicas"]
         if not isinstance(reps, list) or not reps:
             raise BadInput(f"{source}: {topic}-{num} replicas must be a non-empty list of broker ids")
-        if not all(type(r) is int for r in reps):
+        if not all(type(r) is int and 0 <= r <= validate.INT32_MAX for r in reps):
             for r in reps:
-                _int(r, f"{source}: {topic}-{num} replicas")
+                validate.broker_id(r, f"{source}: {topic}-{num} replicas")
         reps = tuple(reps)
         if len(set(reps)) != len(reps):
             dup = next(r for r in reps if reps.count(r) > 1)
@@ -106,15 +162,16 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
         isr = p.get("isr")
         if isr is None:
             isr = reps
-        elif isinstance(isr, list) and all(type(r) is int for r in isr):
+        elif isinstance(isr, list) and all(type(r) is int and 0 <= r <= validate.INT32_MAX for r in isr):
             isr = tuple(isr)
         elif not isinstance(isr, list):
             raise BadInput(f"{source}: {topic}-{num} isr must be a list of broker ids")
         else:
-            isr = tuple(_int(r, f"{source}: {topic}-{num} isr") for r in isr)
+            isr = tuple(validate.broker_id(r, f"{source}: {topic}-{num} isr") for r in isr)
         leader = p.get("leader")
-        if leader is not None and type(leader) is not int:
-            leader = _int(leader, f"{source}: {topic}-{num} leader")
+        if leader is not None and (type(leader) is not int or not -1 <= leader <= validate.INT32_MAX):
+            # -1 is Kafka's "no leader" (every replica offline)
+            leader = validate.whole(leader, f"{source}: {topic}-{num} leader", -1)
         if (topic, num) in parts:
             raise BadInput(f"{source}: partition {topic}-{num} listed twice")
         figures = []
@@ -122,7 +179,7 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             v = p.get(key)
             if v is None:
                 v = default
-            elif type(v) is not int and type(v) is not float:
+            elif not ((type(v) is int or type(v) is float and math.isfinite(v)) and v >= 0):
                 v = _num(v, f"{source}: {topic}-{num} {key}", default)
             figures.append(v)
         parts[(topic, num)] = Partition(
@@ -144,6 +201,12 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
         brokers={k: brokers[k] for k in sorted(brokers)},
         partitions=tuple(parts[k] for k in sorted(parts)),
     )
+
+
+def _text(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise BadInput(f"{where}: expected a string or null, got {json.dumps(value)[:40]}")
+    return value
 
 
 def load_snapshot(path: str) -> Cluster:
@@ -205,11 +268,16 @@ def plan_text(plan: Plan) -> str:
     return '{"version":1,"partitions":[\n' + body + "\n]}\n" if lines else '{"version":1,"partitions":[]}\n'
 
 
-def load_plan(path: str, cluster: Cluster | None = None) -> list[dict]:
-    """Read a Kafka reassignment JSON file; with a cluster, check it names real partitions and brokers."""
+def load_plan(path: str, cluster: Cluster | None = None, allow_empty: bool = False) -> list[dict]:
+    """Read a Kafka reassignment JSON file (version 1, at least one partition unless
+    `allow_empty`); with a cluster, check it names real partitions and brokers."""
     doc = _read_json(path, "plan")
     if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
         raise BadInput(f"plan {path}: expected {{\"version\":1,\"partitions\":[...]}}")
+    if doc.get("version", 1) != 1 or isinstance(doc.get("version"), bool):
+        raise BadInput(f"plan {path}: unsupported version {json.dumps(doc.get('version'))[:20]} (expected 1)")
+    if not doc["partitions"] and not allow_empty:
+        raise BadInput(f"plan {path}: lists no partitions (nothing to do)")
     known = {p.key for p in cluster.partitions} if cluster else None
     seen = set()
     out = []
@@ -217,12 +285,11 @@ def load_plan(path: str, cluster: Cluster | None = None) -> list[dict]:
         where = f"plan {path}: partitions[{i}]"
         if not isinstance(e, dict) or not all(k in e for k in ("topic", "partition", "replicas")):
             raise BadInput(f"{where} needs topic, partition and replicas")
-        if not isinstance(e["topic"], str) or not e["topic"]:
-            raise BadInput(f"{where}.topic: expected a non-empty string")
+        validate.topic_name(e["topic"], f"{where}.topic")
         if not isinstance(e["replicas"], list) or not e["replicas"]:
             raise BadInput(f"{where}.replicas: expected a non-empty list of broker ids")
-        key = (e["topic"], _int(e["partition"], where))
-        reps = [_int(r, where) for r in e["replicas"]]
+        key = (e["topic"], validate.partition_number(e["partition"], f"{where}.partition"))
+        reps = [validate.broker_id(r, f"{where}.replicas") for r in e["replicas"]]
         if len(set(reps)) != len(reps):
             raise BadInput(f"{where}: {key[0]}-{key[1]} lists a broker twice")
         if key in seen:

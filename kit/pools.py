@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import yaml
-
+from . import validate
 from .errors import BadInput
+from .formats import load_yaml
 from .model import Cluster
 
 
@@ -25,17 +25,25 @@ class Pool:
     brokers: tuple[int, ...]
 
 
+# No cluster has more brokers than this in one pool; a wider range is a typo, not a pool.
+MAX_RANGE = 10_000
+
+
 def _brokers(value, where: str) -> tuple[int, ...]:
     items = value if isinstance(value, list) else [value]
     out: list[int] = []
     for item in items:
         if isinstance(item, int) and not isinstance(item, bool):
-            out.append(item)
+            out.append(validate.broker_id(item, f"{where}: broker"))
             continue
-        m = re.fullmatch(r"\s*(\d+)\s*(?:-|\.\.)\s*(\d+)\s*", str(item))
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-|\.\.)\s*(\d+)\s*", item) if isinstance(item, str) else None
         if not m or int(m.group(1)) > int(m.group(2)):
-            raise BadInput(f"{where}: broker {item!r} is neither an id nor a FIRST-LAST range")
-        out.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+            raise BadInput(f"{where}: broker {str(item)[:40]!r} is neither an id nor a FIRST-LAST range")
+        first = validate.broker_id(int(m.group(1)), f"{where}: range {item}")
+        last = validate.broker_id(int(m.group(2)), f"{where}: range {item}")
+        if last - first >= MAX_RANGE:
+            raise BadInput(f"{where}: range {item} spans more than {MAX_RANGE} brokers")
+        out.extend(range(first, last + 1))
     if not out:
         raise BadInput(f"{where}: no brokers")
     return tuple(sorted(set(out)))
@@ -52,6 +60,8 @@ def parse_pools(doc, source: str = "pools") -> list[Pool]:
         where = f"{source}: pool {name}"
         if not isinstance(spec, dict) or "topics" not in spec or "brokers" not in spec:
             raise BadInput(f"{where} needs 'topics' and 'brokers'")
+        if not isinstance(spec["topics"], str) or not spec["topics"]:
+            raise BadInput(f"{where}: topics must be a regular expression (a string)")
         try:
             re.compile(str(spec["topics"]))
         except re.error as e:
@@ -62,14 +72,7 @@ def parse_pools(doc, source: str = "pools") -> list[Pool]:
 
 def load_pools(path: str) -> list[Pool]:
     """Read a pools file (YAML, of which JSON is a subset)."""
-    try:
-        with open(path) as f:
-            doc = yaml.safe_load(f)
-    except OSError as e:
-        raise BadInput(f"pools {path}: cannot read ({e.strerror or e})") from None
-    except yaml.YAMLError as e:
-        raise BadInput(f"pools {path}: not valid YAML or JSON ({str(e).splitlines()[0]})") from None
-    return parse_pools(doc, f"pools {path}")
+    return parse_pools(load_yaml(path, "pools"), f"pools {path}")
 
 
 def topics_by_pool(cluster: Cluster, pools: list[Pool]) -> dict[str, list[str]]:

@@ -1,8 +1,9 @@
 """Progress of long work on stderr: a bar with an ETA in a terminal, a line every few seconds
 otherwise. stdout stays the command's result.
 
-Work that ends quickly shows nothing: the first report comes after `after` seconds (a
-terminal) or `every` seconds (a log), so a 200 ms `kit plan` prints what it always printed.
+Work that ends quickly shows nothing: the first report comes after `after` seconds (one in
+a terminal, ten in a log), so a 2 s `kit plan`, or one refused after a second of reading,
+prints exactly what it always printed.
 A ticker thread keeps reporting while a long call (a planner, a Spark job) runs without
 calling back: the stage's name and the time spent in it are then the progress.
 
@@ -40,18 +41,19 @@ class Progress:
         Where to write (default ``sys.stderr``); a terminal gets a redrawn bar.
     every : float
         Seconds between lines when `stream` is not a terminal.
-    after : float
-        Seconds before a terminal's bar first appears.
+    after : float, optional
+        Seconds before anything appears (default 1 in a terminal, 10 in a log).
     clock : callable
         Monotonic seconds (tests give their own).
     """
 
     def __init__(self, label: str, unit: str = "", stream: IO[str] | None = None, every: float = 5.0,
-                 after: float = 1.0, clock=time.monotonic):
+                 after: float | None = None, clock=time.monotonic):
         self.label, self.unit = label, unit
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.every, self.after, self.clock = every, after, clock
+        self.every, self.clock = every, clock
+        self.after = after if after is not None else (1.0 if self.tty else 10.0)
         self.started = self.clock()
         self._stage, self._stage_started = "", self.started
         self._done: float | None = None
@@ -119,10 +121,11 @@ class Progress:
                 self._report(self.clock())
 
     def _report(self, now: float) -> None:
+        if now - self.started < self.after:
+            return
         if self.tty:
-            if now - self.started >= self.after:
-                self._write("\r\x1b[2K" + self.line())
-                self._drawn = True
+            self._write("\r\x1b[2K" + self.line())
+            self._drawn = True
         elif now - self._last_report >= self.every:
             self._last_report = now
             self._write(self.line() + "\n")

@@ -26,19 +26,22 @@ def test_a_log_gets_a_line_every_few_seconds_and_quick_work_gets_none():
     clock, out = Clock(), io.StringIO()
     with Progress("kit plan", stream=out, every=5.0, clock=clock) as p:
         p.stage("planning az-loss")
-        clock.now += 1.0
+        clock.now += 9.0
         p._maybe_report()
-        assert out.getvalue() == ""  # a second in: nothing yet
-        clock.now += 5.0
+        assert out.getvalue() == ""  # nine seconds in: nothing yet
+        clock.now += 2.0
         p._maybe_report()
         p._maybe_report()  # due once, written once
+        clock.now += 5.0
+        p._maybe_report()
     lines = out.getvalue().splitlines()
-    assert lines == ["kit plan · planning az-loss (6s) · elapsed 6s (wall clock)"]
+    assert lines == ["kit plan · planning az-loss (11s) · elapsed 11s (wall clock)",
+                     "kit plan · planning az-loss (16s) · elapsed 16s (wall clock)"]
 
 
 def test_counts_give_a_bar_and_an_eta_from_the_rate_since_counting_began():
     clock, out = Clock(), io.StringIO()
-    p = Progress("kit verify --wait", unit="partition(s) done", stream=out, every=0.0, clock=clock)
+    p = Progress("kit verify --wait", unit="partition(s) done", stream=out, every=0.0, after=0.0, clock=clock)
     p.update(0, 100)
     clock.now += 10
     p.update(25, 100)  # 25 in 10 s: 75 left at 2.5/s = 30 s
@@ -63,7 +66,7 @@ def test_a_terminal_bar_is_redrawn_in_place_and_cleared_at_the_end():
 
 def test_progress_never_writes_after_close():
     clock, out = Clock(), io.StringIO()
-    p = Progress("x", stream=out, every=1.0, clock=clock)
+    p = Progress("x", stream=out, every=1.0, after=0.0, clock=clock)
     p.stage("a")
     p.close()
     clock.now += 100
