@@ -13,6 +13,7 @@ import sys
 
 from . import __version__, validate
 from .errors import BadInput, Unsafe
+from .formats import check_output, same_file
 from .progress import Progress
 
 EXAMPLES = """\
@@ -42,11 +43,29 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _ids(text: str) -> list[int]:
+def _broker_id(text: str, special: tuple[int, ...] = ()) -> int:
     try:
-        out = [int(x) for x in text.split(",") if x.strip()]
+        n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated broker ids, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected broker ids, got {text.strip()[:40]!r}") from None
+    if n in special:
+        return n
+    if not 0 <= n <= validate.INT32_MAX:
+        raise argparse.ArgumentTypeError(f"broker id {n} is outside Kafka's 0..{validate.INT32_MAX}")
+    return n
+
+
+def _ids(text: str) -> list[int]:
+    """An argparse type: comma-separated broker ids."""
+    out = [_broker_id(x) for x in text.split(",") if x.strip()]
+    if not out:
+        raise argparse.ArgumentTypeError("expected at least one broker id")
+    return out
+
+
+def _target_ids(text: str) -> list[int]:
+    """--brokers: broker ids, or topicmappr's -1 (the selected topics' brokers) and -2 (every live one)."""
+    out = [_broker_id(x, special=(-1, -2)) for x in text.split(",") if x.strip()]
     if not out:
         raise argparse.ArgumentTypeError("expected at least one broker id")
     return out
@@ -70,9 +89,9 @@ def _pairs(text: str) -> list[tuple[int, int]]:
     for item in text.split(","):
         try:
             old, new = item.split(":")
-            out.append((int(old), int(new)))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected OLD:NEW[,OLD:NEW], got {item!r}") from None
+            raise argparse.ArgumentTypeError(f"expected OLD:NEW[,OLD:NEW], got {item[:40]!r}") from None
+        out.append((_broker_id(old), _broker_id(new)))
     return out
 
 
@@ -102,10 +121,10 @@ def _command(sub, name: str, help_text: str, description: str, example: str):
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def _writable(flag: str, path: str) -> None:
-    """BadInput unless `path` can be written as a file (checked before any work is done)."""
-    if os.path.isdir(path) or not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise BadInput(f"{flag} {path}: not a writable file path")
+def _writable(flag: str, path: str, **inputs: str | None) -> None:
+    """BadInput unless `path` can be written as a file and is none of the command's inputs
+    (given as option=path, e.g. snapshot=a.snapshot); checked before any work is done."""
+    check_output(flag, path, {f"--{k.replace('_', '-')}": v for k, v in inputs.items()})
 
 
 def _zk_auth_option(p) -> None:
@@ -128,7 +147,7 @@ def _add_plan_parser(sub) -> None:
         _zk_auth_option(p)
         p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches")
         p.add_argument("--exclude-topics", metavar="REGEX", help="leave topics whose whole name matches")
-        p.add_argument("--brokers", type=_ids, metavar="IDS",
+        p.add_argument("--brokers", type=_target_ids, metavar="IDS",
                        help="target brokers (default: all live); -1 = brokers in the current map, -2 = all live")
         p.add_argument("--out", required=True, metavar="PLAN.json", help="where to write the reassignment JSON")
         p.add_argument("--report", metavar="REPORT.json", help="also write the summary figures as JSON")
@@ -154,7 +173,7 @@ def _add_plan_parser(sub) -> None:
         "--rack", required=True, metavar="NAME")
     action("scale-out", "move the minimum onto new/underfull brokers until balanced")
     action("rf", "change the replication factor of the selected topics").add_argument(
-        "--replication", type=int, required=True, metavar="N")
+        "--replication", type=_whole(1), required=True, metavar="N")
     rbl = action("rebalance", "in place, minimal movement, to balance")
     rbl.add_argument("--placement", choices=["count", "storage"], default="count",
                      help="balance replica counts (default) or free storage by utilisation")
@@ -169,8 +188,8 @@ def _add_plan_parser(sub) -> None:
                     help="multiply partition sizes by F for storage placement (headroom for growth)")
     rb.add_argument("--sub-affinity", action="store_true", help="replace each leaving broker by the new one in its rack")
     rb.add_argument("--force-rebuild", action="store_true", help="place every selected partition afresh")
-    rb.add_argument("--replication", type=int, metavar="N", help="set the replication factor")
-    rb.add_argument("--min-rack-ids", type=int, metavar="N",
+    rb.add_argument("--replication", type=_whole(1), metavar="N", help="set the replication factor")
+    rb.add_argument("--min-rack-ids", type=_whole(0), metavar="N",
                     help="distinct racks each replica set must span (0 = as many as possible)")
 
 
@@ -216,7 +235,7 @@ def cmd_apply(a) -> int:
     from .zookeeper import session
 
     if a.rollback_out:
-        _writable("--rollback-out", a.rollback_out)
+        _writable("--rollback-out", a.rollback_out, plan=a.plan)
     moves = load_plan(a.plan)
     with session(a.zk, auth=a.zk_auth) as client:
         done = apply_plan(client, moves, a.throttle, a.rollback_out)
@@ -365,9 +384,9 @@ def cmd_simulate(a) -> int:
         raise BadInput(f"--throttle: {e}") from None
     throttle = None if throttle == "none" else throttle
     settings, cap_map = _throttle_settings(a), load_cap_map(a.cap_map)
-    _writable("--out", a.out)
+    _writable("--out", a.out, snapshot=a.snapshot, plan=a.plan)
     if a.events:
-        _writable("--events", a.events)
+        _writable("--events", a.events, snapshot=a.snapshot, plan=a.plan, out=a.out)
     cluster = load_snapshot(a.snapshot)
     events: list[dict] = []
     res = simulate(cluster, load_plan(a.plan, cluster), throttle, a.client_load, a.traffic, settings, cap_map,
@@ -514,9 +533,9 @@ def cmd_throttle(a) -> int:
 
     settings, cap_map = _throttle_settings(a), throttle_loop.load_cap_map(a.cap_map)
     if a.events:
-        _writable("--events", a.events)
+        _writable("--events", a.events, cap_map=a.cap_map if a.cap_map and os.path.exists(a.cap_map) else None)
     if a.log:
-        _writable("--log", a.log)
+        _writable("--log", a.log, events=a.events)
     metrics = (throttle_loop.SampleDirMetrics(a.samples, settings.interval) if a.samples
                else throttle_loop.BrokerLoadMetrics(a.metrics) if a.metrics else None)
     human = open(a.log, "a", encoding="utf-8") if a.log else sys.stderr
@@ -638,7 +657,7 @@ def cmd_metrics(a) -> int:
     from . import metrics
 
     if a.snapshot_out:
-        _writable("--snapshot-out", a.snapshot_out)
+        _writable("--snapshot-out", a.snapshot_out, snapshot_in=a.snapshot_in)
     if a.follow:
         with Progress("kit metrics --follow") as progress:
             n = metrics.follow(a.broker_samples, a.out, a.window or "5m", a.master, once=a.once,
@@ -741,14 +760,9 @@ def _check_outputs(a) -> None:
     """Reject --out / --report paths that cannot be written, and options that do not go
     together, before any work is done."""
     for flag, path in (("--out", a.out), ("--report", a.report)):
-        if path is None:
-            continue
-        if os.path.isdir(path):
-            raise BadInput(f"{flag} {path}: is a directory")
-        directory = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(directory):
-            raise BadInput(f"{flag} {path}: no such directory {directory}")
-    if a.report and os.path.realpath(a.report) == os.path.realpath(a.out):
+        if path is not None:
+            _writable(flag, path, snapshot=a.snapshot, pools=a.pools)
+    if a.report and same_file(a.report, a.out):
         raise BadInput(f"--out and --report name the same file {a.out}")
     if a.pools and a.action == "replace":
         raise BadInput("--pools does not apply to replace (a one-for-one substitution)")

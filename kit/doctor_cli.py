@@ -67,7 +67,7 @@ def cmd_doctor(a) -> int:
     paths = [(f, p) for f, p in (("--out", a.out), ("--report", a.report), ("--events", a.events),
                                  ("--rollback-out", a.rollback_out)) if p]
     for flag, path in paths:
-        _writable(flag, path)
+        _writable(flag, path, snapshot=a.snapshot)
     real = [os.path.realpath(p) for _, p in paths]
     if len(set(real)) != len(real):
         raise BadInput("--out, --report, --events and --rollback-out must name different files")

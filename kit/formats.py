@@ -243,9 +243,41 @@ def dumps(doc: Any) -> str:
     return json.dumps(doc, separators=(",", ":"), sort_keys=False) + "\n"
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write a file so that readers never see half of it."""
+def same_file(a: str, b: str) -> bool:
+    """Whether two spellings name one file (symlinks, `./`, hard links: inodes compared)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist yet: compare where they would be
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = None) -> None:
+    """`BadInput` unless `path` can take an output without harm, checked before any work:
+    its directory exists, it is not a directory, and it is none of `inputs` (option -> path)."""
+    if os.path.isdir(path):
+        raise BadInput(f"{flag} {path}: is a directory")
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise BadInput(f"{flag} {path}: no such directory {directory}")
+    for in_flag, in_path in (inputs or {}).items():
+        if in_path and same_file(path, in_path):
+            raise BadInput(f"{flag} {path}: is the input {in_flag} {in_path}; outputs never overwrite inputs")
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write a file so that readers never see half of it: a regular file is replaced by a
+    rename; a symlink's target is the file written; a device or a pipe (/dev/null,
+    /dev/stdout) is written through, never replaced."""
+    path = os.path.realpath(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(path, "w") as f:
+            f.write(text)
+        return
+    directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kit-", suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -142,10 +143,20 @@ def kit_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
 
 
-def run_kit(*args, env=None, timeout=120) -> subprocess.CompletedProcess:
-    """The installed `kit` command, run for real in a child process."""
-    return subprocess.run(kit_command() + [str(a) for a in args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+# A progress line on stderr (kit/progress.py): "kit plan · ... · elapsed 12s (wall clock)".
+PROGRESS_LINE = re.compile(r"kit [a-z -]+ · .*\(wall clock\)")
+
+
+def run_kit(*args, env=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:
+    """The installed `kit` command, run for real in a child process. Progress lines, which
+    a slow machine prints and a fast one does not, are taken out of `stderr` into
+    `progress`: what a test asserts of stderr is the same on both."""
+    r = subprocess.run(kit_command() + [str(a) for a in args], capture_output=True, text=True, env=env,
+                       timeout=timeout, cwd=cwd)
+    lines = r.stderr.splitlines(keepends=True)
+    r.progress = [x.rstrip("\n") for x in lines if PROGRESS_LINE.fullmatch(x.rstrip("\n"))]
+    r.stderr = "".join(x for x in lines if not PROGRESS_LINE.fullmatch(x.rstrip("\n")))
+    return r
 
 
 # Sessions holding seeded brokers' ephemeral registrations, as running brokers would; closed

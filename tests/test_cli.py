@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_kit
+
 # The console script next to the interpreter (the venv's bin/), else the module.
 _SCRIPT = Path(sys.executable).with_name("kit")
 KIT = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "kit"]
@@ -22,7 +24,7 @@ SECTIONS = ("Broker change summary:", "Partition map changes:", "Broker distribu
 
 
 def kit(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*KIT, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd)
+    return run_kit(*args, cwd=cwd)
 
 
 # --------------------------------------------------------------------------- snapshot helpers
@@ -373,7 +375,7 @@ USAGE = {
     "missing-snapshot-option": (["plan", "rebalance"], r"--snapshot --zk is required"),
     "bad-replace-pair": (["plan", "replace", "--snapshot", "{snap}", "--replace", "1007-1013"], r"OLD:NEW"),
     "bad-remove-ids": (["plan", "remove", "--snapshot", "{snap}", "--remove", "a,b"], r"broker ids"),
-    "replication-not-int": (["plan", "rf", "--snapshot", "{snap}", "--replication", "x"], r"invalid int"),
+    "replication-not-int": (["plan", "rf", "--snapshot", "{snap}", "--replication", "x"], r"expected a whole number"),
     "bad-placement": (["plan", "rebalance", "--snapshot", "{snap}", "--placement", "magic"], r"invalid choice"),
     "negative-max-changes": (["plan", "leaders", "--snapshot", "{snap}", "--max-changes", "-1"], r"--max-changes"),
 }

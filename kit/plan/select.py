@@ -44,6 +44,8 @@ def resolve_brokers(cluster: Cluster, brokers: list[int] | None, selected: list[
             out.update(cluster.live_ids)
         elif b not in cluster.brokers or not cluster.brokers[b].known:
             raise BadInput(f"--brokers names broker {b}, which the cluster does not have")
+        elif not cluster.brokers[b].alive:
+            raise BadInput(f"--brokers names broker {b}, which is not live (nothing can be placed on it)")
         else:
             out.add(b)
     return sorted(out)
