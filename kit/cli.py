@@ -106,6 +106,17 @@ def _rate(text: str) -> float:
     return x
 
 
+def _load_share(text: str) -> float:
+    """An argparse type: a share of capacity, 0 <= F < 1 (client load)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share such as 0.5, got {text!r}") from None
+    if not 0 <= x < 1:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"expected a share from 0 up to (not including) 1, got {text!r}")
+    return x
+
+
 def _bytes_per_second(text: str) -> float:
     """An argparse type: a replication rate Kafka can hold (1 B/s to a long's maximum)."""
     try:
@@ -339,7 +350,7 @@ def _add_simulate_parser(sub) -> None:
     p.add_argument("--plan", required=True, metavar="PLAN.json")
     p.add_argument("--throttle", default="none", metavar="auto|none|BYTES_PER_SEC",
                    help="replication throttle per broker; auto: kit's auto-throttle, in simulated time")
-    p.add_argument("--client-load", type=float, default=0.0, metavar="F",
+    p.add_argument("--client-load", type=_load_share, default=0.0, metavar="F",
                    help="client traffic as a share of each broker's net_capacity (default 0)")
     p.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat")
     _auto_throttle_options(p)
@@ -420,7 +431,7 @@ def _add_sim_parser(sub) -> None:
     run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(run)
     run.add_argument("--speed", type=_rate, default=1.0, metavar="X", help="simulated seconds per wall second")
-    run.add_argument("--client-load", type=float, default=0.0, metavar="F")
+    run.add_argument("--client-load", type=_load_share, default=0.0, metavar="F")
     run.add_argument("--until-idle", action="store_true", help="exit when nothing is left to do")
     run.add_argument("--max-seconds", type=_rate, metavar="S", help="exit after S wall seconds")
     run.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat",
@@ -604,7 +615,7 @@ def _add_zk_parser(sub) -> None:
         p = ops.add_parser(name, help=text, description=text)
         p.add_argument("--data", default="build/zk", metavar="DIR", help="data directory (default build/zk)")
         if name == "start":
-            p.add_argument("--port", type=_whole(1), default=2181, metavar="P", help="client port (default 2181)")
+            p.add_argument("--port", type=int, default=2181, metavar="P", help="client port (default 2181)")
 
 
 def cmd_zk(a) -> int:

@@ -91,10 +91,12 @@ def _read_json(path: str, what: str) -> Any:
 
 
 def _num(value: Any, where: str, default: float | None, positive: bool = False) -> float | None:
-    """A finite, non-negative number (strictly positive with `positive`), or `default` for null."""
+    """A byte count or rate: finite, non-negative (strictly positive with `positive`), at most
+    `validate.MAX_BYTES`; `default` for null."""
     if value is None:
         return default
-    return validate.number(value, where, minimum=None if positive else 0, positive=positive)
+    return validate.number(value, where, minimum=None if positive else 0, maximum=validate.MAX_BYTES,
+                           positive=positive)
 
 
 def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
@@ -144,7 +146,7 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             missing = next(k for k in ("topic", "partition", "replicas") if k not in p)
             raise BadInput(f"{where} lacks '{missing}'")
         topic = p["topic"]
-        if topic not in legal_topics:
+        if type(topic) is not str or topic not in legal_topics:
             legal_topics.add(validate.topic_name(topic, f"{source}: partitions[{i}].topic"))
         num = p["partition"]
         if type(num) is not int or not 0 <= num <= validate.INT32_MAX:  # exact type: a bool is no number
@@ -179,7 +181,7 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             v = p.get(key)
             if v is None:
                 v = default
-            elif not ((type(v) is int or type(v) is float and math.isfinite(v)) and v >= 0):
+            elif not ((type(v) is int or type(v) is float and math.isfinite(v)) and 0 <= v <= validate.MAX_BYTES):
                 v = _num(v, f"{source}: {topic}-{num} {key}", default)
             figures.append(v)
         parts[(topic, num)] = Partition(

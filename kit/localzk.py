@@ -101,6 +101,10 @@ def _pid_file(data: str) -> str:
 
 def start(port: int, data: str, wait: float = 30.0) -> LocalZooKeeper:
     """Start a ZooKeeper server on 127.0.0.1:`port` keeping its data in `data`."""
+    if not 1 <= port <= 65535:
+        raise BadInput(f"--port {port}: expected a TCP port, 1..65535")
+    if os.path.exists(data) and not os.path.isdir(data):
+        raise BadInput(f"--data {data}: not a directory")
     if not port_free(port):
         raise Unsafe(f"port {port} on 127.0.0.1 is in use; pick another with --port")
     running = status(data)

@@ -37,7 +37,7 @@ def parse_window(text: str) -> int:
     """A duration such as 48h, 90m, 2d or 3600s (a bare number is seconds) in seconds."""
     m = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text or "")
     if not m or int(m.group(1)) <= 0:
-        raise BadInput(f"window {text!r}: expected a positive duration such as 48h, 90m or 3600s")
+        raise BadInput(f"--window {text!r}: expected a positive duration such as 48h, 90m or 3600s")
     return int(m.group(1)) * WINDOW_UNITS[m.group(2) or "s"]
 
 

@@ -19,6 +19,8 @@ from .errors import BadInput
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 TOPIC_MAX_LENGTH = 249
+# Byte counts and byte rates: exact in a float64 and far beyond any disk or NIC (8 PiB).
+MAX_BYTES = 2**53
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -88,5 +90,5 @@ def parse_number(text: str, where: str) -> float:
         raise BadInput(f"{where}: expected a number, got {_shown(text)}") from None
 
 
-__all__ = ["INT32_MAX", "LONG_MAX", "TOPIC_MAX_LENGTH", "whole", "broker_id", "partition_number", "topic_name",
+__all__ = ["INT32_MAX", "LONG_MAX", "TOPIC_MAX_LENGTH", "MAX_BYTES", "whole", "broker_id", "partition_number", "topic_name",
            "number", "rate", "parse_number"]

@@ -40,8 +40,10 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
             raise BadInput("--zk-auth / KIT_ZK_AUTH: expected SCHEME:CREDENTIALS, e.g. digest:user:password")
         auth_data = [(scheme, cred)]
     m = _SPEC.match(spec or "")
-    if not m or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) for h in m.group("hosts").split(",")):
-        raise BadInput(f"--zk {spec!r}: expected HOST:PORT[/chroot]")
+    hosts = m.group("hosts").split(",") if m else []
+    if not m or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
+                        for h in hosts):
+        raise BadInput(f"--zk {spec!r}: expected HOST:PORT[/chroot] with a port in 1..65535")
     logging.getLogger("kazoo.client").setLevel(logging.CRITICAL)
     client = KazooClient(hosts=m.group("hosts") + (m.group("chroot") or ""), timeout=timeout, auth_data=auth_data)
     try:
