@@ -129,7 +129,13 @@ def _add_plan_parser(sub) -> None:
                        help="biggest moves first (default) or in plan order")
         p.add_argument("--waves-dir", metavar="DIR", help="also write each wave as a Kafka reassignment file")
         p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC",
-                       help="replication rate for the duration estimate (default: each broker's free NIC)")
+                       help="fixed replication throttle the run will use, for the duration estimate "
+                            "(default: kit's auto-throttle)")
+        p.add_argument("--client-load", type=float, metavar="F",
+                       help="duration estimate under kit simulate's what-if client load F (default: the "
+                            "snapshot's bytes_in/bytes_out)")
+        p.add_argument("--interval", type=_rate, default=30.0, metavar="S",
+                       help="the auto-throttle's interval the run will use, in cluster seconds (default 30)")
         p.add_argument("--max-changes", type=_whole(0), default=100, metavar="N",
                        help="partition map changes listed in the summary (default 100; 0 = all)")
         return p
@@ -770,6 +776,7 @@ def _make_pooled_plan(a, cluster):
 
 
 def cmd_plan(a) -> int:
+    from .autothrottle import Settings
     from .figures import plan_report, summary_text
     from .formats import dumps, plan_text, write_atomic
     from .waves import duration_report, moves_of, split_waves, wave_documents
@@ -778,7 +785,7 @@ def cmd_plan(a) -> int:
     plan = _make_plan(a)
     report = plan_report(plan)
     waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
-    report["duration"] = duration_report(plan, waves, a.throttle)
+    report["duration"] = duration_report(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval))
     if report["problem_count"]:
         raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
     if plan.warnings and not a.ignore_warns:
