@@ -95,8 +95,11 @@ class SimController:
 
     def __init__(self, client: KazooClient, speed: float = 1.0, client_load: float | None = None,
                  samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
-                 spike_at: float = 3600.0):
+                 spike_at: float = 3600.0, sample_wall_every: float = 0.25):
         self.client, self.speed, self.client_load = client, speed, client_load
+        # Brokers report on the wall clock too: ZooKeeper writes (ISR joins, finished
+        # partitions) take wall time, and the auto-throttle judges freshness on the wall clock.
+        self.sample_wall_every, self._sampled_wall, self._sampled_at = sample_wall_every, time.monotonic(), -1.0
         client_factor(traffic, 0.0, 1.0)  # validates the name
         self.traffic, self.spike_at = traffic, spike_at
         self.flows: dict[tuple[str, int], list[Flow]] = {}
@@ -292,9 +295,14 @@ class SimController:
             if self.traffic != "flat":
                 dt = min(dt, STEP)  # client traffic changes shape: re-read the caps often enough
             if self.samples_dir:
-                if self.sim_seconds >= self.next_sample:
+                due = self.sim_seconds >= self.next_sample
+                late = (time.monotonic() - self._sampled_wall >= self.sample_wall_every
+                        and self.sim_seconds - self._sampled_at >= 1.0)  # a new stamp (whole seconds)
+                if due or late:
                     self.write_samples(cluster, clients)
-                    self.next_sample += self.sample_every
+                    self._sampled_wall, self._sampled_at = time.monotonic(), self.sim_seconds
+                    if due:
+                        self.next_sample += self.sample_every
                 dt = min(dt, max(self.next_sample - self.sim_seconds, 1e-9))
             self.sim_seconds += dt
             remaining -= dt
