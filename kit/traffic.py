@@ -54,7 +54,8 @@ def partition_traffic(cluster: Cluster, client_load: float | None = None) -> lis
         raise BadInput(f"--client-load must be in [0, 1), got {client_load}")
     if client_load == 0:
         return [(0.0, 0.0)] * len(base)
-    if not any(i or o for i, o in base):
+    # No figures at all (or too small to scale, 1e-300 bytes/s): the size-proportional default.
+    if not any(i > 1e-100 or o > 1e-100 for i, o in base):
         # No figures at all: bigger partitions are busier ones; without sizes, all alike.
         sized = any(p.size for p in cluster.partitions)
         base = [((float(p.size) if sized else 1.0),) * 2 for p in cluster.partitions]
