@@ -171,7 +171,13 @@ def _add_plan_parser(sub) -> None:
                        help="biggest moves first (default) or in plan order")
         p.add_argument("--waves-dir", metavar="DIR", help="also write each wave as a Kafka reassignment file")
         p.add_argument("--throttle", type=_bytes_per_second, metavar="BYTES_PER_SEC",
-                       help="replication rate for the duration estimate (default: each broker's free NIC)")
+                       help="fixed replication throttle the run will use, for the duration estimate "
+                            "(default: kit's auto-throttle)")
+        p.add_argument("--client-load", type=_load_share, metavar="F",
+                       help="duration estimate under kit simulate's what-if client load F (default: the "
+                            "snapshot's bytes_in/bytes_out)")
+        p.add_argument("--interval", type=_rate, default=30.0, metavar="S",
+                       help="the auto-throttle's interval the run will use, in cluster seconds (default 30)")
         p.add_argument("--max-changes", type=_whole(0), default=100, metavar="N",
                        help="partition map changes listed in the summary (default 100; 0 = all)")
         return p
@@ -350,8 +356,10 @@ def _add_simulate_parser(sub) -> None:
     p.add_argument("--plan", required=True, metavar="PLAN.json")
     p.add_argument("--throttle", default="none", metavar="auto|none|BYTES_PER_SEC",
                    help="replication throttle per broker; auto: kit's auto-throttle, in simulated time")
-    p.add_argument("--client-load", type=_load_share, default=0.0, metavar="F",
-                   help="client traffic as a share of each broker's net_capacity (default 0)")
+    p.add_argument("--client-load", type=_load_share, default=None, metavar="F",
+                   help="what-if: every partition's bytes_in/bytes_out scaled so the brokers carrying traffic "
+                        "carry F of their net_capacity on average, busier direction (default: the snapshot's "
+                        "figures; a snapshot without any gets traffic in proportion to partition size)")
     p.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat")
     _auto_throttle_options(p)
     p.add_argument("--out", required=True, metavar="RESULT.json")
@@ -431,8 +439,14 @@ def _add_sim_parser(sub) -> None:
     run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(run)
     run.add_argument("--speed", type=_rate, default=1.0, metavar="X", help="simulated seconds per wall second")
-    run.add_argument("--client-load", type=_load_share, default=0.0, metavar="F")
+    run.add_argument("--client-load", type=_load_share, default=None, metavar="F",
+                     help="what-if: every partition's traffic scaled so the brokers carrying traffic carry F of "
+                          "their NIC on average (default: the partition traffic kit sim seed kept)")
     run.add_argument("--until-idle", action="store_true", help="exit when nothing is left to do")
+    run.add_argument("--report", metavar="FILE",
+                     help="on exit, write the controller's clock as JSON: completion_s (simulated seconds from "
+                          "picking up the reassignment to the last new replica joining the ISR; null if none "
+                          "completed), sim_seconds, speed")
     run.add_argument("--max-seconds", type=_rate, metavar="S", help="exit after S wall seconds")
     run.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat",
                      help="shape of client traffic over simulated time")
@@ -453,7 +467,7 @@ def _add_sim_parser(sub) -> None:
 
 
 def cmd_sim(a) -> int:
-    from .formats import load_snapshot
+    from .formats import dumps, load_snapshot, write_atomic
     from .simbrokers import start_holder, stop_holder
     from .simcontroller import kill_broker, revive_broker, run
     from .zookeeper import write_cluster
@@ -478,11 +492,22 @@ def cmd_sim(a) -> int:
         pid = _with_zk(a.zk, stop_holder, a.zk_auth)
         print(f"simulated brokers stopped (pid {pid})" if pid else "no simulated brokers were running here")
         return 0
-    secs = _with_zk(a.zk, lambda c: run(c, a.speed, a.client_load, until_idle=a.until_idle,
-                                        max_wall_seconds=a.max_seconds, samples_dir=a.samples,
-                                        sample_every=a.sample_every, traffic=a.traffic,
-                                        spike_at=a.spike_at), a.zk_auth)
-    print(f"simulated controller stopped after {secs:.0f} simulated seconds of copying")
+    if a.report:
+        _writable("--report", a.report)
+    ctl = _with_zk(a.zk, lambda c: run(c, a.speed, a.client_load, until_idle=a.until_idle,
+                                       max_wall_seconds=a.max_seconds, samples_dir=a.samples,
+                                       sample_every=a.sample_every, traffic=a.traffic,
+                                       spike_at=a.spike_at), a.zk_auth)
+    done = ctl.completion_s()
+    if a.report:
+        write_atomic(a.report, dumps({"completion_s": None if done is None else round(done, 3),
+                                      "sim_seconds": round(ctl.sim_seconds, 3), "speed": a.speed}))
+    if done is None:
+        print(f"simulated controller stopped after {ctl.sim_seconds:.0f} simulated seconds; no reassignment "
+              "completed")
+    else:
+        print(f"reassignment completed in {done:.0f} simulated seconds (cluster clock: from the controller "
+              "picking it up to the last new replica joining the ISR)")
     return 0
 
 
@@ -799,6 +824,7 @@ def _make_pooled_plan(a, cluster):
 
 
 def cmd_plan(a) -> int:
+    from .autothrottle import Settings
     from .figures import plan_report, summary_text
     from .formats import dumps, plan_text, write_atomic
     from .waves import duration_report, moves_of, split_waves, wave_documents
@@ -810,7 +836,7 @@ def cmd_plan(a) -> int:
         report = plan_report(plan)
         progress.stage("waves and the duration estimate")
         waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
-        report["duration"] = duration_report(plan, waves, a.throttle)
+        report["duration"] = duration_report(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval))
         if report["problem_count"]:
             raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
         if plan.warnings and not a.ignore_warns:

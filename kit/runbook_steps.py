@@ -297,19 +297,28 @@ def common_checks(env: Environment, checks: Checks) -> tuple[Cluster, dict | Non
 
 # -- the plan --------------------------------------------------------------------------------
 
-def plan_summary(plan: Plan, throttle: str | float = "auto") -> dict:
-    """Print the topicmappr-style summary with the duration estimate; return the figures."""
+def plan_summary(plan: Plan, throttle: str | float = "auto", client_load: float | None = None,
+                 interval: float = 30.0) -> dict:
+    """Print the topicmappr-style summary with the duration estimate; return the figures.
+
+    The estimate predicts the run `apply_and_monitor` makes: pass the same `throttle`, the same
+    what-if `client_load` (None: the cluster's own traffic figures) and the auto-throttle's
+    `interval` in cluster seconds (on the simulated cluster: its wall interval x speed).
+    """
+    from .autothrottle import Settings
     from .figures import plan_report, summary_text
     from .waves import duration_lines, duration_report, moves_of, split_waves
 
     report = plan_report(plan)
     rate = None if throttle == "auto" else float(throttle)
-    duration = duration_report(plan, split_waves(moves_of(plan)), rate)
+    duration = duration_report(plan, split_waves(moves_of(plan)), rate, client_load, Settings(interval=interval))
     print(summary_text(plan, report, max_changes=20))
     print("\n".join(duration_lines(duration, max_waves=5)))
     after, movement = report["after"], report["movement"]
     return {"partitions": len(plan.changed()), "replica_additions": movement["replica_additions"],
-            "bytes_moved_gb": movement["bytes_moved_gb"], "duration_s": duration["seconds_all_at_once"],
+            "bytes_moved_gb": movement["bytes_moved_gb"], "duration_s": duration["estimate_s"],
+            "estimate_s": duration["estimate_s"], "lower_bound_s": duration["lower_bound_s"],
+            "estimate_assumptions": duration["assumptions"],
             "failover_excess_spread_max": after["failover_excess_spread_max"],
             "replica_count_spread": after["replica_count_spread"],
             "leader_count_spread": after["leader_count_spread"]}
@@ -394,7 +403,8 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     if env.simulated:
         procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
                                              "--client-load", str(client_load), "--samples", samples,
-                                             "--sample-every", str(max(60.0, wall_interval * scale / 2))],
+                                             "--sample-every", str(max(60.0, wall_interval * scale / 2)),
+                                             "--report", os.path.join(env.workdir, "controller.json")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     if throttle == "auto":
         source = _metric_source(env, throttle_metrics, samples)

@@ -1,13 +1,18 @@
 """Simulated replication: a plan run start to finish in simulated time, without ZooKeeper.
 
 The physics of design.md ("The simulator's physics"):
-- every live broker carries F x net_capacity of client traffic in each direction, flat or
-  shaped (diurnal: x(1 + 0.5 sin(2 pi t / 86400)); spike: x1.6 for ten minutes half-way);
+- client traffic per broker from the partitions' bytes_in/bytes_out (kit/traffic.py: every
+  in-sync replica receives bytes_in, the leader sends bytes_out plus bytes_in per in-sync
+  follower; a new replica carries its partition's traffic from when it joins the ISR), or the
+  --client-load what-if scaling of those figures; flat or shaped (diurnal:
+  x(1 + 0.5 sin(2 pi t / 86400)); spike: x1.6 for ten minutes half-way);
 - each new replica copies its partition's size from the partition's leader (first live ISR
   replica); a broker's replication out is capped by its leader throttle, in by its follower
   throttle (or by its NIC when there is no throttle), and a broker's flows share its caps
   fairly (max-min fair);
-- a replica joins the ISR when it has every byte; the reassignment completes when all have;
+- a replica joins the ISR when it has every byte; when all of a partition's new replicas have,
+  its removed replicas leave and its first replica leads; the reassignment completes when all
+  have;
 - a broker-second with client plus replication traffic above net_capacity in either
   direction counts in saturated_broker_seconds.
 Pure: a cluster and a plan in, figures out.
@@ -15,16 +20,20 @@ Pure: a cluster and a plan in, figures out.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
+import numpy as np
+
+from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from .errors import BadInput
 from .model import Cluster
+from .traffic import ClientTraffic, floor_traffic, leader_of, partition_traffic
 
 # Simulated time starts here (events, metric samples), so runs give the same timestamps.
 SAMPLE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SPIKE = (1.6, 600.0)  # factor, seconds
-_STEP = 60.0  # seconds: the longest step taken while client traffic changes shape
+STEP = 60.0  # seconds: the longest step taken while client traffic changes shape
 
 
 def client_factor(traffic: str, t: float, horizon: float, spike_at: float | None = None) -> float:
@@ -41,89 +50,149 @@ def client_factor(traffic: str, t: float, horizon: float, spike_at: float | None
 
 
 @dataclass
-class _Flow:
+class Flow:
+    """One new replica's copy: `left` bytes from `source` to `dest` at `rate` bytes/s;
+    `partition` is the partition's index in the cluster (-1 when unknown)."""
+
     source: int
     dest: int
     left: float
     rate: float = 0.0
+    partition: int = -1
 
 
-def _fair_rates(flows: list[_Flow], out_cap: dict[int, float], in_cap: dict[int, float]) -> None:
-    """Max-min fair rates by progressive filling over the brokers' out and in caps."""
-    active = [f for f in flows if f.left > 0]
-    for f in active:
-        f.rate = 0.0
-    room = {("out", b): c for b, c in out_cap.items()}
-    room.update({("in", b): c for b, c in in_cap.items()})
-    users: dict[tuple[str, int], list[_Flow]] = {}
-    for f in active:
-        users.setdefault(("out", f.source), []).append(f)
-        users.setdefault(("in", f.dest), []).append(f)
-    unfrozen = set(map(id, active))
-    while unfrozen:
-        level, tight = math.inf, None
-        for key, fs in users.items():
-            n = sum(1 for f in fs if id(f) in unfrozen)
-            if n and room[key] / n < level:
-                level, tight = room[key] / n, key
-        if tight is None or math.isinf(level):
+def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
+               in_cap: np.ndarray) -> np.ndarray:
+    """Max-min fair rate of each flow of each (source, destination) pair.
+
+    Flows between the same two brokers always get the same rate, so the progressive filling
+    runs over pairs, each weighted by its number of flows (`weight`). `src`/`dst` index the
+    cap arrays. Returns the rate of one flow of each pair (0 for pairs of weight 0).
+    """
+    n = len(out_cap)
+    rate = np.zeros(len(src))
+    active = weight > 0
+    room_out, room_in = out_cap.astype(float).copy(), in_cap.astype(float).copy()
+    while active.any():
+        w_out = np.bincount(src[active], weights=weight[active], minlength=n)
+        w_in = np.bincount(dst[active], weights=weight[active], minlength=n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo = np.where(w_out > 0, room_out / w_out, np.inf)
+            li = np.where(w_in > 0, room_in / w_in, np.inf)
+        level = min(lo.min(), li.min())
+        if not math.isfinite(level):
             break
-        for key, fs in users.items():
-            n = sum(1 for f in fs if id(f) in unfrozen)
-            room[key] -= level * n
-        for f in active:
-            if id(f) in unfrozen:
-                f.rate += level
-        for f in users[tight]:
-            unfrozen.discard(id(f))
+        level = max(level, 0.0)
+        room_out -= level * w_out
+        room_in -= level * w_in
+        rate[active] += level
+        # Every resource at the level is full: its flows are frozen (a rounding margin, so a
+        # tie does not cost one more round).
+        tol = level * 1e-12 + 1e-12
+        frozen = (lo <= level + tol)[src] | (li <= level + tol)[dst]
+        active &= ~frozen
+    return rate
 
 
-def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None = None, client_load: float = 0.0,
-             traffic: str = "flat", settings=None, cap_map: dict | None = None, events=None,
-             spike_at: float | None = None) -> dict:
+def fair_rates(flows: list[Flow], out_cap: dict[int, float], in_cap: dict[int, float]) -> None:
+    """Set each unfinished flow's max-min fair rate over the brokers' out and in caps."""
+    active = [f for f in flows if f.left > 0]
+    if not active:
+        return
+    ids = sorted(set(out_cap) | set(in_cap) | {f.source for f in active} | {f.dest for f in active})
+    pos = {b: k for k, b in enumerate(ids)}
+    pairs: dict[tuple[int, int], int] = {}
+    for f in active:
+        pairs.setdefault((f.source, f.dest), len(pairs))
+    keys = list(pairs)
+    src = np.array([pos[s] for s, _ in keys], dtype=np.int64)
+    dst = np.array([pos[d] for _, d in keys], dtype=np.int64)
+    weight = np.bincount([pairs[(f.source, f.dest)] for f in active], minlength=len(keys)).astype(float)
+    rates = pair_rates(src, dst, weight, np.array([out_cap.get(b, 0.0) for b in ids]),
+                       np.array([in_cap.get(b, 0.0) for b in ids]))
+    for f in active:
+        f.rate = float(rates[pairs[(f.source, f.dest)]])
+
+
+def copies_of(cluster: Cluster, moves: list[dict], live: set[int]) -> tuple[dict[int, list[int]], list[Flow]]:
+    """The reassignment's targets (partition index -> replica list) and one Flow per new
+    replica, from its partition's leader. BadInput names what cannot be copied."""
+    index = {(p.topic, p.partition): i for i, p in enumerate(cluster.partitions)}
+    targets: dict[int, list[int]] = {}
+    flows: list[Flow] = []
+    for m in moves:
+        i = index.get((m["topic"], m["partition"]))
+        if i is None:
+            raise BadInput(f"the plan names {m['topic']}-{m['partition']}, which the cluster does not have")
+        p = cluster.partitions[i]
+        targets[i] = list(m["replicas"])
+        source = leader_of(p, live)
+        added = [d for d in m["replicas"] if d not in p.replicas]
+        if added and source is None:
+            raise BadInput(f"{p.name} has no live in-sync replica to copy from")
+        for d in added:
+            if d not in live:
+                raise BadInput(f"the plan puts {p.name} on broker {d}, which is not live")
+            flows.append(Flow(source, d, float(p.size), partition=i))
+    return targets, flows
+
+
+def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flow],
+                traffic: list[tuple[float, float]], capacity: dict[int, float]) -> float | None:
+    """design.md's lower_bound_s: max over brokers and directions of replication bytes over the
+    capacity the broker's client traffic leaves free, that traffic taken at its lightest during
+    the reassignment (kit/traffic.py's floor_traffic). None when a broker's capacity is unknown;
+    a broker whose clients leave nothing free is left out (its copies displace clients)."""
+    live = set(capacity)
+    out_b: dict[int, float] = {}
+    in_b: dict[int, float] = {}
+    for f in flows:
+        out_b[f.source] = out_b.get(f.source, 0.0) + f.left
+        in_b[f.dest] = in_b.get(f.dest, 0.0) + f.left
+    if any(b not in capacity for b in list(out_b) + list(in_b)):
+        return None
+    rx, tx = floor_traffic(cluster, traffic, live, targets)
+    worst = 0.0
+    for per, client in ((out_b, tx), (in_b, rx)):
+        for b, n in per.items():
+            free = capacity[b] - client.get(b, 0.0)
+            if n > 0 and free > 0:
+                worst = max(worst, n / free)
+    return worst
+
+
+def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None = None,
+             client_load: float | None = None, traffic: str = "flat", settings: Settings | None = None,
+             cap_map: dict | None = None, events: list | None = None, spike_at: float | None = None) -> dict:
     """Run a plan's copies to completion; returns the figures of design.md's contract.
 
     `throttle` is None (no throttle), a rate in bytes/s for every broker, or "auto": kit's
     auto-throttle (kit/autothrottle.py, unchanged) decides every `settings.interval` simulated
     seconds from the peak network of the last interval, and once more the moment the
     reassignment completes (the loop over ZooKeeper watches the reassignment znode for that).
-    `events`, a list, receives the auto-throttle's decisions. The spike starts half-way
-    through twice the lower bound, or at `spike_at` seconds.
+    `client_load` None takes client traffic from the snapshot's bytes_in/bytes_out; a share F
+    is the what-if of kit/traffic.py. `events`, a list, receives the auto-throttle's decisions.
+    The spike starts half-way through twice the lower bound, or at `spike_at` seconds.
     """
-    if not 0 <= client_load < 1:
-        raise BadInput(f"--client-load must be in [0, 1), got {client_load}")
+    figures = partition_traffic(cluster, client_load)  # validates client_load
     client_factor(traffic, 0.0, 1.0)  # validates the name
     brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
     for b in brokers.values():
         if b.net_capacity is None:
             raise BadInput(f"broker {b.id} has no net_capacity: the simulator needs it")
-    current = {(p.topic, p.partition): p for p in cluster.partitions}
-    flows: list[_Flow] = []
-    repl_out: dict[int, float] = {}
-    repl_in: dict[int, float] = {}
-    for m in moves:
-        p = current.get((m["topic"], m["partition"]))
-        if p is None:
-            raise BadInput(f"the plan names {m['topic']}-{m['partition']}, which the cluster does not have")
-        live_isr = [b for b in p.isr if b in brokers and b in p.replicas]
-        if not live_isr:
-            raise BadInput(f"{p.name} has no live in-sync replica to copy from")
-        source = live_isr[0]
-        for d in m["replicas"]:
-            if d not in p.replicas:
-                if d not in brokers:
-                    raise BadInput(f"the plan puts {p.name} on broker {d}, which is not live")
-                flows.append(_Flow(source, d, float(p.size)))
-                repl_out[source] = repl_out.get(source, 0.0) + p.size
-                repl_in[d] = repl_in.get(d, 0.0) + p.size
-    bytes_moved = sum(f.left for f in flows)
-    lower = max([n / ((1 - client_load) * brokers[b].net_capacity) for b, n in
-                 list(repl_out.items()) + list(repl_in.items())] or [0.0])
+    live = set(brokers)
+    targets, flows = copies_of(cluster, moves, live)
     nic = {b: float(br.net_capacity) for b, br in brokers.items()}
+    clients = ClientTraffic(cluster, figures, live)
+    waiting = {i: 0 for i in targets}  # partition -> copies still running
+    for f in flows:
+        waiting[f.partition] += 1
+    for i in sorted(i for i, n in waiting.items() if n == 0):
+        clients.finish(i, targets[i])  # a change of order only: done at once
+    bytes_moved = sum(f.left for f in flows)
+    lower = lower_bound(cluster, targets, flows, figures, nic) or 0.0
     auto = None
     if throttle == "auto":
-        from .autothrottle import AutoThrottle, Settings, capacities
-
         settings = settings or Settings()
         auto = AutoThrottle(settings, capacities(brokers, cap_map))
     elif isinstance(throttle, str):
@@ -143,11 +212,9 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
         factor = client_factor(traffic, now, horizon, spike_start)
         metrics = {}
         for b in brokers:
-            client = client_load * factor * nic[b]
-            rx, tx, r_rx, r_tx = peak.get(b, [client, client, 0.0, 0.0])
+            rx, tx, r_rx, r_tx = peak.get(b, [clients.rx[b] * factor, clients.tx[b] * factor, 0.0, 0.0])
             metrics[b] = NetSample(now, rx, tx, r_rx, r_tx)
-        stamp = _stamp(now)
-        d = auto.decide(now, stamp, sources, dests, metrics)
+        d = auto.decide(now, _stamp(now), sources, dests, metrics)
         for b, rates in d.rates.items():
             out_cap[b] = rates.get(LEADER, out_cap[b])
             in_cap[b] = rates.get(FOLLOWER, in_cap[b])
@@ -157,18 +224,16 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
             events.extend(d.events)
         peak.clear()
 
-    if auto is not None:
-        from .autothrottle import FOLLOWER, LEADER, NetSample
     while pending:
         if auto is not None and t >= next_decision - 1e-9:
             decide(t)
             next_decision = t + auto.settings.interval
-        _fair_rates(pending, out_cap, in_cap)
+        fair_rates(pending, out_cap, in_cap)
         if not any(f.rate > 0 for f in pending):
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
         step = min(f.left / f.rate for f in pending if f.rate > 0)
         if traffic != "flat":
-            step = min(step, _STEP)
+            step = min(step, STEP)
         if auto is not None:
             step = min(step, max(next_decision - t, 1e-9))
             if traffic == "spike":  # land on the spike's edges, where the clients change
@@ -181,10 +246,9 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
         for f in pending:
             send[f.source] = send.get(f.source, 0.0) + f.rate
             recv[f.dest] = recv.get(f.dest, 0.0) + f.rate
-        for b, br in brokers.items():
-            client = client_load * factor * br.net_capacity
-            rx, tx = client + recv.get(b, 0.0), client + send.get(b, 0.0)
-            if max(tx, rx) > br.net_capacity * (1 + 1e-9):  # not a rounding error of fair shares
+        for b, cap in nic.items():
+            rx, tx = clients.rx[b] * factor + recv.get(b, 0.0), clients.tx[b] * factor + send.get(b, 0.0)
+            if max(tx, rx) > cap * (1 + 1e-9):  # not a rounding error of fair shares
                 saturated += step
             w = peak.setdefault(b, [0.0, 0.0, 0.0, 0.0])
             if rx >= w[0]:
@@ -194,7 +258,16 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
         for f in pending:
             f.left -= f.rate * step
         t += step
-        pending = [f for f in pending if f.left > 1e-6 * max(1.0, bytes_moved)]
+        still = []
+        for f in pending:
+            if f.left > 1e-6 * max(1.0, bytes_moved):
+                still.append(f)
+                continue
+            clients.join(f.partition, f.dest)  # in sync: it carries its partition's traffic from now
+            waiting[f.partition] -= 1
+            if not waiting[f.partition]:
+                clients.finish(f.partition, targets[f.partition])
+        pending = still
     completion = t
     if auto is not None:
         decide(t)  # woken by the reassignment's end: every throttle goes
@@ -208,6 +281,7 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
         "bytes_moved": int(bytes_moved),
         "throttle": "none" if throttle is None else throttle,
         "client_load": client_load,
+        "client_traffic": "snapshot" if client_load is None else "what-if",
         "traffic": traffic,
     }
 
@@ -216,3 +290,7 @@ def _stamp(seconds: float) -> str:
     """Simulated seconds as the events' ISO time, counted from the samples' epoch."""
     t = SAMPLE_EPOCH + timedelta(seconds=round(seconds, 3))
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond // 1000:03d}" if t.microsecond else "") + "Z"
+
+
+__all__ = ["SAMPLE_EPOCH", "SPIKE", "STEP", "client_factor", "Flow", "pair_rates", "fair_rates", "copies_of",
+           "lower_bound", "simulate"]

@@ -3,16 +3,21 @@
 A partition whose replica set grows makes Kafka copy the whole partition from its leader
 to every added replica. A wave is a set of such moves that Kafka runs at once; splitting a
 plan into waves bounds how many moves each broker takes part in at a time (Cruise
-Control's default concurrency is 5 per broker). The estimate assumes what the simulator
-of design.md assumes: each broker copies at its replication rate in each direction, its
-flows share that rate, and the busiest broker decides how long a wave takes.
+Control's default concurrency is 5 per broker). The duration estimate (`duration_report`)
+predicts the run kit makes, all at once with the auto-throttle (or a fixed throttle), with
+kit/estimate.py's model of the simulator's physics; the per-wave figures are simpler: each
+wave's busiest broker over its rate at the start.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .autothrottle import Settings
 from .errors import BadInput
+from .estimate import predict
 from .model import Cluster, Plan
+from .traffic import broker_traffic as client_traffic
+from .traffic import leader_of, partition_traffic
 
 DEFAULT_MAX_MOVES_PER_BROKER = 5
 # kafka-kit's autothrottle never throttles replication below this; a broker whose NIC is
@@ -42,8 +47,8 @@ def moves_of(plan: Plan) -> list[Move]:
         p = plan.cluster.partitions[i]
         added = tuple(b for b in plan.after[i] if b not in p.replicas)
         # Followers copy from the current leader: the first live in-sync replica.
-        live_isr = [b for b in p.isr if b not in dead and b in p.replicas]
-        source = p.leader if p.leader is not None else (live_isr[0] if live_isr else p.replicas[0])
+        live = {b for b in p.replicas if b not in dead}
+        source = leader_of(p, live) or p.replicas[0]
         out.append(Move(i, p.size, source, added))
     return out
 
@@ -94,24 +99,19 @@ def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES
     return waves
 
 
-def broker_traffic(cluster: Cluster) -> tuple[dict[int, float], dict[int, float]]:
-    """Bytes/s each broker sends and receives now (client and replication traffic)."""
-    tx: dict[int, float] = {}
-    rx: dict[int, float] = {}
-    for p in cluster.partitions:
-        leader = p.leader if p.leader is not None else p.replicas[0]
-        # Produce traffic reaches the leader and is copied to every follower.
-        for b in p.replicas:
-            rx[b] = rx.get(b, 0.0) + p.bytes_in
-        tx[leader] = tx.get(leader, 0.0) + p.bytes_out + p.bytes_in * (len(p.replicas) - 1)
+def broker_traffic(cluster: Cluster, client_load: float | None = None) -> tuple[dict[int, float], dict[int, float]]:
+    """Client bytes/s each broker sends and receives now (kit/traffic.py's model): (tx, rx)."""
+    rx, tx = client_traffic(cluster, partition_traffic(cluster, client_load))
     return tx, rx
 
 
-def replication_rates(cluster: Cluster, throttle: float | None = None) -> dict[int, tuple[float, float]]:
-    """Bytes/s each broker can send and receive for replication: its NIC capacity less the
-    traffic it carries now (at least `MIN_RATE`), capped by `throttle` when one is set.
-    Brokers with neither a capacity nor a throttle are left out: their rate is unknown."""
-    tx, rx = broker_traffic(cluster)
+def replication_rates(cluster: Cluster, throttle: float | None = None, client_load: float | None = None,
+                      settings: Settings | None = None) -> dict[int, tuple[float, float]]:
+    """Bytes/s each broker can send and receive for replication at the start: its NIC capacity
+    less its client traffic (at least `MIN_RATE`), capped by `throttle` when one is set; with
+    `settings`, the auto-throttle's first rates instead (that share of the free capacity, at
+    least its minimum). Brokers with neither a capacity nor a throttle are left out."""
+    tx, rx = broker_traffic(cluster, client_load)
     rates = {}
     for b in cluster.brokers.values():
         if not b.alive:
@@ -121,8 +121,9 @@ def replication_rates(cluster: Cluster, throttle: float | None = None) -> dict[i
                 continue
             rates[b.id] = (float(throttle), float(throttle))
             continue
-        out_room = max(b.net_capacity - tx.get(b.id, 0.0), MIN_RATE)
-        in_room = max(b.net_capacity - rx.get(b.id, 0.0), MIN_RATE)
+        share, floor = (settings.share, settings.minimum) if settings is not None else (1.0, MIN_RATE)
+        out_room = max((b.net_capacity - tx.get(b.id, 0.0)) * share, floor)
+        in_room = max((b.net_capacity - rx.get(b.id, 0.0)) * share, floor)
         if throttle is not None:
             out_room, in_room = min(out_room, throttle), min(in_room, throttle)
         rates[b.id] = (out_room, in_room)
@@ -167,25 +168,50 @@ def estimate(moves: list[Move], rates: dict[int, tuple[float, float]]) -> Estima
     return Estimate(worst[0], total, worst[1], worst[2])
 
 
-def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | None = None) -> dict:
-    """Waves and estimates for a plan, as plain data for the report and the summary."""
+def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str | None = None,
+                    client_load: float | None = None, settings: Settings | None = None,
+                    cap_map: dict | None = None) -> dict:
+    """The duration estimate for a plan, as plain data for the report and the summary.
+
+    `throttle` None or "auto": kit's auto-throttle with `settings` (default Settings()); a rate:
+    that fixed throttle; "none": no throttle. `client_load` None: the snapshot's traffic; a
+    share F: the what-if kit simulate --client-load F runs. The primary figure, ``estimate_s``
+    (simulated seconds from apply to the last replica in sync, all partitions at once), comes
+    with ``lower_bound_s`` and the ``assumptions`` it rests on; ``seconds_all_at_once`` is the
+    same figure (kept for older readers); the per-wave figures are each wave's busiest broker
+    over its starting rate.
+    """
+    settings = settings or Settings()
+    mode = "auto" if throttle in (None, "auto") else ("none" if throttle == "none" else float(throttle))
+    fixed = mode if isinstance(mode, float) else None
     moves = [m for w in waves for m in w]
-    rates = replication_rates(plan.cluster, throttle)
-    tx, rx = broker_traffic(plan.cluster)
+    pred = predict(plan.cluster, plan.reassignment()["partitions"], None if mode == "none" else mode, client_load,
+                   settings, cap_map)
+    rates = replication_rates(plan.cluster, fixed, client_load, settings if mode == "auto" else None)
+    if pred["unknown"]:
+        rates = {b: r for b, r in rates.items() if b not in pred["unknown"]}
+    tx, rx = broker_traffic(plan.cluster, client_load)
     saturated = sorted(b.id for b in plan.cluster.brokers.values() if b.alive and b.net_capacity is not None
                        and max(tx.get(b.id, 0.0), rx.get(b.id, 0.0)) > b.net_capacity - MIN_RATE)
-    all_at_once = estimate(moves, rates)
+    start = estimate(moves, rates)
     per_wave = [estimate(w, rates) for w in waves]
     known = all(e.seconds is not None for e in per_wave)
+    missing = sorted(set(pred["unknown"]) | set(start.missing_rate))
     return {
-        "throttle_bytes_per_sec": throttle,
+        "estimate_s": _round(pred["estimate_s"]) if not missing else None,
+        "lower_bound_s": _round(pred["lower_bound_s"]),
+        "assumptions": pred["assumptions"],
+        "throttle": mode,
+        "interval_s": settings.interval if mode == "auto" else None,
+        "client_load": client_load,
+        "throttle_bytes_per_sec": fixed,
         "waves": len(waves),
-        "bytes_to_move": all_at_once.bytes,
-        "seconds_all_at_once": _round(all_at_once.seconds),
-        "busiest_broker": all_at_once.busiest_broker,
-        "busiest_direction": all_at_once.direction,
-        "seconds_in_waves": _round(sum(e.seconds for e in per_wave)) if known else None,
-        "brokers_without_rate": list(all_at_once.missing_rate),
+        "bytes_to_move": start.bytes,
+        "seconds_all_at_once": _round(pred["estimate_s"]) if not missing else None,
+        "busiest_broker": start.busiest_broker,
+        "busiest_direction": start.direction,
+        "seconds_in_waves": _round(sum(e.seconds for e in per_wave)) if known and not missing else None,
+        "brokers_without_rate": missing,
         "brokers_without_headroom": saturated,
         "wave_seconds": [_round(e.seconds) for e in per_wave],
         "wave_partitions": [len(w) for w in waves],
@@ -193,7 +219,7 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | None 
 
 
 def duration_lines(d: dict, max_waves: int = 10) -> list[str]:
-    """The duration estimate as summary lines."""
+    """The duration estimate as summary lines: the figure, its bound, what it assumes."""
     gb = d["bytes_to_move"] / 1e9
     out = [f"  {gb:.1f} GB to copy in {d['waves']} wave(s)"]
     if d["brokers_without_rate"]:
@@ -202,12 +228,22 @@ def duration_lines(d: dict, max_waves: int = 10) -> list[str]:
         return out
     if d.get("brokers_without_headroom"):
         n = len(d["brokers_without_headroom"])
-        out.append(f"  WARN: {n} broker(s) have no NIC headroom left (client traffic); they are counted at the "
+        out.append(f"  WARN: {n} broker(s) have no NIC headroom left (client traffic); they replicate at the "
                    f"{_human_rate(MIN_RATE)} minimum")
-    rate = "throttle " + _human_rate(d["throttle_bytes_per_sec"]) if d["throttle_bytes_per_sec"] else "free NIC capacity"
-    out.append(f"  all at once: {human_duration(d['seconds_all_at_once'])} at {rate}, bounded by broker "
-               f"{d['busiest_broker']} ({'sending' if d['busiest_direction'] == 'out' else 'receiving'})")
-    out.append(f"  in waves:    {human_duration(d['seconds_in_waves'])}")
+    mode = d.get("throttle", "auto")
+    how = ("with the auto-throttle" if mode == "auto" else "unthrottled" if mode == "none"
+           else f"at a fixed throttle of {_human_rate(d['throttle_bytes_per_sec'])}")
+    bound = d.get("lower_bound_s")
+    out.append(f"  estimate:    {human_duration(d['seconds_all_at_once'])} (simulated cluster time, apply to last "
+               f"replica in sync, all at once {how})"
+               + (f"; physical lower bound {human_duration(bound)}" if bound is not None else ""))
+    for a in d.get("assumptions", []):
+        out.append(f"    assumes {a}")
+    if d["busiest_broker"] is not None:
+        out.append(f"  busiest at the start: broker {d['busiest_broker']} "
+                   f"({'sending' if d['busiest_direction'] == 'out' else 'receiving'})")
+    out.append(f"  in waves:    {human_duration(d['seconds_in_waves'])} (each wave's busiest broker at its "
+               "starting rate)")
     for n, (secs, parts) in enumerate(zip(d["wave_seconds"], d["wave_partitions"]), 1):
         if n > max_waves:
             out.append(f"  ... and {d['waves'] - max_waves} more waves")

@@ -1,0 +1,99 @@
+"""The duration estimate (kit/estimate.py, waves.duration_report) against the auto-throttled
+simulation it predicts, and the client-traffic model both read (kit/traffic.py)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kit import plan as planners
+from kit.autothrottle import Settings
+from kit.estimate import predict
+from kit.formats import cluster_from_snapshot, load_snapshot
+from kit.sim import simulate
+from kit.traffic import ClientTraffic, broker_traffic, partition_traffic
+from kit.waves import duration_lines, duration_report, moves_of, split_waves
+
+SMALL = ("--brokers", "9", "--racks", "3", "--partitions", "150", "--seed", "3")
+
+
+def _plan(cluster, scenario):
+    if scenario == "replace":
+        dead = [b for b in cluster.brokers.values() if not b.alive]
+        held = {r for p in cluster.partitions for r in p.replicas}
+        new = [b.id for b in cluster.brokers.values() if b.alive and b.id not in held]
+        return planners.plan_replace(cluster, list(zip([b.id for b in dead], new)))
+    if scenario == "az-loss":
+        return planners.plan_az_loss(cluster, sorted({b.rack for b in cluster.brokers.values()})[-1])
+    return planners.plan_scale_out(cluster)
+
+
+@pytest.mark.parametrize("scenario", ["replace", "az-loss", "scale-out"])
+@pytest.mark.parametrize("load", [0.3, 0.6])
+def test_estimate_predicts_the_auto_throttled_simulation(make_snapshot, scenario, load):
+    c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", scenario, "--client-load", str(load))))
+    plan = _plan(c, scenario)
+    d = duration_report(plan, split_waves(moves_of(plan)))
+    sim = simulate(c, plan.reassignment()["partitions"], "auto")
+    assert sim["completion_s"] > 0
+    assert d["estimate_s"] == pytest.approx(sim["completion_s"], rel=0.15)
+    assert d["estimate_s"] >= d["lower_bound_s"] - 0.1
+    assert sim["completion_s"] >= sim["lower_bound_s"] - 1e-3
+    assert d["lower_bound_s"] == pytest.approx(sim["lower_bound_s"], abs=0.1)
+    text = "\n".join(duration_lines(d))
+    assert "auto-throttle every 30 s" in text and "snapshot's bytes_in/bytes_out" in text
+
+
+def test_grouped_copies_stay_close_to_the_exact_model(make_snapshot):
+    # Past max_events copies finish in groups: the fast path for 200,000 partitions.
+    c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", "az-loss", "--client-load", "0.5")))
+    moves = _plan(c, "az-loss").reassignment()["partitions"]
+    exact = predict(c, moves, max_events=10**9)
+    coarse = predict(c, moves, max_events=10)
+    assert coarse["estimate_s"] >= coarse["lower_bound_s"]
+    assert coarse["estimate_s"] == pytest.approx(exact["estimate_s"], rel=0.10)
+    assert any("groups" in a for a in coarse["assumptions"])
+
+
+def test_the_what_if_and_a_fixed_throttle_are_what_the_simulator_runs(make_snapshot):
+    c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", "scale-out")))
+    moves = _plan(c, "scale-out").reassignment()["partitions"]
+    for throttle in ("auto", 40e6):
+        e = predict(c, moves, throttle, client_load=0.5, settings=Settings(interval=120))
+        s = simulate(c, moves, throttle, client_load=0.5, settings=Settings(interval=120))
+        assert e["estimate_s"] == pytest.approx(s["completion_s"], rel=0.15)
+        assert any("what-if 50%" in a for a in e["assumptions"])
+
+
+def _snap(partitions, brokers=(1, 2, 3, 4), cap=100e6):
+    return cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "net_capacity": cap} for b in brokers],
+                                  "partitions": partitions})
+
+
+def test_a_broker_holding_nothing_carries_nothing_until_its_replica_joins_the_isr():
+    c = _snap([{"topic": "t", "partition": 0, "replicas": [1, 2], "bytes_in": 5e6, "bytes_out": 7e6}])
+    rx, tx = broker_traffic(c)
+    assert (rx, tx) == ({1: 5e6, 2: 5e6}, {1: 7e6 + 5e6, 2: 0.0})
+    clients = ClientTraffic(c, partition_traffic(c), {1, 2, 3, 4})
+    assert clients.rx[3] == 0 and clients.tx[3] == 0
+    clients.join(0, 3)  # one more follower: it receives, the leader sends one more copy
+    assert clients.rx[3] == 5e6 and clients.tx[1] == 7e6 + 2 * 5e6
+    clients.finish(0, [3, 2])  # broker 1 leaves, broker 3 leads
+    assert clients.rx[1] == 0 and clients.tx[1] == 0
+    assert clients.tx[3] == 7e6 + 5e6 and clients.rx[2] == 5e6
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1e7), st.floats(0, 1e7), st.integers(1, 4), st.integers(0, 3)),
+                min_size=1, max_size=12),
+       st.floats(0.05, 0.9))
+def test_the_what_if_puts_the_busier_direction_at_f_on_average(parts, load):
+    raw = [{"topic": "t", "partition": i, "replicas": [1 + (k + j) % 4 for j in range(rf)],
+            "bytes_in": bi, "bytes_out": bo, "size": 10**6}
+           for i, (bi, bo, rf, k) in enumerate(parts)]
+    c = _snap(raw)
+    figures = partition_traffic(c, load)
+    rx, tx = broker_traffic(c, figures)
+    carrying = {b for b in rx if rx[b] > 0 or tx.get(b, 0) > 0}
+    busier = max(sum(rx.values()), sum(tx.values()))
+    assert busier == pytest.approx(load * 100e6 * len(carrying), rel=1e-9)
