@@ -22,8 +22,8 @@ import numpy as np
 from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from .errors import BadInput
 from .model import Cluster
-from .sim import copies_of, lower_bound, pair_rates
-from .traffic import ClientTraffic, broker_traffic, partition_traffic
+from .sim import bytes_per_broker, copy_arrays, lower_bound, pair_rates
+from .traffic import ClientTraffic, broker_traffic, traffic_array
 
 MAX_EVENTS = 1500  # rate recomputations for copies finishing; past this, copies finish in groups
 MAX_DECISIONS = 5000  # auto-throttle rounds modelled; past this, the rounds are modelled further apart
@@ -34,12 +34,17 @@ MAX_COPIES = 20_000
 
 def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, float]) -> float:
     """Seconds for the busiest broker's copies at its starting rate (no tails, no traffic
-    changes): max over brokers and directions of bytes / rate."""
-    out_b: dict[int, float] = {}
-    in_b: dict[int, float] = {}
-    for f in flows:
-        out_b[f.source] = out_b.get(f.source, 0.0) + f.left
-        in_b[f.dest] = in_b.get(f.dest, 0.0) + f.left
+    changes): max over brokers and directions of bytes / rate.
+
+    `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`.
+    """
+    if isinstance(flows, tuple):
+        source, dest, size = flows
+    else:
+        source = np.fromiter((f.source for f in flows), np.int64, len(flows))
+        dest = np.fromiter((f.dest for f in flows), np.int64, len(flows))
+        size = np.fromiter((f.left for f in flows), float, len(flows))
+    out_b, in_b = bytes_per_broker(source, dest, size)
     return max([n / rate_out[b] for b, n in out_b.items()] + [n / rate_in[b] for b, n in in_b.items()] + [0.0])
 
 
@@ -51,7 +56,8 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     Parameters
     ----------
     cluster, moves
-        The cluster and the reassignment (Kafka's JSON partitions list).
+        The cluster and the reassignment (Kafka's JSON partitions list, or a dict partition
+        index -> replica list).
     throttle
         "auto" (kit's auto-throttle with `settings`), a rate in bytes/s for every broker, or
         None (no throttle: copies take the whole NIC).
@@ -66,10 +72,11 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         without a capacity).
     """
     settings = settings or Settings()
-    figures = partition_traffic(cluster, client_load)
+    figures = traffic_array(cluster, client_load)
     brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
     live = set(brokers)
-    targets, flows = copies_of(cluster, moves, live)
+    targets, source, dest, size, part = copy_arrays(cluster, moves, live)
+    copies = (source, dest, size)
     assumptions = [f"all {len(moves)} partition(s) moved at once"]
     if client_load is None:
         assumptions.append("client traffic: the snapshot's bytes_in/bytes_out, flat")
@@ -79,7 +86,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         cap = capacities(brokers, cap_map)
     except BadInput:
         cap = {b: float(br.net_capacity) for b, br in brokers.items() if br.net_capacity is not None}
-    involved = {f.source for f in flows} | {f.dest for f in flows}
+    involved = set(np.unique(np.concatenate([source, dest])).tolist())
     unknown = sorted(b for b in involved if b not in cap)
     if throttle == "auto":
         assumptions.append(f"auto-throttle every {settings.interval:g} s: {settings.share:.0%} of the capacity "
@@ -93,12 +100,12 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
               "unknown": unknown}
     if unknown:
         return result
-    bound = lower_bound(cluster, targets, flows, figures, cap) if all(b in cap for b in involved) else None
+    bound = lower_bound(cluster, targets, copies, figures, cap) if all(b in cap for b in involved) else None
     result["lower_bound_s"] = bound
-    if not flows:
+    if not len(source):
         result["estimate_s"] = 0.0
         return result
-    if len(flows) > MAX_COPIES:
+    if len(source) > MAX_COPIES:
         rx, tx = broker_traffic(cluster, figures, live)
         if throttle == "auto":
             r_out = {b: max(settings.share * (c - tx.get(b, 0.0)), settings.minimum) for b, c in cap.items()}
@@ -107,8 +114,8 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
             r_out, r_in = dict(cap), dict(cap)
         else:
             r_out = r_in = {b: float(throttle) for b in live}
-        t = analytic_estimate(flows, r_out, r_in)
-        assumptions.append(f"{len(flows)} copies: more than the fluid model's {MAX_COPIES}; analytic figure (the "
+        t = analytic_estimate(copies, r_out, r_in)
+        assumptions.append(f"{len(source)} copies: more than the fluid model's {MAX_COPIES}; analytic figure (the "
                            "busiest broker at its starting rate, no tails), at least the lower bound; expect longer")
         result["estimate_s"] = max(t, bound or 0.0)
         return result
@@ -116,13 +123,12 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     pos = {b: k for k, b in enumerate(ids)}
     nb = len(ids)
     nic = np.array([cap.get(b, math.inf) for b in ids])
-    src = np.array([pos[f.source] for f in flows], dtype=np.int64)
-    dst = np.array([pos[f.dest] for f in flows], dtype=np.int64)
-    size = np.array([f.left for f in flows])
-    part = [f.partition for f in flows]
+    src = np.searchsorted(ids, source)
+    dst = np.searchsorted(ids, dest)
+    part = part.tolist()
     pair_key, f_pair = np.unique(src * nb + dst, return_inverse=True)
     p_src, p_dst = pair_key // nb, pair_key % nb
-    clients = ClientTraffic(cluster, figures, live)
+    clients = ClientTraffic(cluster, figures.tolist(), live)
     waiting = {i: 0 for i in targets}
     for i in part:
         waiting[i] += 1
@@ -145,12 +151,12 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     else:
         out_cap = np.full(nb, float(throttle))
         in_cap = out_cap.copy()
-    group = max(1, math.ceil(len(flows) / max_events))
+    group = max(1, math.ceil(len(source) / max_events))
     if group > 1:
-        assumptions.append(f"{len(flows)} copies modelled finishing in groups of up to {group}")
+        assumptions.append(f"{len(source)} copies modelled finishing in groups of up to {group}")
     moved = float(size.sum())
     tol = 1e-6 * max(1.0, moved)
-    done = np.zeros(len(flows), dtype=bool)
+    done = np.zeros(len(source), dtype=bool)
     progress = np.zeros(len(pair_key))
     peak = np.zeros((4, nb))  # rx, tx, replication rx, replication tx at the window's peak
     peaked = False

@@ -22,13 +22,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from itertools import chain
 
 import numpy as np
 
 from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from .errors import BadInput
 from .model import Cluster
-from .traffic import ClientTraffic, floor_traffic, leader_of, partition_traffic
+from .traffic import ClientTraffic, floor_traffic, layout, leader_of, member, pair_keys, partition_traffic
 
 # Simulated time starts here (events, metric samples), so runs give the same timestamps.
 SAMPLE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -114,18 +115,55 @@ def fair_rates(flows: list[Flow], out_cap: dict[int, float], in_cap: dict[int, f
         f.rate = float(rates[pairs[(f.source, f.dest)]])
 
 
-def copies_of(cluster: Cluster, moves: list[dict], live: set[int]) -> tuple[dict[int, list[int]], list[Flow]]:
-    """The reassignment's targets (partition index -> replica list) and one Flow per new
-    replica, from its partition's leader. BadInput names what cannot be copied."""
+def copy_arrays(cluster: Cluster, moves: list[dict] | dict[int, list[int]], live: set[int]) -> tuple[dict[int, list[int]], np.ndarray,
+                                                                              np.ndarray, np.ndarray, np.ndarray]:
+    """`copies_of` as arrays: the targets and, one entry per new replica in plan order, its
+    source, destination, size (float bytes) and partition index.
+
+    Parameters
+    ----------
+    moves
+        Kafka's partitions list, or a dict partition index -> replica list (then the targets).
+
+    Returns
+    -------
+    tuple
+        ``(targets, source, dest, size, partition)``; the targets' lists are the moves' own.
+        BadInput as `copies_of`.
+    """
+    if isinstance(moves, dict):
+        targets = moves
+        rows = list(targets)
+        lists = list(targets.values())
+    else:
+        index = {(p.topic, p.partition): i for i, p in enumerate(cluster.partitions)}
+        rows = [index.get((m["topic"], m["partition"]), -1) for m in moves]
+        lists = [m["replicas"] for m in moves]
+        targets = dict(zip(rows, lists))
+    lay = layout(cluster, live)
+    n = len(rows)
+    lens = np.fromiter(map(len, lists), np.int64, n)
+    part = np.repeat(np.fromiter(rows, np.int64, n), lens)
+    dest = np.fromiter(chain.from_iterable(lists), np.int64, int(lens.sum()))
+    added = ~member(pair_keys(part, dest), pair_keys(lay.rep_part, lay.rep_id))
+    part, dest = part[added], dest[added]
+    source = lay.lead_id[part]
+    if -1 in rows or (source < 0).any() or not member(dest, lay.live_ids).all():
+        if isinstance(moves, dict):
+            moves = [{"topic": cluster.partitions[i].topic, "partition": cluster.partitions[i].partition,
+                      "replicas": r} for i, r in moves.items()]
+        _copies_checked(cluster, moves, live)  # raises, naming the first problem in plan order
+    return targets, source, dest, lay.size[part], part
+
+
+def _copies_checked(cluster: Cluster, moves: list[dict], live: set[int]) -> None:
+    """BadInput for the first move, in plan order, that cannot be copied."""
     index = {(p.topic, p.partition): i for i, p in enumerate(cluster.partitions)}
-    targets: dict[int, list[int]] = {}
-    flows: list[Flow] = []
     for m in moves:
         i = index.get((m["topic"], m["partition"]))
         if i is None:
             raise BadInput(f"the plan names {m['topic']}-{m['partition']}, which the cluster does not have")
         p = cluster.partitions[i]
-        targets[i] = list(m["replicas"])
         source = leader_of(p, live)
         added = [d for d in m["replicas"] if d not in p.replicas]
         if added and source is None:
@@ -133,22 +171,48 @@ def copies_of(cluster: Cluster, moves: list[dict], live: set[int]) -> tuple[dict
         for d in added:
             if d not in live:
                 raise BadInput(f"the plan puts {p.name} on broker {d}, which is not live")
-            flows.append(Flow(source, d, float(p.size), partition=i))
-    return targets, flows
 
 
-def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flow],
+def copies_of(cluster: Cluster, moves: list[dict], live: set[int]) -> tuple[dict[int, list[int]], list[Flow]]:
+    """The reassignment's targets (partition index -> replica list) and one Flow per new
+    replica, from its partition's leader. BadInput names what cannot be copied."""
+    targets, source, dest, size, part = copy_arrays(cluster, moves, live)
+    targets = {i: list(r) for i, r in targets.items()}
+    return targets, [Flow(s, d, z, partition=i)
+                     for s, d, z, i in zip(source.tolist(), dest.tolist(), size.tolist(), part.tolist())]
+
+
+def bytes_per_broker(source: np.ndarray, dest: np.ndarray, size: np.ndarray) -> tuple[dict[int, float],
+                                                                                       dict[int, float]]:
+    """Bytes each broker sends and receives for copies (`source`, `dest`, `size` aligned),
+    added in copy order; every source and destination appears, in order of first appearance."""
+    out: list[dict[int, float]] = []
+    for ends in (source, dest):
+        ids, pos = np.unique(ends, return_inverse=True)
+        total = np.bincount(pos, weights=size, minlength=len(ids))
+        _, first = np.unique(pos, return_index=True)
+        order = np.argsort(first, kind="stable")
+        out.append(dict(zip(ids[order].tolist(), total[order].tolist())))
+    return out[0], out[1]
+
+
+def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flow] | tuple,
                 traffic: list[tuple[float, float]], capacity: dict[int, float]) -> float | None:
     """design.md's lower_bound_s: max over brokers and directions of replication bytes over the
     capacity the broker's client traffic leaves free, that traffic taken at its lightest during
     the reassignment (kit/traffic.py's floor_traffic). None when a broker's capacity is unknown;
-    a broker whose clients leave nothing free is left out (its copies displace clients)."""
+    a broker whose clients leave nothing free is left out (its copies displace clients).
+
+    `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`.
+    """
     live = set(capacity)
-    out_b: dict[int, float] = {}
-    in_b: dict[int, float] = {}
-    for f in flows:
-        out_b[f.source] = out_b.get(f.source, 0.0) + f.left
-        in_b[f.dest] = in_b.get(f.dest, 0.0) + f.left
+    if isinstance(flows, tuple):
+        source, dest, size = flows
+    else:
+        source = np.fromiter((f.source for f in flows), np.int64, len(flows))
+        dest = np.fromiter((f.dest for f in flows), np.int64, len(flows))
+        size = np.fromiter((f.left for f in flows), float, len(flows))
+    out_b, in_b = bytes_per_broker(source, dest, size)
     if any(b not in capacity for b in list(out_b) + list(in_b)):
         return None
     rx, tx = floor_traffic(cluster, traffic, live, targets)
@@ -293,4 +357,4 @@ def _stamp(seconds: float) -> str:
 
 
 __all__ = ["SAMPLE_EPOCH", "SPIKE", "STEP", "client_factor", "Flow", "pair_rates", "fair_rates", "copies_of",
-           "lower_bound", "simulate"]
+           "copy_arrays", "bytes_per_broker", "lower_bound", "simulate"]

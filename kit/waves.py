@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .autothrottle import Settings
 from .errors import BadInput
 from .estimate import predict
 from .model import Cluster, Plan
 from .traffic import broker_traffic as client_traffic
-from .traffic import leader_of, partition_traffic
+from .traffic import leader_of, traffic_array
 
 DEFAULT_MAX_MOVES_PER_BROKER = 5
 # kafka-kit's autothrottle never throttles replication below this; a broker whose NIC is
@@ -101,7 +103,7 @@ def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES
 
 def broker_traffic(cluster: Cluster, client_load: float | None = None) -> tuple[dict[int, float], dict[int, float]]:
     """Client bytes/s each broker sends and receives now (kit/traffic.py's model): (tx, rx)."""
-    rx, tx = client_traffic(cluster, partition_traffic(cluster, client_load))
+    rx, tx = client_traffic(cluster, traffic_array(cluster, client_load))
     return tx, rx
 
 
@@ -143,29 +145,53 @@ class Estimate:
 
 def estimate(moves: list[Move], rates: dict[int, tuple[float, float]]) -> Estimate:
     """Seconds for `moves` run at once: the busiest broker's bytes over its rate."""
-    out_bytes: dict[int, float] = {}
-    in_bytes: dict[int, float] = {}
-    total = 0
-    for m in moves:
-        for b in m.added:
-            out_bytes[m.source] = out_bytes.get(m.source, 0.0) + m.size
-            in_bytes[b] = in_bytes.get(b, 0.0) + m.size
-            total += m.size
-    worst = (0.0, None, None)
-    missing = []
-    for direction, per_broker, k in (("out", out_bytes, 0), ("in", in_bytes, 1)):
-        for b, n in sorted(per_broker.items()):
-            if n <= 0:
-                continue
-            rate = rates.get(b, (0.0, 0.0))[k]
-            if rate <= 0:
-                missing.append(b)
-                continue
-            if n / rate > worst[0]:
-                worst = (n / rate, b, direction)
-    if missing:
-        return Estimate(None, total, None, None, tuple(sorted(set(missing))))
-    return Estimate(worst[0], total, worst[1], worst[2])
+    return estimates([moves], rates)[0]
+
+
+def estimates(groups: list[list[Move]], rates: dict[int, tuple[float, float]]) -> list[Estimate]:
+    """`estimate` of each group of moves (the waves, say), over numpy arrays.
+
+    Bytes per broker are added in move order, and the busiest broker is the first largest of
+    the senders then the receivers by id, as a loop over the moves finds them.
+    """
+    group, source, dest, size = [], [], [], []
+    totals = []
+    for k, moves in enumerate(groups):
+        total = 0
+        for m in moves:
+            for b in m.added:
+                group.append(k)
+                source.append(m.source)
+                dest.append(b)
+                size.append(m.size)
+                total += m.size
+        totals.append(total)
+    g = np.array(group, dtype=np.int64)
+    ids = np.unique(np.array(source + dest, dtype=np.int64))
+    nb, ng = len(ids), len(groups)
+    weight = np.array(size, dtype=float)
+    # Per group and broker: bytes sent (columns 0..nb-1), then bytes received.
+    per = np.concatenate([
+        np.bincount(g * nb + np.searchsorted(ids, np.array(ends, dtype=np.int64)), weights=weight,
+                    minlength=ng * nb).reshape(ng, nb) for ends in (source, dest)], axis=1)
+    rate = np.array([rates.get(b, (0.0, 0.0))[0] for b in ids.tolist()]
+                    + [rates.get(b, (0.0, 0.0))[1] for b in ids.tolist()])
+    busy = per > 0
+    lacking = busy & (rate <= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        seconds = np.where(busy & (rate > 0), per / np.where(rate > 0, rate, 1.0), 0.0)
+    worst = seconds.argmax(axis=1) if nb else np.zeros(ng, dtype=np.int64)
+    both = ids.tolist() * 2
+    out = []
+    for k in range(ng):
+        if lacking[k].any():
+            out.append(Estimate(None, totals[k], None, None, tuple(sorted(set(np.array(both)[lacking[k]].tolist())))))
+        elif nb and seconds[k, worst[k]] > 0:
+            j = int(worst[k])
+            out.append(Estimate(float(seconds[k, j]), totals[k], both[j], "out" if j < nb else "in"))
+        else:
+            out.append(Estimate(0.0, totals[k], None, None))
+    return out
 
 
 def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str | None = None,
@@ -185,16 +211,15 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
     mode = "auto" if throttle in (None, "auto") else ("none" if throttle == "none" else float(throttle))
     fixed = mode if isinstance(mode, float) else None
     moves = [m for w in waves for m in w]
-    pred = predict(plan.cluster, plan.reassignment()["partitions"], None if mode == "none" else mode, client_load,
-                   settings, cap_map)
+    targets = {i: plan.after[i] for i in plan.changed()}  # the reassignment, without its JSON
+    pred = predict(plan.cluster, targets, None if mode == "none" else mode, client_load, settings, cap_map)
     rates = replication_rates(plan.cluster, fixed, client_load, settings if mode == "auto" else None)
     if pred["unknown"]:
         rates = {b: r for b, r in rates.items() if b not in pred["unknown"]}
     tx, rx = broker_traffic(plan.cluster, client_load)
     saturated = sorted(b.id for b in plan.cluster.brokers.values() if b.alive and b.net_capacity is not None
                        and max(tx.get(b.id, 0.0), rx.get(b.id, 0.0)) > b.net_capacity - MIN_RATE)
-    start = estimate(moves, rates)
-    per_wave = [estimate(w, rates) for w in waves]
+    start, *per_wave = estimates([moves, *waves], rates)
     known = all(e.seconds is not None for e in per_wave)
     missing = sorted(set(pred["unknown"]) | set(start.missing_rate))
     return {
@@ -282,5 +307,5 @@ def human_duration(seconds: float | None) -> str:
     return f"{sec}s"
 
 
-__all__ = ["Move", "moves_of", "split_waves", "broker_traffic", "replication_rates", "estimate", "duration_report",
+__all__ = ["Move", "moves_of", "split_waves", "broker_traffic", "replication_rates", "estimate", "estimates", "duration_report",
            "duration_lines", "wave_documents", "human_duration", "DEFAULT_MAX_MOVES_PER_BROKER"]
