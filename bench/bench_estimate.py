@@ -131,6 +131,14 @@ def timed(cmd: list[str], env: dict, cwd: Path) -> float:
     return time.perf_counter() - t0
 
 
+def commit_of(path: Path) -> str:
+    """The checkout's commit, e.g. 84004bd (+ when its files differ from it)."""
+    head = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True)
+    return (head.stdout.strip() or "not a git checkout") + ("+" if dirty.stdout.strip() else "")
+
+
 def io_floor(snap: Path, scratch: Path) -> float:
     t0 = time.perf_counter()
     with open(snap) as f:
@@ -151,7 +159,9 @@ def big(a, command: str) -> str:
                         "--client-load", "0.5", "--out", str(snap)], check=True, capture_output=True)
         plan_cmd = [sys.executable, "-m", "kit", "plan", "az-loss", "--snapshot", str(snap), "--rack", "rack-c",
                     "--out", str(plan)]
-        sides = [("this checkout", str(ROOT))] + ([("baseline " + a.baseline, a.baseline)] if a.baseline else [])
+        sides = [(f"this checkout ({commit_of(ROOT)})", str(ROOT))]
+        if a.baseline:
+            sides.append((f"baseline ({commit_of(Path(a.baseline))})", a.baseline))
         times: dict[str, list[float]] = {name: [] for name, _ in sides}
         report, figures, floor = [], set(), []
         for k in range(a.repeat):
@@ -203,7 +213,11 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", metavar="DIR", help="--big: also time kit plan from this checkout of kit")
     a = ap.parse_args(argv)
     if a.big:
-        command = "python bench/bench_estimate.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        args = list(argv if argv is not None else sys.argv[1:])
+        if "--out" in args:  # a path of this machine's
+            del args[args.index("--out"):args.index("--out") + 2]
+        args = ["DIR" if x == a.baseline else x for x in args]  # its commit is in the table
+        command = "python bench/bench_estimate.py " + " ".join(args)
         write_section(Path(a.out), big(a, command.strip()), BIG_BEGIN, BIG_END)
         return 0
     loads = [float(x) for x in a.loads.split(",")]
