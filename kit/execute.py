@@ -10,7 +10,7 @@ import json
 import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, RolledBackError, SessionExpiredError
 
 from .errors import BadInput, Unsafe
 from .formats import dumps, write_atomic
@@ -91,21 +91,64 @@ def set_throttles(client: KazooClient, cluster: Cluster, moves: list[dict], rate
     return len(topics), len(brokers)
 
 
+def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[str, bytes, int | None]]:
+    """(path, new body, version read or None for a new znode) merging `updates` into each
+    /config/<kind>/<name>: the writes of `_merge_configs`, for a transaction."""
+    paths = {name: f"/config/{kind}/{name}" for name in updates}
+    reads = {name: client.get_async(path) for name, path in paths.items()}
+    out = []
+    for name, result in reads.items():
+        try:
+            raw, stat = result.get()
+            doc, version = json.loads(raw.decode() or "{}"), stat.version
+        except NoNodeError:
+            doc, version = {}, None
+        config = dict(doc.get("config", {}))
+        config.update(updates[name])
+        out.append((paths[name], json.dumps({"version": 1, "config": config}).encode(), version))
+    return out
+
+
 def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = None,
                rollback_out: str | None = None) -> dict:
-    """Pre-flight, rollback file, throttles, then /admin/reassign_partitions. Returns what was done."""
+    """Pre-flight, rollback file, then throttles and /admin/reassign_partitions in one
+    ZooKeeper transaction. Returns what was done.
+
+    Kafka's tool writes the throttles, then the reassignment; kit writes them together, all or
+    nothing: when another reassignment appears meanwhile (another `kit apply`, Kafka's tool) or
+    a throttle config changes under it, the transaction fails as a whole and nothing is changed
+    (Unsafe, exit 3), so a losing apply never touches the winner's throttles.
+    """
     cluster = preflight(client, moves)
     if rollback_out:
         write_atomic(rollback_out, dumps(rollback_document(cluster, moves)))
     done = {"partitions": len(moves), "throttled_topics": 0, "throttled_brokers": 0}
+    writes = []
     if throttle:
-        done["throttled_topics"], done["throttled_brokers"] = set_throttles(client, cluster, moves, throttle)
+        topics, brokers = throttle_configs(cluster, moves, throttle)
+        for parent in ("/config/topics", "/config/brokers", "/config/changes"):
+            client.ensure_path(parent)  # Kafka creates these at start; only a bare chroot lacks them
+        writes = _config_writes(client, "topics", topics) + \
+            _config_writes(client, "brokers", {str(b): cfg for b, cfg in brokers.items()})
+        done["throttled_topics"], done["throttled_brokers"] = len(topics), len(brokers)
     client.ensure_path("/admin")
-    try:
-        client.create(REASSIGN, json.dumps({"version": 1, "partitions": moves}).encode())
-    except NodeExistsError:
-        raise Unsafe(f"another reassignment started meanwhile ({REASSIGN} appeared); "
-                     "throttles set by this run are still in place") from None
+    tx = client.transaction()
+    for path, body, version in writes:
+        if version is None:
+            tx.create(path, body)
+        else:
+            tx.set_data(path, body, version)
+    for path, _, _ in writes:  # one notification per entity, as Kafka's AdminZkClient writes them
+        entity = path[len("/config/"):]
+        tx.create("/config/changes/config_change_", json.dumps({"version": 2, "entity_path": entity}).encode(),
+                  sequence=True)
+    tx.create(REASSIGN, json.dumps({"version": 1, "partitions": moves}).encode())
+    results = tx.commit()
+    causes = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+    if causes:
+        why = ("another reassignment started meanwhile" if isinstance(results[-1], NodeExistsError)
+               else f"a throttle config changed meanwhile ({type(causes[0]).__name__})")
+        raise Unsafe(f"{why}; nothing was changed (the throttles and {REASSIGN} are written together or not at all)")
     return done
 
 

@@ -331,20 +331,25 @@ def test_apply_cut_short_by_zookeeper_leaves_no_reassignment_and_can_be_rerun(ka
     assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
     moves = load_plan(str(plan))
     client = connect(root)
-    real_create = client.create
+    real_transaction = client.transaction
 
-    def dies_on_the_reassignment(path, *args, **kwargs):
-        if path == REASSIGN:
-            raise ConnectionLoss()  # ZooKeeper goes away just before the last write
-        return real_create(path, *args, **kwargs)
+    def dies_on_commit():
+        tx = real_transaction()
 
-    client.create = dies_on_the_reassignment
+        def commit():
+            raise ConnectionLoss()  # ZooKeeper goes away as the writes are sent
+        tx.commit = commit
+        return tx
+
+    client.transaction = dies_on_commit
     try:
         with pytest.raises(ConnectionLoss):
             apply_plan(client, moves, throttle=5e7)
-        assert not client.exists(REASSIGN)  # all or nothing: no half-written reassignment
+        # All or nothing: no half-written reassignment, and no throttle without it.
+        assert not client.exists(REASSIGN)
+        assert not any(throttle_configs_in(client, kind) for kind in ("brokers", "topics"))
     finally:
-        client.create = real_create
+        client.transaction = real_transaction
         client.stop()
     # Running it again is safe: the throttles are merged again, the reassignment written once.
     r = kit("apply", str(plan), "--zk", root, "--throttle", "50000000")
@@ -352,6 +357,54 @@ def test_apply_cut_short_by_zookeeper_leaves_no_reassignment_and_can_be_rerun(ka
     client = connect(root)
     try:
         assert json.loads(client.get(REASSIGN)[0])["partitions"] == moves
+    finally:
+        client.stop()
+
+
+def throttle_configs_in(client, kind: str) -> list[str]:
+    """Entities under /config/<kind> that carry a throttle key."""
+    keys = (LEADER_RATE, FOLLOWER_RATE) if kind == "brokers" else (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+    out = []
+    for name in client.get_children(f"/config/{kind}") if client.exists(f"/config/{kind}") else []:
+        if any(k in json.loads(client.get(f"/config/{kind}/{name}")[0] or b"{}").get("config", {}) for k in keys):
+            out.append(name)
+    return out
+
+
+def test_two_applies_started_together_the_loser_changes_nothing(kafka, tmp_path):
+    """Two `kit apply` of different plans at once, many times: exactly one wins, the other exits 3,
+    and every throttle znode is as the winner wrote it (issue 20: the loser once rewrote them)."""
+    import subprocess
+
+    from kit.execute import REASSIGN
+
+    root, _ = kafka
+    plans = [tmp_path / "plan-0.json", tmp_path / "plan-1.json"]
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plans[0])).returncode == 0
+    # The second plan: half of the first's moves, replicas in another order; applied at another rate.
+    moves = json.loads(plans[0].read_text())["partitions"]
+    plans[1].write_text(json.dumps({"version": 1, "partitions": [dict(m, replicas=list(reversed(m["replicas"])))
+                                                                 for m in moves[: max(1, len(moves) // 2)]]}))
+    client = connect(root)
+    try:
+        for _ in range(6):
+            procs = [subprocess.Popen([*kit_command(), "apply", str(p), "--zk", root, "--throttle", str(rate)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for p, rate in ((plans[0], 10_000_000), (plans[1], 20_000_000))]
+            codes = [p.wait(timeout=120) for p in procs]
+            assert sorted(codes) == [0, 3], [p.stderr.read() for p in procs]
+            winner = codes.index(0)
+            rate = ("10000000", "20000000")[winner]
+            written = json.loads(client.get(REASSIGN)[0])["partitions"]
+            assert written == json.loads(plans[winner].read_text())["partitions"]
+            for b in throttle_configs_in(client, "brokers"):
+                cfg = json.loads(client.get(f"/config/brokers/{b}")[0])["config"]
+                assert cfg[LEADER_RATE] == rate and cfg[FOLLOWER_RATE] == rate, (b, cfg, winner)
+            # Undo for the next round: the reassignment goes, and every throttle with it.
+            client.delete(REASSIGN)
+            for kind in ("brokers", "topics"):
+                for name in throttle_configs_in(client, kind):
+                    client.set(f"/config/{kind}/{name}", json.dumps({"version": 1, "config": {}}).encode())
     finally:
         client.stop()
 
