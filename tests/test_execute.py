@@ -460,3 +460,68 @@ def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshot
         assert f"of {n} partition(s) done" in err and "kit verify --wait" not in out
         assert all(json.loads(client.get(f"/config/brokers/{b}")[0])["config"] == {}
                    for b in client.get_children("/config/brokers"))
+
+
+def test_a_chroot_without_kafka_is_an_error_for_every_command_the_doctor_included(zookeeper, tmp_path):
+    """`--zk host:port/typo`: no /brokers/ids there. Exit 2 naming the chroot, never an empty
+    cluster (a cron health check must alert, not report HEALTHY)."""
+    typo = f"{zookeeper}/kafak-{next(_chroots)}"
+    for args in (["snapshot", "--zk", typo, "--out", str(tmp_path / "s.json")], ["status", "--zk", typo],
+                 ["doctor", "--zk", typo], ["plan", "scale-out", "--zk", typo, "--out", str(tmp_path / "p.json")],
+                 ["verify", "--zk", typo]):
+        r = kit(*args)
+        assert r.returncode == 2 and "/brokers/ids does not exist" in r.stderr and "kafak" in r.stderr, (args, r)
+        assert "HEALTHY" not in r.stdout and len(r.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_verify_wait_ends_when_the_plan_names_a_partition_the_cluster_lacks(kafka, tmp_path):
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "no-such-topic", "partition": 0,
+                                                              "replicas": [1001, 1002]}]}))
+    r = kit("verify", str(plan), "--zk", root, "--wait", "--interval", "0.2", timeout=120)
+    assert r.returncode == 1 and "does not have" in r.stderr and "no-such-topic-0" in r.stderr, r
+    r = kit("verify", str(plan), "--zk", root)
+    assert r.returncode == 1 and "no-such-topic p0: not in the cluster" in r.stdout
+
+
+def test_verify_wait_says_what_is_stuck_when_nothing_moves(kafka, tmp_path):
+    """No controller runs: no replica ever joins an ISR. With --stall, the wait ends (exit 1)
+    naming a partition and the brokers it waits for."""
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
+    assert kit("apply", str(plan), "--zk", root, "--throttle", "50000000").returncode == 0
+    r = kit("verify", str(plan), "--zk", root, "--wait", "--interval", "0.2", "--stall", "2", timeout=120)
+    assert r.returncode == 1 and "nothing has moved for" in r.stderr and "waiting for broker(s)" in r.stderr, r
+
+
+def test_throttles_without_a_reassignment_are_cleared_by_verify_with_or_without_a_plan(kafka, tmp_path):
+    """A crash between throttles and reassignment (older kit, Kafka's tool, a hand edit):
+    verify says the partitions were never started and clears every throttle, topic lists too."""
+    from kit.execute import set_throttles
+    from kit.formats import load_plan
+    from kit.zookeeper import read_cluster
+
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
+    for with_plan in (True, False):
+        client = connect(root)
+        try:
+            cluster, _ = read_cluster(client)
+            set_throttles(client, cluster, load_plan(str(plan)), 5e7)
+            assert throttle_configs_in(client, "brokers") and throttle_configs_in(client, "topics")
+        finally:
+            client.stop()
+        r = kit("verify", *([str(plan)] if with_plan else []), "--zk", root)
+        if with_plan:
+            assert r.returncode == 1 and "not started (no reassignment runs for it)" in r.stdout, r
+        client = connect(root)
+        try:
+            assert not throttle_configs_in(client, "brokers") and not throttle_configs_in(client, "topics"), with_plan
+        finally:
+            client.stop()
+    r = kit("verify", str(plan), "--zk", root, "--wait", "--interval", "0.2")
+    assert r.returncode == 1 and "no reassignment is running" in r.stderr
