@@ -751,7 +751,7 @@ def _make_pooled_plan(a, cluster):
 
 
 def cmd_plan(a) -> int:
-    from .figures import plan_report, summary_text
+    from .figures import plan_report, refuse_problems, summary_text
     from .formats import dumps, plan_text, write_atomic
     from .waves import duration_report, moves_of, split_waves, wave_documents
 
@@ -760,8 +760,7 @@ def cmd_plan(a) -> int:
     report = plan_report(plan)
     waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
     report["duration"] = duration_report(plan, waves, a.throttle)
-    if report["problem_count"]:
-        raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
+    refuse_problems(report)
     if plan.warnings and not a.ignore_warns:
         print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
         raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} (use --ignore-warns to write the plan)")
