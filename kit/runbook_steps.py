@@ -297,7 +297,8 @@ def distribution_chart(cluster: Cluster, after: Cluster | None = None, title: st
     brokers = _by_rack(cluster)
     labels = _broker_labels(brokers)
     now, later = per_broker(cluster, after)
-    panels = [("now", now)] + ([("after the plan", later)] if later is not None else [])
+    first = "now" if later is not None or title == "Replicas per broker" else ""
+    panels = [(first, now)] + ([("after the plan", later)] if later is not None else [])
     fig, axes, sideways = _panels(len(brokers), len(panels))
     for ax, (when, figs) in zip(axes, panels):
         lead = [figs.get(b.id, {}).get("leaders", 0) for b in brokers]
@@ -307,7 +308,7 @@ def distribution_chart(cluster: Cluster, after: Cluster | None = None, title: st
         draw(pos, lead, 0.8, color=_LEADERS, label="leaders")
         draw(pos, follow, 0.8, lead, color=_FOLLOWERS, label="followers")
         _label_brokers(ax, labels, sideways)
-        ax.set_title(f"{title}: {when}", fontsize=11)
+        ax.set_title(f"{title}: {when}" if when else title, fontsize=11)
         (ax.set_xlabel if sideways else ax.set_ylabel)("replicas (count)")
     (axes[0].set_ylabel if sideways else axes[-1].set_xlabel)("rack/broker")
     axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -741,17 +742,19 @@ def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
 
 
 def progress_line(st: dict, total: int, elapsed: float, scale: float) -> str:
-    """'[####....] 42.0%  600.1 GB left in 87 partition(s) at 61.2 MB/s  ETA 3h 10m (simulated)'."""
+    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 61.2 MB/s, ETA 3h 10m'. The rate
+    and the ETA are measured on the wall clock: what the person watching waits for (the
+    simulated cluster's clock is known only from its samples, afterwards)."""
     from .waves import human_duration
 
     left = st["bytes_left"]
     share = 1 - left / total if total else 1.0
     rate = (total - left) / elapsed if elapsed > 0 and total > left else 0.0  # bytes per wall second
-    eta = left / rate * scale if rate else None
+    eta = left / rate if rate else None
     bar = "#" * int(share * 30) + "." * (30 - int(share * 30))
-    return (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s)"
-            f"  at {rate / scale / 1e6:,.1f} MB/s" + f"  ETA {human_duration(eta) if eta else '-'}"
-            + (" (simulated cluster's clock)" if scale != 1.0 else ""))
+    return (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s), "
+            f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(eta) if eta else '-'}"
+            + (" (wall clock; the simulated cluster runs faster)" if scale != 1.0 else ""))
 
 
 def _throttle_series(result: ChangeResult) -> tuple[dict, datetime | None, datetime | None]:
@@ -768,8 +771,13 @@ def _throttle_series(result: ChangeResult) -> tuple[dict, datetime | None, datet
                     curves[key].append((when, None))
             elif e["kind"] in ("rate", "failsafe", "override") and e.get("new") is not None:
                 for role in ([e["role"]] if e.get("role") else ["leader", "follower"]):
+                    if (b, role) not in curves and e.get("old") is not None:  # the rate applied with the plan
+                        curves[(b, role)] = [(None, e["old"] / 1e6)]
                     curves.setdefault((b, role), []).append((when, e["new"] / 1e6))
     start = _parse_time(result.started) if result.started else _parse_time(events[0]["time"])
+    for pts in curves.values():
+        if pts[0][0] is None:
+            pts[0] = (start, pts[0][1])
     end = start + timedelta(seconds=result.actual_s) if result.actual_s is not None else _parse_time(events[-1]["time"])
     return curves, start, max(end, _parse_time(events[-1]["time"]))
 
@@ -856,9 +864,11 @@ def events_table(result: ChangeResult, limit: int = 30):
                     "decision": e["kind"], "brokers": brokers_text(sorted(r["ids"])), "role": e.get("role") or "",
                     "throttle (MB/s)": change, "reason": r["key"][5]})
     cols = ["since apply (h:mm)", "time (UTC)", "decision", "brokers", "role", "throttle (MB/s)", "reason"]
-    table = pd.DataFrame(out, columns=cols)
-    table.index = range(1, len(table) + 1)
-    return table
+    # A Styler: every reason in full (a DataFrame's HTML cuts cells at 50 characters).
+    return (pd.DataFrame(out, columns=cols).style.set_uuid("kit-events").hide(axis="index")
+            .set_properties(**{"text-align": "left"})
+            .set_properties(subset=["since apply (h:mm)", "time (UTC)", "throttle (MB/s)"], **{"white-space": "nowrap"})
+            .set_caption(f"Auto-throttle decisions, newest first{f' (the last {limit})' if limit else ''}"))
 
 
 def finish(record: Record, env: Environment, outcome: str, reason: str | None = None, keep: bool = False) -> dict:
@@ -959,6 +969,18 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     end = end or _parse_time(events[-1]["time"])
     held: dict[tuple[int, str], datetime] = {}
     spans: list[tuple[int, datetime, datetime]] = []
+    # Before its first decision a broker copies at the rate applied with the plan (the event's
+    # `old`): the auto-throttle's minimum, until the loop has metrics.
+    seen: set = set()
+    for e in events:
+        for b in e.get("brokers") or []:
+            for role in [e["role"]] if e.get("role") else ["leader", "follower"]:
+                if (b, role) in seen:
+                    continue
+                seen.add((b, role))
+                if e["kind"] in ("failsafe", "rate", "override") and e.get("old") is not None \
+                        and float(e["old"]) <= floor * 1.0001:
+                    held[(b, role)] = start
 
     def release(key, t):
         since = held.pop(key, None)
