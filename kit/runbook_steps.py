@@ -439,7 +439,7 @@ def live_notebook() -> bool:
 
 def rollback_path(env: Environment) -> str:
     """Where the change writes its rollback plan (before it changes anything)."""
-    return os.path.join(env.workdir, "rollback.json")
+    return os.path.abspath(os.path.join(env.workdir, "rollback.json"))
 
 
 def preview_text(record: Record | None, env: Environment | None) -> str:
@@ -483,8 +483,12 @@ def gate(apply: bool, on_apply, record: Record | None = None, env: Environment |
 
     def clicked(_):
         button.disabled = True
-        if record is not None and not record.path:
-            record.path = default_record_path(record.doc["runbook"])
+        if record is not None:
+            if not record.path:
+                record.path = default_record_path(record.doc["runbook"])
+            # The record says how the change was started, and the command that repeats it applies.
+            record.doc.update(applied_by="the Apply button in a live notebook",
+                              command=command_line(record.doc["runbook"], {**record.doc["parameters"], "apply": True}))
             record.save()
         slot.update(HTML(f"<b>Applying</b> since {_now()} UTC; progress below. Record: {record.path if record else ''}"))
         with out:
@@ -519,13 +523,15 @@ def keep_html_record(record: Record, wait_s: float = 1800.0) -> None:
         return
     stem = os.path.splitext(record.path)[0]
     since = time.time()
+    marker = f"data-started='{record.doc.get('started')}'"  # the headline of this run, as Headline writes it
     print(f"The HTML record ({stem}.html) is written when this notebook is next saved (Ctrl+S).")
 
     def watch():
         deadline = since + wait_s
         while time.time() < deadline:
             try:
-                saved = os.path.getmtime(notebook) > since and record.path in open(notebook, encoding="utf-8").read()
+                with open(notebook, encoding="utf-8") as fh:
+                    saved = os.path.getmtime(notebook) > since and marker in fh.read()
             except OSError:
                 saved = False
             if saved:
@@ -1105,7 +1111,8 @@ class Headline:
         body = "".join(f"<tr><th style='text-align:left;padding-right:1em;vertical-align:top;white-space:nowrap'>"
                        f"{escape(k)}</th>"
                        f"<td style='text-align:left'>{escape(str(v))}</td></tr>" for k, v in rows[1:])
-        return (f"<div class='kit-headline'><h2 style='color:{color};margin:0 0 .3em 0'>{escape(self.title())}</h2>"
+        started = escape(str(self.record.get("started") or ""))  # marks this run's headline in a saved notebook
+        return (f"<div class='kit-headline' data-started='{started}'><h2 style='color:{color};margin:0 0 .3em 0'>{escape(self.title())}</h2>"
                 f"<table style='font-size:110%'>{body}</table></div>")
 
     def __repr__(self) -> str:
