@@ -550,7 +550,9 @@ def cmd_run(a) -> int:
         return 0
     code, record = runbook.run(a.name, [tuple(x) for x in a.parameter], a.parameters_file, a.record_dir,
                                a.hide_input, a.timeout)
-    print(f"{a.name}: {record['outcome']}" + (f" ({record['reason']})" if record.get("reason") else ""))
+    from .runbook_steps import outcome_line  # the outcome with its fail-safe caveat, as the headline says it
+
+    print(f"{a.name}: {outcome_line(record)}" + (f" ({record['reason']})" if record.get("reason") else ""))
     for key in ("notebook", "html"):
         if record.get(key):
             print(f"  {key}: {record[key]}")
