@@ -682,7 +682,7 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
             elapsed = time.monotonic() - t0
             progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
                              "partitions_left": st["reassigning_partitions"]})
-            shown.text(progress_line(st, total, elapsed, scale))
+            shown.text(progress_line(st, total, elapsed, simulated_now(samples) if env.simulated else None))
             if throttle == "auto" and elapsed - drawn >= 5.0 and os.path.exists(events):
                 drawn = elapsed  # the live throttle chart, redrawn every few seconds
                 shown.chart(throttle_chart(live_result(elapsed)))
@@ -747,20 +747,36 @@ def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
     return ["--samples", where or samples]
 
 
-def progress_line(st: dict, total: int, elapsed: float, scale: float) -> str:
-    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 61.2 MB/s, ETA 3h 10m'. The rate
-    and the ETA are measured on the wall clock: what the person watching waits for (the
-    simulated cluster's clock is known only from its samples, afterwards)."""
+def progress_line(st: dict, total: int, elapsed: float, cluster_s: float | None = None) -> str:
+    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 61.2 MB/s, ETA 3h 10m'. The rate and
+    the ETA are on the cluster's clock: `cluster_s` seconds of it since apply (the simulated
+    controller's, from its latest sample), else the wall clock's `elapsed`."""
     from .waves import human_duration
 
     left = st["bytes_left"]
     share = 1 - left / total if total else 1.0
-    rate = (total - left) / elapsed if elapsed > 0 and total > left else 0.0  # bytes per wall second
+    spent = cluster_s if cluster_s is not None else elapsed
+    rate = (total - left) / spent if spent > 0 and total > left else 0.0
     eta = left / rate if rate else None
     bar = "#" * int(share * 30) + "." * (30 - int(share * 30))
     return (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s), "
             f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(eta) if eta else '-'}"
-            + (" (wall clock; the simulated cluster runs faster)" if scale != 1.0 else ""))
+            + (" (the simulated cluster's clock)" if cluster_s is not None else ""))
+
+
+def simulated_now(samples_dir: str) -> float:
+    """The simulated controller's clock (seconds since it picked the plan up), from the name of
+    its latest replica sample (<UTC stamp>.jsonl); 0 before the first."""
+    from .sim import SAMPLE_EPOCH
+
+    try:
+        names = [n for n in os.listdir(os.path.join(samples_dir, "replica")) if n.endswith(".jsonl")]
+    except OSError:
+        return 0.0
+    if not names:
+        return 0.0
+    latest = datetime.strptime(max(names)[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    return (latest - SAMPLE_EPOCH).total_seconds()
 
 
 def _throttle_series(result: ChangeResult) -> tuple[dict, datetime | None, datetime | None]:
