@@ -283,6 +283,7 @@ def _label_brokers(ax, labels: list[str], sideways: bool) -> None:
     if sideways:
         ax.set_yticks(pos, labels, fontsize=small)
         ax.set_ylim(len(labels) - 0.5, -0.5)  # first broker at the top, as in the tables
+        ax.tick_params(axis="x", labeltop=True, top=True)  # a tall chart: the scale at both ends
         ax.grid(axis="x", alpha=0.3)
     else:
         ax.set_xticks(pos, labels, rotation=90, fontsize=small)
@@ -332,7 +333,7 @@ def storage_chart(cluster: Cluster, after: Cluster | None = None):
         pos = [k - 0.4 + width * (i + 0.5) for k in range(len(brokers))]
         (ax.barh if sideways else ax.bar)(pos, values, width, color=color, label=when)
     _label_brokers(ax, labels, sideways)
-    ax.set_title("Free storage per broker", fontsize=11)
+    ax.set_title("Free storage per broker (GB)", fontsize=11)
     (ax.set_xlabel if sideways else ax.set_ylabel)("free storage (GB)")
     (ax.set_ylabel if sideways else ax.set_xlabel)("rack/broker")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
