@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,9 @@ def test_each_runbook_takes_a_parameter_file(name, tmp_path):
         assert all(e["time"].startswith(SAMPLE_EPOCH.strftime("%Y-%m-%d")) for e in events)
         # The record's clock is the cluster's: the simulated controller's time from apply to done.
         timing = rec["timing"]
-        assert timing["clock"] == "simulated" and timing["estimate_s"] > 0 and timing["actual_s"] > 0
+        assert timing["clock"] == "simulated" and timing["actual_s"] > 0
+        # The doctor's plan is a list of moves without kit's estimate; the planned runbooks have one.
+        assert timing["estimate_s"] > 0 if name != "health_check" else timing["estimate_s"] is None
         assert rec["change"]["simulated_seconds"] == timing["actual_s"]
         assert timing["actual_s"] <= (events_end(events) - SAMPLE_EPOCH).total_seconds() + 1
     else:
@@ -214,8 +217,8 @@ def test_a_run_held_at_the_fail_safe_says_so_in_its_headline_title_and_timing(tm
     title = html.split("<title>", 1)[1].split("</title>", 1)[0]
     assert title.startswith("broker_replacement: succeeded (with ") and "10 MB/s fail-safe" in title
     # The headline is the first thing on the page, before any code.
-    first = html.index("kit-headline")
-    assert first < html.index("jp-InputArea") and first < html.index("Broker replacement")
+    first = re.search(r"class=[\"']kit-headline", html).start()
+    assert first < html.index('<div class="jp-InputArea') and first < html.index('id="Broker-replacement"')
     for words in ("estimated", "actual", "simulated cluster", "under-replicated partitions", "150 → 0",
                   "rollback.json", "at the fail-safe or minimum rate"):
         assert words in html, words
