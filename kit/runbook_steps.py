@@ -780,12 +780,12 @@ def simulated_now(samples_dir: str) -> float:
     return (latest - SAMPLE_EPOCH).total_seconds()
 
 
-def _throttle_series(result: ChangeResult) -> tuple[dict, datetime | None, datetime | None]:
+def _throttle_series(result: ChangeResult) -> tuple:
     """Each broker role's rate in force (MB/s) over time, from the auto-throttle's events."""
     curves: dict[tuple[int, str], list] = {}
     events = [e for e in read_events(result.events_path) if e.get("source") == "throttle"]
     if not events:
-        return {}, None, None
+        return {}, None, None, False
     for e in events:
         when = _parse_time(e["time"])
         for b in e.get("brokers") or []:
@@ -797,12 +797,13 @@ def _throttle_series(result: ChangeResult) -> tuple[dict, datetime | None, datet
                     if (b, role) not in curves and e.get("old") is not None:  # the rate applied with the plan
                         curves[(b, role)] = [(None, e["old"] / 1e6)]
                     curves.setdefault((b, role), []).append((when, e["new"] / 1e6))
-    start = _parse_time(result.started) if result.started else _parse_time(events[0]["time"])
+    start = _parse_time(result.started) if result.started else None
+    end = start + timedelta(seconds=result.actual_s) if start is not None and result.actual_s is not None else None
+    start, end, scale, own = event_window(events, start, end)
     for pts in curves.values():
         if pts[0][0] is None:
             pts[0] = (start, pts[0][1])
-    end = start + timedelta(seconds=result.actual_s) if result.actual_s is not None else _parse_time(events[-1]["time"])
-    return curves, start, max(end, _parse_time(events[-1]["time"]))
+    return curves, start, end, own
 
 
 def throttle_chart(result: ChangeResult):
@@ -813,7 +814,7 @@ def throttle_chart(result: ChangeResult):
 
     from .autothrottle import Settings
 
-    curves, start, end = _throttle_series(result)
+    curves, start, end, own = _throttle_series(result)
     if not curves:
         return "no auto-throttle decisions yet"
     span = max((end - start).total_seconds(), 60.0)
@@ -841,9 +842,11 @@ def throttle_chart(result: ChangeResult):
                 color="#c62828", fontsize=8)
     ax.set_xlim(0, span / 3600)
     ax.set_ylim(bottom=0)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda h, _: hm(h * 3600)))
-    clock = "the simulated cluster's clock" if result.clock == "simulated" else "wall clock"
-    ax.set_xlabel(f"time since apply (h:mm, {clock})")
+    short = span < 2 * 3600  # minutes and seconds for a short run, hours and minutes otherwise
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda h, _: hm(h * 3600 * 60) if short else hm(h * 3600)))
+    clock = ("the auto-throttle's wall clock: it had no samples" if own else
+             "the simulated cluster's clock" if result.clock == "simulated" else "wall clock")
+    ax.set_xlabel(f"time since {'the first decision' if own else 'apply'} ({'m:ss' if short else 'h:mm'}, {clock})")
     ax.set_ylabel("replication throttle (MB/s)")
     ax.set_title("Replication throttle per broker (auto-throttle decisions)", fontsize=11)
     ax.grid(alpha=0.3)
@@ -861,8 +864,15 @@ def events_table(result: ChangeResult, limit: int = 30):
     import pandas as pd
 
     rows: list[dict] = []
+    since = "since apply (h:mm)"
+    events = read_events(result.events_path)
     start = _parse_time(result.started) if result.started else None
-    for e in read_events(result.events_path):
+    if events:
+        end = start + timedelta(seconds=result.actual_s) if start is not None and result.actual_s is not None else None
+        start, _, _, own = event_window(events, start, end)
+        if own:  # stamped by the loop's wall clock: say so rather than count from the cluster's apply
+            since = "since the first decision (h:mm, wall clock)"
+    for e in events:
         when = _parse_time(e["time"])
         start = start or when
         old, new = e.get("old"), e.get("new")
@@ -883,14 +893,14 @@ def events_table(result: ChangeResult, limit: int = 30):
         if new is not None:
             change = (f"{new / 1e6:,.1f} (unchanged)" if old is not None and abs(old - new) < 1e3
                       else f"{old / 1e6:,.1f} → {new / 1e6:,.1f}" if old is not None else f"{new / 1e6:,.1f}")
-        out.append({"since apply (h:mm)": hm((r["when"] - start).total_seconds()), "time (UTC)": e["time"],
+        out.append({since: hm((r["when"] - start).total_seconds()), "time (UTC)": e["time"],
                     "decision": e["kind"], "brokers": brokers_text(sorted(r["ids"])), "role": e.get("role") or "",
                     "throttle (MB/s)": change, "reason": r["key"][5]})
-    cols = ["since apply (h:mm)", "time (UTC)", "decision", "brokers", "role", "throttle (MB/s)", "reason"]
+    cols = [since, "time (UTC)", "decision", "brokers", "role", "throttle (MB/s)", "reason"]
     # A Styler: every reason in full (a DataFrame's HTML cuts cells at 50 characters).
     return (pd.DataFrame(out, columns=cols).style.set_uuid("kit-events").hide(axis="index")
             .set_properties(**{"text-align": "left"})
-            .set_properties(subset=["since apply (h:mm)", "time (UTC)", "throttle (MB/s)"], **{"white-space": "nowrap"})
+            .set_properties(subset=[since, "time (UTC)", "throttle (MB/s)"], **{"white-space": "nowrap"})
             .set_caption(f"Auto-throttle decisions, newest first{f' (the last {limit})' if limit else ''}"))
 
 
@@ -976,6 +986,24 @@ def simulated_copy_seconds(samples_dir: str) -> tuple[float | None, bool]:
     return ((last - first).total_seconds() if first else None), False
 
 
+def event_window(events: list[dict], start: datetime | None, end: datetime | None) -> tuple:
+    """The span the auto-throttle's events are read on: (start, end, scale, own_clock).
+
+    Normally the change's span on the cluster's clock. When the events are on another clock
+    (the loop found no samples on the simulated cluster and stamped them with the wall
+    clock), their own first-to-last span, with `scale` converting its seconds to the
+    cluster's (its share of the copy, times the copy's duration)."""
+    first, last = _parse_time(events[0]["time"]), _parse_time(events[-1]["time"])
+    if start is None:
+        return first, max(end or last, last), 1.0, False
+    limit = (end or start) + timedelta(days=7)
+    if start - timedelta(hours=1) <= first <= limit:
+        return start, max(end or last, start), 1.0, False
+    own = max((last - first).total_seconds(), 1.0)
+    scale = (end - start).total_seconds() / own if end is not None else 1.0
+    return first, last, scale, True
+
+
 def floor_time(events_path: str, start: datetime | None, end: datetime | None,
                minimum: float | None = None) -> dict:
     """How long the auto-throttle held brokers at its fail-safe (or its minimum rate), from its
@@ -988,8 +1016,7 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     events = [e for e in read_events(events_path) if e.get("source") == "throttle"]
     if not events:
         return {"seconds": 0.0, "brokers": {}, "rate": floor}
-    start = start or _parse_time(events[0]["time"])
-    end = end or _parse_time(events[-1]["time"])
+    start, end, scale, _ = event_window(events, start, end)
     held: dict[tuple[int, str], datetime] = {}
     spans: list[tuple[int, datetime, datetime]] = []
     # Before its first decision a broker copies at the rate applied with the plan (the event's
@@ -1031,8 +1058,8 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
         release(key, end)
     per: dict[int, float] = {}
     for b in sorted({s[0] for s in spans}):
-        per[b] = _union([(s, e) for x, s, e in spans if x == b])
-    return {"seconds": _union([(s, e) for _, s, e in spans]), "brokers": per, "rate": floor}
+        per[b] = _union([(s, e) for x, s, e in spans if x == b]) * scale
+    return {"seconds": _union([(s, e) for _, s, e in spans]) * scale, "brokers": per, "rate": floor}
 
 
 def _union(spans: list) -> float:
