@@ -495,8 +495,10 @@ def gate(apply: bool, on_apply, record: Record | None = None, env: Environment |
         with out:
             try:
                 on_apply()
-            except Exception as e:  # noqa: BLE001  (the record and the headline say it; the traceback is below)
+            except Exception as e:  # noqa: BLE001  (a button has no caller to raise to: the record and the headline say it)
                 print(f"{type(e).__name__}: {e}")
+                if record is not None and record.doc.get("outcome") == "running":
+                    record.finish("failed", f"{type(e).__name__}: {e}")
             if record is not None:
                 head = headline(record)
                 display(head)
