@@ -625,7 +625,9 @@ def cmd_run(a) -> int:
         return 0
     code, record = runbook.run(a.name, [tuple(x) for x in a.parameter], a.parameters_file, a.record_dir,
                                a.hide_input, a.timeout)
-    print(f"{a.name}: {record['outcome']}" + (f" ({record['reason']})" if record.get("reason") else ""))
+    from .runbook_steps import outcome_line  # the outcome with its fail-safe caveat, as the headline says it
+
+    print(f"{a.name}: {outcome_line(record)}" + (f" ({record['reason']})" if record.get("reason") else ""))
     for key in ("notebook", "html"):
         if record.get(key):
             print(f"  {key}: {record[key]}")
@@ -830,7 +832,7 @@ def _make_pooled_plan(a, cluster):
 
 def cmd_plan(a) -> int:
     from .autothrottle import Settings
-    from .figures import plan_report, summary_text
+    from .figures import plan_report, refuse_problems, summary_text
     from .formats import dumps, plan_text, write_atomic
     from .waves import duration_report, moves_of, split_waves, wave_documents
 
@@ -842,8 +844,7 @@ def cmd_plan(a) -> int:
         progress.stage("waves and the duration estimate")
         waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
         report["duration"] = duration_report(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval))
-        if report["problem_count"]:
-            raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
+        refuse_problems(report)
         if plan.warnings and not a.ignore_warns:
             progress.close()  # a terminal's bar line is cleared before the summary
             print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
