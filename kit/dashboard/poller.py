@@ -37,6 +37,9 @@ STORAGE_EVERY = 10.0
 EVENTS_KEPT = 500
 # Refresh the cluster (replica placement) this often; status is read every poll.
 CLUSTER_EVERY = 30.0
+# While a reassignment runs, who copies (the ISR) is re-read this often: a read of 3,000
+# partitions costs as much as the status itself, and the page must stay responsive.
+ROLES_EVERY = 5.0
 
 
 def read_records(folder: str | None) -> list[dict]:
@@ -204,6 +207,8 @@ class Poller:
         self._client = None
         self._metrics = None
         self._last_cluster = 0.0
+        self._read: tuple = (None, None)  # (cluster, reassignment document) of the last placement read
+        self._read_seconds = 0.0  # how long that read took
         self._last_storage = -STORAGE_EVERY
         self._ledger = CopyLedger()
         self._facts: dict | None = None
@@ -304,17 +309,23 @@ class Poller:
                 if self._facts is None:
                     self._facts = read_sim_facts(client)
                 status = read_status(client)
-                # Placement is re-read every CLUSTER_EVERY seconds and, while a reassignment runs,
-                # every poll (who copies changes as replicas join the ISR); the version (which
-                # re-draws every tab's distribution) moves only when the placement changed:
-                # re-drawing 150 brokers on every poll would starve the live parts of the page.
+                # Placement is re-read every CLUSTER_EVERY seconds, every ROLES_EVERY while a
+                # reassignment runs (who copies changes as replicas join the ISR), and when one
+                # starts or ends; the version (which re-draws every tab's distribution) moves only
+                # when the placement changed: re-drawing 150 brokers on every poll would starve
+                # the live parts of the page.
                 moving = bool(status.get("reassigning_partitions"))
-                if cluster is None or moving or now - self._last_cluster >= CLUSTER_EVERY or \
+                # At most a third of the time reading placement, however slow ZooKeeper is.
+                every = max(ROLES_EVERY, 3 * self._read_seconds) if moving else CLUSTER_EVERY
+                if cluster is None or now - self._last_cluster >= every or \
                         moving != bool((st.status or {}).get("reassigning_partitions")):
-                    fresh, running = read_cluster(client)
-                    self._last_cluster = now
-                    if cluster is None or _placement(fresh) != _placement(cluster):
-                        cluster, cluster_version = fresh, cluster_version + 1
+                    began = time.monotonic()
+                    self._read = read_cluster(client)
+                    self._read_seconds = time.monotonic() - began
+                    self._last_cluster = time.time()
+                    if cluster is None or _placement(self._read[0]) != _placement(cluster):
+                        cluster, cluster_version = self._read[0], cluster_version + 1
+                fresh, running = self._read
                 rates = self._throttle_rates(client, status.get("throttled_brokers", []))
             except BadInput as e:
                 error = str(e)
@@ -347,7 +358,8 @@ class Poller:
                 bound = copy_bound(sources, dests, rates, net, self._nic(fresh, sampled)) if running else \
                     {"rate": None, "into": None, "out_of": None, "basis": None}
                 progress = self._ledger.update(fresh, running, clock, bound["rate"],
-                                               sizes=lambda wanted: replica_sizes(self.samples, wanted))
+                                               sizes=lambda wanted: replica_sizes(self.samples, wanted),
+                                               clock_source=clock_source)
                 if progress is not None:
                     progress = {**progress, **{k: bound[k] for k in ("rate", "into", "out_of")},
                                 "clock_source": clock_source}
@@ -569,14 +581,21 @@ class CopyLedger:
         self.done: set = set()
         self.started: float | None = None  # cluster clock when first seen
         self.integrated = 0.0  # bytes by the copy rate over cluster time
+        self.clock_source = "wall"
         self._last: tuple[float, float | None] | None = None  # (clock, rate) of the previous poll
 
     def update(self, cluster: Cluster, running: dict | None, clock: float, rate: float | None,
-               sizes=None) -> dict | None:
-        """Take one poll in; returns the progress (None when no reassignment runs)."""
+               sizes=None, clock_source: str = "wall") -> dict | None:
+        """Take one poll in; returns the progress (None when no reassignment runs).
+
+        `clock` is the cluster's (seconds); when its source changes (the first samples arrive
+        after the wall clock stood in), the ledger is re-dated on the new clock: two clocks
+        never meet in one figure."""
         if not running:
             self.__init__()
             return None
+        if clock_source != self.clock_source:
+            self.clock_source, self.started, self._last = clock_source, None, None
         current = {p.key: p for p in cluster.partitions}
         moving = set()
         for m in running.get("partitions", []):
