@@ -262,7 +262,7 @@ def test_the_eta_does_not_rise_when_the_rates_rise():
                                detail={**progress, "basis": "replica sizes", "started": 1767225600.0,
                                        "into": 50e6, "out_of": 50e6}, clock_source="samples", speed=2000.0).object
     assert ">24%<" in html and "24.0 GB of 100.0 GB copied" in html and "simulated clock" in html
-    assert "at 50.0 MB/s (throttle" in html and "25m 20s" in html and "wall at ×2000" in html
+    assert "at 50.0 MB/s (throttle; into destinations 50.0 MB/s, out of sources 50.0 MB/s" in html and "25m 20s" in html and "wall at ×2000" in html
 
 
 def test_free_storage_comes_from_the_newest_samples(tmp_path, big):
@@ -341,6 +341,9 @@ def test_the_throttle_chart_counts_and_draws_only_brokers_taking_part(tmp_path):
     legend = views.throttle_legend(data, "follower")
     assert "<b>1013</b> throttle 50.0" in legend and "<b>1001</b>" not in legend
     assert "no longer taking part: 1001, 1002" in legend
+    many = pd.DataFrame([{**_nan_row(), "broker": b, "throttle": 10.0} for b in range(1001, 1101)])
+    assert "<b>1024</b>" in views.throttle_legend(many, "follower") and "<b>1025</b>" not in \
+        views.throttle_legend(many, "follower") and "and 76 more" in views.throttle_legend(many, "follower")
     hv.render(view)
 
 

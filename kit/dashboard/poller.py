@@ -351,7 +351,7 @@ class Poller:
             sources = {b for b, r in rates.items() if "leader" in r}
             dests = {b for b, r in rates.items() if "follower" in r}
         net = self._net(sources | dests | set(rates))
-        rows = self._add_rows(now, rates, sources, dests, net, bool(self.zk) and status is not None)
+        self._add_rows(now, rates, sources, dests, net)
         progress, history, basis = st.progress, st.history, st.copy_basis
         if self.zk and error is None and status is not None:
             if fresh is not None or not status.get("reassigning_partitions"):
@@ -405,10 +405,10 @@ class Poller:
             net = {**self._rates_file.read(set(brokers) - set(net)), **net}
         return net
 
-    def _add_rows(self, now: float, rates: dict, sources, dests, net: dict, live: bool) -> list[dict]:
+    def _add_rows(self, now: float, rates: dict, sources, dests, net: dict) -> list[dict]:
         """One row per broker and role taking part in the running reassignment.
 
-        With ZooKeeper (`live`), the sources and destinations of the running reassignment are
+        With ZooKeeper, the sources and destinations of the running reassignment are
         drawn, nothing else: a broker kit apply throttled but that sends or receives nothing is
         not counted. A throttle cleared while its broker still takes part is NaN (its dashed
         line ends there). Without ZooKeeper, the brokers the auto-throttle's decisions still

@@ -434,6 +434,10 @@ def _line_ends(newest: pd.DataFrame, colors: dict, now=None) -> pd.DataFrame:
                          "MB/s": [math.nan], "broker": [""], "color": [PALETTE[0]]})
 
 
+# Brokers named in a throttle chart's legend; more would push the page down (the search narrows).
+LEGEND_MAX = 24
+
+
 def throttle_legend(data: pd.DataFrame, role: str, brokers=None) -> str:
     """The chart's legend as HTML: per broker taking part now, its colour, its throttle (or
     "cleared"/"none") and measured MB/s in the newest poll; brokers no longer taking part are
@@ -452,6 +456,10 @@ def throttle_legend(data: pd.DataFrame, role: str, brokers=None) -> str:
         b = int(r.broker)
         if b not in now:
             continue
+        if len(items) == LEGEND_MAX:
+            items.append(f'<span style="color:#666">… and {len(now) - LEGEND_MAX} more (the broker search '
+                         'narrows the chart)</span>')
+            break
         had = d[(d["broker"] == b) & d["throttle"].notna()]
         thr = f"{r.throttle:.1f}" if r.throttle == r.throttle else "cleared" if len(had) else "none"
         meas = f"{r.measured:.1f}" if r.measured == r.measured else "–"
@@ -608,9 +616,9 @@ def progress_view(status: dict | None, progress: dict | None = None, updated: st
                        + (f" since {utc_label(started)} ({clock})" if started else "")
                        + (f"; from {detail['basis']}" if detail.get("basis") else ""))
         rate = progress.get("rate")
-        bounds = " ≤ ".join(x for x in (
-            f"in {_bytes(detail['into'])}/s" if detail.get("into") is not None else "",
-            f"out {_bytes(detail['out_of'])}/s" if detail.get("out_of") is not None else "") if x)
+        bounds = ", ".join(x for x in (
+            f"into destinations {_bytes(detail['into'])}/s" if detail.get("into") is not None else "",
+            f"out of sources {_bytes(detail['out_of'])}/s" if detail.get("out_of") is not None else "") if x)
         eta_note = ""
         if moving and rate:
             eta_note = (f"at {_bytes(rate)}/s" + (f" ({copy_basis}" + (f"; {bounds}" if bounds else "") + ")"
