@@ -374,7 +374,10 @@ class Poller:
         free = {b: int(r["storage_free_bytes"]) for b, r in sampled.items() if r.get("storage_free_bytes") is not None}
         if free != storage and (not storage or now - self._last_storage >= STORAGE_EVERY):
             storage, storage_version, self._last_storage = free, storage_version + 1, now
-        loop = self._watch.check(now, events, bool((status or {}).get("reassigning_partitions"))) \
+        # Without ZooKeeper, a reassignment runs while the loop's own decisions leave throttles in force.
+        running_now = bool((status or {}).get("reassigning_partitions")) if self.zk else bool(rates)
+        loop = self._watch.check(now, events, running_now, "no reassignment running" if self.zk else
+                                 "no throttle in force by its decisions (no ZooKeeper to ask)") \
             if self._watch else None
         try:
             records = tuple(read_records(self.records))
@@ -742,8 +745,8 @@ class LoopWatch:
         self.gone_since: float | None = None
         self.watched_since: float | None = None
 
-    def check(self, now: float, events: tuple, running: bool) -> dict:
-        """`throttle_health` now; `events` newest first."""
+    def check(self, now: float, events: tuple, running: bool, idle: str = "no reassignment running") -> dict:
+        """`throttle_health` now; `events` newest first; `idle` says why nothing runs."""
         try:
             last_write = os.stat(self.events).st_mtime
         except OSError:
@@ -757,8 +760,9 @@ class LoopWatch:
             self.gone_since = now  # the process seen before is gone
         self.watched_since = (self.watched_since or now) if running else None
         last = next((e["time"] for e in events if e.get("source") == "throttle"), None)
-        return throttle_health(running, now, last_write, self.watched_since or now, self.interval, alive,
-                               self.gone_since if running else None, last)
+        out = throttle_health(running, now, last_write, self.watched_since or now, self.interval, alive,
+                              self.gone_since if running else None, last)
+        return {**out, "basis": idle} if out["state"] == "idle" else out
 
 
 def _placement(cluster: Cluster) -> tuple:
