@@ -423,8 +423,10 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     rate = None if throttle == "auto" else float(throttle)
     simulated = env is not None and env.simulated
     interval = loop_interval(env, speed)[1]
+    # On the simulated cluster the loop's first round finds no samples yet (the controller starts
+    # with the change): the plan runs at the minimum it was applied with for one interval.
     duration = duration_report(plan, split_waves(moves_of(plan)), rate, client_load if simulated else None,
-                               Settings(interval=interval))
+                               Settings(interval=interval), first_decision_s=interval if simulated else 0.0)
     print(summary_text(plan, report, max_changes=20))
     print("\n".join(duration_lines(duration, max_waves=5)))
     after, movement = report["after"], report["movement"]
@@ -749,12 +751,15 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     if record is not None:
         start = _parse_time(started)
         end = start + timedelta(seconds=actual) if actual is not None else None
-        floor = floor_time(events, start, end) if throttle == "auto" else {"seconds": 0.0, "brokers": {}, "rate": static}
+        none = {"seconds": 0.0, "brokers": {}, "rate": static}
+        floor = floor_time(events, start, end) if throttle == "auto" else none
+        failsafe = floor_time(events, start, end, failsafe_only=True) if throttle == "auto" else none
         plan_doc = record.doc.get("plan") or {}
         record.doc["timing"] = {"estimate_s": plan_doc.get("estimate_s"), "actual_s": actual, "clock": clock,
-                                "failsafe_s": round(floor["seconds"], 1), "started": started,
-                                "failsafe": {"seconds": round(floor["seconds"], 1), "rate": floor["rate"],
-                                             "brokers": {str(b): round(s, 1) for b, s in floor["brokers"].items()}}}
+                                "failsafe_s": round(failsafe["seconds"], 1), "minimum_s": round(floor["seconds"], 1),
+                                "started": started,
+                                "failsafe": {"seconds": round(failsafe["seconds"], 1), "rate": failsafe["rate"],
+                                             "brokers": {str(b): round(s, 1) for b, s in failsafe["brokers"].items()}}}
         record.doc["under_replicated"] = {"before": urp_before, "after": urp_after}
         record.put("change", {"done": result.done, "wall_seconds": result.wall_seconds,
                               "simulated_seconds": result.simulated_seconds, "throttles_cleared": result.cleared,
@@ -1029,11 +1034,12 @@ def event_window(events: list[dict], start: datetime | None, end: datetime | Non
 
 
 def floor_time(events_path: str, start: datetime | None, end: datetime | None,
-               minimum: float | None = None) -> dict:
-    """How long the auto-throttle held brokers at its fail-safe (or its minimum rate), from its
-    events: a broker's role is held from a `failsafe` decision (or a rate at the minimum) until
-    a higher rate, a `clear`, `done`, or `end`. Returns {"seconds": time any broker was held,
-    "brokers": {broker: seconds}, "rate": the fail-safe rate in bytes/s}."""
+               minimum: float | None = None, failsafe_only: bool = False) -> dict:
+    """How long the auto-throttle held brokers at its minimum rate, from its events: a broker's
+    role is held from a `failsafe` decision (or a rate at the minimum, or the plan's applied
+    minimum before the first decision) until a higher rate, a `clear`, `done`, or `end`. With
+    `failsafe_only`, only the fail-safe proper counts (metrics missing or stale). Returns
+    {"seconds": time any broker was held, "brokers": {broker: seconds}, "rate": bytes/s}."""
     from .autothrottle import Settings
 
     floor = Settings().minimum if minimum is None else minimum
@@ -1053,7 +1059,7 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
                     continue
                 seen.add((b, role))
                 if e["kind"] in ("failsafe", "rate", "override") and e.get("old") is not None \
-                        and float(e["old"]) <= floor * 1.0001:
+                        and float(e["old"]) <= floor * 1.0001 and (not failsafe_only or _metrics_missing(e)):
                     held[(b, role)] = start
 
     def release(key, t):
@@ -1071,7 +1077,7 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
             for key in [k for k in held if k[0] in brokers]:
                 release(key, t)
         elif e["kind"] in ("failsafe", "rate", "override") and e.get("new") is not None:
-            at_floor = e["kind"] == "failsafe" or float(e["new"]) <= floor * 1.0001
+            at_floor = _metrics_missing(e) or (float(e["new"]) <= floor * 1.0001 and not failsafe_only)
             for b in brokers:
                 for role in roles:
                     if at_floor:
@@ -1084,6 +1090,11 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     for b in sorted({s[0] for s in spans}):
         per[b] = _union([(s, e) for x, s, e in spans if x == b]) * scale
     return {"seconds": _union([(s, e) for _, s, e in spans]) * scale, "brokers": per, "rate": floor}
+
+
+def _metrics_missing(e: dict) -> bool:
+    """A decision taken for want of metrics: the fail-safe, or the minimum until the first ones."""
+    return e["kind"] == "failsafe" or "no metrics" in (e.get("reason") or "")
 
 
 def _union(spans: list) -> float:
@@ -1136,11 +1147,14 @@ def _headline_rows(record: dict) -> list[tuple[str, str]]:
                         "not finished" if change else "not applied")))
         floor = timing.get("failsafe") or {}
         if change:
-            rows.append(("at the fail-safe or minimum rate",
+            rows.append(("at the fail-safe (metrics missing)",
                          f"{human_duration(timing.get('failsafe_s') or 0)}"
                          + (f" ({floor['rate'] / 1e6:.0f} MB/s; brokers "
                             f"{brokers_text(sorted(int(b) for b in floor.get('brokers', {})))})"
                             if timing.get("failsafe_s") else "")))
+            if timing.get("minimum_s") is not None:
+                rows.append(("at the minimum rate", f"{human_duration(timing['minimum_s'])} (the fail-safe, the plan's "
+                             "applied rate until the auto-throttle's first decision, or a NIC its clients fill)"))
     urp = record.get("under_replicated") or {}
     if urp:
         after = urp.get("after")

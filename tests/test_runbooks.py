@@ -220,7 +220,7 @@ def test_a_run_held_at_the_fail_safe_says_so_in_its_headline_title_and_timing(tm
     first = re.search(r"class=[\"']kit-headline", html).start()
     assert first < html.index('<div class="jp-InputArea') and first < html.index('id="Broker-replacement"')
     for words in ("estimated", "actual", "simulated cluster", "under-replicated partitions", "150 → 0",
-                  "rollback.json", "at the fail-safe or minimum rate"):
+                  "rollback.json", "at the fail-safe (metrics missing)", "at the minimum rate"):
         assert words in html, words
     import nbformat
 
