@@ -71,7 +71,11 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         without a capacity).
     """
     settings = settings or Settings()
-    figures = partition_traffic(cluster, client_load)
+    try:
+        figures = partition_traffic(cluster, client_load)
+    except BadInput as e:  # a what-if load needs the brokers' capacities: unknown, and said
+        return {"estimate_s": None, "lower_bound_s": None, "steps": 0, "assumptions": [str(e)],
+                "unknown": sorted(b.id for b in cluster.brokers.values() if b.alive and b.net_capacity is None)}
     brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
     live = set(brokers)
     targets, flows = copies_of(cluster, moves, live)

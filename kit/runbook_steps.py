@@ -738,7 +738,7 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     wall = round(time.monotonic() - t0, 2)
     finished = done and res["done"]
     if env.simulated:
-        actual, copied = simulated_copy_seconds(samples)
+        actual, copied = simulated_copy_seconds(samples, os.path.join(env.workdir, "controller.json"))
         actual = actual if copied and finished else None
     else:
         actual = wall if finished else None
@@ -993,11 +993,18 @@ def _stamp(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def simulated_copy_seconds(samples_dir: str) -> tuple[float | None, bool]:
-    """The simulated controller's own clock from the reassignment's start to its end, read
-    from its replica samples (`ts`, `reassigning`): (seconds, finished). The controller writes
+def simulated_copy_seconds(samples_dir: str, report: str | None = None) -> tuple[float | None, bool]:
+    """The simulated controller's own clock from the reassignment's start to its end:
+    (seconds, finished). Its `--report` file says it exactly (`completion_s`); without one,
+    its replica samples (`ts`, `reassigning`) do, to a sample's spacing: the controller writes
     a sample when it picks the reassignment up and one when nothing is left to copy."""
     import glob
+
+    if report and os.path.exists(report):
+        with open(report, encoding="utf-8") as fh:
+            done = json.load(fh).get("completion_s")
+        if done is not None:
+            return float(done), True
 
     files = sorted(glob.glob(os.path.join(samples_dir, "replica", "*.jsonl")))
     first = last = None
