@@ -25,6 +25,9 @@ SHARED ?= ../shared
 RECORDS := records
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers: most tests wait on ZooKeeper, kernels or a simulated cluster, so three
+# overlap well even on two cores (`make test TEST_WORKERS=0` runs them one at a time).
+TEST_WORKERS ?= 3
 
 .PHONY: venv .venv zookeeper demo test bench lab clean distclean
 
@@ -58,7 +61,7 @@ zookeeper:
 
 test: venv zookeeper
 	@bash scripts/ensure_debian_package.sh chromium /usr/bin/chromium "headless browser for the dashboard tests"
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: venv
 	$(PY) bench/bench_plan.py --shared $(SHARED) $(BENCH_ARGS)

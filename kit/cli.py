@@ -12,7 +12,7 @@ import os
 import sys
 
 from . import __version__, validate
-from .errors import BadInput, Unsafe
+from .errors import BadInput, Stuck, Unsafe
 from .formats import check_output, same_file
 from .progress import Progress
 
@@ -276,6 +276,9 @@ def _add_operation_parsers(sub) -> None:
     v.add_argument("--wait", action="store_true",
                    help="check again every --interval seconds until done (rides out ZooKeeper reconnects)")
     v.add_argument("--interval", type=_rate, default=5.0, metavar="S", help="seconds between checks with --wait")
+    v.add_argument("--stall", type=_rate, metavar="S",
+                   help="with --wait: give up (exit 1, saying what is stuck) when no replica has joined an ISR "
+                        "for S seconds (default: 20 intervals, at least 300 s)")
     e = zk_command("elect", "preferred-leader election where the first replica does not lead",
                    "kit elect --zk 127.0.0.1:2181/kafka --plan plan.json")
     e.add_argument("--plan", metavar="PLAN.json", help="only the partitions of this plan")
@@ -310,14 +313,16 @@ def cmd_operation(a) -> int:
             def retry(why):
                 sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); retrying\n")
             with bar:
-                res = _with_zk(a.zk, lambda c: execute.verify_until_done(c, moves, a.interval, progress, retry),
-                               a.zk_auth)
+                res = _with_zk(a.zk, lambda c: execute.verify_until_done(c, moves, a.interval, progress, retry,
+                                                                         stall=a.stall), a.zk_auth)
         else:
             res = _with_zk(a.zk, lambda c: execute.verify(c, moves), a.zk_auth)
         done = sum(r["done"] for r in res["partitions"])
         for r in res["partitions"]:
             if not r["done"]:
-                print(f"  {r['topic']} p{r['partition']}: in progress")
+                what = {"copying": "in progress", "missing": "not in the cluster",
+                        "not started": "not started (no reassignment runs for it)"}[r["state"]]
+                print(f"  {r['topic']} p{r['partition']}: {what}")
         print(f"{done} of {len(res['partitions'])} partition(s) done; throttles cleared from "
               f"{res['cleared_topics']} topic(s) and {res['cleared_brokers']} broker(s)")
         if res["done"] and res["preferred_leader_elections_due"]:
@@ -620,7 +625,9 @@ def cmd_run(a) -> int:
         return 0
     code, record = runbook.run(a.name, [tuple(x) for x in a.parameter], a.parameters_file, a.record_dir,
                                a.hide_input, a.timeout)
-    print(f"{a.name}: {record['outcome']}" + (f" ({record['reason']})" if record.get("reason") else ""))
+    from .runbook_steps import outcome_line  # the outcome with its fail-safe caveat, as the headline says it
+
+    print(f"{a.name}: {outcome_line(record)}" + (f" ({record['reason']})" if record.get("reason") else ""))
     for key in ("notebook", "html"):
         if record.get(key):
             print(f"  {key}: {record[key]}")
@@ -825,7 +832,7 @@ def _make_pooled_plan(a, cluster):
 
 def cmd_plan(a) -> int:
     from .autothrottle import Settings
-    from .figures import plan_report, summary_text
+    from .figures import plan_report, refuse_problems, summary_text
     from .formats import dumps, plan_text, write_atomic
     from .waves import duration_report, moves_of, split_waves, wave_documents
 
@@ -837,8 +844,7 @@ def cmd_plan(a) -> int:
         progress.stage("waves and the duration estimate")
         waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
         report["duration"] = duration_report(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval))
-        if report["problem_count"]:
-            raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
+        refuse_problems(report)
         if plan.warnings and not a.ignore_warns:
             progress.close()  # a terminal's bar line is cleared before the summary
             print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
@@ -893,7 +899,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_dashboard(a)
         if a.command == "metrics":
             return cmd_metrics(a)
-    except (BadInput, Unsafe) as e:
+    except (BadInput, Unsafe, Stuck) as e:
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code
     except Exception as e:  # noqa: BLE001  (ZooKeeper errors become one line, never a traceback)

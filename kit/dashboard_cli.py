@@ -38,6 +38,9 @@ def add_dashboard_parser(sub) -> None:
                    help="kit metrics --follow's --out folder: DIR/broker_rates.json is measured rx/tx for the "
                         "brokers --samples does not describe")
     p.add_argument("--records", metavar="DIR", help="runbook records folder (served under /records/)")
+    p.add_argument("--cap-map", metavar="JSON|FILE",
+                   help="NIC capacity in MB/s by instance type, as kit throttle run's (e.g. '{\"*\": 125}'): "
+                        "bounds the copy rate behind the ETA")
     p.add_argument("--port", type=_whole(1), default=5006, help="port (default 5006)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--basic-auth", metavar="USER:PASSWORD",
@@ -77,6 +80,9 @@ def cmd_dashboard(a) -> int:
     _folder("--samples", a.samples)
     _folder("--records", a.records)
     _folder("--metrics", a.metrics)
+    from .throttle_loop import load_cap_map
+
+    cap_map = load_cap_map(a.cap_map)
     try:
         from .dashboard import app
     except ImportError as e:
@@ -95,7 +101,7 @@ def cmd_dashboard(a) -> int:
     app.load_plans(a.plan, cluster)  # a bad plan fails now, not in the first browser tab
     server = app.serve(port=a.port, address=a.address, basic_auth=auth, records=a.records, start=False,
                        snapshot=a.snapshot, zk=a.zk, zk_auth=a.zk_auth, plans=a.plan, events=a.events,
-                       samples=a.samples, interval=a.interval, metrics=a.metrics)
+                       samples=a.samples, interval=a.interval, metrics=a.metrics, cap_map=cap_map)
     shown = "localhost" if a.address in ("127.0.0.1", "::1") else a.address
     print(f"kit dashboard: http://{shown}:{a.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",
           flush=True)

@@ -11,3 +11,10 @@ class Unsafe(RuntimeError):
     """The request is well formed but cannot be carried out safely (exit code 3)."""
 
     exit_code = 3
+
+
+class Stuck(RuntimeError):
+    """A wait ended without what it waited for: nothing moved for too long, or it never can
+    (exit code 1, as for "not done")."""
+
+    exit_code = 1

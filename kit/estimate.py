@@ -50,7 +50,7 @@ def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, floa
 
 def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = "auto",
             client_load: float | None = None, settings: Settings | None = None, cap_map: dict | None = None,
-            max_events: int = MAX_EVENTS) -> dict:
+            max_events: int = MAX_EVENTS, first_decision_s: float = 0.0) -> dict:
     """Predicted completion of a reassignment run all at once, in simulated seconds.
 
     Parameters
@@ -63,6 +63,11 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         None (no throttle: copies take the whole NIC).
     client_load
         None: the snapshot's traffic figures; a share F: kit/traffic.py's what-if.
+    first_decision_s
+        With the auto-throttle: when its first decision comes. Until then the plan runs at the
+        minimum rate it was applied with (the runbooks apply at the minimum; on the simulated
+        cluster the loop's first round finds no samples yet, so its first decision is one
+        interval in).
 
     Returns
     -------
@@ -72,7 +77,11 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         without a capacity).
     """
     settings = settings or Settings()
-    figures = traffic_array(cluster, client_load)
+    try:
+        figures = traffic_array(cluster, client_load)
+    except BadInput as e:  # a what-if load needs the brokers' capacities: unknown, and said
+        return {"estimate_s": None, "lower_bound_s": None, "steps": 0, "assumptions": [str(e)],
+                "unknown": sorted(b.id for b in cluster.brokers.values() if b.alive and b.net_capacity is None)}
     brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
     live = set(brokers)
     targets, source, dest, size, part = copy_arrays(cluster, moves, live)
@@ -146,6 +155,15 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
             assumptions.append(f"modelled with a decision every {interval:.0f} s (a long run: at most "
                                f"{MAX_DECISIONS} rounds computed)")
         out_cap, in_cap = nic.copy(), nic.copy()
+        if first_decision_s > 0:
+            # Applied at the minimum on every broker taking part, until the first decision.
+            out_cap[np.unique(src)] = settings.minimum
+            in_cap[np.unique(dst)] = settings.minimum
+            auto.applied = {ids[k]: {LEADER: settings.minimum} for k in np.unique(src)}
+            for k in np.unique(dst):
+                auto.applied.setdefault(ids[k], {})[FOLLOWER] = settings.minimum
+            assumptions.append(f"applied at the {settings.minimum / 1e6:.0f} MB/s minimum until the auto-throttle's "
+                               f"first decision at {first_decision_s:g} s")
     elif throttle is None:
         out_cap, in_cap = nic.copy(), nic.copy()
     else:
@@ -160,7 +178,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     progress = np.zeros(len(pair_key))
     peak = np.zeros((4, nb))  # rx, tx, replication rx, replication tx at the window's peak
     peaked = False
-    t, next_decision, t_event, steps = 0.0, 0.0, 0.0, 0
+    t, next_decision, t_event, steps = 0.0, first_decision_s if auto is not None else 0.0, 0.0, 0
     rate = send = recv = None
     dirty = True
 

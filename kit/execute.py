@@ -10,9 +10,9 @@ import json
 import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, RolledBackError, SessionExpiredError
 
-from .errors import BadInput, Unsafe
+from .errors import BadInput, Stuck, Unsafe
 from .formats import dumps, write_atomic
 from .model import Cluster
 from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
@@ -91,21 +91,64 @@ def set_throttles(client: KazooClient, cluster: Cluster, moves: list[dict], rate
     return len(topics), len(brokers)
 
 
+def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[str, bytes, int | None]]:
+    """(path, new body, version read or None for a new znode) merging `updates` into each
+    /config/<kind>/<name>: the writes of `_merge_configs`, for a transaction."""
+    paths = {name: f"/config/{kind}/{name}" for name in updates}
+    reads = {name: client.get_async(path) for name, path in paths.items()}
+    out = []
+    for name, result in reads.items():
+        try:
+            raw, stat = result.get()
+            doc, version = json.loads(raw.decode() or "{}"), stat.version
+        except NoNodeError:
+            doc, version = {}, None
+        config = dict(doc.get("config", {}))
+        config.update(updates[name])
+        out.append((paths[name], json.dumps({"version": 1, "config": config}).encode(), version))
+    return out
+
+
 def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = None,
                rollback_out: str | None = None) -> dict:
-    """Pre-flight, rollback file, throttles, then /admin/reassign_partitions. Returns what was done."""
+    """Pre-flight, rollback file, then throttles and /admin/reassign_partitions in one
+    ZooKeeper transaction. Returns what was done.
+
+    Kafka's tool writes the throttles, then the reassignment; kit writes them together, all or
+    nothing: when another reassignment appears meanwhile (another `kit apply`, Kafka's tool) or
+    a throttle config changes under it, the transaction fails as a whole and nothing is changed
+    (Unsafe, exit 3), so a losing apply never touches the winner's throttles.
+    """
     cluster = preflight(client, moves)
     if rollback_out:
         write_atomic(rollback_out, dumps(rollback_document(cluster, moves)))
     done = {"partitions": len(moves), "throttled_topics": 0, "throttled_brokers": 0}
+    writes = []
     if throttle:
-        done["throttled_topics"], done["throttled_brokers"] = set_throttles(client, cluster, moves, throttle)
+        topics, brokers = throttle_configs(cluster, moves, throttle)
+        for parent in ("/config/topics", "/config/brokers", "/config/changes"):
+            client.ensure_path(parent)  # Kafka creates these at start; only a bare chroot lacks them
+        writes = _config_writes(client, "topics", topics) + \
+            _config_writes(client, "brokers", {str(b): cfg for b, cfg in brokers.items()})
+        done["throttled_topics"], done["throttled_brokers"] = len(topics), len(brokers)
     client.ensure_path("/admin")
-    try:
-        client.create(REASSIGN, json.dumps({"version": 1, "partitions": moves}).encode())
-    except NodeExistsError:
-        raise Unsafe(f"another reassignment started meanwhile ({REASSIGN} appeared); "
-                     "throttles set by this run are still in place") from None
+    tx = client.transaction()
+    for path, body, version in writes:
+        if version is None:
+            tx.create(path, body)
+        else:
+            tx.set_data(path, body, version)
+    for path, _, _ in writes:  # one notification per entity, as Kafka's AdminZkClient writes them
+        entity = path[len("/config/"):]
+        tx.create("/config/changes/config_change_", json.dumps({"version": 2, "entity_path": entity}).encode(),
+                  sequence=True)
+    tx.create(REASSIGN, json.dumps({"version": 1, "partitions": moves}).encode())
+    results = tx.commit()
+    causes = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+    if causes:
+        why = ("another reassignment started meanwhile" if isinstance(results[-1], NodeExistsError)
+               else f"a throttle config changed meanwhile ({type(causes[0]).__name__})")
+        raise Unsafe(f"{why}; nothing was changed (the throttles and {REASSIGN} are written together or not at all)")
     return done
 
 
@@ -159,8 +202,12 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
         p = current.get(key)
         done = p is not None and list(p.replicas) == list(m["replicas"]) and key not in in_flight \
             and set(m["replicas"]) <= set(p.isr)
-        rows.append({"topic": key[0], "partition": key[1], "done": done})
-        if not done:
+        waiting = [] if p is None else [b for b in m["replicas"] if b not in p.isr]
+        state = ("done" if done else "missing" if p is None else "copying" if key in in_flight
+                 else "not started")  # no reassignment runs for it: it can only finish if applied again
+        rows.append({"topic": key[0], "partition": key[1], "done": done, "state": state,
+                     "missing": p is None, "waiting_for": waiting})
+        if state == "copying":
             busy_topics.add(key[0])
             busy_brokers.update(m["replicas"])
             if p is not None:
@@ -168,11 +215,15 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
     plan_topics = sorted({m["topic"] for m in moves})
     plan_brokers = sorted({b for m in moves for b in m["replicas"]} |
                           {b for m in moves for b in getattr(current.get((m["topic"], m["partition"])), "replicas", ())})
-    cleared_topics = _remove_config_keys(client, "topics", [t for t in plan_topics if t not in busy_topics])
+    idle_topics = [t for t in plan_topics if t not in busy_topics]
     idle = [str(b) for b in plan_brokers if b not in busy_brokers]
-    if running is None and not busy_brokers:
-        # All done: clear every broker's rates, as Kafka's tool does (a dead source included).
+    if running is None:
+        # Nothing runs, so no throttle is needed anywhere: clear every broker's rates and every
+        # topic's replica lists, whoever wrote them (a crashed apply, a replaced loop, Kafka's
+        # tool), as Kafka's tool does for brokers at the end (a dead source included).
         idle = sorted(set(idle) | set(_children_or_none(client, "/config/brokers")))
+        idle_topics = sorted(set(idle_topics) | set(_children_or_none(client, "/config/topics")))
+    cleared_topics = _remove_config_keys(client, "topics", idle_topics)
     cleared_brokers = _remove_config_keys(client, "brokers", idle)
     leaders_off = [r for r in rows if r["done"] and current[(r["topic"], r["partition"])].leader not in
                    (None, current[(r["topic"], r["partition"])].replicas[0])]
@@ -180,21 +231,32 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
             "cleared_brokers": cleared_brokers, "preferred_leader_elections_due": len(leaders_off)}
 
 
+def default_stall(interval: float) -> float:
+    """How long `verify --wait` waits with nothing moving before it says what is stuck."""
+    return max(20 * interval, 300.0)
+
+
 def verify_until_done(client: KazooClient, moves: list[dict] | None, interval: float = 5.0,
-                      on_progress=None, on_retry=None, patience: float = 120.0, sleep=time.sleep) -> dict:
+                      on_progress=None, on_retry=None, patience: float = 120.0, sleep=time.sleep,
+                      stall: float | None = None, clock=time.monotonic) -> dict:
     """`verify` every `interval` seconds until the reassignment is done; returns the last result.
 
     A dropped connection or an expired session is waited out (kazoo reconnects, with a new
     session if need be) for up to `patience` seconds: verify only reads and clears throttle
-    keys, so repeating a round cut short is safe.
+    keys, so repeating a round cut short is safe. Every wait ends: `Stuck` (exit 1) when the
+    plan names partitions the cluster lacks (they can never finish), or when no replica has
+    joined an ISR for `stall` seconds (default `default_stall(interval)`) — ZooKeeper shows
+    copying progress only as replicas joining the ISR — naming what is still waited for.
     """
+    stall = default_stall(interval) if stall is None else stall
     lost_since = None
+    last_change, last_state = clock(), None
     while True:
         try:
             res = verify(client, moves)
             lost_since = None
         except (ConnectionLoss, SessionExpiredError) as e:
-            now = time.monotonic()
+            now = clock()
             lost_since = lost_since or now
             if now - lost_since > patience:
                 raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s while verifying") from None
@@ -206,6 +268,25 @@ def verify_until_done(client: KazooClient, moves: list[dict] | None, interval: f
             on_progress(res)
         if res["done"]:
             return res
+        missing = [r for r in res["partitions"] if r["missing"]]
+        if missing:
+            raise Stuck(f"the plan names {len(missing)} partition(s) the cluster does not have, e.g. "
+                        f"{missing[0]['topic']}-{missing[0]['partition']}: they can never finish")
+        if not any(r["state"] == "copying" for r in res["partitions"]):
+            left = [r for r in res["partitions"] if not r["done"]]
+            raise Stuck(f"no reassignment is running for {len(left)} partition(s) of the plan, e.g. "
+                        f"{left[0]['topic']}-{left[0]['partition']} (never started, or cancelled): they can only "
+                        f"finish if the plan is applied again; throttles cleared")
+        state = tuple((r["done"], tuple(r["waiting_for"])) for r in res["partitions"])
+        if state != last_state:
+            last_change, last_state = clock(), state
+        elif clock() - last_change > stall:
+            left = [r for r in res["partitions"] if not r["done"]]
+            first = left[0]
+            waiting = ",".join(map(str, first["waiting_for"])) or "the controller to finish it"
+            raise Stuck(f"nothing has moved for {clock() - last_change:.0f} s (no replica joined an ISR): "
+                        f"{len(left)} partition(s) not done, e.g. {first['topic']}-{first['partition']} waiting "
+                        f"for broker(s) {waiting}; is the controller alive? (--stall S waits longer)")
         sleep(interval)
 
 

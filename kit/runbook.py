@@ -11,6 +11,7 @@ so `-p replace 1003:1013` stays a string and `-p cap_map '{"standard": 125}'` is
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -19,10 +20,14 @@ import yaml
 
 from .errors import BadInput
 from .formats import dumps, write_atomic
-from .runbook_steps import RUNBOOKS
+from .runbook_steps import RUNBOOKS, record_notebook
 
 _TYPES = {"bool": bool, "int": int, "float": (int, float), "str": str, "dict": dict, "list": list}
 RESERVED = ("record_path",)
+# The runbooks' numeric parameters and the values that make sense (low, high, low excluded):
+# a negative speed or a NaN client load would apply the plan and then never copy a byte.
+RANGES = {"speed": (0.0, 1e7, True), "client_load": (0.0, 0.95, False), "max_wait_s": (0.0, 7 * 86400, True),
+          "limit_in": (0.0, 1e12, False), "limit_out": (0.0, 1e12, False), "replication": (1, 100, False)}
 
 
 def available() -> list[str]:
@@ -77,7 +82,31 @@ def parse_parameters(declared: dict[str, dict], pairs: list[tuple[str, str]], fi
         if not ok:
             raise BadInput(f"parameter {key}: expected {declared[key]['type']}, got {value!r}")
         out[key] = float(value) if declared[key]["type"] == "float" else value
+        check_value(key, out[key])
     return out
+
+
+def check_value(key: str, value) -> None:
+    """BadInput (one line) for a value no runbook can work with: not finite, out of range, a
+    throttle that is neither "auto" nor a positive rate."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BadInput(f"parameter {key}: must be a finite number, got {value!r}")
+    if key in RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high, open_low = RANGES[key]
+        if value < low or (open_low and value == low) or value > high:
+            raise BadInput(f"parameter {key}: must be {'above' if open_low else 'at least'} {low:g} "
+                           f"and at most {high:g}, got {value!r}")
+    if key == "throttle" and value != "auto":
+        try:
+            rate = float(value)
+        except (TypeError, ValueError):
+            rate = float("nan")
+        if not (math.isfinite(rate) and rate > 0):
+            raise BadInput(f"parameter throttle: \"auto\" or a positive rate in bytes/s, got {value!r}")
+    if key == "cap_map" and isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise BadInput(f"parameter cap_map: {k!r} must be a positive number of MB/s, got {v!r}")
 
 
 def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: str = "records",
@@ -107,18 +136,19 @@ def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: s
     record = _read_json(record_path) or {"runbook": name, "parameters": {k: v for k, v in params.items()
                                                                           if k != "record_path"},
                                          "outcome": "running", "steps": [], "checks": []}
-    if error and error[0] == "CheckFailed":
+    if error and error[0] in ("CheckFailed", "Unsafe"):
         record.update(outcome="stopped", reason=error[1])
     elif error:
         record.update(outcome="failed", reason=f"{error[0]}: {error[1]}")
     elif record.get("outcome") == "running":
         record.update(outcome="failed", reason="the runbook ended without saying how it went")
     code = {"succeeded": 0, "planned": 0, "stopped": 3, "alert": 4}.get(record["outcome"], 1)
-    if os.path.exists(notebook):
-        export_html(notebook, html, hide_input)
-        record["html"] = html
     record.update(notebook=notebook, exit_code=code, finished=record.get("finished") or
                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    if os.path.exists(notebook):
+        record["html"] = html
+        # The headline (outcome, what changed, estimate vs actual, fail-safe time) goes first.
+        record_notebook(notebook, dict(record, json=record_path), notebook, html, hide_input)
     write_atomic(record_path, dumps(record))
     return code, record
 
@@ -141,16 +171,6 @@ def _local_kernel_manager():
             kwargs.setdefault("transport", "ipc")
             super().__init__(**kwargs)
     return LocalKernelManager
-
-
-def export_html(notebook: str, html: str, hide_input: bool = False) -> None:
-    """The executed notebook as one self-contained HTML page (charts are embedded PNGs)."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(exclude_input=hide_input, exclude_input_prompt=hide_input)
-    body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
-    write_atomic(html, body)
 
 
 def _read_json(path: str) -> dict | None:

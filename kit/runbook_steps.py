@@ -18,9 +18,10 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from .errors import BadInput
+from .errors import BadInput, Unsafe
 from .events import read_events
 from .formats import dumps, load_snapshot, write_atomic
 from .model import Cluster, Plan
@@ -192,10 +193,10 @@ def broker_table(cluster: Cluster, after: Cluster | None = None):
     rows = []
     for b in _by_rack(cluster):
         f = now.get(b.id, {})
-        row = {"broker": b.id, "rack": b.rack, "alive": b.alive, "replicas": f.get("replicas", 0),
-               "leaders": f.get("leaders", 0)}
-        if b.storage_free is not None:
-            row["free GB"] = round(b.storage_free / 1e9, 1)
+        row = {"broker": b.id, "rack": b.rack or "", "alive": "yes" if b.alive else "DEAD",
+               "replicas": f.get("replicas", 0), "leaders": f.get("leaders", 0)}
+        # A dead broker reports no storage: an empty cell, not NaN.
+        row["free (GB)"] = f"{b.storage_free / 1e9:,.1f}" if b.storage_free is not None else ""
         if later is not None:
             row["replicas after"] = later.get(b.id, {}).get("replicas", 0)
             row["leaders after"] = later.get(b.id, {}).get("leaders", 0)
@@ -213,55 +214,146 @@ def under_replicated_table(cluster: Cluster):
         missing = [b for b in p.replicas if b not in p.isr]
         if missing:
             why = "replica on a dead broker" if all(b in dead for b in missing) else "follower lagging"
-            rows.append({"partition": p.name, "replicas": list(p.replicas), "isr": list(p.isr),
-                         "missing": missing, "reason": why})
+            rows.append({"partition": p.name, "replicas": brokers_text(p.replicas), "isr": brokers_text(p.isr),
+                         "missing": brokers_text(missing), "reason": why})
     return pd.DataFrame(rows, columns=["partition", "replicas", "isr", "missing", "reason"])
 
 
-def charts() -> None:
-    """HoloViews drawn by matplotlib: a record's HTML then shows every chart offline."""
-    import holoviews as hv
+# -- charts and tables for people ------------------------------------------------------------
 
-    hv.extension("matplotlib", logo=False)
-    hv.output(fig="png", dpi=80)
+CHART_DPI = 130  # records are read printed and on laptop screens: sharp text, still small files
+_WIDE = 40  # above this many brokers, bars run sideways (one row of text per broker)
+_LEADERS, _FOLLOWERS, _AFTER = "#1f77b4", "#aec7e8", "#ff7f0e"
+
+
+class Chart:
+    """A matplotlib figure shown as a PNG: the same picture in JupyterLab, inside the Apply
+    button's output, in the executed notebook and in its offline HTML."""
+
+    def __init__(self, figure):
+        self.figure = figure
+
+    def png(self) -> bytes:
+        import io
+
+        buf = io.BytesIO()
+        # No "Software" stamp: the same chart gives the same bytes.
+        self.figure.savefig(buf, format="png", dpi=CHART_DPI, bbox_inches="tight", metadata={"Software": None})
+        return buf.getvalue()
+
+    def _repr_png_(self) -> bytes:
+        return self.png()
+
+    def save(self, path: str) -> str:
+        with open(path, "wb") as fh:
+            fh.write(self.png())
+        return path
+
+
+def charts(dpi: int = CHART_DPI) -> None:
+    """Set the records' chart resolution (dots per inch). Charts are drawn by matplotlib into
+    PNGs, so a record's HTML shows every chart offline."""
+    global CHART_DPI
+    CHART_DPI = int(dpi)
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _broker_labels(brokers: list) -> list[str]:
+    return [f"{b.rack or '-'}/{b.id}{'' if b.alive else ' (dead)'}" for b in brokers]
+
+
+def _panels(n_brokers: int, n_panels: int):
+    """A figure and its axes sized for the brokers: columns of bars for a few dozen brokers,
+    stacked; rows of bars (side by side) for more, so every broker keeps a readable label."""
+    if n_brokers <= _WIDE:
+        fig = _figure(min(max(6.5, 2.0 + 0.32 * n_brokers), 16.0), 3.4 * n_panels)
+        return fig, list(fig.subplots(n_panels, 1, sharex=True, squeeze=False)[:, 0]), False
+    fig = _figure(5.5 * n_panels + 1.5, min(max(6.0, 1.5 + 0.13 * n_brokers), 40.0))
+    return fig, list(fig.subplots(1, n_panels, sharey=True, squeeze=False)[0, :]), True
+
+
+def _label_brokers(ax, labels: list[str], sideways: bool) -> None:
+    small = 6 if len(labels) > 80 else 7 if len(labels) > 20 else 9
+    pos = range(len(labels))
+    if sideways:
+        ax.set_yticks(pos, labels, fontsize=small)
+        ax.set_ylim(len(labels) - 0.5, -0.5)  # first broker at the top, as in the tables
+        ax.tick_params(axis="x", labeltop=True, top=True)  # a tall chart: the scale at both ends
+        ax.grid(axis="x", alpha=0.3)
+    else:
+        ax.set_xticks(pos, labels, rotation=90, fontsize=small)
+        ax.set_xlim(-0.6, len(labels) - 0.4)
+        ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
 
 
 def distribution_chart(cluster: Cluster, after: Cluster | None = None, title: str = "Replicas per broker"):
     """Leaders and followers per broker (labelled rack/broker, so racks sit together), and
-    below it the same after the plan."""
-    import holoviews as hv
-
+    beside or below it the same after the plan."""
     brokers = _by_rack(cluster)
-    labels = {b.id: f"{b.rack or '-'}/{b.id}{'' if b.alive else ' dead'}" for b in brokers}
+    labels = _broker_labels(brokers)
     now, later = per_broker(cluster, after)
-
-    def bars(figs, label):
-        rows = []
-        for b in brokers:
-            f = figs.get(b.id, {})
-            rows += [(labels[b.id], "leaders", f.get("leaders", 0)), (labels[b.id], "followers", f.get("followers", 0))]
-        return hv.Bars(rows, ["broker", "role"], "replicas").opts(
-            stacked=True, xrotation=90, title=f"{title}: {label}", show_legend=True, legend_position="right",
-            fig_inches=(max(7, len(brokers) * 0.35), 3.2), color=hv.Cycle(["#1f77b4", "#aec7e8"]))
-
-    chart = bars(now, "now")
-    return chart if later is None else (chart + bars(later, "after the plan")).cols(1)
+    first = "now" if later is not None or title == "Replicas per broker" else ""
+    panels = [(first, now)] + ([("after the plan", later)] if later is not None else [])
+    fig, axes, sideways = _panels(len(brokers), len(panels))
+    for ax, (when, figs) in zip(axes, panels):
+        lead = [figs.get(b.id, {}).get("leaders", 0) for b in brokers]
+        follow = [figs.get(b.id, {}).get("followers", 0) for b in brokers]
+        pos = list(range(len(brokers)))
+        draw = ax.barh if sideways else ax.bar
+        draw(pos, lead, 0.8, color=_LEADERS, label="leaders")
+        draw(pos, follow, 0.8, lead, color=_FOLLOWERS, label="followers")
+        _label_brokers(ax, labels, sideways)
+        ax.set_title(f"{title}: {when}" if when else title, fontsize=11)
+        (ax.set_xlabel if sideways else ax.set_ylabel)("replicas (count)")
+    (axes[0].set_ylabel if sideways else axes[-1].set_xlabel)("rack/broker")
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return Chart(fig)
 
 
 def storage_chart(cluster: Cluster, after: Cluster | None = None):
-    """Free storage per broker (GB), now and after the plan."""
-    import holoviews as hv
-
+    """Free storage per live broker (GB), now and after the plan, side by side."""
     _, later = per_broker(cluster, after)
-    rows = []
-    for b in _by_rack(cluster):
-        if not b.alive or b.storage_free is None:
-            continue
-        rows.append((str(b.id), "now", b.storage_free / 1e9))
-        if later is not None and later.get(b.id, {}).get("storage_free") is not None:
-            rows.append((str(b.id), "after", later[b.id]["storage_free"] / 1e9))
-    return hv.Bars(rows, ["broker", "when"], "free GB").opts(
-        title="Free storage per broker", xrotation=90, fig_inches=(max(6, len(rows) * 0.3), 3.0))
+    brokers = [b for b in _by_rack(cluster) if b.alive and b.storage_free is not None]
+    if not brokers:
+        return "no broker reports its free storage"
+    labels = _broker_labels(brokers)
+    fig, (ax,), sideways = _panels(len(brokers), 1)
+    series = [("now", [b.storage_free / 1e9 for b in brokers], "#7f7f7f")]
+    if later is not None:
+        series.append(("after the plan", [(later.get(b.id, {}).get("storage_free") or 0) / 1e9 for b in brokers],
+                       _AFTER))
+    width = 0.8 / len(series)
+    for i, (when, values, color) in enumerate(series):
+        pos = [k - 0.4 + width * (i + 0.5) for k in range(len(brokers))]
+        (ax.barh if sideways else ax.bar)(pos, values, width, color=color, label=when)
+    _label_brokers(ax, labels, sideways)
+    ax.set_title("Free storage per broker (GB)", fontsize=11)
+    (ax.set_xlabel if sideways else ax.set_ylabel)("free storage (GB)")
+    (ax.set_ylabel if sideways else ax.set_xlabel)("rack/broker")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return Chart(fig)
+
+
+def brokers_text(ids, limit: int = 12) -> str:
+    """Broker ids as people write them: '1001, 1002, 1004' ('…' and a count past `limit`)."""
+    ids = list(ids or [])
+    if len(ids) <= limit + 2:  # "… (9 brokers)" would hide fewer names than it costs
+        return ", ".join(map(str, ids))
+    return ", ".join(map(str, ids[:limit])) + f", … ({len(ids)} brokers)"
+
+
+def hm(seconds: float | None) -> str:
+    """Seconds as h:mm ('9:43'), '' when unknown."""
+    if seconds is None:
+        return ""
+    m = int(round(seconds / 60))
+    return f"{m // 60}:{m % 60:02d}"
 
 
 # -- checks ----------------------------------------------------------------------------------
@@ -297,28 +389,57 @@ def common_checks(env: Environment, checks: Checks) -> tuple[Cluster, dict | Non
 
 # -- the plan --------------------------------------------------------------------------------
 
-def plan_summary(plan: Plan, throttle: str | float = "auto", client_load: float | None = None,
-                 interval: float = 30.0) -> dict:
+def loop_interval(env: Environment | None, speed: float, interval: float = 30.0) -> tuple[float, float]:
+    """The auto-throttle's interval as `apply_and_monitor` runs it: (wall seconds, cluster seconds).
+
+    A round of the loop needs real time to read and write ZooKeeper: at most two a second,
+    whatever the simulated interval; on the simulated cluster each wall second is `speed`
+    cluster seconds, so at 20,000x the loop decides every 10,000 cluster seconds.
+    """
+    scale = speed if env is not None and env.simulated else 1.0
+    wall = max(interval / scale, 0.5)
+    return wall, wall * scale
+
+
+def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | None = None,
+                 speed: float = 2000.0, client_load: float = 0.5) -> dict:
     """Print the topicmappr-style summary with the duration estimate; return the figures.
 
-    The estimate predicts the run `apply_and_monitor` makes: pass the same `throttle`, the same
-    what-if `client_load` (None: the cluster's own traffic figures) and the auto-throttle's
-    `interval` in cluster seconds (on the simulated cluster: its wall interval x speed).
+    The estimate predicts the run `apply_and_monitor` makes with the same arguments: the same
+    `throttle`, and on the simulated cluster (`env.simulated`) the same what-if `client_load`
+    and the auto-throttle's interval in cluster seconds (`loop_interval`); on a real cluster the
+    partitions' own traffic figures and a 30 s interval.
     """
     from .autothrottle import Settings
-    from .figures import plan_report, summary_text
+    from .figures import plan_report, refuse_problems, summary_text
     from .waves import duration_lines, duration_report, moves_of, split_waves
 
     report = plan_report(plan)
+    try:
+        refuse_problems(report)  # what `kit plan` refuses, the runbook refuses
+    except Unsafe as e:
+        print(f"FAIL  the plan passes its own checks — {e}")
+        raise CheckFailed(str(e)) from None
     rate = None if throttle == "auto" else float(throttle)
-    duration = duration_report(plan, split_waves(moves_of(plan)), rate, client_load, Settings(interval=interval))
+    simulated = env is not None and env.simulated
+    interval = loop_interval(env, speed)[1]
+    # On the simulated cluster the loop's first round finds no samples yet (the controller starts
+    # with the change): the plan runs at the minimum it was applied with for one interval.
+    duration = duration_report(plan, split_waves(moves_of(plan)), rate, client_load if simulated else None,
+                               Settings(interval=interval), first_decision_s=interval if simulated else 0.0)
     print(summary_text(plan, report, max_changes=20))
     print("\n".join(duration_lines(duration, max_waves=5)))
     after, movement = report["after"], report["movement"]
+    gaining, losing = set(), set()
+    for i in plan.changed():
+        before, later = set(plan.cluster.partitions[i].replicas), set(plan.after[i])
+        gaining |= later - before
+        losing |= before - later
     return {"partitions": len(plan.changed()), "replica_additions": movement["replica_additions"],
             "bytes_moved_gb": movement["bytes_moved_gb"], "duration_s": duration["estimate_s"],
             "estimate_s": duration["estimate_s"], "lower_bound_s": duration["lower_bound_s"],
             "estimate_assumptions": duration["assumptions"],
+            "brokers_in": sorted(gaining), "brokers_out": sorted(losing),
             "failover_excess_spread_max": after["failover_excess_spread_max"],
             "replica_count_spread": after["replica_count_spread"],
             "leader_count_spread": after["leader_count_spread"]}
@@ -330,29 +451,125 @@ def after_cluster(plan: Plan) -> Cluster:
 
 # -- the gate, the change, the monitor -------------------------------------------------------
 
-def gate(apply: bool, on_apply) -> bool:
+def live_notebook() -> bool:
+    """True in a kernel a Jupyter server started for a notebook (JupyterLab, Notebook): there
+    someone may press Apply later. Under papermill (`kit run`) nobody will."""
+    if not os.environ.get("JPY_SESSION_NAME"):
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return getattr(get_ipython(), "kernel", None) is not None
+
+
+def rollback_path(env: Environment) -> str:
+    """Where the change writes its rollback plan (before it changes anything)."""
+    return os.path.abspath(os.path.join(env.workdir, "rollback.json"))
+
+
+def preview_text(record: Record | None, env: Environment | None) -> str:
+    """What Apply will do: partitions, bytes, the estimate, and the rollback file."""
+    from .waves import human_duration
+
+    plan = (record.doc.get("plan") if record is not None else None) or {}
+    parts = [f"{plan['partitions']:,} partition(s)"] if plan.get("partitions") is not None else []
+    if plan.get("bytes_moved_gb") is not None:
+        parts.append(f"{plan['bytes_moved_gb']:,.1f} GB to copy")
+    if plan.get("estimate_s") is not None:
+        parts.append(f"estimated {human_duration(plan['estimate_s'])}"
+                     + (" of the simulated cluster's time" if env is not None and env.simulated else ""))
+    line = "Apply will move " + ", ".join(parts) if parts else "Apply will carry out the plan"
+    if env is not None:
+        line += f"; the rollback plan is written first, to {rollback_path(env)}"
+    return line
+
+
+def gate(apply: bool, on_apply, record: Record | None = None, env: Environment | None = None) -> bool:
     """True when the runbook may change the cluster now (`apply=True`). Otherwise, in a live
-    notebook, show an Apply button that runs `on_apply()` when pressed; under papermill
-    nothing is applied and the record says the run only planned."""
+    notebook, show what Apply will do and an Apply button that runs `on_apply()` when
+    pressed (its progress, charts and headline show below the button; the headline also
+    replaces the "waiting" line, so the saved notebook keeps it); under papermill nothing is
+    applied and `finish_unapplied` records that the run only planned."""
+    print(preview_text(record, env))
     if apply:
         print("apply=True: applying the plan")
         return True
-    print("apply=False: nothing is changed. Re-run with -p apply true, or press Apply below.")
-    try:
-        import ipywidgets as widgets
-        from IPython.display import display
-    except ImportError:
+    if not live_notebook():
+        print("apply=False: nothing is changed. Re-run with -p apply true, or open the notebook in JupyterLab "
+              "and press Apply.")
         return False
+    import ipywidgets as widgets
+    from IPython.display import HTML, display
+
     button = widgets.Button(description="Apply", button_style="danger", icon="play")
     out = widgets.Output()
+    # In the cell's own output (not the button's widget), so its last state is saved with the notebook.
+    slot = display(HTML("<b>Waiting for Apply</b>: nothing has changed yet."), display_id=True)
 
     def clicked(_):
         button.disabled = True
+        if record is not None:
+            if not record.path:
+                record.path = default_record_path(record.doc["runbook"])
+            # The record says how the change was started, and the command that repeats it applies.
+            record.doc.update(applied_by="the Apply button in a live notebook",
+                              command=command_line(record.doc["runbook"], {**record.doc["parameters"], "apply": True}))
+            record.save()
+        slot.update(HTML(f"<b>Applying</b> since {_now()} UTC; progress below. Record: {record.path if record else ''}"))
         with out:
-            on_apply()
+            try:
+                on_apply()
+            except Exception as e:  # noqa: BLE001  (a button has no caller to raise to: the record and the headline say it)
+                print(f"{type(e).__name__}: {e}")
+                if record is not None and record.doc.get("outcome") == "running":
+                    record.finish("failed", f"{type(e).__name__}: {e}")
+            if record is not None:
+                head = headline(record)
+                display(head)
+                slot.update(head)
+                keep_html_record(record)
     button.on_click(clicked)
     display(widgets.VBox([button, out]))
     return False
+
+
+def default_record_path(runbook: str) -> str:
+    """A live notebook's record: <UTC timestamp>-<runbook>.json beside the notebook."""
+    where = os.path.dirname(os.environ.get("JPY_SESSION_NAME") or "") or os.getcwd()
+    return os.path.join(where, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{runbook}.json")
+
+
+def keep_html_record(record: Record, wait_s: float = 1800.0) -> None:
+    """The live path's HTML record, written as `kit run` writes it once the notebook is next
+    saved with the outcome in it (the kernel cannot read the open notebook before that):
+    <record>.ipynb and <record>.html beside the JSON."""
+    import threading
+
+    notebook = os.environ.get("JPY_SESSION_NAME") or ""
+    if not record.path or not os.path.exists(notebook):
+        return
+    stem = os.path.splitext(record.path)[0]
+    since = time.time()
+    marker = f"data-started='{record.doc.get('started')}'"  # the headline of this run, as Headline writes it
+    print(f"The HTML record ({stem}.html) is written when this notebook is next saved (Ctrl+S).")
+
+    def watch():
+        deadline = since + wait_s
+        while time.time() < deadline:
+            try:
+                with open(notebook, encoding="utf-8") as fh:
+                    saved = os.path.getmtime(notebook) > since and marker in fh.read()
+            except OSError:
+                saved = False
+            if saved:
+                doc = dict(record.doc, json=record.path)
+                record_notebook(notebook, doc, stem + ".ipynb", stem + ".html")
+                record.doc.update(html=stem + ".html", notebook=stem + ".ipynb")
+                record.save()
+                return
+            time.sleep(1.0)
+    threading.Thread(target=watch, name="kit-html-record", daemon=True).start()
 
 
 @dataclass
@@ -365,6 +582,59 @@ class ChangeResult:
     rollback_path: str
     cleared: bool
     progress: list = field(default_factory=list)
+    started: str | None = None  # when the change started, on the cluster's clock
+    clock: str = "wall"  # "simulated" on the simulated cluster
+    actual_s: float | None = None  # apply to done, on the cluster's clock
+
+
+class _Progress:
+    """Where the change shows progress and the live throttle chart. A live notebook: widgets,
+    which update inside the Apply button's output; papermill: display handles (the executed
+    notebook keeps their last state); no IPython: printed lines."""
+
+    def __init__(self, live: bool, with_chart: bool):
+        self.live, self.text_handle, self.chart_handle = live, None, None
+        try:
+            from IPython.display import HTML, display
+        except ImportError:
+            return
+        if live:
+            import ipywidgets as widgets
+
+            self.text_handle = widgets.HTML("<pre>starting…</pre>")
+            self.chart_handle = widgets.Image(format="png") if with_chart else None
+            display(widgets.VBox([w for w in (self.text_handle, self.chart_handle) if w is not None]))
+        elif _in_kernel():
+            self.text_handle = display(HTML(""), display_id=True)
+            self.chart_handle = display(HTML(""), display_id=True) if with_chart else None
+
+    def text(self, line: str) -> None:
+        from html import escape
+
+        if self.text_handle is None:
+            print(line)
+        elif self.live:
+            self.text_handle.value = f"<pre>{escape(line)}</pre>"
+        else:
+            from IPython.display import Pretty
+
+            self.text_handle.update(Pretty(line))  # plain text, not a quoted string
+
+    def chart(self, chart) -> None:
+        if self.chart_handle is None:
+            return
+        if self.live:
+            self.chart_handle.value = chart.png() if isinstance(chart, Chart) else b""
+        else:
+            self.chart_handle.update(chart)
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return getattr(get_ipython(), "kernel", None) is not None
 
 
 def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str | float = "auto", speed: float = 2000.0,
@@ -382,24 +652,26 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     """
     from . import execute
     from .autothrottle import Settings
+    from .sim import SAMPLE_EPOCH
 
     moves = plan.reassignment()["partitions"] if isinstance(plan, Plan) else list(plan)
     if not moves:
         raise BadInput("the plan changes nothing")
     events = os.path.join(env.workdir, "events.jsonl")
     samples = os.path.join(env.workdir, "samples")
-    rollback = os.path.join(env.workdir, "rollback.json")
+    rollback = rollback_path(env)
     err_path = os.path.join(env.workdir, "throttle.err")
     static = Settings().minimum if throttle == "auto" else float(throttle)
     with _client(env) as c:
+        urp_before = len(execute.status(c)["under_replicated"])
         execute.apply_plan(c, moves, static, rollback)
+    # The cluster's clock: the simulated controller counts from the moment it picks the plan up.
+    started = _stamp(SAMPLE_EPOCH) if env.simulated else _now()
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
     kit = [sys.executable, "-m", "kit"]
     procs = []
     scale = speed if env.simulated else 1.0  # the simulated cluster's seconds per wall second
-    # A round of the loop needs real time to read and write ZooKeeper: at most two a second,
-    # whatever the simulated interval; the simulator samples twice per round.
-    wall_interval = max(interval / scale, 0.5)
+    wall_interval = loop_interval(env, speed, interval)[0]  # the simulator samples twice per round
     if env.simulated:
         procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
                                              "--client-load", str(client_load), "--samples", samples,
@@ -423,8 +695,11 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     warned = False
     t0 = time.monotonic()
     progress, total, done = [], None, False
-    handle = _display_handle()
-    chart = _display_handle() if throttle == "auto" else None
+    shown = _Progress(live_notebook(), throttle == "auto")
+    clock = "simulated" if env.simulated else "wall"
+
+    def live_result(elapsed: float) -> ChangeResult:
+        return ChangeResult(False, elapsed, None, events, samples, rollback, False, started=started, clock=clock)
     drawn = 0.0
     try:
         while time.monotonic() - t0 < max_wait_s:
@@ -434,10 +709,10 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
             elapsed = time.monotonic() - t0
             progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
                              "partitions_left": st["reassigning_partitions"]})
-            _show_progress(handle, st, total, elapsed, scale)
-            if chart is not None and elapsed - drawn >= 5.0 and os.path.exists(events):
+            shown.text(progress_line(st, total, elapsed, simulated_now(samples) if env.simulated else None))
+            if throttle == "auto" and elapsed - drawn >= 5.0 and os.path.exists(events):
                 drawn = elapsed  # the live throttle chart, redrawn every few seconds
-                chart.update(throttle_chart(ChangeResult(False, elapsed, None, events, samples, rollback, False)))
+                shown.chart(throttle_chart(live_result(elapsed)))
             if not st["reassigning_partitions"]:
                 done = True
                 break
@@ -458,13 +733,34 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
                 p.terminate()
     with _client(env) as c:
         res = execute.verify(c, moves)
-        throttled = execute.status(c)["throttled_brokers"]
-    result = ChangeResult(done and res["done"], round(time.monotonic() - t0, 2),
-                          round((time.monotonic() - t0) * speed, 0) if env.simulated else None,
-                          events, samples, rollback, not throttled, progress)
+        st = execute.status(c)
+    throttled, urp_after = st["throttled_brokers"], len(st["under_replicated"])
+    wall = round(time.monotonic() - t0, 2)
+    finished = done and res["done"]
+    if env.simulated:
+        actual, copied = simulated_copy_seconds(samples, os.path.join(env.workdir, "controller.json"))
+        actual = actual if copied and finished else None
+    else:
+        actual = wall if finished else None
+    result = ChangeResult(finished, wall, actual if env.simulated else None, events, samples, rollback,
+                          not throttled, progress, started=started, clock=clock, actual_s=actual)
+    if throttle == "auto":
+        shown.chart(throttle_chart(result))  # the whole run, not the last live frame
     print(f"verify: {sum(r['done'] for r in res['partitions'])} of {len(res['partitions'])} partition(s) done; "
           f"throttles left: {', '.join(map(str, throttled)) or 'none'}")
     if record is not None:
+        start = _parse_time(started)
+        end = start + timedelta(seconds=actual) if actual is not None else None
+        none = {"seconds": 0.0, "brokers": {}, "rate": static}
+        floor = floor_time(events, start, end) if throttle == "auto" else none
+        failsafe = floor_time(events, start, end, failsafe_only=True) if throttle == "auto" else none
+        plan_doc = record.doc.get("plan") or {}
+        record.doc["timing"] = {"estimate_s": plan_doc.get("estimate_s"), "actual_s": actual, "clock": clock,
+                                "failsafe_s": round(failsafe["seconds"], 1), "minimum_s": round(floor["seconds"], 1),
+                                "started": started,
+                                "failsafe": {"seconds": round(failsafe["seconds"], 1), "rate": failsafe["rate"],
+                                             "brokers": {str(b): round(s, 1) for b, s in failsafe["brokers"].items()}}}
+        record.doc["under_replicated"] = {"before": urp_before, "after": urp_after}
         record.put("change", {"done": result.done, "wall_seconds": result.wall_seconds,
                               "simulated_seconds": result.simulated_seconds, "throttles_cleared": result.cleared,
                               "rollback": rollback, "events": events})
@@ -481,70 +777,160 @@ def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
     return ["--samples", where or samples]
 
 
-def _display_handle():
-    try:
-        from IPython.display import HTML, display
-
-        return display(HTML(""), display_id=True)  # filled in by update(); nothing shows until then
-    except Exception:  # noqa: BLE001  (not in a notebook)
-        return None
-
-
-def _show_progress(handle, st: dict, total: int, elapsed: float, scale: float) -> None:
-    left = st["bytes_left"]
-    share = 1 - left / total if total else 1.0
-    rate = (total - left) / elapsed if elapsed > 0 and total > left else 0.0
-    eta = left / rate * scale if rate else None
+def progress_line(st: dict, total: int, elapsed: float, cluster_s: float | None = None) -> str:
+    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 61.2 MB/s, ETA 3h 10m'. The rate and
+    the ETA are on the cluster's clock: `cluster_s` seconds of it since apply (the simulated
+    controller's, from its latest sample), else the wall clock's `elapsed`."""
     from .waves import human_duration
 
+    left = st["bytes_left"]
+    share = 1 - left / total if total else 1.0
+    spent = cluster_s if cluster_s is not None else elapsed
+    rate = (total - left) / spent if spent > 0 and total > left else 0.0
+    eta = left / rate if rate else None
     bar = "#" * int(share * 30) + "." * (30 - int(share * 30))
-    line = (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s)"
-            f"  ETA {human_duration(eta) if eta else '-'}" + (" (simulated)" if scale != 1.0 else ""))
-    if handle is not None:
-        from IPython.display import Pretty
+    return (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s), "
+            f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(eta) if eta else '-'}"
+            + (" (the simulated cluster's clock)" if cluster_s is not None else ""))
 
-        handle.update(Pretty(line))  # plain text, not a quoted string
-    else:
-        print(line)
+
+def simulated_now(samples_dir: str) -> float:
+    """The simulated controller's clock (seconds since it picked the plan up), from the name of
+    its latest replica sample (<UTC stamp>.jsonl); 0 before the first."""
+    from .sim import SAMPLE_EPOCH
+
+    try:
+        names = [n for n in os.listdir(os.path.join(samples_dir, "replica")) if n.endswith(".jsonl")]
+    except OSError:
+        return 0.0
+    if not names:
+        return 0.0
+    latest = datetime.strptime(max(names)[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    return (latest - SAMPLE_EPOCH).total_seconds()
+
+
+def _throttle_series(result: ChangeResult) -> tuple:
+    """Each broker role's rate in force (MB/s) over time, from the auto-throttle's events."""
+    curves: dict[tuple[int, str], list] = {}
+    events = [e for e in read_events(result.events_path) if e.get("source") == "throttle"]
+    if not events:
+        return {}, None, None, False
+    for e in events:
+        when = _parse_time(e["time"])
+        for b in e.get("brokers") or []:
+            if e["kind"] == "clear":  # every role of the broker drops to no throttle
+                for key in [k for k in curves if k[0] == b]:
+                    curves[key].append((when, None))
+            elif e["kind"] in ("rate", "failsafe", "override") and e.get("new") is not None:
+                for role in ([e["role"]] if e.get("role") else ["leader", "follower"]):
+                    if (b, role) not in curves and e.get("old") is not None:  # the rate applied with the plan
+                        curves[(b, role)] = [(None, e["old"] / 1e6)]
+                    curves.setdefault((b, role), []).append((when, e["new"] / 1e6))
+    start = _parse_time(result.started) if result.started else None
+    end = start + timedelta(seconds=result.actual_s) if start is not None and result.actual_s is not None else None
+    start, end, scale, own = event_window(events, start, end)
+    for pts in curves.values():
+        if pts[0][0] is None:
+            pts[0] = (start, pts[0][1])
+    return curves, start, end, own
 
 
 def throttle_chart(result: ChangeResult):
-    """The auto-throttle's rates per broker and role over the run (from its events)."""
-    import holoviews as hv
+    """The auto-throttle's rate per broker and role over the run, on the cluster's clock (hours
+    since apply), each rate held until the next decision; brokers with the same history share
+    a line; the fail-safe (minimum) rate is marked."""
+    from matplotlib.ticker import FuncFormatter
 
-    curves: dict[str, list] = {}
-    for e in read_events(result.events_path):
-        if e.get("source") != "throttle" or not e.get("brokers"):
-            continue
-        when = _when(e["time"])
-        for b in e["brokers"]:
-            if e["kind"] == "clear":  # every role of the broker drops to no throttle
-                for key in [k for k in curves if k.split()[0] == str(b)]:
-                    curves[key].append((when, 0.0))
-            elif e["kind"] in ("rate", "failsafe", "override") and e.get("new") is not None:
-                for role in ([e["role"]] if e.get("role") else ["leader", "follower"]):
-                    curves.setdefault(f"{b} {role}", []).append((when, e["new"] / 1e6))
+    from .autothrottle import Settings
+
+    curves, start, end, own = _throttle_series(result)
     if not curves:
-        return hv.Text(0, 0, "no auto-throttle decisions were made")
-    overlay = hv.Overlay([hv.Curve(sorted(pts, key=lambda x: x[0]), "time", "MB/s", label=k).opts(interpolation="steps-post")
-                          for k, pts in sorted(curves.items())])
-    return overlay.opts(title="Replication throttle per broker (auto-throttle decisions)", fig_inches=(9, 3.5),
-                        legend_position="right", xrotation=30)
-
-
-def _when(stamp: str):
-    from datetime import datetime
-
-    return datetime.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")
+        return "no auto-throttle decisions yet"
+    span = max((end - start).total_seconds(), 60.0)
+    groups: dict[tuple, list] = {}
+    for (b, role), pts in sorted(curves.items()):
+        xs, ys = [], []
+        for when, mb in sorted(pts, key=lambda p: p[0]):
+            xs.append((when - start).total_seconds() / 3600)
+            ys.append(mb if mb is not None else float("nan"))  # cleared: no throttle, no line
+        if ys and ys[-1] == ys[-1]:  # still in force at the end: hold it there
+            xs.append(span / 3600)
+            ys.append(ys[-1])
+        # brokers whose rates differ by less than 1 MB/s at every step share one line
+        groups.setdefault((role, tuple(xs), tuple(round(y) if y == y else -1 for y in ys)), []).append((b, ys))
+    fig = _figure(10.0, 4.2)
+    ax = fig.subplots()
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+    for i, ((role, xs, _), members) in enumerate(sorted(groups.items(), key=lambda g: (g[0][0], g[1][0][0]))):
+        ax.step(xs, members[0][1], where="post", color=palette[i % len(palette)],
+                linewidth=1.8 if role == "leader" else 3.0, linestyle="-" if role == "leader" else ":",
+                label=f"{role}: {brokers_text([b for b, _ in members], 6)}")
+    floor = Settings().minimum / 1e6
+    ax.axhline(floor, color="#c62828", linestyle="--", linewidth=1)
+    ax.annotate(f"fail-safe / minimum {floor:.0f} MB/s", (0, floor), xytext=(4, 3), textcoords="offset points",
+                color="#c62828", fontsize=8)
+    ax.set_xlim(0, span / 3600)
+    ax.set_ylim(bottom=0)
+    short = span < 2 * 3600  # minutes and seconds for a short run, hours and minutes otherwise
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda h, _: hm(h * 3600 * 60) if short else hm(h * 3600)))
+    clock = ("the auto-throttle's wall clock: it had no samples" if own else
+             "the simulated cluster's clock" if result.clock == "simulated" else "wall clock")
+    ax.set_xlabel(f"time since {'the first decision' if own else 'apply'} ({'m:ss' if short else 'h:mm'}, {clock})")
+    ax.set_ylabel("replication throttle (MB/s)")
+    ax.set_title("Replication throttle per broker (auto-throttle decisions)", fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
+              title="role: brokers", title_fontsize=8)
+    return Chart(fig)
 
 
 def events_table(result: ChangeResult, limit: int = 30):
-    """The auto-throttle's decisions, newest first."""
+    """The auto-throttle's decisions, newest first, for people: time since apply (h:mm) on the
+    cluster's clock, rates in MB/s, brokers as plain lists; one row for the same decision on
+    several brokers; a decision that kept the rate says so."""
+    import re
+
     import pandas as pd
 
-    rows = read_events(result.events_path, newest_first=True)[:limit]
-    cols = ["time", "kind", "brokers", "role", "old", "new", "reason"]
-    return pd.DataFrame([{k: r.get(k) for k in cols} for r in rows], columns=cols)
+    rows: list[dict] = []
+    since = "since apply (h:mm)"
+    events = read_events(result.events_path)
+    start = _parse_time(result.started) if result.started else None
+    if events:
+        end = start + timedelta(seconds=result.actual_s) if start is not None and result.actual_s is not None else None
+        start, _, _, own = event_window(events, start, end)
+        if own:  # stamped by the loop's wall clock: say so rather than count from the cluster's apply
+            since = "since the first decision (h:mm, wall clock)"
+    for e in events:
+        when = _parse_time(e["time"])
+        start = start or when
+        old, new = e.get("old"), e.get("new")
+        reason = e.get("reason") or ""
+        for b in e.get("brokers") or []:
+            reason = re.sub(rf"\bbroker {b}\b", "the broker", reason)
+        # the same decision for several brokers (rates within 0.1 MB/s) is one row
+        key = (e["time"], e["kind"], e.get("role") or "", None if old is None else round(old / 1e5),
+               None if new is None else round(new / 1e5), reason)
+        if rows and rows[-1]["key"] == key:
+            rows[-1]["ids"] += list(e.get("brokers") or [])
+            continue
+        rows.append({"key": key, "ids": list(e.get("brokers") or []), "when": when, "e": e})
+    out = []
+    for r in reversed(rows[-limit:] if limit else rows):
+        e, old, new = r["e"], r["e"].get("old"), r["e"].get("new")
+        change = ""
+        if new is not None:
+            change = (f"{new / 1e6:,.1f} (unchanged)" if old is not None and abs(old - new) < 1e3
+                      else f"{old / 1e6:,.1f} → {new / 1e6:,.1f}" if old is not None else f"{new / 1e6:,.1f}")
+        out.append({since: hm((r["when"] - start).total_seconds()), "time (UTC)": e["time"],
+                    "decision": e["kind"], "brokers": brokers_text(sorted(r["ids"])), "role": e.get("role") or "",
+                    "throttle (MB/s)": change, "reason": r["key"][5]})
+    cols = [since, "time (UTC)", "decision", "brokers", "role", "throttle (MB/s)", "reason"]
+    # A Styler: every reason in full (a DataFrame's HTML cuts cells at 50 characters).
+    return (pd.DataFrame(out, columns=cols).style.set_uuid("kit-events").hide(axis="index")
+            .set_properties(**{"text-align": "left"})
+            .set_properties(subset=[since, "time (UTC)", "throttle (MB/s)"], **{"white-space": "nowrap"})
+            .set_caption(f"Auto-throttle decisions, newest first{f' (the last {limit})' if limit else ''}"))
 
 
 def finish(record: Record, env: Environment, outcome: str, reason: str | None = None, keep: bool = False) -> dict:
@@ -552,8 +938,21 @@ def finish(record: Record, env: Environment, outcome: str, reason: str | None = 
     doc = record.finish(outcome, reason)
     if not keep:
         env.close()
-    print(f"outcome: {outcome}" + (f" ({reason})" if reason else ""))
+    print(f"outcome: {outcome_line(doc)}" + (f" ({reason})" if reason else ""))
     return doc
+
+
+def finish_unapplied(record: Record, env: Environment, reason: str = "apply=False: the plan was not applied") -> dict:
+    """The gate said no. Under papermill the run ends here as "planned"; in a live notebook the
+    operator has not decided yet (the Apply button may still be pressed), so nothing is closed."""
+    if live_notebook():
+        print("Not applied yet: press Apply above to change the cluster; until then nothing has changed.")
+        return record.doc
+    plan = record.doc.get("plan") or {}
+    if plan:
+        record.doc["timing"] = {"estimate_s": plan.get("estimate_s"), "actual_s": None,
+                                "clock": "simulated" if env.simulated else "wall", "failsafe_s": 0.0}
+    return finish(record, env, "planned", reason, keep=True)
 
 
 def change_and_report(env: Environment, plan: Plan | list[dict], record: Record, throttle: str | float = "auto",
@@ -568,19 +967,285 @@ def change_and_report(env: Environment, plan: Plan | list[dict], record: Record,
         result = apply_and_monitor(env, plan, throttle, speed, client_load, max_wait_s=max_wait_s, record=record,
                                    throttle_metrics=throttle_metrics)
     if throttle == "auto":
-        display(throttle_chart(result))
         display(events_table(result))
     cluster, _ = env.read()
     display(distribution_chart(cluster, title="Replicas per broker after the change"))
     if result.done and result.cleared:
         failure = record.doc.get("throttle_failure")
+        floor = record.doc.get("timing", {}).get("failsafe_s")
         finish(record, env, "succeeded", "every partition done, throttles cleared" +
-               (f" (the auto-throttle stopped early, so the copy ran at its minimum rate: {failure})" if failure else ""))
+               (f" (the auto-throttle stopped early, so the copy ran at its minimum rate: {failure})" if failure else "")
+               + ("; some brokers copied at the fail-safe rate for part of the run" if floor and not failure else ""))
         return result
     reason = ("the reassignment did not finish within max_wait_s; it goes on in the cluster"
               if not result.done else "throttles were left behind")
     finish(record, env, "failed", reason)
     raise RuntimeError(reason)
+
+
+# -- the cluster's clock, the fail-safe, the headline ----------------------------------------
+
+def _parse_time(stamp: str) -> datetime:
+    return datetime.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+
+
+def _stamp(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def simulated_copy_seconds(samples_dir: str, report: str | None = None) -> tuple[float | None, bool]:
+    """The simulated controller's own clock from the reassignment's start to its end:
+    (seconds, finished). Its `--report` file says it exactly (`completion_s`); without one,
+    its replica samples (`ts`, `reassigning`) do, to a sample's spacing: the controller writes
+    a sample when it picks the reassignment up and one when nothing is left to copy."""
+    import glob
+
+    if report and os.path.exists(report):
+        with open(report, encoding="utf-8") as fh:
+            done = json.load(fh).get("completion_s")
+        if done is not None:
+            return float(done), True
+
+    files = sorted(glob.glob(os.path.join(samples_dir, "replica", "*.jsonl")))
+    first = last = None
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        line = text.split("\n", 1)[0]
+        if not line:
+            continue
+        ts = _parse_time(json.loads(line)["ts"])
+        first = first or ts
+        last = ts
+        if '"reassigning":true' not in text:
+            return (ts - first).total_seconds(), True
+    return ((last - first).total_seconds() if first else None), False
+
+
+def event_window(events: list[dict], start: datetime | None, end: datetime | None) -> tuple:
+    """The span the auto-throttle's events are read on: (start, end, scale, own_clock).
+
+    Normally the change's span on the cluster's clock. When the events are on another clock
+    (the loop found no samples on the simulated cluster and stamped them with the wall
+    clock), their own first-to-last span, with `scale` converting its seconds to the
+    cluster's (its share of the copy, times the copy's duration)."""
+    first, last = _parse_time(events[0]["time"]), _parse_time(events[-1]["time"])
+    if start is None:
+        return first, max(end or last, last), 1.0, False
+    limit = (end or start) + timedelta(days=7)
+    if start - timedelta(hours=1) <= first <= limit:
+        return start, max(end or last, start), 1.0, False
+    own = max((last - first).total_seconds(), 1.0)
+    scale = (end - start).total_seconds() / own if end is not None else 1.0
+    return first, last, scale, True
+
+
+def floor_time(events_path: str, start: datetime | None, end: datetime | None,
+               minimum: float | None = None, failsafe_only: bool = False) -> dict:
+    """How long the auto-throttle held brokers at its minimum rate, from its events: a broker's
+    role is held from a `failsafe` decision (or a rate at the minimum, or the plan's applied
+    minimum before the first decision) until a higher rate, a `clear`, `done`, or `end`. With
+    `failsafe_only`, only the fail-safe proper counts (metrics missing or stale). Returns
+    {"seconds": time any broker was held, "brokers": {broker: seconds}, "rate": bytes/s}."""
+    from .autothrottle import Settings
+
+    floor = Settings().minimum if minimum is None else minimum
+    events = [e for e in read_events(events_path) if e.get("source") == "throttle"]
+    if not events:
+        return {"seconds": 0.0, "brokers": {}, "rate": floor}
+    start, end, scale, _ = event_window(events, start, end)
+    held: dict[tuple[int, str], datetime] = {}
+    spans: list[tuple[int, datetime, datetime]] = []
+    # Before its first decision a broker copies at the rate applied with the plan (the event's
+    # `old`): the auto-throttle's minimum, until the loop has metrics.
+    seen: set = set()
+    for e in events:
+        for b in e.get("brokers") or []:
+            for role in [e["role"]] if e.get("role") else ["leader", "follower"]:
+                if (b, role) in seen:
+                    continue
+                seen.add((b, role))
+                if e["kind"] in ("failsafe", "rate", "override") and e.get("old") is not None \
+                        and float(e["old"]) <= floor * 1.0001 and (not failsafe_only or _metrics_missing(e)):
+                    held[(b, role)] = start
+
+    def release(key, t):
+        since = held.pop(key, None)
+        if since is not None and t > since:
+            spans.append((key[0], since, t))
+    for e in events:
+        t = min(max(_parse_time(e["time"]), start), end)
+        roles = [e["role"]] if e.get("role") else ["leader", "follower"]
+        brokers = e.get("brokers") or []
+        if e["kind"] == "done":
+            for key in list(held):
+                release(key, t)
+        elif e["kind"] == "clear":
+            for key in [k for k in held if k[0] in brokers]:
+                release(key, t)
+        elif e["kind"] in ("failsafe", "rate", "override") and e.get("new") is not None:
+            at_floor = _metrics_missing(e) or (float(e["new"]) <= floor * 1.0001 and not failsafe_only)
+            for b in brokers:
+                for role in roles:
+                    if at_floor:
+                        held.setdefault((b, role), t)
+                    else:
+                        release((b, role), t)
+    for key in list(held):
+        release(key, end)
+    per: dict[int, float] = {}
+    for b in sorted({s[0] for s in spans}):
+        per[b] = _union([(s, e) for x, s, e in spans if x == b]) * scale
+    return {"seconds": _union([(s, e) for _, s, e in spans]) * scale, "brokers": per, "rate": floor}
+
+
+def _metrics_missing(e: dict) -> bool:
+    """A decision taken for want of metrics: the fail-safe, or the minimum until the first ones."""
+    return e["kind"] == "failsafe" or "no metrics" in (e.get("reason") or "")
+
+
+def _union(spans: list) -> float:
+    total, reach = 0.0, None
+    for s, e in sorted(spans):
+        if reach is None or s > reach:
+            total += (e - s).total_seconds()
+            reach = e
+        elif e > reach:
+            total += (e - reach).total_seconds()
+            reach = e
+    return total
+
+
+def outcome_line(record: dict) -> str:
+    """The outcome with its caveat: 'succeeded (with 2h 47m at the 10 MB/s fail-safe on
+    brokers 1001, 1002)'."""
+    from .waves import human_duration
+
+    line = record.get("outcome") or "running"
+    floor = (record.get("timing") or {}).get("failsafe") or {}
+    if floor.get("seconds"):
+        line += (f" (with {human_duration(floor['seconds'])} at the {floor['rate'] / 1e6:.0f} MB/s fail-safe "
+                 f"on brokers {brokers_text(sorted(int(b) for b in floor['brokers']), 8)})")
+    return line
+
+
+def _headline_rows(record: dict) -> list[tuple[str, str]]:
+    from .waves import human_duration
+
+    plan, change, timing = record.get("plan") or {}, record.get("change") or {}, record.get("timing") or {}
+    rows = [("outcome", outcome_line(record)), ("why", record.get("reason") or "")]
+    if plan:
+        what = f"{plan.get('partitions', 0):,} partition(s)"
+        if plan.get("replica_additions") is not None:
+            what += f", {plan['replica_additions']:,} replica copies"
+        if plan.get("bytes_moved_gb") is not None:
+            what += f", {plan['bytes_moved_gb']:,.1f} GB to copy"
+        if plan.get("brokers_in") or plan.get("brokers_out"):
+            what += (f"; brokers losing replicas: {brokers_text(plan.get('brokers_out')) or 'none'}; "
+                     f"gaining: {brokers_text(plan.get('brokers_in')) or 'none'}")
+        rows.append(("what changed" if change else "what would change", what))
+    if timing:
+        clock = timing.get("clock")
+        which = ("the simulated cluster's clock" if clock == "simulated" else "wall clock") if clock else ""
+        actual = timing.get("actual_s")
+        rows.append((f"duration ({which})" if which else "duration",
+                     f"estimated {human_duration(timing.get('estimate_s'))}, actual "
+                     + (human_duration(actual) if actual is not None else
+                        "not finished" if change else "not applied")))
+        floor = timing.get("failsafe") or {}
+        if change:
+            rows.append(("at the fail-safe (metrics missing)",
+                         f"{human_duration(timing.get('failsafe_s') or 0)}"
+                         + (f" ({floor['rate'] / 1e6:.0f} MB/s; brokers "
+                            f"{brokers_text(sorted(int(b) for b in floor.get('brokers', {})))})"
+                            if timing.get("failsafe_s") else "")))
+            if timing.get("minimum_s") is not None:
+                rows.append(("at the minimum rate", f"{human_duration(timing['minimum_s'])} (the fail-safe, the plan's "
+                             "applied rate until the auto-throttle's first decision, or a NIC its clients fill)"))
+    urp = record.get("under_replicated") or {}
+    if urp:
+        after = urp.get("after")
+        rows.append(("under-replicated partitions", f"{urp.get('before')} → {after if after is not None else '(not applied)'}"))
+    if change.get("rollback"):
+        rows.append(("rollback file", change["rollback"]))
+    elif plan.get("file"):
+        rows.append(("plan file", plan["file"]))
+    rows.append(("started → finished (UTC, wall clock)", f"{record.get('started') or ''} → {record.get('finished') or '…'}"))
+    if record.get("command"):
+        rows.append(("reproduce", record["command"]))
+    return [(k, v) for k, v in rows if v]
+
+
+class Headline:
+    """The record's headline, shown first: in `kit run`'s executed notebook and HTML, and at
+    the end of a change started with the Apply button (`headline`)."""
+
+    def __init__(self, record: dict):
+        self.record = record
+
+    def title(self) -> str:
+        return f"{self.record.get('runbook', 'runbook')}: {outcome_line(self.record)}"
+
+    def text(self) -> str:
+        rows = _headline_rows(self.record)
+        width = max(len(k) for k, _ in rows)
+        return "\n".join([self.title()] + [f"  {k:<{width}}  {v}" for k, v in rows[1:]])
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = _headline_rows(self.record)
+        ok = self.record.get("outcome") in ("succeeded", "planned") and not (self.record.get("timing") or {}).get("failsafe_s")
+        color = "#2e7d32" if ok else "#c62828"
+        body = "".join(f"<tr><th style='text-align:left;padding-right:1em;vertical-align:top;white-space:nowrap'>"
+                       f"{escape(k)}</th>"
+                       f"<td style='text-align:left'>{escape(str(v))}</td></tr>" for k, v in rows[1:])
+        started = escape(str(self.record.get("started") or ""))  # marks this run's headline in a saved notebook
+        return (f"<div class='kit-headline' data-started='{started}'><h2 style='color:{color};margin:0 0 .3em 0'>{escape(self.title())}</h2>"
+                f"<table style='font-size:110%'>{body}</table></div>")
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def headline(record) -> Headline:
+    """The headline of a record (its dict, a `Record`, or the path of its JSON file)."""
+    if isinstance(record, Record):
+        record = record.doc
+    elif isinstance(record, (str, os.PathLike)):
+        with open(record, encoding="utf-8") as fh:
+            record = json.load(fh)
+    return Headline(record)
+
+
+HEADLINE_TAG = "kit-headline"
+
+
+def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, hide_input: bool = False) -> None:
+    """Turn an executed runbook into its record: a headline cell at the top (its input hidden;
+    its output rendered from the JSON record), the HTML's title `<runbook>: <outcome>`, then
+    the notebook and one self-contained HTML page (charts are embedded PNGs)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells = [c for c in nb.cells if HEADLINE_TAG not in c.get("metadata", {}).get("tags", [])]
+    head = headline(record)
+    where = record.get("json") or ""
+    cell = nbformat.v4.new_code_cell(
+        f"# The record's headline, filled in from the JSON record when the run ended.\n"
+        f"from kit.runbook_steps import headline\nheadline({where!r})" if where else "# The record's headline.")
+    cell.metadata.update(tags=[HEADLINE_TAG], jupyter={"source_hidden": True})
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": head._repr_html_(),
+                                                                  "text/plain": head.text()})]
+    nb.cells.insert(0, cell)
+    nb.metadata["title"] = head.title()
+    nbformat.write(nb, out_notebook)
+    exporter = HTMLExporter(exclude_input=hide_input, exclude_input_prompt=hide_input)
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HEADLINE_TAG}, enabled=True), True)
+    body, _ = exporter.from_notebook_node(nb)
+    write_atomic(html, body)
 
 
 def replacement_pairs(cluster: Cluster, replace: str, checks: Checks) -> list[tuple[int, int]]:

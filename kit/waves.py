@@ -196,7 +196,7 @@ def estimates(groups: list[list[Move]], rates: dict[int, tuple[float, float]]) -
 
 def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str | None = None,
                     client_load: float | None = None, settings: Settings | None = None,
-                    cap_map: dict | None = None) -> dict:
+                    cap_map: dict | None = None, first_decision_s: float = 0.0) -> dict:
     """The duration estimate for a plan, as plain data for the report and the summary.
 
     `throttle` None or "auto": kit's auto-throttle with `settings` (default Settings()); a rate:
@@ -205,14 +205,16 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
     (simulated seconds from apply to the last replica in sync, all partitions at once), comes
     with ``lower_bound_s`` and the ``assumptions`` it rests on; ``seconds_all_at_once`` is the
     same figure (kept for older readers); the per-wave figures are each wave's busiest broker
-    over its starting rate.
+    over its starting rate. `first_decision_s`: when the auto-throttle first decides (see
+    `kit.estimate.predict`).
     """
     settings = settings or Settings()
     mode = "auto" if throttle in (None, "auto") else ("none" if throttle == "none" else float(throttle))
     fixed = mode if isinstance(mode, float) else None
     moves = [m for w in waves for m in w]
     targets = {i: plan.after[i] for i in plan.changed()}  # the reassignment, without its JSON
-    pred = predict(plan.cluster, targets, None if mode == "none" else mode, client_load, settings, cap_map)
+    pred = predict(plan.cluster, targets, None if mode == "none" else mode, client_load, settings, cap_map,
+                   first_decision_s=first_decision_s)
     rates = replication_rates(plan.cluster, fixed, client_load, settings if mode == "auto" else None)
     if pred["unknown"]:
         rates = {b: r for b, r in rates.items() if b not in pred["unknown"]}

@@ -102,7 +102,14 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
     A broker named in a replica list but absent from /brokers/ids is dead. Partition sizes and
     free storage come from kafka-kit's metric znodes when they exist.
     """
-    ids = sorted(int(b) for b in _children(client, "/brokers/ids") if b.isdigit())
+    try:
+        ids = sorted(int(b) for b in client.get_children("/brokers/ids") if b.isdigit())
+    except NoNodeError:
+        # Kafka creates /brokers/ids when it first starts: without it this is no Kafka cluster
+        # (most often a typo in the chroot), and an empty cluster would be a silent wrong answer.
+        where = client.chroot or "/"
+        raise BadInput(f"no Kafka cluster at chroot {where}: /brokers/ids does not exist "
+                       "(check the chroot in --zk)") from None
     topics = sorted(_children(client, "/brokers/topics"))
     data = _get_many(client, [f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
                      + ["/topicmappr/partitionmeta", "/topicmappr/brokermetrics", "/admin/reassign_partitions"])

@@ -10,6 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# CI (CI=true, as .ci/run is called) draws the same examples every run: a red build is then
+# the code's fault, reproducible, never the luck of a new random draw. Elsewhere hypothesis
+# explores afresh each run, and what it finds becomes a pinned test.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 # shared/ sits beside the repository root (as in the Makefile); the SHARED variable points elsewhere.
 SHARED = Path(os.environ.get("SHARED", Path(__file__).resolve().parents[2] / "shared"))

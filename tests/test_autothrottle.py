@@ -124,12 +124,15 @@ def test_auto_replaces_a_broker_near_the_lower_bound_without_saturating(make_sna
     assert res["throttle_cleared_s"] <= res["interval_s"]
     assert events[-1]["kind"] == "clear" and all(e["source"] == "throttle" for e in events)
     # Static throttles with a client spike half-way through the copy: slow, or saturating.
+    # (Client traffic is each broker's own: the new broker carries none, so a static rate that
+    # suits the busiest source wastes less than under a uniform load: 1.5x slower or 5x the
+    # saturation, where a uniform load gave 2x and 10x.)
     spike_at = res["lower_bound_s"] / 2
     auto_spike = simulate(c, moves, "auto", client_load=0.5, traffic="spike", spike_at=spike_at)
     for share in (0.1, 0.5, 0.95):
         static = simulate(c, moves, share * 125e6, client_load=0.5, traffic="spike", spike_at=spike_at)
-        assert static["completion_s"] > 2 * auto_spike["completion_s"] or \
-            static["saturated_broker_seconds"] > 10 * auto_spike["saturated_broker_seconds"]
+        assert static["completion_s"] > 1.5 * auto_spike["completion_s"] or \
+            static["saturated_broker_seconds"] > 5 * auto_spike["saturated_broker_seconds"]
 
 
 def test_auto_reacts_to_a_client_spike_within_one_interval(make_snapshot):
@@ -162,7 +165,7 @@ def test_kit_simulate_auto_writes_results_and_events(make_snapshot, tmp_path):
     (["--cap-map", "{not json"], "--cap-map"),
     (["--cap-map", '{"standard": -5}'], "--cap-map"),
     (["--cap-map", '{"other": 100}'], None),  # the brokers' net_capacity still applies
-    (["--min-rate", "0"], "positive rate"),
+    (["--min-rate", "0"], "--min-rate"),
     (["--share", "0"], "--share"),
 ])
 def test_bad_auto_throttle_settings_exit_2_and_write_nothing(make_snapshot, tmp_path, args, message):

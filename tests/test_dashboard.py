@@ -1,7 +1,8 @@
 """The dashboard: its view functions (data in, elements out), `kit dashboard`'s input checks, and
 the page end to end in headless Chromium while a simulated reassignment runs.
 
-The browser test keeps a screenshot at build/test-artifacts/dashboard.png.
+The browser test keeps its screenshots in build/test-artifacts/ (dashboard.png, dashboard-1600.png,
+dashboard-throttle-stopped.png) and prints their paths.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -138,14 +140,15 @@ def test_throttle_view_draws_each_role_and_the_empty_start():
 
 
 def test_eta_progress_events_and_records(tmp_path):
-    assert views.eta([]) == {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
-    e = views.eta([(0.0, 1000), (10.0, 800), (20.0, 600)])
+    assert views.eta(None) == {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
+    # No bound known: the rate is the bytes copied seen over the cluster's clock.
+    e = views.eta({"total": 1000, "copied": 400, "rate": None}, [(0.0, 0, None), (10.0, 200, None), (20.0, 400, None)])
     assert e["rate"] == pytest.approx(20.0) and e["seconds"] == pytest.approx(30.0)
-    assert e["done_fraction"] == pytest.approx(0.4)
+    assert e["done_fraction"] == pytest.approx(0.4) and e["basis"] == "bytes copied seen"
     html = views.progress_view({"brokers": [{"id": 1, "alive": True}, {"id": 2, "alive": False}],
                                 "under_replicated": ["t-0"], "reassigning_partitions": 3, "bytes_left": 600,
                                 "throttled_brokers": [1]}, e, "01:00:00 UTC").object
-    assert "30s" in html and "dead: 2" in html and ">3<" in html
+    assert "30s" in html and "dead: 2" in html and ">3<" in html and ">40%<" in html
 
     events = [{"time": "T1", "source": "throttle", "kind": "rate", "brokers": [1], "role": "leader",
                "old": None, "new": 5e7, "reason": "first"},
@@ -175,27 +178,215 @@ def test_eta_progress_events_and_records(tmp_path):
     assert read_records(str(tmp_path / "none")) == []
 
 
-def test_eta_is_known_from_the_copy_rate_before_any_partition_is_in_sync():
-    # Partitions copied side by side: bytes left (whole replicas until in sync) does not move,
-    # but the destinations copy 100 bytes/s, so after 10 s 1000 are copied and 9000 are left.
-    e = views.eta([(0.0, 10_000, 100.0), (5.0, 10_000, 100.0), (10.0, 10_000, 100.0)])
-    assert e["rate"] == pytest.approx(100.0) and e["left"] == pytest.approx(9_000)
-    assert e["seconds"] == pytest.approx(90.0) and e["done_fraction"] == pytest.approx(0.1)
-    assert e["basis"] == "copy rate"
-    # One observation with a rate is enough for an ETA.
-    assert views.eta([(0.0, 5_000, 50.0)])["seconds"] == pytest.approx(100.0)
-    html = views.progress_view({"brokers": [], "under_replicated": [], "reassigning_partitions": 4,
-                                "bytes_left": 10_000, "throttled_brokers": []}, e, copy_basis="throttle").object
-    assert "1m 30s" in html and "(throttle)" in html and "~9.0 kB" in html and "10% done" in html
+def _nan_row(**kw):
     nan = float("nan")
-    row = dict(time=None, broker=1, throttle=nan, measured=nan, replication=nan)
-    rows = [{**row, "broker": 1, "role": "follower", "throttle": 50.0, "replication": 40.0},
-            {**row, "broker": 2, "role": "follower", "throttle": 30.0},
-            {**row, "broker": 3, "role": "leader", "throttle": 99.0, "replication": 70.0}]
-    assert dash_poller.copy_rate(rows) == (pytest.approx(70e6), "measured+throttle")
-    assert dash_poller.copy_rate(rows[:1]) == (pytest.approx(40e6), "measured")
-    assert dash_poller.copy_rate(rows[2:]) == (pytest.approx(99e6), "throttle")  # only the sources' throttles
-    assert dash_poller.copy_rate([]) == (None, None)
+    return {"time": pd.Timestamp("2026-01-01"), "broker": 1, "role": "follower", "throttle": nan, "measured": nan,
+            "replication": nan, **kw}
+
+
+def test_the_copy_rate_is_never_above_what_the_throttles_allow():
+    from kit.autothrottle import NetSample
+
+    # The report: one destination (1013) throttled at 50 MB/s on a 125 MB/s NIC, while kit apply
+    # throttled ten brokers both ways. Only the destination counts, and never above its throttle,
+    # even when a sample (taken before the throttle came down) measured more.
+    throttles = {b: {"leader": 10e6, "follower": 10e6} for b in range(1001, 1011)}
+    throttles[1013] = {"leader": 10e6, "follower": 50e6}
+    samples = {1013: NetSample(0.0, 120e6, 1e6, 110e6, 0.0), 1009: NetSample(0.0, 60e6, 60e6, 0.0, 0.0)}
+    nic = {b: 125e6 for b in list(throttles) + [1013]}
+    got = dash_poller.copy_bound({1001, 1002}, {1013}, throttles, samples, nic)
+    assert got["into"] == pytest.approx(50e6) and got["rate"] <= 50e6
+    # The sources' leader throttles bound it too: two sources at 10 MB/s send 20 MB/s at most.
+    assert got["out_of"] == pytest.approx(20e6) and got["rate"] == pytest.approx(20e6) and got["basis"] == "throttle"
+    # No throttle: the measured replication, else the NIC.
+    free = dash_poller.copy_bound({1001}, {1013}, {}, {1013: NetSample(0.0, 90e6, 0.0, 40e6, None)}, nic)
+    assert free["into"] == pytest.approx(40e6) and free["out_of"] == pytest.approx(125e6)
+    assert free["rate"] == pytest.approx(40e6) and free["basis"] == "measured"
+    # A broker with no figure at all: that side is unknown, not understated.
+    assert dash_poller.copy_bound({1001}, {1013, 1014}, {1013: {"follower": 5e6}}, {}, {})["into"] is None
+    assert dash_poller.copy_bound(set(), set(), throttles, samples, nic)["rate"] is None
+    # The ETA then is never shorter than the bytes left at the allowed rate.
+    e = views.eta({"total": 10e9, "copied": 1e9, "rate": got["rate"]})
+    assert e["seconds"] >= 9e9 / 50e6 and e["seconds"] == pytest.approx(9e9 / 20e6)
+
+
+def _ledger_cluster(isr_extra=()):
+    """Four 1 GB partitions on 1001-1003, each copying one replica to 1013 (the replacement)."""
+    from kit.formats import cluster_from_snapshot
+
+    parts = [{"topic": "t", "partition": i, "replicas": [1001, 1002, 1013],
+              "isr": [1001, 1002] + ([1013] if i in isr_extra else []), "size": 10**9} for i in range(4)]
+    brokers = [{"id": b, "rack": "r"} for b in (1001, 1002, 1003, 1013)]
+    return cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts})
+
+
+def test_progress_share_matches_the_bytes_copied():
+    running = {"version": 1, "partitions": [{"topic": "t", "partition": i, "replicas": [1001, 1002, 1013]}
+                                            for i in range(4)]}
+    ledger = dash_poller.CopyLedger()
+    # 0.96 GB of 4 GB copied (24%), no replica in sync yet: ZooKeeper still says 4 GB "left".
+    sizes = {("t", i, 1013): 240_000_000 for i in range(4)}
+    got = ledger.update(_ledger_cluster(), running, 1000.0, 50e6, sizes=sizes)
+    assert got["total"] == 4 * 10**9 and got["copied"] == pytest.approx(0.96e9)
+    assert views.eta({**got, "rate": 50e6})["done_fraction"] == pytest.approx(0.24)
+    # Later: partition 0 in sync, and gone from the reassignment (Kafka drops finished ones):
+    # still counted whole, the total does not shrink.
+    later = {"version": 1, "partitions": running["partitions"][1:]}
+    sizes = {("t", i, 1013): 500_000_000 for i in range(1, 4)}
+    got = ledger.update(_ledger_cluster(isr_extra=(0,)), later, 1100.0, 50e6, sizes=sizes)
+    assert got["total"] == 4 * 10**9 and got["copied"] == pytest.approx(1e9 + 1.5e9)
+    assert views.eta({**got, "rate": 50e6})["done_fraction"] == pytest.approx(0.625)
+    # Without replica sizes: in-sync replicas, plus the allowed rate over the cluster's clock
+    # (simulated seconds here: 100 s at 50 MB/s is 5 GB, capped at what is left to copy).
+    fresh = dash_poller.CopyLedger()
+    fresh.update(_ledger_cluster(), running, 0.0, 10e6)
+    got = fresh.update(_ledger_cluster(), running, 20.0, 10e6)
+    assert got["copied"] == pytest.approx(200e6) and "copy rate x cluster time" in got["basis"]
+    assert dash_poller.CopyLedger().update(_ledger_cluster(), None, 0.0, None) is None
+
+
+def test_the_eta_does_not_rise_when_the_rates_rise():
+    progress = {"total": 100e9, "copied": 24e9}
+    etas = [views.eta({**progress, "rate": r})["seconds"] for r in (25e6, 50e6, 100e6, 275e6)]
+    assert etas == sorted(etas, reverse=True) and etas[0] == pytest.approx(76e9 / 25e6)
+    assert etas[1] == pytest.approx(etas[0] / 2)  # the rates doubled, the ETA halved
+    # The same through the poller's figures: a higher allowed rate, the same bytes left.
+    from kit.autothrottle import NetSample
+
+    lo = dash_poller.copy_bound({1}, {2}, {1: {"leader": 50e6}, 2: {"follower": 50e6}}, {2: NetSample(0, 0, 0, 60e6)}, {})
+    hi = dash_poller.copy_bound({1}, {2}, {1: {"leader": 100e6}, 2: {"follower": 100e6}}, {2: NetSample(0, 0, 0, 120e6)}, {})
+    assert views.eta({**progress, "rate": hi["rate"]})["seconds"] < views.eta({**progress, "rate": lo["rate"]})["seconds"]
+    html = views.progress_view({"brokers": [], "under_replicated": [], "reassigning_partitions": 4,
+                                "bytes_left": 100e9, "throttled_brokers": [2]},
+                               views.eta({**progress, "rate": lo["rate"]}), copy_basis="throttle",
+                               detail={**progress, "basis": "replica sizes", "started": 1767225600.0,
+                                       "into": 50e6, "out_of": 50e6}, clock_source="samples", speed=2000.0).object
+    assert ">24%<" in html and "24.0 GB of 100.0 GB copied" in html and "simulated clock" in html
+    assert "at 50.0 MB/s (throttle; into destinations 50.0 MB/s, out of sources 50.0 MB/s" in html and "25m 20s" in html and "wall at ×2000" in html
+
+
+def test_free_storage_comes_from_the_newest_samples(tmp_path, big):
+    cluster = big["cluster"]
+    b = min(cluster.brokers)
+    samples = tmp_path / "samples" / "broker"
+    samples.mkdir(parents=True)
+    line = json.loads(_broker_sample("2026-01-01T00:00:00Z", b, 1.0, 1.0, 0.0, 0.0))
+    (samples / "20260101T000000Z.jsonl").write_text(json.dumps({**line, "storage_free_bytes": 9 * 10**11}) + "\n")
+    (samples / "20260101T001000Z.jsonl").write_text(json.dumps(
+        {**line, "ts": "2026-01-01T00:10:00Z", "storage_free_bytes": 7 * 10**11}) + "\n")
+    st = dash_poller.Poller(samples=str(tmp_path / "samples")).poll()
+    assert st.storage == {b: 7 * 10**11} and st.clock_source == "samples"
+    assert views.utc_label(st.clock) == "00:10:00 UTC"
+    frame = views.broker_frame(views.with_free_storage(cluster, st.storage)).set_index("broker")
+    assert frame.loc[b, "free_before"] == 7 * 10**11
+    other = next(x for x in cluster.brokers if x != b and cluster.brokers[x].storage_free is not None)
+    assert frame.loc[other, "free_before"] == cluster.brokers[other].storage_free  # the znode's, no sample
+    assert views.with_free_storage(cluster, {}) is cluster
+    assert dash_poller.Poller().poll().storage == {}  # no samples: the cluster's own figures stay
+
+
+def test_a_stale_or_dead_auto_throttle_is_a_red_tile(tmp_path):
+    h = dash_poller.throttle_health
+    # No decision for more than STALE_INTERVALS of its intervals, no process found: stale.
+    stale = h(True, 1000.0, 1000.0 - 3 * 0.5 - 0.1, 900.0, 0.5, [], None, "2026-01-01T01:23:20Z")
+    assert stale["state"] == "stale" and stale["since"] == pytest.approx(998.4)
+    tile = views.loop_tile(stale)
+    assert views.TROUBLE in tile and "stale since" in tile and "based on: no process on this host" in tile
+    assert "last decision 2026-01-01T01:23:20Z" in tile
+    assert h(True, 1000.0, 999.0, 900.0, 0.5, [], None, None)["state"] == "waiting"  # within the limit
+    assert h(True, 1000.0, 10.0, 900.0, 0.5, [42], None, None)["state"] == "running"  # alive, rates steady
+    assert h(False, 1000.0, 10.0, 900.0, 0.5, [], 950.0, None)["state"] == "idle"  # nothing to look after
+    assert views.TROUBLE not in views.loop_tile(h(True, 1000.0, 10.0, 900.0, 0.5, [42], None, None))
+    # The dashboard looked for a minute without any file: the default interval (30 s) x 3 counts.
+    assert h(True, 1000.0, None, 950.0, None, [], None, None)["state"] == "waiting"
+    assert h(True, 1000.0, None, 900.0, None, [], None, None)["state"] == "stale"
+    # A real process writing the events file, then gone: "not running since".
+    events = tmp_path / "events.jsonl"
+    events.write_text("")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "throttle", "run", "--events",
+                             str(events), "--interval", "0.5"])
+    try:
+        watch = dash_poller.LoopWatch(str(events))
+        alive = _wait(lambda: (r := watch.check(time.time(), (), True))["state"] == "running" and r, 30,
+                      "the process to be seen")
+        assert alive["interval"] == 0.5 and str(proc.pid) in alive["basis"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    gone = watch.check(time.time(), (), True)
+    assert gone["state"] == "stopped" and "not running since" in views.loop_tile(gone)
+
+
+def test_the_throttle_chart_counts_and_draws_only_brokers_taking_part(tmp_path):
+    # kit apply throttled ten brokers; the auto-throttle then cleared the eight that take no part.
+    events = tmp_path / "events.jsonl"
+    events.write_text(_event(0, brokers=list(range(1001, 1011)), new=10e6)
+                      + _event(0, brokers=list(range(1001, 1011)), role="follower", new=10e6)
+                      + json.dumps({"time": "T1", "source": "throttle", "kind": "clear",
+                                    "brokers": list(range(1003, 1011)), "reason": "no longer takes part"}) + "\n"
+                      + json.dumps({"time": "T1", "source": "throttle", "kind": "clear", "brokers": [1002],
+                                    "reason": "x"}) + "\n"
+                      + _event(0, brokers=[1013], role="follower", new=50e6))
+    p = dash_poller.Poller(events=str(events))
+    p.poll()
+    rows, _ = p.rows_since(0)
+    assert {(r["broker"], r["role"]) for r in rows} == {(1001, "leader"), (1001, "follower"), (1013, "follower")}
+    t = pd.Timestamp("2026-01-01")
+    data = pd.DataFrame([{**_nan_row(), "time": t, "broker": b, "throttle": 10.0, "measured": 5.0}
+                         for b in range(1001, 1011)]
+                        + [{**_nan_row(), "time": t + pd.Timedelta(seconds=2), "broker": 1013, "throttle": 50.0,
+                            "measured": 49.0}])
+    view = views.throttle_view(data, "follower")
+    assert view.opts.get().kwargs["title"].startswith("INTO 1 destination broker now")
+    legend = views.throttle_legend(data, "follower")
+    assert "<b>1013</b> throttle 50.0" in legend and "<b>1001</b>" not in legend
+    assert "no longer taking part: 1001, 1002" in legend
+    many = pd.DataFrame([{**_nan_row(), "broker": b, "throttle": 10.0} for b in range(1001, 1101)])
+    assert "<b>1024</b>" in views.throttle_legend(many, "follower") and "<b>1025</b>" not in \
+        views.throttle_legend(many, "follower") and "and 76 more" in views.throttle_legend(many, "follower")
+    hv.render(view)
+
+
+def test_a_cleared_throttle_line_ends():
+    t = pd.Timestamp("2026-01-01")
+    thr = [50.0, 50.0, float("nan"), float("nan"), 30.0]
+    data = pd.DataFrame([{**_nan_row(), "time": t + pd.Timedelta(seconds=2 * i), "broker": 1013, "throttle": v,
+                          "measured": 40.0} for i, v in enumerate(thr)])
+    view = views.throttle_view(data, "follower")
+    dashed = view.get(1)
+    assert len(dashed.split()) == 2  # two runs, nothing drawn across the cleared polls
+    assert [len(p.dimension_values("MB/s")) for p in dashed.split()] == [2, 1]
+    # Cleared at the end: the line ends, no current-throttle dot held at the old value.
+    ended = views.throttle_view(data.iloc[:4], "follower")
+    assert len(ended.get(1).split()) == 1
+    assert not any(v == v for v in ended.get(2).dimension_values("MB/s"))  # only the invisible stand-in
+    assert "throttle cleared" in views.throttle_legend(data.iloc[:4], "follower")
+    # A broker that left the reassignment (no rows in later polls) is not joined up when it returns.
+    gap = pd.concat([data.iloc[:2].assign(broker=1014), data.assign(broker=1013)])
+    gap = pd.concat([gap, data.iloc[4:].assign(broker=1014)])
+    assert len(views.throttle_view(gap.assign(throttle=20.0), "follower", brokers={1014}).get(1).split()) == 2
+    hv.render(ended)
+
+
+def test_a_bad_topic_regex_keeps_the_last_view_with_an_inline_error(big):
+    import panel as pn
+
+    from kit.dashboard.app import dashboard
+
+    page = dashboard(snapshot=str(big["snapshot"]), plans=[str(big["plan"])])
+    topics = next(w for w in page.select(pn.widgets.TextInput) if w.name == "Topic regex")
+    fn = next(p for p in page.select(pn.param.ParamFunction))
+    topic = big["cluster"].partitions[0].topic
+    topics.value = f"^{topic}$"
+    good = fn._pane
+    assert f"topics /^{topic}$/" in str(good.objects[0].object)
+    topics.value = "(" + topic
+    bad = fn._pane
+    alert = next(o for o in bad.select(pn.pane.Alert))
+    assert alert.alert_type == "danger" and "not valid" in alert.object and f"/^{topic}$/" in alert.object
+    assert bad.objects[1] is good  # the last view, as it was
+    topics.value = ""
+    assert not list(fn._pane.select(pn.pane.Alert))
 
 
 def _event(i, **kw):
@@ -441,6 +632,22 @@ JS_THROTTLE = """() => {
   return out;
 }"""
 
+# The auto-throttle's tile: its text and the colour of its left border (red is trouble).
+JS_LOOP_TILE = """() => {
+  const found = [];
+  const walk = node => {
+    if (node.shadowRoot) walk(node.shadowRoot);
+    for (const c of node.children || []) {
+      if (c.classList && c.classList.contains('kit-tile') && c.textContent.includes('auto-throttle')) {
+        found.push({text: c.textContent, border: c.style.borderLeftColor});
+      }
+      walk(c);
+    }
+  };
+  walk(document.body);
+  return found[0] || null;
+}"""
+
 # Where each rack panel of the distribution sits on the page (title, left, top, width).
 JS_RACKS = """() => {
   const out = [], seen = new Set();
@@ -491,6 +698,7 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
     env = {**os.environ, "KIT_DASHBOARD_AUTH": "oncall:night-shift-secret"}
     logs = tmp_path / "dashboard.log"
     procs = []
+    paused = {}
     try:
         with open(logs, "w") as log:
             procs.append(subprocess.Popen(
@@ -504,42 +712,49 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                 return urllib.request.urlopen(base + "/login", timeout=2).status == 200
             except (urllib.error.URLError, ConnectionError):
                 return False
-        _wait(up, 30, "the dashboard to listen")
+        _wait(up, 120, "the dashboard to listen")
         # The records need the login too.
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(base + "/records/20260101T000000Z-replace.html", timeout=5)
-
-        # The reassignment copies for ~20 s of wall time; the auto-throttle sets rates from the samples.
-        procs.append(subprocess.Popen(
-            [*kit_command(), "sim", "run", "--zk", root, "--speed", "400", "--until-idle", "--max-seconds", "40",
-             "--client-load", "0.5", "--samples", str(samples), "--sample-every", "20"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        procs.append(subprocess.Popen(
-            [*kit_command(), "throttle", "run", "--zk", root, "--samples", str(samples), "--interval", "0.3",
-             "--cap-map", '{"standard": 125}', "--events", str(events), "--until-idle", "--max-seconds", "40"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
         with _browser() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
                 "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
             try:
                 page = browser.new_page(viewport={"width": 1920, "height": 1080})
-                page.goto(base + "/")
+                page.goto(base + "/", timeout=180_000)
                 page.fill("input[name=username]", "oncall")
                 page.fill("input[name=password]", "night-shift-secret")
-                page.click("#login-submit, button[type=submit], input[type=submit]")
-                page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
-                first = _wait(lambda: (s := page.evaluate(JS_STATE)) and len(s["labels"]) >= 152 and s, 20,
+                # Generous bounds: the machine is shared and loaded; a page of 150 brokers takes a while.
+                page.click("#login-submit, button[type=submit], input[type=submit]", timeout=180_000)
+                page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=180_000)
+                first = _wait(lambda: (s := page.evaluate(JS_STATE)) and len(s["labels"]) >= 152 and s, 120,
                               "the distribution")
                 assert set(first["labels"]) == {str(b) for b in big["cluster"].brokers}
                 assert "night-shift-secret" not in page.content() + first["text"]
+                # Once the page is up, the reassignment copies for ~5 min of wall time (a loaded
+                # machine must not see it end before the checks); the auto-throttle sets rates
+                # from the samples.
+                # The simulated controller is paused (SIGSTOP) once the page has shown the copy, so the
+                # reassignment is still running when the auto-throttle is stopped, however loaded the machine.
+                sim = subprocess.Popen(
+                    [*kit_command(), "sim", "run", "--zk", root, "--speed", "25", "--until-idle", "--max-seconds",
+                     "600", "--client-load", "0.5", "--samples", str(samples), "--sample-every", "20"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                procs.append(sim)
+                loop = subprocess.Popen(
+                    [*kit_command(), "throttle", "run", "--zk", root, "--samples", str(samples), "--interval", "0.3",
+                     "--cap-map", '{"standard": 125}', "--events", str(events), "--until-idle", "--max-seconds", "600"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                procs.append(loop)
+
                 # The live chart grows while the reassignment runs, with throttle rates in it.
-                start = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > 0 and s, 20,
+                start = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > 0 and s, 240,
                               "throttle data in the chart")
                 later = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > start["throttle_points"]
-                              and s, 15, "the throttle chart to update")
+                              and s, 240, "the throttle chart to update")
                 assert later["throttle_max"] > 0
-                _wait(lambda: "partitions reassigning" in page.evaluate(JS_STATE)["text"], 5, "the progress tiles")
+                _wait(lambda: "partitions reassigning" in page.evaluate(JS_STATE)["text"], 180, "the progress tiles")
                 text = page.evaluate(JS_STATE)["text"]
                 assert "replace" in text and "succeeded" in text  # the record is listed
                 seen = {}
@@ -548,39 +763,68 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                     seen["text"] = page.evaluate(JS_STATE)["text"]
                     return re.search(r"throttle\s+(rate|failsafe)", seen["text"])
                 try:
-                    _wait(decisions, 20, "the auto-throttle's events")
+                    _wait(decisions, 180, "the auto-throttle's events")
                 except AssertionError:
                     raise AssertionError(seen["text"][seen["text"].find("Events"):][:300] + "\nlog: " +
                                          logs.read_text()[-3000:] + "\nevents: " +
                                          (events.read_text()[:500] if events.exists() else "none")) from None
                 # The screenshot once the ETA is known: from the copy rate, long before a partition is in sync.
-                eta = _wait(lambda: re.search(r"ETA\s+(\d+h \d+m|\d+m \d+s)", page.evaluate(JS_STATE)["text"]), 15,
+                eta = _wait(lambda: re.search(r"ETA\s+(\d+h \d+m|\d+m \d+s)", page.evaluate(JS_STATE)["text"]), 180,
                             "a duration in the ETA tile")
                 assert eta, "no ETA"
                 # Every broker taking part has its measured line beside its throttle, inside the chart.
                 charts = _wait(lambda: (c := page.evaluate(JS_THROTTLE)) and all(
-                    p["solid"] and set(p["solid"]) == set(p["dashed"]) for p in c) and c, 10,
+                    p["solid"] and set(p["solid"]) == set(p["dashed"]) for p in c) and c, 180,
                     "a measured line for every broker with a throttle line")
                 assert [p["title"].split()[0] for p in charts] == ["OUT", "INTO"]
                 for p in charts:
                     lo, hi = p["y"]
                     assert all(lo <= v <= hi for v in p["solid"].values()), p  # not drawn off the chart
-                assert {"1151", "1152"} <= set(charts[1]["solid"])  # the new brokers receiving the replicas
+                # Only the new brokers receive the replicas: nobody else is drawn or counted among them.
+                assert set(charts[1]["solid"]) == {"1151", "1152"}, charts[1]
+                assert re.match(r"INTO [12] destination brokers? now", charts[1]["title"]), charts[1]["title"]
+                os.kill(sim.pid, signal.SIGSTOP)  # the reassignment stays in flight from here on
+                paused["sim"] = sim
+                text = page.evaluate(JS_STATE)["text"]
+                assert re.search(r"copied\s+\d+%", text), text[:600]  # the share of bytes copied
+                tile = _wait(lambda: (t := page.evaluate(JS_LOOP_TILE)) and "running" in t["text"] and t, 120,
+                             "the auto-throttle's tile saying it runs")
+                assert "based on: process" in tile["text"], tile
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
                 # At 1,600 px the three racks still share one row (the dead brokers' group comes after).
                 page.set_viewport_size({"width": 1600, "height": 1000})
                 racks = _wait(lambda: (r := page.evaluate(JS_RACKS)) and len({x[2] for x in r
                                                                               if x[0].startswith("rack-")}) == 1 and r,
-                              10, "three racks in one row at 1600 px")
+                              60, "three racks in one row at 1600 px")
                 assert sorted(x[0].split(" · ")[0] for x in racks if x[0].startswith("rack-")) == \
                     ["rack-a", "rack-b", "rack-c"]
                 page.screenshot(path=str(ARTIFACTS / "dashboard-1600.png"), full_page=True)
+                # The auto-throttle dies while the reassignment runs: a red tile says so, and why.
+                loop.terminate()
+                loop.wait(timeout=60)
+                moving = re.search(r"partitions reassigning\s+(\d+)", page.evaluate(JS_STATE)["text"])
+                assert moving and int(moving.group(1)) > 0, "the reassignment should still be in flight (paused)"
+                dead = _wait(lambda: (t := page.evaluate(JS_LOOP_TILE)) and "not running since" in t["text"] and t,
+                             240, "the red tile of a stopped auto-throttle")  # a poll takes seconds when loaded
+                assert dead["border"] in ("rgb(192, 57, 43)", views.TROUBLE), dead
+                assert "based on: its process exited" in dead["text"], dead
+                page.set_viewport_size({"width": 1920, "height": 1080})
+                page.screenshot(path=str(ARTIFACTS / "dashboard-throttle-stopped.png"), full_page=False)
+                for name in ("dashboard.png", "dashboard-1600.png", "dashboard-throttle-stopped.png"):
+                    print(f"screenshot: {ARTIFACTS / name}")
                 # The record opens behind the same login.
                 assert "the record" in page.goto(base + "/records/20260101T000000Z-replace.html").text()
+            except BaseException:
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "dashboard-failure.png"), full_page=True)
+                print(f"screenshot of the failure: {ARTIFACTS / 'dashboard-failure.png'}")
+                raise
             finally:
                 browser.close()
     finally:
+        if "sim" in paused:
+            os.kill(paused["sim"].pid, signal.SIGCONT)  # a stopped process would not act on SIGTERM
         for p in procs:
             if p.poll() is None:
                 p.terminate()
@@ -598,7 +842,7 @@ def test_the_notebook_runs_under_papermill(big, tmp_path):
     nb = ROOT / "notebooks" / "dashboard.ipynb"
     r = subprocess.run([str(Path(sys.executable).parent / "papermill"), "--help-notebook", str(nb)],
                        capture_output=True, text=True)
-    for name in ("snapshot", "zk", "plans", "events", "samples", "records", "topics", "interval"):
+    for name in ("snapshot", "zk", "plans", "events", "samples", "records", "topics", "interval", "cap_map"):
         assert f"{name}:" in r.stdout, name
     out = papermill.execute_notebook(str(nb), str(tmp_path / "out.ipynb"), kernel_name="python3", cwd=str(ROOT),
                                      parameters={"snapshot": str(big["snapshot"]), "plans": [str(big["plan"])]},

@@ -331,20 +331,25 @@ def test_apply_cut_short_by_zookeeper_leaves_no_reassignment_and_can_be_rerun(ka
     assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
     moves = load_plan(str(plan))
     client = connect(root)
-    real_create = client.create
+    real_transaction = client.transaction
 
-    def dies_on_the_reassignment(path, *args, **kwargs):
-        if path == REASSIGN:
-            raise ConnectionLoss()  # ZooKeeper goes away just before the last write
-        return real_create(path, *args, **kwargs)
+    def dies_on_commit():
+        tx = real_transaction()
 
-    client.create = dies_on_the_reassignment
+        def commit():
+            raise ConnectionLoss()  # ZooKeeper goes away as the writes are sent
+        tx.commit = commit
+        return tx
+
+    client.transaction = dies_on_commit
     try:
         with pytest.raises(ConnectionLoss):
             apply_plan(client, moves, throttle=5e7)
-        assert not client.exists(REASSIGN)  # all or nothing: no half-written reassignment
+        # All or nothing: no half-written reassignment, and no throttle without it.
+        assert not client.exists(REASSIGN)
+        assert not any(throttle_configs_in(client, kind) for kind in ("brokers", "topics"))
     finally:
-        client.create = real_create
+        client.transaction = real_transaction
         client.stop()
     # Running it again is safe: the throttles are merged again, the reassignment written once.
     r = kit("apply", str(plan), "--zk", root, "--throttle", "50000000")
@@ -352,6 +357,54 @@ def test_apply_cut_short_by_zookeeper_leaves_no_reassignment_and_can_be_rerun(ka
     client = connect(root)
     try:
         assert json.loads(client.get(REASSIGN)[0])["partitions"] == moves
+    finally:
+        client.stop()
+
+
+def throttle_configs_in(client, kind: str) -> list[str]:
+    """Entities under /config/<kind> that carry a throttle key."""
+    keys = (LEADER_RATE, FOLLOWER_RATE) if kind == "brokers" else (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+    out = []
+    for name in client.get_children(f"/config/{kind}") if client.exists(f"/config/{kind}") else []:
+        if any(k in json.loads(client.get(f"/config/{kind}/{name}")[0] or b"{}").get("config", {}) for k in keys):
+            out.append(name)
+    return out
+
+
+def test_two_applies_started_together_the_loser_changes_nothing(kafka, tmp_path):
+    """Two `kit apply` of different plans at once, many times: exactly one wins, the other exits 3,
+    and every throttle znode is as the winner wrote it (issue 20: the loser once rewrote them)."""
+    import subprocess
+
+    from kit.execute import REASSIGN
+
+    root, _ = kafka
+    plans = [tmp_path / "plan-0.json", tmp_path / "plan-1.json"]
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plans[0])).returncode == 0
+    # The second plan: half of the first's moves, replicas in another order; applied at another rate.
+    moves = json.loads(plans[0].read_text())["partitions"]
+    plans[1].write_text(json.dumps({"version": 1, "partitions": [dict(m, replicas=list(reversed(m["replicas"])))
+                                                                 for m in moves[: max(1, len(moves) // 2)]]}))
+    client = connect(root)
+    try:
+        for _ in range(6):
+            procs = [subprocess.Popen([*kit_command(), "apply", str(p), "--zk", root, "--throttle", str(rate)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for p, rate in ((plans[0], 10_000_000), (plans[1], 20_000_000))]
+            codes = [p.wait(timeout=120) for p in procs]
+            assert sorted(codes) == [0, 3], [p.stderr.read() for p in procs]
+            winner = codes.index(0)
+            rate = ("10000000", "20000000")[winner]
+            written = json.loads(client.get(REASSIGN)[0])["partitions"]
+            assert written == json.loads(plans[winner].read_text())["partitions"]
+            for b in throttle_configs_in(client, "brokers"):
+                cfg = json.loads(client.get(f"/config/brokers/{b}")[0])["config"]
+                assert cfg[LEADER_RATE] == rate and cfg[FOLLOWER_RATE] == rate, (b, cfg, winner)
+            # Undo for the next round: the reassignment goes, and every throttle with it.
+            client.delete(REASSIGN)
+            for kind in ("brokers", "topics"):
+                for name in throttle_configs_in(client, kind):
+                    client.set(f"/config/{kind}/{name}", json.dumps({"version": 1, "config": {}}).encode())
     finally:
         client.stop()
 
@@ -407,3 +460,68 @@ def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshot
         assert f"of {n} partition(s) done" in err and "kit verify --wait" not in out
         assert all(json.loads(client.get(f"/config/brokers/{b}")[0])["config"] == {}
                    for b in client.get_children("/config/brokers"))
+
+
+def test_a_chroot_without_kafka_is_an_error_for_every_command_the_doctor_included(zookeeper, tmp_path):
+    """`--zk host:port/typo`: no /brokers/ids there. Exit 2 naming the chroot, never an empty
+    cluster (a cron health check must alert, not report HEALTHY)."""
+    typo = f"{zookeeper}/kafak-{next(_chroots)}"
+    for args in (["snapshot", "--zk", typo, "--out", str(tmp_path / "s.json")], ["status", "--zk", typo],
+                 ["doctor", "--zk", typo], ["plan", "scale-out", "--zk", typo, "--out", str(tmp_path / "p.json")],
+                 ["verify", "--zk", typo]):
+        r = kit(*args)
+        assert r.returncode == 2 and "/brokers/ids does not exist" in r.stderr and "kafak" in r.stderr, (args, r)
+        assert "HEALTHY" not in r.stdout and len(r.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_verify_wait_ends_when_the_plan_names_a_partition_the_cluster_lacks(kafka, tmp_path):
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "no-such-topic", "partition": 0,
+                                                              "replicas": [1001, 1002]}]}))
+    r = kit("verify", str(plan), "--zk", root, "--wait", "--interval", "0.2", timeout=120)
+    assert r.returncode == 1 and "does not have" in r.stderr and "no-such-topic-0" in r.stderr, r
+    r = kit("verify", str(plan), "--zk", root)
+    assert r.returncode == 1 and "no-such-topic p0: not in the cluster" in r.stdout
+
+
+def test_verify_wait_says_what_is_stuck_when_nothing_moves(kafka, tmp_path):
+    """No controller runs: no replica ever joins an ISR. With --stall, the wait ends (exit 1)
+    naming a partition and the brokers it waits for."""
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
+    assert kit("apply", str(plan), "--zk", root, "--throttle", "50000000").returncode == 0
+    r = kit("verify", str(plan), "--zk", root, "--wait", "--interval", "0.2", "--stall", "2", timeout=120)
+    assert r.returncode == 1 and "nothing has moved for" in r.stderr and "waiting for broker(s)" in r.stderr, r
+
+
+def test_throttles_without_a_reassignment_are_cleared_by_verify_with_or_without_a_plan(kafka, tmp_path):
+    """A crash between throttles and reassignment (older kit, Kafka's tool, a hand edit):
+    verify says the partitions were never started and clears every throttle, topic lists too."""
+    from kit.execute import set_throttles
+    from kit.formats import load_plan
+    from kit.zookeeper import read_cluster
+
+    root, _ = kafka
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "scale-out", "--zk", root, "--out", str(plan)).returncode == 0
+    for with_plan in (True, False):
+        client = connect(root)
+        try:
+            cluster, _ = read_cluster(client)
+            set_throttles(client, cluster, load_plan(str(plan)), 5e7)
+            assert throttle_configs_in(client, "brokers") and throttle_configs_in(client, "topics")
+        finally:
+            client.stop()
+        r = kit("verify", *([str(plan)] if with_plan else []), "--zk", root)
+        if with_plan:
+            assert r.returncode == 1 and "not started (no reassignment runs for it)" in r.stdout, r
+        client = connect(root)
+        try:
+            assert not throttle_configs_in(client, "brokers") and not throttle_configs_in(client, "topics"), with_plan
+        finally:
+            client.stop()
+    r = kit("verify", str(plan), "--zk", root, "--wait", "--interval", "0.2")
+    assert r.returncode == 1 and "no reassignment is running" in r.stderr

@@ -269,7 +269,7 @@ def test_report_shape():
 
 # ------------------------------------------------------------------ random small clusters, in process
 
-IDS = [1, 2, 3, 7, 40, 41, 10**12]
+IDS = [1, 2, 3, 7, 40, 41, 2**31 - 1]  # Kafka's largest broker id (int32)
 RACKS = [None, "a", "b", "c"]
 
 

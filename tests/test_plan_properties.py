@@ -280,6 +280,18 @@ def test_remove_moves_exactly_the_forced_replicas_and_balances(case):
     assert_targets_met_or_proved_least(plan, after, failover=False)
 
 
+@pytest.mark.xfail(strict=True, reason="planner miss found by hypothesis (session 6): remove on this drifted "
+                   "RF-3/RF-2 cluster ends at topic leader excess 34 with no NOTE proving it the least; "
+                   "the same on the code before session 6 (issue 19's planner work)")
+def test_remove_on_a_drifted_mixed_cluster_meets_leadership_targets_or_proves_them():
+    c = generate(brokers=8, racks=3, rf=3, scenario="drift", rf2_share=0.3, topics=7, partitions=383,
+                 dead=1, add=1, seed=9821)
+    plan = planners.plan_remove(c, [b for b in c.map_brokers() if b in c.live_ids][:1], ignore_warns=True)
+    assert_valid(plan)
+    _, after, _ = figures(plan)
+    assert_targets_met_or_proved_least(plan, after, failover=False)
+
+
 def test_remove_after_the_integer_programs_moves_exactly_the_forced_replicas():
     # Found by hypothesis in CI: the order program gave interchangeable partitions one shared
     # replica list, and the placement program's move of one of them moved the other too.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,6 +74,15 @@ def test_each_runbook_takes_a_parameter_file(name, tmp_path):
         from kit.sim import SAMPLE_EPOCH
 
         assert all(e["time"].startswith(SAMPLE_EPOCH.strftime("%Y-%m-%d")) for e in events)
+        # The record's clock is the cluster's: the simulated controller's time from apply to done.
+        timing = rec["timing"]
+        assert timing["clock"] == "simulated" and timing["actual_s"] > 0
+        # The doctor's plan is a list of moves without kit's estimate; the planned runbooks have one.
+        assert timing["estimate_s"] > 0 if name != "health_check" else timing["estimate_s"] is None
+        assert rec["change"]["simulated_seconds"] == timing["actual_s"]
+        # The cluster's clock: the simulated controller's own figure, not wall seconds x speed.
+        controller = json.loads((Path(rec["change"]["rollback"]).parent / "controller.json").read_text())
+        assert timing["actual_s"] == pytest.approx(controller["completion_s"])
     else:
         assert rec["outcome"] == "planned"
 
@@ -91,6 +101,12 @@ def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(tmp_
     (["-p", "apply", "maybe"], "parameter apply: expected bool"),
     (["-p", "speed", "[1, 2]"], "parameter speed: expected float"),
     (["-p", "record_path", "x"], "set by kit run"),
+    # Values that used to apply the plan and then never copy a byte.
+    (["-p", "speed", "-5"], "parameter speed: must be above 0"),
+    (["-p", "client_load", ".nan"], "parameter client_load: must be a finite number"),
+    (["-p", "max_wait_s", "0"], "parameter max_wait_s: must be above 0"),
+    (["-p", "throttle", "fast"], "parameter throttle: \"auto\" or a positive rate"),
+    (["-p", "cap_map", '{"standard": -1}'], "parameter cap_map: 'standard' must be a positive number"),
 ])
 def test_bad_parameters_exit_2_and_write_nothing(tmp_path, args, message):
     r = kit("run", "broker_replacement", *args, "--record-dir", tmp_path / "records")
@@ -129,15 +145,31 @@ def test_exploratory_notebooks_pass_nbval_lax():
     assert " passed" in r.stdout
 
 
-def test_the_gate_applies_only_with_apply_or_a_button_press(monkeypatch):
-    """papermill: apply=False changes nothing; in a live notebook the Apply button does it."""
+class _Handle:
+    def __init__(self):
+        self.shown = []
+
+    def update(self, obj):
+        self.shown.append(obj)
+
+
+def test_the_gate_applies_only_with_apply_or_a_button_press(monkeypatch, capsys):
+    """papermill: apply=False changes nothing and shows no button (nobody will press it); in a
+    live notebook the Apply button does it. (Changed: the button shows only in a live notebook.)"""
     import ipywidgets
 
     from kit import runbook_steps
 
     shown, calls = [], []
-    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: shown.extend(objs))
+
+    def display(*objs, **kw):
+        shown.extend(objs)
+        return _Handle() if kw.get("display_id") else None
+    monkeypatch.setattr("IPython.display.display", display)
     assert runbook_steps.gate(True, lambda: calls.append("now")) is True and calls == []
+    assert runbook_steps.gate(False, lambda: calls.append("pressed")) is False and calls == [] and not shown
+    assert "nothing is changed" in capsys.readouterr().out
+    monkeypatch.setattr(runbook_steps, "live_notebook", lambda: True)
     assert runbook_steps.gate(False, lambda: calls.append("pressed")) is False and calls == []
     button = next(w for box in shown if isinstance(box, ipywidgets.VBox) for w in box.children
                   if isinstance(w, ipywidgets.Button))
@@ -158,3 +190,59 @@ def test_if_the_auto_throttle_fails_the_copy_goes_on_throttled_and_the_record_sa
     assert "instance type 'standard'" in rec["throttle_failure"]
     assert rec["change"]["done"] and rec["change"]["throttles_cleared"]
     assert "WARNING: the auto-throttle stopped" in Path(rec["html"]).read_text()
+
+
+def test_a_run_held_at_the_fail_safe_says_so_in_its_headline_title_and_timing(tmp_path):
+    """Metrics withheld (an empty samples directory): the auto-throttle never gets a sample and
+    keeps every broker at its 10 MB/s fail-safe. The copy finishes, and the record does not
+    hide how: the outcome line, the HTML's title and first screen, and `timing` say so."""
+    empty = tmp_path / "no-metrics"
+    empty.mkdir()
+    r = kit("run", "broker_replacement", "-p", "apply", "true", "-p", "speed", "50000",
+            "-p", "throttle_metrics", empty, "--record-dir", tmp_path / "records", timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = record_of(r.stdout)
+    assert rec["outcome"] == "succeeded" and "fail-safe" in rec["reason"]
+    timing = rec["timing"]
+    assert timing["clock"] == "simulated" and timing["actual_s"] > 0 and timing["estimate_s"] > 0
+    # Held at the fail-safe from apply to done: nearly the whole copy. (No sample reached the
+    # loop, so its events carry the wall clock, scaled onto the copy's span: approximate.)
+    assert timing["failsafe_s"] >= 0.75 * timing["actual_s"], timing
+    assert "1013" in timing["failsafe"]["brokers"]
+    assert rec["under_replicated"] == {"before": 150, "after": 0}
+    html = Path(rec["html"]).read_text()
+    title = html.split("<title>", 1)[1].split("</title>", 1)[0]
+    assert title.startswith("broker_replacement: succeeded (with ") and "10 MB/s fail-safe" in title
+    # The headline is the first thing on the page, before any code.
+    first = re.search(r"class=[\"']kit-headline", html).start()
+    assert first < html.index('<div class="jp-InputArea') and first < html.index('id="Broker-replacement"')
+    for words in ("estimated", "actual", "simulated cluster", "under-replicated partitions", "150 → 0",
+                  "rollback.json", "at the fail-safe (metrics missing)", "at the minimum rate"):
+        assert words in html, words
+    import nbformat
+
+    nb = nbformat.read(rec["notebook"], as_version=4)
+    head = nb.cells[0]
+    assert "kit-headline" in head.metadata["tags"] and "fail-safe" in head.outputs[0]["data"]["text/plain"]
+
+
+def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
+    """One verdict (figures.refuse_problems) for `kit plan` and the runbooks."""
+    from kit import figures, runbook_steps
+    from kit.formats import load_snapshot
+    from kit.plan import plan_replace
+
+    cluster = load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json"))
+    plan = plan_replace(cluster, [(1009, 1013)])
+    real = figures.plan_report
+
+    def with_a_problem(p):
+        report = real(p)
+        return {**report, "problems": ["topic-0000 p0 lists broker 1013 twice"], "problem_count": 1}
+    monkeypatch.setattr(figures, "plan_report", with_a_problem)
+    with pytest.raises(runbook_steps.CheckFailed, match="the plan failed its own checks: topic-0000 p0 lists"):
+        runbook_steps.plan_summary(plan)
+    from kit.errors import Unsafe
+
+    with pytest.raises(Unsafe, match="the plan failed its own checks: topic-0000 p0 lists"):
+        figures.refuse_problems(with_a_problem(plan))

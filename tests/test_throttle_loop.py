@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 import time
@@ -66,8 +67,13 @@ def test_the_loop_throttles_from_measured_network_and_clears_everything_when_don
     got = [json.loads(x) for x in events.read_text().splitlines()]
     rates = [e for e in got if e["kind"] == "rate" and "clients" in e["reason"]]
     assert rates, got[:5]
-    # 50% client load on 125 MB/s NICs: 90% of the 62.5 MB/s left.
-    assert all(e["new"] <= 0.9 * (CAP - 0.5 * CAP) * 1.001 for e in rates)
+    # Each rate is 90% of what that broker's measured clients leave of its 125 MB/s NIC (client
+    # traffic is each broker's own, scaled to 50% on average), as its reason says.
+    for e in rates:
+        used, clients = (float(x) * 1e6 for x in re.search(r"[rt]x ([0-9.]+) MB/s of .*clients ([0-9.]+) MB/s",
+                                                           e["reason"]).groups())
+        expected = max(0.9 * (CAP - clients - max(used - CAP, 0.0)), 10e6)
+        assert e["new"] == pytest.approx(expected, abs=0.2e6) and e["new"] <= 0.9 * CAP, e
     assert {e["role"] for e in rates} == {"leader", "follower"}
     assert got[-1]["kind"] == "done"
     assert any(e["kind"] == "clear" for e in got)

@@ -28,6 +28,7 @@ class _Live(param.Parameterized):
     """Values the poller moves forward; views bound to them re-render when they change."""
 
     cluster_version = param.Integer(default=0)
+    storage_version = param.Integer(default=0)
 
 
 def _plan_label(path: str) -> str:
@@ -41,7 +42,8 @@ def load_plans(paths, cluster) -> dict[str, list[dict]]:
 
 def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), events: str | None = None,
               samples: str | None = None, records: str | None = None, zk_auth: str | None = None,
-              interval: float = 2.0, records_url: str = "records/", metrics: str | None = None):
+              interval: float = 2.0, records_url: str = "records/", metrics: str | None = None,
+              cap_map: dict | None = None):
     """One session's dashboard page.
 
     Parameters
@@ -63,6 +65,8 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
     metrics : str, optional
         `kit metrics --follow`'s folder: its ``broker_rates.json`` is measured traffic for the
         brokers the samples do not describe.
+    cap_map : dict, optional
+        NIC capacity (bytes/s) by instance type (``"*"``: any other), a bound on the copy rate.
 
     Returns
     -------
@@ -70,7 +74,7 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         The page.
     """
     hv.extension("bokeh", logo=False)
-    poller = shared_poller(zk, zk_auth, events, samples, records, interval, metrics)
+    poller = shared_poller(zk, zk_auth, events, samples, records, interval, metrics, cap_map)
     base = load_snapshot(snapshot) if snapshot else None
     live = _Live()
 
@@ -95,21 +99,28 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
     topics_w = pn.widgets.TextInput(name="Topic regex", placeholder="e.g. ^payments\\.")
 
     frames: dict = {}
+    last_view: dict = {}
 
-    def frame_for(plan, topics, version):
-        key = (plan, topics, version)
+    def frame_for(plan, topics, version, storage_version):
+        key = (plan, topics, version, storage_version)
         if key not in frames:
-            c = cluster()
+            # Free storage from the newest samples where they give it (else the metrics znode's).
+            c = views.with_free_storage(cluster(), poller.state.storage)
             after = views.assignment_after(c, plan_moves.get(plan)) if plan != NO_PLAN else None
             frames.clear()  # one frame per session is enough; widgets change one thing at a time
             frames[key] = views.broker_frame(c, after, topics or None)
         return frames[key]
 
-    def distribution(plan, which, sort_by, racks_sel, search, topics, version):
+    def distribution(plan, which, sort_by, racks_sel, search, topics, version, storage_version):
         try:
-            frame = frame_for(plan, topics, version)
+            frame = frame_for(plan, topics, version, storage_version)
         except re.error as e:
-            return pn.pane.Markdown(f"**Topic regex:** {e}")
+            # A regex being typed is often invalid for a keystroke or two: the last view stays.
+            error = pn.pane.Alert(f"Topic regex /{topics}/ is not valid ({e}); showing the last valid view"
+                                  + (f" (/{last_view['topics']}/)" if last_view.get("topics") else "") + ".",
+                                  alert_type="danger", margin=(0, 10), css_classes=["kit-regex-error"])
+            return pn.Column(error, last_view["view"], sizing_mode="stretch_width") if "view" in last_view \
+                else error
         has_plan = plan != NO_PLAN
         n = len(frame)
         head = (f"### Broker distribution · {n} brokers · "
@@ -118,12 +129,17 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         note = ("Bars: leaders (dark) + followers (light); free storage (red under 10%); degree. "
                 + ("Black dash: the other side of the plan. " if has_plan else "")
                 + "Hover a bar for the exact figures.")
-        return pn.Column(pn.pane.Markdown(head + "\n\n" + note, margin=(0, 10)),
+        free = (f" Free storage from the broker samples of {views.utc_label(poller.state.clock)} (their clock)."
+                if poller.state.storage and poller.state.clock else "")
+        view = pn.Column(pn.pane.Markdown(head + "\n\n" + note + free, margin=(0, 10)),
                          views.distribution_view(frame, which if has_plan else "before", sort_by, racks_sel,
                                                  search, show_before=has_plan),
                          sizing_mode="stretch_width")
+        last_view.update(view=view, topics=topics)
+        return view
 
-    dist = pn.bind(distribution, plan_w, which_w, sort_w, rack_w, search_w, topics_w, live.param.cluster_version)
+    dist = pn.bind(distribution, plan_w, which_w, sort_w, rack_w, search_w, topics_w, live.param.cluster_version,
+                   live.param.storage_version)
 
     # -- live throttle chart: this session's Buffer, fed from the shared poller's rows
     buffer = hv.streams.Buffer(views.empty_throttle_frame(), length=ROWS_KEPT, index=False)
@@ -143,7 +159,9 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
     # linked_axes off: Panel otherwise gives both charts (both "time" by "MB/s") one y range, the
     # sources' (their tx, ~60 MB/s), and the destinations' measured rx (client traffic plus the
     # copy, ~120 MB/s) is drawn above the top of their chart, where nobody sees it.
-    throttle = pn.Row(*(pn.pane.HoloViews(chart(role), sizing_mode="stretch_width", linked_axes=False)
+    legends = {role: pn.pane.HTML("", sizing_mode="stretch_width") for role in ("leader", "follower")}
+    throttle = pn.Row(*(pn.Column(pn.pane.HoloViews(chart(role), sizing_mode="stretch_width", linked_axes=False),
+                                  legends[role], sizing_mode="stretch_width")
                         for role in ("leader", "follower")), sizing_mode="stretch_width")
     # Created once and patched (`object`): swapping whole panes every tick makes the browser
     # rebuild them, and a busy page then stops showing the updates.
@@ -168,15 +186,24 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         if st.version == seen["version"]:
             return
         seen["version"] = st.version
-        for box, pane in ((progress_box, views.progress_view(st.status, views.eta(list(st.history)),
-                                                             views.utc_label(st.updated) if st.updated else None,
-                                                             st.error, source, st.copy_basis)),
+        ids = searched(search_w.value)
+        for role, box in legends.items():
+            text = views.throttle_legend(buffer.data, role, ids)
+            if box.object != text:
+                box.object = text
+        shown = views.progress_view(st.status, views.eta(st.progress, st.history),
+                                    views.utc_label(st.updated) if st.updated else None, st.error, source,
+                                    st.copy_basis, st.progress, st.throttle_loop, st.clock_source,
+                                    views.clock_speed(st.history))
+        for box, pane in ((progress_box, shown),
                           (events_box, views.events_view(list(st.events))),
                           (records_box, views.records_view(list(st.records), records_url))):
             if box.object != pane.object:
                 box.object = pane.object
         if base is None and st.cluster_version != live.cluster_version and st.cluster is not None:
             live.cluster_version = st.cluster_version
+        if st.storage_version != live.storage_version:
+            live.storage_version = st.storage_version
 
     refresh()
     pn.state.add_periodic_callback(refresh, period=int(interval * 1000))
@@ -191,7 +218,8 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         pn.pane.Markdown(f"## kit · Kafka operations · {source}", margin=(0, 10)),
         progress_box,
         pn.pane.Markdown("### Replication throttles (live; solid: measured, dashed: throttle, dot: current "
-                         "throttle)", margin=(0, 10)),
+                         "throttle, label: broker id; only brokers sending or receiving in the running "
+                         "reassignment)", margin=(0, 10)),
         throttle,
         pn.pane.Markdown("Broker search also filters the throttle chart.", margin=(0, 10),
                          styles={"font-size": "11px", "color": "#666"}),
@@ -251,7 +279,7 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
     except OSError as e:
         raise BadInput(f"--address {address} --port {port}: cannot listen there ({e.strerror or e})") from None
     shared_poller(page.get("zk"), page.get("zk_auth"), page.get("events"), page.get("samples"), records,
-                  page.get("interval", 2.0), page.get("metrics"))
+                  page.get("interval", 2.0), page.get("metrics"), page.get("cap_map"))
     extra = [_records_handler(os.path.abspath(records), bool(basic_auth))] if records else []
     origins = ["*"] if address not in ("127.0.0.1", "localhost", "::1") else \
         [f"127.0.0.1:{port}", f"localhost:{port}"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import holoviews as hv
@@ -53,7 +54,8 @@ SORT_KEYS = {
 }
 
 __all__ = ["assignment_after", "broker_frame", "select_brokers", "distribution_view", "throttle_view",
-           "progress_view", "eta", "events_frame", "events_view", "records_view", "THROTTLE_COLUMNS"]
+           "throttle_legend", "current_brokers", "broker_colors", "progress_view", "loop_tile", "eta",
+           "clock_speed", "with_free_storage", "events_frame", "events_view", "records_view", "THROTTLE_COLUMNS"]
 
 
 # --------------------------------------------------------------------------- data
@@ -303,15 +305,54 @@ def empty_throttle_frame() -> pd.DataFrame:
                          "measured": pd.Series([], dtype="float64"), "replication": pd.Series([], dtype="float64")})
 
 
-def _paths(data: pd.DataFrame, column: str, now=None) -> list[pd.DataFrame]:
+# The throttle chart's colours, one per broker in the order of their ids (Category20's).
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7",
+           "#dbdb8d", "#9edae5"]
+
+
+def broker_colors(brokers) -> dict[int, str]:
+    """One colour per broker, by the order of their ids (the same brokers, the same colours)."""
+    return {b: PALETTE[i % len(PALETTE)] for i, b in enumerate(sorted(set(int(x) for x in brokers)))}
+
+
+def _paths(data: pd.DataFrame, column: str, now=None, colors=None, times=None) -> list[pd.DataFrame]:
+    """One path per broker and unbroken run: a NaN (a throttle cleared) or a poll the broker was
+    not in (it stopped taking part) ends the line, so nothing is drawn across the gap. `times`:
+    every poll's time (default: those in `data`)."""
     out = []
+    if len(data):
+        polls = {t: i for i, t in enumerate(sorted(set(data["time"].unique()) | set(times if times is not None
+                                                                                     else ())))}
     for broker, g in data.groupby("broker", sort=True):
-        g = g[["time", column]].dropna()
-        if len(g):
-            out.append(pd.DataFrame({"time": g["time"], "MB/s": g[column], "broker": str(broker)}))
+        g = g.sort_values("time", kind="stable")
+        index = g["time"].map(polls).to_numpy()
+        values = g[column].to_numpy(dtype=float)
+        run = []
+        for i, (t, v) in enumerate(zip(g["time"], values)):
+            if run and (v != v or index[i] != index[i - 1] + 1):
+                out.append(run)
+                run = []
+            if v == v:
+                run.append((t, v))
+        if run:
+            out.append(run)
+        for k in range(len(out)):
+            if isinstance(out[k], list):
+                out[k] = pd.DataFrame({"time": pd.Series([t for t, _ in out[k]], dtype="datetime64[ns]"),
+                                       "MB/s": [v for _, v in out[k]], "broker": str(broker),
+                                       "color": (colors or {}).get(int(broker), PALETTE[0])})
     # HoloViews cannot colour an empty Path by a column: an invisible one-point path stands in.
     return out or [pd.DataFrame({"time": pd.Series([pd.NaT if now is None else now], dtype="datetime64[ns]"),
-                                 "MB/s": [math.nan], "broker": [""]})]
+                                 "MB/s": [math.nan], "broker": [""], "color": [PALETTE[0]]})]
+
+
+def current_brokers(data: pd.DataFrame, role: str) -> list[int]:
+    """The brokers of one role in the newest poll: those taking part in the reassignment now."""
+    d = data[data["role"] == role] if len(data) else data
+    if not len(d):
+        return []
+    return sorted(int(b) for b in d.loc[d["time"] == d["time"].max(), "broker"].unique())
 
 
 def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.Overlay:
@@ -320,7 +361,7 @@ def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.O
     Parameters
     ----------
     data : pandas.DataFrame
-        Rows with ``THROTTLE_COLUMNS``; rates in MB/s.
+        Rows with ``THROTTLE_COLUMNS``; rates in MB/s, times UTC (the wall clock of the polls).
     role : {"leader", "follower"}
         Leader: the sources' outbound throttle against their measured tx. Follower: the
         destinations' inbound throttle against their measured rx.
@@ -332,35 +373,104 @@ def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.O
     Returns
     -------
     holoviews.Overlay
-        Always the same three elements (so a DynamicMap can stream into it): measured, throttle
-        and the latest throttle per broker as labelled points.
+        Always the same five elements (so a DynamicMap can stream into it): measured, throttle,
+        the current throttle per broker as points, each line's broker id at its end (the
+        legend, in the line's colour), and invisible points for the hover. The title counts the
+        brokers in the newest poll (those taking part now); a cleared throttle's line ends.
     """
     d = data[data["role"] == role] if len(data) else data
+    times = d["time"].unique() if len(d) else ()  # every poll, before the search narrows the brokers
+    taking_part = set(current_brokers(d, role))
     if brokers is not None and len(d):
         d = d[d["broker"].isin(list(brokers))]
-    n = d["broker"].nunique() if len(d) else 0
-    title = (f"OUT of {n} source brokers: leader throttle (dashed) vs measured tx (solid)" if role == "leader"
-             else f"INTO {n} destination brokers: follower throttle (dashed) vs measured rx (solid)")
-    kd, vd = [hv.Dimension("time")], [hv.Dimension("MB/s"), "broker"]
-    measured = hv.Path(_paths(d, "measured", now), kd + [vd[0]], vdims=["broker"])
-    throttle = hv.Path(_paths(d, "throttle", now), kd + [vd[0]], vdims=["broker"])
-    latest = d.dropna(subset=["throttle"]).sort_values("time").groupby("broker").tail(1) if len(d) else d
-    points = hv.Points(latest.rename(columns={"throttle": "MB/s"}).assign(broker=lambda x: x["broker"].astype(str))
-                       if len(latest) else _paths(latest, "throttle", now)[0], ["time", "MB/s"], ["broker"])
-    samples = hv.Points(_samples(d, now), ["time", "MB/s"], ["broker", "series"])
-    color = hv.dim("broker").str()
+        taking_part &= set(brokers)
+    n = len(taking_part)
+    colors = broker_colors(d["broker"].unique() if len(d) else [])
+    title = (f"OUT of {n} source broker{'s' if n != 1 else ''} now: leader throttle (dashed) vs measured tx (solid)"
+             if role == "leader" else
+             f"INTO {n} destination broker{'s' if n != 1 else ''} now: follower throttle (dashed) vs measured rx "
+             "(solid)")
+    kd, vd = [hv.Dimension("time", label="time (UTC, wall clock)")], [hv.Dimension("MB/s")]
+    measured = hv.Path(_paths(d, "measured", now, colors, times), kd + vd, vdims=["broker", "color"])
+    throttle = hv.Path(_paths(d, "throttle", now, colors, times), kd + vd, vdims=["broker", "color"])
+    # The current throttle: only where the newest row of a broker still has one (a cleared
+    # throttle has no dot held at its old value).
+    newest = d.sort_values("time", kind="stable").groupby("broker").tail(1) if len(d) else d
+    latest = newest.dropna(subset=["throttle"]) if len(newest) else newest
+    points = hv.Points(latest.rename(columns={"throttle": "MB/s"}).assign(
+        broker=lambda x: x["broker"].astype(str), color=lambda x: x["broker"].astype(int).map(colors))
+        if len(latest) else _paths(latest, "throttle", now)[0], kd + vd, ["broker", "color"])
+    ends = _line_ends(newest, colors, now)
+    labels = hv.Labels(ends, kd + vd, ["broker", "color"])
+    samples = hv.Points(_samples(d, now), kd + vd, ["broker", "series", "color"])
     # framewise: every frame sets its own y range, so it follows the newest data (the two charts
     # must also not share one axis: see app.py, linked_axes).
-    common = dict(color=color, cmap="Category20", framewise=True)
+    # An explicit broker -> colour map: the lines, dots, ids and the HTML legend agree.
+    cmap = {str(b): c for b, c in colors.items()} or {"": PALETTE[0]}
+    common = dict(color="broker", cmap=cmap, framewise=True)
     # A line's hover names only its broker: the exact figures are on every sample's (invisible) point.
     tips = dict(tools=["hover"], hover_tooltips=HOVER_TIPS, hover_formatters={"@time": "datetime"})
     line_tip = dict(tools=["hover"], hover_tooltips=[("broker", "@broker")])
     return (measured.opts(line_width=2, **common, **line_tip)
             * throttle.opts(line_width=2, line_dash="dashed", **common, **line_tip)
             * points.opts(size=7, marker="circle", **common)
+            * labels.opts(text_color="broker", cmap=cmap, text_font_size="8pt", text_align="left",
+                          text_baseline="middle", framewise=True)
             * samples.opts(size=8, alpha=0, hover_alpha=1, **common, **tips)).opts(
-        title=title, height=260, responsive=True, min_width=420, ylabel="MB/s", xlabel="time (UTC)",
+        title=title, height=260, responsive=True, min_width=420, ylabel="MB/s", xlabel="time (UTC, wall clock)",
         show_legend=False, fontsize={"title": "10pt"})
+
+
+def _line_ends(newest: pd.DataFrame, colors: dict, now=None) -> pd.DataFrame:
+    """Where each broker's id is written: at its newest measured value, else its throttle."""
+    rows = []
+    for r in newest.itertuples(index=False) if len(newest) else ():
+        v = r.measured if r.measured == r.measured else r.throttle
+        if v == v:
+            rows.append({"time": r.time, "MB/s": v, "broker": str(int(r.broker)), "color": colors.get(int(r.broker))})
+    if rows:
+        return pd.DataFrame(rows)
+    return pd.DataFrame({"time": pd.Series([pd.NaT if now is None else now], dtype="datetime64[ns]"),
+                         "MB/s": [math.nan], "broker": [""], "color": [PALETTE[0]]})
+
+
+# Brokers named in a throttle chart's legend; more would push the page down (the search narrows).
+LEGEND_MAX = 24
+
+
+def throttle_legend(data: pd.DataFrame, role: str, brokers=None) -> str:
+    """The chart's legend as HTML: per broker taking part now, its colour, its throttle (or
+    "cleared"/"none") and measured MB/s in the newest poll; brokers no longer taking part are
+    named after them."""
+    d = data[data["role"] == role] if len(data) else data
+    now = set(current_brokers(d, role))
+    if brokers is not None and len(d):
+        d = d[d["broker"].isin(list(brokers))]
+        now &= set(brokers)
+    if not len(d):
+        return '<div style="font-size:11px;color:#666">no broker takes part</div>'
+    colors = broker_colors(d["broker"].unique())
+    newest = d.sort_values("time", kind="stable").groupby("broker").tail(1)
+    items = []
+    for r in newest.sort_values("broker").itertuples(index=False):
+        b = int(r.broker)
+        if b not in now:
+            continue
+        if len(items) == LEGEND_MAX:
+            items.append(f'<span style="color:#666">… and {len(now) - LEGEND_MAX} more (the broker search '
+                         'narrows the chart)</span>')
+            break
+        had = d[(d["broker"] == b) & d["throttle"].notna()]
+        thr = f"{r.throttle:.1f}" if r.throttle == r.throttle else "cleared" if len(had) else "none"
+        meas = f"{r.measured:.1f}" if r.measured == r.measured else "–"
+        items.append(f'<span style="margin-right:12px;white-space:nowrap"><span style="display:inline-block;'
+                     f'width:14px;height:3px;background:{colors[b]};vertical-align:middle"></span> '
+                     f'<b>{b}</b> throttle {thr} · measured {meas}</span>')
+    gone = sorted(set(int(b) for b in d["broker"].unique()) - now)
+    tail = (f'<span style="color:#666">no longer taking part: {", ".join(map(str, gone[:10]))}'
+            f'{" …" if len(gone) > 10 else ""}</span>') if gone else ""
+    return (f'<div class="kit-legend" style="font-size:11px;line-height:1.6">MB/s, newest poll: '
+            f'{"".join(items)}{tail}</div>')
 
 
 # Hover of the throttle chart: broker, what was measured or set, the value and when.
@@ -370,58 +480,70 @@ HOVER_TIPS = [("broker", "@broker"), ("", "@series"), ("MB/s", "@{MB/s}{0.0}"), 
 def _samples(d: pd.DataFrame, now=None) -> pd.DataFrame:
     """Every sample of the chart as a point (time, MB/s, broker, series), for the hover."""
     parts = []
+    colors = broker_colors(d["broker"].unique() if len(d) else [])
     for column, series in (("measured", "measured"), ("throttle", "throttle")):
         g = d[["time", "broker", column]].dropna() if len(d) else d
         if len(g):
             parts.append(pd.DataFrame({"time": g["time"], "MB/s": g[column], "broker": g["broker"].astype(str),
-                                       "series": series}))
+                                       "series": series, "color": g["broker"].astype(int).map(colors)}))
     if parts:
         return pd.concat(parts, ignore_index=True)
     return pd.DataFrame({"time": pd.Series([pd.NaT if now is None else now], dtype="datetime64[ns]"),
-                         "MB/s": [math.nan], "broker": [""], "series": [""]})
+                         "MB/s": [math.nan], "broker": [""], "series": [""], "color": [PALETTE[0]]})
 
 
 # --------------------------------------------------------------------------- progress
 
 
-def eta(history: list[tuple], window: float = 120.0) -> dict:
-    """Copy rate and time left from ``(wall seconds, bytes left[, copy rate])`` observations.
+def eta(progress: dict | None, history=(), window: float = 600.0) -> dict:
+    """Share done and time left of the running reassignment, on the cluster's clock.
 
     Parameters
     ----------
-    history : list of tuple
-        Observations, oldest first: ``(seconds, bytes left)`` or ``(seconds, bytes left, copy
-        rate in bytes/s or None)``. Bytes left counts a replica whole until it is in sync, so
-        while partitions copy side by side it stays put for a long time; the copy rate (the
-        destinations' measured replication, or their throttles) moves at once.
+    progress : dict or None
+        The poller's progress: ``total`` and ``copied`` bytes of the running reassignment (every
+        replica it adds, counted from when it was first seen), and ``rate``: the copy rate the
+        throttles allow (bytes/s per second of the cluster's clock; see
+        `kit.dashboard.poller.copy_bound`), None when unknown.
+    history : sequence of tuple
+        ``(cluster seconds, bytes copied, rate, ...)`` observations, oldest first: the copy
+        rate seen (bytes copied over cluster time) when no bound is known.
     window : float
-        Seconds of history the rate is measured over (a recent rate follows throttle changes).
+        Cluster seconds of history the seen rate is measured over.
 
     Returns
     -------
     dict
-        ``rate`` (bytes/s: the mean copy rate over the window when known, else bytes left seen
-        going down; None until either is known), ``seconds`` (ETA, None when unknown, 0 when
-        nothing is left), ``left`` (bytes left, less what the copy rates say was copied since
-        the first observation), ``done_fraction`` of the most bytes left seen, and ``basis``
-        (``"copy rate"`` or ``"bytes left"``, None while unknown).
+        ``left`` (bytes to copy still), ``done_fraction`` (copied / to copy), ``rate``
+        (bytes/s), ``seconds`` (ETA in cluster seconds: left / rate, so a higher rate never
+        gives a later ETA; None when unknown, 0 when nothing is left) and ``basis`` (``"copy
+        rate within throttles"`` or ``"bytes copied seen"``, None while unknown). All None
+        without progress.
     """
-    if not history:
+    if not progress:
         return {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
-    t1, left = history[-1][0], history[-1][1]
-    peak = max(h[1] for h in history)
-    recent = [h for h in history if h[0] >= t1 - window]
-    t0, b0 = recent[0][0], recent[0][1]
-    observed = (b0 - left) / (t1 - t0) if t1 > t0 and b0 > left else None
-    copying = [h[2] for h in recent if len(h) > 2 and h[2]]
-    # Bytes copied since the first observation: the copy rate in force over each interval.
-    copied = sum((b[0] - a[0]) * a[2] for a, b in zip(history, history[1:]) if len(a) > 2 and a[2])
-    est = left if not copied else max(0.0, min(float(left), history[0][1] - copied))
-    rate = sum(copying) / len(copying) if copying else observed
-    seconds = 0.0 if left == 0 else (est / rate if rate else None)
-    return {"rate": rate, "seconds": seconds, "left": est,
-            "done_fraction": None if not peak else 1 - est / peak,
-            "basis": None if not rate else "copy rate" if copying else "bytes left"}
+    total, copied = float(progress["total"]), float(progress["copied"])
+    left = max(0.0, total - copied)
+    rate, basis = progress.get("rate"), "copy rate within throttles"
+    if not rate:
+        t1 = history[-1][0] if history else None
+        recent = [h for h in history if t1 is not None and h[0] >= t1 - window]
+        rate, basis = None, None
+        if len(recent) > 1 and recent[-1][0] > recent[0][0] and recent[-1][1] > recent[0][1]:
+            rate = (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
+            basis = "bytes copied seen"
+    seconds = 0.0 if left == 0 else (left / rate if rate else None)
+    return {"rate": rate, "seconds": seconds, "left": left, "done_fraction": copied / total if total else None,
+            "basis": basis}
+
+
+def clock_speed(history) -> float | None:
+    """Cluster seconds per wall second over the history (``(clock, ..., wall)`` entries): about
+    1 on a real cluster, the speed-up on the simulated one; None while unknown."""
+    if len(history) < 2 or len(history[0]) < 4:
+        return None
+    (c0, w0), (c1, w1) = (history[0][0], history[0][3]), (history[-1][0], history[-1][3])
+    return (c1 - c0) / (w1 - w0) if w1 > w0 and c1 > c0 else None
 
 
 def _duration(seconds: float | None) -> str:
@@ -449,7 +571,9 @@ def _tile(label: str, value: str, bad: bool = False, note: str = "") -> str:
 
 
 def progress_view(status: dict | None, progress: dict | None = None, updated: str | None = None,
-                  error: str | None = None, source: str = "", copy_basis: str | None = None) -> pn.pane.HTML:
+                  error: str | None = None, source: str = "", copy_basis: str | None = None,
+                  detail: dict | None = None, loop: dict | None = None, clock_source: str = "wall",
+                  speed: float | None = None) -> pn.pane.HTML:
     """Big tiles for the state of the cluster and the reassignment in flight.
 
     Parameters
@@ -465,30 +589,53 @@ def progress_view(status: dict | None, progress: dict | None = None, updated: st
     source : str
         Where the figures come from (e.g. ``ZooKeeper 10.0.0.1:2181/kafka``), without credentials.
     copy_basis : str, optional
-        What the copy rate was read from (``measured``, ``throttle``), shown beside it: a rate
-        from the throttles is what the copy may reach, not what it does.
+        What bounds the copy rate (``measured``, ``throttle``, ``NIC``), shown beside it.
+    detail : dict, optional
+        The poller's progress dict (``total``, ``copied``, ``basis``, ``started``, ``into``,
+        ``out_of``): what the share and the rate rest on.
+    loop : dict, optional
+        `kit.dashboard.poller.throttle_health`'s dict; stale or stopped is a red tile.
+    clock_source : {"wall", "samples"}
+        The cluster clock the ETA is counted on.
+    speed : float, optional
+        Cluster seconds per wall second (the simulator's speed-up), for the wall-clock ETA.
     """
-    progress = progress or {}
+    progress, detail = progress or {}, detail or {}
     tiles = []
     if status is None:
         tiles.append(_tile("reassignment", "no live source", note="snapshot file: distribution only"))
     else:
         moving = int(status.get("reassigning_partitions", 0))
-        left = status.get("bytes_left", 0)
         brokers = status.get("brokers", [])
         dead = [b["id"] for b in brokers if not b.get("alive", True)]
         urp = status.get("under_replicated", [])
         frac = progress.get("done_fraction")
+        clock = "simulated clock (samples)" if clock_source == "samples" else "wall clock"
+        started = detail.get("started")
+        copied_note = (f"{_bytes(detail.get('copied'))} of {_bytes(detail.get('total'))} copied"
+                       + (f" since {utc_label(started)} ({clock})" if started else "")
+                       + (f"; from {detail['basis']}" if detail.get("basis") else ""))
+        rate = progress.get("rate")
+        bounds = ", ".join(x for x in (
+            f"into destinations {_bytes(detail['into'])}/s" if detail.get("into") is not None else "",
+            f"out of sources {_bytes(detail['out_of'])}/s" if detail.get("out_of") is not None else "") if x)
+        eta_note = ""
+        if moving and rate:
+            eta_note = (f"at {_bytes(rate)}/s" + (f" ({copy_basis}" + (f"; {bounds}" if bounds else "") + ")"
+                                                   if copy_basis else f" ({progress.get('basis')})")
+                        + f"; {clock}")
+            if speed and speed > 1.5 and progress.get("seconds"):
+                eta_note += f"; ≈ {_duration(progress['seconds'] / speed)} wall at ×{speed:.0f}"
         tiles += [
             _tile("partitions reassigning", str(moving), note="none running" if not moving else "in flight"),
-            # Less what the copy rate says was copied: the status counts a replica whole until in sync.
-            _tile("bytes left to copy", (("~" if progress.get("left") != left else "")
-                                         + _bytes(progress.get("left", left) if progress.get("left") is not None
-                                                  else left)) if moving else "0",
-                  note=f"{frac:.0%} done" if moving and frac is not None else ""),
+            _tile("copied", f"{frac:.0%}" if moving and frac is not None else "–" if moving else "0",
+                  note=copied_note if moving and detail else ""),
+            _tile("bytes left to copy", _bytes(progress.get("left")) if moving and progress.get("left") is not None
+                  else "–" if moving else "0",
+                  note=f"ZooKeeper: {_bytes(status.get('bytes_left', 0))} in replicas not yet in sync" if moving
+                  else ""),
             _tile("ETA", _duration(progress.get("seconds")) if moving else "–",
-                  note=(f"at {_bytes(progress['rate'])}/s" + (f" ({copy_basis})" if copy_basis else ""))
-                  if moving and progress.get("rate") else "waiting for a copy rate" if moving else ""),
+                  note=eta_note if moving and rate else "waiting for a copy rate" if moving else ""),
             _tile("under-replicated partitions", str(len(urp)), bad=bool(urp) and not moving,
                   note=", ".join(urp[:3]) + (" …" if len(urp) > 3 else "")),
             _tile("brokers", f"{len(brokers) - len(dead)} up", bad=bool(dead),
@@ -497,11 +644,38 @@ def progress_view(status: dict | None, progress: dict | None = None, updated: st
             _tile("throttled brokers", str(len(status.get("throttled_brokers", []))),
                   note=", ".join(map(str, status.get("throttled_brokers", [])[:6]))),
         ]
+    if loop is not None:
+        tiles.append(loop_tile(loop))
     foot = f"{html.escape(source)} · read {html.escape(updated or 'never')}"
     if error:
         foot += f' · <b style="color:{TROUBLE}">last read failed: {html.escape(error)}</b>'
     return pn.pane.HTML(f'<div style="display:flex;flex-wrap:wrap">{"".join(tiles)}</div>'
                         f'<div style="font-size:11px;color:#666">{foot}</div>', sizing_mode="stretch_width")
+
+
+def loop_tile(loop: dict) -> str:
+    """The auto-throttle's tile: red when it is stale or its process is gone, saying why."""
+    state = loop.get("state")
+    last = loop.get("last_decision")
+    last_note = f"last decision {last} (its clock)" if last else "no decision yet"
+    if state in ("stale", "stopped"):
+        since = loop.get("since")
+        when = utc_label(since) if since else "its start"
+        value = "not running" if state == "stopped" else "stale"
+        return _tile("auto-throttle", f"{value} since {when}", bad=True,
+                     note=f"{last_note}; based on: {loop.get('basis', '')}")
+    value = {"running": "running", "waiting": "no process seen", "idle": "idle"}.get(state, str(state))
+    return _tile("auto-throttle", value, note=f"{last_note}; based on: {loop.get('basis', '')}")
+
+
+def with_free_storage(cluster: Cluster, free: dict | None) -> Cluster:
+    """The cluster with each broker's free storage from the newest samples where they give it
+    (the metrics znode's figure stays for the others)."""
+    if not free:
+        return cluster
+    brokers = {b: (replace(info, storage_free=int(free[b])) if b in free else info)
+               for b, info in cluster.brokers.items()}
+    return Cluster(brokers=brokers, partitions=cluster.partitions)
 
 
 # --------------------------------------------------------------------------- events and records
