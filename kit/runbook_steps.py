@@ -113,14 +113,20 @@ class Environment:
 
     def read(self) -> tuple[Cluster, dict | None]:
         """The cluster as ZooKeeper has it now, and the reassignment in flight."""
-        from .zookeeper import read_cluster
+        import dataclasses
+
+        from .zookeeper import read_cluster, read_sim_facts
 
         with _client(self) as c:
             cluster, running = read_cluster(c)
+            # The simulated cluster knows its brokers' NICs (kit sim seed kept them).
+            facts = read_sim_facts(c)["brokers"] if self.simulated else {}
+        for b in list(cluster.brokers.values()):
+            nic = (facts.get(str(b.id)) or {}).get("net_capacity")
+            if b.net_capacity is None and nic:
+                cluster.brokers[b.id] = dataclasses.replace(b, net_capacity=nic)
         default = self.cap_map.get("*")
         if default:  # ZooKeeper has no NIC figures: the capacity map's default feeds the estimates
-            import dataclasses
-
             for b in list(cluster.brokers.values()):
                 if b.net_capacity is None:
                     cluster.brokers[b.id] = dataclasses.replace(b, net_capacity=int(default * 1e6))

@@ -215,10 +215,12 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
     targets = {i: plan.after[i] for i in plan.changed()}  # the reassignment, without its JSON
     pred = predict(plan.cluster, targets, None if mode == "none" else mode, client_load, settings, cap_map,
                    first_decision_s=first_decision_s)
-    rates = replication_rates(plan.cluster, fixed, client_load, settings if mode == "auto" else None)
+    # A what-if the estimate could not scale (no capacities: it says so) is not used below either.
+    what_if = None if pred["estimate_s"] is None else client_load
+    rates = replication_rates(plan.cluster, fixed, what_if, settings if mode == "auto" else None)
     if pred["unknown"]:
         rates = {b: r for b, r in rates.items() if b not in pred["unknown"]}
-    tx, rx = broker_traffic(plan.cluster, client_load)
+    tx, rx = broker_traffic(plan.cluster, what_if)
     saturated = sorted(b.id for b in plan.cluster.brokers.values() if b.alive and b.net_capacity is not None
                        and max(tx.get(b.id, 0.0), rx.get(b.id, 0.0)) > b.net_capacity - MIN_RATE)
     start, *per_wave = estimates([moves, *waves], rates)
