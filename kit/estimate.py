@@ -22,7 +22,7 @@ import numpy as np
 from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from .errors import BadInput
 from .model import Cluster
-from .sim import bytes_per_broker, copy_arrays, lower_bound, pair_rates
+from .sim import bytes_per_broker, copy_arrays, flow_arrays, lower_bound, pair_rates
 from .traffic import ClientTraffic, broker_traffic, traffic_array
 
 MAX_EVENTS = 1500  # rate recomputations for copies finishing; past this, copies finish in groups
@@ -38,13 +38,7 @@ def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, floa
 
     `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`.
     """
-    if isinstance(flows, tuple):
-        source, dest, size = flows
-    else:
-        source = np.fromiter((f.source for f in flows), np.int64, len(flows))
-        dest = np.fromiter((f.dest for f in flows), np.int64, len(flows))
-        size = np.fromiter((f.left for f in flows), float, len(flows))
-    out_b, in_b = bytes_per_broker(source, dest, size)
+    out_b, in_b = bytes_per_broker(*flow_arrays(flows))
     return max([n / rate_out[b] for b, n in out_b.items()] + [n / rate_in[b] for b, n in in_b.items()] + [0.0])
 
 

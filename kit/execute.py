@@ -52,25 +52,30 @@ def rollback_document(cluster: Cluster, moves: list[dict]) -> dict:
         for m in moves]}
 
 
-def _merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
-    """Merge config keys into /config/<kind>/<name> for many entities at once, then notify
-    the brokers with one sequential /config/changes/config_change_ node per entity."""
+def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[str, bytes, int | None]]:
+    """(path, new body, version read or None for a new znode) merging `updates` into each
+    /config/<kind>/<name> (read at once, kazoo's async API), for `_merge_configs` or a transaction."""
     paths = {name: f"/config/{kind}/{name}" for name in updates}
     reads = {name: client.get_async(path) for name, path in paths.items()}
-    writes = []
+    out = []
     for name, result in reads.items():
         try:
             raw, stat = result.get()
-            doc = json.loads(raw.decode() or "{}")
+            doc, version = json.loads(raw.decode() or "{}"), stat.version
         except NoNodeError:
-            doc, stat = None, None
+            doc, version = {}, None
         config = dict((doc or {}).get("config", {}))
         config.update(updates[name])
-        body = json.dumps({"version": 1, "config": config}).encode()
-        if stat is None:
-            writes.append(client.create_async(paths[name], body, makepath=True))
-        else:
-            writes.append(client.set_async(paths[name], body, version=stat.version))
+        out.append((paths[name], json.dumps({"version": 1, "config": config}).encode(), version))
+    return out
+
+
+def _merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
+    """Merge config keys into /config/<kind>/<name> for many entities at once, then notify
+    the brokers with one sequential /config/changes/config_change_ node per entity."""
+    writes = [client.create_async(path, body, makepath=True) if version is None
+              else client.set_async(path, body, version=version)
+              for path, body, version in _config_writes(client, kind, updates)]
     for w in writes:
         w.get()
     notes = [client.create_async("/config/changes/config_change_",
@@ -89,24 +94,6 @@ def set_throttles(client: KazooClient, cluster: Cluster, moves: list[dict], rate
     _merge_configs(client, "topics", topics)
     _merge_configs(client, "brokers", {str(b): cfg for b, cfg in brokers.items()})
     return len(topics), len(brokers)
-
-
-def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[str, bytes, int | None]]:
-    """(path, new body, version read or None for a new znode) merging `updates` into each
-    /config/<kind>/<name>: the writes of `_merge_configs`, for a transaction."""
-    paths = {name: f"/config/{kind}/{name}" for name in updates}
-    reads = {name: client.get_async(path) for name, path in paths.items()}
-    out = []
-    for name, result in reads.items():
-        try:
-            raw, stat = result.get()
-            doc, version = json.loads(raw.decode() or "{}"), stat.version
-        except NoNodeError:
-            doc, version = {}, None
-        config = dict(doc.get("config", {}))
-        config.update(updates[name])
-        out.append((paths[name], json.dumps({"version": 1, "config": config}).encode(), version))
-    return out
 
 
 def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = None,

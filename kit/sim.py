@@ -196,6 +196,15 @@ def bytes_per_broker(source: np.ndarray, dest: np.ndarray, size: np.ndarray) -> 
     return out[0], out[1]
 
 
+def flow_arrays(flows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source, dest, bytes left) arrays of a list of Flow; `copy_arrays`' tuple passes through."""
+    if isinstance(flows, tuple):
+        return flows
+    return (np.fromiter((f.source for f in flows), np.int64, len(flows)),
+            np.fromiter((f.dest for f in flows), np.int64, len(flows)),
+            np.fromiter((f.left for f in flows), float, len(flows)))
+
+
 def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flow] | tuple,
                 traffic: list[tuple[float, float]], capacity: dict[int, float]) -> float | None:
     """design.md's lower_bound_s: max over brokers and directions of replication bytes over the
@@ -206,13 +215,7 @@ def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flo
     `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`.
     """
     live = set(capacity)
-    if isinstance(flows, tuple):
-        source, dest, size = flows
-    else:
-        source = np.fromiter((f.source for f in flows), np.int64, len(flows))
-        dest = np.fromiter((f.dest for f in flows), np.int64, len(flows))
-        size = np.fromiter((f.left for f in flows), float, len(flows))
-    out_b, in_b = bytes_per_broker(source, dest, size)
+    out_b, in_b = bytes_per_broker(*flow_arrays(flows))
     if any(b not in capacity for b in list(out_b) + list(in_b)):
         return None
     rx, tx = floor_traffic(cluster, traffic, live, targets)
@@ -357,4 +360,4 @@ def _stamp(seconds: float) -> str:
 
 
 __all__ = ["SAMPLE_EPOCH", "SPIKE", "STEP", "client_factor", "Flow", "pair_rates", "fair_rates", "copies_of",
-           "copy_arrays", "bytes_per_broker", "lower_bound", "simulate"]
+           "copy_arrays", "flow_arrays", "bytes_per_broker", "lower_bound", "simulate"]
