@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from .errors import BadInput
-from .formats import dumps, write_atomic
+from .formats import dumps, load_yaml, write_atomic
 from .runbook_steps import RUNBOOKS, record_notebook
 
 _TYPES = {"bool": bool, "int": int, "float": (int, float), "str": str, "dict": dict, "list": list}
@@ -54,11 +54,7 @@ def parse_parameters(declared: dict[str, dict], pairs: list[tuple[str, str]], fi
     checked against the declared type. BadInput (one line) for an unknown name or a wrong type."""
     merged: dict = {}
     for f in files:
-        try:
-            with open(f, encoding="utf-8") as fh:
-                doc = yaml.safe_load(fh) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise BadInput(f"-f {f}: not a readable YAML file ({type(e).__name__})") from None
+        doc = load_yaml(f, "-f") or {}  # bounded, UTF-8, no alias bombs
         if not isinstance(doc, dict):
             raise BadInput(f"-f {f}: expected a mapping of parameter names to values")
         merged.update(doc)

@@ -442,3 +442,12 @@ def test_generated_hostile_plans_are_refused_before_zookeeper(key, value, tmp_pa
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("case", ["alias-bomb", "binary", "a-list", "unclosed"])
+def test_a_hostile_runbook_parameter_file_is_refused_before_anything_runs(case, tmp_path, capsys):
+    params = tmp_path / "params.yaml"
+    params.write_bytes(BAD_POOLS[case])
+    line = refused(["run", "broker_replacement", "-f", str(params), "--record-dir", str(tmp_path / "rec")],
+                   capsys, tmp_path)
+    assert "-f" in line, line
