@@ -32,6 +32,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench_plan import io_floor  # the same floor as bench_plan's table (bench/ is on sys.path)
+
 BEGIN, END = "<!-- bench_estimate:begin -->", "<!-- bench_estimate:end -->"
 BIG_BEGIN, BIG_END = "<!-- bench_estimate_big:begin -->", "<!-- bench_estimate_big:end -->"
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,17 +139,6 @@ def commit_of(path: Path) -> str:
     dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True)
     return (head.stdout.strip() or "not a git checkout") + ("+" if dirty.stdout.strip() else "")
-
-
-def io_floor(snap: Path, scratch: Path) -> float:
-    t0 = time.perf_counter()
-    with open(snap) as f:
-        doc = json.load(f)
-    with open(scratch, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
-    dt = time.perf_counter() - t0
-    scratch.unlink()
-    return dt
 
 
 def big(a, command: str) -> str:
