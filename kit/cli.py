@@ -139,8 +139,12 @@ def _writable(flag: str, path: str, **inputs: str | None) -> None:
 
 
 def _zk_auth_option(p) -> None:
-    p.add_argument("--zk-auth", metavar="SCHEME:CREDENTIALS",
-                   help="ZooKeeper auth, e.g. digest:user:password (default: $KIT_ZK_AUTH); never printed")
+    auth = p.add_mutually_exclusive_group()
+    auth.add_argument("--zk-auth-file", metavar="FILE",
+                      help="file whose first line is the ZooKeeper auth SCHEME:CREDENTIALS, e.g. "
+                           "digest:user:password (default: $KIT_ZK_AUTH_FILE, then $KIT_ZK_AUTH); never printed")
+    auth.add_argument("--zk-auth", metavar="SCHEME:CREDENTIALS",
+                      help="ZooKeeper auth on the command line (visible in ps: prefer --zk-auth-file or $KIT_ZK_AUTH)")
 
 
 def _add_plan_parser(sub) -> None:
@@ -875,6 +879,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `kit` command."""
     a = build_parser().parse_args(argv)
     try:
+        if getattr(a, "zk_auth_file", None):
+            from .zookeeper import read_auth_file
+
+            a.zk_auth = read_auth_file(a.zk_auth_file)
         if a.command == "plan":
             return cmd_plan(a)
         if a.command == "zk":
@@ -906,7 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         from kazoo.exceptions import KazooException, NoAuthError
 
         if isinstance(e, NoAuthError):
-            sys.stderr.write("kit: ZooKeeper refused access (no auth): pass --zk-auth or set KIT_ZK_AUTH\n")
+            sys.stderr.write("kit: ZooKeeper refused access (no auth): give credentials with --zk-auth-file or $KIT_ZK_AUTH\n")
             return 2
         if isinstance(e, KazooException):
             sys.stderr.write(f"kit: ZooKeeper error: {type(e).__name__} (nothing more was written)\n")

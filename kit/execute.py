@@ -10,7 +10,7 @@ import json
 import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, RolledBackError, SessionExpiredError
+from kazoo.exceptions import ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, RolledBackError, SessionExpiredError
 
 from .errors import BadInput, Stuck, Unsafe
 from .formats import dumps, write_atomic
@@ -132,6 +132,8 @@ def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = 
     tx.create(REASSIGN, json.dumps({"version": 1, "partitions": moves}).encode())
     results = tx.commit()
     causes = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+    if any(isinstance(c, NoAuthError) for c in causes):
+        raise NoAuthError()  # credentials missing or wrong: the CLI says so in one line (exit 2)
     if causes:
         why = ("another reassignment started meanwhile" if isinstance(results[-1], NodeExistsError)
                else f"a throttle config changed meanwhile ({type(causes[0]).__name__})")

@@ -17,27 +17,74 @@ import re
 import warnings
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.security import make_acl
 
 from .errors import BadInput, Unsafe
-from .formats import cluster_from_snapshot
+from .formats import cluster_from_snapshot, read_input
 from .model import Cluster
 
 _SPEC = re.compile(r"^(?P<hosts>[^/]+?)(?P<chroot>/.*)?$")
 
 
+AUTH_ENV = "KIT_ZK_AUTH"
+AUTH_FILE_ENV = "KIT_ZK_AUTH_FILE"
+# Kafka's own default when zookeeper.set.acl is on and nothing else is known: the creator may
+# do anything, everyone may read (ZkData.defaultAcls for non-sensitive paths).
+_CREATOR_ALL_WORLD_READ = [make_acl("auth", "", all=True), make_acl("world", "anyone", read=True)]
+
+
+def read_auth_file(path: str) -> str:
+    """SCHEME:CREDENTIALS from the first line of a file (kept out of `ps` and shell history);
+    BadInput names the file, never its content."""
+    raw = read_input(path, "--zk-auth-file", max_bytes=64 << 10)
+    try:
+        line = raw.decode().strip().splitlines()[0].strip() if raw.strip() else ""
+    except UnicodeDecodeError:
+        raise BadInput(f"--zk-auth-file {path}: not UTF-8 text") from None
+    if ":" not in line:
+        raise BadInput(f"--zk-auth-file {path}: expected one line SCHEME:CREDENTIALS, e.g. digest:user:password")
+    return line
+
+
+def resolve_auth(auth: str | None = None, auth_file: str | None = None) -> str | None:
+    """The ZooKeeper credentials to use: --zk-auth-file, --zk-auth, then $KIT_ZK_AUTH_FILE,
+    then $KIT_ZK_AUTH; None when none is given."""
+    if auth_file:
+        return read_auth_file(auth_file)
+    if auth:
+        return auth
+    if os.environ.get(AUTH_FILE_ENV):
+        return read_auth_file(os.environ[AUTH_FILE_ENV])
+    return os.environ.get(AUTH_ENV) or None
+
+
+def _inherit_acl(client: KazooClient) -> None:
+    """Znodes kit creates get the ACL of the chroot they live in (where kit has been given
+    credentials, the operator protects the chroot; a world-writable reassignment or config znode
+    there would undo that). A root whose ACL kit may not read, or that does not exist yet, gets
+    Kafka's own default: creator all, world read."""
+    try:
+        acl, _ = client.get_acls("/")
+    except (NoNodeError, NoAuthError):
+        acl = _CREATOR_ALL_WORLD_READ
+    client.default_acl = list(acl)
+
+
 def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooClient:
     """A started client for HOST:PORT[,HOST:PORT...][/chroot]; BadInput (one line) when unreachable.
 
-    `auth` is SCHEME:CREDENTIALS (e.g. digest:user:password), else the KIT_ZK_AUTH environment
-    variable; credentials are never printed.
+    `auth` is SCHEME:CREDENTIALS (e.g. digest:user:password), else `resolve_auth`'s environment
+    variables; credentials are never printed. With credentials, the znodes kit creates inherit
+    the chroot's ACL (`_inherit_acl`).
     """
-    auth = auth or os.environ.get("KIT_ZK_AUTH") or None
+    auth = resolve_auth(auth)
     auth_data = None
     if auth:
         scheme, _, cred = auth.partition(":")
         if not scheme or not cred:
-            raise BadInput("--zk-auth / KIT_ZK_AUTH: expected SCHEME:CREDENTIALS, e.g. digest:user:password")
+            raise BadInput("ZooKeeper auth (--zk-auth-file, $KIT_ZK_AUTH): expected SCHEME:CREDENTIALS, "
+                           "e.g. digest:user:password")
         auth_data = [(scheme, cred)]
     m = _SPEC.match(spec or "")
     hosts = m.group("hosts").split(",") if m else []
@@ -54,6 +101,8 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
     except Exception:
         client.close()
         raise BadInput(f"--zk {spec}: no ZooKeeper answers there") from None
+    if auth_data:
+        _inherit_acl(client)
     return client
 
 

@@ -1,0 +1,120 @@
+"""ZooKeeper credentials and ACLs: kit's znodes inherit a protected chroot's ACL, and
+credentials come from a file or the environment, never printed (kit/zookeeper.py)."""
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+from kazoo.security import make_acl, make_digest_acl
+
+from conftest import run_kit as kit
+from kit.formats import load_snapshot
+from kit.simbrokers import sync_registrations
+from kit.zookeeper import connect, write_cluster
+
+_chroots = itertools.count()
+SECRET = "s3cret-do-not-print"
+
+
+@pytest.fixture
+def protected(zookeeper, snapshots, tmp_path):
+    """A chroot only `kit` (digest kit:SECRET) may change and everyone may read, holding the
+    scale-out cluster: (connect string, auth file, the chroot's ACL)."""
+    name = f"/kit-protected-{next(_chroots)}"
+    acl = [make_digest_acl("kit", SECRET, all=True), make_acl("world", "anyone", read=True)]
+    admin = connect(zookeeper, auth=f"digest:kit:{SECRET}")
+    admin.create(name, acl=acl)
+    root = zookeeper + name
+    holder = connect(root, auth=f"digest:kit:{SECRET}")  # holds the brokers' ephemeral registrations
+    write_cluster(holder, load_snapshot(str(snapshots["scale-out"])))
+    sync_registrations(holder)
+    auth_file = tmp_path / "zk-auth"
+    auth_file.write_text(f"digest:kit:{SECRET}\n")
+    auth_file.chmod(0o600)
+    yield root, auth_file, admin.get_acls(name)[0]
+    holder.stop()
+    holder.close()
+    admin.stop()
+    admin.close()
+
+
+def _acl_of(root: str, path: str):
+    client = connect(root, auth=f"digest:kit:{SECRET}")  # ZooKeeper shows a digest only to its owner
+    try:
+        return client.get_acls(path)[0]
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_znodes_kit_creates_inherit_the_chroots_acl(protected, tmp_path):
+    root, auth_file, chroot_acl = protected
+    plan = tmp_path / "plan.json"
+    r = kit("plan", "scale-out", "--zk", root, "--zk-auth-file", auth_file, "--out", plan)
+    assert r.returncode == 0, r.stderr
+    r = kit("apply", plan, "--zk", root, "--zk-auth-file", auth_file, "--throttle", "50000000")
+    assert r.returncode == 0, r.stderr
+    assert SECRET not in r.stdout + r.stderr
+    client = connect(root)
+    try:
+        brokers = client.get_children("/config/brokers")
+        changes = client.get_children("/config/changes")
+    finally:
+        client.stop()
+        client.close()
+    assert brokers and changes
+    created = ["/admin/reassign_partitions", *(f"/config/brokers/{b}" for b in brokers),
+               *(f"/config/changes/{c}" for c in changes)]
+    for path in created:
+        acl = _acl_of(root, path)
+        assert acl == chroot_acl, (path, acl)
+        assert not any(a.id.scheme == "world" and a.perms != 1 for a in acl), path  # world may only read
+
+
+def test_without_credentials_a_protected_chroot_is_refused_in_one_line_and_left_unchanged(protected, tmp_path):
+    root, auth_file, _ = protected
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "scale-out", "--zk", root, "--zk-auth-file", auth_file, "--out", plan).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KIT_ZK_AUTH")}
+    r = kit("apply", plan, "--zk", root, "--throttle", "50000000", env=env)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "refused access" in r.stderr
+    client = connect(root)
+    try:
+        assert not client.exists("/admin/reassign_partitions")
+        assert client.get_children("/config/brokers") == []
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_credentials_from_the_environment_file_variable(protected, tmp_path):
+    root, auth_file, chroot_acl = protected
+    plan = tmp_path / "plan.json"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KIT_ZK_AUTH")},
+           "KIT_ZK_AUTH_FILE": str(auth_file)}
+    assert kit("plan", "scale-out", "--zk", root, "--out", plan, env=env).returncode == 0
+    r = kit("apply", plan, "--zk", root, "--throttle", "50000000", env=env)
+    assert r.returncode == 0, r.stderr
+    assert _acl_of(root, "/admin/reassign_partitions") == chroot_acl
+
+
+@pytest.mark.parametrize("content", [b"", b"no-colon-here\n", b"\xff\xfe\x00binary"])
+def test_a_bad_auth_file_is_refused_without_printing_it(protected, tmp_path, content):
+    root, _, _ = protected
+    bad = tmp_path / "bad-auth"
+    bad.write_bytes(content + SECRET.encode())
+    before = sorted(os.listdir(tmp_path))
+    r = kit("status", "--zk", root, "--zk-auth-file", bad)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "--zk-auth-file" in r.stderr and "Traceback" not in r.stderr
+    assert SECRET not in r.stdout + r.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_missing_auth_file_is_refused(protected, tmp_path):
+    root, _, _ = protected
+    r = kit("status", "--zk", root, "--zk-auth-file", tmp_path / "nope")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
+    assert r.stdout == ""
