@@ -147,6 +147,12 @@ def _zk_auth_option(p) -> None:
                       help="ZooKeeper auth on the command line (visible in ps: prefer --zk-auth-file or $KIT_ZK_AUTH)")
 
 
+def _zk_patience_option(p, who: str) -> None:
+    p.add_argument("--zk-patience", type=_rate, default=300.0, metavar="S",
+                   help=f"seconds {who} for ZooKeeper when it goes away (reconnecting, in a new session if the "
+                        "old one expired) before giving up (default 300)")
+
+
 def _add_plan_parser(sub) -> None:
     plan = sub.add_parser("plan", help="plan a reassignment (writes Kafka reassignment JSON)",
                           description="Plan a partition reassignment from a cluster snapshot.",
@@ -444,6 +450,7 @@ def _add_sim_parser(sub) -> None:
     seed.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(seed)
     seed.add_argument("--snapshot", required=True, metavar="FILE")
+    _zk_patience_option(seed, "the simulated brokers wait")
     run = ops.add_parser("run", help="carry out reassignments and elections in simulated time")
     run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     _zk_auth_option(run)
@@ -455,7 +462,9 @@ def _add_sim_parser(sub) -> None:
     run.add_argument("--report", metavar="FILE",
                      help="on exit, write the controller's clock as JSON: completion_s (simulated seconds from "
                           "picking up the reassignment to the last new replica joining the ISR; null if none "
-                          "completed), sim_seconds, speed")
+                          "completed), sim_seconds, speed, and resumed (null, or the reassignment it found under "
+                          "way: at_s, bytes_left, progress)")
+    _zk_patience_option(run, "the simulated controller waits")
     run.add_argument("--max-seconds", type=_rate, metavar="S", help="exit after S wall seconds")
     run.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat",
                      help="shape of client traffic over simulated time")
@@ -493,7 +502,7 @@ def cmd_sim(a) -> int:
     if a.sim_command == "seed":
         cluster = load_snapshot(a.snapshot)
         _with_zk(a.zk, lambda c: write_cluster(c, cluster), a.zk_auth)
-        pid = start_holder(a.zk, a.zk_auth)
+        pid = start_holder(a.zk, a.zk_auth, patience=a.zk_patience)
         print(f"seeded {a.zk}: {sum(b.alive for b in cluster.brokers.values())} live brokers "
               f"(registered by pid {pid}; kit sim stop takes them down), {len(cluster.partitions)} partitions")
         return 0
@@ -503,14 +512,24 @@ def cmd_sim(a) -> int:
         return 0
     if a.report:
         _writable("--report", a.report)
+
+    def outage(why):
+        sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); the simulated cluster waits for it (up to "
+                         f"{a.zk_patience:.0f} s)\n" if why else "kit: ZooKeeper is back; the reassignment goes on\n")
     ctl = _with_zk(a.zk, lambda c: run(c, a.speed, a.client_load, until_idle=a.until_idle,
                                        max_wall_seconds=a.max_seconds, samples_dir=a.samples,
                                        sample_every=a.sample_every, traffic=a.traffic,
-                                       spike_at=a.spike_at), a.zk_auth)
+                                       spike_at=a.spike_at, patience=a.zk_patience, on_outage=outage), a.zk_auth)
     done = ctl.completion_s()
     if a.report:
         write_atomic(a.report, dumps({"completion_s": None if done is None else round(done, 3),
-                                      "sim_seconds": round(ctl.sim_seconds, 3), "speed": a.speed}))
+                                      "sim_seconds": round(ctl.sim_seconds, 3), "speed": a.speed,
+                                      "resumed": ctl.resumed}))
+    if ctl.resumed:
+        r = ctl.resumed
+        how = "from the controller's record" if r["progress"] == "recorded" else "unfinished copies from zero"
+        print(f"resumed a reassignment under way at simulated second {r['at_s']:.0f}: "
+              f"{r['bytes_left'] / 1e9:,.1f} GB left to copy ({how})")
     if done is None:
         print(f"simulated controller stopped after {ctl.sim_seconds:.0f} simulated seconds; no reassignment "
               "completed")

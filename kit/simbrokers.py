@@ -7,8 +7,12 @@ controller and every tool (kit included) learn it is gone. The simulator does th
 record, not a Kafka path) and starts one background process, `python -m kit.simbrokers`,
 that holds the ephemeral /brokers/ids/N nodes in its session. `kit sim kill` marks a broker
 in /kit/sim/dead and deletes its node; `kit sim revive` clears the mark and the holder
-registers it again; `kit sim stop` (or the holder losing its ZooKeeper) takes every broker
-down at once, as a cluster that loses power would.
+registers it again; `kit sim stop` takes every broker down at once, as a cluster that loses
+power would. ZooKeeper going away is ridden out as a Kafka broker does: its client reconnects,
+and when the session expired meanwhile (every ephemeral node went with it) the broker
+registers again in the new one (Kafka's ZooKeeperClient opens a new session, then
+KafkaZkClient.registerBroker). Only after `patience` seconds without ZooKeeper does the
+holder give up, and its brokers are gone.
 """
 from __future__ import annotations
 
@@ -20,15 +24,16 @@ import sys
 import threading
 import time
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from .errors import BadInput
+from .zookeeper import Outage, connect
 
 REGISTRATIONS = "/kit/sim/brokers"
 DEAD = "/kit/sim/dead"
 HOLDER = "/kit/sim/holder"  # ephemeral: {"pid": ..., "host": ...} of the process holding the brokers
-_LOST_AFTER = 30.0  # seconds without ZooKeeper before the holder gives up (its session is gone by then)
+PATIENCE = 300.0  # seconds without ZooKeeper before the holder gives up
 
 
 def sync_registrations(client: KazooClient) -> tuple[list[int], list[int]]:
@@ -59,43 +64,50 @@ def _children(client: KazooClient, path: str) -> list[str]:
         return []
 
 
-def hold(client: KazooClient, stop: threading.Event) -> None:
-    """Hold the brokers' registrations until `stop` is set or ZooKeeper is gone for good."""
+def hold(client: KazooClient, stop: threading.Event, patience: float = PATIENCE) -> bool:
+    """Hold the brokers' registrations until `stop` is set (True) or ZooKeeper has been away
+    for `patience` seconds (False); registrations an expired session took are made again."""
     client.ensure_path(DEAD)
     changed = threading.Event()
-    down_since: list[float | None] = [None]
+    outage = Outage(client, patience, wake=changed)
+    client.ChildrenWatch(DEAD, lambda _children: changed.set())  # kazoo sets it again in a new session
+    me = json.dumps({"pid": os.getpid(), "host": os.uname().nodename}).encode()
+    client.create(HOLDER, me, ephemeral=True)
+    sessions = outage.sessions_lost
+    try:
+        while not stop.is_set():
+            if changed.wait(1.0):
+                changed.clear()
+            if outage.gave_up.is_set():
+                return False
+            if outage.down:
+                continue
+            try:
+                if outage.sessions_lost != sessions:
+                    sessions = outage.sessions_lost
+                    try:
+                        client.create(HOLDER, me, ephemeral=True)
+                    except NodeExistsError:
+                        pass
+                sync_registrations(client)
+            except Exception:  # noqa: BLE001  (a connection blip: tried again, the outage watch decides how long)
+                changed.set()
+                time.sleep(0.5)
+        return True
+    finally:
+        outage.close()
 
-    def on_state(state):
-        if state == KazooState.LOST:
-            stop.set()  # the session expired: every ephemeral broker is gone with it
-        down_since[0] = None if state == KazooState.CONNECTED else (down_since[0] or time.monotonic())
-        changed.set()
-    client.add_listener(on_state)
-    client.ChildrenWatch(DEAD, lambda _children: changed.set())
-    client.create(HOLDER, json.dumps({"pid": os.getpid(), "host": os.uname().nodename}).encode(), ephemeral=True)
-    while not stop.is_set():
-        if changed.wait(1.0):
-            changed.clear()
-        if down_since[0] is not None:
-            if time.monotonic() - down_since[0] > _LOST_AFTER:
-                return
-            continue
-        try:
-            sync_registrations(client)
-        except Exception:  # noqa: BLE001  (a connection blip: the state listener decides)
-            time.sleep(0.5)
 
-
-def start_holder(spec: str, auth: str | None = None, timeout: float = 20.0) -> int:
-    """Start the background holder for the simulated cluster at `spec`; returns its pid once
-    every live simulated broker is registered."""
-    from .zookeeper import connect
-
+def start_holder(spec: str, auth: str | None = None, timeout: float = 20.0, patience: float = PATIENCE) -> int:
+    """Start the background holder for the simulated cluster at `spec` (giving up after
+    `patience` seconds without ZooKeeper); returns its pid once every live simulated broker
+    is registered."""
     env = dict(os.environ)
     if auth:
         env["KIT_ZK_AUTH"] = auth  # through the environment, never the command line (ps shows it)
-    proc = subprocess.Popen([sys.executable, "-m", "kit.simbrokers", spec], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "kit.simbrokers", spec, str(patience)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     client = connect(spec, auth=auth)
     try:
         deadline = time.monotonic() + timeout
@@ -139,18 +151,21 @@ def holder_running(client: KazooClient) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .zookeeper import connect
-
-    spec = (argv or sys.argv[1:])[0]
+    args = argv or sys.argv[1:]
+    spec, patience = args[0], float(args[1]) if len(args) > 1 else PATIENCE
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     client = connect(spec)
     try:
-        hold(client, stop)
+        held = hold(client, stop, patience)
     finally:
         client.stop()  # closes the session: every /brokers/ids node it held disappears at once
         client.close()
+    if not held:
+        sys.stderr.write(f"kit.simbrokers: ZooKeeper unreachable for {patience:.0f} s; the simulated brokers are "
+                         "down\n")
+        return 2
     return 0
 
 

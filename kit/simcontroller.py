@@ -19,17 +19,38 @@ clock (a slow ZooKeeper, a busy machine), the cluster's clock slows down instead
 ahead, so metric samples keep coming at the pace the auto-throttle expects.
 What it does not model: produce/consume traffic itself, log truncation, controller failover,
 or anything outside these znodes.
+
+Restarts and ZooKeeper outages (`SimController._start`, `run`): a controller started while a
+reassignment is under way works out what is left from the znodes Kafka keeps, as Kafka's own
+controller does on failover: the target in /admin/reassign_partitions, the partition's replica
+list (the union while it moves) less its `adding_replicas` gives the replicas it started from,
+and a new replica still copies until it is in the ISR. How far a copy had got is the
+follower's own business in Kafka (it fetches from its log end offset, which survives any
+restart), and no znode of Kafka's says it. So the simulator keeps its own record, the
+simulated followers' bytes left and its clock, in /kit/sim/controller (written at most every
+`record_every` wall seconds): a restarted controller resumes each copy from it, losing only
+what was copied since the last record, and its clock goes on from the record, so that
+`completion_s` still counts from the first pickup. Without a record for this reassignment
+(none written, or one of another reassignment) each unfinished copy starts again from zero:
+the conservative choice, since kit cannot know better, and `completion_s` then counts from
+the restarted controller's own pickup. `run` rides out ZooKeeper going away as a broker does:
+kazoo reconnects (in a new session if the old one expired; the holder of the simulated
+brokers registers them again, kit/simbrokers.py), the controller reads the reassignment
+again from the znodes (its writes may have been cut short) keeping the progress it knows,
+and goes on; the cluster's clock stands still meanwhile. After `patience` seconds without
+ZooKeeper it stops with one line.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import time
 from datetime import timedelta
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, SessionExpiredError
 
 from .errors import BadInput
 from .execute import ELECTION, REASSIGN
@@ -37,11 +58,13 @@ from .simbrokers import DEAD, holder_running
 from .sim import SAMPLE_EPOCH, STEP, Flow, client_factor, fair_rates
 from .throttle import FOLLOWER_RATE, LEADER_RATE
 from .traffic import ClientTraffic, partition_traffic
-from .zookeeper import read_cluster, read_sim_facts
+from .zookeeper import Outage, drop_sim_progress, read_cluster, read_sim_facts, read_sim_progress, write_sim_progress
 
 DEFAULT_NIC = 125e6  # bytes/s, for brokers seeded without a net_capacity
 # Replication keeps at least this share of a NIC whose clients take the rest (no copy stalls).
 MIN_NIC_SHARE = 0.01
+# What a lost connection or session raises in a call (ConnectionClosedError: `Outage` gave up).
+LOST = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
 
 
 def read_throttles(client: KazooClient, brokers: list[int]) -> dict[int, dict]:
@@ -90,13 +113,21 @@ class SimController:
     """One controller over one ZooKeeper chroot. `step(wall_seconds)` advances it.
 
     `client_load` None: client traffic from the partition traffic `kit sim seed` kept; a share
-    F: kit/traffic.py's what-if over those figures.
+    F: kit/traffic.py's what-if over those figures. Its progress is recorded in ZooKeeper at
+    most every `record_every` wall seconds (0: every step). `resumed` describes the
+    reassignment it found under way, if it did: the simulated second it picked it up
+    (``at_s``), the bytes still to copy then (``bytes_left``) and whether it resumed from its
+    record (``progress``: "recorded") or from zero ("from zero").
     """
 
     def __init__(self, client: KazooClient, speed: float = 1.0, client_load: float | None = None,
                  samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
-                 spike_at: float = 3600.0, sample_wall_every: float = 0.25):
+                 spike_at: float = 3600.0, sample_wall_every: float = 0.25, record_every: float = 1.0):
         self.client, self.speed, self.client_load = client, speed, client_load
+        self.record_every, self._recorded_wall = record_every, None
+        self.reassignment: int | None = None  # czxid of the /admin/reassign_partitions picked up
+        self.resume: dict[tuple[str, int, int], float] = {}  # bytes left per copy, kept by `forget`
+        self.resumed: dict | None = None
         # Brokers report on the wall clock too: ZooKeeper writes (ISR joins, finished
         # partitions) take wall time, and the auto-throttle judges freshness on the wall clock.
         self.sample_wall_every, self._sampled_wall, self._sampled_at = sample_wall_every, time.monotonic(), -1.0
@@ -195,28 +226,92 @@ class SimController:
             os.replace(path + ".tmp", path)
 
     def _start(self) -> None:
-        doc = json.loads(self.client.get(REASSIGN)[0].decode())
+        """Pick up /admin/reassign_partitions: mark its partitions (KIP-455) and start a copy
+        for each new replica not yet in the ISR, from the bytes known to be left (see the
+        module's docstring on restarts)."""
+        raw, stat = self.client.get(REASSIGN)
+        doc = json.loads(raw.decode())
         cluster, _ = read_cluster(self.client)
         current = {p.key: p for p in cluster.partitions}
+        known = self._recorded(stat.czxid)
+        same = stat.czxid == self.reassignment  # read again after a lost connection
+        if same:
+            known.update(self.resume)  # this controller's own memory is the newest
+        self.reassignment = stat.czxid
+        by_topic: dict[str, list] = {}
         for m in doc.get("partitions", []):
             key = (m["topic"], m["partition"])
-            if key in self.targets or key not in current:
-                continue
-            p = current[key]
-            target = list(m["replicas"])
-            adding = [b for b in target if b not in p.replicas]
-            removing = [b for b in p.replicas if b not in target]
-            self.targets[key] = target
-            source = next((b for b in p.isr if b in p.replicas), p.replicas[0])
-            self.flows[key] = [Flow(source, d, float(p.size)) for d in adding]
-
-            def mark(t, part=str(key[1]), union=target + removing, adding=adding, removing=removing):
-                t["partitions"][part] = union
-                t.setdefault("adding_replicas", {})[part] = adding
-                t.setdefault("removing_replicas", {})[part] = removing
-            _update_topic(self.client, key[0], mark)
+            if key not in self.targets and key in current:
+                by_topic.setdefault(key[0], []).append((current[key], list(m["replicas"])))
+        under_way = False
+        for topic, moves in by_topic.items():
+            def mark(t, moves=moves):
+                nonlocal under_way
+                for p, target in moves:
+                    part = str(p.partition)
+                    # Kafka's own record of the replicas being added: without it (a fresh
+                    # pickup) the replica list is the one the reassignment starts from.
+                    marked = (t.get("adding_replicas") or {}).get(part)
+                    under_way = under_way or marked is not None
+                    origin = [b for b in p.replicas if b not in (marked or [])]
+                    union = target + [b for b in origin if b not in target]
+                    adding = [b for b in union if b not in origin]
+                    t["partitions"][part] = union
+                    t.setdefault("adding_replicas", {})[part] = adding
+                    t.setdefault("removing_replicas", {})[part] = [b for b in union if b not in target]
+                    self.targets[p.key] = target
+                    source = next((b for b in p.isr if b in origin), origin[0] if origin else p.replicas[0])
+                    # A new replica in the ISR has every byte; one out of it goes on copying.
+                    self.flows[p.key] = [Flow(source, d, min(max(known.get((p.topic, p.partition, d), p.size), 0.0),
+                                                             float(p.size)))
+                                         for d in adding if d not in p.isr]
+            _update_topic(self.client, topic, mark)
+        self.resume = {}
+        if under_way and not same and self.resumed is None:
+            self.resumed = {"at_s": round(self.sim_seconds, 3),
+                            "bytes_left": int(sum(f.left for fs in self.flows.values() for f in fs)),
+                            "progress": "recorded" if known else "from zero"}
         if self.targets and self.started_at is None:
             self.started_at = self.sim_seconds
+
+    def _recorded(self, reassignment: int) -> dict[tuple[str, int, int], float]:
+        """Bytes left per copy (topic, partition, new replica) as this controller, or one
+        before it, last recorded them for this reassignment; a controller without a clock of
+        its own takes the record's."""
+        doc = read_sim_progress(self.client)
+        if not doc or doc.get("reassignment") != reassignment:
+            return {}
+        try:
+            left = {(t, int(p), int(d)): float(n) for t, parts in doc["left"].items()
+                    for p, dests in parts.items() for d, n in dests.items()}
+            clock = tuple(float(doc[k]) for k in ("sim_seconds", "started_at", "next_sample"))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return {}  # not a record this controller wrote: resume from the znodes alone
+        if self.started_at is None:
+            self.sim_seconds, self.started_at, self.next_sample = max(self.sim_seconds, clock[0]), clock[1], clock[2]
+        return left
+
+    def _record(self) -> None:
+        """Write this controller's progress (see `_recorded`), at most every `record_every`."""
+        now = time.monotonic()
+        if self._recorded_wall is not None and now - self._recorded_wall < self.record_every:
+            return
+        left: dict[str, dict[str, dict[str, int]]] = {}
+        for (t, p), fs in self.flows.items():
+            for f in fs:
+                left.setdefault(t, {}).setdefault(str(p), {})[str(f.dest)] = int(math.ceil(f.left))
+        write_sim_progress(self.client, {"version": 1, "reassignment": self.reassignment,
+                                         "sim_seconds": self.sim_seconds, "started_at": self.started_at,
+                                         "next_sample": self.next_sample, "left": left})
+        self._recorded_wall = now
+
+    def forget(self) -> None:
+        """Drop the reassignment from memory after a lost connection (its writes may have been
+        cut short): the next step reads it again from the znodes, resuming each copy from the
+        bytes left this controller knows."""
+        self.resume.update({(t, p, f.dest): f.left for (t, p), fs in self.flows.items() for f in fs})
+        self.targets.clear()
+        self.flows.clear()
 
     def _finish(self, key: tuple[str, int]) -> None:
         target = self.targets.pop(key)
@@ -268,10 +363,28 @@ class SimController:
             return None
         return self.completed_at - self.started_at
 
+    def _settle(self, clients: ClientTraffic, index: dict[tuple[str, int], int]) -> None:
+        """New replicas with every byte join the ISR; a partition whose new replicas all have
+        finishes (a resumed one may have nothing left to copy: it finishes at once)."""
+        for key, fs in list(self.flows.items()):
+            for f in [f for f in fs if f.left <= 1e-6]:
+                _update_state(self.client, key[0], key[1],
+                              lambda st, d=f.dest: st["isr"].append(d) if d not in st["isr"] else None)
+                fs.remove(f)  # after the write: a copy cut short by ZooKeeper is still known done
+                if key in index:
+                    clients.join(index[key], f.dest)
+            if not fs:
+                target = self.targets[key]
+                self._finish(key)
+                if key in index:
+                    clients.finish(index[key], target)
+                if not self.targets:
+                    self.completed_at = self.sim_seconds
+
     def step(self, wall_seconds: float) -> None:
         """Advance the cluster by `wall_seconds` x `speed` simulated seconds."""
         self._elections()
-        if self.client.exists(REASSIGN) and not self.targets:
+        if not self.targets and self.client.exists(REASSIGN):
             self._start()
         if not self.targets:
             return
@@ -283,12 +396,13 @@ class SimController:
         throttles = read_throttles(self.client, sorted(nic))
         index = {p.key: i for i, p in enumerate(cluster.partitions)}
         remaining = wall_seconds * self.speed
+        self._settle(clients, index)
         # Advance event by event inside the step, so a copy that ends early frees its share.
         while remaining > 0 and self.targets:
             shape = self._shape()
             out_cap, in_cap = replication_caps(nic, {b: x * shape for b, x in clients.rx.items()},
                                                {b: x * shape for b, x in clients.tx.items()}, throttles)
-            pending = [f for fs in self.flows.values() for f in fs if f.left > 0]
+            pending = [f for fs in self.flows.values() for f in fs]
             fair_rates(pending, out_cap, in_cap)
             moving = [f for f in pending if f.rate > 0]
             dt = min([remaining] + [f.left / f.rate for f in moving])
@@ -308,52 +422,67 @@ class SimController:
             remaining -= dt
             for f in moving:
                 f.left -= f.rate * dt
-            for key, fs in list(self.flows.items()):
-                for f in fs:
-                    if f.left <= 1e-6 and f.rate > 0:
-                        f.left, f.rate = 0.0, 0.0
-                        _update_state(self.client, key[0], key[1],
-                                      lambda st, d=f.dest: st["isr"].append(d) if d not in st["isr"] else None)
-                        if key in index:
-                            clients.join(index[key], f.dest)
-                if all(f.left <= 0 for f in fs):
-                    target = self.targets[key]
-                    self._finish(key)
-                    if key in index:
-                        clients.finish(index[key], target)
-            if not self.targets:
-                self.completed_at = self.sim_seconds
+            self._settle(clients, index)
             if not moving:
                 break
-        if not self.targets and self.client.exists(REASSIGN):
+        if self.targets:
+            self._record()
+        elif self.client.exists(REASSIGN):
             self.client.delete(REASSIGN)
+            drop_sim_progress(self.client)
 
 
 def run(client: KazooClient, speed: float = 1.0, client_load: float | None = None, tick: float = 0.2,
         until_idle: bool = False, max_wall_seconds: float | None = None,
         samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
-        spike_at: float = 3600.0, max_lag: float = 0.5) -> SimController:
+        spike_at: float = 3600.0, max_lag: float = 0.5, patience: float = 300.0,
+        on_outage=None) -> SimController:
     """Run the controller; returns it (its clock: `sim_seconds`, `completion_s()`).
 
     Each step advances at most `max_lag` wall seconds' worth of simulated time: a step that
     took long (ZooKeeper round trips, a busy machine) is not followed by a leap of hours of
     cluster time in which the auto-throttle, deciding on the wall clock, gets no say and then
     sees no new sample for rounds on end.
+
+    ZooKeeper going away is waited out (kazoo reconnects; the reassignment is read again from
+    the znodes once it is back), `on_outage(why)` told once per outage and `on_outage(None)`
+    when ZooKeeper is back; after `patience` seconds without it, BadInput.
     """
     ctl = SimController(client, speed, client_load, samples_dir, sample_every, traffic, spike_at)
+    outage = Outage(client, patience)
     started = time.monotonic()
-    last = started
-    while True:
-        now = time.monotonic()
-        ctl.step(min(now - last, max_lag))
-        last = now
-        if until_idle and not ctl.busy():
-            if samples_dir:
-                ctl.write_samples()  # the state after the last copy
-            return ctl
-        if max_wall_seconds is not None and now - started > max_wall_seconds:
-            return ctl
-        time.sleep(tick)
+    last, lost = started, None
+    try:
+        while True:
+            now = time.monotonic()
+            try:
+                if outage.down:
+                    raise ConnectionLoss("no connection")  # a call now would only wait for one
+                ctl.step(min(now - last, max_lag))
+                idle = until_idle and not ctl.busy()
+                if idle and samples_dir:
+                    ctl.write_samples()  # the state after the last copy
+            except LOST as e:
+                if outage.gave_up.is_set():
+                    raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the simulated controller stopped "
+                                   "(kit sim run resumes the reassignment from where it was)") from None
+                ctl.forget()
+                if lost is None and on_outage:
+                    on_outage(type(e).__name__)
+                lost, idle = lost or now, False
+            else:
+                if lost is not None and on_outage:
+                    on_outage(None)
+                lost = None
+            # The cluster's clock stands still while ZooKeeper is away, and goes on from there.
+            last = now
+            if idle:
+                return ctl
+            if max_wall_seconds is not None and now - started > max_wall_seconds:
+                return ctl
+            time.sleep(tick)
+    finally:
+        outage.close()
 
 
 def kill_broker(client: KazooClient, broker: int) -> int:

@@ -14,10 +14,13 @@ import json
 import logging
 import os
 import re
+import threading
+import time
 import warnings
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.retry import KazooRetry
 from kazoo.security import make_acl
 
 from .errors import BadInput, Unsafe
@@ -92,7 +95,12 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
                         for h in hosts):
         raise BadInput(f"--zk {spec!r}: expected HOST:PORT[/chroot] with a port in 1..65535")
     logging.getLogger("kazoo.client").setLevel(logging.CRITICAL)
-    client = KazooClient(hosts=m.group("hosts") + (m.group("chroot") or ""), timeout=timeout, auth_data=auth_data)
+    # Reconnect attempts at most a second apart, as Kafka's ZooKeeper client retries: kazoo's
+    # default backoff grows to an hour, so a client that lost ZooKeeper for minutes would come
+    # back long after the server (its session expired meanwhile, a long-running wait given up).
+    retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)
+    client = KazooClient(hosts=m.group("hosts") + (m.group("chroot") or ""), timeout=timeout, auth_data=auth_data,
+                         connection_retry=retry)
     try:
         with warnings.catch_warnings():
             # A chroot that does not exist yet is normal before write_cluster creates it.
@@ -115,6 +123,53 @@ def session(spec: str, timeout: float = 10.0, auth: str | None = None):
     finally:
         client.stop()
         client.close()
+
+
+class Outage:
+    """How long a long-running `client` has been without ZooKeeper, and the end of that wait.
+
+    kazoo reconnects by itself, in a new session when the old one expired (`sessions_lost`
+    counts those; their ephemeral znodes went with them), and a call made meanwhile waits for
+    the connection. After `patience` seconds without one the client is stopped, so that every
+    such call fails (ConnectionLoss), and `gave_up` is set: every wait has an end. `wake`, if
+    given, is set on every change of the connection's state.
+    """
+
+    def __init__(self, client: KazooClient, patience: float, wake: threading.Event | None = None):
+        self.client, self.patience, self.wake = client, patience, wake
+        self.since: float | None = None  # when the connection went (monotonic); None while connected
+        self.sessions_lost = 0
+        self.gave_up = threading.Event()
+        self._closed = threading.Event()
+        client.add_listener(self._on_state)
+        threading.Thread(target=self._watch, name="kit-zookeeper-outage", daemon=True).start()
+
+    def _on_state(self, state) -> None:
+        if state == KazooState.CONNECTED:
+            self.since = None
+        else:
+            self.since = self.since or time.monotonic()
+            self.sessions_lost += state == KazooState.LOST
+        if self.wake is not None:
+            self.wake.set()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(min(1.0, self.patience / 4)):
+            since = self.since
+            if since is not None and time.monotonic() - since > self.patience:
+                self.gave_up.set()
+                self.client.stop()  # every call still waiting for the connection fails now
+                return
+
+    @property
+    def down(self) -> bool:
+        """Whether the client is without ZooKeeper now."""
+        return self.since is not None
+
+    def close(self) -> None:
+        """Stop watching (before the client is stopped on purpose)."""
+        self._closed.set()
+        self.client.remove_listener(self._on_state)
 
 
 def _json(raw: bytes, where: str):
@@ -275,6 +330,40 @@ def read_sim_facts(client: KazooClient) -> dict:
         return _json(client.get(SIM_FACTS)[0], SIM_FACTS)
     except NoNodeError:
         return {"brokers": {}, "traffic": {}}
+
+
+SIM_PROGRESS = "/kit/sim/controller"
+
+
+def read_sim_progress(client: KazooClient) -> dict | None:
+    """What the simulated controller last recorded of its reassignment's progress (None if
+    nothing, or nothing readable: a resume then starts from the znodes alone)."""
+    try:
+        doc = _json(client.get(SIM_PROGRESS)[0], SIM_PROGRESS)
+    except (NoNodeError, BadInput):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def write_sim_progress(client: KazooClient, doc: dict) -> bool:
+    """Record the simulated controller's progress; False (nothing written) when it would not
+    fit in a znode: the last record stays, and it is an earlier, conservative one."""
+    raw = _compact(doc)
+    if len(raw) > 1000 * 1024:
+        return False
+    try:
+        client.set(SIM_PROGRESS, raw)
+    except NoNodeError:
+        client.create(SIM_PROGRESS, raw, makepath=True)
+    return True
+
+
+def drop_sim_progress(client: KazooClient) -> None:
+    """Forget the simulated controller's record (its reassignment is over)."""
+    try:
+        client.delete(SIM_PROGRESS)
+    except NoNodeError:
+        pass
 
 
 def _compact(doc) -> bytes:
