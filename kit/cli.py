@@ -256,6 +256,45 @@ def _add_apply_parser(sub) -> None:
     p.add_argument("--rollback-out", metavar="FILE", help="write the current assignment of the plan's partitions")
 
 
+def _cleared(done: dict) -> str:
+    """"cleared throttles left without a reassignment: ..." when an apply or verify removed some."""
+    b, t = done.get("cleared_brokers", 0), done.get("cleared_topics", 0)
+    return f"cleared throttles left without a reassignment: {b} broker(s), {t} topic(s)" if b or t else ""
+
+
+def _run_again(client, moves, what: str, plan: str, zk: str, rollback_out: str | None = None) -> bool:
+    """`kit apply` (what="apply") or `kit rollback` run again after a crash: True, having said
+    so, when the plan's reassignment already runs (nothing written) or the plan is already in
+    place (nothing started; throttles left without a reassignment cleared). Unsafe when it runs
+    but the rollback file asked for was never written: that assignment can no longer be read."""
+    from . import execute
+    from .formats import load_plan
+
+    state = execute.plan_progress(client, moves)
+    if state == "running":
+        note = ""
+        if rollback_out:
+            keys = {(m["topic"], m["partition"]) for m in moves}
+            if not os.path.exists(rollback_out) or \
+                    {(m["topic"], m["partition"]) for m in load_plan(rollback_out)} != keys:
+                raise Unsafe(f"this plan's reassignment is already in progress (an earlier kit {what} started it), "
+                             f"but --rollback-out {rollback_out} is not its rollback file and the assignment before "
+                             "it can no longer be read; nothing was changed")
+            note = f"; rollback plan in {rollback_out} (written by that kit {what})"
+        print(f"the reassignment of {len(moves)} partition(s) is already in progress (an earlier kit {what} of "
+              f"{plan} started it): nothing written{note}; follow it with kit verify {plan} --zk {zk} --wait")
+        return True
+    if state == "in place":
+        b, t = execute.clear_leftover_throttles(client)
+        kept = (f"; {rollback_out} left as it was" if os.path.exists(rollback_out) else
+                f"; {rollback_out} not written") if rollback_out else ""
+        print(f"every partition of {plan} ({len(moves)}) already has the replicas it names: nothing to start{kept}")
+        if b or t:
+            print(_cleared({"cleared_brokers": b, "cleared_topics": t}))
+        return True
+    return False
+
+
 def cmd_apply(a) -> int:
     from .execute import apply_plan
     from .formats import load_plan
@@ -265,11 +304,15 @@ def cmd_apply(a) -> int:
         _writable("--rollback-out", a.rollback_out, plan=a.plan)
     moves = load_plan(a.plan)
     with session(a.zk, auth=a.zk_auth) as client:
+        if _run_again(client, moves, "apply", a.plan, a.zk, a.rollback_out):
+            return 0
         done = apply_plan(client, moves, a.throttle, a.rollback_out)
     print(f"reassignment of {done['partitions']} partition(s) started"
           + (f"; throttled {done['throttled_topics']} topic(s) and {done['throttled_brokers']} broker(s) "
              f"at {a.throttle / 1e6:.0f} MB/s" if a.throttle else "")
           + (f"; rollback plan in {a.rollback_out}" if a.rollback_out else ""))
+    if _cleared(done):
+        print(_cleared(done))
     return 0
 
 
@@ -333,8 +376,14 @@ def cmd_operation(a) -> int:
                 what = {"copying": "in progress", "missing": "not in the cluster",
                         "not started": "not started (no reassignment runs for it)"}[r["state"]]
                 print(f"  {r['topic']} p{r['partition']}: {what}")
-        print(f"{done} of {len(res['partitions'])} partition(s) done; throttles cleared from "
-              f"{res['cleared_topics']} topic(s) and {res['cleared_brokers']} broker(s)")
+        # With none running, throttles are left over unless they were this plan's, now done.
+        leftover = "" if res["running"] or (res["done"] and res["partitions"]) else _cleared(res)
+        if not res["partitions"] and not res["running"]:
+            print("no reassignment is running; " + (leftover or "no throttle was set"))
+        else:
+            print(f"{done} of {len(res['partitions'])} partition(s) done; " + (
+                leftover or f"throttles cleared from {res['cleared_topics']} topic(s) and "
+                            f"{res['cleared_brokers']} broker(s)"))
         if res["done"] and res["preferred_leader_elections_due"]:
             print(f"{res['preferred_leader_elections_due']} partition(s) are not led by their first replica: "
                   f"run kit elect --zk {a.zk}" + (f" --plan {a.plan}" if a.plan else ""))
@@ -347,8 +396,16 @@ def cmd_operation(a) -> int:
         return 0
     if a.command == "rollback":
         moves = load_plan(a.file)
-        done = _with_zk(a.zk, lambda c: execute.apply_plan(c, moves, a.throttle), a.zk_auth)
-        print(f"rollback of {done['partitions']} partition(s) started")
+
+        def roll_back(client):
+            return None if _run_again(client, moves, "rollback", a.file, a.zk) else \
+                execute.rollback(client, moves, a.throttle)
+        done = _with_zk(a.zk, roll_back, a.zk_auth)
+        if done is not None:
+            print(f"rollback of {done['partitions']} partition(s) started; follow it with kit verify {a.file} "
+                  f"--zk {a.zk} --wait")
+            if _cleared(done):
+                print(_cleared(done))
         return 0
     res = _with_zk(a.zk, execute.status, a.zk_auth)
     live = [b for b in res["brokers"] if b["alive"]]
@@ -356,8 +413,18 @@ def cmd_operation(a) -> int:
     print(f"brokers: {len(live)} live, {len(dead)} dead" + (f" ({' '.join(str(b['id']) for b in dead)})" if dead else ""))
     print(f"under-replicated partitions: {len(res['under_replicated'])}")
     print(f"reassignment in progress: {res['reassigning_partitions']} partition(s), "
-          f"{res['bytes_left'] / 1e9:.1f} GB left" if res["reassigning_partitions"] else "no reassignment in progress")
-    print(f"throttled brokers: {' '.join(map(str, res['throttled_brokers'])) or 'none'}")
+          f"{res['bytes_left'] / 1e9:.1f} GB left" if res["reassigning"] else "no reassignment in progress")
+    brokers, topics = res["throttled_brokers"], res["throttled_topics"]
+    print(f"throttled brokers: {' '.join(map(str, brokers)) or 'none'}")
+    print(f"throttled topics: {' '.join(topics[:10]) or 'none'}" + (f" (+{len(topics) - 10} more)"
+                                                                    if len(topics) > 10 else ""))
+    if res["throttles_without_reassignment"]:
+        print(f"throttles without a reassignment: {len(brokers)} broker(s) and {len(topics)} topic(s) keep "
+              "replication throttles but no reassignment is running (an apply or Kafka's tool cut short, or a "
+              f"finished run never verified); kit verify --zk {a.zk} clears them")
+    elif res["reassigning"] and (brokers or topics):
+        print(f"the throttles are the reassignment's; kit verify --zk {a.zk} --wait follows it and clears "
+              "them when it ends")
     return 0
 
 

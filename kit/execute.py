@@ -70,19 +70,123 @@ def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[
     return out
 
 
+def _notice(path: str) -> bytes:
+    """The /config/changes notification for /config/<kind>/<name>, as Kafka's AdminZkClient writes it."""
+    return json.dumps({"version": 2, "entity_path": path[len("/config/"):]}).encode()
+
+
+def _commit_configs(client: KazooClient, writes: list[tuple[str, bytes, int | None]]) -> None:
+    """Write each (path, body, version read or None) together with its /config/changes
+    notification, one ZooKeeper transaction per entity (all issued at once): a crash never
+    leaves a config the brokers were not told of. The first failure is raised (BadVersionError:
+    the config changed meanwhile; that entity is left as it was)."""
+    if not writes:
+        return
+    client.ensure_path("/config/changes")
+    pending = []
+    for path, body, version in writes:
+        tx = client.transaction()
+        if version is None:
+            tx.create(path, body)
+        else:
+            tx.set_data(path, body, version)
+        tx.create("/config/changes/config_change_", _notice(path), sequence=True)
+        pending.append(tx.commit_async())
+    failures = [r for p in pending for r in p.get() if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+    if failures:
+        raise failures[0]
+
+
 def _merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
-    """Merge config keys into /config/<kind>/<name> for many entities at once, then notify
-    the brokers with one sequential /config/changes/config_change_ node per entity."""
-    writes = [client.create_async(path, body, makepath=True) if version is None
-              else client.set_async(path, body, version=version)
-              for path, body, version in _config_writes(client, kind, updates)]
-    for w in writes:
-        w.get()
-    notes = [client.create_async("/config/changes/config_change_",
-                                 json.dumps({"version": 2, "entity_path": f"{kind}/{name}"}).encode(),
-                                 sequence=True, makepath=True) for name in updates]
-    for n in notes:
-        n.get()
+    """Merge config keys into /config/<kind>/<name> for many entities at once, each with its
+    /config/changes notification in the same transaction."""
+    if updates:
+        client.ensure_path(f"/config/{kind}")
+        _commit_configs(client, _config_writes(client, kind, updates))
+
+
+_THROTTLE_KEYS = {"topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS), "brokers": (LEADER_RATE, FOLLOWER_RATE)}
+
+
+def _children_or_none(client: KazooClient, path: str) -> list[str]:
+    try:
+        return client.get_children(path)
+    except NoNodeError:
+        return []
+
+
+def _throttle_clears(client: KazooClient, kind: str, names: list[str]) -> list[tuple[str, bytes, int]]:
+    """(path, body without the throttle keys, version read) for each /config/<kind>/<name>
+    that carries one (read at once), for `_commit_configs` or a transaction."""
+    keys = _THROTTLE_KEYS[kind]
+    reads = {n: client.get_async(f"/config/{kind}/{n}") for n in names}
+    out = []
+    for n, result in reads.items():
+        try:
+            raw, stat = result.get()
+        except NoNodeError:
+            continue
+        doc = json.loads(raw.decode() or "{}") or {}
+        config = doc.get("config") or {}
+        if any(k in config for k in keys):
+            doc["config"] = {k: v for k, v in config.items() if k not in keys}
+            out.append((f"/config/{kind}/{n}", json.dumps(doc).encode(), stat.version))
+    return out
+
+
+def throttled_entities(client: KazooClient) -> tuple[list[str], list[str]]:
+    """Names of the brokers (/config/brokers/N) and topics (/config/topics/T) that carry a
+    throttle key, whoever wrote it; brokers by id."""
+    brokers, topics = ([path.rsplit("/", 1)[1] for path, _, _ in
+                        _throttle_clears(client, kind, _children_or_none(client, f"/config/{kind}"))]
+                       for kind in ("brokers", "topics"))
+    return sorted(brokers, key=lambda b: (not b.isdigit(), int(b) if b.isdigit() else 0, b)), sorted(topics)
+
+
+def clear_leftover_throttles(client: KazooClient) -> tuple[int, int]:
+    """With no reassignment running, remove every throttle key (brokers' rates, topics'
+    replica lists), whoever wrote them; returns (brokers, topics) cleared. Unsafe while a
+    reassignment runs (its throttles are still needed)."""
+    if client.exists(REASSIGN):
+        raise Unsafe(f"a reassignment is in progress ({REASSIGN} exists); its throttles were left as they are")
+    brokers = _remove_config_keys(client, "brokers", _children_or_none(client, "/config/brokers"))
+    return brokers, _remove_config_keys(client, "topics", _children_or_none(client, "/config/topics"))
+
+
+def plan_progress(client: KazooClient, moves: list[dict]) -> str | None:
+    """How far a plan already got, for an apply (or rollback) run again after a crash.
+
+    "running" when the reassignment in flight is this plan's (its partitions not listed there
+    already in place), "in place" when none runs and every partition has its planned
+    replicas, else None (not started, or another reassignment runs). Reads only the plan's
+    topics and the reassignment znode.
+    """
+    wanted = {(m["topic"], m["partition"]): list(m["replicas"]) for m in moves}
+    topics = {t: client.get_async(f"/brokers/topics/{t}") for t, _ in wanted}
+    try:
+        running = json.loads(client.get(REASSIGN)[0].decode() or "null")
+    except NoNodeError:
+        running = None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    current = {}
+    for t, result in topics.items():
+        try:
+            doc = json.loads(result.get()[0].decode() or "{}")
+        except (NoNodeError, json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        parts = doc.get("partitions") if isinstance(doc, dict) else None
+        current.update({(t, int(p)): r for p, r in (parts if isinstance(parts, dict) else {}).items() if p.isdigit()})
+    if running is None:
+        return "in place" if wanted and all(current.get(k) == r for k, r in wanted.items()) else None
+    entries = running.get("partitions") if isinstance(running, dict) else None
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        return None
+    flying = {(e.get("topic"), e.get("partition")): e.get("replicas") for e in entries}
+    if all(wanted.get(k) == r for k, r in flying.items()) and \
+            all(k in flying or current.get(k) == r for k, r in wanted.items()):
+        return "running"
+    return None
 
 
 def set_throttles(client: KazooClient, cluster: Cluster, moves: list[dict], rate: float) -> tuple[int, int]:
@@ -104,7 +208,10 @@ def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = 
     Kafka's tool writes the throttles, then the reassignment; kit writes them together, all or
     nothing: when another reassignment appears meanwhile (another `kit apply`, Kafka's tool) or
     a throttle config changes under it, the transaction fails as a whole and nothing is changed
-    (Unsafe, exit 3), so a losing apply never touches the winner's throttles.
+    (Unsafe, exit 3), so a losing apply never touches the winner's throttles. Throttles left
+    without a reassignment (an apply or Kafka's tool cut short, a run never verified) would
+    slow this one: the same transaction removes every one this plan does not set
+    (`cleared_topics`, `cleared_brokers`).
     """
     cluster = preflight(client, moves)
     if rollback_out:
@@ -113,12 +220,20 @@ def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = 
     writes = []
     if throttle:
         topics, brokers = throttle_configs(cluster, moves, throttle)
-        for parent in ("/config/topics", "/config/brokers", "/config/changes"):
+        for parent in ("/config/topics", "/config/brokers"):
             client.ensure_path(parent)  # Kafka creates these at start; only a bare chroot lacks them
         writes = _config_writes(client, "topics", topics) + \
             _config_writes(client, "brokers", {str(b): cfg for b, cfg in brokers.items()})
         done["throttled_topics"], done["throttled_brokers"] = len(topics), len(brokers)
+    ours = {path for path, _, _ in writes}
+    for kind in ("topics", "brokers"):
+        leftovers = [w for w in _throttle_clears(client, kind, _children_or_none(client, f"/config/{kind}"))
+                     if w[0] not in ours]
+        done[f"cleared_{kind}"] = len(leftovers)
+        writes += leftovers
     client.ensure_path("/admin")
+    if writes:
+        client.ensure_path("/config/changes")
     tx = client.transaction()
     for path, body, version in writes:
         if version is None:
@@ -126,9 +241,7 @@ def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = 
         else:
             tx.set_data(path, body, version)
     for path, _, _ in writes:  # one notification per entity, as Kafka's AdminZkClient writes them
-        entity = path[len("/config/"):]
-        tx.create("/config/changes/config_change_", json.dumps({"version": 2, "entity_path": entity}).encode(),
-                  sequence=True)
+        tx.create("/config/changes/config_change_", _notice(path), sequence=True)
     tx.create(REASSIGN, json.dumps({"version": 1, "partitions": moves}).encode())
     results = tx.commit()
     causes = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
@@ -141,45 +254,36 @@ def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = 
     return done
 
 
+def rollback(client: KazooClient, moves: list[dict], throttle: float | None = None) -> dict:
+    """Start the reassignment back to a rollback file's assignment: `apply_plan`'s checks and
+    transaction, without a rollback file of its own.
+
+    Unsafe while any reassignment runs: kit cannot cancel one through ZooKeeper (deleting
+    /admin/reassign_partitions does not stop Kafka's controller), so the honest way back is to
+    let it finish, then roll back.
+    """
+    if client.exists(REASSIGN):
+        raise Unsafe("a reassignment is in progress and kit cannot cancel it through ZooKeeper (deleting "
+                     f"{REASSIGN} does not stop Kafka's controller); nothing was changed: wait for it to finish "
+                     "(kit verify --wait), then roll back")
+    return apply_plan(client, moves, throttle)
+
+
 ELECTION = "/admin/preferred_replica_election"
-_THROTTLE_KEYS = {"topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS), "brokers": (LEADER_RATE, FOLLOWER_RATE)}
 
 
 def _remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int:
-    """Drop the throttle keys from /config/<kind>/<name> where present; notify each change."""
-    keys = _THROTTLE_KEYS[kind]
-    reads = {n: client.get_async(f"/config/{kind}/{n}") for n in names}
-    changed = []
-    for n, result in reads.items():
-        try:
-            raw, stat = result.get()
-        except NoNodeError:
-            continue
-        doc = json.loads(raw.decode() or "{}")
-        config = doc.get("config", {})
-        if not any(k in config for k in keys):
-            continue
-        doc["config"] = {k: v for k, v in config.items() if k not in keys}
-        client.set(f"/config/{kind}/{n}", json.dumps(doc).encode(), version=stat.version)
-        changed.append(n)
-    notes = [client.create_async("/config/changes/config_change_",
-                                 json.dumps({"version": 2, "entity_path": f"{kind}/{n}"}).encode(),
-                                 sequence=True, makepath=True) for n in changed]
-    for note in notes:
-        note.get()
-    return len(changed)
-
-
-def _children_or_none(client: KazooClient, path: str) -> list[str]:
-    try:
-        return client.get_children(path)
-    except NoNodeError:
-        return []
+    """Drop the throttle keys from /config/<kind>/<name> where present, each change with its
+    notification; returns how many entities changed."""
+    writes = _throttle_clears(client, kind, names)
+    _commit_configs(client, writes)
+    return len(writes)
 
 
 def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
     """Progress of a reassignment (the given plan, or the one in flight), and throttle cleanup:
-    brokers and topics no longer taking part lose their throttles, all of them once it is done."""
+    brokers and topics no longer taking part lose their throttles, all of them once none runs
+    (`running` False: whatever was cleared then had been left without a reassignment)."""
     cluster, running = read_cluster(client)
     if moves is None:
         moves = (running or {}).get("partitions", [])
@@ -216,8 +320,9 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
     cleared_brokers = _remove_config_keys(client, "brokers", idle)
     leaders_off = [r for r in rows if r["done"] and current[(r["topic"], r["partition"])].leader not in
                    (None, current[(r["topic"], r["partition"])].replicas[0])]
-    return {"partitions": rows, "done": all(r["done"] for r in rows), "cleared_topics": cleared_topics,
-            "cleared_brokers": cleared_brokers, "preferred_leader_elections_due": len(leaders_off)}
+    return {"partitions": rows, "done": all(r["done"] for r in rows), "running": running is not None,
+            "cleared_topics": cleared_topics, "cleared_brokers": cleared_brokers,
+            "preferred_leader_elections_due": len(leaders_off)}
 
 
 def default_stall(interval: float) -> float:
@@ -295,17 +400,15 @@ def elect(client: KazooClient, moves: list[dict] | None = None) -> int:
 
 
 def status(client: KazooClient) -> dict:
-    """Brokers, under-replicated partitions, the reassignment in flight and throttles set."""
+    """Brokers, under-replicated partitions, the reassignment in flight and the throttles set.
+
+    `throttled_brokers` (ids) and `throttled_topics` are every /config entity carrying a
+    throttle key, registered or not; `throttles_without_reassignment` is True when some are
+    set and no reassignment runs (nothing needs them: `verify` clears them).
+    """
     cluster, running = read_cluster(client)
     urp = [p for p in cluster.partitions if set(p.replicas) - set(p.isr)]
-    throttled = []
-    for b in cluster.brokers.values():
-        try:
-            doc = json.loads(client.get(f"/config/brokers/{b.id}")[0].decode() or "{}")
-        except NoNodeError:
-            continue
-        if any(k in doc.get("config", {}) for k in _THROTTLE_KEYS["brokers"]):
-            throttled.append(b.id)
+    brokers, topics = throttled_entities(client)
     moving = (running or {}).get("partitions", [])
     by_key = {p.key: p for p in cluster.partitions}
     # A replica not yet in the ISR still has the whole partition to copy (kit's estimate).
@@ -314,7 +417,10 @@ def status(client: KazooClient) -> dict:
     return {
         "brokers": [{"id": b.id, "rack": b.rack, "alive": b.alive} for b in cluster.brokers.values()],
         "under_replicated": [p.name for p in urp],
+        "reassigning": running is not None,
         "reassigning_partitions": len(moving),
         "bytes_left": left,
-        "throttled_brokers": throttled,
+        "throttled_brokers": [int(b) if b.isdigit() else b for b in brokers],
+        "throttled_topics": topics,
+        "throttles_without_reassignment": running is None and bool(brokers or topics),
     }

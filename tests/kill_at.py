@@ -1,0 +1,63 @@
+"""`kit` run in this process and SIGKILLed at one named point: a crash at a known place for
+tests/test_apply_faults.py, with no fault hook in kit itself (one function is wrapped here).
+
+    python tests/kill_at.py POINT KIT_ARGUMENTS...
+
+POINT is one of:
+  after-preflight      kit.execute.preflight has returned (nothing written yet)
+  after-rollback-file  the rollback file is written (kit.execute.write_atomic has returned)
+  before-commit        a ZooKeeper transaction is about to be sent (apply's one transaction)
+  after-commit         that transaction is committed; nothing printed yet
+  after-first-config   the first ZooKeeper transaction sent asynchronously has committed
+                       (verify's clearing: one entity's throttle keys and its notification)
+"""
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from kazoo.client import TransactionRequest  # noqa: E402
+
+import kit.execute  # noqa: E402
+from kit.cli import main  # noqa: E402
+
+
+def die() -> None:
+    """SIGKILL this process: no cleanup, no finally blocks, no closed ZooKeeper session."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def wrap(owner, name: str, before: bool = False, wait=None) -> None:
+    """Replace owner.name by a function that dies just before its first call, or just after it
+    returns (after `wait(result)` when given: an asynchronous result waited for)."""
+    real = getattr(owner, name)
+
+    @functools.wraps(real)
+    def wrapper(*args, **kwargs):
+        if before:
+            die()
+        out = real(*args, **kwargs)
+        if wait is not None:
+            wait(out)
+        die()
+        return out
+    setattr(owner, name, wrapper)
+
+
+POINTS = {
+    "after-preflight": lambda: wrap(kit.execute, "preflight"),
+    "after-rollback-file": lambda: wrap(kit.execute, "write_atomic"),
+    "before-commit": lambda: wrap(TransactionRequest, "commit", before=True),
+    "after-commit": lambda: wrap(TransactionRequest, "commit"),
+    "after-first-config": lambda: wrap(TransactionRequest, "commit_async", wait=lambda r: r.get()),
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in POINTS:
+        sys.exit(f"usage: kill_at.py {{{'|'.join(POINTS)}}} KIT_ARGUMENTS...")
+    POINTS[sys.argv[1]]()
+    sys.exit(main(sys.argv[2:]))
