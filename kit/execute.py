@@ -54,7 +54,7 @@ def rollback_document(cluster: Cluster, moves: list[dict]) -> dict:
 
 def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[str, bytes, int | None]]:
     """(path, new body, version read or None for a new znode) merging `updates` into each
-    /config/<kind>/<name> (read at once, kazoo's async API), for `_merge_configs` or a transaction."""
+    /config/<kind>/<name> (read at once, kazoo's async API), for `merge_configs` or a transaction."""
     paths = {name: f"/config/{kind}/{name}" for name in updates}
     reads = {name: client.get_async(path) for name, path in paths.items()}
     out = []
@@ -70,7 +70,7 @@ def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[
     return out
 
 
-def _merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
+def merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
     """Merge config keys into /config/<kind>/<name> for many entities at once, then notify
     the brokers with one sequential /config/changes/config_change_ node per entity."""
     writes = [client.create_async(path, body, makepath=True) if version is None
@@ -91,8 +91,8 @@ def set_throttles(client: KazooClient, cluster: Cluster, moves: list[dict], rate
     client.ensure_path("/config/topics")
     client.ensure_path("/config/brokers")
     client.ensure_path("/config/changes")
-    _merge_configs(client, "topics", topics)
-    _merge_configs(client, "brokers", {str(b): cfg for b, cfg in brokers.items()})
+    merge_configs(client, "topics", topics)
+    merge_configs(client, "brokers", {str(b): cfg for b, cfg in brokers.items()})
     return len(topics), len(brokers)
 
 
@@ -143,7 +143,7 @@ ELECTION = "/admin/preferred_replica_election"
 _THROTTLE_KEYS = {"topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS), "brokers": (LEADER_RATE, FOLLOWER_RATE)}
 
 
-def _remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int:
+def remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int:
     """Drop the throttle keys from /config/<kind>/<name> where present; notify each change."""
     keys = _THROTTLE_KEYS[kind]
     reads = {n: client.get_async(f"/config/{kind}/{n}") for n in names}
@@ -168,7 +168,8 @@ def _remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int
     return len(changed)
 
 
-def _children_or_none(client: KazooClient, path: str) -> list[str]:
+def children_or_none(client: KazooClient, path: str) -> list[str]:
+    """The children of `path`, or none when it does not exist."""
     try:
         return client.get_children(path)
     except NoNodeError:
@@ -208,10 +209,10 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
         # Nothing runs, so no throttle is needed anywhere: clear every broker's rates and every
         # topic's replica lists, whoever wrote them (a crashed apply, a replaced loop, Kafka's
         # tool), as Kafka's tool does for brokers at the end (a dead source included).
-        idle = sorted(set(idle) | set(_children_or_none(client, "/config/brokers")))
-        idle_topics = sorted(set(idle_topics) | set(_children_or_none(client, "/config/topics")))
-    cleared_topics = _remove_config_keys(client, "topics", idle_topics)
-    cleared_brokers = _remove_config_keys(client, "brokers", idle)
+        idle = sorted(set(idle) | set(children_or_none(client, "/config/brokers")))
+        idle_topics = sorted(set(idle_topics) | set(children_or_none(client, "/config/topics")))
+    cleared_topics = remove_config_keys(client, "topics", idle_topics)
+    cleared_brokers = remove_config_keys(client, "brokers", idle)
     leaders_off = [r for r in rows if r["done"] and current[(r["topic"], r["partition"])].leader not in
                    (None, current[(r["topic"], r["partition"])].replicas[0])]
     return {"partitions": rows, "done": all(r["done"] for r in rows), "cleared_topics": cleared_topics,

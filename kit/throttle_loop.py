@@ -26,7 +26,7 @@ from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from .errors import BadInput
 from .events import EventLog, event, utc_now
-from .execute import REASSIGN, _children_or_none, _merge_configs, _remove_config_keys
+from .execute import REASSIGN, children_or_none, merge_configs, remove_config_keys
 from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from .zookeeper import read_cluster
 
@@ -233,7 +233,7 @@ def read_overrides(client: KazooClient) -> tuple[dict | None, dict[int, float]]:
     glob_override = ({"rate": float(glob_doc["rate"]) * 1e6, "autoremove": bool(glob_doc.get("autoremove"))}
                      if glob_doc.get("rate") else None)
     brokers = {}
-    for child in _children_or_none(client, OVERRIDES):
+    for child in children_or_none(client, OVERRIDES):
         doc = json.loads(client.get(f"{OVERRIDES}/{child}")[0].decode() or "{}")
         if doc.get("rate"):
             brokers[int(child)] = float(doc["rate"]) * 1e6
@@ -288,9 +288,9 @@ class ThrottleLoop:
         if running is not None or self.client.exists(REASSIGN):
             return 0
         _, broker_overrides = read_overrides(self.client)
-        brokers = [b for b in _children_or_none(self.client, "/config/brokers") if int(b) not in broker_overrides]
-        n = _remove_config_keys(self.client, "brokers", brokers)
-        t = _remove_config_keys(self.client, "topics", _children_or_none(self.client, "/config/topics"))
+        brokers = [b for b in children_or_none(self.client, "/config/brokers") if int(b) not in broker_overrides]
+        n = remove_config_keys(self.client, "brokers", brokers)
+        t = remove_config_keys(self.client, "topics", children_or_none(self.client, "/config/topics"))
         if self.auto is not None:
             self.auto.applied = {b: r for b, r in self.auto.applied.items() if b in broker_overrides}
         if n or t:
@@ -325,7 +325,7 @@ class ThrottleLoop:
         self.auto.capacity.update(capacities(todo, self.cap_map))
 
     def _rates_in_force(self) -> dict[int, dict[str, float]]:
-        names = _children_or_none(self.client, "/config/brokers")
+        names = children_or_none(self.client, "/config/brokers")
         reads = {n: self.client.get_async(f"/config/brokers/{n}") for n in names}
         out = {}
         for n, r in reads.items():
@@ -350,16 +350,16 @@ class ThrottleLoop:
                              glob_override["rate"] if glob_override and running else None, broker_overrides)
         changed_topics = {t: cfg for t, cfg in lists.items() if self.topics.get(t) != cfg}
         if changed_topics:
-            _merge_configs(self.client, "topics", changed_topics)
+            merge_configs(self.client, "topics", changed_topics)
         gone = [t for t in self.topics if t not in lists]
         if gone:
-            _remove_config_keys(self.client, "topics", gone)
+            remove_config_keys(self.client, "topics", gone)
         self.topics = lists
         if d.rates:
-            _merge_configs(self.client, "brokers", {str(b): {_ROLE_KEY[r]: str(int(v)) for r, v in rates.items()}
+            merge_configs(self.client, "brokers", {str(b): {_ROLE_KEY[r]: str(int(v)) for r, v in rates.items()}
                                                    for b, rates in d.rates.items()})
         if d.clear:
-            _remove_config_keys(self.client, "brokers", [str(b) for b in d.clear])
+            remove_config_keys(self.client, "brokers", [str(b) for b in d.clear])
         for e in d.events:
             self.log.write(e)
         if self.was_running and running is None:
