@@ -143,8 +143,9 @@ ELECTION = "/admin/preferred_replica_election"
 _THROTTLE_KEYS = {"topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS), "brokers": (LEADER_RATE, FOLLOWER_RATE)}
 
 
-def remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int:
-    """Drop the throttle keys from /config/<kind>/<name> where present; notify each change."""
+def remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> list[str]:
+    """Drop the throttle keys from /config/<kind>/<name> where present; notify each change.
+    Returns the names that had some."""
     keys = _THROTTLE_KEYS[kind]
     reads = {n: client.get_async(f"/config/{kind}/{n}") for n in names}
     changed = []
@@ -165,7 +166,7 @@ def remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int:
                                  sequence=True, makepath=True) for n in changed]
     for note in notes:
         note.get()
-    return len(changed)
+    return changed
 
 
 def children_or_none(client: KazooClient, path: str) -> list[str]:
@@ -211,8 +212,8 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
         # tool), as Kafka's tool does for brokers at the end (a dead source included).
         idle = sorted(set(idle) | set(children_or_none(client, "/config/brokers")))
         idle_topics = sorted(set(idle_topics) | set(children_or_none(client, "/config/topics")))
-    cleared_topics = remove_config_keys(client, "topics", idle_topics)
-    cleared_brokers = remove_config_keys(client, "brokers", idle)
+    cleared_topics = len(remove_config_keys(client, "topics", idle_topics))
+    cleared_brokers = len(remove_config_keys(client, "brokers", idle))
     leaders_off = [r for r in rows if r["done"] and current[(r["topic"], r["partition"])].leader not in
                    (None, current[(r["topic"], r["partition"])].replicas[0])]
     return {"partitions": rows, "done": all(r["done"] for r in rows), "cleared_topics": cleared_topics,
