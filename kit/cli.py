@@ -640,7 +640,7 @@ def _add_throttle_parser(sub) -> None:
         if name == "set":
             o.add_argument("rate", type=_bytes_per_second, metavar="BYTES_PER_SEC")
             o.add_argument("--autoremove", action="store_true", help="remove it when the next reassignment ends")
-        o.add_argument("--broker", type=_whole(0), metavar="ID")
+        o.add_argument("--broker", type=_broker_id, metavar="ID")
         o.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
         _zk_auth_option(o)
 
@@ -679,12 +679,12 @@ def cmd_throttle(a) -> int:
         return throttle_loop.run(client, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
                                  sample_clock=a.clock == "samples")
     try:
-        rounds = _with_zk(a.zk, loop, a.zk_auth)
-    except KeyboardInterrupt:
-        rounds = None
+        outcome = _with_zk(a.zk, loop, a.zk_auth)
+    except KeyboardInterrupt:  # before the loop began (the loop itself returns its outcome)
+        outcome = None
     finally:
         log.close()
-    print(f"auto-throttle stopped after {rounds} round(s)" if rounds is not None else "auto-throttle stopped")
+    print("\n".join(outcome.lines()) if outcome is not None else "auto-throttle stopped")
     return 0
 
 

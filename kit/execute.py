@@ -54,7 +54,7 @@ def rollback_document(cluster: Cluster, moves: list[dict]) -> dict:
 
 def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[str, bytes, int | None]]:
     """(path, new body, version read or None for a new znode) merging `updates` into each
-    /config/<kind>/<name> (read at once, kazoo's async API), for `_merge_configs` or a transaction."""
+    /config/<kind>/<name> (read at once, kazoo's async API), for `merge_configs` or a transaction."""
     paths = {name: f"/config/{kind}/{name}" for name in updates}
     reads = {name: client.get_async(path) for name, path in paths.items()}
     out = []
@@ -97,7 +97,7 @@ def _commit_configs(client: KazooClient, writes: list[tuple[str, bytes, int | No
         raise failures[0]
 
 
-def _merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
+def merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
     """Merge config keys into /config/<kind>/<name> for many entities at once, each with its
     /config/changes notification in the same transaction."""
     if updates:
@@ -108,7 +108,8 @@ def _merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
 _THROTTLE_KEYS = {"topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS), "brokers": (LEADER_RATE, FOLLOWER_RATE)}
 
 
-def _children_or_none(client: KazooClient, path: str) -> list[str]:
+def children_or_none(client: KazooClient, path: str) -> list[str]:
+    """The children of `path`, or none when it does not exist."""
     try:
         return client.get_children(path)
     except NoNodeError:
@@ -138,7 +139,7 @@ def throttled_entities(client: KazooClient) -> tuple[list[str], list[str]]:
     """Names of the brokers (/config/brokers/N) and topics (/config/topics/T) that carry a
     throttle key, whoever wrote it; brokers by id."""
     brokers, topics = ([path.rsplit("/", 1)[1] for path, _, _ in
-                        _throttle_clears(client, kind, _children_or_none(client, f"/config/{kind}"))]
+                        _throttle_clears(client, kind, children_or_none(client, f"/config/{kind}"))]
                        for kind in ("brokers", "topics"))
     return sorted(brokers, key=lambda b: (not b.isdigit(), int(b) if b.isdigit() else 0, b)), sorted(topics)
 
@@ -149,8 +150,8 @@ def clear_leftover_throttles(client: KazooClient) -> tuple[int, int]:
     reassignment runs (its throttles are still needed)."""
     if client.exists(REASSIGN):
         raise Unsafe(f"a reassignment is in progress ({REASSIGN} exists); its throttles were left as they are")
-    brokers = _remove_config_keys(client, "brokers", _children_or_none(client, "/config/brokers"))
-    return brokers, _remove_config_keys(client, "topics", _children_or_none(client, "/config/topics"))
+    brokers = len(remove_config_keys(client, "brokers", children_or_none(client, "/config/brokers")))
+    return brokers, len(remove_config_keys(client, "topics", children_or_none(client, "/config/topics")))
 
 
 def plan_progress(client: KazooClient, moves: list[dict]) -> str | None:
@@ -195,8 +196,8 @@ def set_throttles(client: KazooClient, cluster: Cluster, moves: list[dict], rate
     client.ensure_path("/config/topics")
     client.ensure_path("/config/brokers")
     client.ensure_path("/config/changes")
-    _merge_configs(client, "topics", topics)
-    _merge_configs(client, "brokers", {str(b): cfg for b, cfg in brokers.items()})
+    merge_configs(client, "topics", topics)
+    merge_configs(client, "brokers", {str(b): cfg for b, cfg in brokers.items()})
     return len(topics), len(brokers)
 
 
@@ -227,7 +228,7 @@ def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = 
         done["throttled_topics"], done["throttled_brokers"] = len(topics), len(brokers)
     ours = {path for path, _, _ in writes}
     for kind in ("topics", "brokers"):
-        leftovers = [w for w in _throttle_clears(client, kind, _children_or_none(client, f"/config/{kind}"))
+        leftovers = [w for w in _throttle_clears(client, kind, children_or_none(client, f"/config/{kind}"))
                      if w[0] not in ours]
         done[f"cleared_{kind}"] = len(leftovers)
         writes += leftovers
@@ -272,12 +273,12 @@ def rollback(client: KazooClient, moves: list[dict], throttle: float | None = No
 ELECTION = "/admin/preferred_replica_election"
 
 
-def _remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> int:
+def remove_config_keys(client: KazooClient, kind: str, names: list[str]) -> list[str]:
     """Drop the throttle keys from /config/<kind>/<name> where present, each change with its
-    notification; returns how many entities changed."""
+    notification; returns the names that had some."""
     writes = _throttle_clears(client, kind, names)
     _commit_configs(client, writes)
-    return len(writes)
+    return [path.rsplit("/", 1)[1] for path, _, _ in writes]
 
 
 def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
@@ -314,10 +315,10 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
         # Nothing runs, so no throttle is needed anywhere: clear every broker's rates and every
         # topic's replica lists, whoever wrote them (a crashed apply, a replaced loop, Kafka's
         # tool), as Kafka's tool does for brokers at the end (a dead source included).
-        idle = sorted(set(idle) | set(_children_or_none(client, "/config/brokers")))
-        idle_topics = sorted(set(idle_topics) | set(_children_or_none(client, "/config/topics")))
-    cleared_topics = _remove_config_keys(client, "topics", idle_topics)
-    cleared_brokers = _remove_config_keys(client, "brokers", idle)
+        idle = sorted(set(idle) | set(children_or_none(client, "/config/brokers")))
+        idle_topics = sorted(set(idle_topics) | set(children_or_none(client, "/config/topics")))
+    cleared_topics = len(remove_config_keys(client, "topics", idle_topics))
+    cleared_brokers = len(remove_config_keys(client, "brokers", idle))
     leaders_off = [r for r in rows if r["done"] and current[(r["topic"], r["partition"])].leader not in
                    (None, current[(r["topic"], r["partition"])].replicas[0])]
     return {"partitions": rows, "done": all(r["done"] for r in rows), "running": running is not None,

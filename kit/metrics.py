@@ -41,6 +41,74 @@ def parse_window(text: str) -> int:
     return int(m.group(1)) * WINDOW_UNITS[m.group(2) or "s"]
 
 
+# The driver runs on this machine (PySpark's client mode) and its launcher hands the memory to
+# the JVM verbatim as -Xmx: digits and k, m, g or t (either case). The JVM takes bare digits as
+# bytes where Spark's documentation says MiB, and refuses a "b"/"mb" suffix, so a unit is asked for.
+_DRIVER_MEMORY = re.compile(r"([0-9]{1,15})([kmgt])", re.IGNORECASE)
+_MEMORY_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+# Spark refuses to start with less heap than 1.5 x its 300 MiB reserve (UnifiedMemoryManager).
+MIN_DRIVER_MEMORY = 450 * 2**20
+# Spark's master URLs (SparkContext, SparkSubmit): local[N] threads, local[N,F] with F failures.
+_LOCAL = re.compile(r"local(?:\[(\*|[0-9]{1,9})(?:\s*,\s*([0-9]{1,9}))?\])?")
+_HOST_PORT = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
+_URL_REST = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+")
+
+
+def check_driver_memory(text: str, where: str = "--driver-memory") -> str:
+    """spark.driver.memory as the driver's JVM takes it (e.g. 512m, 4g), at least 450 MiB (Spark's
+    floor) and at most this machine's memory (the driver runs here); `BadInput` names `where`."""
+    m = _DRIVER_MEMORY.fullmatch(text or "")
+    if not m:
+        raise BadInput(f"{where} {text[:40]!r}: expected digits and a unit k, m, g or t, e.g. 512m or 4g")
+    size = int(m.group(1)) * _MEMORY_UNITS[m.group(2).lower()]
+    if size < MIN_DRIVER_MEMORY:
+        raise BadInput(f"{where} {text!r}: Spark's driver needs at least 450m")
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        ram = None  # not known here: the JVM says
+    if ram and size > ram:
+        raise BadInput(f"{where} {text!r}: more than this machine's {ram / 2**30:.0f} GiB of memory "
+                       "(the driver runs here)")
+    return text
+
+
+def check_master(text: str, where: str = "--master") -> str:
+    """A Spark master URL: local, local[N], local[*], local[N,F], spark://host:port[,host:port],
+    yarn, k8s://... or mesos://...; `BadInput` names `where`."""
+    text = text or ""
+    m = _LOCAL.fullmatch(text)
+    if m:
+        for n, what in ((m.group(1), "threads"), (m.group(2), "task failures")):
+            if n not in (None, "*") and int(n) < 1:
+                raise BadInput(f"{where} {text!r}: local mode needs at least 1 of its {what}")
+        return text
+    if text == "yarn":
+        return text
+    if text.startswith("spark://"):
+        for hp in text[len("spark://"):].split(","):
+            p = _HOST_PORT.fullmatch(hp)
+            if not p or not 1 <= int(p.group(2)) <= 65535:
+                raise BadInput(f"{where} {text[:60]!r}: expected spark://host:port[,host:port...]")
+        return text
+    for scheme in ("k8s://", "mesos://"):
+        if text.startswith(scheme) and _URL_REST.fullmatch(text[len(scheme):]):
+            return text
+    raise BadInput(f"{where} {text[:60]!r}: not a Spark master (local, local[N], local[*], local[N,F], "
+                   "spark://host:port, yarn, k8s://..., mesos://...)")
+
+
+def check_spark_options(master: str | None, memory: str | None) -> None:
+    """`check_master` and `check_driver_memory` of what a session would get ($SPARK_MASTER when no
+    master is given), before anything is started or written."""
+    if master is not None:
+        check_master(master)
+    elif os.environ.get("SPARK_MASTER"):
+        check_master(os.environ["SPARK_MASTER"], "$SPARK_MASTER")
+    if memory is not None:
+        check_driver_memory(memory)
+
+
 def spark_session(master: str | None = None, shuffle_partitions: int | None = None,
                   driver_memory: str | None = None, app: str = "kit-metrics"):
     """A quiet SparkSession: `master` (default $SPARK_MASTER, else local[*]), UTC, no UI, no progress bar."""
@@ -307,6 +375,7 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
 
     from .formats import dumps, load_snapshot, snapshot_doc, write_atomic
 
+    check_spark_options(master, driver_memory)
     window_s = parse_window(window)
     if stat not in ("max", "p95"):
         raise BadInput(f"--stat {stat!r}: expected max or p95")
@@ -360,6 +429,7 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
     reflects every sample seen. Returns the micro-batches seen; `progress` (a
     `kit.progress.Progress`) hears of each one.
     """
+    check_spark_options(master, driver_memory)  # before Spark is even imported
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 

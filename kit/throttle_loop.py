@@ -16,6 +16,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 import threading
 import time
 from datetime import datetime, timezone
@@ -23,10 +24,11 @@ from datetime import datetime, timezone
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
+from . import validate
 from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from .errors import BadInput
 from .events import EventLog, event, utc_now
-from .execute import REASSIGN, _children_or_none, _merge_configs, _remove_config_keys
+from .execute import REASSIGN, children_or_none, merge_configs, remove_config_keys
 from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from .zookeeper import read_cluster
 
@@ -223,27 +225,85 @@ def _epoch(ts: str) -> float:
 
 # -- overrides -------------------------------------------------------------------------------
 
-def read_overrides(client: KazooClient) -> tuple[dict | None, dict[int, float]]:
-    """(global override {"rate": bytes/s, "autoremove": bool} or None, {broker: bytes/s})."""
+def parse_override(raw: bytes, where: str) -> dict | None:
+    """One override znode's body as {"rate": bytes/s, "autoremove": bool}, or None when it holds none.
+
+    An empty body, ``{}``, a null rate and rate 0 mean "no override" (kafka-kit removes one by
+    writing rate 0). `BadInput` names `where` and says why any other body cannot be honoured: not
+    JSON, not an object, a rate (MB/s) that is not a finite number from 1 B/s to Kafka's long, or
+    an autoremove that is not a boolean.
+    """
+    try:
+        doc = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+    except ValueError:  # undecodable bytes or not JSON
+        raise BadInput(f"{where}: not JSON") from None
+    if not isinstance(doc, dict):
+        got = {list: "an array", str: "a string", bool: "a boolean"}.get(type(doc), "a number")
+        raise BadInput(f'{where}: expected {{"rate": MB/s, "autoremove": bool}}, got {got}')
+    mb = doc.get("rate")
+    if mb is None or (mb == 0 and not isinstance(mb, bool)):
+        return None
+    autoremove = doc.get("autoremove", False)
+    if not isinstance(autoremove, bool):
+        raise BadInput(f"{where}: autoremove must be true or false, got {json.dumps(autoremove)[:40]}")
+    mb = validate.number(mb, f"{where}: rate (MB/s)")
+    return {"rate": validate.rate(mb * 1e6, f"{where}: rate {mb:g} MB/s, in bytes/s"), "autoremove": autoremove}
+
+
+def _override_broker(name: str, where: str, brokers) -> int:
+    """The broker a /autothrottle/override_rate/<name> znode is for; BadInput unless `name` is a
+    broker id (written plainly, an int32) of the cluster (`brokers`, when given)."""
+    if not re.fullmatch(r"[0-9]{1,10}", name) or name != str(int(name)):
+        raise BadInput(f"{where}: {name!r} is not a broker id")
+    b = validate.broker_id(int(name), where)
+    if brokers is not None and b not in brokers:
+        raise BadInput(f"{where}: the cluster has no broker {b}")
+    return b
+
+
+def read_overrides(client: KazooClient, brokers=None) -> tuple[dict | None, dict[int, float], dict[str, str]]:
+    """(global override {"rate": bytes/s, "autoremove": bool} or None, {broker: bytes/s},
+    {znode: why it was ignored}).
+
+    A stored override that cannot be honoured (see `parse_override`; a znode name that is not a
+    broker id, or a broker not among `brokers` when given) is left out and said in the third
+    part, never raised: the automatic rate applies in its place.
+    """
+    bad: dict[str, str] = {}
     try:
         raw = client.get(OVERRIDES)[0]
     except NoNodeError:
-        return None, {}
-    glob_doc = json.loads(raw.decode()) if raw.strip() else {}
-    glob_override = ({"rate": float(glob_doc["rate"]) * 1e6, "autoremove": bool(glob_doc.get("autoremove"))}
-                     if glob_doc.get("rate") else None)
-    brokers = {}
-    for child in _children_or_none(client, OVERRIDES):
-        doc = json.loads(client.get(f"{OVERRIDES}/{child}")[0].decode() or "{}")
-        if doc.get("rate"):
-            brokers[int(child)] = float(doc["rate"]) * 1e6
-    return glob_override, brokers
+        return None, {}, bad
+    try:
+        glob_override = parse_override(raw, OVERRIDES)
+    except BadInput as e:
+        glob_override, bad[OVERRIDES] = None, str(e)
+    out = {}
+    for child in sorted(children_or_none(client, OVERRIDES)):
+        path = f"{OVERRIDES}/{child}"
+        try:
+            doc = parse_override(client.get(path)[0], path)
+            if doc is not None:  # a removed override (rate 0) is no one's business, whatever its name
+                out[_override_broker(child, path, brokers)] = doc["rate"]
+        except NoNodeError:
+            continue  # removed meanwhile
+        except BadInput as e:
+            bad[path] = str(e)
+    return glob_override, out, bad
 
 
 def set_override(client: KazooClient, rate: float, broker: int | None = None, autoremove: bool = False) -> None:
-    """Store an override (bytes/s) in kafka-kit's layout (MB/s in the znode)."""
-    if rate <= 0:
-        raise BadInput(f"the override rate must be positive, got {rate}")
+    """Store an override (bytes/s) in kafka-kit's layout (MB/s in the znode).
+
+    `BadInput` for a rate Kafka cannot hold, or a broker the cluster does not have (the loop
+    would ignore either).
+    """
+    validate.rate(rate, "the override rate (bytes/s)")
+    if broker is not None:
+        validate.broker_id(broker, "--broker")
+        cluster, _ = read_cluster(client)
+        if broker not in cluster.brokers:
+            raise BadInput(f"--broker {broker}: the cluster has no broker {broker}")
     body = json.dumps({"rate": rate / 1e6, "autoremove": autoremove}).encode()
     path = OVERRIDES if broker is None else f"{OVERRIDES}/{broker}"
     client.ensure_path(OVERRIDES)
@@ -271,8 +331,38 @@ def remove_override(client: KazooClient, broker: int | None = None) -> bool:
 
 # -- the loop --------------------------------------------------------------------------------
 
+@dataclasses.dataclass
+class Outcome:
+    """What one run of the loop did, for its last words: the rounds it made, the leftovers it
+    cleared when it took over, and each stored override it ignored ({znode: why}), a degraded
+    mode in which the automatic rate ran instead."""
+
+    rounds: int = 0
+    cleared_brokers: int = 0
+    cleared_topics: int = 0
+    ignored: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """The outcome as the command prints it: one line, then one per degraded part."""
+        out = [f"auto-throttle stopped after {self.rounds} round(s)"]
+        if self.cleared_brokers or self.cleared_topics:
+            out[0] += f"; at start, cleared leftovers: {_leftovers(self.cleared_brokers, self.cleared_topics)}"
+        out += [f"degraded: override ignored, the automatic rate ran instead ({why})" for why in self.ignored.values()]
+        return out
+
+
+def _leftovers(brokers: int, topics: int) -> str:
+    """The count of throttles cleared, as said in events and the outcome."""
+    return f"{brokers} brokers' rates, {topics} topics' replica lists"
+
+
+def _broker_name(name: str) -> int | None:
+    """The broker id a /config/brokers child names (None for `<default>` or anything else)."""
+    return int(name) if re.fullmatch(r"[0-9]{1,10}", name) else None
+
+
 class ThrottleLoop:
-    """One auto-throttle over one ZooKeeper chroot. `round()` does one decision."""
+    """One auto-throttle over one ZooKeeper chroot. `take_over()` once, then `round()` does one decision."""
 
     def __init__(self, client: KazooClient, settings: Settings, metrics, log: EventLog,
                  cap_map: dict | None = None, clock=time.monotonic, stamp=utc_now):
@@ -281,23 +371,55 @@ class ThrottleLoop:
         self.auto: AutoThrottle | None = None
         self.was_running = False
         self.topics: dict[str, dict[str, str]] = {}
+        self.outcome = Outcome()
+        self._said: dict[str, str] = {}  # bad overrides already said, while they stay bad
 
-    def clear_leftovers(self) -> int:
-        """At start, with no reassignment running: remove every throttle a previous run left."""
-        _, running = read_cluster(self.client)
-        if running is not None or self.client.exists(REASSIGN):
-            return 0
-        _, broker_overrides = read_overrides(self.client)
-        brokers = [b for b in _children_or_none(self.client, "/config/brokers") if int(b) not in broker_overrides]
-        n = _remove_config_keys(self.client, "brokers", brokers)
-        t = _remove_config_keys(self.client, "topics", _children_or_none(self.client, "/config/topics"))
-        if self.auto is not None:
-            self.auto.applied = {b: r for b, r in self.auto.applied.items() if b in broker_overrides}
-        if n or t:
+    def overrides(self, cluster) -> tuple[dict | None, dict[int, float]]:
+        """The overrides to honour (global, {broker: bytes/s}). A stored one that cannot be
+        honoured is ignored, the automatic rate applying instead: said once as an `alert` event
+        while it stays bad, and kept for the outcome."""
+        glob_override, brokers, bad = read_overrides(self.client, set(cluster.brokers))
+        for path, why in bad.items():
+            if self._said.get(path) != why:
+                self.log.write(event(self.stamp(), "throttle", "alert",
+                                     f"override ignored, automatic rate instead: {why}"))
+        self._said = bad  # fixed, then broken again: said again
+        self.outcome.ignored.update(bad)
+        return glob_override, brokers
+
+    def take_over(self) -> tuple[list[str], list[str]]:
+        """At start: the throttles in force become this loop's, and every one the reassignment in
+        flight does not need is removed (`clear_unneeded`), whoever left it (a killed loop, a
+        crashed apply, Kafka's tool). What it needs is (re)written by the first round."""
+        cluster, running = read_cluster(self.client)
+        _, broker_overrides = self.overrides(cluster)
+        brokers, topics = self.clear_unneeded(cluster, running, broker_overrides)
+        self.outcome.cleared_brokers, self.outcome.cleared_topics = len(brokers), len(topics)
+        return brokers, topics
+
+    def clear_unneeded(self, cluster, running: dict | None, broker_overrides) -> tuple[list[str], list[str]]:
+        """Remove the rates of every broker taking no part in `running` (None: nothing runs) and
+        not overridden, and the replica lists of every topic it does not move; an event says how
+        many. Returns the (brokers, topics) cleared."""
+        if running is None and self.client.exists(REASSIGN):
+            return [], []  # one began since the cluster was read: not ours to clear blind
+        sources, dests, lists = reassignment_roles(cluster, running)
+        keep = sources | dests | set(broker_overrides)
+        brokers = remove_config_keys(self.client, "brokers", [
+            n for n in children_or_none(self.client, "/config/brokers") if _broker_name(n) not in keep])
+        topics = remove_config_keys(self.client, "topics", [
+            t for t in children_or_none(self.client, "/config/topics") if t not in lists])
+        self.auto.applied = {b: r for b, r in self.auto.applied.items() if b in keep}
+        # The moving topics' lists may be another run's (other partitions): the next round
+        # rewrites each whole, and removes it once the topic stops moving.
+        self.topics = {t: {} for t in lists}
+        if brokers or topics:
+            why = "the reassignment in flight does not need them" if running else "no reassignment running"
             self.log.write(event(self.stamp(), "throttle", "clear",
-                                 f"left by a previous run with no reassignment running ({n} broker(s), {t} topic(s))",
-                                 [int(b) for b in brokers]))
-        return n
+                                 f"cleared leftovers: {_leftovers(len(brokers), len(topics))} "
+                                 f"(left by a previous run or another tool; {why})",
+                                 [b for b in map(_broker_name, brokers) if b is not None]))
+        return brokers, topics
 
     def prepare(self, cluster=None, metrics=None) -> None:
         """Resolve the capacity of every live broker the metrics describe (BadInput, before
@@ -325,7 +447,7 @@ class ThrottleLoop:
         self.auto.capacity.update(capacities(todo, self.cap_map))
 
     def _rates_in_force(self) -> dict[int, dict[str, float]]:
-        names = _children_or_none(self.client, "/config/brokers")
+        names = children_or_none(self.client, "/config/brokers")
         reads = {n: self.client.get_async(f"/config/brokers/{n}") for n in names}
         out = {}
         for n, r in reads.items():
@@ -333,8 +455,13 @@ class ThrottleLoop:
                 cfg = json.loads(r.get()[0].decode() or "{}").get("config", {})
             except NoNodeError:
                 continue
-            rates = {role: float(cfg[key]) for role, key in _ROLE_KEY.items() if key in cfg}
-            if rates and n.isdigit():
+            rates = {}
+            for role, key in _ROLE_KEY.items():
+                try:
+                    rates[role] = validate.rate(float(cfg[key]), key)
+                except (KeyError, ValueError, TypeError):
+                    continue  # absent, or not a rate: the first round writes one
+            if rates and _broker_name(n) is not None:
                 out[int(n)] = rates
         return out
 
@@ -344,25 +471,28 @@ class ThrottleLoop:
         live = {b.id for b in cluster.brokers.values() if b.alive}
         metrics = self.metrics.read(live)
         self.prepare(cluster, metrics)
-        glob_override, broker_overrides = read_overrides(self.client)
+        glob_override, broker_overrides = self.overrides(cluster)
         sources, dests, lists = reassignment_roles(cluster, running)
         d = self.auto.decide(self.clock(), self.stamp(), sources, dests, metrics,
                              glob_override["rate"] if glob_override and running else None, broker_overrides)
         changed_topics = {t: cfg for t, cfg in lists.items() if self.topics.get(t) != cfg}
         if changed_topics:
-            _merge_configs(self.client, "topics", changed_topics)
+            merge_configs(self.client, "topics", changed_topics)
         gone = [t for t in self.topics if t not in lists]
         if gone:
-            _remove_config_keys(self.client, "topics", gone)
+            remove_config_keys(self.client, "topics", gone)
         self.topics = lists
         if d.rates:
-            _merge_configs(self.client, "brokers", {str(b): {_ROLE_KEY[r]: str(int(v)) for r, v in rates.items()}
+            merge_configs(self.client, "brokers", {str(b): {_ROLE_KEY[r]: str(int(v)) for r, v in rates.items()}
                                                    for b, rates in d.rates.items()})
         if d.clear:
-            _remove_config_keys(self.client, "brokers", [str(b) for b in d.clear])
+            remove_config_keys(self.client, "brokers", [str(b) for b in d.clear])
         for e in d.events:
             self.log.write(e)
         if self.was_running and running is None:
+            # Whatever is left goes too (a rate kit apply set on a broker the loop never
+            # throttled, another tool's): nothing runs, so nothing is needed.
+            self.clear_unneeded(cluster, None, broker_overrides)
             self.log.write(event(self.stamp(), "throttle", "done", "the reassignment finished; throttles cleared"))
             if glob_override and glob_override["autoremove"]:
                 remove_override(self.client)
@@ -376,55 +506,61 @@ class ThrottleLoop:
 
 def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
         stop: threading.Event | None = None, until_idle: bool = False, max_seconds: float | None = None,
-        patience: float = 300.0, sample_clock: bool = False) -> int:
-    """The loop: a round every interval, and at once when the reassignment znode changes (so
-    the last throttles go the moment the reassignment ends). ZooKeeper errors are retried
-    with the same rates in force; after `patience` seconds unreachable it gives up (the rates
-    in force stay: removing them blind could flood the brokers). With `sample_clock`, events
-    carry the samples' time instead of the wall clock. Returns the rounds made."""
+        patience: float = 300.0, sample_clock: bool = False) -> Outcome:
+    """The loop: it takes over the throttles in force (`ThrottleLoop.take_over`), then makes a
+    round every interval, and at once when the reassignment znode changes (so the last
+    throttles go the moment the reassignment ends). ZooKeeper errors are retried with the same
+    rates in force; after `patience` seconds unreachable it gives up (the rates in force stay:
+    removing them blind could flood the brokers). With `sample_clock`, events carry the
+    samples' time instead of the wall clock. Returns its `Outcome`, also when interrupted
+    (Ctrl-C stops it as SIGTERM does, the rates in force staying)."""
     stop = stop or threading.Event()
     # With sample_clock, decisions carry the samples' own time (the simulator's cluster time).
     stamp = (lambda: getattr(metrics, "newest_stamp", None) or utc_now()) if sample_clock else utc_now
     loop = ThrottleLoop(client, settings, metrics, log, cap_map, stamp=stamp)
-    if sample_clock:
-        # Wait (a little) for the first samples, so that no decision is stamped by another clock.
-        deadline = time.monotonic() + max(settings.interval * settings.stale_intervals, 5.0)
-        while getattr(metrics, "newest_stamp", None) is None and time.monotonic() < deadline and not stop.is_set():
-            metrics.read(set())
-            stop.wait(0.2)
-    wake = threading.Event()
-    started, rounds, lost_since, seen = time.monotonic(), 0, None, False
-    watching = ready = False
-    while not stop.is_set():
-        try:
-            # Start-up rides out ZooKeeper blips as the rounds do.
-            if not watching:
-                client.DataWatch(REASSIGN, lambda data, stat, *_: wake.set())
-                watching = True
-            if not ready:
-                loop.prepare()
-                loop.clear_leftovers()
-                ready, started = True, time.monotonic()  # --max-seconds counts the rounds, not start-up
-            res = loop.round()
-            rounds += 1
-            lost_since = None
-            seen = seen or res["running"]
-            if until_idle and seen and not res["running"] and not res["throttled"]:
-                return rounds
-        except (ConnectionLoss, SessionExpiredError) as e:
-            lost_since = lost_since or time.monotonic()
-            log.write(event(utc_now(), "throttle", "zookeeper", f"ZooKeeper unreachable ({type(e).__name__}); "
-                                                                "retrying, rates in force unchanged"))
-            if time.monotonic() - lost_since > patience:
-                raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the throttles in force were left "
-                               "as they were") from None
-            stop.wait(min(settings.interval, 2.0))
-            continue
-        if max_seconds is not None and time.monotonic() - started > max_seconds:
-            return rounds
-        wake.wait(settings.interval)
-        wake.clear()
-    return rounds
+    try:
+        if sample_clock:
+            # Wait (a little) for the first samples, so that no decision is stamped by another clock.
+            deadline = time.monotonic() + max(settings.interval * settings.stale_intervals, 5.0)
+            while getattr(metrics, "newest_stamp", None) is None and time.monotonic() < deadline \
+                    and not stop.is_set():
+                metrics.read(set())
+                stop.wait(0.2)
+        wake = threading.Event()
+        started, lost_since, seen = time.monotonic(), None, False
+        watching = ready = False
+        while not stop.is_set():
+            try:
+                # Start-up rides out ZooKeeper blips as the rounds do.
+                if not watching:
+                    client.DataWatch(REASSIGN, lambda data, stat, *_: wake.set())
+                    watching = True
+                if not ready:
+                    loop.prepare()
+                    loop.take_over()
+                    ready, started = True, time.monotonic()  # --max-seconds counts the rounds, not start-up
+                res = loop.round()
+                loop.outcome.rounds += 1
+                lost_since = None
+                seen = seen or res["running"]
+                if until_idle and seen and not res["running"] and not res["throttled"]:
+                    break
+            except (ConnectionLoss, SessionExpiredError) as e:
+                lost_since = lost_since or time.monotonic()
+                log.write(event(utc_now(), "throttle", "zookeeper", f"ZooKeeper unreachable ({type(e).__name__}); "
+                                                                    "retrying, rates in force unchanged"))
+                if time.monotonic() - lost_since > patience:
+                    raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the throttles in force were left "
+                                   "as they were") from None
+                stop.wait(min(settings.interval, 2.0))
+                continue
+            if max_seconds is not None and time.monotonic() - started > max_seconds:
+                break
+            wake.wait(settings.interval)
+            wake.clear()
+    except KeyboardInterrupt:
+        pass
+    return loop.outcome
 
 
 def load_cap_map(text: str | None) -> dict[str, float] | None:

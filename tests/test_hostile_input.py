@@ -190,6 +190,29 @@ def test_a_hostile_plan_is_refused_before_any_cluster_is_touched(case, command, 
 
 # -- hostile options ------------------------------------------------------------------------------
 
+# Spark options of `kit metrics` (option, value), batch and --follow: refused before Spark starts.
+SPARK_OPTIONS = {
+    "driver-memory-a-word": ("--driver-memory", "bad"),
+    "driver-memory-no-unit": ("--driver-memory", "4096"),  # the JVM would read bytes, Spark's docs MiB
+    "driver-memory-bytes-suffix": ("--driver-memory", "512mb"),  # the driver's JVM refuses -Xmx512mb
+    "driver-memory-fraction": ("--driver-memory", "1.5g"),
+    "driver-memory-negative": ("--driver-memory", "-1g"),
+    "driver-memory-below-spark-floor": ("--driver-memory", "64m"),
+    "driver-memory-beyond-the-machine": ("--driver-memory", "99999999g"),
+    "driver-memory-empty": ("--driver-memory", ""),
+    "master-a-word": ("--master", "bad"),
+    "master-upper-case": ("--master", "LOCAL[2]"),
+    "master-local-0": ("--master", "local[0]"),
+    "master-local-letters": ("--master", "local[x]"),
+    "master-local-0-failures": ("--master", "local[2,0]"),
+    "master-spark-no-port": ("--master", "spark://host"),
+    "master-spark-port-99999": ("--master", "spark://host:99999"),
+    "master-spark-trailing-comma": ("--master", "spark://a:7077,"),
+    "master-k8s-empty": ("--master", "k8s://"),
+    "master-yarn-cluster": ("--master", "yarn-cluster"),  # gone from Spark since 2.0
+    "master-newline": ("--master", "local\nlocal"),
+}
+
 def option_cases(snap: str, plan: str, tmp: str) -> dict[str, tuple[list[str], str]]:
     out = f"{tmp}/out.json"
     plan_args = ["--snapshot", snap, "--out", out]
@@ -220,6 +243,16 @@ def option_cases(snap: str, plan: str, tmp: str) -> dict[str, tuple[list[str], s
         "throttle-set-below-1": (["throttle", "set", "0.2", "--zk", DEAD], "BYTES_PER_SEC"),
         "throttle-set-above-long": (["throttle", "set", "1e19", "--zk", DEAD], "BYTES_PER_SEC"),
         "throttle-set-broker-negative": (["throttle", "set", "1000000", "--broker", "-1", "--zk", DEAD], "--broker"),
+        # What `kit throttle set` refuses is what the loop would ignore in a stored override.
+        "throttle-set-a-word": (["throttle", "set", "fast", "--zk", DEAD], "BYTES_PER_SEC"),
+        "throttle-set-zero": (["throttle", "set", "0", "--zk", DEAD], "BYTES_PER_SEC"),
+        "throttle-set-negative": (["throttle", "set", "-30000000", "--zk", DEAD], "BYTES_PER_SEC"),
+        "throttle-set-huge-exponent": (["throttle", "set", "1e400", "--zk", DEAD], "BYTES_PER_SEC"),
+        "throttle-set-broker-above-int32": (["throttle", "set", "1000000", "--broker", "2147483648", "--zk", DEAD],
+                                            "--broker"),
+        "throttle-set-broker-a-word": (["throttle", "set", "1000000", "--broker", "fast", "--zk", DEAD], "--broker"),
+        "throttle-remove-broker-above-int32": (["throttle", "remove", "--broker", "2147483648", "--zk", DEAD],
+                                               "--broker"),
         "throttle-run-interval-inf": (["throttle", "run", "--zk", DEAD, "--samples", tmp, "--interval", "inf"],
                                       "--interval"),
         "throttle-run-stale-0": (["throttle", "run", "--zk", DEAD, "--samples", tmp, "--stale-intervals", "0"],
@@ -276,6 +309,12 @@ def option_cases(snap: str, plan: str, tmp: str) -> dict[str, tuple[list[str], s
                                "--shuffle-partitions", "0"], "--shuffle-partitions"),
         "metrics-snapshot-out-alone": (["metrics", "--replica-samples", tmp, "--broker-samples", tmp,
                                         "--out", f"{tmp}/m", "--snapshot-out", f"{tmp}/s.json"], "--snapshot"),
+        **{f"metrics-{name}": (["metrics", "--replica-samples", tmp, "--broker-samples", tmp, "--out", f"{tmp}/m",
+                                f"{option}={value}"], option)
+           for name, (option, value) in SPARK_OPTIONS.items()},
+        **{f"metrics-follow-{name}": (["metrics", "--follow", "--broker-samples", tmp, "--out", f"{tmp}/m",
+                                       f"{option}={value}"], option)
+           for name, (option, value) in SPARK_OPTIONS.items()},
     }
 
 
@@ -297,6 +336,28 @@ def test_a_hostile_option_is_refused_with_one_line_naming_it(case, inputs, tmp_p
     argv, names = option_cases(snap, plan, str(tmp_path))[case]
     line = refused(argv, capsys, tmp_path)
     assert names in line, line
+
+
+def _no_spark(*_args, **_kwargs):
+    raise AssertionError("Spark was started")
+
+
+@pytest.mark.parametrize("case", [c for c in CASE_NAMES if c.startswith("metrics-") and
+                                  c.removeprefix("metrics-").removeprefix("follow-") in SPARK_OPTIONS])
+def test_bad_spark_options_are_refused_before_spark_starts(case, inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("kit.metrics.spark_session", _no_spark)
+    argv, names = option_cases(*inputs, str(tmp_path))[case]
+    assert names in refused(argv, capsys, tmp_path)
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_bad_spark_master_in_the_environment_is_refused_naming_it(follow, inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("kit.metrics.spark_session", _no_spark)
+    monkeypatch.setenv("SPARK_MASTER", "local[0]")
+    tmp = str(tmp_path)
+    argv = (["metrics", "--follow", "--broker-samples", tmp, "--out", f"{tmp}/m"] if follow else
+            ["metrics", "--replica-samples", tmp, "--broker-samples", tmp, "--out", f"{tmp}/m"])
+    assert "$SPARK_MASTER" in refused(argv, capsys, tmp_path)
 
 
 # -- outputs that would overwrite an input ------------------------------------------------------

@@ -13,8 +13,13 @@ import pytest
 
 from conftest import kit_command, restarting_zookeeper
 from conftest import run_kit as kit
-from kit.throttle import FOLLOWER_RATE, LEADER_RATE
-from kit.zookeeper import connect
+from kit.autothrottle import Settings
+from kit.events import EventLog, read_events
+from kit.execute import apply_plan, children_or_none, remove_config_keys
+from kit.simcontroller import SimController
+from kit.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from kit.throttle_loop import OVERRIDES, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
+from kit.zookeeper import connect, read_cluster
 
 _chroots = itertools.count()
 CAP = 125e6
@@ -32,18 +37,23 @@ def configs(root: str, kind: str) -> dict[str, dict]:
         client.stop()
 
 
-@pytest.fixture
-def running_replace(zookeeper, snapshots, tmp_path):
-    """A seeded replace cluster with its replacement applied (no throttle) and not yet copying."""
+def replace_applied(zookeeper, snap, folder) -> tuple[str, Path]:
+    """A seeded replace cluster in a chroot of its own, its replacement applied (no throttle)
+    and not yet copying: (chroot, plan)."""
     root = f"{zookeeper}/kit-throttle-{next(_chroots)}"
-    snap = snapshots["replace"]
     assert kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
     replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
                               str(snap)], capture_output=True, text=True, check=True).stdout.strip()
-    plan = tmp_path / "plan.json"
+    plan = folder / "plan.json"
     assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
     assert kit("apply", plan, "--zk", root).returncode == 0
     return root, plan
+
+
+@pytest.fixture
+def running_replace(zookeeper, snapshots, tmp_path):
+    """A seeded replace cluster with its replacement applied (no throttle) and not yet copying."""
+    return replace_applied(zookeeper, snapshots["replace"], tmp_path)
 
 
 def start_controller(root, samples, speed="20000"):
@@ -250,3 +260,194 @@ def test_kit_metrics_outputs_are_a_metric_source(tmp_path):
         "3": {"window_end": "2026-01-01T00:05:00Z", "rx_bytes_per_sec": 7e6, "tx_bytes_per_sec": 8e6}}))
     got = source.read({1, 2})
     assert set(got) == {1} and (got[1].rx, got[1].tx) == (5e6, 6e6)
+
+
+def throttles(root: str) -> tuple[dict, dict]:
+    """The throttle keys present now: ({topic: replica lists}, {broker: rates}), keyless ones left out."""
+    lists = {t: {k: v for k, v in c.items() if k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
+             for t, c in configs(root, "topics").items()}
+    rates = {b: {k: v for k, v in c.items() if k in (LEADER_RATE, FOLLOWER_RATE)}
+             for b, c in configs(root, "brokers").items()}
+    return {t: c for t, c in lists.items() if c}, {b: c for b, c in rates.items() if c}
+
+
+def wait_for(what: str, done, limit: float = 300.0) -> None:
+    """Wait for `done()` (the event itself), however loaded the machine: minutes, not seconds."""
+    deadline = time.monotonic() + limit
+    while not done():
+        assert time.monotonic() < deadline, f"{what}: not within {limit:.0f} s"
+        time.sleep(0.2)
+
+
+def said(events: Path, kind: str) -> bool:
+    """Whether the events log holds an event of `kind` (written after the round's writes)."""
+    return any(e["kind"] == kind for e in read_events(str(events)))
+
+
+def finish(root: str) -> None:
+    """The simulated controller copies whatever reassignment is in flight to its end, at once."""
+    client = connect(root)
+    try:
+        ctl = SimController(client, speed=1e6)
+        while ctl.busy():
+            ctl.step(1.0)
+    finally:
+        client.stop()
+
+
+def test_a_restarted_loop_takes_over_and_clears_what_the_reassignment_in_flight_does_not_need(running_replace,
+                                                                                              tmp_path):
+    """Loop A throttles the replacement and is killed (SIGKILL: it clears nothing). The replacement
+    finishes and a one-partition move begins; loop B, started now, keeps only what that move needs
+    (and a broker override), rewrites it whole, and leaves nothing once the move is done."""
+    root, _ = running_replace
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    loop = [*kit_command(), "throttle", "run", "--zk", root, "--samples", str(tmp_path / "none"), "--interval", "0.2",
+            *CAP_MAP]
+    a = subprocess.Popen([*loop, "--events", str(first)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for("loop A's first decision", lambda: said(first, "rate") or a.poll() is not None)
+    finally:
+        a.kill()
+        a.wait(timeout=120)
+    assert said(first, "rate"), "loop A exited before deciding"
+    old_lists, old_rates = throttles(root)
+    assert old_lists and old_rates
+    finish(root)
+    client = connect(root)
+    try:
+        cluster, running = read_cluster(client)
+        assert running is None
+        p = next(p for p in cluster.partitions if p.topic in old_lists)
+        new = next(b for b in cluster.live_ids if b not in p.replicas)
+        apply_plan(client, [{"topic": p.topic, "partition": p.partition, "replicas": [*p.replicas[1:], new]}])
+        cluster, running = read_cluster(client)
+        sources, dests, lists = reassignment_roles(cluster, running)
+        taking_part = {str(b) for b in sources | dests}
+        overridden = next(b for b in sorted(old_rates) if b not in taking_part)
+        set_override(client, 20e6, int(overridden))
+    finally:
+        client.stop()
+    assert set(lists) == {p.topic} and lists[p.topic] != old_lists[p.topic]
+    gone_rates = set(old_rates) - taking_part - {overridden}
+    gone_lists = set(old_lists) - set(lists)
+    assert gone_rates and gone_lists
+    b = subprocess.Popen([*loop, "--events", str(second), "--until-idle", "--max-seconds", "300"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Its first round applies the override (A left the minimum there), then says so.
+        wait_for("loop B's first round", lambda: said(second, "override") or b.poll() is not None)
+        assert b.poll() is None, b.communicate()
+        now_lists, now_rates = throttles(root)
+        # Every list present is the move's own, whole; every rate one a broker taking part needs,
+        # or the override.
+        assert now_lists == lists
+        assert set(now_rates) == taking_part | {overridden}
+        assert now_rates[overridden] == {LEADER_RATE: "20000000", FOLLOWER_RATE: "20000000"}
+        client = connect(root)
+        try:
+            remove_override(client, int(overridden))
+        finally:
+            client.stop()
+        finish(root)
+        out, err = b.communicate(timeout=400)
+    finally:
+        if b.poll() is None:
+            b.kill()
+    assert b.returncode == 0, err
+    summary = f"cleared leftovers: {len(gone_rates)} brokers' rates, {len(gone_lists)} topics' replica lists"
+    assert summary in err and summary in out, (out, err)
+    cleared = [e for e in read_events(str(second)) if summary in e["reason"]]
+    assert len(cleared) == 1 and cleared[0]["kind"] == "clear"
+    assert {str(x) for x in cleared[0]["brokers"]} == gone_rates
+    assert throttles(root) == ({}, {})  # nothing left anywhere once the move is done
+
+
+# A stored override the loop cannot honour: (znode under OVERRIDES, "" for the global one; its body).
+# "BROKER" stands for a broker taking part in the reassignment.
+BAD_OVERRIDES = {
+    "rate-a-word": ("", b'{"rate": "fast"}'),
+    "rate-nan": ("", b'{"rate": NaN, "autoremove": true}'),
+    "rate-infinity": ("BROKER", b'{"rate": Infinity}'),
+    "rate-huge-exponent": ("", b'{"rate": 1e400}'),
+    "rate-negative": ("BROKER", b'{"rate": -30}'),
+    "rate-below-1-byte": ("", b'{"rate": 1e-9}'),
+    "rate-above-long": ("", b'{"rate": 1e13}'),  # 1e19 B/s: above Kafka's long
+    "rate-a-bool": ("BROKER", b'{"rate": true}'),
+    "autoremove-a-word": ("", b'{"rate": 30, "autoremove": "no"}'),
+    "not-json": ("BROKER", b"thirty MB/s"),
+    "not-utf8": ("", b"\xff\xfe{}"),
+    "a-list": ("", b"[30]"),
+    "a-number": ("BROKER", b"30"),
+    "broker-not-an-id": ("fast", b'{"rate": 30}'),
+    "broker-above-int32": ("2147483648", b'{"rate": 30}'),
+    "broker-negative": ("-1", b'{"rate": 30}'),
+    "broker-leading-zero": ("0BROKER", b'{"rate": 30}'),
+    "broker-not-in-cluster": ("999999", b'{"rate": 30}'),
+}
+
+
+@pytest.fixture(scope="module")
+def still_replacing(zookeeper, snapshots, tmp_path_factory):
+    """One replacement in flight (nothing copies it) for the override cases: (chroot, a
+    destination broker of it)."""
+    root, _ = replace_applied(zookeeper, snapshots["replace"], tmp_path_factory.mktemp("overrides"))
+    client = connect(root)
+    try:
+        _, dests, _ = reassignment_roles(*read_cluster(client))
+    finally:
+        client.stop()
+    return root, min(dests)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_OVERRIDES) + ["rate-0"])
+def test_a_bad_stored_override_is_ignored_said_and_the_loop_goes_on(case, still_replacing, tmp_path):
+    root, dest = still_replacing
+    child, body = BAD_OVERRIDES.get(case, ("BROKER", b'{"rate": 0, "autoremove": false}'))
+    child = child.replace("BROKER", str(dest))
+    path = f"{OVERRIDES}/{child}" if child else OVERRIDES
+    client = connect(root)
+    try:
+        # Each case starts bare: no override but this one, no throttle in force.
+        if client.exists(OVERRIDES):
+            client.delete(OVERRIDES, recursive=True)
+        for kind in ("brokers", "topics"):
+            remove_config_keys(client, kind, children_or_none(client, f"/config/{kind}"))
+        client.create(path, body, makepath=True)
+        log = EventLog()
+        outcome = run(client, Settings(interval=0.2), SampleDirMetrics(str(tmp_path / "none"), 0.2), log,
+                      {"standard": CAP}, max_seconds=0.1)
+        cluster, running = read_cluster(client)
+        sources, dests, _ = reassignment_roles(cluster, running)
+        if child and child != str(dest):
+            assert not client.exists(f"/config/brokers/{child}")  # nothing written for a bogus broker
+    finally:
+        client.stop()
+    alerts = [e for e in log.events if e["kind"] == "alert"]
+    if case == "rate-0":
+        # kafka-kit removes an override by writing rate 0: no override, and nothing to say.
+        assert not alerts and not outcome.ignored
+    else:
+        # Said once as an event (however many rounds), and in the outcome the command prints.
+        assert len(alerts) == 1 and path in alerts[0]["reason"], alerts
+        assert list(outcome.ignored) == [path]
+        assert any(line.startswith("degraded: override ignored") and path in line for line in outcome.lines())
+    # The loop went on deciding, at the automatic rate: no metrics here, so the minimum.
+    assert outcome.rounds >= 1
+    decisions = {(e["brokers"][0], e["role"]) for e in log.events if e["kind"] == "rate"}
+    assert decisions == {(b, "leader") for b in sources} | {(b, "follower") for b in dests}
+    rates = throttles(root)[1]
+    assert set(rates) == {str(b) for b in sources | dests}
+    assert all(v == "10000000" for c in rates.values() for v in c.values())
+
+
+def test_kit_throttle_set_refuses_a_broker_the_cluster_lacks(running_replace):
+    root, _ = running_replace
+    r = kit("throttle", "set", "30000000", "--broker", "999999", "--zk", root)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--broker" in r.stderr and "Traceback" not in r.stderr
+    client = connect(root)
+    try:
+        assert not client.exists(f"{OVERRIDES}/999999")
+    finally:
+        client.stop()
