@@ -10,13 +10,13 @@ import json
 import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, RolledBackError, SessionExpiredError
+from kazoo.exceptions import ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, RolledBackError
 
 from .errors import BadInput, Stuck, Unsafe
 from .formats import dumps, write_atomic
 from .model import Cluster
 from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
-from .zookeeper import read_cluster
+from .zookeeper import LOST, Outage, read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
 
@@ -346,43 +346,50 @@ def verify_until_done(client: KazooClient, moves: list[dict] | None, interval: f
     stall = default_stall(interval) if stall is None else stall
     lost_since = None
     last_change, last_state = clock(), None
-    while True:
-        try:
-            res = verify(client, moves)
-            lost_since = None
-        except (ConnectionLoss, SessionExpiredError) as e:
-            now = clock()
-            lost_since = lost_since or now
-            if now - lost_since > patience:
-                raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s while verifying") from None
-            if on_retry:
-                on_retry(type(e).__name__)
-            sleep(min(interval, 1.0))
-            continue
-        if on_progress:
-            on_progress(res)
-        if res["done"]:
-            return res
-        missing = [r for r in res["partitions"] if r["missing"]]
-        if missing:
-            raise Stuck(f"the plan names {len(missing)} partition(s) the cluster does not have, e.g. "
-                        f"{missing[0]['topic']}-{missing[0]['partition']}: they can never finish")
-        if not any(r["state"] == "copying" for r in res["partitions"]):
-            left = [r for r in res["partitions"] if not r["done"]]
-            raise Stuck(f"no reassignment is running for {len(left)} partition(s) of the plan, e.g. "
-                        f"{left[0]['topic']}-{left[0]['partition']} (never started, or cancelled): they can only "
-                        f"finish if the plan is applied again; throttles cleared")
-        state = tuple((r["done"], tuple(r["waiting_for"])) for r in res["partitions"])
-        if state != last_state:
-            last_change, last_state = clock(), state
-        elif clock() - last_change > stall:
-            left = [r for r in res["partitions"] if not r["done"]]
-            first = left[0]
-            waiting = ",".join(map(str, first["waiting_for"])) or "the controller to finish it"
-            raise Stuck(f"nothing has moved for {clock() - last_change:.0f} s (no replica joined an ISR): "
-                        f"{len(left)} partition(s) not done, e.g. {first['topic']}-{first['partition']} waiting "
-                        f"for broker(s) {waiting}; is the controller alive? (--stall S waits longer)")
-        sleep(interval)
+    # A call made while ZooKeeper is away waits for the connection: Outage ends that wait.
+    outage = Outage(client, patience)
+    try:
+        while True:
+            try:
+                if outage.down:
+                    raise ConnectionLoss("no connection")  # a call now would only wait for one
+                res = verify(client, moves)
+                lost_since = None
+            except LOST as e:
+                now = clock()
+                lost_since = lost_since or now
+                if outage.gave_up.is_set() or now - lost_since > patience:
+                    raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s while verifying") from None
+                if on_retry:
+                    on_retry(type(e).__name__)
+                sleep(min(interval, 1.0))
+                continue
+            if on_progress:
+                on_progress(res)
+            if res["done"]:
+                return res
+            missing = [r for r in res["partitions"] if r["missing"]]
+            if missing:
+                raise Stuck(f"the plan names {len(missing)} partition(s) the cluster does not have, e.g. "
+                            f"{missing[0]['topic']}-{missing[0]['partition']}: they can never finish")
+            if not any(r["state"] == "copying" for r in res["partitions"]):
+                left = [r for r in res["partitions"] if not r["done"]]
+                raise Stuck(f"no reassignment is running for {len(left)} partition(s) of the plan, e.g. "
+                            f"{left[0]['topic']}-{left[0]['partition']} (never started, or cancelled): they can only "
+                            f"finish if the plan is applied again; throttles cleared")
+            state = tuple((r["done"], tuple(r["waiting_for"])) for r in res["partitions"])
+            if state != last_state:
+                last_change, last_state = clock(), state
+            elif clock() - last_change > stall:
+                left = [r for r in res["partitions"] if not r["done"]]
+                first = left[0]
+                waiting = ",".join(map(str, first["waiting_for"])) or "the controller to finish it"
+                raise Stuck(f"nothing has moved for {clock() - last_change:.0f} s (no replica joined an ISR): "
+                            f"{len(left)} partition(s) not done, e.g. {first['topic']}-{first['partition']} waiting "
+                            f"for broker(s) {waiting}; is the controller alive? (--stall S waits longer)")
+            sleep(interval)
+    finally:
+        outage.close()
 
 
 def elect(client: KazooClient, moves: list[dict] | None = None) -> int:

@@ -740,7 +740,9 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     with _client(env) as c:
         res = execute.verify(c, moves)
         st = execute.status(c)
-    throttled, urp_after = st["throttled_brokers"], len(st["under_replicated"])
+    # Throttles are cleared only when neither a broker's rates nor a topic's replica list is left.
+    throttled = [f"broker {b}" for b in st["throttled_brokers"]] + [f"topic {t}" for t in st.get("throttled_topics", [])]
+    urp_after = len(st["under_replicated"])
     wall = round(time.monotonic() - t0, 2)
     finished = done and res["done"]
     if env.simulated:
@@ -753,7 +755,7 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     if throttle == "auto":
         shown.chart(throttle_chart(result))  # the whole run, not the last live frame
     print(f"verify: {sum(r['done'] for r in res['partitions'])} of {len(res['partitions'])} partition(s) done; "
-          f"throttles left: {', '.join(map(str, throttled)) or 'none'}")
+          f"throttles left: {', '.join(throttled[:8]) + (f' (+{len(throttled) - 8} more)' if len(throttled) > 8 else '') or 'none'}")
     if record is not None:
         start = _parse_time(started)
         end = start + timedelta(seconds=actual) if actual is not None else None

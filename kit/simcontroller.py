@@ -50,7 +50,7 @@ import time
 from datetime import timedelta
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, SessionExpiredError
+from kazoo.exceptions import ConnectionLoss, NoNodeError
 
 from .errors import BadInput
 from .execute import ELECTION, REASSIGN
@@ -58,13 +58,11 @@ from .simbrokers import DEAD, holder_running
 from .sim import SAMPLE_EPOCH, STEP, Flow, client_factor, fair_rates
 from .throttle import FOLLOWER_RATE, LEADER_RATE
 from .traffic import ClientTraffic, partition_traffic
-from .zookeeper import Outage, drop_sim_progress, read_cluster, read_sim_facts, read_sim_progress, write_sim_progress
+from .zookeeper import LOST, Outage, drop_sim_progress, read_cluster, read_sim_facts, read_sim_progress, write_sim_progress
 
 DEFAULT_NIC = 125e6  # bytes/s, for brokers seeded without a net_capacity
 # Replication keeps at least this share of a NIC whose clients take the rest (no copy stalls).
 MIN_NIC_SHARE = 0.01
-# What a lost connection or session raises in a call (ConnectionClosedError: `Outage` gave up).
-LOST = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
 
 
 def read_throttles(client: KazooClient, brokers: list[int]) -> dict[int, dict]:

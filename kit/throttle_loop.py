@@ -22,7 +22,7 @@ import time
 from datetime import datetime, timezone
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
+from kazoo.exceptions import ConnectionLoss, NoNodeError
 
 from . import validate
 from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
@@ -30,7 +30,7 @@ from .errors import BadInput
 from .events import EventLog, event, utc_now
 from .execute import REASSIGN, children_or_none, merge_configs, remove_config_keys
 from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from .zookeeper import read_cluster
+from .zookeeper import LOST, Outage, read_cluster
 
 OVERRIDES = "/autothrottle/override_rate"
 _ROLE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
@@ -518,6 +518,9 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
     # With sample_clock, decisions carry the samples' own time (the simulator's cluster time).
     stamp = (lambda: getattr(metrics, "newest_stamp", None) or utc_now()) if sample_clock else utc_now
     loop = ThrottleLoop(client, settings, metrics, log, cap_map, stamp=stamp)
+    # A call made while ZooKeeper is away waits for the connection; Outage ends that wait after
+    # `patience` (the client is stopped, the call fails) so that the loop's wait has an end too.
+    outage = Outage(client, patience)
     try:
         if sample_clock:
             # Wait (a little) for the first samples, so that no decision is stamped by another clock.
@@ -531,6 +534,8 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
         watching = ready = False
         while not stop.is_set():
             try:
+                if outage.down:
+                    raise ConnectionLoss("no connection")  # a call now would only wait for one
                 # Start-up rides out ZooKeeper blips as the rounds do.
                 if not watching:
                     client.DataWatch(REASSIGN, lambda data, stat, *_: wake.set())
@@ -545,11 +550,11 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
                 seen = seen or res["running"]
                 if until_idle and seen and not res["running"] and not res["throttled"]:
                     break
-            except (ConnectionLoss, SessionExpiredError) as e:
+            except LOST as e:
                 lost_since = lost_since or time.monotonic()
                 log.write(event(utc_now(), "throttle", "zookeeper", f"ZooKeeper unreachable ({type(e).__name__}); "
                                                                     "retrying, rates in force unchanged"))
-                if time.monotonic() - lost_since > patience:
+                if outage.gave_up.is_set() or time.monotonic() - lost_since > patience:
                     raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the throttles in force were left "
                                    "as they were") from None
                 stop.wait(min(settings.interval, 2.0))
@@ -560,6 +565,8 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
             wake.clear()
     except KeyboardInterrupt:
         pass
+    finally:
+        outage.close()
     return loop.outcome
 
 

@@ -19,7 +19,7 @@ import time
 import warnings
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoAuthError, NoNodeError, SessionExpiredError
 from kazoo.retry import KazooRetry
 from kazoo.security import make_acl
 
@@ -123,6 +123,10 @@ def session(spec: str, timeout: float = 10.0, auth: str | None = None):
     finally:
         client.stop()
         client.close()
+
+
+# What a lost connection or session raises in a call (ConnectionClosedError: `Outage` gave up).
+LOST = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
 
 
 class Outage:

@@ -88,8 +88,9 @@ def zookeeper(tmp_path_factory):
 def restarting_zookeeper(snapshot, tmp_path):
     """A ZooKeeper of its own holding `snapshot` (brokers registered in a session that must
     survive), with its scale-out plan applied at 50 MB/s. Yields (root, plan, restart, client):
-    `restart()` stops the server, waits, starts it again on the same port and data, then lets
-    the simulated controller copy everything."""
+    `restart(while_down=None)` stops the server, waits (calling `while_down()` while it is
+    down), starts it again on the same port and data, then lets the simulated controller copy
+    everything."""
     from kit import localzk
     from kit.simbrokers import sync_registrations
     from kit.simcontroller import SimController
@@ -106,9 +107,11 @@ def restarting_zookeeper(snapshot, tmp_path):
         assert run_kit("plan", "scale-out", "--snapshot", snapshot, "--out", plan).returncode == 0
         assert run_kit("apply", plan, "--zk", root, "--throttle", "50000000").returncode == 0
 
-        def restart():
+        def restart(while_down=None):
             time.sleep(1.5)
             localzk.stop(data)
+            if while_down is not None:
+                while_down()
             time.sleep(1.5)
             localzk.start(port, data)
             controller = connect(root)

@@ -1,5 +1,6 @@
-"""`kit` run in this process and SIGKILLed at one named point: a crash at a known place for
-tests/test_apply_faults.py, with no fault hook in kit itself (one function is wrapped here).
+"""`kit` run in this process and SIGKILLed (or paused with SIGSTOP) at one named point: a crash
+or a stall at a known place for the fault tests, with no fault hook in kit itself (one function
+is wrapped here).
 
     python tests/kill_at.py POINT KIT_ARGUMENTS...
 
@@ -10,6 +11,9 @@ POINT is one of:
   after-commit         that transaction is committed; nothing printed yet
   after-first-config   the first ZooKeeper transaction sent asynchronously has committed
                        (verify's clearing: one entity's throttle keys and its notification)
+  pause-before-take-over
+                       SIGSTOP just before the throttle loop's start-up takes over the cluster's
+                       throttles (connected, nothing read yet); the test sends SIGCONT
 """
 from __future__ import annotations
 
@@ -23,12 +27,33 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from kazoo.client import TransactionRequest  # noqa: E402
 
 import kit.execute  # noqa: E402
+import kit.throttle_loop  # noqa: E402
 from kit.cli import main  # noqa: E402
 
 
 def die() -> None:
     """SIGKILL this process: no cleanup, no finally blocks, no closed ZooKeeper session."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def pause() -> None:
+    """SIGSTOP this process; it goes on where it stopped when the test sends SIGCONT."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def pause_before(owner, name: str) -> None:
+    """Replace owner.name by a function that pauses just before its first call (only the
+    first: a call retried after the fault goes through)."""
+    real = getattr(owner, name)
+    calls = []
+
+    @functools.wraps(real)
+    def wrapper(*args, **kwargs):
+        if not calls:
+            calls.append(1)
+            pause()
+        return real(*args, **kwargs)
+    setattr(owner, name, wrapper)
 
 
 def wrap(owner, name: str, before: bool = False, wait=None) -> None:
@@ -54,6 +79,7 @@ POINTS = {
     "before-commit": lambda: wrap(TransactionRequest, "commit", before=True),
     "after-commit": lambda: wrap(TransactionRequest, "commit"),
     "after-first-config": lambda: wrap(TransactionRequest, "commit_async", wait=lambda r: r.get()),
+    "pause-before-take-over": lambda: pause_before(kit.throttle_loop.ThrottleLoop, "take_over"),
 }
 
 if __name__ == "__main__":

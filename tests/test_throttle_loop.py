@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -197,6 +198,45 @@ def test_the_loop_rides_out_a_zookeeper_restart(snapshots, tmp_path):
         assert loop.returncode == 0, err
         assert "ZooKeeper unreachable" in err and "retrying" in err
         assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP): state T in /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def test_the_loop_rides_out_a_zookeeper_restart_during_its_start_up(snapshots, tmp_path):
+    """ZooKeeper goes away after the loop connected and before it took over the throttles
+    (the loop is held there by SIGSTOP, tests/kill_at.py): start-up is retried like a round."""
+    events = tmp_path / "events.jsonl"
+    kill_at = Path(__file__).parent / "kill_at.py"
+    with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, _):
+        loop = subprocess.Popen([sys.executable, str(kill_at), "pause-before-take-over", "throttle", "run",
+                                 "--zk", root, "--samples", str(tmp_path / "s"), "--interval", "0.3", *CAP_MAP,
+                                 "--events", str(events), "--until-idle", "--max-seconds", "120"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not _stopped(loop.pid):
+                assert loop.poll() is None and time.monotonic() < deadline, "the loop never reached its start-up"
+                time.sleep(0.1)
+
+            def resume_while_down():
+                loop.send_signal(signal.SIGCONT)  # take_over now meets a ZooKeeper that is gone
+                wait_until = time.monotonic() + 120
+                while not (events.exists() and "ZooKeeper unreachable" in events.read_text()):
+                    assert loop.poll() is None and time.monotonic() < wait_until, "no retry while ZooKeeper was down"
+                    time.sleep(0.1)
+            restart(while_down=resume_while_down)
+            out, err = loop.communicate(timeout=300)
+        finally:
+            if loop.poll() is None:
+                loop.kill()
+        assert loop.returncode == 0, err
+        assert "ZooKeeper unreachable" in err and "retrying" in err
+        assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
+        assert not any(LEADER_REPLICAS in c or FOLLOWER_REPLICAS in c for c in configs(root, "topics").values())
 
 
 @pytest.mark.parametrize("args, message", [
