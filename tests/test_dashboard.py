@@ -737,20 +737,30 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                 # from the samples.
                 # The simulated controller is paused (SIGSTOP) once the page has shown the copy, so the
                 # reassignment is still running when the auto-throttle is stopped, however loaded the machine.
-                sim = subprocess.Popen(
-                    [*kit_command(), "sim", "run", "--zk", root, "--speed", "25", "--until-idle", "--max-seconds",
-                     "600", "--client-load", "0.5", "--samples", str(samples), "--sample-every", "20"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                procs.append(sim)
-                loop = subprocess.Popen(
-                    [*kit_command(), "throttle", "run", "--zk", root, "--samples", str(samples), "--interval", "0.3",
-                     "--cap-map", '{"standard": 125}', "--events", str(events), "--until-idle", "--max-seconds", "600"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                procs.append(loop)
+                sim_log, loop_log = tmp_path / "sim.log", tmp_path / "loop.log"
+                with open(sim_log, "w") as sl, open(loop_log, "w") as ll:
+                    sim = subprocess.Popen(
+                        [*kit_command(), "sim", "run", "--zk", root, "--speed", "25", "--until-idle", "--max-seconds",
+                         "900", "--client-load", "0.5", "--samples", str(samples), "--sample-every", "20"],
+                        stdout=sl, stderr=subprocess.STDOUT)
+                    procs.append(sim)
+                    loop = subprocess.Popen(
+                        [*kit_command(), "throttle", "run", "--zk", root, "--samples", str(samples), "--interval",
+                         "0.3", "--cap-map", '{"standard": 125}', "--events", str(events), "--until-idle",
+                         "--max-seconds", "900"], stdout=ll, stderr=subprocess.STDOUT)
+                    procs.append(loop)
 
-                # The live chart grows while the reassignment runs, with throttle rates in it.
-                start = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > 0 and s, 240,
-                              "throttle data in the chart")
+                def why() -> str:
+                    return (f"\nloop (exit {loop.poll()}): {loop_log.read_text()[-1500:]}"
+                            f"\nsim (exit {sim.poll()}): {sim_log.read_text()[-800:]}")
+
+                # The live chart grows while the reassignment runs, with throttle rates in it (the
+                # loop's first decision can take minutes on a loaded machine: 150 brokers' samples).
+                try:
+                    start = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > 0 and s, 600,
+                                  "throttle data in the chart")
+                except AssertionError as e:
+                    raise AssertionError(str(e) + why()) from None
                 later = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > start["throttle_points"]
                               and s, 240, "the throttle chart to update")
                 assert later["throttle_max"] > 0
