@@ -3,7 +3,7 @@
 
   bench_apply.py [--topics 2000] [--brokers 150] [--partitions 40000] [--repeat 3]
 
-Lays a generated cluster out in a fresh local ZooKeeper (kit/localzk.py), plans the loss
+Lays a generated cluster out in a fresh local ZooKeeper (kit/cluster/zk/server.py), plans the loss
 of a rack (every partition, so every topic, moves), and times `set_throttles` (topic configs for every
 moving topic, rate configs for every participating broker, one /config/changes
 notification per entity): the issue asks for 2,000 topics and 150 brokers in at most 5 s,
@@ -24,11 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kit import localzk  # noqa: E402
-from kit.execute import set_throttles  # noqa: E402
+from kit.cluster.zk import server as localzk  # noqa: E402
+from kit.cluster.zk.changes import set_throttles  # noqa: E402
 from kit.formats import load_snapshot  # noqa: E402
 from kit.plan import plan_az_loss  # noqa: E402
-from kit.zookeeper import connect, write_cluster  # noqa: E402
+from kit.cluster.zk.layout import connect, write_cluster  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -40,10 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # The duration report's own cost, in a child that has loaded the snapshot and the plan.
 REPORT_TIMER = """
 import sys, time
-from kit.autothrottle import Settings
+from kit.throttle.decide import Settings
 from kit.formats import load_plan, load_snapshot
 from kit.model import Plan
-from kit.waves import duration_report, moves_of, split_waves
+from kit.report.waves import duration_report, moves_of, split_waves
 c = load_snapshot(sys.argv[1])
 moves = load_plan(sys.argv[2], c)
 index = {p.key: i for i, p in enumerate(c.partitions)}

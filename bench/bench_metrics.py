@@ -4,7 +4,7 @@ Generates (once) 30 million replica samples as Parquet with spark/samples.py (`t
 timestamp column, or ISO-8601 text with --ts-text); with --format json, converts those
 (once) into JSON lines, the form collectors and `kit sim` write (`ts` ISO-8601 text, 40
 files per directory so that Spark reads parallel splits). Times the batch job's computation
-(`kit.metrics.compute`: read, validate, the four figures) in a fresh child process per run
+(`kit.metrics.edge.compute`: read, validate, the four figures) in a fresh child process per run
 and master, then computes the same figures with pandas on one node in this process, from
 the same input (JSON lines through pyarrow's parser, so both engines' times include
 parsing), as a correctness cross-check and a time ratio. Prints a Markdown table of
@@ -71,7 +71,7 @@ def jvm_cpu(pid: int) -> dict[str, float]:
 
 def child(data: str, master: str, memory: str, pin: bool) -> None:
     """One timed Spark run; prints seconds, the JVM's CPU split and the figures as JSON."""
-    from kit.metrics import compute, spark_session
+    from kit.metrics.edge import compute, spark_session
 
     slots = int(master.strip("local[]*") or os.cpu_count() or 1)
     if pin and hasattr(os, "sched_setaffinity") and slots < len(os.sched_getaffinity(0)):
@@ -170,7 +170,7 @@ def to_json_lines(src: str, dst: str, files: int = JSON_FILES) -> dict:
     child process (a JVM of its own, gone before any timing); returns the row counts."""
     from pyspark.sql import functions as F
 
-    from kit.metrics import spark_session
+    from kit.metrics.edge import spark_session
     from spark.metrics_jobs import BROKER_SCHEMA, REPLICA_SCHEMA
 
     spark = spark_session("local[2]", driver_memory="4g", app="bench-json-lines")

@@ -37,7 +37,7 @@ def main() -> int:
 
     from test_plan_properties import generate  # gen_cluster.py in-process
     from kit import plan as planners
-    from kit.figures import plan_report
+    from kit.report.figures import plan_report
 
     rng = random.Random(a.seed)
     misses, planned = [], 0

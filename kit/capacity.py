@@ -18,8 +18,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from .errors import BadInput
-from .model import Cluster
+from kit.errors import BadInput
+from kit.model import Cluster
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from . import validate
-from .errors import BadInput
-from .model import Broker, Cluster, Partition, Plan
+from kit import validate
+from kit.errors import BadInput
+from kit.model import Broker, Cluster, Partition, Plan
 
 
 # A 1,000,000-partition snapshot is about 150 MB; anything past this is not a cluster.

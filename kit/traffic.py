@@ -1,7 +1,7 @@
 """Client traffic: what producers and consumers put on each broker's NIC (design.md's physics).
 
-One model, read by the simulator (kit/sim.py), the simulated controller (kit/simcontroller.py)
-and the duration estimate (kit/estimate.py):
+One model, read by the simulator (kit/sim/physics.py), the simulated controller (kit/sim/controller.py)
+and the duration estimate (kit/report/estimate.py):
 
 - every in-sync replica of a partition receives its ``bytes_in`` (the leader from producers,
   the followers by replication);
@@ -29,8 +29,8 @@ from itertools import chain
 
 import numpy as np
 
-from .errors import BadInput
-from .model import Cluster, Partition
+from kit.errors import BadInput
+from kit.model import Cluster, Partition
 
 
 def leader_of(p: Partition, live: set[int]) -> int | None:

@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-from .errors import BadInput
+from kit.errors import BadInput
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1

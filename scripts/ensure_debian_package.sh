@@ -3,7 +3,7 @@
 #   ensure_debian_package.sh PACKAGE FILE WHAT
 # Nothing to do when FILE exists. Otherwise installs PACKAGE with apt-get when we are root,
 # else says on stderr how to install it (WHAT says what is missing without it).
-# Used by make for `zookeeper` (kit/localzk.py runs its jars) and `chromium` (the dashboard's
+# Used by make for `zookeeper` (kit/cluster/zk/server.py runs its jars) and `chromium` (the dashboard's
 # browser tests; Playwright's own browser download does not work on these machines).
 set -euo pipefail
 package=$1 file=$2 what=$3

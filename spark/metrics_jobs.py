@@ -3,7 +3,7 @@
 Inputs follow the sample schema in the README (issue 6): replica samples (one row per
 replica per sample instant) and broker samples (one row per broker per instant). The
 functions here take DataFrames and return DataFrames; reading files, writing outputs and
-ZooKeeper live in `kit/metrics.py`, so the same transforms run in tests on tiny hand-made
+ZooKeeper live in `kit/metrics/edge.py`, so the same transforms run in tests on tiny hand-made
 frames, in the batch job and on any Spark master.
 """
 from __future__ import annotations

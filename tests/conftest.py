@@ -67,7 +67,7 @@ def snapshots(make_snapshot) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     """A real ZooKeeper server on a free loopback port for the whole session: its connect string."""
-    from kit import localzk
+    from kit.cluster.zk import server as localzk
     from kit.errors import BadInput
 
     try:
@@ -91,10 +91,10 @@ def restarting_zookeeper(snapshot, tmp_path):
     `restart(while_down=None)` stops the server, waits (calling `while_down()` while it is
     down), starts it again on the same port and data, then lets the simulated controller copy
     everything."""
-    from kit import localzk
-    from kit.simbrokers import sync_registrations
-    from kit.simcontroller import SimController
-    from kit.zookeeper import connect, write_cluster
+    from kit.cluster.zk import server as localzk
+    from kit.sim.brokers import sync_registrations
+    from kit.sim.controller import SimController
+    from kit.cluster.zk.layout import connect, write_cluster
     from kit.formats import load_snapshot
 
     port, data = localzk.free_port(), str(tmp_path / "zk")
@@ -130,8 +130,8 @@ def restarting_zookeeper(snapshot, tmp_path):
 
 def _stop_simulated_brokers(connect_string: str) -> None:
     """Stop every `kit sim seed` holder the tests started (one per chroot)."""
-    from kit.simbrokers import HOLDER, stop_holder
-    from kit.zookeeper import connect
+    from kit.sim.brokers import HOLDER, stop_holder
+    from kit.cluster.zk.layout import connect
 
     root = connect(connect_string)
     try:
@@ -178,8 +178,8 @@ _BROKER_SESSIONS: list = []
 def seed(connect_string: str, cluster) -> None:
     """Lay a cluster out in Kafka's znodes under `connect_string` (HOST:PORT/chroot), its live
     brokers registered (ephemeral) by a client kept open for the rest of the test session."""
-    from kit.simbrokers import sync_registrations
-    from kit.zookeeper import connect, write_cluster
+    from kit.sim.brokers import sync_registrations
+    from kit.cluster.zk.layout import connect, write_cluster
 
     client = connect(connect_string)
     _BROKER_SESSIONS.append(client)
@@ -192,7 +192,7 @@ def spark():
     """One local SparkSession for the whole test session (2 cores, 2 shuffle partitions, no UI),
     made quiet the way `kit metrics` makes it; the in-process `kit metrics` calls reuse it."""
     pytest.importorskip("pyspark")
-    from kit.metrics import spark_session
+    from kit.metrics.edge import spark_session
 
     session = spark_session("local[2]", shuffle_partitions=2)
     yield session

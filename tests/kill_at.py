@@ -5,8 +5,8 @@ is wrapped here).
     python tests/kill_at.py POINT KIT_ARGUMENTS...
 
 POINT is one of:
-  after-preflight      kit.execute.preflight has returned (nothing written yet)
-  after-rollback-file  the rollback file is written (kit.execute.write_atomic has returned)
+  after-preflight      kit.cluster.zk.changes.preflight has returned (nothing written yet)
+  after-rollback-file  the rollback file is written (kit.cluster.zk.changes.write_atomic has returned)
   before-commit        a ZooKeeper transaction is about to be sent (apply's one transaction)
   after-commit         that transaction is committed; nothing printed yet
   after-first-config   the first ZooKeeper transaction sent asynchronously has committed
@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kazoo.client import TransactionRequest  # noqa: E402
 
-import kit.execute  # noqa: E402
-import kit.throttle_loop  # noqa: E402
+import kit.cluster.zk.changes  # noqa: E402
+import kit.throttle.loop  # noqa: E402
 from kit.cli import main  # noqa: E402
 
 
@@ -74,12 +74,12 @@ def wrap(owner, name: str, before: bool = False, wait=None) -> None:
 
 
 POINTS = {
-    "after-preflight": lambda: wrap(kit.execute, "preflight"),
-    "after-rollback-file": lambda: wrap(kit.execute, "write_atomic"),
+    "after-preflight": lambda: wrap(kit.cluster.zk.changes, "preflight"),
+    "after-rollback-file": lambda: wrap(kit.cluster.zk.changes, "write_atomic"),
     "before-commit": lambda: wrap(TransactionRequest, "commit", before=True),
     "after-commit": lambda: wrap(TransactionRequest, "commit"),
     "after-first-config": lambda: wrap(TransactionRequest, "commit_async", wait=lambda r: r.get()),
-    "pause-before-take-over": lambda: pause_before(kit.throttle_loop.ThrottleLoop, "take_over"),
+    "pause-before-take-over": lambda: pause_before(kit.throttle.loop.ThrottleLoop, "take_over"),
 }
 
 if __name__ == "__main__":

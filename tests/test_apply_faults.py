@@ -15,11 +15,11 @@ import pytest
 
 from conftest import run_kit as kit
 from conftest import seed
-from kit.execute import REASSIGN, rollback_document, set_throttles
+from kit.cluster.zk.changes import REASSIGN, rollback_document, set_throttles
 from kit.formats import dumps, load_plan, load_snapshot
-from kit.simcontroller import SimController
-from kit.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.zookeeper import connect, read_cluster
+from kit.sim.controller import SimController
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from kit.cluster.zk.layout import connect, read_cluster
 
 KILL_AT = Path(__file__).with_name("kill_at.py")
 THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS)}

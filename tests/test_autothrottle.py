@@ -1,4 +1,4 @@
-"""The auto-throttle's arithmetic and decisions (kit/autothrottle.py), and `kit simulate --throttle auto`."""
+"""The auto-throttle's arithmetic and decisions (kit/throttle/decide.py), and `kit simulate --throttle auto`."""
 from __future__ import annotations
 
 import json
@@ -6,10 +6,10 @@ import json
 import pytest
 
 from conftest import run_kit as kit
-from kit.autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities, headroom_rate
+from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities, headroom_rate
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot
-from kit.sim import simulate
+from kit.sim.physics import simulate
 
 MB = 1e6
 CAP = 125 * MB

@@ -30,7 +30,7 @@ from conftest import run_kit as kit  # noqa: E402
 from kit.dashboard import views  # noqa: E402
 from kit.dashboard import poller as dash_poller  # noqa: E402
 from kit.dashboard.poller import rates_from_events, read_records  # noqa: E402
-from kit.figures import assignment_figures  # noqa: E402
+from kit.report.figures import assignment_figures  # noqa: E402
 from kit.formats import load_plan, load_snapshot  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,7 +185,7 @@ def _nan_row(**kw):
 
 
 def test_the_copy_rate_is_never_above_what_the_throttles_allow():
-    from kit.autothrottle import NetSample
+    from kit.throttle.decide import NetSample
 
     # The report: one destination (1013) throttled at 50 MB/s on a 125 MB/s NIC, while kit apply
     # throttled ten brokers both ways. Only the destination counts, and never above its throttle,
@@ -251,7 +251,7 @@ def test_the_eta_does_not_rise_when_the_rates_rise():
     assert etas == sorted(etas, reverse=True) and etas[0] == pytest.approx(76e9 / 25e6)
     assert etas[1] == pytest.approx(etas[0] / 2)  # the rates doubled, the ETA halved
     # The same through the poller's figures: a higher allowed rate, the same bytes left.
-    from kit.autothrottle import NetSample
+    from kit.throttle.decide import NetSample
 
     lo = dash_poller.copy_bound({1}, {2}, {1: {"leader": 50e6}, 2: {"follower": 50e6}}, {2: NetSample(0, 0, 0, 60e6)}, {})
     hi = dash_poller.copy_bound({1}, {2}, {1: {"leader": 100e6}, 2: {"follower": 100e6}}, {2: NetSample(0, 0, 0, 120e6)}, {})

@@ -1,4 +1,4 @@
-"""`kit doctor` (kit/doctor.py): the report's reasons, healing, balancing, alerts, the real CLI
+"""`kit doctor` (kit/doctor/examine.py): the report's reasons, healing, balancing, alerts, the real CLI
 and a broker killed by the simulated controller over a real ZooKeeper."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_kit as kit
 from conftest import seed
-from kit.doctor import broker_loads, examine, report_text
+from kit.doctor.examine import broker_loads, examine, report_text
 from kit.events import read_events
 from kit.formats import cluster_from_snapshot, load_snapshot
 
@@ -272,7 +272,7 @@ def test_bad_requests_are_one_line_and_exit_2(snapshots, tmp_path):
 
 
 def test_report_as_data_and_text_for_notebooks(snapshots):
-    from kit.doctor import run
+    from kit.doctor.examine import run
 
     rep = run(snapshot=str(snapshots["replace"]), time=T0)
     assert rep["status"] == "heal" and rep["plan"]["partitions"]

@@ -1,4 +1,4 @@
-"""The duration estimate (kit/estimate.py, waves.duration_report) against the auto-throttled
+"""The duration estimate (kit/report/estimate.py, waves.duration_report) against the auto-throttled
 simulation it predicts, and the client-traffic model both read (kit/traffic.py)."""
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit import plan as planners
-from kit.autothrottle import Settings
-from kit.estimate import predict
+from kit.throttle.decide import Settings
+from kit.report.estimate import predict
 from kit.formats import cluster_from_snapshot, load_snapshot
-from kit.sim import simulate
+from kit.sim.physics import simulate
 from kit.traffic import ClientTraffic, broker_traffic, partition_traffic
-from kit.waves import duration_lines, duration_report, moves_of, split_waves
+from kit.report.waves import duration_lines, duration_report, moves_of, split_waves
 
 SMALL = ("--brokers", "9", "--racks", "3", "--partitions", "150", "--seed", "3")
 

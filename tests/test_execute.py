@@ -1,4 +1,4 @@
-"""`kit apply` against a real ZooKeeper holding a Kafka layout (kit/execute.py, kit/throttle.py)."""
+"""`kit apply` against a real ZooKeeper holding a Kafka layout (kit/cluster/zk/changes.py, kit/throttle/configs.py)."""
 from __future__ import annotations
 
 import itertools
@@ -11,8 +11,8 @@ from conftest import kit_command, restarting_zookeeper
 from conftest import run_kit as kit
 from conftest import seed
 from kit.formats import load_snapshot
-from kit.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
-from kit.zookeeper import connect
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
+from kit.cluster.zk.layout import connect
 
 _chroots = itertools.count()
 
@@ -205,7 +205,7 @@ def test_the_simulated_controller_runs_a_replace_plan_to_completion(seeded_repla
     assert throttled_brokers(root) == []
     client = connect(root)
     try:
-        from kit.zookeeper import read_cluster
+        from kit.cluster.zk.layout import read_cluster
 
         after, running = read_cluster(client)
     finally:
@@ -231,7 +231,7 @@ def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(zookeep
     assert f"1 dead ({victim})" in r.stdout
     client = connect(root)
     try:
-        from kit.zookeeper import read_cluster
+        from kit.cluster.zk.layout import read_cluster
 
         dead, _ = read_cluster(client)
         assert all(victim not in p.isr and p.leader != victim for p in dead.partitions)
@@ -248,7 +248,7 @@ def test_killing_a_broker_moves_its_leadership_and_revive_brings_it_back(zookeep
 def test_simulated_brokers_are_ephemeral_and_vanish_when_their_holder_stops(zookeeper, snapshots):
     """As in Kafka, /brokers/ids/N lives only as long as a session: stopping the simulated
     brokers leaves every one of them dead, and the cluster's data where it was."""
-    from kit.zookeeper import read_cluster
+    from kit.cluster.zk.layout import read_cluster
 
     root = f"{zookeeper}/kit-holder-{next(_chroots)}"
     cluster = load_snapshot(str(snapshots["replace"]))
@@ -298,7 +298,7 @@ def test_the_simulator_writes_metric_samples_in_the_pipeline_schema(seeded_repla
 
 
 def test_client_traffic_slows_the_simulated_copy_where_the_nic_is_the_limit(zookeeper, tmp_path):
-    from kit.simcontroller import SimController
+    from kit.sim.controller import SimController
 
     root = f"{zookeeper}/kit-traffic-{next(_chroots)}"
     snap = tmp_path / "c.json"
@@ -323,7 +323,7 @@ def test_client_traffic_slows_the_simulated_copy_where_the_nic_is_the_limit(zook
 def test_apply_cut_short_by_zookeeper_leaves_no_reassignment_and_can_be_rerun(kafka, tmp_path):
     from kazoo.exceptions import ConnectionLoss
 
-    from kit.execute import REASSIGN, apply_plan
+    from kit.cluster.zk.changes import REASSIGN, apply_plan
     from kit.formats import load_plan
 
     root, _ = kafka
@@ -376,7 +376,7 @@ def test_two_applies_started_together_the_loser_changes_nothing(kafka, tmp_path)
     and every throttle znode is as the winner wrote it (issue 20: the loser once rewrote them)."""
     import subprocess
 
-    from kit.execute import REASSIGN
+    from kit.cluster.zk.changes import REASSIGN
 
     root, _ = kafka
     plans = [tmp_path / "plan-0.json", tmp_path / "plan-1.json"]
@@ -500,9 +500,9 @@ def test_verify_wait_says_what_is_stuck_when_nothing_moves(kafka, tmp_path):
 def test_throttles_without_a_reassignment_are_cleared_by_verify_with_or_without_a_plan(kafka, tmp_path):
     """A crash between throttles and reassignment (older kit, Kafka's tool, a hand edit):
     verify says the partitions were never started and clears every throttle, topic lists too."""
-    from kit.execute import set_throttles
+    from kit.cluster.zk.changes import set_throttles
     from kit.formats import load_plan
-    from kit.zookeeper import read_cluster
+    from kit.cluster.zk.layout import read_cluster
 
     root, _ = kafka
     plan = tmp_path / "plan.json"

@@ -1,4 +1,4 @@
-"""kit.figures against shared/tools/evaluate_plan.py, and the text summary."""
+"""kit.report.figures against shared/tools/evaluate_plan.py, and the text summary."""
 from __future__ import annotations
 
 import json
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit import figures
-from kit.figures import assignment_figures, movement_figures, plan_report, summary_text
+from kit.report import figures
+from kit.report.figures import assignment_figures, movement_figures, plan_report, summary_text
 from kit.formats import cluster_from_snapshot, load_snapshot, plan_text
 from kit.model import Broker, Cluster, Partition, Plan
 

@@ -345,14 +345,14 @@ def _no_spark(*_args, **_kwargs):
 @pytest.mark.parametrize("case", [c for c in CASE_NAMES if c.startswith("metrics-") and
                                   c.removeprefix("metrics-").removeprefix("follow-") in SPARK_OPTIONS])
 def test_bad_spark_options_are_refused_before_spark_starts(case, inputs, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("kit.metrics.spark_session", _no_spark)
+    monkeypatch.setattr("kit.metrics.edge.spark_session", _no_spark)
     argv, names = option_cases(*inputs, str(tmp_path))[case]
     assert names in refused(argv, capsys, tmp_path)
 
 
 @pytest.mark.parametrize("follow", [False, True])
 def test_a_bad_spark_master_in_the_environment_is_refused_naming_it(follow, inputs, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("kit.metrics.spark_session", _no_spark)
+    monkeypatch.setattr("kit.metrics.edge.spark_session", _no_spark)
     monkeypatch.setenv("SPARK_MASTER", "local[0]")
     tmp = str(tmp_path)
     argv = (["metrics", "--follow", "--broker-samples", tmp, "--out", f"{tmp}/m"] if follow else

@@ -1,4 +1,4 @@
-"""The local ZooKeeper (kit/localzk.py, `kit zk`): a real server on the loopback interface."""
+"""The local ZooKeeper (kit/cluster/zk/server.py, `kit zk`): a real server on the loopback interface."""
 from __future__ import annotations
 
 import socket
@@ -6,7 +6,7 @@ import socket
 from kazoo.client import KazooClient
 
 from conftest import run_kit as kit
-from kit import localzk
+from kit.cluster.zk import server as localzk
 
 
 

@@ -1,4 +1,4 @@
-"""The metrics pipeline (spark/metrics_jobs.py, kit/metrics.py) on real local Spark.
+"""The metrics pipeline (spark/metrics_jobs.py, kit/metrics/edge.py) on real local Spark.
 
 Small hand-made samples with answers worked out by hand: the window edge, the 30-minute
 cooldown after reassigning samples, p95 against max, followers without traffic, the
@@ -22,7 +22,7 @@ from pyspark.testing import assertDataFrameEqual  # noqa: E402
 
 from kit.cli import main  # noqa: E402
 from kit.errors import BadInput  # noqa: E402
-from kit.metrics import read_samples  # noqa: E402
+from kit.metrics.edge import read_samples  # noqa: E402
 from spark.metrics_jobs import (BROKER_REQUIRED, BROKER_SCHEMA, REPLICA_REQUIRED, REPLICA_SCHEMA,  # noqa: E402
                                 broker_load, latest_sizes, replica_latest, replica_traffic, typed_samples)
 from tests.conftest import PROGRESS_LINE, run_kit  # noqa: E402
@@ -278,7 +278,7 @@ _chroots = itertools.count()
 def test_simulator_samples_end_to_end_through_zookeeper(spark, zookeeper, tmp_path):
     """The simulated controller copies one partition to a new broker while writing samples;
     kit metrics then writes kafka-kit's znodes, which `kit snapshot` reads back."""
-    from kit.zookeeper import connect, read_cluster
+    from kit.cluster.zk.layout import connect, read_cluster
 
     cap = 100e6
     snap = tmp_path / "cluster.json"
@@ -324,7 +324,7 @@ def test_simulator_samples_end_to_end_through_zookeeper(spark, zookeeper, tmp_pa
 
 def test_the_batch_job_reports_each_stage_to_its_progress(spark, tmp_path):
     """`kit metrics` shows where a long Spark job is (stderr in the CLI): every stage, in order."""
-    from kit.metrics import run_batch
+    from kit.metrics.edge import run_batch
 
     class Heard:
         def __init__(self):

@@ -2,7 +2,7 @@
 copies a partition, and the streaming job keeps DIR/broker_rates.json current as they land.
 
 The stream runs in a thread of this process on the session's Spark (bounded by a stop event
-and a time limit, as `kit.metrics.follow` allows); the simulator is kit's simulated controller
+and a time limit, as `kit.metrics.edge.follow` allows); the simulator is kit's simulated controller
 over a real ZooKeeper, stepped 30 simulated seconds at a time, and each step waits for the
 stream to show the samples so far: however slow the machine, the test sees the windows go by
 (it never depends on the stream keeping pace with a clock). The rates written are checked
@@ -21,8 +21,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from kit.simcontroller import SimController  # noqa: E402
-from kit.zookeeper import connect  # noqa: E402
+from kit.sim.controller import SimController  # noqa: E402
+from kit.cluster.zk.layout import connect  # noqa: E402
 from tests.conftest import run_kit  # noqa: E402
 
 WINDOW_S = 120  # `--window 2m`: a window per 4 steps of the simulator
@@ -59,7 +59,7 @@ def expected_rates(broker_dir) -> dict:
 
 
 def test_follow_keeps_broker_rates_current_while_the_simulator_writes_samples(spark, zookeeper, tmp_path):
-    from kit.metrics import follow
+    from kit.metrics.edge import follow
 
     snap = tmp_path / "cluster.json"
     parts = [{"topic": "t", "partition": i, "replicas": [1 + i % 3, 1 + (i + 1) % 3], "size": (i + 1) * 10**9,

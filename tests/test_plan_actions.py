@@ -164,7 +164,7 @@ def test_rebalance_of_a_drifted_mixed_rf_cluster_spreads_topics_for_leadership(s
     also spread each topic, which per-topic leadership needs (it was 25 over before)."""
     from test_plan_properties import generate
 
-    from kit.figures import plan_report
+    from kit.report.figures import plan_report
 
     c = generate(brokers=12, racks=3, partitions=600, seed=seed, rf2_share=0.5, scenario="drift")
     report = plan_report(planners.plan_rebalance(c))
@@ -182,7 +182,7 @@ def test_rebalance_beyond_the_exact_flow_still_spreads_every_topic():
     following the topic flow's quotas, the same number of moves spreads every topic."""
     from test_plan_properties import generate
 
-    from kit.figures import plan_report
+    from kit.report.figures import plan_report
     from kit.plan.balance import small
     from kit.plan.workspace import Workspace
 
@@ -202,7 +202,7 @@ def test_a_leadership_target_no_order_can_meet_is_explained_in_a_note():
     brings failover to 2, and the plan says that this is the least its replica sets allow."""
     from test_plan_properties import generate
 
-    from kit.figures import plan_report
+    from kit.report.figures import plan_report
 
     c = generate(brokers=9, racks=4, rf=2, partitions=379, topics=2, seed=8614, scenario="balanced")
     plan = planners.plan_leaders(c)
@@ -220,7 +220,7 @@ def test_a_leadership_target_no_plan_within_the_allowance_can_meet_is_explained_
     (each partition moving at most one replica) brings failover to 2 on this RF-2 cluster."""
     from test_plan_properties import generate
 
-    from kit.figures import plan_report
+    from kit.report.figures import plan_report
 
     c = generate(brokers=6, racks=2, rf=2, partitions=115, topics=4, seed=4260, scenario="balanced")
     plan = planners.plan_rebalance(c)
@@ -244,7 +244,7 @@ def test_doubling_a_cluster_spreads_the_moves_over_many_replica_sets(args):
     broker's leadership then had only its few partners to go to."""
     from test_plan_properties import generate
 
-    from kit.figures import plan_report
+    from kit.report.figures import plan_report
 
     report = plan_report(planners.plan_scale_out(generate(scenario="scale-out", **args)))
     after, mv = report["after"], report["movement"]

@@ -1,4 +1,4 @@
-"""Planner invariants over random clusters (hypothesis), judged with kit.figures, which
+"""Planner invariants over random clusters (hypothesis), judged with kit.report.figures, which
 tests/test_figures.py holds equal to shared/tools/evaluate_plan.py.
 
 Clusters come from shared/tools/gen_cluster.py (Kafka's own rack-aware layout plus a
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import numpy as np
 
 from kit import plan as planners
-from kit.figures import assignment_figures, movement_figures
+from kit.report.figures import assignment_figures, movement_figures
 from kit.formats import cluster_from_snapshot, plan_text
 
 from conftest import SHARED

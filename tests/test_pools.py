@@ -1,4 +1,4 @@
-"""Topic pools (kit/pools.py, kit/plan/pooled.py): each pool planned on its own brokers."""
+"""Topic pools (kit/plan/pools.py, kit/plan/pooled.py): each pool planned on its own brokers."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ import pytest
 from conftest import run_kit as kit
 from kit import plan as planners
 from kit.errors import BadInput
-from kit.figures import plan_report
+from kit.report.figures import plan_report
 from kit.plan.pooled import plan_pooled
-from kit.pools import load_pools, parse_pools, topics_by_pool
+from kit.plan.pools import load_pools, parse_pools, topics_by_pool
 
 from test_plan_properties import generate, pytestmark  # noqa: F401  (skips without shared/)
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import run_kit as kit
-from kit import runbook
+from kit.runbook import runner as runbook
 
 RUNBOOKS = ["broker_replacement", "az_loss", "scale_out", "replication_factor", "storage_rebalance", "health_check"]
 # One parameter file per runbook; the replacement and the health check go all the way.
@@ -71,7 +71,7 @@ def test_each_runbook_takes_a_parameter_file(name, tmp_path):
         events = [json.loads(x) for x in Path(rec["change"]["events"]).read_text().splitlines()]
         assert any(e["kind"] == "rate" for e in events) and events[-1]["kind"] in ("done", "clear")
         # On the simulated cluster the decisions carry the cluster's (simulated) time.
-        from kit.sim import SAMPLE_EPOCH
+        from kit.sim.physics import SAMPLE_EPOCH
 
         assert all(e["time"].startswith(SAMPLE_EPOCH.strftime("%Y-%m-%d")) for e in events)
         # The record's clock is the cluster's: the simulated controller's time from apply to done.
@@ -158,7 +158,7 @@ def test_the_gate_applies_only_with_apply_or_a_button_press(monkeypatch, capsys)
     live notebook the Apply button does it. (Changed: the button shows only in a live notebook.)"""
     import ipywidgets
 
-    from kit import runbook_steps
+    from kit.runbook import steps as runbook_steps
 
     shown, calls = [], []
 
@@ -228,7 +228,8 @@ def test_a_run_held_at_the_fail_safe_says_so_in_its_headline_title_and_timing(tm
 
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (figures.refuse_problems) for `kit plan` and the runbooks."""
-    from kit import figures, runbook_steps
+    from kit.report import figures
+    from kit.runbook import steps as runbook_steps
     from kit.formats import load_snapshot
     from kit.plan import plan_replace
 

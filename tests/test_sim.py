@@ -1,4 +1,4 @@
-"""The offline simulator (kit/sim.py): design.md's physics, checked on cases with known answers."""
+"""The offline simulator (kit/sim/physics.py): design.md's physics, checked on cases with known answers."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot
-from kit.sim import simulate
+from kit.sim.physics import simulate
 
 CAP = 100e6
 

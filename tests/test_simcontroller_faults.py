@@ -17,12 +17,12 @@ from kazoo.exceptions import ConnectionLoss
 
 from conftest import kit_command
 from conftest import run_kit as kit
-from kit import localzk
-from kit.execute import REASSIGN, apply_plan
+from kit.cluster.zk import server as localzk
+from kit.cluster.zk.changes import REASSIGN, apply_plan
 from kit.formats import cluster_from_snapshot, load_snapshot
-from kit.simbrokers import HOLDER, sync_registrations
-from kit.simcontroller import SimController
-from kit.zookeeper import connect, drop_sim_progress, read_cluster, read_sim_progress, session, write_cluster
+from kit.sim.brokers import HOLDER, sync_registrations
+from kit.sim.controller import SimController
+from kit.cluster.zk.layout import connect, drop_sim_progress, read_cluster, read_sim_progress, session, write_cluster
 
 _chroots = itertools.count()
 RATE = 50e6  # bytes/s: the throttle applied, the most any broker receives replication at

@@ -5,7 +5,7 @@ import pytest
 
 from kit import plan as planners
 from kit.errors import BadInput, Unsafe
-from kit.figures import assignment_figures, movement_figures
+from kit.report.figures import assignment_figures, movement_figures
 from kit.formats import cluster_from_snapshot
 
 from test_plan_properties import generate, pytestmark  # noqa: F401  (skips without shared/)

@@ -14,13 +14,13 @@ import pytest
 
 from conftest import kit_command, restarting_zookeeper
 from conftest import run_kit as kit
-from kit.autothrottle import Settings
+from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
-from kit.execute import apply_plan, children_or_none, remove_config_keys
-from kit.simcontroller import SimController
-from kit.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.throttle_loop import OVERRIDES, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
-from kit.zookeeper import connect, read_cluster
+from kit.cluster.zk.changes import apply_plan, children_or_none, remove_config_keys
+from kit.sim.controller import SimController
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from kit.throttle.loop import OVERRIDES, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
+from kit.cluster.zk.layout import connect, read_cluster
 
 _chroots = itertools.count()
 CAP = 125e6
@@ -101,9 +101,9 @@ def test_throttles_left_behind_with_nothing_running_are_cleared_at_start(zookeep
     assert kit("plan", "rebalance", "--snapshot", snapshots["balanced"], "--out", plan).returncode == 0
     client = connect(root)
     try:
-        from kit.execute import set_throttles
+        from kit.cluster.zk.changes import set_throttles
         from kit.formats import load_plan
-        from kit.zookeeper import read_cluster
+        from kit.cluster.zk.layout import read_cluster
 
         cluster, _ = read_cluster(client)
         moves = load_plan(str(plan), cluster, allow_empty=True) or [{"topic": cluster.partitions[0].topic, "partition": 0,
@@ -286,7 +286,7 @@ def test_kit_metrics_outputs_are_a_metric_source(tmp_path):
     import pyarrow.parquet as pq
 
     from kit.errors import BadInput
-    from kit.throttle_loop import BrokerLoadMetrics
+    from kit.throttle.loop import BrokerLoadMetrics
 
     with pytest.raises(BadInput, match="no broker_load.parquet"):
         BrokerLoadMetrics(str(tmp_path / "missing"))

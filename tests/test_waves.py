@@ -1,4 +1,4 @@
-"""Waves and duration estimates (kit/waves.py) and their command-line options."""
+"""Waves and duration estimates (kit/report/waves.py) and their command-line options."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ from kit import plan as planners
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot
 from kit.model import Plan
-from kit.waves import (MIN_RATE, Move, duration_report, estimate, human_duration, moves_of, replication_rates,
+from kit.report.waves import (MIN_RATE, Move, duration_report, estimate, human_duration, moves_of, replication_rates,
                        split_waves, wave_documents)
 
 

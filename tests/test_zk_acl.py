@@ -1,5 +1,5 @@
 """ZooKeeper credentials and ACLs: kit's znodes inherit a protected chroot's ACL, and
-credentials come from a file or the environment, never printed (kit/zookeeper.py)."""
+credentials come from a file or the environment, never printed (kit/cluster/zk/layout.py)."""
 from __future__ import annotations
 
 import itertools
@@ -10,8 +10,8 @@ from kazoo.security import make_acl, make_digest_acl
 
 from conftest import run_kit as kit
 from kit.formats import load_snapshot
-from kit.simbrokers import sync_registrations
-from kit.zookeeper import connect, write_cluster
+from kit.sim.brokers import sync_registrations
+from kit.cluster.zk.layout import connect, write_cluster
 
 _chroots = itertools.count()
 SECRET = "s3cret-do-not-print"

@@ -1,4 +1,4 @@
-"""Kafka's ZooKeeper layout (kit/zookeeper.py) against a real ZooKeeper server."""
+"""Kafka's ZooKeeper layout (kit/cluster/zk/layout.py) against a real ZooKeeper server."""
 from __future__ import annotations
 
 import gzip
@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from kit.simbrokers import sync_registrations
+from kit.sim.brokers import sync_registrations
 
 from conftest import run_kit as kit
 from conftest import seed
 from kit.errors import BadInput, Unsafe
 from kit.formats import load_snapshot
-from kit.zookeeper import connect, read_cluster, write_cluster
+from kit.cluster.zk.layout import connect, read_cluster, write_cluster
 
 _chroots = itertools.count()
 

@@ -16,10 +16,10 @@ import pandas as pd
 import panel as pn
 import param
 
-from ..errors import BadInput
-from ..formats import load_plan, load_snapshot
-from . import views
-from .poller import ROWS_KEPT, shared_poller
+from kit.errors import BadInput
+from kit.formats import load_plan, load_snapshot
+from kit.dashboard import views
+from kit.dashboard.poller import ROWS_KEPT, shared_poller
 
 NO_PLAN = "(no plan)"
 

@@ -18,10 +18,10 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from ..errors import BadInput
-from ..model import Cluster
-from ..throttle_loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
-from ..throttle_loop import reassignment_roles
+from kit.errors import BadInput
+from kit.model import Cluster
+from kit.throttle.loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
+from kit.throttle.loop import reassignment_roles
 
 # Throttle rows kept for new sessions: at 2 s per poll and a few dozen brokers, hours of history.
 ROWS_KEPT = 100_000
@@ -154,7 +154,7 @@ class State:
 
     version: int = 0
     updated: float | None = None  # wall seconds of the last poll
-    status: dict | None = None  # kit.execute.status, None without ZooKeeper
+    status: dict | None = None  # kit.cluster.zk.changes.status, None without ZooKeeper
     cluster: Cluster | None = None  # the cluster read from ZooKeeper (None: use the snapshot)
     cluster_version: int = 0
     history: tuple = ()  # (cluster clock s, bytes copied, copy rate bytes/s or None, wall s) of this reassignment
@@ -214,7 +214,7 @@ class Poller:
         self._facts: dict | None = None
         self._watch = LoopWatch(events) if events else None
         if samples:
-            from ..throttle_loop import SampleDirMetrics
+            from kit.throttle.loop import SampleDirMetrics
 
             # The newest samples only (the window is in sample time; a tiny one vanishes in float
             # rounding of epoch seconds): the chart shows what was measured, not a window's peak.
@@ -256,14 +256,14 @@ class Poller:
 
     def _zk_client(self):
         if self._client is None:
-            from ..zookeeper import connect
+            from kit.cluster.zk.layout import connect
 
             self._client = connect(self.zk, timeout=5.0, auth=self.zk_auth)
         return self._client
 
     def _throttle_rates(self, client, brokers) -> dict[int, dict[str, float]]:
         """Each broker's leader and follower throttle as set in ZooKeeper (bytes/s)."""
-        from ..throttle import FOLLOWER_RATE, LEADER_RATE
+        from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 
         out = {}
         for b in brokers:
@@ -302,8 +302,8 @@ class Poller:
         running, fresh = None, None
         if self.zk:
             try:
-                from ..execute import status as read_status
-                from ..zookeeper import read_cluster, read_sim_facts
+                from kit.cluster.zk.changes import status as read_status
+                from kit.cluster.zk.layout import read_cluster, read_sim_facts
 
                 client = self._zk_client()
                 if self._facts is None:

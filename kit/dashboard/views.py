@@ -4,7 +4,7 @@ Every function here takes plain data (a `Cluster`, an assignment, a status dict,
 records, a frame of throttle samples) and returns a pandas frame, a HoloViews element or a
 Panel pane, so each can be tested without a server or a browser and reused in a notebook.
 
-The per-broker figures are kit/figures.py's `broker_figures`, so the dashboard's
+The per-broker figures are kit/report/figures.py's `broker_figures`, so the dashboard's
 leaders, followers, degree and free storage are the numbers `kit plan` prints, to the byte.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import panel as pn
 
-from ..figures import broker_figures
-from ..model import Cluster
+from kit.report.figures import broker_figures
+from kit.model import Cluster
 
 # Colours chosen to survive a dim laptop screen at night: dark leader, light follower, and a
 # red that is only ever used for trouble.
@@ -579,7 +579,7 @@ def progress_view(status: dict | None, progress: dict | None = None, updated: st
     Parameters
     ----------
     status : dict or None
-        `kit.execute.status`'s dict (None when the source is a snapshot).
+        `kit.cluster.zk.changes.status`'s dict (None when the source is a snapshot).
     progress : dict, optional
         ``eta``'s dict.
     updated : str, optional

@@ -1,10 +1,10 @@
 """An availability zone is gone: re-place every replica it held on the other racks."""
 from __future__ import annotations
 
-from ..errors import BadInput
-from ..model import Cluster, Plan
-from .remove import evacuate
-from .select import resolve_brokers, select_partitions
+from kit.errors import BadInput
+from kit.model import Cluster, Plan
+from kit.plan.remove import evacuate
+from kit.plan.select import resolve_brokers, select_partitions
 
 
 def plan_az_loss(cluster: Cluster, rack: str, topics: str | None = None, exclude: str | None = None,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
-from ..errors import Unsafe
-from .workspace import Workspace
+from kit.errors import Unsafe
+from kit.plan.workspace import Workspace
 
 # Candidates looked at per move (in all, per topic, recently moved): wide enough on small
 # clusters for every pair of brokers to keep common partitions, narrow on large ones,

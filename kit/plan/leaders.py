@@ -1,10 +1,10 @@
 """Leadership and follower order only: no data moves."""
 from __future__ import annotations
 
-from ..model import Cluster, Plan
-from .leadership import balance_leadership
-from .select import broker_changes, finish, resolve_brokers, select_partitions
-from .workspace import Workspace
+from kit.model import Cluster, Plan
+from kit.plan.leadership import balance_leadership
+from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
+from kit.plan.workspace import Workspace
 
 
 def plan_leaders(cluster: Cluster, topics: str | None = None, exclude: str | None = None,

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .flow import bounded_assignment, soft_assignment, water_fill
-from .balance import LARGE
-from .exact_order import MAX_VARIABLES, best_order
-from .workspace import Workspace
+from kit.plan.flow import bounded_assignment, soft_assignment, water_fill
+from kit.plan.balance import LARGE
+from kit.plan.exact_order import MAX_VARIABLES, best_order
+from kit.plan.workspace import Workspace
 
 
 

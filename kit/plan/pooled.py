@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from ..model import Cluster, Plan
-from ..pools import Pool, topics_by_pool
-from .select import broker_changes
+from kit.model import Cluster, Plan
+from kit.plan.pools import Pool, topics_by_pool
+from kit.plan.select import broker_changes
 
 
 def plan_pooled(cluster: Cluster, pools: list[Pool], plan_one, action: str) -> Plan:

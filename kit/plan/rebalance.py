@@ -1,14 +1,14 @@
 """Balance replica counts in place with the fewest additions; scale-out is the same on new brokers."""
 from __future__ import annotations
 
-from ..model import Cluster, Plan
-from .balance import LARGE, balance_counts, exact_rebalance, place_orphans, small
-from .leadership import shortfall, balance_leadership, leader_figures
-from .storage import StorageBook, balance_storage, place_orphans_by_storage
-from .select import broker_changes, finish, resolve_brokers, select_partitions
-from .spare_copies import spend_copies_on_leadership
-from .topic_balance import topic_quotas
-from .workspace import Workspace
+from kit.model import Cluster, Plan
+from kit.plan.balance import LARGE, balance_counts, exact_rebalance, place_orphans, small
+from kit.plan.leadership import shortfall, balance_leadership, leader_figures
+from kit.plan.storage import StorageBook, balance_storage, place_orphans_by_storage
+from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
+from kit.plan.spare_copies import spend_copies_on_leadership
+from kit.plan.topic_balance import topic_quotas
+from kit.plan.workspace import Workspace
 
 
 def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brokers, ignore_warns) -> Plan:

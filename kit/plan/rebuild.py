@@ -1,13 +1,13 @@
 """topicmappr's `rebuild`: keep what can stay, re-place what must move, or build afresh."""
 from __future__ import annotations
 
-from ..errors import BadInput, Unsafe
-from ..model import Cluster, Plan
-from .balance import best_broker, place_orphans, set_replication
-from .leadership import balance_leadership
-from .storage import StorageBook, balance_storage, place_fresh_by_storage, place_orphans_by_storage
-from .select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
-from .workspace import Workspace
+from kit.errors import BadInput, Unsafe
+from kit.model import Cluster, Plan
+from kit.plan.balance import best_broker, place_orphans, set_replication
+from kit.plan.leadership import balance_leadership
+from kit.plan.storage import StorageBook, balance_storage, place_fresh_by_storage, place_orphans_by_storage
+from kit.plan.select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
+from kit.plan.workspace import Workspace
 
 
 def substitution_affinities(cluster: Cluster, leaving: list[int], new: list[int]) -> dict[int, int]:

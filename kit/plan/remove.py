@@ -1,13 +1,13 @@
 """Evacuate brokers: every replica they hold moves, balanced over the rest; nothing else moves."""
 from __future__ import annotations
 
-from ..errors import BadInput
-from ..model import Cluster, Plan
-from .balance import exact_evacuate, place_orphans
-from .leadership import balance_leadership, leader_figures, shortfall
-from .select import broker_changes, finish, resolve_brokers, select_partitions
-from .spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
-from .workspace import Workspace
+from kit.errors import BadInput
+from kit.model import Cluster, Plan
+from kit.plan.balance import exact_evacuate, place_orphans
+from kit.plan.leadership import balance_leadership, leader_figures, shortfall
+from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
+from kit.plan.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
+from kit.plan.workspace import Workspace
 
 
 def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: str, reason: str,

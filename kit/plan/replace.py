@@ -1,10 +1,10 @@
 """Replace brokers one for one: NEW takes OLD's replica slots, in the same positions."""
 from __future__ import annotations
 
-from ..errors import BadInput, Unsafe
-from ..model import Cluster, Plan
-from .select import broker_changes, finish, select_partitions
-from .workspace import Workspace
+from kit.errors import BadInput, Unsafe
+from kit.model import Cluster, Plan
+from kit.plan.select import broker_changes, finish, select_partitions
+from kit.plan.workspace import Workspace
 
 
 def plan_replace(cluster: Cluster, pairs: list[tuple[int, int]], topics: str | None = None,

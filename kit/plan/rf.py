@@ -1,11 +1,11 @@
 """Change the replication factor of the selected topics, adding or dropping only what the change needs."""
 from __future__ import annotations
 
-from ..model import Cluster, Plan
-from .balance import set_replication
-from .leadership import balance_leadership
-from .select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
-from .workspace import Workspace
+from kit.model import Cluster, Plan
+from kit.plan.balance import set_replication
+from kit.plan.leadership import balance_leadership
+from kit.plan.select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
+from kit.plan.workspace import Workspace
 
 
 def plan_rf(cluster: Cluster, replication: int, topics: str | None = None, exclude: str | None = None,

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from ..errors import BadInput
-from ..model import Cluster, Plan
-from .workspace import Workspace
+from kit.errors import BadInput
+from kit.model import Cluster, Plan
+from kit.plan.workspace import Workspace
 
 
 def _compile(pattern: str, flag: str) -> re.Pattern:

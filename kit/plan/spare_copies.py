@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .balance import _count_range
-from .exact_order import best_placement
-from .leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
+from kit.plan.balance import _count_range
+from kit.plan.exact_order import best_placement
+from kit.plan.leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
                          leader_figures, missed_targets, shortfall)
-from .workspace import Workspace
+from kit.plan.workspace import Workspace
 
 MAX_PARTITIONS = 5_000  # selected partitions: each try of the local search re-plans leadership
 # Selected partitions above which the integer program is not tried: up to 400 it took at

@@ -12,8 +12,8 @@ import bisect
 
 import numpy as np
 
-from ..errors import BadInput, Unsafe
-from .workspace import Workspace
+from kit.errors import BadInput, Unsafe
+from kit.plan.workspace import Workspace
 
 
 class StorageBook:

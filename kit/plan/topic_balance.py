@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
-from .balance import _count_range
-from .workspace import Workspace
+from kit.plan.balance import _count_range
+from kit.plan.workspace import Workspace
 
 _TIERS = 4  # the k-th unit away from a topic's even share costs min(k, _TIERS)
 _MOVE = 2 * _TIERS + 1

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BadInput, Unsafe
-from ..model import Cluster
+from kit.errors import BadInput, Unsafe
+from kit.model import Cluster
 
 
 class Workspace:

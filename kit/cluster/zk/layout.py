@@ -23,9 +23,9 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoAuthError,
 from kazoo.retry import KazooRetry
 from kazoo.security import make_acl
 
-from .errors import BadInput, Unsafe
-from .formats import cluster_from_snapshot, read_input
-from .model import Cluster
+from kit.errors import BadInput, Unsafe
+from kit.formats import cluster_from_snapshot, read_input
+from kit.model import Cluster
 
 _SPEC = re.compile(r"^(?P<hosts>[^/]+?)(?P<chroot>/.*)?$")
 
@@ -263,7 +263,7 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
     """Lay a cluster out in Kafka's znodes (topics, partition states, kafka-kit's metric znodes),
     as a ZooKeeper-mode Kafka would hold it. Live brokers' registrations go to the simulator's
     /kit/sim/brokers: /brokers/ids/N is ephemeral in Kafka, so only a live session can hold it
-    (kit.simbrokers does). Refuses a ZooKeeper that already holds a Kafka cluster."""
+    (kit.sim.brokers does). Refuses a ZooKeeper that already holds a Kafka cluster."""
     if client.exists("/brokers/topics") and _children(client, "/brokers/topics"):
         raise Unsafe("this ZooKeeper already holds Kafka topics; use an empty one or another chroot")
     client.ensure_path("/")

@@ -12,11 +12,11 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, RolledBackError
 
-from .errors import BadInput, Stuck, Unsafe
-from .formats import dumps, write_atomic
-from .model import Cluster
-from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
-from .zookeeper import LOST, Outage, read_cluster
+from kit.errors import BadInput, Stuck, Unsafe
+from kit.formats import dumps, write_atomic
+from kit.model import Cluster
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
+from kit.cluster.zk.layout import LOST, Outage, read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
 

@@ -1,5 +1,5 @@
 """The doctor's I/O: read the cluster (snapshot or ZooKeeper) and the metrics pipeline's
-replica traffic, then hand them to the pure `kit.doctor`.
+replica traffic, then hand them to the pure `kit.doctor.examine`.
 
 The metrics pipeline (issue 6) writes ``replica_traffic.parquet`` into its output directory
 with columns ``topic, partition, bytes_in, bytes_out`` (bytes/s). Partitions it does not
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import BadInput
+from kit.errors import BadInput
 
 TRAFFIC_FILE = "replica_traffic.parquet"
 _COLUMNS = ("topic", "partition", "bytes_in", "bytes_out")
@@ -48,10 +48,10 @@ def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: st
     if (snapshot is None) == (zk is None):
         raise BadInput("give exactly one of a snapshot file or a ZooKeeper connect string")
     if snapshot is not None:
-        from .formats import load_snapshot
+        from kit.formats import load_snapshot
 
         return load_snapshot(snapshot), None
-    from .zookeeper import read_cluster, session
+    from kit.cluster.zk.layout import read_cluster, session
 
     with session(zk, auth=zk_auth) as client:
         return read_cluster(client)
@@ -60,8 +60,8 @@ def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: st
 def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None = None,
         limit_in: float | None = None, limit_out: float | None = None, zk_auth: str | None = None,
         time: str | None = None) -> dict:
-    """Load, then `kit.doctor.examine`; see `kit.doctor.run`."""
-    from .doctor import examine
+    """Load, then `kit.doctor.examine.examine`; see `kit.doctor.examine.run`."""
+    from kit.doctor.examine import examine
 
     traffic = read_traffic(metrics) if metrics else None
     cluster, reassigning = load_cluster(snapshot, zk, zk_auth)
@@ -77,8 +77,8 @@ def apply_report(report: dict, zk: str, zk_auth: str | None = None, throttle: fl
                  rollback_out: str | None = None) -> dict:
     """Apply the report's plan through `kit apply`'s path (pre-flight, rollback file, throttles,
     then the reassignment). Raises `Unsafe` when pre-flight refuses."""
-    from .execute import apply_plan
-    from .zookeeper import session
+    from kit.cluster.zk.changes import apply_plan
+    from kit.cluster.zk.layout import session
 
     moves = report["plan"]["partitions"]
     with session(zk, auth=zk_auth) as client:

@@ -5,7 +5,7 @@ to every added replica. A wave is a set of such moves that Kafka runs at once; s
 plan into waves bounds how many moves each broker takes part in at a time (Cruise
 Control's default concurrency is 5 per broker). The duration estimate (`duration_report`)
 predicts the run kit makes, all at once with the auto-throttle (or a fixed throttle), with
-kit/estimate.py's model of the simulator's physics; the per-wave figures are simpler: each
+kit/report/estimate.py's model of the simulator's physics; the per-wave figures are simpler: each
 wave's busiest broker over its rate at the start.
 """
 from __future__ import annotations
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .autothrottle import Settings
-from .errors import BadInput
-from .estimate import predict
-from .model import Cluster, Plan
-from .traffic import broker_traffic as client_traffic
-from .traffic import leader_of, traffic_array
+from kit.throttle.decide import Settings
+from kit.errors import BadInput
+from kit.report.estimate import predict
+from kit.model import Cluster, Plan
+from kit.traffic import broker_traffic as client_traffic
+from kit.traffic import leader_of, traffic_array
 
 DEFAULT_MAX_MOVES_PER_BROKER = 5
 # kafka-kit's autothrottle never throttles replication below this; a broker whose NIC is
@@ -206,7 +206,7 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
     with ``lower_bound_s`` and the ``assumptions`` it rests on; ``seconds_all_at_once`` is the
     same figure (kept for older readers); the per-wave figures are each wave's busiest broker
     over its starting rate. `first_decision_s`: when the auto-throttle first decides (see
-    `kit.estimate.predict`).
+    `kit.report.estimate.predict`).
     """
     settings = settings or Settings()
     mode = "auto" if throttle in (None, "auto") else ("none" if throttle == "none" else float(throttle))

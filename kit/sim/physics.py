@@ -26,10 +26,10 @@ from itertools import chain
 
 import numpy as np
 
-from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
-from .errors import BadInput
-from .model import Cluster
-from .traffic import ClientTraffic, floor_traffic, layout, leader_of, member, pair_keys, partition_traffic
+from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
+from kit.errors import BadInput
+from kit.model import Cluster
+from kit.traffic import ClientTraffic, floor_traffic, layout, leader_of, member, pair_keys, partition_traffic
 
 # Simulated time starts here (events, metric samples), so runs give the same timestamps.
 SAMPLE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -234,7 +234,7 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
     """Run a plan's copies to completion; returns the figures of design.md's contract.
 
     `throttle` is None (no throttle), a rate in bytes/s for every broker, or "auto": kit's
-    auto-throttle (kit/autothrottle.py, unchanged) decides every `settings.interval` simulated
+    auto-throttle (kit/throttle/decide.py, unchanged) decides every `settings.interval` simulated
     seconds from the peak network of the last interval, and once more the moment the
     reassignment completes (the loop over ZooKeeper watches the reassignment znode for that).
     `client_load` None takes client traffic from the snapshot's bytes_in/bytes_out; a share F

@@ -11,10 +11,10 @@ import math
 import os
 import sys
 
-from . import __version__, validate
-from .errors import BadInput, Stuck, Unsafe
-from .formats import check_output, same_file
-from .progress import Progress
+from kit import __version__, validate
+from kit.errors import BadInput, Stuck, Unsafe
+from kit.formats import check_output, same_file
+from kit.progress import Progress
 
 EXAMPLES = """\
 examples:
@@ -230,7 +230,7 @@ def _add_snapshot_parser(sub) -> None:
 
 
 def cmd_snapshot(a) -> int:
-    from .formats import dumps, snapshot_doc, write_atomic
+    from kit.formats import dumps, snapshot_doc, write_atomic
 
     _writable("--out", a.out)
     cluster, reassigning = _read_zk(a.zk, a.zk_auth)
@@ -267,8 +267,8 @@ def _run_again(client, moves, what: str, plan: str, zk: str, rollback_out: str |
     so, when the plan's reassignment already runs (nothing written) or the plan is already in
     place (nothing started; throttles left without a reassignment cleared). Unsafe when it runs
     but the rollback file asked for was never written: that assignment can no longer be read."""
-    from . import execute
-    from .formats import load_plan
+    from kit.cluster.zk import changes as execute
+    from kit.formats import load_plan
 
     state = execute.plan_progress(client, moves)
     if state == "running":
@@ -296,9 +296,9 @@ def _run_again(client, moves, what: str, plan: str, zk: str, rollback_out: str |
 
 
 def cmd_apply(a) -> int:
-    from .execute import apply_plan
-    from .formats import load_plan
-    from .zookeeper import session
+    from kit.cluster.zk.changes import apply_plan
+    from kit.formats import load_plan
+    from kit.cluster.zk.layout import session
 
     if a.rollback_out:
         _writable("--rollback-out", a.rollback_out, plan=a.plan)
@@ -344,15 +344,15 @@ def _add_operation_parsers(sub) -> None:
 
 
 def _with_zk(spec, fn, auth=None):
-    from .zookeeper import session
+    from kit.cluster.zk.layout import session
 
     with session(spec, auth=auth) as client:
         return fn(client)
 
 
 def cmd_operation(a) -> int:
-    from . import execute
-    from .formats import load_plan
+    from kit.cluster.zk import changes as execute
+    from kit.formats import load_plan
 
     if a.command == "verify":
         moves = load_plan(a.plan) if a.plan else None
@@ -465,19 +465,19 @@ def _auto_throttle_options(p) -> None:
 
 
 def _throttle_settings(a):
-    from .autothrottle import Settings
+    from kit.throttle.decide import Settings
 
     return Settings(interval=a.interval, share=a.share, minimum=a.min_rate, change_threshold=a.change_threshold,
                     stale_intervals=a.stale_intervals)
 
 
 def cmd_simulate(a) -> int:
-    from .formats import dumps, load_plan, load_snapshot, write_atomic
-    from .sim import simulate
-    from .waves import human_duration
+    from kit.formats import dumps, load_plan, load_snapshot, write_atomic
+    from kit.sim.physics import simulate
+    from kit.report.waves import human_duration
 
-    from .events import EventLog
-    from .throttle_loop import load_cap_map
+    from kit.events import EventLog
+    from kit.throttle.loop import load_cap_map
 
     try:
         throttle = a.throttle if a.throttle in ("auto", "none") else _bytes_per_second(a.throttle)
@@ -552,10 +552,10 @@ def _add_sim_parser(sub) -> None:
 
 
 def cmd_sim(a) -> int:
-    from .formats import dumps, load_snapshot, write_atomic
-    from .simbrokers import start_holder, stop_holder
-    from .simcontroller import kill_broker, revive_broker, run
-    from .zookeeper import write_cluster
+    from kit.formats import dumps, load_snapshot, write_atomic
+    from kit.sim.brokers import start_holder, stop_holder
+    from kit.sim.controller import kill_broker, revive_broker, run
+    from kit.cluster.zk.layout import write_cluster
 
     if a.sim_command == "kill":
         led = _with_zk(a.zk, lambda c: kill_broker(c, a.broker), a.zk_auth)
@@ -646,7 +646,7 @@ def _add_throttle_parser(sub) -> None:
 
 
 def cmd_throttle(a) -> int:
-    from . import throttle_loop
+    from kit.throttle import loop as throttle_loop
 
     if a.throttle_command == "set":
         _with_zk(a.zk, lambda c: throttle_loop.set_override(c, a.rate, a.broker, a.autoremove), a.zk_auth)
@@ -660,7 +660,7 @@ def cmd_throttle(a) -> int:
     import signal
     import threading
 
-    from .events import EventLog
+    from kit.events import EventLog
 
     settings, cap_map = _throttle_settings(a), throttle_loop.load_cap_map(a.cap_map)
     if a.events:
@@ -704,7 +704,7 @@ def _add_run_parser(sub) -> None:
 
 
 def cmd_run(a) -> int:
-    from . import runbook
+    from kit.runbook import runner as runbook
 
     if not a.name:
         for name in runbook.available():
@@ -715,7 +715,7 @@ def cmd_run(a) -> int:
         return 0
     code, record = runbook.run(a.name, [tuple(x) for x in a.parameter], a.parameters_file, a.record_dir,
                                a.hide_input, a.timeout)
-    from .runbook_steps import outcome_line  # the outcome with its fail-safe caveat, as the headline says it
+    from kit.runbook.steps import outcome_line  # the outcome with its fail-safe caveat, as the headline says it
 
     print(f"{a.name}: {outcome_line(record)}" + (f" ({record['reason']})" if record.get("reason") else ""))
     for key in ("notebook", "html"):
@@ -741,7 +741,7 @@ def _add_zk_parser(sub) -> None:
 
 
 def cmd_zk(a) -> int:
-    from . import localzk
+    from kit.cluster.zk import server as localzk
 
     if a.zk_command == "start":
         z = localzk.start(a.port, a.data)
@@ -787,7 +787,7 @@ def _add_metrics_parser(sub) -> None:
 
 
 def cmd_metrics(a) -> int:
-    from . import metrics
+    from kit.metrics import edge as metrics
 
     if a.snapshot_out:
         _writable("--snapshot-out", a.snapshot_out, snapshot_in=a.snapshot_in)
@@ -816,8 +816,8 @@ def cmd_metrics(a) -> int:
     return 0
 
 
-from .doctor_cli import add_doctor_parser as _add_doctor_parser, cmd_doctor  # noqa: E402  (kit doctor)
-from .dashboard_cli import add_dashboard_parser as _add_dashboard_parser, cmd_dashboard  # noqa: E402,E501
+from kit.cli.doctor import add_doctor_parser as _add_doctor_parser, cmd_doctor  # noqa: E402  (kit doctor)
+from kit.cli.dashboard import add_dashboard_parser as _add_dashboard_parser, cmd_dashboard  # noqa: E402,E501
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -841,7 +841,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _make_plan(a, progress=None):
-    from .formats import load_snapshot
+    from kit.formats import load_snapshot
 
     if progress is not None:
         progress.stage(f"reading {a.snapshot}" if a.snapshot else "reading the cluster from ZooKeeper")
@@ -854,13 +854,13 @@ def _make_plan(a, progress=None):
 
 
 def _read_zk(spec: str, auth: str | None = None):
-    from .zookeeper import read_cluster
+    from kit.cluster.zk.layout import read_cluster
 
     return _with_zk(spec, read_cluster, auth)
 
 
 def _make_plan_for(a, cluster):
-    from . import plan as planners
+    from kit import plan as planners
 
     common = dict(topics=a.topics, exclude=a.exclude_topics)
     if a.action == "replace":
@@ -909,8 +909,8 @@ def _check_outputs(a) -> None:
 
 
 def _make_pooled_plan(a, cluster):
-    from .plan.pooled import plan_pooled
-    from .pools import load_pools
+    from kit.plan.pooled import plan_pooled
+    from kit.plan.pools import load_pools
 
     pools = load_pools(a.pools)
 
@@ -921,10 +921,10 @@ def _make_pooled_plan(a, cluster):
 
 
 def cmd_plan(a) -> int:
-    from .autothrottle import Settings
-    from .figures import plan_report, refuse_problems, summary_text
-    from .formats import dumps, plan_text, write_atomic
-    from .waves import duration_report, moves_of, split_waves, wave_documents
+    from kit.throttle.decide import Settings
+    from kit.report.figures import plan_report, refuse_problems, summary_text
+    from kit.formats import dumps, plan_text, write_atomic
+    from kit.report.waves import duration_report, moves_of, split_waves, wave_documents
 
     _check_outputs(a)
     with Progress("kit plan") as progress:  # stderr, and only when it takes a while
@@ -966,7 +966,7 @@ def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
         if getattr(a, "zk_auth_file", None):
-            from .zookeeper import read_auth_file
+            from kit.cluster.zk.layout import read_auth_file
 
             a.zk_auth = read_auth_file(a.zk_auth_file)
         if a.command == "plan":

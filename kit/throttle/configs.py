@@ -1,6 +1,6 @@
 """Replication throttle arithmetic: which replicas and brokers a reassignment throttles.
 
-Pure: the ZooKeeper writes live in kit/execute.py. The shapes follow Kafka's own
+Pure: the ZooKeeper writes live in kit/cluster/zk/changes.py. The shapes follow Kafka's own
 reassignment tool: on each moving topic, `leader.replication.throttled.replicas` lists
 the partition's current replicas (the sources) and `follower.replication.throttled.replicas`
 the replicas being added (the destinations), as "partition:broker" pairs; every broker
@@ -8,7 +8,7 @@ taking part gets both rate keys.
 """
 from __future__ import annotations
 
-from .model import Cluster
+from kit.model import Cluster
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"

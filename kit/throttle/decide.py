@@ -1,4 +1,4 @@
-"""The auto-throttle's decisions: pure arithmetic, no I/O (the loop is kit/throttle_loop.py).
+"""The auto-throttle's decisions: pure arithmetic, no I/O (the loop is kit/throttle/loop.py).
 
 Every interval the loop hands `AutoThrottle.decide` who takes part in the running
 reassignment (sources: the partitions' leaders; destinations: the replicas still copying),
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import BadInput
-from .events import event
+from kit.errors import BadInput
+from kit.events import event
 
 LEADER, FOLLOWER = "leader", "follower"
 

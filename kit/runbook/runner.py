@@ -18,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from .errors import BadInput
-from .formats import dumps, load_yaml, write_atomic
-from .runbook_steps import RUNBOOKS, record_notebook
+from kit.errors import BadInput
+from kit.formats import dumps, load_yaml, write_atomic
+from kit.runbook.steps import RUNBOOKS, record_notebook
 
 _TYPES = {"bool": bool, "int": int, "float": (int, float), "str": str, "dict": dict, "list": list}
 RESERVED = ("record_path",)

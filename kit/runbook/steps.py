@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from .errors import BadInput, Unsafe
-from .events import read_events
-from .formats import dumps, load_snapshot, write_atomic
-from .model import Cluster, Plan
+from kit.errors import BadInput, Unsafe
+from kit.events import read_events
+from kit.formats import dumps, load_snapshot, write_atomic
+from kit.model import Cluster, Plan
 
-RUNBOOKS = Path(__file__).resolve().parent.parent / "runbooks"
+RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 # The simulated clusters are gen_cluster.py's; their brokers are instance type "standard", 125 MB/s.
 SIMULATED_CAP_MAP = {"*": 125}
 
@@ -115,7 +115,7 @@ class Environment:
         """The cluster as ZooKeeper has it now, and the reassignment in flight."""
         import dataclasses
 
-        from .zookeeper import read_cluster, read_sim_facts
+        from kit.cluster.zk.layout import read_cluster, read_sim_facts
 
         with _client(self) as c:
             cluster, running = read_cluster(c)
@@ -134,8 +134,8 @@ class Environment:
 
     def close(self) -> None:
         if self.zk_data:
-            from . import localzk
-            from .simbrokers import stop_holder
+            from kit.cluster.zk import server as localzk
+            from kit.sim.brokers import stop_holder
 
             with contextlib.suppress(Exception), _client(self) as c:
                 stop_holder(c)
@@ -144,7 +144,7 @@ class Environment:
 
 
 def _client(env: Environment):
-    from .zookeeper import session
+    from kit.cluster.zk.layout import session
 
     return session(env.zk)
 
@@ -152,9 +152,9 @@ def _client(env: Environment):
 def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None = None) -> Environment:
     """Connect to `zk`, or (empty `zk`) start a local ZooKeeper holding a simulated cluster in
     the given situation (runbooks/clusters/<situation>.json) with its brokers running."""
-    from . import localzk
-    from .simbrokers import start_holder
-    from .zookeeper import write_cluster
+    from kit.cluster.zk import server as localzk
+    from kit.sim.brokers import start_holder
+    from kit.cluster.zk.layout import write_cluster
 
     os.makedirs(workdir, exist_ok=True)
     if zk:
@@ -180,7 +180,7 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
 def per_broker(cluster: Cluster, after: Cluster | None = None) -> tuple[dict, dict | None]:
     """kit's per-broker figures (`figures.broker_figures`: leaders, followers, replicas, free
     storage) now, and after a plan when given; the live brokers are the targets."""
-    from .figures import broker_figures
+    from kit.report.figures import broker_figures
 
     targets = cluster.live_ids or sorted(cluster.brokers)
     now = broker_figures(cluster, None, targets)
@@ -416,9 +416,9 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     and the auto-throttle's interval in cluster seconds (`loop_interval`); on a real cluster the
     partitions' own traffic figures and a 30 s interval.
     """
-    from .autothrottle import Settings
-    from .figures import plan_report, refuse_problems, summary_text
-    from .waves import duration_lines, duration_report, moves_of, split_waves
+    from kit.throttle.decide import Settings
+    from kit.report.figures import plan_report, refuse_problems, summary_text
+    from kit.report.waves import duration_lines, duration_report, moves_of, split_waves
 
     report = plan_report(plan)
     try:
@@ -476,7 +476,7 @@ def rollback_path(env: Environment) -> str:
 
 def preview_text(record: Record | None, env: Environment | None) -> str:
     """What Apply will do: partitions, bytes, the estimate, and the rollback file."""
-    from .waves import human_duration
+    from kit.report.waves import human_duration
 
     plan = (record.doc.get("plan") if record is not None else None) or {}
     parts = [f"{plan['partitions']:,} partition(s)"] if plan.get("partitions") is not None else []
@@ -656,9 +656,9 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     real cluster: a samples directory, a `kit metrics` directory, or "znode" (kafka-kit's
     brokermetrics); on the simulated cluster, the simulator's samples.
     """
-    from . import execute
-    from .autothrottle import Settings
-    from .sim import SAMPLE_EPOCH
+    from kit.cluster.zk import changes as execute
+    from kit.throttle.decide import Settings
+    from kit.sim.physics import SAMPLE_EPOCH
 
     moves = plan.reassignment()["partitions"] if isinstance(plan, Plan) else list(plan)
     if not moves:
@@ -789,7 +789,7 @@ def progress_line(st: dict, total: int, elapsed: float, cluster_s: float | None 
     """'[####....] 42.0%  600.1 GB left in 87 partition(s), 61.2 MB/s, ETA 3h 10m'. The rate and
     the ETA are on the cluster's clock: `cluster_s` seconds of it since apply (the simulated
     controller's, from its latest sample), else the wall clock's `elapsed`."""
-    from .waves import human_duration
+    from kit.report.waves import human_duration
 
     left = st["bytes_left"]
     share = 1 - left / total if total else 1.0
@@ -805,7 +805,7 @@ def progress_line(st: dict, total: int, elapsed: float, cluster_s: float | None 
 def simulated_now(samples_dir: str) -> float:
     """The simulated controller's clock (seconds since it picked the plan up), from the name of
     its latest replica sample (<UTC stamp>.jsonl); 0 before the first."""
-    from .sim import SAMPLE_EPOCH
+    from kit.sim.physics import SAMPLE_EPOCH
 
     try:
         names = [n for n in os.listdir(os.path.join(samples_dir, "replica")) if n.endswith(".jsonl")]
@@ -849,7 +849,7 @@ def throttle_chart(result: ChangeResult):
     a line; the fail-safe (minimum) rate is marked."""
     from matplotlib.ticker import FuncFormatter
 
-    from .autothrottle import Settings
+    from kit.throttle.decide import Settings
 
     curves, start, end, own = _throttle_series(result)
     if not curves:
@@ -1055,7 +1055,7 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     minimum before the first decision) until a higher rate, a `clear`, `done`, or `end`. With
     `failsafe_only`, only the fail-safe proper counts (metrics missing or stale). Returns
     {"seconds": time any broker was held, "brokers": {broker: seconds}, "rate": bytes/s}."""
-    from .autothrottle import Settings
+    from kit.throttle.decide import Settings
 
     floor = Settings().minimum if minimum is None else minimum
     events = [e for e in read_events(events_path) if e.get("source") == "throttle"]
@@ -1127,7 +1127,7 @@ def _union(spans: list) -> float:
 def outcome_line(record: dict) -> str:
     """The outcome with its caveat: 'succeeded (with 2h 47m at the 10 MB/s fail-safe on
     brokers 1001, 1002)'."""
-    from .waves import human_duration
+    from kit.report.waves import human_duration
 
     line = record.get("outcome") or "running"
     floor = (record.get("timing") or {}).get("failsafe") or {}
@@ -1138,7 +1138,7 @@ def outcome_line(record: dict) -> str:
 
 
 def _headline_rows(record: dict) -> list[tuple[str, str]]:
-    from .waves import human_duration
+    from kit.report.waves import human_duration
 
     plan, change, timing = record.get("plan") or {}, record.get("change") or {}, record.get("timing") or {}
     rows = [("outcome", outcome_line(record)), ("why", record.get("reason") or "")]
@@ -1243,7 +1243,7 @@ def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, h
     where = record.get("json") or ""
     cell = nbformat.v4.new_code_cell(
         f"# The record's headline, filled in from the JSON record when the run ended.\n"
-        f"from kit.runbook_steps import headline\nheadline({where!r})" if where else "# The record's headline.")
+        f"from kit.runbook.steps import headline\nheadline({where!r})" if where else "# The record's headline.")
     cell.metadata.update(tags=[HEADLINE_TAG], jupyter={"source_hidden": True})
     cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": head._repr_html_(),
                                                                   "text/plain": head.text()})]
@@ -1259,7 +1259,7 @@ def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, h
 def replacement_pairs(cluster: Cluster, replace: str, checks: Checks) -> list[tuple[int, int]]:
     """The OLD:NEW pairs (given, or each dead broker with an empty live broker), checked:
     OLD holds replicas, NEW is live and empty, and in OLD's rack when that is known."""
-    from .plan.replace import pair_dead_with_new
+    from kit.plan.replace import pair_dead_with_new
 
     try:
         if replace:

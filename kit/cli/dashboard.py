@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import BadInput
+from kit.errors import BadInput
 
 EXAMPLE = ("KIT_DASHBOARD_AUTH=oncall:s3cret kit dashboard --zk 127.0.0.1:2181/kafka --plan plan.json "
            "--events build/events.jsonl --samples build/samples --metrics build/metrics --records records")
@@ -17,7 +17,7 @@ AUTH_ENV = "KIT_DASHBOARD_AUTH"
 
 def add_dashboard_parser(sub) -> None:
     """Register `kit dashboard` on the `kit` command's subparsers."""
-    from .cli import _command, _rate, _whole, _zk_auth_option
+    from kit.cli import _command, _rate, _whole, _zk_auth_option
 
     p = _command(sub, "dashboard", "serve the Panel dashboard (distribution, live throttles, progress, events)",
                  "Serve one page for an incident: brokers grouped by rack (leaders, followers, free storage, "
@@ -80,17 +80,17 @@ def cmd_dashboard(a) -> int:
     _folder("--samples", a.samples)
     _folder("--records", a.records)
     _folder("--metrics", a.metrics)
-    from .throttle_loop import load_cap_map
+    from kit.throttle.loop import load_cap_map
 
     cap_map = load_cap_map(a.cap_map)
     try:
-        from .dashboard import app
+        from kit.dashboard import app
     except ImportError as e:
         raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
-    from .formats import load_snapshot
+    from kit.formats import load_snapshot
 
     if a.zk:
-        from .zookeeper import read_cluster, session
+        from kit.cluster.zk.layout import read_cluster, session
 
         with session(a.zk, timeout=5.0, auth=a.zk_auth) as client:
             cluster, _ = read_cluster(client)

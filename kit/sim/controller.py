@@ -3,7 +3,7 @@
 It plays the part of a ZooKeeper-mode Kafka controller for what kit touches: it picks up
 /admin/reassign_partitions, marks the partitions as Kafka does (KIP-455 `adding_replicas` /
 `removing_replicas`, the replica list the union of old and new), copies bytes from each
-partition's leader at the rates kit/sim.py's physics allow (the broker throttles found in
+partition's leader at the rates kit/sim/physics.py's physics allow (the broker throttles found in
 /config/brokers, within the NIC left over by client traffic), adds each new replica to the ISR
 when it has every byte, then writes the target replica list, elects the preferred leader when
 it is in sync, drops the removed replicas, and deletes the znode when all partitions are
@@ -35,7 +35,7 @@ what was copied since the last record, and its clock goes on from the record, so
 the conservative choice, since kit cannot know better, and `completion_s` then counts from
 the restarted controller's own pickup. `run` rides out ZooKeeper going away as a broker does:
 kazoo reconnects (in a new session if the old one expired; the holder of the simulated
-brokers registers them again, kit/simbrokers.py), the controller reads the reassignment
+brokers registers them again, kit/sim/brokers.py), the controller reads the reassignment
 again from the znodes (its writes may have been cut short) keeping the progress it knows,
 and goes on; the cluster's clock stands still meanwhile. After `patience` seconds without
 ZooKeeper it stops with one line.
@@ -52,13 +52,13 @@ from datetime import timedelta
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError
 
-from .errors import BadInput
-from .execute import ELECTION, REASSIGN
-from .simbrokers import DEAD, holder_running
-from .sim import SAMPLE_EPOCH, STEP, Flow, client_factor, fair_rates
-from .throttle import FOLLOWER_RATE, LEADER_RATE
-from .traffic import ClientTraffic, partition_traffic
-from .zookeeper import LOST, Outage, drop_sim_progress, read_cluster, read_sim_facts, read_sim_progress, write_sim_progress
+from kit.errors import BadInput
+from kit.cluster.zk.changes import ELECTION, REASSIGN
+from kit.sim.brokers import DEAD, holder_running
+from kit.sim.physics import SAMPLE_EPOCH, STEP, Flow, client_factor, fair_rates
+from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
+from kit.traffic import ClientTraffic, partition_traffic
+from kit.cluster.zk.layout import LOST, Outage, drop_sim_progress, read_cluster, read_sim_facts, read_sim_progress, write_sim_progress
 
 DEFAULT_NIC = 125e6  # bytes/s, for brokers seeded without a net_capacity
 # Replication keeps at least this share of a NIC whose clients take the rest (no copy stalls).

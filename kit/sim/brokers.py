@@ -4,7 +4,7 @@ A Kafka broker registers itself with an ephemeral znode that lives exactly as lo
 broker's ZooKeeper session; when the broker dies the node vanishes, and that is how the
 controller and every tool (kit included) learn it is gone. The simulator does the same:
 `kit sim seed` writes each broker's registration to /kit/sim/brokers/N (the simulator's own
-record, not a Kafka path) and starts one background process, `python -m kit.simbrokers`,
+record, not a Kafka path) and starts one background process, `python -m kit.sim.brokers`,
 that holds the ephemeral /brokers/ids/N nodes in its session. `kit sim kill` marks a broker
 in /kit/sim/dead and deletes its node; `kit sim revive` clears the mark and the holder
 registers it again; `kit sim stop` takes every broker down at once, as a cluster that loses
@@ -27,8 +27,8 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from .errors import BadInput
-from .zookeeper import Outage, connect
+from kit.errors import BadInput
+from kit.cluster.zk.layout import Outage, connect
 
 REGISTRATIONS = "/kit/sim/brokers"
 DEAD = "/kit/sim/dead"
@@ -105,7 +105,7 @@ def start_holder(spec: str, auth: str | None = None, timeout: float = 20.0, pati
     env = dict(os.environ)
     if auth:
         env["KIT_ZK_AUTH"] = auth  # through the environment, never the command line (ps shows it)
-    proc = subprocess.Popen([sys.executable, "-m", "kit.simbrokers", spec, str(patience)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "kit.sim.brokers", spec, str(patience)], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     client = connect(spec, auth=auth)
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         client.stop()  # closes the session: every /brokers/ids node it held disappears at once
         client.close()
     if not held:
-        sys.stderr.write(f"kit.simbrokers: ZooKeeper unreachable for {patience:.0f} s; the simulated brokers are "
+        sys.stderr.write(f"kit.sim.brokers: ZooKeeper unreachable for {patience:.0f} s; the simulated brokers are "
                          "down\n")
         return 2
     return 0

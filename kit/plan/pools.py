@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import validate
-from .errors import BadInput
-from .formats import load_yaml
-from .model import Cluster
+from kit import validate
+from kit.errors import BadInput
+from kit.formats import load_yaml
+from kit.model import Cluster
 
 
 @dataclass(frozen=True)

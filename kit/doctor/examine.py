@@ -20,15 +20,15 @@ replicas − 1)``.
 
 Everything here is pure: a cluster and traffic in, a report (a dict) and a plan out.
 Reading ZooKeeper, snapshots and the metrics pipeline's Parquet lives in
-``kit.doctor_io``; :func:`run` is the one-call entry point for notebooks.
+``kit.doctor.load``; :func:`run` is the one-call entry point for notebooks.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import BadInput, Unsafe
-from .events import event, utc_now
-from .model import Cluster, Plan
+from kit.errors import BadInput, Unsafe
+from kit.events import event, utc_now
+from kit.model import Cluster, Plan
 
 __all__ = ["PARTITIONS_PER_BROKER_GUIDANCE", "broker_loads", "current_leader", "diagnose", "examine",
            "report_text", "run"]
@@ -249,7 +249,7 @@ def heal(cluster: Cluster, dead: list[int]) -> Plan:
     leadership and failover, which moves no data. The live brokers are the targets. Raises
     `Unsafe` or `BadInput` (from the planner) when no rack-safe placement exists.
     """
-    from .plan.remove import evacuate  # the planner package is pure too; imported when needed
+    from kit.plan.remove import evacuate  # the planner package is pure too; imported when needed
 
     every = list(range(len(cluster.partitions)))
     return evacuate(cluster, cluster.live_ids, every, "heal", "replica on a dead broker", removed=sorted(set(dead)))
@@ -578,7 +578,7 @@ def examine(cluster: Cluster, traffic: Traffic | None = None, limit_in: float | 
         except (Unsafe, BadInput) as e:
             return alert(f"dead broker(s) {','.join(map(str, dead))}: no confident healing plan ({e})",
                          [str(e)], dead)
-        from .figures import plan_report
+        from kit.report.figures import plan_report
 
         figs = plan_report(plan)
         if figs["problem_count"]:
@@ -720,7 +720,7 @@ def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None 
     >>> report = run(snapshot="cluster.json")          # doctest: +SKIP
     >>> print(report_text(report))                      # doctest: +SKIP
     """
-    from . import doctor_io  # I/O (ZooKeeper, pandas) stays out of this module's import
+    from kit import doctor_io  # I/O (ZooKeeper, pandas) stays out of this module's import
 
     return doctor_io.run(snapshot=snapshot, zk=zk, metrics=metrics, limit_in=limit_in, limit_out=limit_out,
                          zk_auth=zk_auth, time=time)

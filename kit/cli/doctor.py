@@ -1,4 +1,4 @@
-"""`kit doctor`: the command-line face of `kit.doctor` (parse, run, print, write, exit code).
+"""`kit doctor`: the command-line face of `kit.doctor.examine` (parse, run, print, write, exit code).
 
 Exit codes: 0 healthy, healing or balancing plan made (or a reassignment to wait for);
 2 bad input; 3 `--apply` refused by pre-flight; 4 an alert (no plan, nothing written but
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from .errors import BadInput
+from kit.errors import BadInput
 
 EXAMPLE = ("kit doctor --zk 127.0.0.1:2181/kafka --metrics build/metrics --out heal.json "
            "--events build/events.jsonl")
@@ -24,7 +24,7 @@ def _plan_text(doc: dict) -> str:
 
 def add_doctor_parser(sub) -> None:
     """Register `kit doctor` on the `kit` command's subparsers."""
-    from .cli import _command, _rate, _whole, _zk_auth_option
+    from kit.cli import _command, _rate, _whole, _zk_auth_option
 
     p = _command(sub, "doctor", "health report; heal dead-broker damage, balance network load, or alert",
                  "Report dead brokers, under-replicated partitions with their reasons, brokers over their "
@@ -54,11 +54,11 @@ def add_doctor_parser(sub) -> None:
 
 def cmd_doctor(a) -> int:
     """Run the doctor for parsed arguments `a`; returns the exit code."""
-    from . import doctor_io
-    from .cli import _writable
-    from .doctor import report_text
-    from .events import EventLog, event, utc_now
-    from .formats import write_atomic
+    from kit.doctor import load as doctor_io
+    from kit.cli import _writable
+    from kit.doctor.examine import report_text
+    from kit.events import EventLog, event, utc_now
+    from kit.formats import write_atomic
 
     if a.apply and not a.zk:
         raise BadInput("--apply needs --zk (a snapshot file cannot be changed)")

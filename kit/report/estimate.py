@@ -1,9 +1,9 @@
 """The duration estimate: what `kit simulate` (and the runbook's run) will take, predicted fast.
 
-A fluid model of kit/sim.py's physics, run the way kit runs a plan: every copy starts at once;
+A fluid model of kit/sim/physics.py's physics, run the way kit runs a plan: every copy starts at once;
 client traffic per broker is kit/traffic.py's model (a new replica carries its partition's
 traffic once it joins the ISR; a finished partition drops its removed replicas and is led by
-its first replica); the brokers' caps come from kit's auto-throttle (kit/autothrottle.py,
+its first replica); the brokers' caps come from kit's auto-throttle (kit/throttle/decide.py,
 the same decisions: every interval, from the peak of the last interval, rate =
 max(share x (capacity - client traffic), minimum), tx for sources and rx for destinations,
 changes under the threshold skipped) or from a fixed throttle; copies share the caps max-min
@@ -19,11 +19,11 @@ import math
 
 import numpy as np
 
-from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
-from .errors import BadInput
-from .model import Cluster
-from .sim import bytes_per_broker, copy_arrays, flow_arrays, lower_bound, pair_rates
-from .traffic import ClientTraffic, broker_traffic, traffic_array
+from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
+from kit.errors import BadInput
+from kit.model import Cluster
+from kit.sim.physics import bytes_per_broker, copy_arrays, flow_arrays, lower_bound, pair_rates
+from kit.traffic import ClientTraffic, broker_traffic, traffic_array
 
 MAX_EVENTS = 1500  # rate recomputations for copies finishing; past this, copies finish in groups
 MAX_DECISIONS = 5000  # auto-throttle rounds modelled; past this, the rounds are modelled further apart

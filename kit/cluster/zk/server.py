@@ -14,7 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from .errors import BadInput, Unsafe
+from kit.errors import BadInput, Unsafe
 
 _CONFIG = """\
 tickTime=2000

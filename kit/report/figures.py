@@ -19,9 +19,9 @@ from operator import attrgetter
 
 import numpy as np
 
-from .errors import Unsafe
-from .model import Cluster, Plan
-from .waves import duration_lines
+from kit.errors import Unsafe
+from kit.model import Cluster, Plan
+from kit.report.waves import duration_lines
 
 __all__ = ["assignment_figures", "broker_figures", "movement_figures", "plan_report", "refuse_problems", "summary_text"]
 

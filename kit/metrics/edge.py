@@ -16,7 +16,7 @@ import time
 import warnings
 from typing import Any
 
-from .errors import BadInput
+from kit.errors import BadInput
 
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -314,7 +314,7 @@ def _write_parquet(path: str, rows: list[dict], columns: list[tuple[str, str]]) 
 
 def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
     """Write the four outputs into `out_dir` (created if needed); the paths written."""
-    from .formats import write_atomic
+    from kit.formats import write_atomic
 
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, n) for n in ("partition_meta.json", "broker_metrics.json",
@@ -328,7 +328,7 @@ def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
 
 def write_znodes(client, figures: dict[str, Any]) -> None:
     """kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, created or replaced."""
-    from .zookeeper import _compact
+    from kit.cluster.zk.layout import _compact
 
     client.ensure_path("/topicmappr")
     for path, doc in (("/topicmappr/partitionmeta", figures["partition_meta"]),
@@ -373,7 +373,7 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
         if progress is not None:
             progress.stage(name)
 
-    from .formats import dumps, load_snapshot, snapshot_doc, write_atomic
+    from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
 
     check_spark_options(master, driver_memory)
     window_s = parse_window(window)
@@ -389,7 +389,7 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
     doc = snapshot_doc(load_snapshot(snapshot_in)) if snapshot_in else None
     client = None
     if zk:
-        from .zookeeper import connect
+        from kit.cluster.zk.layout import connect
 
         client = connect(zk, auth=zk_auth)
     try:
@@ -435,7 +435,7 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
 
     from spark.metrics_jobs import BROKER_REQUIRED, BROKER_SCHEMA, CORRUPT, broker_rate_windows, typed_samples
 
-    from .formats import write_atomic
+    from kit.formats import write_atomic
 
     window_s = parse_window(window)
     if not os.path.isdir(broker_path):

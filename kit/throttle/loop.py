@@ -1,6 +1,6 @@
 """`kit throttle`: the auto-throttle's loop over ZooKeeper, its metric sources and overrides.
 
-The decisions are kit/autothrottle.py's (pure); this module reads who takes part in the
+The decisions are kit/throttle/decide.py's (pure); this module reads who takes part in the
 running reassignment, reads the brokers' network from one of the metric sources, applies
 the rates through the same ZooKeeper writes as `kit apply` (broker rates, topic replica
 lists, a /config/changes notification each), and writes every decision to the events log.
@@ -24,13 +24,13 @@ from datetime import datetime, timezone
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError
 
-from . import validate
-from .autothrottle import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
-from .errors import BadInput
-from .events import EventLog, event, utc_now
-from .execute import REASSIGN, children_or_none, merge_configs, remove_config_keys
-from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from .zookeeper import LOST, Outage, read_cluster
+from kit import validate
+from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
+from kit.errors import BadInput
+from kit.events import EventLog, event, utc_now
+from kit.cluster.zk.changes import REASSIGN, children_or_none, merge_configs, remove_config_keys
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from kit.cluster.zk.layout import LOST, Outage, read_cluster
 
 OVERRIDES = "/autothrottle/override_rate"
 _ROLE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
@@ -204,7 +204,7 @@ class ZnodeMetrics:
         self.client, self.clock = client, clock
 
     def read(self, brokers) -> dict[int, NetSample]:
-        from .zookeeper import _json
+        from kit.cluster.zk.layout import _json
 
         try:
             raw, stat = self.client.get(self.PATH)

@@ -1,0 +1,1 @@
+"""The doctor: examine (pure decisions) and load (reading the cluster)."""

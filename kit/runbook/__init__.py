@@ -1,0 +1,1 @@
+"""Runbooks: the runner (`kit run`) and the steps the notebooks call."""
