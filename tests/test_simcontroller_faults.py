@@ -333,9 +333,11 @@ def test_kit_sim_run_and_its_brokers_ride_out_a_zookeeper_restart(snapshots, tmp
                     for pid in (holder, sim.pid):
                         os.kill(pid, signal.SIGSTOP)
                         stopped.append(pid)
-                else:  # down until the controller has seen it go
-                    wait_for("the controller saw ZooKeeper go",
-                             lambda: any("connection lost" in x for x in err) or sim.poll() is not None)
+                else:
+                    # Down for a few seconds, well inside the session timeout. The controller may not
+                    # say so while down: a call it made just before is queued by kazoo until the
+                    # server is back (or until its patience ends), so only the outcome is asserted.
+                    time.sleep(3)
             restart(while_down)
             with session(root) as client:
                 if expire:
@@ -358,7 +360,10 @@ def test_kit_sim_run_and_its_brokers_ride_out_a_zookeeper_restart(snapshots, tmp
         reader.join(timeout=60)
         err_text = "".join(err)
         assert sim.returncode == 0, err_text
-        assert "ZooKeeper connection lost" in err_text and "ZooKeeper is back" in err_text, err_text
+        lost, back = "ZooKeeper connection lost" in err_text, "ZooKeeper is back" in err_text
+        # An expired session always fails the next call; with the session kept, a call queued at
+        # the drop may simply wait for the server, and then nothing is lost to say.
+        assert (lost and back) if expire else lost == back, err_text
         assert json.loads(report.read_text())["completion_s"] >= total / (2 * RATE) * (1 - 1e-9)
         r = kit("verify", plan, "--zk", root)
         assert r.returncode == 0 and f"{len(moves)} of {len(moves)} partition(s) done" in r.stdout, r.stdout

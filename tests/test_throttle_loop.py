@@ -16,7 +16,7 @@ from conftest import kit_command, restarting_zookeeper
 from conftest import run_kit as kit
 from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
-from kit.cluster.zk.changes import apply_plan, children_or_none, remove_config_keys
+from kit.cluster.zk.changes import apply_plan, children_or_none, merge_configs, remove_config_keys
 from kit.sim.controller import SimController
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kit.throttle.loop import OVERRIDES, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
@@ -361,6 +361,10 @@ def test_a_restarted_loop_takes_over_and_clears_what_the_reassignment_in_flight_
         p = next(p for p in cluster.partitions if p.topic in old_lists)
         new = next(b for b in cluster.live_ids if b not in p.replicas)
         apply_plan(client, [{"topic": p.topic, "partition": p.partition, "replicas": [*p.replicas[1:], new]}])
+        # `kit apply` clears the leftovers it finds; a loop killed while this move runs leaves its
+        # throttles behind all the same: loop A's are written back as that loop would leave them.
+        merge_configs(client, "topics", old_lists)
+        merge_configs(client, "brokers", old_rates)
         cluster, running = read_cluster(client)
         sources, dests, lists = reassignment_roles(cluster, running)
         taking_part = {str(b) for b in sources | dests}

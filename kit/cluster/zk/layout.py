@@ -121,8 +121,23 @@ def session(spec: str, timeout: float = 10.0, auth: str | None = None):
     try:
         yield client
     finally:
+        close(client)
+
+
+def close(client: KazooClient, patience: float = 10.0) -> None:
+    """Stop and close a client, also when another thread (`Outage` giving up) is stopping it
+    at the same moment: kazoo refuses to close a connection still winding down, so it is
+    stopped again and retried for up to `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
         client.stop()
-        client.close()
+        try:
+            client.close()
+            return
+        except Exception as e:  # noqa: BLE001  (kazoo raises a bare Exception for this one case)
+            if "until it is stopped" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 # What a lost connection or session raises in a call (ConnectionClosedError: `Outage` gave up).
