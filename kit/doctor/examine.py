@@ -720,7 +720,7 @@ def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None 
     >>> report = run(snapshot="cluster.json")          # doctest: +SKIP
     >>> print(report_text(report))                      # doctest: +SKIP
     """
-    from kit import doctor_io  # I/O (ZooKeeper, pandas) stays out of this module's import
+    from kit.doctor import load as doctor_io  # I/O (ZooKeeper, pandas) stays out of this module's import
 
     return doctor_io.run(snapshot=snapshot, zk=zk, metrics=metrics, limit_in=limit_in, limit_out=limit_out,
                          zk_auth=zk_auth, time=time)
