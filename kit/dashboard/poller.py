@@ -18,8 +18,12 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
+from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.zk.backend import ZkBackend
+from kit.cluster.zk.layout import read_sim_facts
 from kit.errors import BadInput
 from kit.model import Cluster
+from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 from kit.throttle.loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
 from kit.throttle.loop import reassignment_roles
 
@@ -154,7 +158,7 @@ class State:
 
     version: int = 0
     updated: float | None = None  # wall seconds of the last poll
-    status: dict | None = None  # kit.cluster.zk.changes.status, None without ZooKeeper
+    status: dict | None = None  # ClusterBackend.status, None without ZooKeeper
     cluster: Cluster | None = None  # the cluster read from ZooKeeper (None: use the snapshot)
     cluster_version: int = 0
     history: tuple = ()  # (cluster clock s, bytes copied, copy rate bytes/s or None, wall s) of this reassignment
@@ -204,7 +208,7 @@ class Poller:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._client = None
+        self._backend: ClusterBackend | None = None
         self._metrics = None
         self._last_cluster = 0.0
         self._read: tuple = (None, None)  # (cluster, reassignment document) of the last placement read
@@ -234,10 +238,9 @@ class Poller:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
-        if self._client is not None:
+        if self._backend is not None:
             try:
-                self._client.stop()
-                self._client.close()
+                self._backend.close()
             except Exception:  # noqa: BLE001  (closing a dead session must not raise)
                 pass
 
@@ -254,27 +257,20 @@ class Poller:
             rows = list(self._rows)[start - self._first_row:]
             return rows, self._first_row + len(self._rows)
 
-    def _zk_client(self):
-        if self._client is None:
-            from kit.cluster.zk.layout import connect
+    def _cluster(self) -> ClusterBackend:
+        """The cluster's backend, opened at the first poll and kept (kazoo reconnects by itself)."""
+        if self._backend is None:
+            self._backend = open_backend(zk=self.zk, auth=self.zk_auth, timeout=5.0)
+        return self._backend
 
-            self._client = connect(self.zk, timeout=5.0, auth=self.zk_auth)
-        return self._client
-
-    def _throttle_rates(self, client, brokers) -> dict[int, dict[str, float]]:
-        """Each broker's leader and follower throttle as set in ZooKeeper (bytes/s)."""
-        from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
-
+    def _throttle_rates(self, backend: ClusterBackend) -> dict[int | str, dict[str, float]]:
+        """Each throttled broker's leader and follower rate in force (bytes/s), by id."""
         out = {}
-        for b in brokers:
-            try:
-                doc = json.loads(client.get(f"/config/brokers/{b}")[0] or b"{}").get("config", {})
-            except Exception:  # noqa: BLE001  (no config node: not throttled)
-                continue
-            rates = {role: float(doc[key]) for role, key in (("leader", LEADER_RATE), ("follower", FOLLOWER_RATE))
-                     if key in doc}
+        for name, keys in backend.throttles()[0].items():
+            rates = {role: float(keys[key]) for role, key in (("leader", LEADER_RATE), ("follower", FOLLOWER_RATE))
+                     if key in keys}
             if rates:
-                out[b] = rates
+                out[int(name) if name.isdigit() else name] = rates
         return out
 
     def _nic(self, cluster: Cluster | None, sampled: dict[int, dict]) -> dict[int, float]:
@@ -302,13 +298,11 @@ class Poller:
         running, fresh = None, None
         if self.zk:
             try:
-                from kit.cluster.zk.changes import status as read_status
-                from kit.cluster.zk.layout import read_cluster, read_sim_facts
-
-                client = self._zk_client()
+                backend = self._cluster()
                 if self._facts is None:
-                    self._facts = read_sim_facts(client)
-                status = read_status(client)
+                    # Only the simulator keeps brokers' facts, in its ZooKeeper (kit sim seed).
+                    self._facts = read_sim_facts(backend.client) if isinstance(backend, ZkBackend) else {}
+                status = backend.status()
                 # Placement is re-read every CLUSTER_EVERY seconds, every ROLES_EVERY while a
                 # reassignment runs (who copies changes as replicas join the ISR), and when one
                 # starts or ends; the version (which re-draws every tab's distribution) moves only
@@ -320,13 +314,13 @@ class Poller:
                 if cluster is None or now - self._last_cluster >= every or \
                         moving != bool((st.status or {}).get("reassigning_partitions")):
                     began = time.monotonic()
-                    self._read = read_cluster(client)
+                    self._read = backend.read()
                     self._read_seconds = time.monotonic() - began
                     self._last_cluster = time.time()
                     if cluster is None or _placement(self._read[0]) != _placement(cluster):
                         cluster, cluster_version = self._read[0], cluster_version + 1
                 fresh, running = self._read
-                rates = self._throttle_rates(client, status.get("throttled_brokers", []))
+                rates = self._throttle_rates(backend)
             except BadInput as e:
                 error = str(e)
             except Exception as e:  # noqa: BLE001  (a ZooKeeper hiccup shows on the page, the poller goes on)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 
+from kit.cluster.backend import open_backend
+from kit.doctor.examine import examine
 from kit.errors import BadInput
+from kit.formats import load_snapshot
 
 TRAFFIC_FILE = "replica_traffic.parquet"
 _COLUMNS = ("topic", "partition", "bytes_in", "bytes_out")
@@ -48,21 +51,15 @@ def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: st
     if (snapshot is None) == (zk is None):
         raise BadInput("give exactly one of a snapshot file or a ZooKeeper connect string")
     if snapshot is not None:
-        from kit.formats import load_snapshot
-
         return load_snapshot(snapshot), None
-    from kit.cluster.zk.layout import read_cluster, session
-
-    with session(zk, auth=zk_auth) as client:
-        return read_cluster(client)
+    with open_backend(zk=zk, auth=zk_auth) as backend:
+        return backend.read()
 
 
 def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None = None,
         limit_in: float | None = None, limit_out: float | None = None, zk_auth: str | None = None,
         time: str | None = None) -> dict:
     """Load, then `kit.doctor.examine.examine`; see `kit.doctor.examine.run`."""
-    from kit.doctor.examine import examine
-
     traffic = read_traffic(metrics) if metrics else None
     cluster, reassigning = load_cluster(snapshot, zk, zk_auth)
     source = "snapshot" if snapshot else "ZooKeeper"
@@ -77,9 +74,6 @@ def apply_report(report: dict, zk: str, zk_auth: str | None = None, throttle: fl
                  rollback_out: str | None = None) -> dict:
     """Apply the report's plan through `kit apply`'s path (pre-flight, rollback file, throttles,
     then the reassignment). Raises `Unsafe` when pre-flight refuses."""
-    from kit.cluster.zk.changes import apply_plan
-    from kit.cluster.zk.layout import session
-
     moves = report["plan"]["partitions"]
-    with session(zk, auth=zk_auth) as client:
-        return apply_plan(client, moves, throttle, rollback_out)
+    with open_backend(zk=zk, auth=zk_auth) as backend:
+        return backend.apply(moves, throttle, rollback_out)

@@ -21,10 +21,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.zk import server as localzk
+from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unsafe
 from kit.events import read_events
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster, Plan
+from kit.sim.brokers import start_holder, stop_holder
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 # The simulated clusters are gen_cluster.py's; their brokers are instance type "standard", 125 MB/s.
@@ -115,12 +119,12 @@ class Environment:
         """The cluster as ZooKeeper has it now, and the reassignment in flight."""
         import dataclasses
 
-        from kit.cluster.zk.layout import read_cluster, read_sim_facts
-
-        with _client(self) as c:
-            cluster, running = read_cluster(c)
-            # The simulated cluster knows its brokers' NICs (kit sim seed kept them).
-            facts = read_sim_facts(c)["brokers"] if self.simulated else {}
+        with _backend(self) as backend:
+            cluster, running = backend.read()
+        facts = {}
+        if self.simulated:  # the simulated cluster knows its brokers' NICs (kit sim seed kept them)
+            with _simulator(self) as c:
+                facts = read_sim_facts(c)["brokers"]
         for b in list(cluster.brokers.values()):
             nic = (facts.get(str(b.id)) or {}).get("net_capacity")
             if b.net_capacity is None and nic:
@@ -134,32 +138,30 @@ class Environment:
 
     def close(self) -> None:
         if self.zk_data:
-            from kit.cluster.zk import server as localzk
-            from kit.sim.brokers import stop_holder
-
-            with contextlib.suppress(Exception), _client(self) as c:
+            with contextlib.suppress(Exception), _simulator(self) as c:
                 stop_holder(c)
             localzk.stop(self.zk_data)
             self.zk_data = None
 
 
-def _client(env: Environment):
-    from kit.cluster.zk.layout import session
+def _backend(env: Environment) -> ClusterBackend:
+    """The cluster the runbook works on (credentials from $KIT_ZK_AUTH: runbooks take none)."""
+    return open_backend(zk=env.zk)
 
+
+def _simulator(env: Environment):
+    """A session to the simulated cluster's local ZooKeeper, for what only the simulator keeps
+    there (its brokers' facts and registrations): with ... as client."""
     return session(env.zk)
 
 
 def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None = None) -> Environment:
     """Connect to `zk`, or (empty `zk`) start a local ZooKeeper holding a simulated cluster in
     the given situation (runbooks/clusters/<situation>.json) with its brokers running."""
-    from kit.cluster.zk import server as localzk
-    from kit.sim.brokers import start_holder
-    from kit.cluster.zk.layout import write_cluster
-
     os.makedirs(workdir, exist_ok=True)
     if zk:
         env = Environment(zk, False, workdir, cap_map=dict(cap_map or {}))
-        with _client(env):
+        with _backend(env):
             pass  # reachable, or BadInput with one line
         return env
     snapshot = RUNBOOKS / "clusters" / f"{situation}.json"
@@ -169,7 +171,7 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     server = localzk.start(localzk.free_port(), data)
     env = Environment(f"{server.connect}/kafka", True, workdir, data, dict(cap_map or SIMULATED_CAP_MAP))
     atexit.register(env.close)
-    with _client(env) as c:
+    with _simulator(env) as c:
         write_cluster(c, load_snapshot(str(snapshot)))
     start_holder(env.zk)
     return env
@@ -656,7 +658,6 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     real cluster: a samples directory, a `kit metrics` directory, or "znode" (kafka-kit's
     brokermetrics); on the simulated cluster, the simulator's samples.
     """
-    from kit.cluster.zk import changes as execute
     from kit.throttle.decide import Settings
     from kit.sim.physics import SAMPLE_EPOCH
 
@@ -668,9 +669,9 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     rollback = rollback_path(env)
     err_path = os.path.join(env.workdir, "throttle.err")
     static = Settings().minimum if throttle == "auto" else float(throttle)
-    with _client(env) as c:
-        urp_before = len(execute.status(c)["under_replicated"])
-        execute.apply_plan(c, moves, static, rollback)
+    with _backend(env) as backend:
+        urp_before = len(backend.status()["under_replicated"])
+        backend.apply(moves, static, rollback)
     # The cluster's clock: the simulated controller counts from the moment it picks the plan up.
     started = _stamp(SAMPLE_EPOCH) if env.simulated else _now()
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
@@ -709,8 +710,8 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     drawn = 0.0
     try:
         while time.monotonic() - t0 < max_wait_s:
-            with _client(env) as c:
-                st = execute.status(c)
+            with _backend(env) as backend:
+                st = backend.status()
             total = total or max(st["bytes_left"], 1)
             elapsed = time.monotonic() - t0
             progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
@@ -737,9 +738,9 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.terminate()
-    with _client(env) as c:
-        res = execute.verify(c, moves)
-        st = execute.status(c)
+    with _backend(env) as backend:
+        res = backend.verify(moves)
+        st = backend.status()
     # Throttles are cleared only when neither a broker's rates nor a topic's replica list is left.
     throttled = [f"broker {b}" for b in st["throttled_brokers"]] + [f"topic {t}" for t in st.get("throttled_topics", [])]
     urp_after = len(st["under_replicated"])

@@ -1,0 +1,153 @@
+"""The seam between kit and a Kafka cluster: what kit does to one, whatever reaches it.
+
+`ClusterBackend` lists those operations, drawn from what kit's callers do today (`kit apply`,
+`verify`, `rollback`, `elect`, `status`, the doctor, the runbooks, the dashboard and the
+auto-throttle); `open_backend` is the one place where a backend is chosen. The ZooKeeper
+backend (`kit.cluster.zk.backend.ZkBackend`) is the only one so far; the Admin API's comes
+with issue 18.
+
+Plans travel as Kafka's reassignment entries (`moves`: ``{"topic", "partition",
+"replicas"}`` dicts) and throttles as Kafka's own config keys (`kit.throttle.configs`), so a
+backend only translates, never decides.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, runtime_checkable
+
+from kit.cluster.zk.backend import ZkBackend
+from kit.errors import BadInput
+from kit.model import Cluster
+
+# How long to wait for a cluster to answer when connecting (seconds), as `kit.cluster.zk.layout.connect`.
+DEFAULT_TIMEOUT = 10.0
+
+
+@runtime_checkable
+class ClusterBackend(Protocol):
+    """A connection to one Kafka cluster, and what kit does through it.
+
+    Closed by `close`, or at the end of a ``with`` block. Errors follow kit's exit codes
+    (`kit.errors`): `BadInput` for a plan or address that cannot be right, `Unsafe` when a
+    change is refused and nothing was changed, `Stuck` when a wait can never end.
+    """
+
+    def __enter__(self) -> ClusterBackend: ...
+
+    def __exit__(self, exc_type, exc, tb) -> None: ...
+
+    def close(self) -> None:
+        """Let go of the connection (idempotent)."""
+
+    def read(self) -> tuple[Cluster, dict | None]:
+        """The cluster now, and the reassignment in flight.
+
+        Returns
+        -------
+        (Cluster, dict or None)
+            The reassignment is Kafka's JSON (``{"version": 1, "partitions": [...]}``), None when
+            none runs.
+        """
+
+    def reassigning(self) -> bool:
+        """Whether a reassignment runs now (cheaper than `read`)."""
+
+    def progress(self, moves: list[dict]) -> str | None:
+        """How far a plan already got: "running", "in place" or None (see `kit apply` run again)."""
+
+    def apply(self, moves: list[dict], throttle: float | None = None, rollback_out: str | None = None) -> dict:
+        """Pre-flight, the rollback file, then the throttles and the reassignment, all or nothing.
+
+        Parameters
+        ----------
+        moves : list of dict
+            The plan's reassignment entries.
+        throttle : float, optional
+            Replication throttle, bytes/s per broker taking part.
+        rollback_out : str, optional
+            Where the current assignment of the plan's partitions is written first.
+
+        Returns
+        -------
+        dict
+            ``partitions``, ``throttled_topics``, ``throttled_brokers``, ``cleared_topics``,
+            ``cleared_brokers`` (throttles left without a reassignment, removed).
+        """
+
+    def rollback(self, moves: list[dict], throttle: float | None = None) -> dict:
+        """Start the reassignment back to a rollback file's assignment (`apply`'s checks); `Unsafe`
+        while any reassignment runs."""
+
+    def verify(self, moves: list[dict] | None = None) -> dict:
+        """Progress of the plan (default: the reassignment in flight), clearing the throttles no
+        longer needed; the dict of `kit.cluster.zk.changes.verify`."""
+
+    def verify_until_done(self, moves: list[dict] | None, interval: float = 5.0,
+                          on_progress: Callable[[dict], None] | None = None,
+                          on_retry: Callable[[str], None] | None = None, stall: float | None = None) -> dict:
+        """`verify` every `interval` seconds until done, riding out lost connections; `Stuck` when
+        nothing moves for `stall` seconds or never can. Returns the last `verify`."""
+
+    def elect(self, moves: list[dict] | None = None) -> int:
+        """Preferred-leader election where the first replica does not lead (the plan's partitions,
+        default all); returns how many were asked for."""
+
+    def status(self) -> dict:
+        """Brokers, under-replicated partitions, the reassignment in flight and the throttles set;
+        the dict of `kit.cluster.zk.changes.status`."""
+
+    def throttles(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+        """The throttle keys in force, whoever set them.
+
+        Returns
+        -------
+        (dict, dict)
+            ``{broker: {key: value}}`` (the rate keys) and ``{topic: {key: value}}`` (the
+            replica lists), only entities carrying one; brokers by name ("1001", "<default>").
+        """
+
+    def set_throttles(self, brokers: Mapping[int | str, Mapping[str, str]] | None = None,
+                      topics: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """Merge throttle keys into brokers' and topics' configs (other keys kept)."""
+
+    def clear_throttles(self, brokers: Iterable[int | str] = (), topics: Iterable[str] = ()
+                        ) -> tuple[list[str], list[str]]:
+        """Remove the throttle keys from these brokers and topics; returns the names that had some."""
+
+    def clear_leftover_throttles(self) -> tuple[int, int]:
+        """With no reassignment running, remove every throttle key; returns (brokers, topics)
+        cleared. `Unsafe` while one runs."""
+
+    def watch_reassignment(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from another thread) once now, then whenever a reassignment starts,
+        changes or ends, until `close`."""
+
+
+def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> ClusterBackend:
+    """The backend for a cluster address: the one place where a backend is chosen.
+
+    Parameters
+    ----------
+    zk : str, optional
+        HOST:PORT[,HOST:PORT...][/chroot] of a ZooKeeper-mode cluster.
+    bootstrap : str, optional
+        Kafka's bootstrap servers, for the Admin API (not built yet: issue 18).
+    auth : str, optional
+        Credentials (ZooKeeper: SCHEME:CREDENTIALS, else `kit.cluster.zk.layout.resolve_auth`'s
+        environment variables); never printed.
+    timeout : float
+        Seconds to wait for the cluster to answer.
+
+    Raises
+    ------
+    BadInput
+        Both or neither address given, `bootstrap`, or nothing answering at `zk`.
+    """
+    if zk is not None and bootstrap is not None:
+        raise BadInput("--zk and --bootstrap: give one, not both")
+    if bootstrap is not None:
+        raise BadInput("--bootstrap: the Admin API backend is not built yet (issue 18)")
+    if zk is None:
+        raise BadInput("no cluster given: --zk HOST:PORT[/chroot]")
+    return ZkBackend(zk, timeout, auth)

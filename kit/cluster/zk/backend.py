@@ -1,0 +1,134 @@
+"""`ZkBackend`: `kit.cluster.backend.ClusterBackend` for a ZooKeeper-mode Kafka cluster.
+
+Each operation is one call into `kit.cluster.zk.layout` (reading) or `kit.cluster.zk.changes`
+(writing), where the ZooKeeper work is done; this class only holds the session.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+
+from kazoo.exceptions import NoNodeError
+
+from kit.cluster.zk import changes
+from kit.cluster.zk.layout import connect, read_cluster
+from kit.model import Cluster
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+
+# The throttle keys each kind of /config/<kind>/<name> znode may carry.
+THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
+
+
+class ZkBackend:
+    """One ZooKeeper session to a Kafka cluster's znodes (`kit.cluster.zk.layout.connect`).
+
+    Parameters
+    ----------
+    spec : str
+        HOST:PORT[,HOST:PORT...][/chroot]; `BadInput` (one line) when nothing answers there.
+    timeout : float
+        Seconds to wait for ZooKeeper.
+    auth : str, optional
+        SCHEME:CREDENTIALS, else `kit.cluster.zk.layout.resolve_auth`'s environment variables.
+
+    Attributes
+    ----------
+    client : kazoo.client.KazooClient
+        The session, for what only ZooKeeper holds (the simulator's znodes, kafka-kit's
+        overrides and metric znodes).
+    """
+
+    def __init__(self, spec: str, timeout: float = 10.0, auth: str | None = None):
+        self.client = connect(spec, timeout, auth)
+        self._closed = False
+
+    def __enter__(self) -> ZkBackend:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop and close the session (as `kit.cluster.zk.layout.session` does), once."""
+        if not self._closed:
+            self._closed = True
+            self.client.stop()
+            self.client.close()
+
+    def read(self) -> tuple[Cluster, dict | None]:
+        """`kit.cluster.zk.layout.read_cluster`."""
+        return read_cluster(self.client)
+
+    def reassigning(self) -> bool:
+        """Whether /admin/reassign_partitions exists."""
+        return self.client.exists(changes.REASSIGN) is not None
+
+    def progress(self, moves: list[dict]) -> str | None:
+        """`kit.cluster.zk.changes.plan_progress`."""
+        return changes.plan_progress(self.client, moves)
+
+    def apply(self, moves: list[dict], throttle: float | None = None, rollback_out: str | None = None) -> dict:
+        """`kit.cluster.zk.changes.apply_plan`."""
+        return changes.apply_plan(self.client, moves, throttle, rollback_out)
+
+    def rollback(self, moves: list[dict], throttle: float | None = None) -> dict:
+        """`kit.cluster.zk.changes.rollback`."""
+        return changes.rollback(self.client, moves, throttle)
+
+    def verify(self, moves: list[dict] | None = None) -> dict:
+        """`kit.cluster.zk.changes.verify`."""
+        return changes.verify(self.client, moves)
+
+    def verify_until_done(self, moves: list[dict] | None, interval: float = 5.0,
+                          on_progress: Callable[[dict], None] | None = None,
+                          on_retry: Callable[[str], None] | None = None, stall: float | None = None,
+                          patience: float = 120.0) -> dict:
+        """`kit.cluster.zk.changes.verify_until_done` (`patience`: seconds without ZooKeeper before `BadInput`)."""
+        return changes.verify_until_done(self.client, moves, interval, on_progress, on_retry, patience, stall=stall)
+
+    def elect(self, moves: list[dict] | None = None) -> int:
+        """`kit.cluster.zk.changes.elect`."""
+        return changes.elect(self.client, moves)
+
+    def status(self) -> dict:
+        """`kit.cluster.zk.changes.status`."""
+        return changes.status(self.client)
+
+    def throttles(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+        """The throttle keys of /config/brokers/* and /config/topics/*."""
+        return self._throttle_keys("brokers"), self._throttle_keys("topics")
+
+    def _throttle_keys(self, kind: str) -> dict[str, dict[str, str]]:
+        """{name: its throttle keys} of the /config/<kind> znodes carrying one (read at once)."""
+        reads = {n: self.client.get_async(f"/config/{kind}/{n}")
+                 for n in changes.children_or_none(self.client, f"/config/{kind}")}
+        out = {}
+        for name, result in reads.items():
+            try:
+                config = (json.loads(result.get()[0].decode() or "{}") or {}).get("config") or {}
+            except NoNodeError:
+                continue  # removed since it was listed
+            keys = {k: config[k] for k in THROTTLE_KEYS[kind] if k in config}
+            if keys:
+                out[name] = keys
+        return out
+
+    def set_throttles(self, brokers: Mapping[int | str, Mapping[str, str]] | None = None,
+                      topics: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """`kit.cluster.zk.changes.merge_configs`, topics then brokers, each with its notification."""
+        changes.merge_configs(self.client, "topics", {t: dict(cfg) for t, cfg in (topics or {}).items()})
+        changes.merge_configs(self.client, "brokers", {str(b): dict(cfg) for b, cfg in (brokers or {}).items()})
+
+    def clear_throttles(self, brokers: Iterable[int | str] = (), topics: Iterable[str] = ()
+                        ) -> tuple[list[str], list[str]]:
+        """`kit.cluster.zk.changes.remove_config_keys`, brokers then topics."""
+        return (changes.remove_config_keys(self.client, "brokers", [str(b) for b in brokers]),
+                changes.remove_config_keys(self.client, "topics", list(topics)))
+
+    def clear_leftover_throttles(self) -> tuple[int, int]:
+        """`kit.cluster.zk.changes.clear_leftover_throttles`."""
+        return changes.clear_leftover_throttles(self.client)
+
+    def watch_reassignment(self, callback: Callable[[], None]) -> None:
+        """A kazoo DataWatch on /admin/reassign_partitions (it fires once at once, then on each change)."""
+        self.client.DataWatch(changes.REASSIGN, lambda data, stat, *_: callback())

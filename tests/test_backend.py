@@ -1,0 +1,175 @@
+"""The seam to a cluster (kit/cluster/backend.py): the ZooKeeper backend keeps the protocol, and
+a change goes round trip through the backend alone against a real ZooKeeper."""
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import threading
+
+import pytest
+
+from conftest import seed
+from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.zk.backend import ZkBackend
+from kit.cluster.zk.layout import connect
+from kit.dashboard.poller import Poller
+from kit.errors import BadInput, Unsafe
+from kit.formats import load_snapshot
+from kit.sim.controller import SimController
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+
+_chroots = itertools.count()
+PROTOCOL = sorted(n for n, v in vars(ClusterBackend).items()
+                  if callable(v) and (not n.startswith("_") or n in ("__enter__", "__exit__")))
+
+
+@pytest.fixture
+def kafka(zookeeper, snapshots):
+    """A chroot holding the scale-out cluster (three empty brokers): (connect string, cluster)."""
+    root = f"{zookeeper}/kit-backend-{next(_chroots)}"
+    cluster = load_snapshot(str(snapshots["scale-out"]))
+    seed(root, cluster)
+    return root, cluster
+
+
+def _compatible(wanted: inspect.Signature, got: inspect.Signature) -> list[str]:
+    """Why `got` cannot be called every way `wanted` can (empty when it can)."""
+    why = []
+    params = list(got.parameters.values())
+    rest = any(p.kind is p.VAR_POSITIONAL for p in params)
+    for i, p in enumerate(wanted.parameters.values()):
+        if p.kind is p.VAR_POSITIONAL:
+            if not rest:
+                why.append("takes no *args")
+            continue
+        q = got.parameters.get(p.name)
+        if q is None:
+            why.append(f"no parameter {p.name}")
+        elif p.kind is p.POSITIONAL_OR_KEYWORD and params.index(q) != i:
+            why.append(f"{p.name} is not parameter {i}")
+        elif p.default is not p.empty and q.default != p.default:
+            why.append(f"{p.name} defaults to {q.default!r}, not {p.default!r}")
+    extra = [q.name for q in params if q.name not in wanted.parameters and q.default is q.empty
+             and q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD)]
+    return why + [f"{n} is required" for n in extra]
+
+
+def test_the_protocol_covers_what_kit_does_to_a_cluster():
+    assert PROTOCOL == sorted(["__enter__", "__exit__", "close", "read", "reassigning", "progress", "apply",
+                               "rollback", "verify", "verify_until_done", "elect", "status", "throttles",
+                               "set_throttles", "clear_throttles", "clear_leftover_throttles",
+                               "watch_reassignment"])
+
+
+@pytest.mark.parametrize("name", PROTOCOL)
+def test_the_zookeeper_backend_has_each_method_with_a_compatible_signature(name):
+    wanted = inspect.signature(getattr(ClusterBackend, name))
+    got = inspect.signature(getattr(ZkBackend, name))
+    assert _compatible(wanted, got) == []
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"bootstrap": "127.0.0.1:9092"}, "--bootstrap: the Admin API backend is not built yet (issue 18)"),
+    ({"zk": "127.0.0.1:2181", "bootstrap": "127.0.0.1:9092"}, "give one, not both"),
+    ({}, "no cluster given"),
+    ({"zk": "not a connect string"}, "expected HOST:PORT"),
+])
+def test_open_backend_refuses_what_it_cannot_open_as_bad_input(kwargs, says):
+    with pytest.raises(BadInput, match=says.replace("(", r"\(").replace(")", r"\)")) as e:
+        open_backend(**kwargs)
+    assert e.value.exit_code == 2
+
+
+def _moves(cluster, n=4) -> list[dict]:
+    """Move the last replica of `n` partitions onto the brokers that hold none (scale-out)."""
+    empty = [b for b in cluster.live_ids if b not in cluster.map_brokers()]
+    return [{"topic": p.topic, "partition": p.partition, "replicas": list(p.replicas[:-1]) + [empty[i % len(empty)]]}
+            for i, p in enumerate(cluster.partitions[:n])]
+
+
+def _finish(root: str) -> None:
+    """What Kafka's controller does: copy everything, then drop the reassignment (kit's simulator)."""
+    client = connect(root)
+    try:
+        controller = SimController(client, speed=1e6)
+        while controller.busy():
+            controller.step(1.0)
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_change_round_trip_through_the_zookeeper_backend_alone(kafka, tmp_path):
+    root, seeded = kafka
+    moves = _moves(seeded)
+    rollback = tmp_path / "rollback.json"
+    with open_backend(zk=root) as backend:
+        assert isinstance(backend, ClusterBackend) and isinstance(backend, ZkBackend)
+        cluster, running = backend.read()
+        assert running is None and not backend.reassigning() and backend.progress(moves) is None
+        assert [p.key for p in cluster.partitions] == [p.key for p in seeded.partitions]
+        assert backend.status()["reassigning"] is False
+
+        done = backend.apply(moves, 50e6, str(rollback))
+        assert done["partitions"] == len(moves) and done["throttled_topics"] and done["throttled_brokers"]
+        assert [e["replicas"] for e in json.loads(rollback.read_text())["partitions"]] == \
+            [list(p.replicas) for p in seeded.partitions[:len(moves)]]
+        _, running = backend.read()
+        assert running["partitions"] == moves and backend.reassigning() and backend.progress(moves) == "running"
+        st = backend.status()
+        assert st["reassigning"] and st["reassigning_partitions"] == len(moves) and st["bytes_left"] > 0
+        brokers, topics = backend.throttles()
+        assert sorted(brokers) == sorted(str(b) for b in st["throttled_brokers"])
+        assert all(keys == {LEADER_RATE: "50000000", FOLLOWER_RATE: "50000000"} for keys in brokers.values())
+        assert sorted(topics) == st["throttled_topics"] == sorted({m["topic"] for m in moves})
+        assert all(set(keys) == {LEADER_REPLICAS, FOLLOWER_REPLICAS} for keys in topics.values())
+
+        res = backend.verify(moves)
+        assert res["running"] and not res["done"] and {r["state"] for r in res["partitions"]} == {"copying"}
+        with pytest.raises(Unsafe, match="in progress"):
+            backend.rollback(moves)
+
+        _finish(root)
+        res = backend.verify(moves)
+        assert res["done"] and not res["running"] and res["cleared_brokers"] == len(brokers)
+        assert backend.throttles() == ({}, {}) and backend.progress(moves) == "in place"
+        assert not backend.status()["throttles_without_reassignment"]
+
+
+def test_throttles_are_set_and_cleared_by_name_and_the_end_of_a_reassignment_is_watched(kafka):
+    root, seeded = kafka
+    moves = _moves(seeded, 2)
+    changed = threading.Event()
+    with open_backend(zk=root) as backend:
+        backend.watch_reassignment(changed.set)
+        assert changed.wait(60)  # once at once
+        changed.clear()
+        backend.set_throttles(brokers={1: {LEADER_RATE: "7"}, "2": {FOLLOWER_RATE: "8"}},
+                              topics={seeded.partitions[0].topic: {LEADER_REPLICAS: "0:1"}})
+        assert backend.throttles() == ({"1": {LEADER_RATE: "7"}, "2": {FOLLOWER_RATE: "8"}},
+                                       {seeded.partitions[0].topic: {LEADER_REPLICAS: "0:1"}})
+        assert backend.clear_throttles(brokers=[1, 3]) == (["1"], [])
+        assert backend.clear_leftover_throttles() == (1, 1) and backend.throttles() == ({}, {})
+
+        backend.apply(moves)
+        assert changed.wait(60)  # it started
+        changed.clear()
+        _finish(root)
+        assert changed.wait(60)  # it ended
+        assert not backend.reassigning()
+
+
+def test_the_dashboards_poller_reads_status_and_rates_through_the_backend(kafka):
+    root, seeded = kafka
+    moves = _moves(seeded)
+    with open_backend(zk=root) as backend:
+        backend.apply(moves, 30e6)
+    poller = Poller(zk=root)
+    try:
+        state = poller.poll()
+        assert state.error is None and state.status["reassigning_partitions"] == len(moves)
+        rows, _ = poller.rows_since(0)
+        assert rows and {r["throttle"] for r in rows} == {30.0}
+    finally:
+        poller.stop()
