@@ -11,6 +11,8 @@ import os
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 EPOCH = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -29,9 +31,6 @@ def generate(out_dir: str, partitions: int = 5000, brokers: int = 24, rf: int = 
         Write `ts` as ISO-8601 text (as JSON-lines samples carry it) instead of Parquet's
         UTC timestamp type (what a metrics exporter writing Parquet would use).
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     rng = np.random.default_rng(seed)
     pid = np.arange(partitions)
     topic_of = pid % topics

@@ -16,7 +16,13 @@ import time
 import warnings
 from typing import Any
 
+from kit.cluster.zk.layout import connect, dump_znode_json
 from kit.errors import BadInput
+from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
+
+# PySpark (and spark/, whose jobs import it) and pyarrow are the `spark` extra, and PySpark takes
+# seconds to import: both are imported inside the functions that use them, so this module loads
+# (and checks its options) without them.
 
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -314,8 +320,6 @@ def _write_parquet(path: str, rows: list[dict], columns: list[tuple[str, str]]) 
 
 def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
     """Write the four outputs into `out_dir` (created if needed); the paths written."""
-    from kit.formats import write_atomic
-
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, n) for n in ("partition_meta.json", "broker_metrics.json",
                                                 "replica_traffic.parquet", "broker_load.parquet")]
@@ -328,12 +332,10 @@ def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
 
 def write_znodes(client, figures: dict[str, Any]) -> None:
     """kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, created or replaced."""
-    from kit.cluster.zk.layout import _compact
-
     client.ensure_path("/topicmappr")
     for path, doc in (("/topicmappr/partitionmeta", figures["partition_meta"]),
                       ("/topicmappr/brokermetrics", figures["broker_metrics"])):
-        data = _compact(doc)
+        data = dump_znode_json(doc)
         if client.exists(path):
             client.set(path, data)
         else:
@@ -373,8 +375,6 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
         if progress is not None:
             progress.stage(name)
 
-    from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
-
     check_spark_options(master, driver_memory)
     window_s = parse_window(window)
     if stat not in ("max", "p95"):
@@ -389,8 +389,6 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
     doc = snapshot_doc(load_snapshot(snapshot_in)) if snapshot_in else None
     client = None
     if zk:
-        from kit.cluster.zk.layout import connect
-
         client = connect(zk, auth=zk_auth)
     try:
         start = time.perf_counter()
@@ -434,8 +432,6 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
     from pyspark.sql.types import StringType, StructField, StructType
 
     from spark.metrics_jobs import BROKER_REQUIRED, BROKER_SCHEMA, CORRUPT, broker_rate_windows, typed_samples
-
-    from kit.formats import write_atomic
 
     window_s = parse_window(window)
     if not os.path.isdir(broker_path):
