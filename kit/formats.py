@@ -111,6 +111,21 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
         raise BadInput(f"{source}: 'brokers' must be a list")
     if not isinstance(raw_parts, list):
         raise BadInput(f"{source}: 'partitions' must be a list")
+    brokers = _brokers_of(raw_brokers, source)
+    parts = _partitions_of(raw_parts, source)
+    # A broker named in a replica list but not registered is dead (as Kafka would see it).
+    for p in parts.values():
+        for r in p.replicas:
+            if r not in brokers:
+                brokers[r] = Broker(id=r, alive=False, known=False)
+    return Cluster(
+        brokers={k: brokers[k] for k in sorted(brokers)},
+        partitions=tuple(parts[k] for k in sorted(parts)),
+    )
+
+
+def _brokers_of(raw_brokers: list, source: str) -> dict[int, Broker]:
+    """The snapshot's brokers by id, each validated; `BadInput` names the first bad one."""
     brokers: dict[int, Broker] = {}
     for i, b in enumerate(raw_brokers):
         where = f"{source}: brokers[{i}]"
@@ -136,6 +151,13 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             instance_type=_text(b.get("instance_type"), f"{where}.instance_type"),
             net_capacity=_num(b.get("net_capacity"), f"{where}.net_capacity", None, positive=True),
         )
+    return brokers
+
+
+def _partitions_of(raw_parts: list, source: str) -> dict[tuple[str, int], Partition]:
+    """The snapshot's partitions by (topic, partition), each validated; `BadInput` names the
+    first bad one. The common case (plain ints, a known topic) is checked inline: a snapshot
+    may hold a million partitions."""
     parts: dict[tuple[str, int], Partition] = {}
     legal_topics: set[str] = set()  # each name checked once (200,000 partitions, a few thousand topics)
     for i, p in enumerate(raw_parts):
@@ -151,25 +173,7 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
         num = p["partition"]
         if type(num) is not int or not 0 <= num <= validate.INT32_MAX:  # exact type: a bool is no number
             num = validate.partition_number(num, f"{source}: partitions[{i}].partition")
-        reps = p["replicas"]
-        if not isinstance(reps, list) or not reps:
-            raise BadInput(f"{source}: {topic}-{num} replicas must be a non-empty list of broker ids")
-        if not all(type(r) is int and 0 <= r <= validate.INT32_MAX for r in reps):
-            for r in reps:
-                validate.broker_id(r, f"{source}: {topic}-{num} replicas")
-        reps = tuple(reps)
-        if len(set(reps)) != len(reps):
-            dup = next(r for r in reps if reps.count(r) > 1)
-            raise BadInput(f"{source}: {topic}-{num} lists broker {dup} twice in its replicas")
-        isr = p.get("isr")
-        if isr is None:
-            isr = reps
-        elif isinstance(isr, list) and all(type(r) is int and 0 <= r <= validate.INT32_MAX for r in isr):
-            isr = tuple(isr)
-        elif not isinstance(isr, list):
-            raise BadInput(f"{source}: {topic}-{num} isr must be a list of broker ids")
-        else:
-            isr = tuple(validate.broker_id(r, f"{source}: {topic}-{num} isr") for r in isr)
+        reps, isr = _replicas_and_isr(p, source, topic, num)
         leader = p.get("leader")
         if leader is not None and (type(leader) is not int or not -1 <= leader <= validate.INT32_MAX):
             # -1 is Kafka's "no leader" (every replica offline)
@@ -194,15 +198,31 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             bytes_out=float(figures[2]),
             leader=leader,
         )
-    # A broker named in a replica list but not registered is dead (as Kafka would see it).
-    for p in parts.values():
-        for r in p.replicas:
-            if r not in brokers:
-                brokers[r] = Broker(id=r, alive=False, known=False)
-    return Cluster(
-        brokers={k: brokers[k] for k in sorted(brokers)},
-        partitions=tuple(parts[k] for k in sorted(parts)),
-    )
+    return parts
+
+
+def _replicas_and_isr(p: dict, source: str, topic: str, num: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A snapshot partition's replica list and ISR (the replicas when absent), validated."""
+    reps = p["replicas"]
+    if not isinstance(reps, list) or not reps:
+        raise BadInput(f"{source}: {topic}-{num} replicas must be a non-empty list of broker ids")
+    if not all(type(r) is int and 0 <= r <= validate.INT32_MAX for r in reps):
+        for r in reps:
+            validate.broker_id(r, f"{source}: {topic}-{num} replicas")
+    reps = tuple(reps)
+    if len(set(reps)) != len(reps):
+        dup = next(r for r in reps if reps.count(r) > 1)
+        raise BadInput(f"{source}: {topic}-{num} lists broker {dup} twice in its replicas")
+    isr = p.get("isr")
+    if isr is None:
+        isr = reps
+    elif isinstance(isr, list) and all(type(r) is int and 0 <= r <= validate.INT32_MAX for r in isr):
+        isr = tuple(isr)
+    elif not isinstance(isr, list):
+        raise BadInput(f"{source}: {topic}-{num} isr must be a list of broker ids")
+    else:
+        isr = tuple(validate.broker_id(r, f"{source}: {topic}-{num} isr") for r in isr)
+    return reps, isr
 
 
 def _text(value: Any, where: str) -> str | None:
