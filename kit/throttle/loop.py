@@ -521,12 +521,7 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
     outage = Outage(client, patience)
     try:
         if sample_clock:
-            # Wait (a little) for the first samples, so that no decision is stamped by another clock.
-            deadline = time.monotonic() + max(settings.interval * settings.stale_intervals, 5.0)
-            while getattr(metrics, "newest_stamp", None) is None and time.monotonic() < deadline \
-                    and not stop.is_set():
-                metrics.read(set())
-                stop.wait(0.2)
+            _await_first_samples(metrics, settings, stop)
         wake = threading.Event()
         started, lost_since, seen = time.monotonic(), None, False
         watching = ready = False
@@ -566,6 +561,14 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
     finally:
         outage.close()
     return loop.outcome
+
+
+def _await_first_samples(metrics, settings: Settings, stop: threading.Event) -> None:
+    """Wait (a little) for the first samples, so that no decision is stamped by another clock."""
+    deadline = time.monotonic() + max(settings.interval * settings.stale_intervals, 5.0)
+    while getattr(metrics, "newest_stamp", None) is None and time.monotonic() < deadline and not stop.is_set():
+        metrics.read(set())
+        stop.wait(0.2)
 
 
 def load_cap_map(text: str | None) -> dict[str, float] | None:
