@@ -111,6 +111,21 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
         raise BadInput(f"{source}: 'brokers' must be a list")
     if not isinstance(raw_parts, list):
         raise BadInput(f"{source}: 'partitions' must be a list")
+    brokers = _brokers_of(raw_brokers, source)
+    parts = _partitions_of(raw_parts, source)
+    # A broker named in a replica list but not registered is dead (as Kafka would see it).
+    for p in parts.values():
+        for r in p.replicas:
+            if r not in brokers:
+                brokers[r] = Broker(id=r, alive=False, known=False)
+    return Cluster(
+        brokers={k: brokers[k] for k in sorted(brokers)},
+        partitions=tuple(parts[k] for k in sorted(parts)),
+    )
+
+
+def _brokers_of(raw_brokers: list, source: str) -> dict[int, Broker]:
+    """The snapshot's brokers by id, each validated; `BadInput` names the first bad one."""
     brokers: dict[int, Broker] = {}
     for i, b in enumerate(raw_brokers):
         where = f"{source}: brokers[{i}]"
@@ -136,6 +151,14 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             instance_type=_text(b.get("instance_type"), f"{where}.instance_type"),
             net_capacity=_num(b.get("net_capacity"), f"{where}.net_capacity", None, positive=True),
         )
+    return brokers
+
+
+# One loop kept whole (63 lines): a call per partition made loading 200,000 partitions 8% slower.
+def _partitions_of(raw_parts: list, source: str) -> dict[tuple[str, int], Partition]:
+    """The snapshot's partitions by (topic, partition), each validated; `BadInput` names the
+    first bad one. The common case (plain ints, a known topic) is checked inline: a snapshot
+    may hold a million partitions."""
     parts: dict[tuple[str, int], Partition] = {}
     legal_topics: set[str] = set()  # each name checked once (200,000 partitions, a few thousand topics)
     for i, p in enumerate(raw_parts):
@@ -194,15 +217,7 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
             bytes_out=float(figures[2]),
             leader=leader,
         )
-    # A broker named in a replica list but not registered is dead (as Kafka would see it).
-    for p in parts.values():
-        for r in p.replicas:
-            if r not in brokers:
-                brokers[r] = Broker(id=r, alive=False, known=False)
-    return Cluster(
-        brokers={k: brokers[k] for k in sorted(brokers)},
-        partitions=tuple(parts[k] for k in sorted(parts)),
-    )
+    return parts
 
 
 def _text(value: Any, where: str) -> str | None:

@@ -11,6 +11,8 @@ import os
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 EPOCH = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -29,9 +31,6 @@ def generate(out_dir: str, partitions: int = 5000, brokers: int = 24, rf: int = 
         Write `ts` as ISO-8601 text (as JSON-lines samples carry it) instead of Parquet's
         UTC timestamp type (what a metrics exporter writing Parquet would use).
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     rng = np.random.default_rng(seed)
     pid = np.arange(partitions)
     topic_of = pid % topics
@@ -77,32 +76,42 @@ def generate(out_dir: str, partitions: int = 5000, brokers: int = 24, rf: int = 
                 rep_cols["bytes_in_per_sec"].append(b_in if k == 0 else np.full(partitions, np.nan))
                 rep_cols["bytes_out_per_sec"].append(b_out if k == 0 else np.full(partitions, np.nan))
                 rep_cols["reassigning"].append(mv)
-            idx = placement - 1001
-            rx = np.bincount(idx.ravel(), weights=np.repeat(b_in, rf), minlength=brokers)
-            tx = np.bincount(idx[:, 0], weights=b_out + b_in * (rf - 1), minlength=brokers)
-            held = np.bincount(idx.ravel(), weights=np.repeat(size.astype(float), rf), minlength=brokers)
-            total = np.full(brokers, 8 * 10**12, dtype=np.int64)
-            bro_cols["ts"].append(np.full(brokers, ts if ts_text else t, dtype=object if ts_text else np.int64))
-            bro_cols["broker"].append(np.arange(brokers) + 1001)
-            bro_cols["rack"].append(racks)
-            bro_cols["instance_type"].append(np.full(brokers, "standard", dtype=object))
-            bro_cols["net_rx_bytes_per_sec"].append(rx)
-            bro_cols["net_tx_bytes_per_sec"].append(tx)
-            bro_cols["storage_total_bytes"].append(total)
-            bro_cols["storage_free_bytes"].append(total - held.astype(np.int64))
-        for kind, cols in (("replica", rep_cols), ("broker", bro_cols)):
-            arrays = {}
-            for k, parts in cols.items():
-                v = np.concatenate(parts)
-                if k == "ts" and not ts_text:
-                    # Seconds since EPOCH as a UTC timestamp column: nothing to parse on read.
-                    arrays[k] = pa.array(v + int(EPOCH.timestamp()), type=pa.timestamp("s", tz="UTC"))
-                else:
-                    arrays[k] = pa.array(v, from_pandas=True) if v.dtype.kind == "f" else pa.array(v)
-            table = pa.table(arrays)
-            pq.write_table(table, os.path.join(out_dir, kind, f"part-{first:06d}.parquet"))
-            if kind == "replica":
-                n_rep += table.num_rows
-            else:
-                n_bro += table.num_rows
+            _add_broker_samples(bro_cols, ts if ts_text else t, placement, b_in, b_out, size, racks)
+        n_rep += _write_part(os.path.join(out_dir, "replica", f"part-{first:06d}.parquet"), rep_cols, ts_text)
+        n_bro += _write_part(os.path.join(out_dir, "broker", f"part-{first:06d}.parquet"), bro_cols, ts_text)
     return {"replica_rows": n_rep, "broker_rows": n_bro}
+
+
+def _add_broker_samples(cols: dict[str, list], ts, placement: np.ndarray, b_in: np.ndarray, b_out: np.ndarray,
+                        size: np.ndarray, racks: np.ndarray) -> None:
+    """One instant's broker rows, appended to `cols`: each broker's client rx/tx (the leader
+    sends bytes_out plus bytes_in to each follower) and free storage (8 TB less what it holds)."""
+    brokers, rf = len(racks), placement.shape[1]
+    idx = placement - 1001
+    rx = np.bincount(idx.ravel(), weights=np.repeat(b_in, rf), minlength=brokers)
+    tx = np.bincount(idx[:, 0], weights=b_out + b_in * (rf - 1), minlength=brokers)
+    held = np.bincount(idx.ravel(), weights=np.repeat(size.astype(float), rf), minlength=brokers)
+    total = np.full(brokers, 8 * 10**12, dtype=np.int64)
+    cols["ts"].append(np.full(brokers, ts, dtype=object if isinstance(ts, str) else np.int64))
+    cols["broker"].append(np.arange(brokers) + 1001)
+    cols["rack"].append(racks)
+    cols["instance_type"].append(np.full(brokers, "standard", dtype=object))
+    cols["net_rx_bytes_per_sec"].append(rx)
+    cols["net_tx_bytes_per_sec"].append(tx)
+    cols["storage_total_bytes"].append(total)
+    cols["storage_free_bytes"].append(total - held.astype(np.int64))
+
+
+def _write_part(path: str, cols: dict[str, list], ts_text: bool) -> int:
+    """The columns (lists of arrays) as one Parquet file; returns its rows."""
+    arrays = {}
+    for k, parts in cols.items():
+        v = np.concatenate(parts)
+        if k == "ts" and not ts_text:
+            # Seconds since EPOCH as a UTC timestamp column: nothing to parse on read.
+            arrays[k] = pa.array(v + int(EPOCH.timestamp()), type=pa.timestamp("s", tz="UTC"))
+        else:
+            arrays[k] = pa.array(v, from_pandas=True) if v.dtype.kind == "f" else pa.array(v)
+    table = pa.table(arrays)
+    pq.write_table(table, path)
+    return table.num_rows

@@ -7,14 +7,17 @@ own document, which streams new throttle rows into the session's `hv.streams.Buf
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
+import socket
 
 import holoviews as hv
 import pandas as pd
 import panel as pn
 import param
+import tornado.web
 
 from kit.errors import BadInput
 from kit.formats import load_plan, load_snapshot
@@ -76,46 +79,84 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
     hv.extension("bokeh", logo=False)
     poller = shared_poller(zk, zk_auth, events, samples, records, interval, metrics, cap_map)
     base = load_snapshot(snapshot) if snapshot else None
-    live = _Live()
-
-    def cluster():
-        return base if base is not None else poller.state.cluster
-
-    first = cluster()
+    first = base if base is not None else poller.state.cluster
     if first is None:
         return pn.pane.Markdown(f"**No cluster:** {poller.state.error or 'nothing read yet'}")
-    plan_moves = load_plans(plans, first)
-    racks = sorted({b.rack or views.NO_RACK for b in first.brokers.values()})
+    source = f"ZooKeeper {zk.split('@')[-1]}" if zk else f"snapshot {os.path.basename(snapshot or '')}"
+    page = _Page(poller, base, first, load_plans(plans, first), source, records_url)
+    page.refresh()
+    pn.state.add_periodic_callback(page.refresh, period=int(interval * 1000))
+    return page.layout()
 
-    # -- widgets (design.md: topic regex, rack filter, plan picker, before/after, broker search)
-    plan_w = pn.widgets.Select(name="Plan", options=[NO_PLAN] + list(plan_moves),
-                               value=list(plan_moves)[0] if plan_moves else NO_PLAN)
-    which_w = pn.widgets.RadioButtonGroup(name="Show", options=["after", "before"], value="after",
-                                          button_type="primary")
-    sort_w = pn.widgets.Select(name="Sort brokers (within each rack) by", options=list(views.SORT_KEYS),
-                               value="broker id")
-    rack_w = pn.widgets.MultiChoice(name="Racks (empty: all)", options=racks, value=[])
-    search_w = pn.widgets.TextInput(name="Broker search", placeholder="1001, 1010-1020, 10…")
-    topics_w = pn.widgets.TextInput(name="Topic regex", placeholder="e.g. ^payments\\.")
 
-    frames: dict = {}
-    last_view: dict = {}
+class _Page:
+    """One session's page: its widgets, the views bound to them, and the live parts the
+    periodic `refresh` patches from the shared poller.
 
-    def frame_for(plan, topics, version, storage_version):
+    Parameters
+    ----------
+    poller : kit.dashboard.poller.Poller
+        The shared poller (live status; the cluster too when `base` is None).
+    base : Cluster or None
+        The snapshot's cluster, or None to follow the poller's.
+    first : Cluster
+        The cluster as the page is built: its racks and brokers for the filters.
+    plan_moves : dict
+        Plan label -> its moves, for the plan picker.
+    source, records_url : str
+        Where the figures come from (no credentials); the URL prefix of the records folder.
+    """
+
+    def __init__(self, poller, base, first, plan_moves: dict[str, list[dict]], source: str, records_url: str):
+        self.poller, self.base, self.first, self.plan_moves = poller, base, first, plan_moves
+        self.source, self.records_url = source, records_url
+        self.live = _Live()
+        racks = sorted({b.rack or views.NO_RACK for b in self.first.brokers.values()})
+        # -- widgets (design.md: topic regex, rack filter, plan picker, before/after, broker search)
+        self.plan_w = pn.widgets.Select(name="Plan", options=[NO_PLAN] + list(plan_moves),
+                                        value=list(plan_moves)[0] if plan_moves else NO_PLAN)
+        self.which_w = pn.widgets.RadioButtonGroup(name="Show", options=["after", "before"], value="after",
+                                                   button_type="primary")
+        self.sort_w = pn.widgets.Select(name="Sort brokers (within each rack) by", options=list(views.SORT_KEYS),
+                                        value="broker id")
+        self.rack_w = pn.widgets.MultiChoice(name="Racks (empty: all)", options=racks, value=[])
+        self.search_w = pn.widgets.TextInput(name="Broker search", placeholder="1001, 1010-1020, 10…")
+        self.topics_w = pn.widgets.TextInput(name="Topic regex", placeholder="e.g. ^payments\\.")
+        self.frames: dict = {}
+        self.last_view: dict = {}
+        # -- live throttle chart: this session's Buffer, fed from the shared poller's rows
+        self.buffer = hv.streams.Buffer(views.empty_throttle_frame(), length=ROWS_KEPT, index=False)
+        self.seen = {"rows": 0, "version": -1}
+        self.legends = {role: pn.pane.HTML("", sizing_mode="stretch_width") for role in ("leader", "follower")}
+        # Created once and patched (`object`): swapping whole panes every tick makes the browser
+        # rebuild them, and a busy page then stops showing the updates.
+        self.progress_box = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.events_box = pn.pane.HTML("", sizing_mode="stretch_width",
+                                       styles={"overflow-y": "auto", "max-height": "360px"})
+        self.records_box = pn.pane.HTML("", sizing_mode="stretch_width",
+                                        styles={"overflow-y": "auto", "max-height": "360px"})
+
+    def cluster(self):
+        return self.base if self.base is not None else self.poller.state.cluster
+
+    # -- the broker distribution
+
+    def frame_for(self, plan, topics, version, storage_version):
         key = (plan, topics, version, storage_version)
-        if key not in frames:
+        if key not in self.frames:
             # Free storage from the newest samples where they give it (else the metrics znode's).
-            c = views.with_free_storage(cluster(), poller.state.storage)
-            after = views.assignment_after(c, plan_moves.get(plan)) if plan != NO_PLAN else None
-            frames.clear()  # one frame per session is enough; widgets change one thing at a time
-            frames[key] = views.broker_frame(c, after, topics or None)
-        return frames[key]
+            c = views.with_free_storage(self.cluster(), self.poller.state.storage)
+            after = views.assignment_after(c, self.plan_moves.get(plan)) if plan != NO_PLAN else None
+            self.frames.clear()  # one frame per session is enough; widgets change one thing at a time
+            self.frames[key] = views.broker_frame(c, after, topics or None)
+        return self.frames[key]
 
-    def distribution(plan, which, sort_by, racks_sel, search, topics, version, storage_version):
+    def distribution(self, plan, which, sort_by, racks_sel, search, topics, version, storage_version):
         try:
-            frame = frame_for(plan, topics, version, storage_version)
+            frame = self.frame_for(plan, topics, version, storage_version)
         except re.error as e:
             # A regex being typed is often invalid for a keystroke or two: the last view stays.
+            last_view = self.last_view
             error = pn.pane.Alert(f"Topic regex /{topics}/ is not valid ({e}); showing the last valid view"
                                   + (f" (/{last_view['topics']}/)" if last_view.get("topics") else "") + ".",
                                   alert_type="danger", margin=(0, 10), css_classes=["kit-regex-error"])
@@ -129,109 +170,98 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         note = ("Bars: leaders (dark) + followers (light); free storage (red under 10%); degree. "
                 + ("Black dash: the other side of the plan. " if has_plan else "")
                 + "Hover a bar for the exact figures.")
-        free = (f" Free storage from the broker samples of {views.utc_label(poller.state.clock)} (their clock)."
-                if poller.state.storage and poller.state.clock else "")
+        state = self.poller.state
+        free = (f" Free storage from the broker samples of {views.utc_label(state.clock)} (their clock)."
+                if state.storage and state.clock else "")
         view = pn.Column(pn.pane.Markdown(head + "\n\n" + note + free, margin=(0, 10)),
                          views.distribution_view(frame, which if has_plan else "before", sort_by, racks_sel,
                                                  search, show_before=has_plan),
                          sizing_mode="stretch_width")
-        last_view.update(view=view, topics=topics)
+        self.last_view.update(view=view, topics=topics)
         return view
 
-    dist = pn.bind(distribution, plan_w, which_w, sort_w, rack_w, search_w, topics_w, live.param.cluster_version,
-                   live.param.storage_version)
+    # -- the live throttle charts
 
-    # -- live throttle chart: this session's Buffer, fed from the shared poller's rows
-    buffer = hv.streams.Buffer(views.empty_throttle_frame(), length=ROWS_KEPT, index=False)
-    seen = {"rows": 0, "version": -1}
-
-    def searched(search):
+    def searched(self, search):
         ids = views.select_brokers(
-            pd.DataFrame({"broker": sorted(first.brokers), "label": [str(b) for b in sorted(first.brokers)],
+            pd.DataFrame({"broker": sorted(self.first.brokers), "label": [str(b) for b in sorted(self.first.brokers)],
                           "rack": ""}), None, search)["broker"] if search else None
         return None if ids is None else set(ids.tolist())
 
-    def chart(role):
+    def chart(self, role):
         def view(data, search):
-            return views.throttle_view(data, role, searched(search), pd.Timestamp.now("UTC").tz_localize(None))
-        return hv.DynamicMap(pn.bind(view, search=search_w), streams=[buffer])
+            return views.throttle_view(data, role, self.searched(search), pd.Timestamp.now("UTC").tz_localize(None))
+        return hv.DynamicMap(pn.bind(view, search=self.search_w), streams=[self.buffer])
 
-    # linked_axes off: Panel otherwise gives both charts (both "time" by "MB/s") one y range, the
-    # sources' (their tx, ~60 MB/s), and the destinations' measured rx (client traffic plus the
-    # copy, ~120 MB/s) is drawn above the top of their chart, where nobody sees it.
-    legends = {role: pn.pane.HTML("", sizing_mode="stretch_width") for role in ("leader", "follower")}
-    throttle = pn.Row(*(pn.Column(pn.pane.HoloViews(chart(role), sizing_mode="stretch_width", linked_axes=False),
-                                  legends[role], sizing_mode="stretch_width")
-                        for role in ("leader", "follower")), sizing_mode="stretch_width")
-    # Created once and patched (`object`): swapping whole panes every tick makes the browser
-    # rebuild them, and a busy page then stops showing the updates.
-    progress_box = pn.pane.HTML("", sizing_mode="stretch_width")
-    events_box = pn.pane.HTML("", sizing_mode="stretch_width", styles={"overflow-y": "auto", "max-height": "360px"})
-    records_box = pn.pane.HTML("", sizing_mode="stretch_width", styles={"overflow-y": "auto", "max-height": "360px"})
-    source = f"ZooKeeper {zk.split('@')[-1]}" if zk else f"snapshot {os.path.basename(snapshot or '')}"
-
-    def refresh():
+    def refresh(self):
         try:
-            _refresh()
+            self._refresh()
         except Exception:  # noqa: BLE001  (one bad read must not stop the page's updates)
-            import logging
-
             logging.getLogger("kit.dashboard").exception("refresh failed")
 
-    def _refresh():
+    def _refresh(self):
+        poller, seen, live = self.poller, self.seen, self.live
         rows, seen["rows"] = poller.rows_since(seen["rows"])
         if rows:
-            buffer.send(pd.DataFrame(rows, columns=views.THROTTLE_COLUMNS))
+            self.buffer.send(pd.DataFrame(rows, columns=views.THROTTLE_COLUMNS))
         st = poller.state
         if st.version == seen["version"]:
             return
         seen["version"] = st.version
-        ids = searched(search_w.value)
-        for role, box in legends.items():
-            text = views.throttle_legend(buffer.data, role, ids)
+        ids = self.searched(self.search_w.value)
+        for role, box in self.legends.items():
+            text = views.throttle_legend(self.buffer.data, role, ids)
             if box.object != text:
                 box.object = text
         shown = views.progress_view(st.status, views.eta(st.progress, st.history),
-                                    views.utc_label(st.updated) if st.updated else None, st.error, source,
+                                    views.utc_label(st.updated) if st.updated else None, st.error, self.source,
                                     st.copy_basis, st.progress, st.throttle_loop, st.clock_source,
                                     views.clock_speed(st.history))
-        for box, pane in ((progress_box, shown),
-                          (events_box, views.events_view(list(st.events))),
-                          (records_box, views.records_view(list(st.records), records_url))):
+        for box, pane in ((self.progress_box, shown),
+                          (self.events_box, views.events_view(list(st.events))),
+                          (self.records_box, views.records_view(list(st.records), self.records_url))):
             if box.object != pane.object:
                 box.object = pane.object
-        if base is None and st.cluster_version != live.cluster_version and st.cluster is not None:
+        if self.base is None and st.cluster_version != live.cluster_version and st.cluster is not None:
             live.cluster_version = st.cluster_version
         if st.storage_version != live.storage_version:
             live.storage_version = st.storage_version
 
-    refresh()
-    pn.state.add_periodic_callback(refresh, period=int(interval * 1000))
+    # -- the page
 
-    # One row of controls above the charts: the racks get the screen's full width.
-    for w in (plan_w, sort_w, rack_w, search_w, topics_w):
-        w.width = 220
-    which_w.width = 140
-    controls = pn.Row(plan_w, pn.Column(pn.pane.Markdown("Show", margin=(0, 10)), which_w), sort_w, rack_w,
-                      search_w, topics_w, sizing_mode="stretch_width")
-    main = pn.Column(
-        pn.pane.Markdown(f"## kit · Kafka operations · {source}", margin=(0, 10)),
-        progress_box,
-        pn.pane.Markdown("### Replication throttles (live; solid: measured, dashed: throttle, dot: current "
-                         "throttle, label: broker id; only brokers sending or receiving in the running "
-                         "reassignment)", margin=(0, 10)),
-        throttle,
-        pn.pane.Markdown("Broker search also filters the throttle chart.", margin=(0, 10),
-                         styles={"font-size": "11px", "color": "#666"}),
-        controls,
-        dist,
-        pn.Row(pn.Column(pn.pane.Markdown("### Events (newest first)", margin=(0, 10)), events_box,
-                         sizing_mode="stretch_width"),
-               pn.Column(pn.pane.Markdown("### Runbook records", margin=(0, 10)), records_box,
-                         sizing_mode="stretch_width"),
-               sizing_mode="stretch_width"),
-        sizing_mode="stretch_width")
-    return main
+    def layout(self):
+        dist = pn.bind(self.distribution, self.plan_w, self.which_w, self.sort_w, self.rack_w, self.search_w,
+                       self.topics_w, self.live.param.cluster_version, self.live.param.storage_version)
+        # linked_axes off: Panel otherwise gives both charts (both "time" by "MB/s") one y range, the
+        # sources' (their tx, ~60 MB/s), and the destinations' measured rx (client traffic plus the
+        # copy, ~120 MB/s) is drawn above the top of their chart, where nobody sees it.
+        throttle = pn.Row(*(pn.Column(pn.pane.HoloViews(self.chart(role), sizing_mode="stretch_width",
+                                                        linked_axes=False),
+                                      self.legends[role], sizing_mode="stretch_width")
+                            for role in ("leader", "follower")), sizing_mode="stretch_width")
+        # One row of controls above the charts: the racks get the screen's full width.
+        for w in (self.plan_w, self.sort_w, self.rack_w, self.search_w, self.topics_w):
+            w.width = 220
+        self.which_w.width = 140
+        controls = pn.Row(self.plan_w, pn.Column(pn.pane.Markdown("Show", margin=(0, 10)), self.which_w),
+                          self.sort_w, self.rack_w, self.search_w, self.topics_w, sizing_mode="stretch_width")
+        return pn.Column(
+            pn.pane.Markdown(f"## kit · Kafka operations · {self.source}", margin=(0, 10)),
+            self.progress_box,
+            pn.pane.Markdown("### Replication throttles (live; solid: measured, dashed: throttle, dot: current "
+                             "throttle, label: broker id; only brokers sending or receiving in the running "
+                             "reassignment)", margin=(0, 10)),
+            throttle,
+            pn.pane.Markdown("Broker search also filters the throttle chart.", margin=(0, 10),
+                             styles={"font-size": "11px", "color": "#666"}),
+            controls,
+            dist,
+            pn.Row(pn.Column(pn.pane.Markdown("### Events (newest first)", margin=(0, 10)), self.events_box,
+                             sizing_mode="stretch_width"),
+                   pn.Column(pn.pane.Markdown("### Runbook records", margin=(0, 10)), self.records_box,
+                             sizing_mode="stretch_width"),
+                   sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
 
 
 # --------------------------------------------------------------------------- server
@@ -239,8 +269,6 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
 
 def _records_handler(folder: str, auth: bool):
     """A static handler for the records folder that asks for the login when the page does."""
-    import tornado.web
-
     class RecordsHandler(tornado.web.StaticFileHandler):
         def prepare(self):
             # Bokeh's basic-auth login sets this signed cookie; static routes do not check it themselves.
@@ -271,8 +299,6 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
     -------
     bokeh.server.server.Server
     """
-    import socket
-
     try:
         with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as s:
             s.bind((address, port))

@@ -16,7 +16,13 @@ import time
 import warnings
 from typing import Any
 
+from kit.cluster.zk.layout import connect, dump_znode_json
 from kit.errors import BadInput
+from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
+
+# PySpark (and spark/, whose jobs import it) and pyarrow are the `spark` extra, and PySpark takes
+# seconds to import: both are imported inside the functions that use them, so this module loads
+# (and checks its options) without them.
 
 WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -214,22 +220,7 @@ def read_samples(spark, path: str, kind: str, keep: list | None = None, stats: d
         frames.append(spark.read.schema(with_corrupt).option("mode", "PERMISSIVE")
                       .option("columnNameOfCorruptRecord", CORRUPT).json(jsonl))
     if parquet:
-        try:
-            pq = spark.read.parquet(*parquet)
-        except Exception as e:  # noqa: BLE001  (an unreadable file is the user's input, not a crash)
-            raise BadInput(f"{what} {path}: not readable Parquet ({type(e).__name__})") from None
-        types = dict(pq.dtypes)
-        cols = []
-        for f in schema.fields:
-            t = types.get(f.name)
-            ok = _KINDS[f.dataType.simpleString()] + (("timestamp", "timestamp_ntz") if f.name == "ts" else ())
-            if t is None and f.name not in required:
-                cols.append(F.lit(None).cast(f.dataType).alias(f.name))
-            elif t is None or t not in ok:
-                raise BadInput(f"{what} {path}: column {f.name} is {t or 'missing'}, expected {f.dataType.simpleString()}")
-            else:
-                cols.append(F.col(f.name))
-        frames.append(pq.select(*cols, F.lit(None).cast("string").alias(CORRUPT)))
+        frames.append(_parquet_samples(spark, parquet, schema, required, f"{what} {path}"))
     raw = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     typed = typed_samples(raw, schema, required)
     if jsonl and keep is not None:
@@ -257,6 +248,32 @@ def read_samples(spark, path: str, kind: str, keep: list | None = None, stats: d
                            f"{'ISO-8601 time' if c == 'ts' else dict(zip(schema.names, schema.fields))[c].dataType.simpleString()}"
                            " in every row")
     return typed.where(~F.col("malformed")).drop("malformed"), int(counts["bad"] or 0)
+
+
+def _parquet_samples(spark, files: list[str], schema, required: list[str], where: str):
+    """Parquet sample files as a frame of `schema`'s columns (an optional one missing: null)
+    and an empty corrupt-record column; `BadInput` names `where` for an unreadable file or a
+    column of the wrong type (or a required one missing)."""
+    from pyspark.sql import functions as F
+
+    from spark.metrics_jobs import CORRUPT
+
+    try:
+        pq = spark.read.parquet(*files)
+    except Exception as e:  # noqa: BLE001  (an unreadable file is the user's input, not a crash)
+        raise BadInput(f"{where}: not readable Parquet ({type(e).__name__})") from None
+    types = dict(pq.dtypes)
+    cols = []
+    for f in schema.fields:
+        t = types.get(f.name)
+        ok = _KINDS[f.dataType.simpleString()] + (("timestamp", "timestamp_ntz") if f.name == "ts" else ())
+        if t is None and f.name not in required:
+            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+        elif t is None or t not in ok:
+            raise BadInput(f"{where}: column {f.name} is {t or 'missing'}, expected {f.dataType.simpleString()}")
+        else:
+            cols.append(F.col(f.name))
+    return pq.select(*cols, F.lit(None).cast("string").alias(CORRUPT))
 
 
 def compute(spark, replica_path: str, broker_path: str, window_s: int, stat: str) -> dict[str, Any]:
@@ -314,8 +331,6 @@ def _write_parquet(path: str, rows: list[dict], columns: list[tuple[str, str]]) 
 
 def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
     """Write the four outputs into `out_dir` (created if needed); the paths written."""
-    from kit.formats import write_atomic
-
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, n) for n in ("partition_meta.json", "broker_metrics.json",
                                                 "replica_traffic.parquet", "broker_load.parquet")]
@@ -328,12 +343,10 @@ def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
 
 def write_znodes(client, figures: dict[str, Any]) -> None:
     """kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, created or replaced."""
-    from kit.cluster.zk.layout import _compact
-
     client.ensure_path("/topicmappr")
     for path, doc in (("/topicmappr/partitionmeta", figures["partition_meta"]),
                       ("/topicmappr/brokermetrics", figures["broker_metrics"])):
-        data = _compact(doc)
+        data = dump_znode_json(doc)
         if client.exists(path):
             client.set(path, data)
         else:
@@ -373,8 +386,6 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
         if progress is not None:
             progress.stage(name)
 
-    from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
-
     check_spark_options(master, driver_memory)
     window_s = parse_window(window)
     if stat not in ("max", "p95"):
@@ -389,8 +400,6 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
     doc = snapshot_doc(load_snapshot(snapshot_in)) if snapshot_in else None
     client = None
     if zk:
-        from kit.cluster.zk.layout import connect
-
         client = connect(zk, auth=zk_auth)
     try:
         start = time.perf_counter()
@@ -414,48 +423,21 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
             client.close()
 
 
-def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | None = None,
-           once: bool = False, poll_seconds: float = 5.0, shuffle_partitions: int | None = None,
-           driver_memory: str | None = None, max_seconds: float | None = None, stop=None, progress=None) -> int:
-    """Streaming mode: keep `out_dir/broker_rates.json` current from a directory of broker sample files.
+class _RatesSink:
+    """`follow`'s micro-batch sink: each batch's per-broker windows added to the running sums,
+    and `target` rewritten with each broker's newest window. `batches` counts the batches."""
 
-    Spark Structured Streaming reads each new file once; every micro-batch is aggregated into
-    per-broker tumbling windows that are added to the running sums, and the file is rewritten
-    with each broker's newest window: `{"1001": {"window_end": ISO, "rx_bytes_per_sec": ..,
-    "tx_bytes_per_sec": .., "samples": n}}`. With `once`, the files present now are processed
-    and the call returns; otherwise it runs until interrupted, until `max_seconds` have
-    passed, or until `stop` (a `threading.Event`) is set, whichever comes first. On a bounded
-    stop the files present by then are processed before returning, so the last file written
-    reflects every sample seen. Returns the micro-batches seen; `progress` (a
-    `kit.progress.Progress`) hears of each one.
-    """
-    check_spark_options(master, driver_memory)  # before Spark is even imported
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
+    def __init__(self, target: str, window_s: int, progress=None):
+        self.target, self.window_s, self.progress = target, window_s, progress
+        self.sums: dict[tuple[int, int], list[float]] = {}
+        self.batches = 0
 
-    from spark.metrics_jobs import BROKER_REQUIRED, BROKER_SCHEMA, CORRUPT, broker_rate_windows, typed_samples
+    def __call__(self, batch, _batch_id) -> None:
+        from pyspark.sql import functions as F
 
-    from kit.formats import write_atomic
+        from spark.metrics_jobs import BROKER_REQUIRED, BROKER_SCHEMA, broker_rate_windows, typed_samples
 
-    window_s = parse_window(window)
-    if not os.path.isdir(broker_path):
-        raise BadInput(f"--broker-samples {broker_path}: --follow needs a directory of sample files")
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    if os.path.isfile(out_dir) or not os.path.isdir(parent):
-        raise BadInput(f"--out {out_dir}: not a directory that can be created")
-    os.makedirs(out_dir, exist_ok=True)
-    target = os.path.join(out_dir, "broker_rates.json")
-    if progress is not None:
-        progress.stage("starting Spark")
-    spark = spark_session(master, shuffle_partitions, driver_memory, app="kit-metrics-follow")
-    schema = StructType(BROKER_SCHEMA.fields + [StructField(CORRUPT, StringType())])
-    stream = (spark.readStream.schema(schema).option("mode", "PERMISSIVE")
-              .option("columnNameOfCorruptRecord", CORRUPT).option("recursiveFileLookup", "true")
-              .option("pathGlobFilter", "*.jsonl").json(broker_path))
-    sums: dict[tuple[int, int], list[float]] = {}
-    batches = [0]
-
-    def sink(batch, _batch_id) -> None:
+        sums, window_s = self.sums, self.window_s
         typed = typed_samples(batch, BROKER_SCHEMA, BROKER_REQUIRED).cache()
         bad = typed.where(F.col("malformed")).count()
         if bad:
@@ -477,11 +459,48 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
             rx, tx, n = sums[(b, newest[b])]
             doc[str(b)] = {"window_end": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest[b])),
                            "rx_bytes_per_sec": rx / n, "tx_bytes_per_sec": tx / n, "samples": n}
-        write_atomic(target, json.dumps(doc, separators=(",", ":")) + "\n")
-        batches[0] += 1
-        if progress is not None:
-            progress.stage(f"{batches[0]} micro-batch(es) done, {len(doc)} broker(s) in {target}")
+        write_atomic(self.target, json.dumps(doc, separators=(",", ":")) + "\n")
+        self.batches += 1
+        if self.progress is not None:
+            self.progress.stage(f"{self.batches} micro-batch(es) done, {len(doc)} broker(s) in {self.target}")
 
+
+def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | None = None,
+           once: bool = False, poll_seconds: float = 5.0, shuffle_partitions: int | None = None,
+           driver_memory: str | None = None, max_seconds: float | None = None, stop=None, progress=None) -> int:
+    """Streaming mode: keep `out_dir/broker_rates.json` current from a directory of broker sample files.
+
+    Spark Structured Streaming reads each new file once; every micro-batch is aggregated into
+    per-broker tumbling windows that are added to the running sums, and the file is rewritten
+    with each broker's newest window: `{"1001": {"window_end": ISO, "rx_bytes_per_sec": ..,
+    "tx_bytes_per_sec": .., "samples": n}}`. With `once`, the files present now are processed
+    and the call returns; otherwise it runs until interrupted, until `max_seconds` have
+    passed, or until `stop` (a `threading.Event`) is set, whichever comes first. On a bounded
+    stop the files present by then are processed before returning, so the last file written
+    reflects every sample seen. Returns the micro-batches seen; `progress` (a
+    `kit.progress.Progress`) hears of each one.
+    """
+    check_spark_options(master, driver_memory)  # before Spark is even imported
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from spark.metrics_jobs import BROKER_SCHEMA, CORRUPT
+
+    window_s = parse_window(window)
+    if not os.path.isdir(broker_path):
+        raise BadInput(f"--broker-samples {broker_path}: --follow needs a directory of sample files")
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if os.path.isfile(out_dir) or not os.path.isdir(parent):
+        raise BadInput(f"--out {out_dir}: not a directory that can be created")
+    os.makedirs(out_dir, exist_ok=True)
+    target = os.path.join(out_dir, "broker_rates.json")
+    if progress is not None:
+        progress.stage("starting Spark")
+    spark = spark_session(master, shuffle_partitions, driver_memory, app="kit-metrics-follow")
+    schema = StructType(BROKER_SCHEMA.fields + [StructField(CORRUPT, StringType())])
+    stream = (spark.readStream.schema(schema).option("mode", "PERMISSIVE")
+              .option("columnNameOfCorruptRecord", CORRUPT).option("recursiveFileLookup", "true")
+              .option("pathGlobFilter", "*.jsonl").json(broker_path))
+    sink = _RatesSink(target, window_s, progress)
     with tempfile.TemporaryDirectory(prefix="kit-follow-") as checkpoint:
         writer = stream.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
         writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{poll_seconds} seconds")
@@ -502,4 +521,4 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
                 query.awaitTermination()  # raises if a micro-batch failed
         except KeyboardInterrupt:
             query.stop()
-    return batches[0]
+    return sink.batches

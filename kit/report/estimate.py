@@ -42,6 +42,7 @@ def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, floa
     return max([n / rate_out[b] for b, n in out_b.items()] + [n / rate_in[b] for b, n in in_b.items()] + [0.0])
 
 
+# Over 60 lines only by its numpydoc docstring (25 of its lines).
 def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = "auto",
             client_load: float | None = None, settings: Settings | None = None, cap_map: dict | None = None,
             max_events: int = MAX_EVENTS, first_decision_s: float = 0.0) -> dict:
@@ -80,25 +81,14 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     live = set(brokers)
     targets, source, dest, size, part = copy_arrays(cluster, moves, live)
     copies = (source, dest, size)
-    assumptions = [f"all {len(moves)} partition(s) moved at once"]
-    if client_load is None:
-        assumptions.append("client traffic: the snapshot's bytes_in/bytes_out, flat")
-    else:
-        assumptions.append(f"client traffic: what-if {client_load:.0%} of capacity on average, flat")
+    assumptions = _assumptions(len(moves), client_load, throttle, settings)
     try:
         cap = capacities(brokers, cap_map)
     except BadInput:
         cap = {b: float(br.net_capacity) for b, br in brokers.items() if br.net_capacity is not None}
     involved = set(np.unique(np.concatenate([source, dest])).tolist())
-    unknown = sorted(b for b in involved if b not in cap)
-    if throttle == "auto":
-        assumptions.append(f"auto-throttle every {settings.interval:g} s: {settings.share:.0%} of the capacity "
-                           f"clients leave free, at least {settings.minimum / 1e6:.0f} MB/s")
-    elif throttle is None:
-        assumptions.append("no throttle: copies may take the whole NIC")
-    else:
-        assumptions.append(f"fixed throttle {float(throttle) / 1e6:.0f} MB/s per broker and direction")
-        unknown = []  # a fixed throttle is a rate for every broker
+    # A fixed throttle is a rate for every broker: only the others need the capacities.
+    unknown = sorted(b for b in involved if b not in cap) if throttle == "auto" or throttle is None else []
     result = {"estimate_s": None, "lower_bound_s": None, "assumptions": assumptions, "steps": 0,
               "unknown": unknown}
     if unknown:
@@ -109,143 +99,17 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         result["estimate_s"] = 0.0
         return result
     if len(source) > MAX_COPIES:
-        rx, tx = broker_traffic(cluster, figures, live)
-        if throttle == "auto":
-            r_out = {b: max(settings.share * (c - tx.get(b, 0.0)), settings.minimum) for b, c in cap.items()}
-            r_in = {b: max(settings.share * (c - rx.get(b, 0.0)), settings.minimum) for b, c in cap.items()}
-        elif throttle is None:
-            r_out, r_in = dict(cap), dict(cap)
-        else:
-            r_out = r_in = {b: float(throttle) for b in live}
-        t = analytic_estimate(copies, r_out, r_in)
+        t = analytic_estimate(copies, *_starting_rates(cluster, figures, live, cap, throttle, settings))
         assumptions.append(f"{len(source)} copies: more than the fluid model's {MAX_COPIES}; analytic figure (the "
                            "busiest broker at its starting rate, no tails), at least the lower bound; expect longer")
         result["estimate_s"] = max(t, bound or 0.0)
         return result
-    ids = sorted(live)
-    pos = {b: k for k, b in enumerate(ids)}
-    nb = len(ids)
-    nic = np.array([cap.get(b, math.inf) for b in ids])
-    src = np.searchsorted(ids, source)
-    dst = np.searchsorted(ids, dest)
-    part = part.tolist()
-    pair_key, f_pair = np.unique(src * nb + dst, return_inverse=True)
-    p_src, p_dst = pair_key // nb, pair_key % nb
-    clients = ClientTraffic(cluster, figures.tolist(), live)
-    waiting = {i: 0 for i in targets}
-    for i in part:
-        waiting[i] += 1
-    for i in sorted(i for i, n in waiting.items() if n == 0):
-        clients.finish(i, targets[i])
-    c_rx = np.array([clients.rx[b] for b in ids])
-    c_tx = np.array([clients.tx[b] for b in ids])
-
-    auto = None
-    interval = settings.interval
-    if throttle == "auto":
-        auto = AutoThrottle(settings, cap)
-        if bound and bound / interval > MAX_DECISIONS:
-            interval = bound / MAX_DECISIONS
-            assumptions.append(f"modelled with a decision every {interval:.0f} s (a long run: at most "
-                               f"{MAX_DECISIONS} rounds computed)")
-        out_cap, in_cap = nic.copy(), nic.copy()
-        if first_decision_s > 0:
-            # Applied at the minimum on every broker taking part, until the first decision.
-            out_cap[np.unique(src)] = settings.minimum
-            in_cap[np.unique(dst)] = settings.minimum
-            auto.applied = {ids[k]: {LEADER: settings.minimum} for k in np.unique(src)}
-            for k in np.unique(dst):
-                auto.applied.setdefault(ids[k], {})[FOLLOWER] = settings.minimum
-            assumptions.append(f"applied at the {settings.minimum / 1e6:.0f} MB/s minimum until the auto-throttle's "
-                               f"first decision at {first_decision_s:g} s")
-    elif throttle is None:
-        out_cap, in_cap = nic.copy(), nic.copy()
-    else:
-        out_cap = np.full(nb, float(throttle))
-        in_cap = out_cap.copy()
+    run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap)
+    interval = run.throttle(throttle, settings, bound, first_decision_s, assumptions)
     group = max(1, math.ceil(len(source) / max_events))
     if group > 1:
         assumptions.append(f"{len(source)} copies modelled finishing in groups of up to {group}")
-    moved = float(size.sum())
-    tol = 1e-6 * max(1.0, moved)
-    done = np.zeros(len(source), dtype=bool)
-    progress = np.zeros(len(pair_key))
-    peak = np.zeros((4, nb))  # rx, tx, replication rx, replication tx at the window's peak
-    peaked = False
-    t, next_decision, t_event, steps = 0.0, first_decision_s if auto is not None else 0.0, 0.0, 0
-    rate = send = recv = None
-    dirty = True
-
-    def decide(now: float) -> bool:
-        nonlocal peaked
-        und = ~done
-        sources = {ids[k] for k in np.unique(src[und])}
-        dests = {ids[k] for k in np.unique(dst[und])}
-        metrics = {}
-        for k, b in enumerate(ids):
-            if peaked:
-                metrics[b] = NetSample(now, peak[0, k], peak[1, k], peak[2, k], peak[3, k])
-            else:
-                metrics[b] = NetSample(now, c_rx[k], c_tx[k], 0.0, 0.0)
-        d = auto.decide(now, "", sources, dests, metrics)
-        changed = False
-        for b, rates in d.rates.items():
-            k = pos[b]
-            if LEADER in rates:
-                out_cap[k], changed = rates[LEADER], True
-            if FOLLOWER in rates:
-                in_cap[k], changed = rates[FOLLOWER], True
-        for b in d.clear:
-            k = pos[b]
-            out_cap[k], in_cap[k], changed = nic[k], nic[k], True
-        peak[:] = 0.0
-        peaked = False
-        return changed
-
-    while not done.all():
-        if auto is not None and t >= next_decision - 1e-9:
-            dirty = decide(t) or dirty
-            next_decision = t + interval
-        if dirty:
-            und = ~done
-            weight = np.bincount(f_pair[und], minlength=len(pair_key)).astype(float)
-            rate = pair_rates(p_src, p_dst, weight, out_cap, in_cap)
-            r = rate[f_pair[und]]
-            if not (r > 0).any():
-                raise BadInput("no replication can make progress (a throttle or capacity of 0)")
-            with np.errstate(divide="ignore"):
-                left = np.where(r > 0, (size[und] - progress[f_pair[und]]) / r, np.inf)
-            k = min(group, len(left)) - 1
-            t_event = t + float(np.partition(left, k)[k])
-            send = np.bincount(p_src, weights=rate * weight, minlength=nb)
-            recv = np.bincount(p_dst, weights=rate * weight, minlength=nb)
-            dirty = False
-            steps += 1
-        dt = t_event - t
-        if auto is not None:
-            dt = min(dt, max(next_decision - t, 1e-9))
-        # The auto-throttle's window peak, as the simulator's metrics show it.
-        rx_all, tx_all = c_rx + recv, c_tx + send
-        m = (rx_all >= peak[0]) | (not peaked)
-        peak[0, m], peak[2, m] = rx_all[m], recv[m]
-        m = (tx_all >= peak[1]) | (not peaked)
-        peak[1, m], peak[3, m] = tx_all[m], send[m]
-        peaked = True
-        progress += rate * dt
-        t += dt
-        newly = ~done & (size - progress[f_pair] <= tol)
-        if newly.any():
-            done |= newly
-            for j in np.flatnonzero(newly):
-                i = part[j]
-                clients.join(i, ids[dst[j]])
-                waiting[i] -= 1
-                if not waiting[i]:
-                    clients.finish(i, targets[i])
-            c_rx = np.array([clients.rx[b] for b in ids])
-            c_tx = np.array([clients.tx[b] for b in ids])
-            dirty = True
-    estimate = t
+    estimate, steps = run.run(interval, first_decision_s, group)
     if bound is not None and estimate < bound:
         # Only a rate floor above the free capacity (the minimum rate on a broker its clients
         # nearly fill) gets here: such copies displace clients; the figure stays at the bound.
@@ -253,6 +117,196 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         estimate = bound
     result.update(estimate_s=estimate, steps=steps)
     return result
+
+
+def _assumptions(moves: int, client_load: float | None, throttle: float | str | None,
+                 settings: Settings) -> list[str]:
+    """What every estimate assumes: the moves at once, the client traffic, the throttle."""
+    out = [f"all {moves} partition(s) moved at once"]
+    if client_load is None:
+        out.append("client traffic: the snapshot's bytes_in/bytes_out, flat")
+    else:
+        out.append(f"client traffic: what-if {client_load:.0%} of capacity on average, flat")
+    if throttle == "auto":
+        out.append(f"auto-throttle every {settings.interval:g} s: {settings.share:.0%} of the capacity "
+                   f"clients leave free, at least {settings.minimum / 1e6:.0f} MB/s")
+    elif throttle is None:
+        out.append("no throttle: copies may take the whole NIC")
+    else:
+        out.append(f"fixed throttle {float(throttle) / 1e6:.0f} MB/s per broker and direction")
+    return out
+
+
+def _starting_rates(cluster: Cluster, figures: np.ndarray, live: set[int], cap: dict[int, float],
+                    throttle: float | str | None, settings: Settings) -> tuple[dict[int, float], dict[int, float]]:
+    """Each broker's replication rate out and in at the start: the auto-throttle's first
+    decision from the clients' traffic, the NIC, or the fixed throttle."""
+    rx, tx = broker_traffic(cluster, figures, live)
+    if throttle == "auto":
+        r_out = {b: max(settings.share * (c - tx.get(b, 0.0)), settings.minimum) for b, c in cap.items()}
+        r_in = {b: max(settings.share * (c - rx.get(b, 0.0)), settings.minimum) for b, c in cap.items()}
+    elif throttle is None:
+        r_out, r_in = dict(cap), dict(cap)
+    else:
+        r_out = r_in = {b: float(throttle) for b in live}
+    return r_out, r_in
+
+
+class _FluidRun:
+    """The fluid model's state: the copies as (source, destination) pairs over broker
+    positions, the bytes each pair has moved, the caps in force, the clients' traffic, and the
+    window's peak the auto-throttle decides from."""
+
+    def __init__(self, cluster: Cluster, figures: np.ndarray, live: set[int], targets: dict[int, list[int]],
+                 source: np.ndarray, dest: np.ndarray, size: np.ndarray, part: np.ndarray, cap: dict[int, float]):
+        self.ids = sorted(live)
+        self.pos = {b: k for k, b in enumerate(self.ids)}
+        self.nb = nb = len(self.ids)
+        self.nic = np.array([cap.get(b, math.inf) for b in self.ids])
+        self.cap = cap
+        self.src = np.searchsorted(self.ids, source)
+        self.dst = np.searchsorted(self.ids, dest)
+        self.size = size
+        self.part = part.tolist()
+        self.targets = targets
+        pair_key, self.f_pair = np.unique(self.src * nb + self.dst, return_inverse=True)
+        self.p_src, self.p_dst = pair_key // nb, pair_key % nb
+        self.clients = ClientTraffic(cluster, figures.tolist(), live)
+        self.waiting = {i: 0 for i in targets}
+        for i in self.part:
+            self.waiting[i] += 1
+        for i in sorted(i for i, n in self.waiting.items() if n == 0):
+            self.clients.finish(i, targets[i])
+        self.c_rx = np.array([self.clients.rx[b] for b in self.ids])
+        self.c_tx = np.array([self.clients.tx[b] for b in self.ids])
+        self.done = np.zeros(len(source), dtype=bool)
+        self.progress = np.zeros(len(pair_key))
+        self.peak = np.zeros((4, nb))  # rx, tx, replication rx, replication tx at the window's peak
+        self.peaked = False
+        self.auto: AutoThrottle | None = None
+        self.out_cap = self.in_cap = None
+
+    def throttle(self, throttle: float | str | None, settings: Settings, bound: float | None,
+                 first_decision_s: float, assumptions: list[str]) -> float:
+        """Set the caps the run starts with (and the auto-throttle); returns the seconds between
+        decisions modelled. What that changes is added to `assumptions`."""
+        interval = settings.interval
+        if throttle == "auto":
+            self.auto = auto = AutoThrottle(settings, self.cap)
+            if bound and bound / interval > MAX_DECISIONS:
+                interval = bound / MAX_DECISIONS
+                assumptions.append(f"modelled with a decision every {interval:.0f} s (a long run: at most "
+                                   f"{MAX_DECISIONS} rounds computed)")
+            self.out_cap, self.in_cap = self.nic.copy(), self.nic.copy()
+            if first_decision_s > 0:
+                # Applied at the minimum on every broker taking part, until the first decision.
+                self.out_cap[np.unique(self.src)] = settings.minimum
+                self.in_cap[np.unique(self.dst)] = settings.minimum
+                auto.applied = {self.ids[k]: {LEADER: settings.minimum} for k in np.unique(self.src)}
+                for k in np.unique(self.dst):
+                    auto.applied.setdefault(self.ids[k], {})[FOLLOWER] = settings.minimum
+                assumptions.append(f"applied at the {settings.minimum / 1e6:.0f} MB/s minimum until the "
+                                   f"auto-throttle's first decision at {first_decision_s:g} s")
+        elif throttle is None:
+            self.out_cap, self.in_cap = self.nic.copy(), self.nic.copy()
+        else:
+            self.out_cap = np.full(self.nb, float(throttle))
+            self.in_cap = self.out_cap.copy()
+        return interval
+
+    def run(self, interval: float, first_decision_s: float, group: int) -> tuple[float, int]:
+        """Copy to the end, the rates recomputed when `group` copies have finished or the
+        auto-throttle changed a cap; returns (seconds, rate recomputations)."""
+        tol = 1e-6 * max(1.0, float(self.size.sum()))
+        t, next_decision, t_event, steps = 0.0, first_decision_s if self.auto is not None else 0.0, 0.0, 0
+        rate = send = recv = None
+        dirty = True
+        while not self.done.all():
+            if self.auto is not None and t >= next_decision - 1e-9:
+                dirty = self.decide(t) or dirty
+                next_decision = t + interval
+            if dirty:
+                rate, send, recv, t_event = self.rates(t, group)
+                dirty = False
+                steps += 1
+            dt = t_event - t
+            if self.auto is not None:
+                dt = min(dt, max(next_decision - t, 1e-9))
+            self.note_peak(send, recv)
+            self.progress += rate * dt
+            t += dt
+            dirty = self.finish_copies(tol) or dirty
+        return t, steps
+
+    def rates(self, t: float, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """The pairs' max-min fair rates, the brokers' replication out and in, and when the
+        `group`-th unfinished copy ends at those rates."""
+        und = ~self.done
+        weight = np.bincount(self.f_pair[und], minlength=len(self.p_src)).astype(float)
+        rate = pair_rates(self.p_src, self.p_dst, weight, self.out_cap, self.in_cap)
+        r = rate[self.f_pair[und]]
+        if not (r > 0).any():
+            raise BadInput("no replication can make progress (a throttle or capacity of 0)")
+        with np.errstate(divide="ignore"):
+            left = np.where(r > 0, (self.size[und] - self.progress[self.f_pair[und]]) / r, np.inf)
+        k = min(group, len(left)) - 1
+        t_event = t + float(np.partition(left, k)[k])
+        send = np.bincount(self.p_src, weights=rate * weight, minlength=self.nb)
+        recv = np.bincount(self.p_dst, weights=rate * weight, minlength=self.nb)
+        return rate, send, recv, t_event
+
+    def note_peak(self, send: np.ndarray, recv: np.ndarray) -> None:
+        """The auto-throttle's window peak, as the simulator's metrics show it."""
+        rx_all, tx_all = self.c_rx + recv, self.c_tx + send
+        m = (rx_all >= self.peak[0]) | (not self.peaked)
+        self.peak[0, m], self.peak[2, m] = rx_all[m], recv[m]
+        m = (tx_all >= self.peak[1]) | (not self.peaked)
+        self.peak[1, m], self.peak[3, m] = tx_all[m], send[m]
+        self.peaked = True
+
+    def finish_copies(self, tol: float) -> bool:
+        """Copies within `tol` bytes of the end finish (their replicas join the ISR, their
+        partitions may finish); whether any did."""
+        newly = ~self.done & (self.size - self.progress[self.f_pair] <= tol)
+        if not newly.any():
+            return False
+        self.done |= newly
+        for j in np.flatnonzero(newly):
+            i = self.part[j]
+            self.clients.join(i, self.ids[self.dst[j]])
+            self.waiting[i] -= 1
+            if not self.waiting[i]:
+                self.clients.finish(i, self.targets[i])
+        self.c_rx = np.array([self.clients.rx[b] for b in self.ids])
+        self.c_tx = np.array([self.clients.tx[b] for b in self.ids])
+        return True
+
+    def decide(self, now: float) -> bool:
+        """One auto-throttle decision from the window's peak (the clients' traffic before any);
+        whether a cap changed."""
+        und = ~self.done
+        sources = {self.ids[k] for k in np.unique(self.src[und])}
+        dests = {self.ids[k] for k in np.unique(self.dst[und])}
+        metrics = {}
+        for k, b in enumerate(self.ids):
+            if self.peaked:
+                metrics[b] = NetSample(now, self.peak[0, k], self.peak[1, k], self.peak[2, k], self.peak[3, k])
+            else:
+                metrics[b] = NetSample(now, self.c_rx[k], self.c_tx[k], 0.0, 0.0)
+        d = self.auto.decide(now, "", sources, dests, metrics)
+        changed = False
+        for b, rates in d.rates.items():
+            k = self.pos[b]
+            if LEADER in rates:
+                self.out_cap[k], changed = rates[LEADER], True
+            if FOLLOWER in rates:
+                self.in_cap[k], changed = rates[FOLLOWER], True
+        for b in d.clear:
+            k = self.pos[b]
+            self.out_cap[k], self.in_cap[k], changed = self.nic[k], self.nic[k], True
+        self.peak[:] = 0.0
+        self.peaked = False
+        return changed
 
 
 __all__ = ["predict", "analytic_estimate", "MAX_EVENTS", "MAX_DECISIONS", "MAX_COPIES"]

@@ -22,6 +22,8 @@ from kit.errors import BadInput
 from kit.formats import dumps, load_yaml, write_atomic
 from kit.runbook.steps import RUNBOOKS, record_notebook
 
+# papermill and jupyter_client are the `notebooks` extra (papermill alone takes about a second
+# to import): imported inside the functions that read or run a notebook.
 _TYPES = {"bool": bool, "int": int, "float": (int, float), "str": str, "dict": dict, "list": list}
 RESERVED = ("record_path",)
 # The runbooks' numeric parameters and the values that make sense (low, high, low excluded):

@@ -228,6 +228,91 @@ def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flo
     return worst
 
 
+class _Run:
+    """One simulated run's state: the copies still running, the brokers' replication caps, their
+    clients' traffic, the window's peak the auto-throttle decides from, the clock and the
+    saturated broker-seconds.
+
+    BadInput (as `simulate`) for a live broker without net_capacity, or copies that cannot be made.
+    """
+
+    def __init__(self, cluster: Cluster, moves: list[dict], figures: list[tuple[float, float]]):
+        self.brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
+        for b in self.brokers.values():
+            if b.net_capacity is None:
+                raise BadInput(f"broker {b.id} has no net_capacity: the simulator needs it")
+        live = set(self.brokers)
+        self.targets, flows = copies_of(cluster, moves, live)
+        self.nic = {b: float(br.net_capacity) for b, br in self.brokers.items()}
+        self.clients = ClientTraffic(cluster, figures, live)
+        self.waiting = {i: 0 for i in self.targets}  # partition -> copies still running
+        for f in flows:
+            self.waiting[f.partition] += 1
+        for i in sorted(i for i, n in self.waiting.items() if n == 0):
+            self.clients.finish(i, self.targets[i])  # a change of order only: done at once
+        self.bytes_moved = sum(f.left for f in flows)
+        self.lower = lower_bound(cluster, self.targets, flows, figures, self.nic) or 0.0
+        self.pending = [f for f in flows if f.left > 0]
+        self.out_cap: dict[int, float] = {}
+        self.in_cap: dict[int, float] = {}
+        # broker -> [rx, tx, replication rx, replication tx] at the window's peak
+        self.peak: dict[int, list[float]] = {}
+        self.t, self.saturated = 0.0, 0.0
+
+    def decide(self, auto: AutoThrottle, factor: float, events: list | None) -> None:
+        """One auto-throttle decision now, from the window's peak (the clients' traffic times
+        `factor` for a broker not seen yet); its rates become the caps."""
+        now = self.t
+        sources = {f.source for f in self.pending}
+        dests = {f.dest for f in self.pending}
+        metrics = {}
+        for b in self.brokers:
+            seen = [self.clients.rx[b] * factor, self.clients.tx[b] * factor, 0.0, 0.0]
+            rx, tx, r_rx, r_tx = self.peak.get(b, seen)
+            metrics[b] = NetSample(now, rx, tx, r_rx, r_tx)
+        d = auto.decide(now, _stamp(now), sources, dests, metrics)
+        for b, rates in d.rates.items():
+            self.out_cap[b] = rates.get(LEADER, self.out_cap[b])
+            self.in_cap[b] = rates.get(FOLLOWER, self.in_cap[b])
+        for b in d.clear:
+            self.out_cap[b], self.in_cap[b] = self.nic[b], self.nic[b]
+        if events is not None:
+            events.extend(d.events)
+        self.peak.clear()
+
+    def advance(self, step: float, factor: float) -> None:
+        """Run the copies `step` seconds at their rates, with client traffic at `factor` of its
+        mean: saturation and the window's peak counted, finished copies joining the ISR."""
+        send, recv = {}, {}
+        for f in self.pending:
+            send[f.source] = send.get(f.source, 0.0) + f.rate
+            recv[f.dest] = recv.get(f.dest, 0.0) + f.rate
+        # Saturation: client plus replication above capacity, per broker and direction.
+        for b, cap in self.nic.items():
+            rx = self.clients.rx[b] * factor + recv.get(b, 0.0)
+            tx = self.clients.tx[b] * factor + send.get(b, 0.0)
+            if max(tx, rx) > cap * (1 + 1e-9):  # not a rounding error of fair shares
+                self.saturated += step
+            w = self.peak.setdefault(b, [0.0, 0.0, 0.0, 0.0])
+            if rx >= w[0]:
+                w[0], w[2] = rx, recv.get(b, 0.0)
+            if tx >= w[1]:
+                w[1], w[3] = tx, send.get(b, 0.0)
+        for f in self.pending:
+            f.left -= f.rate * step
+        self.t += step
+        still = []
+        for f in self.pending:
+            if f.left > 1e-6 * max(1.0, self.bytes_moved):
+                still.append(f)
+                continue
+            self.clients.join(f.partition, f.dest)  # in sync: it carries its partition's traffic from now
+            self.waiting[f.partition] -= 1
+            if not self.waiting[f.partition]:
+                self.clients.finish(f.partition, self.targets[f.partition])
+        self.pending = still
+
+
 def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None = None,
              client_load: float | None = None, traffic: str = "flat", settings: Settings | None = None,
              cap_map: dict | None = None, events: list | None = None, spike_at: float | None = None) -> dict:
@@ -243,109 +328,47 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
     """
     figures = partition_traffic(cluster, client_load)  # validates client_load
     client_factor(traffic, 0.0, 1.0)  # validates the name
-    brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
-    for b in brokers.values():
-        if b.net_capacity is None:
-            raise BadInput(f"broker {b.id} has no net_capacity: the simulator needs it")
-    live = set(brokers)
-    targets, flows = copies_of(cluster, moves, live)
-    nic = {b: float(br.net_capacity) for b, br in brokers.items()}
-    clients = ClientTraffic(cluster, figures, live)
-    waiting = {i: 0 for i in targets}  # partition -> copies still running
-    for f in flows:
-        waiting[f.partition] += 1
-    for i in sorted(i for i, n in waiting.items() if n == 0):
-        clients.finish(i, targets[i])  # a change of order only: done at once
-    bytes_moved = sum(f.left for f in flows)
-    lower = lower_bound(cluster, targets, flows, figures, nic) or 0.0
+    run = _Run(cluster, moves, figures)
     auto = None
     if throttle == "auto":
         settings = settings or Settings()
-        auto = AutoThrottle(settings, capacities(brokers, cap_map))
+        auto = AutoThrottle(settings, capacities(run.brokers, cap_map))
     elif isinstance(throttle, str):
         raise BadInput(f"--throttle {throttle!r}: expected auto, none or a rate")
-    out_cap = {b: throttle if auto is None and throttle else nic[b] for b in brokers}
-    in_cap = dict(out_cap)
-    horizon = max(lower, 1.0) * 2
+    run.out_cap = {b: throttle if auto is None and throttle else run.nic[b] for b in run.brokers}
+    run.in_cap = dict(run.out_cap)
+    horizon = max(run.lower, 1.0) * 2
     spike_start = horizon / 2 if spike_at is None else spike_at
-    t, saturated = 0.0, 0.0
-    pending = [f for f in flows if f.left > 0]
-    peak: dict[int, list[float]] = {}  # broker -> [rx, tx, replication rx, replication tx] at the window's peak
-    next_decision, completion, cleared_at = 0.0, None, None
-
-    def decide(now):
-        sources = {f.source for f in pending}
-        dests = {f.dest for f in pending}
-        factor = client_factor(traffic, now, horizon, spike_start)
-        metrics = {}
-        for b in brokers:
-            rx, tx, r_rx, r_tx = peak.get(b, [clients.rx[b] * factor, clients.tx[b] * factor, 0.0, 0.0])
-            metrics[b] = NetSample(now, rx, tx, r_rx, r_tx)
-        d = auto.decide(now, _stamp(now), sources, dests, metrics)
-        for b, rates in d.rates.items():
-            out_cap[b] = rates.get(LEADER, out_cap[b])
-            in_cap[b] = rates.get(FOLLOWER, in_cap[b])
-        for b in d.clear:
-            out_cap[b], in_cap[b] = nic[b], nic[b]
-        if events is not None:
-            events.extend(d.events)
-        peak.clear()
-
-    while pending:
-        if auto is not None and t >= next_decision - 1e-9:
-            decide(t)
-            next_decision = t + auto.settings.interval
-        fair_rates(pending, out_cap, in_cap)
-        if not any(f.rate > 0 for f in pending):
+    next_decision, cleared_at = 0.0, None
+    while run.pending:
+        if auto is not None and run.t >= next_decision - 1e-9:
+            run.decide(auto, client_factor(traffic, run.t, horizon, spike_start), events)
+            next_decision = run.t + auto.settings.interval
+        fair_rates(run.pending, run.out_cap, run.in_cap)
+        if not any(f.rate > 0 for f in run.pending):
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
-        step = min(f.left / f.rate for f in pending if f.rate > 0)
+        step = min(f.left / f.rate for f in run.pending if f.rate > 0)
         if traffic != "flat":
             step = min(step, STEP)
         if auto is not None:
-            step = min(step, max(next_decision - t, 1e-9))
+            step = min(step, max(next_decision - run.t, 1e-9))
             if traffic == "spike":  # land on the spike's edges, where the clients change
                 for edge in (spike_start, spike_start + SPIKE[1]):
-                    if edge > t + 1e-9:
-                        step = min(step, edge - t)
-        # Saturation: client plus replication above capacity, per broker and direction.
-        factor = client_factor(traffic, t, horizon, spike_start)
-        send, recv = {}, {}
-        for f in pending:
-            send[f.source] = send.get(f.source, 0.0) + f.rate
-            recv[f.dest] = recv.get(f.dest, 0.0) + f.rate
-        for b, cap in nic.items():
-            rx, tx = clients.rx[b] * factor + recv.get(b, 0.0), clients.tx[b] * factor + send.get(b, 0.0)
-            if max(tx, rx) > cap * (1 + 1e-9):  # not a rounding error of fair shares
-                saturated += step
-            w = peak.setdefault(b, [0.0, 0.0, 0.0, 0.0])
-            if rx >= w[0]:
-                w[0], w[2] = rx, recv.get(b, 0.0)
-            if tx >= w[1]:
-                w[1], w[3] = tx, send.get(b, 0.0)
-        for f in pending:
-            f.left -= f.rate * step
-        t += step
-        still = []
-        for f in pending:
-            if f.left > 1e-6 * max(1.0, bytes_moved):
-                still.append(f)
-                continue
-            clients.join(f.partition, f.dest)  # in sync: it carries its partition's traffic from now
-            waiting[f.partition] -= 1
-            if not waiting[f.partition]:
-                clients.finish(f.partition, targets[f.partition])
-        pending = still
-    completion = t
+                    if edge > run.t + 1e-9:
+                        step = min(step, edge - run.t)
+        run.advance(step, client_factor(traffic, run.t, horizon, spike_start))
+    completion = run.t
     if auto is not None:
-        decide(t)  # woken by the reassignment's end: every throttle goes
-        cleared_at = t
+        # Woken by the reassignment's end: every throttle goes.
+        run.decide(auto, client_factor(traffic, run.t, horizon, spike_start), events)
+        cleared_at = run.t
     return {
         "completion_s": round(completion, 3),
-        "lower_bound_s": round(lower, 3),
-        "saturated_broker_seconds": round(saturated, 3),
+        "lower_bound_s": round(run.lower, 3),
+        "saturated_broker_seconds": round(run.saturated, 3),
         "throttle_cleared_s": round(cleared_at - completion, 3) if auto is not None else (0.0 if throttle else None),
         "interval_s": auto.settings.interval if auto is not None else None,
-        "bytes_moved": int(bytes_moved),
+        "bytes_moved": int(run.bytes_moved),
         "throttle": "none" if throttle is None else throttle,
         "client_load": client_load,
         "client_traffic": "snapshot" if client_load is None else "what-if",

@@ -30,7 +30,7 @@ from kit.errors import BadInput
 from kit.events import EventLog, event, utc_now
 from kit.cluster.zk.changes import REASSIGN, children_or_none, merge_configs, remove_config_keys
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.cluster.zk.layout import LOST, Outage, read_cluster
+from kit.cluster.zk.layout import LOST, Outage, parse_znode_json, read_cluster
 
 OVERRIDES = "/autothrottle/override_rate"
 _ROLE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
@@ -181,7 +181,7 @@ class BrokerLoadMetrics:
     def read(self, brokers) -> dict[int, NetSample]:
         if self.rates is not None and os.path.exists(self.rates.file):
             return self.rates.read(brokers)
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # the `spark` extra, needed only on this path: imported here
 
         try:
             table = pq.read_table(self.file).to_pylist()
@@ -204,11 +204,9 @@ class ZnodeMetrics:
         self.client, self.clock = client, clock
 
     def read(self, brokers) -> dict[int, NetSample]:
-        from kit.cluster.zk.layout import _json
-
         try:
             raw, stat = self.client.get(self.PATH)
-            doc = _json(raw, self.PATH)
+            doc = parse_znode_json(raw, self.PATH)
         except (NoNodeError, BadInput):
             return {}
         when = stat.mtime / 1000 + time.monotonic() - self.clock()  # on the loop's clock
@@ -523,12 +521,7 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
     outage = Outage(client, patience)
     try:
         if sample_clock:
-            # Wait (a little) for the first samples, so that no decision is stamped by another clock.
-            deadline = time.monotonic() + max(settings.interval * settings.stale_intervals, 5.0)
-            while getattr(metrics, "newest_stamp", None) is None and time.monotonic() < deadline \
-                    and not stop.is_set():
-                metrics.read(set())
-                stop.wait(0.2)
+            _await_first_samples(metrics, settings, stop)
         wake = threading.Event()
         started, lost_since, seen = time.monotonic(), None, False
         watching = ready = False
@@ -568,6 +561,14 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
     finally:
         outage.close()
     return loop.outcome
+
+
+def _await_first_samples(metrics, settings: Settings, stop: threading.Event) -> None:
+    """Wait (a little) for the first samples, so that no decision is stamped by another clock."""
+    deadline = time.monotonic() + max(settings.interval * settings.stale_intervals, 5.0)
+    while getattr(metrics, "newest_stamp", None) is None and time.monotonic() < deadline and not stop.is_set():
+        metrics.read(set())
+        stop.wait(0.2)
 
 
 def load_cap_map(text: str | None) -> dict[str, float] | None:

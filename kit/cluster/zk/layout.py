@@ -191,7 +191,8 @@ class Outage:
         self.client.remove_listener(self._on_state)
 
 
-def _json(raw: bytes, where: str):
+def parse_znode_json(raw: bytes, where: str):
+    """A znode's JSON (gunzipped when kafka-kit gzipped it); `BadInput` names the znode."""
     if raw[:2] == b"\x1f\x8b":  # kafka-kit may gzip its metric znodes
         raw = gzip.decompress(raw)
     try:
@@ -236,13 +237,13 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
     topics = sorted(_children(client, "/brokers/topics"))
     data = _get_many(client, [f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
                      + ["/topicmappr/partitionmeta", "/topicmappr/brokermetrics", "/admin/reassign_partitions"])
-    metrics = _json(data["/topicmappr/brokermetrics"], "/topicmappr/brokermetrics") \
+    metrics = parse_znode_json(data["/topicmappr/brokermetrics"], "/topicmappr/brokermetrics") \
         if data["/topicmappr/brokermetrics"] else {}
-    sizes = _json(data["/topicmappr/partitionmeta"], "/topicmappr/partitionmeta") \
+    sizes = parse_znode_json(data["/topicmappr/partitionmeta"], "/topicmappr/partitionmeta") \
         if data["/topicmappr/partitionmeta"] else {}
     brokers = []
     for b in ids:
-        info = _json(data[f"/brokers/ids/{b}"] or b"{}", f"/brokers/ids/{b}")
+        info = parse_znode_json(data[f"/brokers/ids/{b}"] or b"{}", f"/brokers/ids/{b}")
         entry = {"id": b, "rack": info.get("rack"), "alive": True}
         free = (metrics.get(str(b)) or {}).get("StorageFree")
         if free is not None:
@@ -251,7 +252,7 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
     assignments = {}
     state_paths = []
     for t in topics:
-        doc = _json(data[f"/brokers/topics/{t}"] or b"{}", f"/brokers/topics/{t}")
+        doc = parse_znode_json(data[f"/brokers/topics/{t}"] or b"{}", f"/brokers/topics/{t}")
         for p, reps in (doc.get("partitions") or {}).items():
             assignments[(t, int(p))] = reps
             state_paths.append(f"/brokers/topics/{t}/partitions/{p}/state")
@@ -261,7 +262,7 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
         entry = {"topic": t, "partition": p, "replicas": reps}
         raw = states[f"/brokers/topics/{t}/partitions/{p}/state"]
         if raw:
-            st = _json(raw, f"/brokers/topics/{t}/partitions/{p}/state")
+            st = parse_znode_json(raw, f"/brokers/topics/{t}/partitions/{p}/state")
             entry["isr"] = st.get("isr", reps)
             if st.get("leader", -1) >= 0:
                 entry["leader"] = st["leader"]
@@ -269,7 +270,7 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
         if size is not None:
             entry["size"] = int(size)
         parts.append(entry)
-    reassigning = _json(data["/admin/reassign_partitions"], "/admin/reassign_partitions") \
+    reassigning = parse_znode_json(data["/admin/reassign_partitions"], "/admin/reassign_partitions") \
         if data["/admin/reassign_partitions"] else None
     return cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts}, "zookeeper"), reassigning
 
@@ -321,16 +322,16 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
     sizes: dict[str, dict[str, dict]] = {}
     for p in cluster.partitions:
         sizes.setdefault(p.topic, {})[str(p.partition)] = {"Size": p.size}
-    client.create("/topicmappr/partitionmeta", _compact(sizes))
+    client.create("/topicmappr/partitionmeta", dump_znode_json(sizes))
     metrics = {str(b.id): {"StorageFree": b.storage_free} for b in cluster.brokers.values()
                if b.alive and b.storage_free is not None}
-    client.create("/topicmappr/brokermetrics", _compact(metrics))
+    client.create("/topicmappr/brokermetrics", dump_znode_json(metrics))
     # What Kafka's znodes do not say but a simulated broker must know: traffic and disks.
     used: dict[int, int] = {}
     for p in cluster.partitions:
         for b in p.replicas:
             used[b] = used.get(b, 0) + p.size
-    client.create(SIM_FACTS, _compact({
+    client.create(SIM_FACTS, dump_znode_json({
         "brokers": {str(b.id): {"net_capacity": b.net_capacity, "instance_type": b.instance_type,
                                 "storage_total": b.storage_total,
                                 "other_bytes": (b.storage_total - b.storage_free - used.get(b.id, 0))
@@ -346,7 +347,7 @@ SIM_FACTS = "/kit/sim/facts"
 def read_sim_facts(client: KazooClient) -> dict:
     """Broker capacities, disks and partition traffic that `kit sim seed` kept (empty if none)."""
     try:
-        return _json(client.get(SIM_FACTS)[0], SIM_FACTS)
+        return parse_znode_json(client.get(SIM_FACTS)[0], SIM_FACTS)
     except NoNodeError:
         return {"brokers": {}, "traffic": {}}
 
@@ -358,7 +359,7 @@ def read_sim_progress(client: KazooClient) -> dict | None:
     """What the simulated controller last recorded of its reassignment's progress (None if
     nothing, or nothing readable: a resume then starts from the znodes alone)."""
     try:
-        doc = _json(client.get(SIM_PROGRESS)[0], SIM_PROGRESS)
+        doc = parse_znode_json(client.get(SIM_PROGRESS)[0], SIM_PROGRESS)
     except (NoNodeError, BadInput):
         return None
     return doc if isinstance(doc, dict) else None
@@ -367,7 +368,7 @@ def read_sim_progress(client: KazooClient) -> dict | None:
 def write_sim_progress(client: KazooClient, doc: dict) -> bool:
     """Record the simulated controller's progress; False (nothing written) when it would not
     fit in a znode: the last record stays, and it is an earlier, conservative one."""
-    raw = _compact(doc)
+    raw = dump_znode_json(doc)
     if len(raw) > 1000 * 1024:
         return False
     try:
@@ -385,7 +386,7 @@ def drop_sim_progress(client: KazooClient) -> None:
         pass
 
 
-def _compact(doc) -> bytes:
+def dump_znode_json(doc) -> bytes:
     """JSON, gzipped as kafka-kit does once it grows large (a znode holds at most 1 MB)."""
     raw = json.dumps(doc, separators=(",", ":")).encode()
     return gzip.compress(raw, mtime=0) if len(raw) > 256 * 1024 else raw
