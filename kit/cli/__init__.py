@@ -15,9 +15,11 @@ from kazoo.exceptions import KazooException, NoAuthError
 
 from kit import __version__
 from kit.cli import change, dashboard, doctor, metrics, plan, run, sim, throttle, zk
+from kit.cli.lazy import lazy_module
 from kit.cli.options import Parser
-from kit.cluster.zk.layout import read_auth_file
 from kit.errors import BadInput, Stuck, Unsafe
+
+layout = lazy_module("kit.cluster.zk.layout")  # imported when used: see kit.cli.lazy
 
 TOP_EXAMPLES = plan.EXAMPLES + """  kit run broker_replacement -p zk zk1:2181/kafka -p apply true     (a runbook, into records/)
   kit apply plan.json --zk zk1:2181/kafka --throttle 10000000 --rollback-out rollback.json
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
         if getattr(a, "zk_auth_file", None):
-            a.zk_auth = read_auth_file(a.zk_auth_file)
+            a.zk_auth = layout.read_auth_file(a.zk_auth_file)
         return a.run(a)
     except (BadInput, Unsafe, Stuck) as e:
         sys.stderr.write(f"kit: {e}\n")

@@ -14,12 +14,14 @@ from __future__ import annotations
 import os
 import sys
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import bytes_per_second, command, rate, writable, zk_auth_option
-from kit.cluster.zk import changes
-from kit.cluster.zk.layout import read_cluster, session
 from kit.errors import Unsafe
 from kit.formats import dumps, load_plan, snapshot_doc, write_atomic
 from kit.progress import Progress
+
+changes = lazy_module("kit.cluster.zk.changes")  # imported when used: see kit.cli.lazy
+layout = lazy_module("kit.cluster.zk.layout")
 
 
 def add_parser(sub) -> None:
@@ -73,8 +75,8 @@ def add_parser(sub) -> None:
 def snapshot(a) -> int:
     """`kit snapshot`: the cluster read from ZooKeeper, written as Snapshot v1."""
     writable("--out", a.out)
-    with session(a.zk, auth=a.zk_auth) as client:
-        cluster, reassigning = read_cluster(client)
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        cluster, reassigning = layout.read_cluster(client)
     write_atomic(a.out, dumps(snapshot_doc(cluster)))
     live = sum(b.alive for b in cluster.brokers.values())
     dead = sum(not b.alive for b in cluster.brokers.values())
@@ -126,7 +128,7 @@ def apply(a) -> int:
     if a.rollback_out:
         writable("--rollback-out", a.rollback_out, plan=a.plan)
     moves = load_plan(a.plan)
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         if _run_again(client, moves, "apply", a.plan, a.zk, a.rollback_out):
             return 0
         done = changes.apply_plan(client, moves, a.throttle, a.rollback_out)
@@ -151,10 +153,10 @@ def verify(a) -> int:
 
         def retry(why):
             sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); retrying\n")
-        with bar, session(a.zk, auth=a.zk_auth) as client:
+        with bar, layout.session(a.zk, auth=a.zk_auth) as client:
             res = changes.verify_until_done(client, moves, a.interval, progress, retry, stall=a.stall)
     else:
-        with session(a.zk, auth=a.zk_auth) as client:
+        with layout.session(a.zk, auth=a.zk_auth) as client:
             res = changes.verify(client, moves)
     done = sum(r["done"] for r in res["partitions"])
     for r in res["partitions"]:
@@ -179,7 +181,7 @@ def verify(a) -> int:
 def elect(a) -> int:
     """`kit elect`: a preferred-leader election where the first replica does not lead."""
     moves = load_plan(a.plan) if a.plan else None
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         n = changes.elect(client, moves)
     print(f"preferred-leader election requested for {n} partition(s)" if n else "every partition is led by "
           "its first replica: nothing to elect")
@@ -189,7 +191,7 @@ def elect(a) -> int:
 def rollback(a) -> int:
     """`kit rollback`: a rollback file from kit apply, started with apply's checks."""
     moves = load_plan(a.file)
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         done = None if _run_again(client, moves, "rollback", a.file, a.zk) else \
             changes.rollback(client, moves, a.throttle)
     if done is not None:
@@ -202,7 +204,7 @@ def rollback(a) -> int:
 
 def status(a) -> int:
     """`kit status`: brokers, under-replicated partitions, the reassignment in flight, throttles."""
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         res = changes.status(client)
     live = [b for b in res["brokers"] if b["alive"]]
     dead = [b for b in res["brokers"] if not b["alive"]]

@@ -17,11 +17,13 @@ from __future__ import annotations
 import os
 import sys
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import command, rate, whole, zk_auth_option
-from kit.cluster.zk.layout import read_cluster, session
 from kit.errors import BadInput
 from kit.formats import load_snapshot
-from kit.throttle.loop import load_cap_map
+
+layout = lazy_module("kit.cluster.zk.layout")  # imported when used: see kit.cli.lazy
+throttle_loop = lazy_module("kit.throttle.loop")
 
 EXAMPLE = ("KIT_DASHBOARD_AUTH=oncall:s3cret kit dashboard --zk 127.0.0.1:2181/kafka --plan plan.json "
            "--events build/events.jsonl --samples build/samples --metrics build/metrics --records records")
@@ -92,14 +94,14 @@ def run(a) -> int:
     _folder("--samples", a.samples)
     _folder("--records", a.records)
     _folder("--metrics", a.metrics)
-    cap_map = load_cap_map(a.cap_map)
+    cap_map = throttle_loop.load_cap_map(a.cap_map)
     try:  # lazy: Panel and HoloViews are the optional dashboard extra, and slow to import
         from kit.dashboard import app
     except ImportError as e:
         raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
     if a.zk:
-        with session(a.zk, timeout=5.0, auth=a.zk_auth) as client:
-            cluster, _ = read_cluster(client)
+        with layout.session(a.zk, timeout=5.0, auth=a.zk_auth) as client:
+            cluster, _ = layout.read_cluster(client)
     else:
         cluster = load_snapshot(a.snapshot)
     if not cluster.brokers:

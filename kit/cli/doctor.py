@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 import os
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import command, rate, whole, writable, zk_auth_option
-from kit.doctor import load
-from kit.doctor.examine import report_text
 from kit.errors import BadInput
 from kit.events import EventLog, event, utc_now
 from kit.formats import write_atomic
+
+examine = lazy_module("kit.doctor.examine")  # imported when used: see kit.cli.lazy
+load = lazy_module("kit.doctor.load")
 
 EXAMPLE = ("kit doctor --zk 127.0.0.1:2181/kafka --metrics build/metrics --out heal.json "
            "--events build/events.jsonl")
@@ -86,7 +88,7 @@ def run(a) -> int:
     try:
         for e in report["events"]:
             log.write(e)
-        print(report_text(report, max_lines=a.max_lines), end="")
+        print(examine.report_text(report, max_lines=a.max_lines), end="")
         if report["exit_code"] or report["plan"] is None:
             return report["exit_code"]  # alerts, healthy, waiting: no plan and no report file
 

@@ -7,17 +7,19 @@ the PySpark jobs of kit.metrics.edge (batch, or --follow for Structured Streamin
 # 3) --follow: kit.metrics.edge.follow keeps DIR/broker_rates.json current until --once,
 #    --max-seconds or Ctrl-C. Otherwise kit.metrics.edge.run_batch writes the batch outputs
 #    (and the znodes and the enriched snapshot when asked). PySpark is imported there, when
-#    Spark starts, not here.
+#    Spark starts.
 # 4) One line per output says what was written.
 from __future__ import annotations
 
 import os
 import sys
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import command, rate, whole, writable, zk_auth_option
 from kit.errors import BadInput
-from kit.metrics import edge
 from kit.progress import Progress
+
+edge = lazy_module("kit.metrics.edge")  # imported when used: see kit.cli.lazy
 
 
 def add_parser(sub) -> None:

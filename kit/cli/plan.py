@@ -19,15 +19,21 @@ import argparse
 import json
 import os
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, broker_ids, broker_pairs, bytes_per_second, load_share, rate, target_ids,
                              whole, writable, zk_auth_option)
-from kit.cluster.zk.layout import read_cluster, session
 from kit.errors import BadInput, Unsafe
 from kit.formats import dumps, load_snapshot, plan_text, same_file, write_atomic
 from kit.progress import Progress
-from kit.report.figures import plan_report, refuse_problems, summary_text
 from kit.report.waves import duration_report, moves_of, split_waves, wave_documents
 from kit.throttle.decide import Settings
+
+# Imported when used (see kit.cli.lazy): kit.plan loads SciPy and OR-Tools, about a second.
+planner = lazy_module("kit.plan")
+pooled = lazy_module("kit.plan.pooled")
+pools = lazy_module("kit.plan.pools")
+figures = lazy_module("kit.report.figures")
+layout = lazy_module("kit.cluster.zk.layout")
 
 EXAMPLES = """\
 examples:
@@ -68,11 +74,8 @@ def add_parser(sub) -> None:
 
 def declare_actions(plan: Parser) -> None:
     """One subcommand per action of kit.plan.ACTIONS."""
-    # kit.plan loads SciPy and OR-Tools (about a second): imported only when `kit plan` is used.
-    from kit.plan import ACTIONS
-
     actions = plan.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
-    for name, action in ACTIONS.items():
+    for name, action in planner.ACTIONS.items():
         p = actions.add_parser(name, help=action.summary, description=action.summary, epilog=EXAMPLES,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         shared_options(p)
@@ -134,21 +137,17 @@ def check_request(a, action) -> None:
 
 def make_plan(a, action, progress):
     """Read the cluster and run the action's planner on it (once per pool with --pools)."""
-    # kit.plan loads SciPy and OR-Tools: imported when a plan is made (see declare_actions).
-    from kit.plan.pooled import plan_pooled
-    from kit.plan.pools import load_pools
-
     progress.stage(f"reading {a.snapshot}" if a.snapshot else "reading the cluster from ZooKeeper")
     if a.snapshot:
         cluster = load_snapshot(a.snapshot)
     else:
-        with session(a.zk, auth=a.zk_auth) as client:
-            cluster, _ = read_cluster(client)
+        with layout.session(a.zk, auth=a.zk_auth) as client:
+            cluster, _ = layout.read_cluster(client)
     progress.stage(f"planning {a.action} over {len(cluster.partitions):,} partitions")
     if a.pools:
         def plan_pool(c, topics, brokers):
             return plan_with(a, action, c, topics, brokers)
-        return plan_pooled(cluster, load_pools(a.pools), plan_pool, a.action)
+        return pooled.plan_pooled(cluster, pools.load_pools(a.pools), plan_pool, a.action)
     if a.brokers and action.swaps:
         raise BadInput(f"{a.action} takes no --brokers: the targets are the live brokers with OLD swapped for NEW")
     return plan_with(a, action, cluster, a.topics, a.brokers)
@@ -166,25 +165,23 @@ def plan_with(a, action, cluster, topics, brokers):
 
 def run(a) -> int:
     """`kit plan ACTION`: plan, review, write, print the summary; returns the exit code."""
-    from kit.plan import ACTIONS  # slow to import: see declare_actions
-
-    action = ACTIONS[a.action]
+    action = planner.ACTIONS[a.action]
     check_request(a, action)
     with Progress("kit plan") as progress:  # stderr, and only when it takes a while
         plan = make_plan(a, action, progress)
         progress.stage("figures before and after")
-        report = plan_report(plan)
+        report = figures.plan_report(plan)
         progress.stage("waves and the duration estimate")
         waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
         report["duration"] = duration_report(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval))
-        refuse_problems(report)
+        figures.refuse_problems(report)
         if plan.warnings and not a.ignore_warns:
             progress.close()  # a terminal's bar line is cleared before the summary
-            print(summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
+            print(figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
             raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} (use --ignore-warns to write the plan)")
         progress.stage(f"writing {a.out}")
         write_outputs(a, plan, report, waves)
-        summary = summary_text(plan, report, max_changes=a.max_changes or len(plan.after))
+        summary = figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after))
     print(summary)
     return 0
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import command, rate
-from kit.runbook import runner
-from kit.runbook.steps import outcome_line
+
+runner = lazy_module("kit.runbook.runner")  # imported when used: see kit.cli.lazy
+steps = lazy_module("kit.runbook.steps")
 
 
 def add_parser(sub) -> None:
@@ -46,7 +48,7 @@ def run(a) -> int:
     code, record = runner.run(a.name, [tuple(x) for x in a.parameter], a.parameters_file, a.record_dir,
                               a.hide_input, a.timeout)
     # The outcome with its fail-safe caveat, as the record's headline says it.
-    print(f"{a.name}: {outcome_line(record)}" + (f" ({record['reason']})" if record.get("reason") else ""))
+    print(f"{a.name}: {steps.outcome_line(record)}" + (f" ({record['reason']})" if record.get("reason") else ""))
     for key in ("notebook", "html"):
         if record.get(key):
             print(f"  {key}: {record[key]}")

@@ -16,15 +16,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, auto_throttle_options, bytes_per_second, command, load_share, rate,
                              throttle_settings, whole, writable, zk_auth_option)
-from kit.cluster.zk.layout import session, write_cluster
 from kit.errors import BadInput
 from kit.events import EventLog
 from kit.formats import dumps, load_plan, load_snapshot, write_atomic
 from kit.report.waves import human_duration
-from kit.sim import brokers, controller, physics
-from kit.throttle.loop import load_cap_map
+from kit.sim import physics
+
+brokers = lazy_module("kit.sim.brokers")  # imported when used: see kit.cli.lazy
+controller = lazy_module("kit.sim.controller")
+layout = lazy_module("kit.cluster.zk.layout")
+throttle_loop = lazy_module("kit.throttle.loop")
 
 
 def add_parser(sub) -> None:
@@ -114,7 +118,7 @@ def simulate(a) -> int:
     except argparse.ArgumentTypeError as e:
         raise BadInput(f"--throttle: {e}") from None
     throttle = None if throttle == "none" else throttle
-    settings, cap_map = throttle_settings(a), load_cap_map(a.cap_map)
+    settings, cap_map = throttle_settings(a), throttle_loop.load_cap_map(a.cap_map)
     writable("--out", a.out, snapshot=a.snapshot, plan=a.plan)
     if a.events:
         writable("--events", a.events, snapshot=a.snapshot, plan=a.plan, out=a.out)
@@ -136,8 +140,8 @@ def simulate(a) -> int:
 def sim_seed(a) -> int:
     """`kit sim seed`: the snapshot's cluster in ZooKeeper, its live brokers registered."""
     cluster = load_snapshot(a.snapshot)
-    with session(a.zk, auth=a.zk_auth) as client:
-        write_cluster(client, cluster)
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        layout.write_cluster(client, cluster)
     pid = brokers.start_holder(a.zk, a.zk_auth, patience=a.zk_patience)
     print(f"seeded {a.zk}: {sum(b.alive for b in cluster.brokers.values())} live brokers "
           f"(registered by pid {pid}; kit sim stop takes them down), {len(cluster.partitions)} partitions")
@@ -146,7 +150,7 @@ def sim_seed(a) -> int:
 
 def sim_stop(a) -> int:
     """`kit sim stop`: the process holding the simulated brokers' registrations ends."""
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         pid = brokers.stop_holder(client)
     print(f"simulated brokers stopped (pid {pid})" if pid else "no simulated brokers were running here")
     return 0
@@ -154,7 +158,7 @@ def sim_stop(a) -> int:
 
 def sim_kill(a) -> int:
     """`kit sim kill`: a broker dies."""
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         led = controller.kill_broker(client, a.broker)
     print(f"broker {a.broker} is dead; leadership of {led} partition(s) moved to the next in-sync replica")
     return 0
@@ -162,7 +166,7 @@ def sim_kill(a) -> int:
 
 def sim_revive(a) -> int:
     """`kit sim revive`: a killed broker comes back."""
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         controller.revive_broker(client, a.broker)
     print(f"broker {a.broker} is back")
     return 0
@@ -176,7 +180,7 @@ def sim_run(a) -> int:
     def outage(why):
         sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); the simulated cluster waits for it (up to "
                          f"{a.zk_patience:.0f} s)\n" if why else "kit: ZooKeeper is back; the reassignment goes on\n")
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         ctl = controller.run(client, a.speed, a.client_load, until_idle=a.until_idle, max_wall_seconds=a.max_seconds,
                              samples_dir=a.samples, sample_every=a.sample_every, traffic=a.traffic,
                              spike_at=a.spike_at, patience=a.zk_patience, on_outage=outage)

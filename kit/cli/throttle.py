@@ -17,11 +17,13 @@ import signal
 import sys
 import threading
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, auto_throttle_options, broker_id, bytes_per_second, rate, throttle_settings,
                              writable, zk_auth_option)
-from kit.cluster.zk.layout import session
 from kit.events import EventLog
-from kit.throttle import loop
+
+layout = lazy_module("kit.cluster.zk.layout")  # imported when used: see kit.cli.lazy
+loop = lazy_module("kit.throttle.loop")
 
 
 def add_parser(sub) -> None:
@@ -68,7 +70,7 @@ def add_parser(sub) -> None:
 
 def throttle_set(a) -> int:
     """`kit throttle set`: an override rate for every broker taking part, or one."""
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         loop.set_override(client, a.rate, a.broker, a.autoremove)
     who = f"broker {a.broker}" if a.broker is not None else "every broker taking part"
     print(f"override set: {a.rate / 1e6:.1f} MB/s for {who}" + (" (autoremove)" if a.autoremove else ""))
@@ -77,7 +79,7 @@ def throttle_set(a) -> int:
 
 def throttle_remove(a) -> int:
     """`kit throttle remove`: the override goes."""
-    with session(a.zk, auth=a.zk_auth) as client:
+    with layout.session(a.zk, auth=a.zk_auth) as client:
         had = loop.remove_override(client, a.broker)
     print("override removed" if had else "no override was set")
     return 0
@@ -97,7 +99,7 @@ def throttle_run(a) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with session(a.zk, auth=a.zk_auth) as client:
+        with layout.session(a.zk, auth=a.zk_auth) as client:
             source = metrics or loop.ZnodeMetrics(client)
             outcome = loop.run(client, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
                                sample_clock=a.clock == "samples")

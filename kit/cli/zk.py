@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 
+from kit.cli.lazy import lazy_module
 from kit.cli.options import Parser
-from kit.cluster.zk import server
+
+server = lazy_module("kit.cluster.zk.server")  # imported when used: see kit.cli.lazy
 
 
 def add_parser(sub) -> None:
