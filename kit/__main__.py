@@ -1,3 +1,4 @@
+"""`python -m kit`: the `kit` command."""
 import sys
 
 from kit.cli import main

@@ -6,6 +6,7 @@ met safely (nothing written). Same input, same bytes out.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -502,3 +503,57 @@ def test_action_help_shows_an_example():
 def test_version():
     r = kit("--version")
     assert r.returncode == 0 and r.stdout.startswith("kit ")
+
+
+# --------------------------------------------------------------------------- the command table
+
+
+def _subcommands(parser) -> dict:
+    """name -> parser of the subcommands `parser` declares (after any deferred declaration)."""
+    parser = parser.declared() if hasattr(parser, "declared") else parser
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_plan_actions_are_the_planner_facades_actions():
+    from kit.cli import build_parser
+    from kit.plan import ACTIONS
+
+    actions = _subcommands(_subcommands(build_parser())["plan"])
+    assert list(actions) == list(ACTIONS)
+    for name, action in ACTIONS.items():
+        assert actions[name].description == action.summary
+        dests = {a.dest for a in actions[name]._actions}
+        assert {i.name for i in action.inputs} <= dests
+
+
+def test_every_command_names_the_function_that_runs_it():
+    """main dispatches with a.run(a): every command down to its last word has a run default
+    (set on the command or on the group it belongs to)."""
+    from kit.cli import build_parser
+
+    def leaves(parser, path, run):
+        run = parser.get_default("run") or run
+        subs = _subcommands(parser) if any(isinstance(a, argparse._SubParsersAction)
+                                           for a in parser.declared()._actions) else {}
+        if not subs:
+            yield " ".join(path), run
+        for name, p in subs.items():
+            yield from leaves(p, path + [name], run)
+
+    found = dict(leaves(build_parser(), [], None))  # plan 8, change 6, simulate, sim 5, zk 3, throttle 3, 4 more
+    assert "plan rebuild" in found and "sim kill" in found and "status" in found and len(found) == 30
+    assert [path for path, run in found.items() if not callable(run)] == []
+
+
+def test_help_loads_no_library_a_command_hands_over_to():
+    """`kit --help` loads none of the libraries the commands hand over to (kit.cli.lazy): not the
+    planner (SciPy, OR-Tools), not ZooKeeper's client, not the runbooks, Panel or Spark."""
+    libraries = ("kit.plan", "scipy", "ortools", "kazoo.client", "kit.runbook.steps", "panel", "pyspark")
+    code = ("import contextlib, io, sys\nfrom kit.cli import main\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['--help'])\n"
+            f"print(sorted(set({libraries!r}) & set(sys.modules)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "[]\n"

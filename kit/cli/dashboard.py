@@ -3,23 +3,36 @@
 Everything that can be wrong with the input is checked before the server starts, so a bad
 flag is one line on stderr and exit 2, never a half-started server or a traceback.
 """
+# General flow:
+# 1) add_parser declares `kit dashboard`.
+# 2) The port, the interval, the login, the plans, the events log and the folders are
+#    checked, and the cap map read (kit.throttle.loop.load_cap_map).
+# 3) kit.dashboard.app is imported (Panel, HoloViews: the dashboard extra); missing, it is
+#    one line and exit 2.
+# 4) The cluster is read (ZooKeeper or snapshot) and the plans loaded against it, so a bad
+#    plan fails here rather than in the first browser tab.
+# 5) kit.dashboard.app.serve builds the server; it serves until Ctrl-C.
 from __future__ import annotations
 
 import os
 import sys
 
+from kit.cli.lazy import lazy_module
+from kit.cli.options import command, rate, whole, zk_auth_option
 from kit.errors import BadInput
+from kit.formats import load_snapshot
+
+layout = lazy_module("kit.cluster.zk.layout")  # imported when used: see kit.cli.lazy
+throttle_loop = lazy_module("kit.throttle.loop")
 
 EXAMPLE = ("KIT_DASHBOARD_AUTH=oncall:s3cret kit dashboard --zk 127.0.0.1:2181/kafka --plan plan.json "
            "--events build/events.jsonl --samples build/samples --metrics build/metrics --records records")
 AUTH_ENV = "KIT_DASHBOARD_AUTH"
 
 
-def add_dashboard_parser(sub) -> None:
+def add_parser(sub) -> None:
     """Register `kit dashboard` on the `kit` command's subparsers."""
-    from kit.cli import _command, _rate, _whole, _zk_auth_option
-
-    p = _command(sub, "dashboard", "serve the Panel dashboard (distribution, live throttles, progress, events)",
+    p = command(sub, "dashboard", "serve the Panel dashboard (distribution, live throttles, progress, events)",
                  "Serve one page for an incident: brokers grouped by rack (leaders, followers, free storage, "
                  "degree; before/after a plan), the replication throttles against measured traffic while a "
                  "reassignment runs, its progress and ETA, the auto-throttle's and doctor's decisions, and the "
@@ -29,7 +42,7 @@ def add_dashboard_parser(sub) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="Kafka's ZooKeeper (live status and throttles)")
     source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON (distribution only)")
-    _zk_auth_option(p)
+    zk_auth_option(p)
     p.add_argument("--plan", action="append", default=[], metavar="PLAN.json",
                    help="a plan for the before/after picker (repeat for several)")
     p.add_argument("--events", metavar="FILE", help="events log (JSON lines) of kit throttle run / kit doctor")
@@ -41,11 +54,12 @@ def add_dashboard_parser(sub) -> None:
     p.add_argument("--cap-map", metavar="JSON|FILE",
                    help="NIC capacity in MB/s by instance type, as kit throttle run's (e.g. '{\"*\": 125}'): "
                         "bounds the copy rate behind the ETA")
-    p.add_argument("--port", type=_whole(1), default=5006, help="port (default 5006)")
+    p.add_argument("--port", type=whole(1), default=5006, help="port (default 5006)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--basic-auth", metavar="USER:PASSWORD",
                    help=f"ask for a login (default: ${AUTH_ENV}; prefer the variable: arguments show in ps)")
-    p.add_argument("--interval", type=_rate, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
+    p.add_argument("--interval", type=rate, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
+    p.set_defaults(run=run)
 
 
 def _auth(text: str | None) -> tuple[str, str] | None:
@@ -65,7 +79,7 @@ def _folder(flag: str, path: str | None) -> None:
         raise BadInput(f"{flag} {path}: not a directory")
 
 
-def cmd_dashboard(a) -> int:
+def run(a) -> int:
     """Check the arguments, then serve until interrupted; returns the exit code."""
     if a.port > 65535:
         raise BadInput(f"--port {a.port}: expected 1..65535")
@@ -80,20 +94,14 @@ def cmd_dashboard(a) -> int:
     _folder("--samples", a.samples)
     _folder("--records", a.records)
     _folder("--metrics", a.metrics)
-    from kit.throttle.loop import load_cap_map
-
-    cap_map = load_cap_map(a.cap_map)
-    try:
+    cap_map = throttle_loop.load_cap_map(a.cap_map)
+    try:  # lazy: Panel and HoloViews are the optional dashboard extra, and slow to import
         from kit.dashboard import app
     except ImportError as e:
         raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
-    from kit.formats import load_snapshot
-
     if a.zk:
-        from kit.cluster.zk.layout import read_cluster, session
-
-        with session(a.zk, timeout=5.0, auth=a.zk_auth) as client:
-            cluster, _ = read_cluster(client)
+        with layout.session(a.zk, timeout=5.0, auth=a.zk_auth) as client:
+            cluster, _ = layout.read_cluster(client)
     else:
         cluster = load_snapshot(a.snapshot)
     if not cluster.brokers:

@@ -4,12 +4,28 @@ Exit codes: 0 healthy, healing or balancing plan made (or a reassignment to wait
 2 bad input; 3 `--apply` refused by pre-flight; 4 an alert (no plan, nothing written but
 the events log).
 """
+# General flow:
+# 1) add_parser declares `kit doctor`.
+# 2) Options that do not go together and outputs that cannot be written are refused first.
+# 3) kit.doctor.load.run reads the cluster (snapshot or ZooKeeper) and the traffic, and
+#    kit.doctor.examine decides: healthy, heal, balance, wait, or alert.
+# 4) Every decision goes to the events log; the text report (kit.doctor.examine.report_text)
+#    is printed. An alert, a healthy cluster or a wait ends here with its exit code.
+# 5) The plan and the report are written; with --apply the plan is started through kit
+#    apply's checks (kit.doctor.load.apply_report).
 from __future__ import annotations
 
 import json
 import os
 
+from kit.cli.lazy import lazy_module
+from kit.cli.options import command, rate, whole, writable, zk_auth_option
 from kit.errors import BadInput
+from kit.events import EventLog, event, utc_now
+from kit.formats import write_atomic
+
+examine = lazy_module("kit.doctor.examine")  # imported when used: see kit.cli.lazy
+load = lazy_module("kit.doctor.load")
 
 EXAMPLE = ("kit doctor --zk 127.0.0.1:2181/kafka --metrics build/metrics --out heal.json "
            "--events build/events.jsonl")
@@ -22,11 +38,9 @@ def _plan_text(doc: dict) -> str:
         '{"version":1,"partitions":[]}\n'
 
 
-def add_doctor_parser(sub) -> None:
+def add_parser(sub) -> None:
     """Register `kit doctor` on the `kit` command's subparsers."""
-    from kit.cli import _command, _rate, _whole, _zk_auth_option
-
-    p = _command(sub, "doctor", "health report; heal dead-broker damage, balance network load, or alert",
+    p = command(sub, "doctor", "health report; heal dead-broker damage, balance network load, or alert",
                  "Report dead brokers, under-replicated partitions with their reasons, brokers over their "
                  "network limits and replicas per broker. When every under-replicated partition is explained "
                  "by dead brokers, plan their replacement (as kit plan remove); when a broker is over its "
@@ -35,31 +49,26 @@ def add_doctor_parser(sub) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON of the cluster")
     source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="read the cluster from Kafka's ZooKeeper")
-    _zk_auth_option(p)
+    zk_auth_option(p)
     p.add_argument("--metrics", metavar="DIR",
                    help="metrics pipeline output with replica_traffic.parquet (default: the snapshot's traffic)")
-    p.add_argument("--limit-in", type=_rate, metavar="BYTES_PER_SEC",
+    p.add_argument("--limit-in", type=rate, metavar="BYTES_PER_SEC",
                    help="inbound limit for every broker (default: each broker's net_capacity)")
-    p.add_argument("--limit-out", type=_rate, metavar="BYTES_PER_SEC",
+    p.add_argument("--limit-out", type=rate, metavar="BYTES_PER_SEC",
                    help="outbound limit for every broker (default: each broker's net_capacity)")
     p.add_argument("--out", metavar="PLAN.json", help="write the healing or balancing plan here")
     p.add_argument("--report", metavar="REPORT.json", help="also write the report as JSON (when a plan is made)")
     p.add_argument("--events", metavar="FILE", help="append every decision to this events log (JSON lines)")
     p.add_argument("--apply", action="store_true", help="start the plan through kit apply's checks (needs --zk)")
-    p.add_argument("--throttle", type=_rate, metavar="BYTES_PER_SEC", help="with --apply: replication throttle")
+    p.add_argument("--throttle", type=rate, metavar="BYTES_PER_SEC", help="with --apply: replication throttle")
     p.add_argument("--rollback-out", metavar="FILE", help="with --apply: write the rollback plan here")
-    p.add_argument("--max-lines", type=_whole(1), default=50, metavar="N",
+    p.add_argument("--max-lines", type=whole(1), default=50, metavar="N",
                    help="partitions and actions listed in the text report (default 50)")
+    p.set_defaults(run=run)
 
 
-def cmd_doctor(a) -> int:
+def run(a) -> int:
     """Run the doctor for parsed arguments `a`; returns the exit code."""
-    from kit.doctor import load as doctor_io
-    from kit.cli import _writable
-    from kit.doctor.examine import report_text
-    from kit.events import EventLog, event, utc_now
-    from kit.formats import write_atomic
-
     if a.apply and not a.zk:
         raise BadInput("--apply needs --zk (a snapshot file cannot be changed)")
     if (a.throttle or a.rollback_out) and not a.apply:
@@ -67,19 +76,19 @@ def cmd_doctor(a) -> int:
     paths = [(f, p) for f, p in (("--out", a.out), ("--report", a.report), ("--events", a.events),
                                  ("--rollback-out", a.rollback_out)) if p]
     for flag, path in paths:
-        _writable(flag, path, snapshot=a.snapshot)
+        writable(flag, path, snapshot=a.snapshot)
     real = [os.path.realpath(p) for _, p in paths]
     if len(set(real)) != len(real):
         raise BadInput("--out, --report, --events and --rollback-out must name different files")
 
     now = utc_now()
-    report = doctor_io.run(snapshot=a.snapshot, zk=a.zk, metrics=a.metrics, limit_in=a.limit_in,
+    report = load.run(snapshot=a.snapshot, zk=a.zk, metrics=a.metrics, limit_in=a.limit_in,
                            limit_out=a.limit_out, zk_auth=a.zk_auth, time=now)
     log = EventLog(a.events)
     try:
         for e in report["events"]:
             log.write(e)
-        print(report_text(report, max_lines=a.max_lines), end="")
+        print(examine.report_text(report, max_lines=a.max_lines), end="")
         if report["exit_code"] or report["plan"] is None:
             return report["exit_code"]  # alerts, healthy, waiting: no plan and no report file
 
@@ -88,7 +97,7 @@ def cmd_doctor(a) -> int:
         if a.report:
             write_atomic(a.report, json.dumps(report, indent=1, sort_keys=True) + "\n")
         if a.apply:
-            done = doctor_io.apply_report(report, a.zk, a.zk_auth, a.throttle, a.rollback_out)
+            done = load.apply_report(report, a.zk, a.zk_auth, a.throttle, a.rollback_out)
             msg = f"applied: reassignment of {done['partitions']} partition(s) started"
             log.write(event(utc_now(), "doctor", "apply", msg, sorted({b for m in report["plan"]["partitions"]
                                                                     for b in m["replicas"]}),

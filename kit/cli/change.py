@@ -1,0 +1,226 @@
+"""The live cluster, through ZooKeeper: `kit snapshot` reads it; `kit apply`, `kit verify`,
+`kit elect` and `kit rollback` change it as Kafka's own tools do; `kit status` reports on it.
+The work is kit.cluster.zk.changes (and kit.cluster.zk.layout for reading the cluster).
+"""
+# General flow (each command):
+# 1) add_parser declares the six commands; each runs its own function below.
+# 2) Files named on the command line are read and outputs checked before ZooKeeper is reached.
+# 3) One ZooKeeper session (kit.cluster.zk.layout.session) for the change, made by
+#    kit.cluster.zk.changes: apply_plan, verify / verify_until_done, elect, rollback, status.
+#    apply and rollback run again after a crash say so and write nothing (_run_again).
+# 4) One line (or a few) on stdout says what was done; the exit code says whether it is over.
+from __future__ import annotations
+
+import os
+import sys
+
+from kit.cli.lazy import lazy_module
+from kit.cli.options import bytes_per_second, command, rate, writable, zk_auth_option
+from kit.errors import Unsafe
+from kit.formats import dumps, load_plan, snapshot_doc, write_atomic
+from kit.progress import Progress
+
+changes = lazy_module("kit.cluster.zk.changes")  # imported when used: see kit.cli.lazy
+layout = lazy_module("kit.cluster.zk.layout")
+
+
+def add_parser(sub) -> None:
+    """Register snapshot, apply, verify, elect, rollback and status on the `kit` command's subparsers."""
+    p = command(sub, "snapshot", "write Snapshot v1 of a cluster read from ZooKeeper",
+                "Read brokers, topics, partition states and kafka-kit's metric znodes from ZooKeeper and "
+                "write them as one Snapshot v1 file.", "kit snapshot --zk 127.0.0.1:2181/kafka --out cluster.json")
+    p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    zk_auth_option(p)
+    p.add_argument("--out", required=True, metavar="FILE")
+    p.set_defaults(run=snapshot)
+
+    p = command(sub, "apply", "start a planned reassignment through ZooKeeper",
+                "Pre-flight checks, the rollback file, replication throttles, then /admin/reassign_partitions, "
+                "as Kafka's own reassignment tool writes them.",
+                "kit apply plan.json --zk 127.0.0.1:2181/kafka --throttle 50000000 --rollback-out rollback.json")
+    p.add_argument("plan", metavar="PLAN.json", help="Kafka reassignment JSON (from kit plan)")
+    p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    zk_auth_option(p)
+    p.add_argument("--throttle", type=bytes_per_second, metavar="BYTES_PER_SEC", help="replication throttle per broker")
+    p.add_argument("--rollback-out", metavar="FILE", help="write the current assignment of the plan's partitions")
+    p.set_defaults(run=apply)
+
+    def zk_command(name, help_text, example, run):
+        p = command(sub, name, help_text, help_text, example)
+        p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+        zk_auth_option(p)
+        p.set_defaults(run=run)
+        return p
+
+    v = zk_command("verify", "progress of a reassignment; clears throttles no longer needed",
+                   "kit verify plan.json --zk 127.0.0.1:2181/kafka", verify)
+    v.add_argument("plan", nargs="?", metavar="PLAN.json", help="default: the reassignment in flight")
+    v.add_argument("--wait", action="store_true",
+                   help="check again every --interval seconds until done (rides out ZooKeeper reconnects)")
+    v.add_argument("--interval", type=rate, default=5.0, metavar="S", help="seconds between checks with --wait")
+    v.add_argument("--stall", type=rate, metavar="S",
+                   help="with --wait: give up (exit 1, saying what is stuck) when no replica has joined an ISR "
+                        "for S seconds (default: 20 intervals, at least 300 s)")
+    e = zk_command("elect", "preferred-leader election where the first replica does not lead",
+                   "kit elect --zk 127.0.0.1:2181/kafka --plan plan.json", elect)
+    e.add_argument("--plan", metavar="PLAN.json", help="only the partitions of this plan")
+    r = zk_command("rollback", "apply a rollback file written by kit apply (same checks)",
+                   "kit rollback rollback.json --zk 127.0.0.1:2181/kafka", rollback)
+    r.add_argument("file", metavar="ROLLBACK.json")
+    r.add_argument("--throttle", type=bytes_per_second, metavar="BYTES_PER_SEC")
+    zk_command("status", "brokers, under-replicated partitions, reassignment in flight, throttles",
+               "kit status --zk 127.0.0.1:2181/kafka", status)
+
+
+def snapshot(a) -> int:
+    """`kit snapshot`: the cluster read from ZooKeeper, written as Snapshot v1."""
+    writable("--out", a.out)
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        cluster, reassigning = layout.read_cluster(client)
+    write_atomic(a.out, dumps(snapshot_doc(cluster)))
+    live = sum(b.alive for b in cluster.brokers.values())
+    dead = sum(not b.alive for b in cluster.brokers.values())
+    print(f"{a.out}: {live} live and {dead} dead brokers, {len(cluster.topics())} topics, "
+          f"{len(cluster.partitions)} partitions")
+    if reassigning:
+        print(f"note: a reassignment of {len(reassigning.get('partitions', []))} partition(s) is in progress")
+    return 0
+
+
+def _cleared(done: dict) -> str:
+    """"cleared throttles left without a reassignment: ..." when an apply or verify removed some."""
+    b, t = done.get("cleared_brokers", 0), done.get("cleared_topics", 0)
+    return f"cleared throttles left without a reassignment: {b} broker(s), {t} topic(s)" if b or t else ""
+
+
+def _run_again(client, moves, what: str, plan: str, zk: str, rollback_out: str | None = None) -> bool:
+    """`kit apply` (what="apply") or `kit rollback` run again after a crash: True, having said
+    so, when the plan's reassignment already runs (nothing written) or the plan is already in
+    place (nothing started; throttles left without a reassignment cleared). Unsafe when it runs
+    but the rollback file asked for was never written: that assignment can no longer be read."""
+    state = changes.plan_progress(client, moves)
+    if state == "running":
+        note = ""
+        if rollback_out:
+            keys = {(m["topic"], m["partition"]) for m in moves}
+            if not os.path.exists(rollback_out) or \
+                    {(m["topic"], m["partition"]) for m in load_plan(rollback_out)} != keys:
+                raise Unsafe(f"this plan's reassignment is already in progress (an earlier kit {what} started it), "
+                             f"but --rollback-out {rollback_out} is not its rollback file and the assignment before "
+                             "it can no longer be read; nothing was changed")
+            note = f"; rollback plan in {rollback_out} (written by that kit {what})"
+        print(f"the reassignment of {len(moves)} partition(s) is already in progress (an earlier kit {what} of "
+              f"{plan} started it): nothing written{note}; follow it with kit verify {plan} --zk {zk} --wait")
+        return True
+    if state == "in place":
+        b, t = changes.clear_leftover_throttles(client)
+        kept = (f"; {rollback_out} left as it was" if os.path.exists(rollback_out) else
+                f"; {rollback_out} not written") if rollback_out else ""
+        print(f"every partition of {plan} ({len(moves)}) already has the replicas it names: nothing to start{kept}")
+        if b or t:
+            print(_cleared({"cleared_brokers": b, "cleared_topics": t}))
+        return True
+    return False
+
+
+def apply(a) -> int:
+    """`kit apply`: pre-flight checks, the rollback file, throttles, then the reassignment."""
+    if a.rollback_out:
+        writable("--rollback-out", a.rollback_out, plan=a.plan)
+    moves = load_plan(a.plan)
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        if _run_again(client, moves, "apply", a.plan, a.zk, a.rollback_out):
+            return 0
+        done = changes.apply_plan(client, moves, a.throttle, a.rollback_out)
+    print(f"reassignment of {done['partitions']} partition(s) started"
+          + (f"; throttled {done['throttled_topics']} topic(s) and {done['throttled_brokers']} broker(s) "
+             f"at {a.throttle / 1e6:.0f} MB/s" if a.throttle else "")
+          + (f"; rollback plan in {a.rollback_out}" if a.rollback_out else ""))
+    if _cleared(done):
+        print(_cleared(done))
+    return 0
+
+
+def verify(a) -> int:
+    """`kit verify [--wait]`: what is left of the reassignment; exit 0 once it is done."""
+    moves = load_plan(a.plan) if a.plan else None
+    if a.wait:
+        # Progress goes to stderr (stdout stays the result).
+        bar = Progress("kit verify --wait", unit="partition(s) done", every=a.interval, after=0.0)
+
+        def progress(r):
+            bar.update(sum(x["done"] for x in r["partitions"]), len(r["partitions"]))
+
+        def retry(why):
+            sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); retrying\n")
+        with bar, layout.session(a.zk, auth=a.zk_auth) as client:
+            res = changes.verify_until_done(client, moves, a.interval, progress, retry, stall=a.stall)
+    else:
+        with layout.session(a.zk, auth=a.zk_auth) as client:
+            res = changes.verify(client, moves)
+    done = sum(r["done"] for r in res["partitions"])
+    for r in res["partitions"]:
+        if not r["done"]:
+            what = {"copying": "in progress", "missing": "not in the cluster",
+                    "not started": "not started (no reassignment runs for it)"}[r["state"]]
+            print(f"  {r['topic']} p{r['partition']}: {what}")
+    # With none running, throttles are left over unless they were this plan's, now done.
+    leftover = "" if res["running"] or (res["done"] and res["partitions"]) else _cleared(res)
+    if not res["partitions"] and not res["running"]:
+        print("no reassignment is running; " + (leftover or "no throttle was set"))
+    else:
+        print(f"{done} of {len(res['partitions'])} partition(s) done; " + (
+            leftover or f"throttles cleared from {res['cleared_topics']} topic(s) and "
+                        f"{res['cleared_brokers']} broker(s)"))
+    if res["done"] and res["preferred_leader_elections_due"]:
+        print(f"{res['preferred_leader_elections_due']} partition(s) are not led by their first replica: "
+              f"run kit elect --zk {a.zk}" + (f" --plan {a.plan}" if a.plan else ""))
+    return 0 if res["done"] else 1
+
+
+def elect(a) -> int:
+    """`kit elect`: a preferred-leader election where the first replica does not lead."""
+    moves = load_plan(a.plan) if a.plan else None
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        n = changes.elect(client, moves)
+    print(f"preferred-leader election requested for {n} partition(s)" if n else "every partition is led by "
+          "its first replica: nothing to elect")
+    return 0
+
+
+def rollback(a) -> int:
+    """`kit rollback`: a rollback file from kit apply, started with apply's checks."""
+    moves = load_plan(a.file)
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        done = None if _run_again(client, moves, "rollback", a.file, a.zk) else \
+            changes.rollback(client, moves, a.throttle)
+    if done is not None:
+        print(f"rollback of {done['partitions']} partition(s) started; follow it with kit verify {a.file} "
+              f"--zk {a.zk} --wait")
+        if _cleared(done):
+            print(_cleared(done))
+    return 0
+
+
+def status(a) -> int:
+    """`kit status`: brokers, under-replicated partitions, the reassignment in flight, throttles."""
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        res = changes.status(client)
+    live = [b for b in res["brokers"] if b["alive"]]
+    dead = [b for b in res["brokers"] if not b["alive"]]
+    print(f"brokers: {len(live)} live, {len(dead)} dead" + (f" ({' '.join(str(b['id']) for b in dead)})" if dead else ""))
+    print(f"under-replicated partitions: {len(res['under_replicated'])}")
+    print(f"reassignment in progress: {res['reassigning_partitions']} partition(s), "
+          f"{res['bytes_left'] / 1e9:.1f} GB left" if res["reassigning"] else "no reassignment in progress")
+    brokers, topics = res["throttled_brokers"], res["throttled_topics"]
+    print(f"throttled brokers: {' '.join(map(str, brokers)) or 'none'}")
+    print(f"throttled topics: {' '.join(topics[:10]) or 'none'}" + (f" (+{len(topics) - 10} more)"
+                                                                    if len(topics) > 10 else ""))
+    if res["throttles_without_reassignment"]:
+        print(f"throttles without a reassignment: {len(brokers)} broker(s) and {len(topics)} topic(s) keep "
+              "replication throttles but no reassignment is running (an apply or Kafka's tool cut short, or a "
+              f"finished run never verified); kit verify --zk {a.zk} clears them")
+    elif res["reassigning"] and (brokers or topics):
+        print(f"the throttles are the reassignment's; kit verify --zk {a.zk} --wait follows it and clears "
+              "them when it ends")
+    return 0

@@ -1,0 +1,206 @@
+"""`kit plan ACTION`: a cluster in, Kafka reassignment JSON out, with its summary, figures,
+waves and duration estimate. The actions are kit.plan.ACTIONS.
+"""
+# General flow:
+# 1) add_parser declares `kit plan`; its actions are declared from kit.plan.ACTIONS when it is
+#    used: the options every action shares, then the action's own inputs (SPELLING).
+# 2) check_request refuses unwritable outputs and options that do not go together, before
+#    anything is read.
+# 3) The cluster is read from a snapshot (kit.formats) or from ZooKeeper (kit.cluster.zk.layout).
+# 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
+#    (kit.plan.pooled).
+# 5) The plan is reviewed: figures before and after (kit.report.figures), waves and the
+#    duration estimate (kit.report.waves); a plan with problems is refused (exit 3), one
+#    with warnings is shown but not written unless --ignore-warns.
+# 6) The plan, the report and the waves are written, all or nothing; the summary is printed.
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from kit.cli.lazy import lazy_module
+from kit.cli.options import (Parser, broker_ids, broker_pairs, bytes_per_second, load_share, rate, target_ids,
+                             whole, writable, zk_auth_option)
+from kit.errors import BadInput, Unsafe
+from kit.formats import dumps, load_snapshot, plan_text, same_file, write_atomic
+from kit.progress import Progress
+from kit.report.waves import duration_report, moves_of, split_waves, wave_documents
+from kit.throttle.decide import Settings
+
+# Imported when used (see kit.cli.lazy): kit.plan loads SciPy and OR-Tools, about a second.
+planner = lazy_module("kit.plan")
+pooled = lazy_module("kit.plan.pooled")
+pools = lazy_module("kit.plan.pools")
+figures = lazy_module("kit.report.figures")
+layout = lazy_module("kit.cluster.zk.layout")
+
+EXAMPLES = """\
+examples:
+  kit plan replace --snapshot cluster.json --replace 1003:1025 --out plan.json
+  kit plan remove --snapshot cluster.json --remove 1004,1005 --out plan.json --report report.json
+  kit plan az-loss --snapshot cluster.json --rack rack-c --out plan.json
+  kit plan scale-out --snapshot cluster.json --out plan.json
+  kit plan rf --snapshot cluster.json --topics 'events.*' --replication 3 --out plan.json
+  kit plan rebalance --snapshot cluster.json --out plan.json
+  kit plan leaders --snapshot cluster.json --out plan.json
+  kit plan rebuild --snapshot cluster.json --topics orders --brokers -2 --sub-affinity --out plan.json
+"""
+
+# How the command line spells each planner input named in kit.plan.ACTIONS: the flag and its
+# argparse keywords (whether it is required, and its help, come from the action's Input).
+SPELLING = {
+    "pairs": ("--replace", dict(type=broker_pairs, metavar="OLD:NEW[,OLD:NEW]")),
+    "remove": ("--remove", dict(type=broker_ids, metavar="IDS")),
+    "rack": ("--rack", dict(metavar="NAME")),
+    "replication": ("--replication", dict(type=whole(1), metavar="N")),
+    "placement": ("--placement", dict(choices=["count", "storage"], default="count")),
+    "optimize": ("--optimize", dict(choices=["distribution", "storage"], default="distribution")),
+    "size_factor": ("--partition-size-factor", dict(type=rate, default=1.0, metavar="F")),
+    "sub_affinity": ("--sub-affinity", dict(action="store_true")),
+    "force_rebuild": ("--force-rebuild", dict(action="store_true")),
+    "min_rack_ids": ("--min-rack-ids", dict(type=whole(0), metavar="N")),
+}
+
+
+def add_parser(sub) -> None:
+    """Register `kit plan` on the `kit` command's subparsers (its actions when it is used)."""
+    plan = sub.add_parser("plan", help="plan a reassignment (writes Kafka reassignment JSON)",
+                          description="Plan a partition reassignment from a cluster snapshot.",
+                          epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                          declare=declare_actions)
+    plan.set_defaults(run=run)
+
+
+def declare_actions(plan: Parser) -> None:
+    """One subcommand per action of kit.plan.ACTIONS."""
+    actions = plan.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
+    for name, action in planner.ACTIONS.items():
+        p = actions.add_parser(name, help=action.summary, description=action.summary, epilog=EXAMPLES,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        shared_options(p)
+        for given in action.inputs:
+            flag, spelling = SPELLING[given.name]
+            p.add_argument(flag, dest=given.name, required=given.required, help=given.help, **spelling)
+
+
+def shared_options(p) -> None:
+    """The options every action takes: where the cluster comes from, what to plan, what to write."""
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON of the cluster")
+    source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="read the cluster from Kafka's ZooKeeper")
+    zk_auth_option(p)
+    p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches")
+    p.add_argument("--exclude-topics", metavar="REGEX", help="leave topics whose whole name matches")
+    p.add_argument("--brokers", type=target_ids, metavar="IDS",
+                   help="target brokers (default: all live); -1 = brokers in the current map, -2 = all live")
+    p.add_argument("--out", required=True, metavar="PLAN.json", help="where to write the reassignment JSON")
+    p.add_argument("--report", metavar="REPORT.json", help="also write the summary figures as JSON")
+    p.add_argument("--ignore-warns", action="store_true", help="produce a plan even when warnings are raised")
+    p.add_argument("--pools", metavar="FILE",
+                   help="YAML/JSON file of topic pools: each pool planned on its own brokers")
+    p.add_argument("--max-moves-per-broker", type=whole(1), default=5, metavar="N",
+                   help="split the plan into waves with at most N moves per broker (default 5)")
+    p.add_argument("--wave-order", choices=["biggest", "plan"], default="biggest",
+                   help="biggest moves first (default) or in plan order")
+    p.add_argument("--waves-dir", metavar="DIR", help="also write each wave as a Kafka reassignment file")
+    p.add_argument("--throttle", type=bytes_per_second, metavar="BYTES_PER_SEC",
+                   help="fixed replication throttle the run will use, for the duration estimate "
+                        "(default: kit's auto-throttle)")
+    p.add_argument("--client-load", type=load_share, metavar="F",
+                   help="duration estimate under kit simulate's what-if client load F (default: the "
+                        "snapshot's bytes_in/bytes_out)")
+    p.add_argument("--interval", type=rate, default=30.0, metavar="S",
+                   help="the auto-throttle's interval the run will use, in cluster seconds (default 30)")
+    p.add_argument("--max-changes", type=whole(0), default=100, metavar="N",
+                   help="partition map changes listed in the summary (default 100; 0 = all)")
+
+
+def check_request(a, action) -> None:
+    """Reject --out / --report paths that cannot be written, and options that do not go
+    together, before any work is done."""
+    for flag, path in (("--out", a.out), ("--report", a.report)):
+        if path is not None:
+            writable(flag, path, snapshot=a.snapshot, pools=a.pools)
+    if a.report and same_file(a.report, a.out):
+        raise BadInput(f"--out and --report name the same file {a.out}")
+    if a.pools and action.swaps:
+        raise BadInput(f"--pools does not apply to {a.action} (a one-for-one substitution)")
+    if a.pools and (a.topics or a.exclude_topics or a.brokers):
+        raise BadInput("--pools decides topics and brokers: drop --topics/--exclude-topics/--brokers")
+    if a.waves_dir is not None:
+        if os.path.exists(a.waves_dir) and not os.path.isdir(a.waves_dir):
+            raise BadInput(f"--waves-dir {a.waves_dir}: not a directory")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(a.waves_dir))):
+            raise BadInput(f"--waves-dir {a.waves_dir}: its parent directory does not exist")
+
+
+def make_plan(a, action, progress):
+    """Read the cluster and run the action's planner on it (once per pool with --pools)."""
+    progress.stage(f"reading {a.snapshot}" if a.snapshot else "reading the cluster from ZooKeeper")
+    if a.snapshot:
+        cluster = load_snapshot(a.snapshot)
+    else:
+        with layout.session(a.zk, auth=a.zk_auth) as client:
+            cluster, _ = layout.read_cluster(client)
+    progress.stage(f"planning {a.action} over {len(cluster.partitions):,} partitions")
+    if a.pools:
+        def plan_pool(c, topics, brokers):
+            return plan_with(a, action, c, topics, brokers)
+        return pooled.plan_pooled(cluster, pools.load_pools(a.pools), plan_pool, a.action)
+    if a.brokers and action.swaps:
+        raise BadInput(f"{a.action} takes no --brokers: the targets are the live brokers with OLD swapped for NEW")
+    return plan_with(a, action, cluster, a.topics, a.brokers)
+
+
+def plan_with(a, action, cluster, topics, brokers):
+    """The action's planner on `cluster`, for these topics (a regex) and target brokers."""
+    given = {i.name: getattr(a, i.name) for i in action.inputs}
+    if action.warns:
+        given["ignore_warns"] = a.ignore_warns
+    if not action.swaps:
+        given["brokers"] = brokers
+    return action.planner(cluster, topics=topics, exclude=a.exclude_topics, **given)
+
+
+def run(a) -> int:
+    """`kit plan ACTION`: plan, review, write, print the summary; returns the exit code."""
+    action = planner.ACTIONS[a.action]
+    check_request(a, action)
+    with Progress("kit plan") as progress:  # stderr, and only when it takes a while
+        plan = make_plan(a, action, progress)
+        progress.stage("figures before and after")
+        report = figures.plan_report(plan)
+        progress.stage("waves and the duration estimate")
+        waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
+        report["duration"] = duration_report(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval))
+        figures.refuse_problems(report)
+        if plan.warnings and not a.ignore_warns:
+            progress.close()  # a terminal's bar line is cleared before the summary
+            print(figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
+            raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} (use --ignore-warns to write the plan)")
+        progress.stage(f"writing {a.out}")
+        write_outputs(a, plan, report, waves)
+        summary = figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after))
+    print(summary)
+    return 0
+
+
+def write_outputs(a, plan, report, waves) -> None:
+    """The plan, the report (if asked for) and the waves (if asked for): no plan without its report."""
+    text = plan_text(plan)
+    report_text = json.dumps(report, indent=1, sort_keys=True) + "\n" if a.report else None
+    try:
+        write_atomic(a.out, text)
+    except OSError as e:
+        raise BadInput(f"--out {a.out}: cannot write ({e.strerror or e})") from None
+    if report_text is not None:
+        try:
+            write_atomic(a.report, report_text)
+        except OSError as e:
+            os.unlink(a.out)  # all or nothing: no plan without the report that was asked for
+            raise BadInput(f"--report {a.report}: cannot write ({e.strerror or e})") from None
+    if a.waves_dir is not None:
+        os.makedirs(a.waves_dir, exist_ok=True)
+        for n, doc in enumerate(wave_documents(plan, waves), 1):
+            write_atomic(os.path.join(a.waves_dir, f"wave-{n:03d}.json"), dumps(doc))

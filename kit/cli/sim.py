@@ -1,0 +1,203 @@
+"""Simulation: `kit simulate` runs a plan's copies in simulated time with no ZooKeeper
+(kit.sim.physics); `kit sim` plays Kafka's controller and brokers over a real ZooKeeper
+(kit.sim.controller, kit.sim.brokers).
+"""
+# General flow:
+# 1) add_parser declares `kit simulate` and `kit sim seed|run|kill|revive|stop`, each running
+#    its own function below.
+# 2) simulate: the throttle and the outputs are checked, the snapshot and the plan read, the
+#    reassignment simulated start to finish (kit.sim.physics.simulate); the result written.
+# 3) sim seed lays the cluster out in ZooKeeper (kit.cluster.zk.layout.write_cluster) and
+#    starts the process holding the brokers' registrations (kit.sim.brokers); sim stop ends it.
+# 4) sim run carries out reassignments and elections in simulated time until told to stop
+#    (kit.sim.controller.run); sim kill / revive take a broker down and back.
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kit.cli.lazy import lazy_module
+from kit.cli.options import (Parser, auto_throttle_options, bytes_per_second, command, load_share, rate,
+                             throttle_settings, whole, writable, zk_auth_option)
+from kit.errors import BadInput
+from kit.events import EventLog
+from kit.formats import dumps, load_plan, load_snapshot, write_atomic
+from kit.report.waves import human_duration
+from kit.sim import physics
+
+brokers = lazy_module("kit.sim.brokers")  # imported when used: see kit.cli.lazy
+controller = lazy_module("kit.sim.controller")
+layout = lazy_module("kit.cluster.zk.layout")
+throttle_loop = lazy_module("kit.throttle.loop")
+
+
+def add_parser(sub) -> None:
+    """Register `kit simulate` and `kit sim` on the `kit` command's subparsers."""
+    p = command(sub, "simulate", "run a plan's copies in simulated time (no ZooKeeper)",
+                "Simulate a reassignment start to finish with design.md's physics and write completion_s, "
+                "lower_bound_s, saturated_broker_seconds, ...",
+                "kit simulate --snapshot cluster.json --plan plan.json --throttle 50000000 --client-load 0.5 "
+                "--out result.json")
+    p.add_argument("--snapshot", required=True, metavar="FILE")
+    p.add_argument("--plan", required=True, metavar="PLAN.json")
+    p.add_argument("--throttle", default="none", metavar="auto|none|BYTES_PER_SEC",
+                   help="replication throttle per broker; auto: kit's auto-throttle, in simulated time")
+    p.add_argument("--client-load", type=load_share, default=None, metavar="F",
+                   help="what-if: every partition's bytes_in/bytes_out scaled so the brokers carrying traffic "
+                        "carry F of their net_capacity on average, busier direction (default: the snapshot's "
+                        "figures; a snapshot without any gets traffic in proportion to partition size)")
+    p.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat")
+    auto_throttle_options(p)
+    p.add_argument("--out", required=True, metavar="RESULT.json")
+    p.set_defaults(run=simulate)
+    _add_sim_parser(sub)
+
+
+def _zk_patience_option(p, who: str) -> None:
+    p.add_argument("--zk-patience", type=rate, default=300.0, metavar="S",
+                   help=f"seconds {who} for ZooKeeper when it goes away (reconnecting, in a new session if the "
+                        "old one expired) before giving up (default 300)")
+
+
+def _add_sim_parser(sub) -> None:
+    sim = sub.add_parser("sim", help="a simulated Kafka controller over a real ZooKeeper",
+                         description="Play Kafka's controller over ZooKeeper: seed a cluster, then carry out "
+                                     "reassignments and preferred-leader elections.",
+                         epilog="examples:\n  kit sim seed --zk 127.0.0.1:2181/kafka --snapshot cluster.json\n"
+                                "  kit sim run --zk 127.0.0.1:2181/kafka --speed 1000 --until-idle",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run|kill|revive|stop", required=True,
+                             parser_class=Parser)
+    seed = ops.add_parser("seed", help="lay a snapshot's cluster out in ZooKeeper and start its brokers "
+                                       "(ephemeral registrations held by a background process)")
+    seed.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    zk_auth_option(seed)
+    seed.add_argument("--snapshot", required=True, metavar="FILE")
+    _zk_patience_option(seed, "the simulated brokers wait")
+    seed.set_defaults(run=sim_seed)
+    run = ops.add_parser("run", help="carry out reassignments and elections in simulated time")
+    run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    zk_auth_option(run)
+    run.add_argument("--speed", type=rate, default=1.0, metavar="X", help="simulated seconds per wall second")
+    run.add_argument("--client-load", type=load_share, default=None, metavar="F",
+                     help="what-if: every partition's traffic scaled so the brokers carrying traffic carry F of "
+                          "their NIC on average (default: the partition traffic kit sim seed kept)")
+    run.add_argument("--until-idle", action="store_true", help="exit when nothing is left to do")
+    run.add_argument("--report", metavar="FILE",
+                     help="on exit, write the controller's clock as JSON: completion_s (simulated seconds from "
+                          "picking up the reassignment to the last new replica joining the ISR; null if none "
+                          "completed), sim_seconds, speed, and resumed (null, or the reassignment it found under "
+                          "way: at_s, bytes_left, progress)")
+    _zk_patience_option(run, "the simulated controller waits")
+    run.add_argument("--max-seconds", type=rate, metavar="S", help="exit after S wall seconds")
+    run.add_argument("--traffic", choices=["flat", "diurnal", "spike"], default="flat",
+                     help="shape of client traffic over simulated time")
+    run.add_argument("--spike-at", type=rate, default=3600.0, metavar="S",
+                     help="with --traffic spike: simulated second the ten-minute x1.6 spike starts")
+    run.add_argument("--samples", metavar="DIR", help="write broker and replica metric samples (JSON lines) here")
+    run.add_argument("--sample-every", type=rate, default=60.0, metavar="S",
+                     help="simulated seconds between samples (default 60)")
+    run.set_defaults(run=sim_run)
+    stop = ops.add_parser("stop", help="stop the simulated brokers (their registrations vanish)")
+    stop.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    zk_auth_option(stop)
+    stop.set_defaults(run=sim_stop)
+    for name, text, fn in (("kill", "a broker dies: deregistered, out of every ISR, leadership moves", sim_kill),
+                           ("revive", "a killed broker comes back and rejoins its ISRs", sim_revive)):
+        k = ops.add_parser(name, help=text, description=text)
+        k.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+        zk_auth_option(k)
+        k.add_argument("--broker", type=whole(0), required=True, metavar="ID")
+        k.set_defaults(run=fn)
+
+
+def simulate(a) -> int:
+    """`kit simulate`: the plan's copies in simulated time; the result written, one line printed."""
+    try:
+        throttle = a.throttle if a.throttle in ("auto", "none") else bytes_per_second(a.throttle)
+    except argparse.ArgumentTypeError as e:
+        raise BadInput(f"--throttle: {e}") from None
+    throttle = None if throttle == "none" else throttle
+    settings, cap_map = throttle_settings(a), throttle_loop.load_cap_map(a.cap_map)
+    writable("--out", a.out, snapshot=a.snapshot, plan=a.plan)
+    if a.events:
+        writable("--events", a.events, snapshot=a.snapshot, plan=a.plan, out=a.out)
+    cluster = load_snapshot(a.snapshot)
+    events: list[dict] = []
+    res = physics.simulate(cluster, load_plan(a.plan, cluster), throttle, a.client_load, a.traffic, settings,
+                           cap_map, events)
+    write_atomic(a.out, dumps(res))
+    if a.events:
+        log = EventLog(a.events)
+        for e in events:
+            log.write(e)
+        log.close()
+    print(f"completed in {human_duration(res['completion_s'])} (lower bound {human_duration(res['lower_bound_s'])}); "
+          f"{res['bytes_moved'] / 1e9:.1f} GB copied; {res['saturated_broker_seconds']:.0f} saturated broker-seconds")
+    return 0
+
+
+def sim_seed(a) -> int:
+    """`kit sim seed`: the snapshot's cluster in ZooKeeper, its live brokers registered."""
+    cluster = load_snapshot(a.snapshot)
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        layout.write_cluster(client, cluster)
+    pid = brokers.start_holder(a.zk, a.zk_auth, patience=a.zk_patience)
+    print(f"seeded {a.zk}: {sum(b.alive for b in cluster.brokers.values())} live brokers "
+          f"(registered by pid {pid}; kit sim stop takes them down), {len(cluster.partitions)} partitions")
+    return 0
+
+
+def sim_stop(a) -> int:
+    """`kit sim stop`: the process holding the simulated brokers' registrations ends."""
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        pid = brokers.stop_holder(client)
+    print(f"simulated brokers stopped (pid {pid})" if pid else "no simulated brokers were running here")
+    return 0
+
+
+def sim_kill(a) -> int:
+    """`kit sim kill`: a broker dies."""
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        led = controller.kill_broker(client, a.broker)
+    print(f"broker {a.broker} is dead; leadership of {led} partition(s) moved to the next in-sync replica")
+    return 0
+
+
+def sim_revive(a) -> int:
+    """`kit sim revive`: a killed broker comes back."""
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        controller.revive_broker(client, a.broker)
+    print(f"broker {a.broker} is back")
+    return 0
+
+
+def sim_run(a) -> int:
+    """`kit sim run`: the simulated controller, until idle, a time limit or a signal."""
+    if a.report:
+        writable("--report", a.report)
+
+    def outage(why):
+        sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); the simulated cluster waits for it (up to "
+                         f"{a.zk_patience:.0f} s)\n" if why else "kit: ZooKeeper is back; the reassignment goes on\n")
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        ctl = controller.run(client, a.speed, a.client_load, until_idle=a.until_idle, max_wall_seconds=a.max_seconds,
+                             samples_dir=a.samples, sample_every=a.sample_every, traffic=a.traffic,
+                             spike_at=a.spike_at, patience=a.zk_patience, on_outage=outage)
+    done = ctl.completion_s()
+    if a.report:
+        write_atomic(a.report, dumps({"completion_s": None if done is None else round(done, 3),
+                                      "sim_seconds": round(ctl.sim_seconds, 3), "speed": a.speed,
+                                      "resumed": ctl.resumed}))
+    if ctl.resumed:
+        r = ctl.resumed
+        how = "from the controller's record" if r["progress"] == "recorded" else "unfinished copies from zero"
+        print(f"resumed a reassignment under way at simulated second {r['at_s']:.0f}: "
+              f"{r['bytes_left'] / 1e9:,.1f} GB left to copy ({how})")
+    if done is None:
+        print(f"simulated controller stopped after {ctl.sim_seconds:.0f} simulated seconds; no reassignment "
+              "completed")
+    else:
+        print(f"reassignment completed in {done:.0f} simulated seconds (cluster clock: from the controller "
+              "picking it up to the last new replica joining the ISR)")
+    return 0

@@ -1,0 +1,111 @@
+"""`kit throttle run|set|remove`: the replication auto-throttle over a running reassignment
+(kit.throttle.loop, deciding with kit.throttle.decide), and the override rates it honours.
+"""
+# General flow:
+# 1) add_parser declares `kit throttle run|set|remove`, each running its own function below.
+# 2) set / remove write or delete an override in ZooKeeper (kit.throttle.loop.set_override,
+#    remove_override) and say so.
+# 3) run checks its outputs, picks the metric source (sample files, kit metrics output or
+#    kafka-kit's znode), opens the events log, and hands over to kit.throttle.loop.run until
+#    the reassignment ends (--until-idle), a time limit, SIGTERM or Ctrl-C; then prints the
+#    loop's outcome.
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from kit.cli.lazy import lazy_module
+from kit.cli.options import (Parser, auto_throttle_options, broker_id, bytes_per_second, rate, throttle_settings,
+                             writable, zk_auth_option)
+from kit.events import EventLog
+
+layout = lazy_module("kit.cluster.zk.layout")  # imported when used: see kit.cli.lazy
+loop = lazy_module("kit.throttle.loop")
+
+
+def add_parser(sub) -> None:
+    """Register `kit throttle` on the `kit` command's subparsers."""
+    th = sub.add_parser("throttle", help="the replication auto-throttle and its overrides",
+                        description="Run the auto-throttle over a running reassignment, or set / remove an "
+                                    "override rate it honours (kept in ZooKeeper, kafka-kit's layout).",
+                        epilog="examples:\n"
+                               "  kit throttle run --zk 127.0.0.1:2181/kafka --samples build/samples "
+                               "--events build/events.jsonl\n"
+                               "  kit throttle set 50000000 --zk 127.0.0.1:2181/kafka --autoremove\n"
+                               "  kit throttle set 20000000 --broker 1003 --zk 127.0.0.1:2181/kafka\n"
+                               "  kit throttle remove --zk 127.0.0.1:2181/kafka",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ops = th.add_subparsers(dest="throttle_command", metavar="run|set|remove", required=True, parser_class=Parser)
+    run = ops.add_parser("run", help="watch reassignments and set each broker's rate from its measured network")
+    run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    zk_auth_option(run)
+    src = run.add_mutually_exclusive_group(required=True)
+    src.add_argument("--samples", metavar="DIR", help="broker samples as JSON lines (kit sim run --samples, collectors)")
+    src.add_argument("--metrics", metavar="DIR",
+                     help="kit metrics output: broker_rates.json (kit metrics --follow), else broker_load.parquet")
+    src.add_argument("--metrics-znode", action="store_true",
+                     help="kafka-kit's /topicmappr/brokermetrics, with NetRX/NetTX per broker")
+    auto_throttle_options(run)
+    run.add_argument("--log", metavar="FILE", help="the human log (default: stderr)")
+    run.add_argument("--clock", choices=["wall", "samples"], default="wall",
+                     help="time stamped on events: the wall clock, or the samples' own (the simulator's time)")
+    run.add_argument("--until-idle", action="store_true",
+                     help="exit once a reassignment has finished and every throttle is cleared")
+    run.add_argument("--max-seconds", type=rate, metavar="S", help="exit after S wall seconds")
+    run.set_defaults(run=throttle_run)
+    for name, text, fn in (("set", "set an override rate (all participating brokers, or one broker)", throttle_set),
+                           ("remove", "remove an override", throttle_remove)):
+        o = ops.add_parser(name, help=text, description=text)
+        if name == "set":
+            o.add_argument("rate", type=bytes_per_second, metavar="BYTES_PER_SEC")
+            o.add_argument("--autoremove", action="store_true", help="remove it when the next reassignment ends")
+        o.add_argument("--broker", type=broker_id, metavar="ID")
+        o.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+        zk_auth_option(o)
+        o.set_defaults(run=fn)
+
+
+def throttle_set(a) -> int:
+    """`kit throttle set`: an override rate for every broker taking part, or one."""
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        loop.set_override(client, a.rate, a.broker, a.autoremove)
+    who = f"broker {a.broker}" if a.broker is not None else "every broker taking part"
+    print(f"override set: {a.rate / 1e6:.1f} MB/s for {who}" + (" (autoremove)" if a.autoremove else ""))
+    return 0
+
+
+def throttle_remove(a) -> int:
+    """`kit throttle remove`: the override goes."""
+    with layout.session(a.zk, auth=a.zk_auth) as client:
+        had = loop.remove_override(client, a.broker)
+    print("override removed" if had else "no override was set")
+    return 0
+
+
+def throttle_run(a) -> int:
+    """`kit throttle run`: the auto-throttle loop; prints its outcome when it stops."""
+    settings, cap_map = throttle_settings(a), loop.load_cap_map(a.cap_map)
+    if a.events:
+        writable("--events", a.events, cap_map=a.cap_map if a.cap_map and os.path.exists(a.cap_map) else None)
+    if a.log:
+        writable("--log", a.log, events=a.events)
+    metrics = (loop.SampleDirMetrics(a.samples, settings.interval) if a.samples
+               else loop.BrokerLoadMetrics(a.metrics) if a.metrics else None)
+    human = open(a.log, "a", encoding="utf-8") if a.log else sys.stderr
+    log = EventLog(a.events, human)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with layout.session(a.zk, auth=a.zk_auth) as client:
+            source = metrics or loop.ZnodeMetrics(client)
+            outcome = loop.run(client, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
+                               sample_clock=a.clock == "samples")
+    except KeyboardInterrupt:  # before the loop began (the loop itself returns its outcome)
+        outcome = None
+    finally:
+        log.close()
+    print("\n".join(outcome.lines()) if outcome is not None else "auto-throttle stopped")
+    return 0
