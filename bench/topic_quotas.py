@@ -27,7 +27,7 @@ CLUSTERS = [
 
 def main() -> int:
     from test_plan_properties import generate  # gen_cluster.py in-process
-    from kit.plan import rebalance
+    from kit.plan.actions import rebalance
     from kit.plan.select import resolve_brokers, select_partitions
 
     print("| cluster | placement | copies | replica spread | leader spread | topic leader excess "

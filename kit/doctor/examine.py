@@ -249,7 +249,7 @@ def heal(cluster: Cluster, dead: list[int]) -> Plan:
     leadership and failover, which moves no data. The live brokers are the targets. Raises
     `Unsafe` or `BadInput` (from the planner) when no rack-safe placement exists.
     """
-    from kit.plan.remove import evacuate  # the planner package is pure too; imported when needed
+    from kit.plan.actions.remove import evacuate  # the planner package is pure too; imported when needed
 
     every = list(range(len(cluster.partitions)))
     return evacuate(cluster, cluster.live_ids, every, "heal", "replica on a dead broker", removed=sorted(set(dead)))

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from kit.model import Cluster, Plan
-from kit.plan.balance import set_replication
-from kit.plan.leadership import balance_leadership
+from kit.plan.steps.balance import set_replication
+from kit.plan.steps.leadership import balance_leadership
 from kit.plan.select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
 from kit.plan.workspace import Workspace
 

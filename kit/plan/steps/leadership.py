@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.plan.flow import bounded_assignment, soft_assignment, water_fill
-from kit.plan.balance import LARGE
-from kit.plan.exact_order import MAX_VARIABLES, best_order
+from kit.plan.solvers.flow import bounded_assignment, soft_assignment, water_fill
+from kit.plan.steps.balance import LARGE
+from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.workspace import Workspace
 
 

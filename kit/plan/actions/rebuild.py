@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster, Plan
-from kit.plan.balance import best_broker, place_orphans, set_replication
-from kit.plan.leadership import balance_leadership
-from kit.plan.storage import StorageBook, balance_storage, place_fresh_by_storage, place_orphans_by_storage
+from kit.plan.steps.balance import best_broker, place_orphans, set_replication
+from kit.plan.steps.leadership import balance_leadership
+from kit.plan.steps.storage import StorageBook, balance_storage, place_fresh_by_storage, place_orphans_by_storage
 from kit.plan.select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
 from kit.plan.workspace import Workspace
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
-from kit.plan.balance import _count_range
+from kit.plan.steps.balance import _count_range
 from kit.plan.workspace import Workspace
 
 _TIERS = 4  # the k-th unit away from a topic's even share costs min(k, _TIERS)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from kit.errors import BadInput
 from kit.model import Cluster, Plan
-from kit.plan.balance import exact_evacuate, place_orphans
-from kit.plan.leadership import balance_leadership, leader_figures, shortfall
+from kit.plan.steps.balance import exact_evacuate, place_orphans
+from kit.plan.steps.leadership import balance_leadership, leader_figures, shortfall
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
-from kit.plan.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
+from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
 from kit.plan.workspace import Workspace
 
 

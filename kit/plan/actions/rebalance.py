@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from kit.model import Cluster, Plan
-from kit.plan.balance import LARGE, balance_counts, exact_rebalance, place_orphans, small
-from kit.plan.leadership import shortfall, balance_leadership, leader_figures
-from kit.plan.storage import StorageBook, balance_storage, place_orphans_by_storage
+from kit.plan.steps.balance import LARGE, balance_counts, exact_rebalance, place_orphans, small
+from kit.plan.steps.leadership import shortfall, balance_leadership, leader_figures
+from kit.plan.steps.storage import StorageBook, balance_storage, place_orphans_by_storage
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
-from kit.plan.spare_copies import spend_copies_on_leadership
-from kit.plan.topic_balance import topic_quotas
+from kit.plan.steps.spare_copies import spend_copies_on_leadership
+from kit.plan.steps.topic_quotas import topic_quotas
 from kit.plan.workspace import Workspace
 
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.plan.balance import _count_range
-from kit.plan.exact_order import best_placement
-from kit.plan.leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
+from kit.plan.steps.balance import _count_range
+from kit.plan.solvers.exact_order import best_placement
+from kit.plan.steps.leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
                          leader_figures, missed_targets, shortfall)
 from kit.plan.workspace import Workspace
 
