@@ -183,7 +183,7 @@ def test_rebalance_beyond_the_exact_flow_still_spreads_every_topic():
     from test_plan_properties import generate
 
     from kit.report.figures import plan_report
-    from kit.plan.steps.balance import small
+    from kit.plan.steps.exact_refinement import small
     from kit.plan.workspace import Workspace
 
     c = generate(brokers=36, racks=3, rf=3, partitions=9000, topics=12, seed=5, rf2_share=0.3, scenario="drift")

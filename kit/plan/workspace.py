@@ -12,6 +12,10 @@ import numpy as np
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster
 
+# Selected partitions above which a cluster is large: there a stage's pass takes seconds,
+# so the stages make one pass, scan fewer candidates and try one route only.
+LARGE = 20_000
+
 
 class Workspace:
     """Assignment under construction over a fixed target broker set.

@@ -1,17 +1,22 @@
-"""Balance replica counts in place with the fewest additions; scale-out is the same on new brokers."""
+"""Rebalance: even out replica counts in place with the fewest additions (or free storage,
+with placement="storage"); `count_rebalance` is shared with scale-out."""
 from __future__ import annotations
 
 from kit.model import Cluster, Plan
-from kit.plan.steps.balance import LARGE, balance_counts, exact_rebalance, place_orphans, small
+from kit.plan.steps.count_balance import balance_counts
+from kit.plan.steps.exact_refinement import exact_rebalance, small
+from kit.plan.steps.place import place_orphans
 from kit.plan.steps.leadership import shortfall, balance_leadership, leader_figures
 from kit.plan.steps.storage import StorageBook, balance_storage, place_orphans_by_storage
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
 from kit.plan.steps.spare_copies import spend_copies_on_leadership
 from kit.plan.steps.topic_quotas import topic_quotas
-from kit.plan.workspace import Workspace
+from kit.plan.workspace import LARGE, Workspace
 
 
-def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brokers, ignore_warns) -> Plan:
+def count_rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brokers, ignore_warns) -> Plan:
+    """Even replica counts over the target brokers with the fewest copies, then leadership:
+    `rebalance` and `scale-out` (which differ only in the reason their moves give)."""
     selected = select_partitions(cluster, topics, exclude)
     targets = resolve_brokers(cluster, brokers, selected)
     # Up to three placements, all with the fewest copies found: the greedy pass following
@@ -108,7 +113,7 @@ def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | N
     leaders and failover order over the target brokers."""
     if placement == "storage":
         return _rebalance_storage(cluster, topics, exclude, brokers, ignore_warns, size_factor)
-    return _rebalance(cluster, "rebalance", "rebalance", topics, exclude, brokers, ignore_warns)
+    return count_rebalance(cluster, "rebalance", "rebalance", topics, exclude, brokers, ignore_warns)
 
 
 def _rebalance_storage(cluster, topics, exclude, brokers, ignore_warns, size_factor) -> Plan:
@@ -121,8 +126,3 @@ def _rebalance_storage(cluster, topics, exclude, brokers, ignore_warns, size_fac
     balance_leadership(ws)
     return finish(ws, "rebalance (storage)", broker_changes(cluster, targets))
 
-
-def plan_scale_out(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
-                   brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
-    """Move the fewest replicas onto new and underfull brokers until counts are even."""
-    return _rebalance(cluster, "scale-out", "moved to new/underfull broker", topics, exclude, brokers, ignore_warns)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster, Plan
-from kit.plan.steps.balance import best_broker, place_orphans, set_replication
+from kit.plan.steps.place import best_broker, place_orphans, set_replication
 from kit.plan.steps.leadership import balance_leadership
 from kit.plan.steps.storage import StorageBook, balance_storage, place_fresh_by_storage, place_orphans_by_storage
 from kit.plan.select import broker_changes, check_replication, finish, resolve_brokers, select_partitions

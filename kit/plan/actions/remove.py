@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from kit.errors import BadInput
 from kit.model import Cluster, Plan
-from kit.plan.steps.balance import exact_evacuate, place_orphans
+from kit.plan.steps.exact_refinement import exact_evacuate
+from kit.plan.steps.place import place_orphans
 from kit.plan.steps.leadership import balance_leadership, leader_figures, shortfall
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kit.model import Cluster, Plan
-from kit.plan.steps.balance import set_replication
+from kit.plan.steps.place import set_replication
 from kit.plan.steps.leadership import balance_leadership
 from kit.plan.select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
 from kit.plan.workspace import Workspace

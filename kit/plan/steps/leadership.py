@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from kit.plan.solvers.flow import bounded_assignment, soft_assignment, water_fill
-from kit.plan.steps.balance import LARGE
+from kit.plan.workspace import LARGE
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.workspace import Workspace
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.plan.steps.balance import _count_range
+from kit.plan.steps.count_balance import count_range
 from kit.plan.solvers.exact_order import best_placement
 from kit.plan.steps.leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
                          leader_figures, missed_targets, shortfall)
@@ -248,7 +248,7 @@ def _count_bounds(ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
     """Per broker index, the replica count range the balance reached (per rack where racks
     fix each rack's total)."""
     c = ws.count[ws.target_idx]
-    lo_t, hi_t, _ = _count_range(ws, c, int(c.min()), int(c.max()))
+    lo_t, hi_t, _ = count_range(ws, c, int(c.min()), int(c.max()))
     lo, hi = np.zeros(len(ws.ids), dtype=np.int64), np.zeros(len(ws.ids), dtype=np.int64)
     lo[ws.target_idx], hi[ws.target_idx] = lo_t, hi_t
     return lo, hi
