@@ -6,7 +6,8 @@ from kit.model import Cluster, Plan
 from kit.plan.steps.count_balance import balance_counts
 from kit.plan.steps.exact_refinement import exact_rebalance, small
 from kit.plan.steps.place import place_orphans
-from kit.plan.steps.leadership import shortfall, balance_leadership, leader_figures
+from kit.plan.objectives import COUNT_SPREAD
+from kit.plan.steps.leadership import balance_leadership, leader_figures
 from kit.plan.steps.storage import StorageBook, balance_storage, place_orphans_by_storage
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
 from kit.plan.steps.spare_copies import spend_copies_on_leadership
@@ -47,11 +48,11 @@ def count_rebalance(cluster: Cluster, action: str, reason: str, topics, exclude,
         figs = leader_figures(ws, ws.assign)
         # Done when balanced and every leadership target is met. The quotas can leave the
         # counts a step short where the greedy pass alone would not (hypothesis found one).
-        if ws.count_spread() <= 1 and shortfall(figs) == (0, 0, 0):
+        if ws.count_spread() <= COUNT_SPREAD.target and figs.met():
             break
     # A target still missed: other replica sets (the 5% allowance over the fewest copies
     # included) may give a dying broker's leadership, or a topic's, brokers to go to.
-    if shortfall(figs) != (0, 0, 0):
+    if not figs.met():
         spend_copies_on_leadership(ws, ws.copies_made(), _additions_bound(cluster, targets), reason, figs)
     return finish(ws, action, broker_changes(cluster, targets))
 
@@ -103,7 +104,7 @@ def _balanced(cluster, targets, selected, reason, ignore_warns, quotas: bool, sp
 def _quality(ws: Workspace) -> tuple:
     """Replica count spread, copies, then the leadership figures against their targets."""
     figs = leader_figures(ws, ws.assign)
-    return (ws.count_spread(), ws.copies_made()) + shortfall(figs) + figs
+    return (ws.count_spread(), ws.copies_made()) + figs.rank()
 
 
 def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | None = None,

@@ -5,7 +5,7 @@ from kit.errors import BadInput
 from kit.model import Cluster, Plan
 from kit.plan.steps.exact_refinement import exact_evacuate
 from kit.plan.steps.place import place_orphans
-from kit.plan.steps.leadership import balance_leadership, leader_figures, shortfall
+from kit.plan.steps.leadership import balance_leadership, leader_figures
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
 from kit.plan.workspace import Workspace
@@ -26,7 +26,7 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
     # where the program may run: the figures alone take ~0.5 s at 200,000 partitions.
     if len(ws.selected) <= PROGRAM_MAX_PARTITIONS:
         figs = leader_figures(ws, ws.assign)
-        if shortfall(figs)[:2] != (0, 0):
+        if figs.shortfall().leader_spread or figs.shortfall().topic_leader_excess:
             place_for_leadership(ws, ws.copies_made(), reason, figs)
     return finish(ws, action, broker_changes(cluster, targets, removed=removed))
 

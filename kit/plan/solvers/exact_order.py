@@ -25,6 +25,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
+from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS
+
 # Selected partitions, and variables (one per class of interchangeable partitions and
 # ordered pair of their replicas), above which the order program is not tried: beyond it
 # HiGHS may take minutes.
@@ -226,7 +228,7 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
         ks = [(k, 1.0) for k in by_lead[a]]
         f = float(fixed_lead[a])
         constraint(ks + [(m_lead, -1.0)], -f, np.inf)
-        constraint(ks + [(m_lead, -1.0), (s_lead, -1.0)], -np.inf, 1 - f)
+        constraint(ks + [(m_lead, -1.0), (s_lead, -1.0)], -np.inf, LEADER_SPREAD.target - f)
     n_topic = np.zeros(len(topics), dtype=np.int64)
     for p in items:
         n_topic[tnum[int(ws.topic[p])]] += 1
@@ -238,7 +240,7 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
             ks = [(k, 1.0) for k in by_topic.get((i, a), [])]
             f = float(fixed_topic.get((t, a), 0))
             constraint(ks + [(m_topic + i, -1.0)], -f, np.inf)
-            constraint(ks + [(m_topic + i, -1.0), (s_topic, -1.0)], -np.inf, 1 + uneven - f)
+            constraint(ks + [(m_topic + i, -1.0), (s_topic, -1.0)], -np.inf, TOPIC_LEADER_EXCESS.target + uneven - f)
     for a in range(nt):
         # uneven may be 1 only if led - |elig| * quotient lies in 1 .. |elig| - 1.
         e = float(len(elig[a]))
@@ -250,7 +252,8 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
             ks = [(k, 1.0) for k in by_pair.get((a, c), [])]
             f = float(fixed_pair.get((a, c), 0))
             constraint(ks + [(m_fail + a, -1.0)], -f, np.inf)
-            constraint(ks + [(m_fail + a, -1.0), (s_fail, -1.0), (uneven_at + a, -1.0)], -np.inf, 2 - f)
+            constraint(ks + [(m_fail + a, -1.0), (s_fail, -1.0), (uneven_at + a, -1.0)], -np.inf,
+                       FAILOVER_EXCESS.target - f)
     budget = 0
     if limits:
         budget, count_lo, count_hi = limits
