@@ -617,7 +617,7 @@ def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budge
     import itertools
 
     from kit.plan.solvers.exact_order import best_placement
-    from kit.plan.steps.leadership import _eligible
+    from kit.plan.steps.leadership import heirs_of
     from kit.plan.workspace import Workspace
 
     c = case[1]
@@ -649,7 +649,7 @@ def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budge
             short = _shortfall(assignment_figures(c, [list(o) for o in orders], targets))
             if all(a <= b for a, b in zip(short, caps)) and (best is None or short < best):
                 best = short
-    found = best_placement(ws, lambda x: _eligible(ws, x), caps, budget, [lo] * len(targets), [hi] * len(targets))
+    found = best_placement(ws, lambda x: heirs_of(ws, x), caps, budget, [lo] * len(targets), [hi] * len(targets))
     if best is None:  # the cluster as it is breaks the limits drawn, and so does every choice
         assert found is None
         return

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from kit.errors import BadInput, Unsafe
 from kit.events import event, utc_now
 from kit.model import Cluster, Plan
+from kit.plan.actions.remove import evacuate
+from kit.plan.racks import may_join
 
 __all__ = ["PARTITIONS_PER_BROKER_GUIDANCE", "broker_loads", "current_leader", "diagnose", "examine",
            "report_text", "run"]
@@ -249,8 +251,6 @@ def heal(cluster: Cluster, dead: list[int]) -> Plan:
     leadership and failover, which moves no data. The live brokers are the targets. Raises
     `Unsafe` or `BadInput` (from the planner) when no rack-safe placement exists.
     """
-    from kit.plan.actions.remove import evacuate  # the planner package is pure too; imported when needed
-
     every = list(range(len(cluster.partitions)))
     return evacuate(cluster, cluster.live_ids, every, "heal", "replica on a dead broker", removed=sorted(set(dead)))
 
@@ -387,15 +387,6 @@ def _leader_move(net: _Net, b: int):
     return None
 
 
-def _rack_safe(c: Cluster, reps: list[int], old: int, new: int) -> bool:
-    """A replica moving from `old` to `new` keeps the set's rack spread: same rack, or a rack
-    no other member uses."""
-    rn = c.rack_of(new)
-    if rn is None or rn == c.rack_of(old):
-        return True
-    return rn not in {c.rack_of(r) for r in reps if r != old}
-
-
 def _replica_move(net: _Net, b: int):
     """The best single replica move off broker b: the one that clears its excess with the
     least data copied, else the one that relieves it most. Targets must be live, rack-safe,
@@ -416,9 +407,13 @@ def _replica_move(net: _Net, b: int):
         p = c.partitions[i]
         reps = net.assign[i]
         pos = reps.index(b)
+        others = [c.rack_of(r) for r in reps if r != b]
         best = None
         for t in sorted(net.alive):
-            if t in reps or not _rack_safe(c, reps, b, t):
+            # The rack rule asked for every replica in a rack of its own (need: all of them):
+            # the doctor relieves load, it never doubles up a rack, even where the planner
+            # would (more replicas than racks); a move inside b's rack changes nothing.
+            if t in reps or not may_join(c.rack_of(t), others, len(reps), replaces=c.rack_of(b)):
                 continue
             if net.free.get(t) is not None and net.free[t] < p.size:
                 continue

@@ -21,6 +21,8 @@ import numpy as np
 
 from kit.errors import Unsafe
 from kit.model import Cluster, Plan
+from kit.plan.failover import excess_by_leader, heirs, worst_excess
+from kit.plan.racks import racks_needed
 from kit.report.waves import duration_lines
 
 __all__ = ["assignment_figures", "broker_figures", "movement_figures", "plan_report", "refuse_problems", "summary_text"]
@@ -202,6 +204,8 @@ def _duplicate_rows(flat: _Flat) -> np.ndarray:
 
 
 def _rack_violations(ctx: _Ctx, flat: _Flat) -> int:
+    """Replica sets that span fewer racks than the rack rule needs (`kit.plan.racks`); as in
+    evaluate_plan, a set with a replica without a rack is not judged."""
     if not ctx.n_racks:
         return 0
     total = 0
@@ -211,7 +215,7 @@ def _rack_violations(ctx: _Ctx, flat: _Flat) -> int:
         racked = (r >= 0).all(axis=1)
         s = np.sort(r, axis=1)
         distinct = 1 + (s[:, 1:] != s[:, :-1]).sum(axis=1)
-        total += int(np.count_nonzero(racked & (distinct < min(n, ctx.n_racks))))
+        total += int(np.count_nonzero(racked & (distinct < racks_needed(n, ctx.n_racks))))
     return total
 
 
@@ -257,6 +261,7 @@ def _topic_leader_excess(ctx: _Ctx, flat: _Flat) -> int:
 
 
 def _failover_excess(ctx: _Ctx, flat: _Flat) -> int:
+    """The worst target broker's failover excess (`kit.plan.failover`)."""
     lead_parts, next_parts = [], []
     for k, (_, m) in flat.groups.items():
         if k > 1:
@@ -267,29 +272,10 @@ def _failover_excess(ctx: _Ctx, flat: _Flat) -> int:
         return 0
     n = len(ctx.ids)
     x_of, y_of, cnt = _cell_counts(np.concatenate(lead_parts), np.concatenate(next_parts), n, n * n)
-    bounds = np.searchsorted(x_of, np.arange(n + 1))
-    worst = 0
-    for x in ctx.tidx.tolist():
-        s, e = bounds[x], bounds[x + 1]
-        led = int(cnt[s:e].sum())
-        if not led:
-            continue
-        elig = ctx.is_target.copy()
-        elig[x] = False
-        if ctx.n_racks:
-            other_rack = elig & (ctx.rack != ctx.rack[x])
-            if other_rack.any():
-                elig = other_rack
-        n_elig = int(elig.sum())
-        if not n_elig:
-            # A single target broker has nobody to fail over to (evaluate_plan fails here).
-            continue
-        inside = elig[y_of[s:e]]
-        got = cnt[s:e][inside]
-        hi = int(got.max()) if len(got) else 0
-        lo = int(got.min()) if len(got) == n_elig else 0
-        worst = max(worst, hi - lo - (led % n_elig != 0))
-    return worst
+    # A single target broker has nobody to fail over to and no excess (evaluate_plan fails there).
+    by_leader = excess_by_leader(x_of, y_of, cnt, ctx.tidx.tolist(),
+                                 lambda x: heirs(x, ctx.tidx, ctx.rack, ctx.n_racks))
+    return worst_excess(by_leader)
 
 
 def _figures(ctx: _Ctx, flat: _Flat) -> dict:

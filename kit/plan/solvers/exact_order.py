@@ -100,22 +100,17 @@ def _replica_sets(ws, p: int) -> list[tuple[int, ...]]:
     orig = list(ws.cluster.partitions[p].replicas)
     idx, tgt = ws.index, ws.is_target_list
     off = [b for b in orig if not tgt[idx[b]]]
-    out = [tuple(orig)] if not off and _rack_safe(ws, orig) else []
+    out = [tuple(orig)] if not off and ws.rack_ok_set(orig) else []
     if len(off) <= 1 and len(orig) == len(ws.assign[p]):
         for b in off or orig:
             for d in ws.targets:
                 moved = [d if m == b else m for m in orig]
-                if d not in orig and _rack_safe(ws, moved):
+                if d not in orig and ws.rack_ok_set(moved):
                     out.append(tuple(moved))
     now = frozenset(ws.assign[p])
     if all(frozenset(s) != now for s in out):
         out.append(tuple(ws.assign[p]))
     return out
-
-
-def _rack_safe(ws, members: list[int]) -> bool:
-    """Whether a whole replica set keeps the rack rule: each member may join the others."""
-    return all(ws.rack_ok(m, [o for o in members if o != m], len(members)) for m in members)
 
 
 def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kit.plan.racks import may_join
 from kit.plan.workspace import LARGE, Workspace
 
 # Candidates looked at per move (in all, per topic, recently moved): wide enough on small
@@ -25,21 +26,10 @@ def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
     with one pass over the broker's partitions instead of one failed search per broker pair.
     """
     a_id = ws.ids[a]
-    rack_of = ws.rack
-    index = ws.index
     for bucket in pool[a].values():
         for p in bucket:
             reps = ws.assign[p]
-            seen = set()
-            unracked = 0
-            for m in reps:
-                if m != a_id:
-                    r = int(rack_of[index[m]])
-                    if r < 0:
-                        unracked += 1
-                    else:
-                        seen.add(r)
-            if rack not in seen or len(seen) + unracked >= ws.need(len(reps)):
+            if may_join(rack, ws.racks_of([m for m in reps if m != a_id]), ws.need(len(reps))):
                 return True
     return False
 
@@ -82,7 +72,8 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     top = int(diff[order[0]])
 
     index, assign, is_target = ws.index, ws.assign, ws.is_target_list
-    # Within one rack a move never changes which racks a replica set spans.
+    # Within one rack a move never changes which racks a replica set spans (the rule's
+    # `replaces`, asked once per pick instead of once per candidate).
     same_rack = ws.rack[a] >= 0 and ws.rack[a] == ws.rack[b]
 
     def consider(p, d):

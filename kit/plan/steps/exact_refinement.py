@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
+from kit.plan.racks import spans
 from kit.plan.steps.count_balance import count_range
 from kit.plan.workspace import Workspace
 
@@ -139,10 +140,7 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
         if pr0 <= t < tb0 and tb0 <= h < sink:
             chosen[sel[(t - pr0) // n_r]].add(ws.ids[int(tidx[(h - tb0) % nt if h < br0 else h - br0])])
     for p, want in chosen.items():
-        members = list(want)
-        racks_used = {ws.rack_of[m] for m in members if ws.rack_of[m] is not None}
-        unracked = sum(1 for m in members if ws.rack_of[m] is None)
-        if len(want) != len(ws.assign[p]) or (ws.n_racks and len(racks_used) + unracked < ws.need(len(members))):
+        if len(want) != len(ws.assign[p]) or not spans(ws.racks_of(want), ws.need(len(want))):
             return None
     copies = sum(len(want - set(cluster.partitions[p].replicas)) for p, want in chosen.items())
     return copies, chosen

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kit.plan.failover import excess_by_leader, heirs
 from kit.plan.objectives import LeaderFigures
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.solvers.flow import bounded_assignment, soft_assignment, water_fill
@@ -35,10 +36,13 @@ def leader_figures(ws: Workspace, assign: list[list[int]]) -> LeaderFigures:
     n_t = t_lead.sum(axis=1)
     ideal = (n_t % len(tidx) != 0).astype(np.int64)
     tex = max(0, int(((sub.max(axis=1) - sub.min(axis=1)) - ideal).max(initial=0)))
-    return LeaderFigures(lspread, tex, _failover_excess(ws, _inherit_matrix(ws, assign)))
+    # The worst broker's excess as it is, -1 included, unlike the report's (never below 0,
+    # `failover.worst_excess`): plans have always been ranked so, and -1 ranks below 0.
+    fo = max(failover_excess_by_broker(ws, inherit_matrix(ws, assign)).values(), default=0)
+    return LeaderFigures(lspread, tex, fo)
 
 
-def _inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
+def inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
     """inherit[x, y]: partitions led by x whose first follower is y."""
     idx = ws.index
     n = len(ws.ids)
@@ -46,34 +50,17 @@ def _inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
     return np.bincount(pairs[:, 0] * n + pairs[:, 1], minlength=n * n).reshape(n, n)
 
 
-def _failover_excess(ws: Workspace, inherit: np.ndarray) -> int:
-    return max(failover_excess_by_broker(ws, inherit).values(), default=0)
-
-
 def failover_excess_by_broker(ws: Workspace, inherit: np.ndarray) -> dict[int, int]:
-    """Broker index -> the spread of its inherited leadership over the brokers that share
-    it, beyond the unavoidable 1 (evaluate_plan's definition), for every broker that leads."""
-    out = {}
-    for x in ws.target_idx:
-        led = int(inherit[x].sum())
-        if not led:
-            continue
-        elig = _eligible(ws, x)
-        vals = inherit[x, elig]
-        ideal = 0 if led % len(elig) == 0 else 1
-        out[int(x)] = int(vals.max() - vals.min()) - ideal
-    return out
+    """Target broker index -> its failover excess (`kit.plan.failover`), for every target
+    that leads a partition with a follower; `inherit` from `inherit_matrix`."""
+    leader, follower = np.nonzero(inherit)  # row-major: sorted by leader
+    return excess_by_leader(leader, follower, inherit[leader, follower], ws.target_idx, lambda x: heirs_of(ws, x))
 
 
-def _eligible(ws: Workspace, x: int) -> np.ndarray:
-    """Target brokers (indices) that should share broker x's leadership when it dies."""
-    tidx = ws.target_idx
-    others = tidx[tidx != x]
-    if ws.n_racks and ws.rack[x] >= 0:
-        cross = others[ws.rack[others] != ws.rack[x]]
-        if cross.size:
-            return cross
-    return others
+def heirs_of(ws: Workspace, x: int) -> np.ndarray:
+    """Target brokers (indices) that should share broker index x's leadership when it dies:
+    `failover.heirs` by the planner's rule (a broker without a rack shares with all)."""
+    return heirs(x, ws.target_idx, ws.rack, ws.n_racks, rackless_to_all=True)
 
 
 class _Frame:
@@ -99,7 +86,7 @@ class _Frame:
         self.lo, self.hi = water_fill(can_lead + self.fixed_lead, total)
         self.elig = np.zeros((nt, nt), dtype=bool)
         for k, x in enumerate(ws.target_idx):
-            self.elig[k, self.pos_of[_eligible(ws, x)]] = True
+            self.elig[k, self.pos_of[heirs_of(ws, x)]] = True
 
     def tpos(self, ws: Workspace, b: int) -> int:
         return int(self.pos_of[ws.index[b]])
@@ -423,7 +410,7 @@ def _exact_pass(ws: Workspace) -> bool:
     before = leader_figures(ws, ws.assign)
     if before.met():
         return False
-    found = best_order(ws, ws.assign, lambda x: _eligible(ws, x), before.shortfall())
+    found = best_order(ws, ws.assign, lambda x: heirs_of(ws, x), before.shortfall())
     if found is None:
         return False
     order, optimal = found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from kit.errors import Unsafe
+from kit.plan.racks import spans
 from kit.plan.steps.count_balance import balance_counts
 from kit.plan.workspace import Workspace
 
@@ -92,10 +93,7 @@ def shrink_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
         reps = ws.assign[p]
         best = None
         for pos, b in enumerate(reps):
-            rest = [m for m in reps if m != b]
-            racks = {ws.rack_of[m] for m in rest if ws.rack_of[m] is not None}
-            unracked = sum(1 for m in rest if ws.rack_of[m] is None)
-            keeps_racks = ws.n_racks == 0 or len(racks) + unracked >= ws.need(rf)
+            keeps_racks = spans(ws.racks_of([m for m in reps if m != b]), ws.need(rf))
             key = (not keeps_racks, b in isr, pos == 0, -int(ws.count[ws.index[b]]), -b)
             if best is None or key < best[0]:
                 best = (key, b)

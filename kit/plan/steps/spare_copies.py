@@ -28,8 +28,8 @@ import numpy as np
 from kit.plan.steps.count_balance import count_range
 from kit.plan.solvers.exact_order import best_placement
 from kit.plan.objectives import FAILOVER_EXCESS, TOPIC_LEADER_EXCESS, LeaderFigures
-from kit.plan.steps.leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes,
-                                      failover_excess_by_broker, leader_figures)
+from kit.plan.steps.leadership import (balance_leadership, drop_order_notes, failover_excess_by_broker, heirs_of,
+                                      inherit_matrix, leader_figures)
 from kit.plan.workspace import Workspace
 
 MAX_PARTITIONS = 5_000  # selected partitions: each try of the local search re-plans leadership
@@ -72,7 +72,7 @@ def place_for_leadership(ws: Workspace, budget: int, reason: str, figs: LeaderFi
         return False
     tidx = ws.target_idx
     lo, hi = _count_bounds(ws)
-    found = best_placement(ws, lambda x: _eligible(ws, x), figs.shortfall(), budget, lo[tidx], hi[tidx])
+    found = best_placement(ws, lambda x: heirs_of(ws, x), figs.shortfall(), budget, lo[tidx], hi[tidx])
     if found is None:
         return False
     assign, proved = found
@@ -146,7 +146,7 @@ def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: LeaderFigu
 def _rank(ws: Workspace, figs: LeaderFigures) -> tuple:
     """Shortfalls, figures, then every broker's failover excess, worst first: one move
     evens out one broker, and several brokers may share the worst figure."""
-    excess = failover_excess_by_broker(ws, _inherit_matrix(ws, ws.assign))
+    excess = failover_excess_by_broker(ws, inherit_matrix(ws, ws.assign))
     return figs.rank() + tuple(sorted(excess.values(), reverse=True))
 
 
@@ -163,13 +163,13 @@ def _candidates(ws: Workspace, figs: LeaderFigures) -> list[list[tuple[int, int,
 def _failover_candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
     """Give the worst-failing broker's leadership a broker it under-serves in place of one
     it over-serves: a partition it leads with `over` first after it takes `under` instead."""
-    inherit = _inherit_matrix(ws, ws.assign)
+    inherit = inherit_matrix(ws, ws.assign)
     excess = failover_excess_by_broker(ws, inherit)
     worst = max(excess.values(), default=0)
     if worst <= FAILOVER_EXCESS.target:
         return []
     x = min(b for b, e in excess.items() if e == worst)
-    elig = _eligible(ws, x)
+    elig = heirs_of(ws, x)
     vals = inherit[x, elig]
     over = int(elig[int(np.argmax(vals))])
     under = int(elig[int(np.argmin(vals))])
