@@ -715,7 +715,9 @@ def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None 
     >>> report = run(snapshot="cluster.json")          # doctest: +SKIP
     >>> print(report_text(report))                      # doctest: +SKIP
     """
-    from kit import doctor_io  # I/O (ZooKeeper, pandas) stays out of this module's import
+    # Lazy: kit.doctor.load does the I/O (ZooKeeper, pandas), which stays out of this
+    # pure module's import (and load imports this module).
+    from kit.doctor import load
 
-    return doctor_io.run(snapshot=snapshot, zk=zk, metrics=metrics, limit_in=limit_in, limit_out=limit_out,
+    return load.run(snapshot=snapshot, zk=zk, metrics=metrics, limit_in=limit_in, limit_out=limit_out,
                          zk_auth=zk_auth, time=time)
