@@ -14,7 +14,7 @@ import numpy as np
 from ortools.graph.python import min_cost_flow
 
 from kit.plan.racks import spans
-from kit.plan.steps.count_balance import count_range
+from kit.plan.steps.count_balance import balance_counts, count_range
 from kit.plan.workspace import Workspace
 
 
@@ -257,3 +257,21 @@ def _degree_min(ws: Workspace, replaced: dict[int, set[int]]) -> int:
             if b in tset:
                 peers[b].update(m for m in members if m != b and m in tset)
     return min(len(v) for v in peers.values())
+
+
+def refine_counts(ws: Workspace, reason: str, spread_topics: bool = False) -> None:
+    """After a count balance: on small clusters a min-cost flow can find fewer copies for
+    the same balance (`exact_rebalance`); a greedy pass after it may narrow the range
+    again, so alternate until neither helps."""
+    for _ in range(8):
+        if not exact_rebalance(ws, reason, spread_topics=spread_topics):
+            break
+        # The greedy pass may move again; keep its moves only if they narrow the spread,
+        # else they are copies the exact placement showed to be unneeded.
+        saved, spread = [list(ws.assign[p]) for p in ws.selected], ws.count_spread()
+        if not balance_counts(ws, reason):
+            break
+        if ws.count_spread() >= spread:
+            for p, reps in zip(ws.selected, saved):
+                ws.restore(p, reps)
+            break

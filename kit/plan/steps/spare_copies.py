@@ -64,6 +64,17 @@ def spend_copies_on_leadership(ws: Workspace, copies: int, bound: int, reason: s
                         f"balance (at most {budget}, 5% over the fewest)")
 
 
+def place_within_copies(ws: Workspace, reason: str) -> None:
+    """An evacuation's spare copies (`remove`, `az-loss`, healing): where leader or topic
+    balance (failover is no target there) is still short and no order can fix it, the moved
+    replicas may land elsewhere, chosen with the order; no more copies. Only where the
+    program may run: the figures alone take ~0.5 s at 200,000 partitions."""
+    if len(ws.selected) <= PROGRAM_MAX_PARTITIONS:
+        figs = leader_figures(ws, ws.assign)
+        if figs.shortfall().leader_spread or figs.shortfall().topic_leader_excess:
+            place_for_leadership(ws, ws.copies_made(), reason, figs)
+
+
 def place_for_leadership(ws: Workspace, budget: int, reason: str, figs: LeaderFigures) -> bool:
     """Take the integer program's replica sets and order (`best_placement`, at most `budget`
     copies) if they have lower shortfalls (or as low, with fewer copies); True when that
