@@ -93,29 +93,7 @@ def diagnose(cluster: Cluster, traffic: Traffic | None = None, limit_in: float |
                 held_by_dead[r] += 1
         if leader is not None:
             leaders[leader] += 1
-        dead = [r for r in p.replicas if r not in alive]
-        lagging = [r for r in p.replicas if r in alive and r not in p.isr]
-        reasons = []
-        if leader is None:
-            who = (f"leader {p.leader} is on a dead broker" if p.leader is not None
-                   else "no live replica is in the ISR")
-            reasons.append({"reason": "no_leader", "brokers": [], "text": f"no leader: {who}"})
-        if dead:
-            reasons.append({"reason": "dead_broker", "brokers": dead,
-                            "text": f"replica on dead broker{'s' if len(dead) > 1 else ''} "
-                                    + ",".join(map(str, dead))})
-        for r in lagging:
-            if p.key in moving and r in moving[p.key]:
-                reasons.append({"reason": "reassigning", "brokers": [r],
-                                "text": f"broker {r} is catching up in the reassignment in progress"})
-            elif leader is not None and "out" in over.get(leader, []):
-                reasons.append({"reason": "leader_saturated", "brokers": [r, leader],
-                                "text": f"follower {r} lags: leader {leader} sends {_mb(loads[leader][1])}, "
-                                        f"over its {_mb(limits[leader][1])} limit"})
-            else:
-                reasons.append({"reason": "follower_lagging", "brokers": [r],
-                                "text": f"follower {r} on a live broker is out of the ISR"
-                                        + (f" (leader {leader} is within its limits)" if leader is not None else "")})
+        reasons = _reasons(p, leader, alive, moving, over, loads, limits)
         if reasons:
             urps.append({"partition": p.name, "topic": p.topic, "number": p.partition,
                          "replicas": list(p.replicas), "isr": list(p.isr), "leader": leader,
@@ -138,6 +116,36 @@ def diagnose(cluster: Cluster, traffic: Traffic | None = None, limit_in: float |
                           if b["replicas"] > PARTITIONS_PER_BROKER_GUIDANCE],
         "reassigning": len(moving),
     }
+
+
+def _reasons(p, leader: int | None, alive: set[int], moving: dict, over: dict, loads: dict,
+             limits: dict) -> list[dict]:
+    """Why partition `p` is under-replicated, one entry per reason (none when it is not):
+    no leader, replicas on dead brokers, and each follower out of the ISR, lagging because
+    of the reassignment in flight, a leader over its outbound limit, or for no known reason."""
+    dead = [r for r in p.replicas if r not in alive]
+    lagging = [r for r in p.replicas if r in alive and r not in p.isr]
+    reasons = []
+    if leader is None:
+        who = (f"leader {p.leader} is on a dead broker" if p.leader is not None
+               else "no live replica is in the ISR")
+        reasons.append({"reason": "no_leader", "brokers": [], "text": f"no leader: {who}"})
+    if dead:
+        reasons.append({"reason": "dead_broker", "brokers": dead,
+                        "text": f"replica on dead broker{'s' if len(dead) > 1 else ''} " + ",".join(map(str, dead))})
+    for r in lagging:
+        if p.key in moving and r in moving[p.key]:
+            reasons.append({"reason": "reassigning", "brokers": [r],
+                            "text": f"broker {r} is catching up in the reassignment in progress"})
+        elif leader is not None and "out" in over.get(leader, []):
+            reasons.append({"reason": "leader_saturated", "brokers": [r, leader],
+                            "text": f"follower {r} lags: leader {leader} sends {_mb(loads[leader][1])}, "
+                                    f"over its {_mb(limits[leader][1])} limit"})
+        else:
+            reasons.append({"reason": "follower_lagging", "brokers": [r],
+                            "text": f"follower {r} on a live broker is out of the ISR"
+                                    + (f" (leader {leader} is within its limits)" if leader is not None else "")})
+    return reasons
 
 
 # --------------------------------------------------------------------------- healing
@@ -195,117 +203,149 @@ def examine(cluster: Cluster, traffic: Traffic | None = None, limit_in: float | 
         and everything :func:`diagnose` reports.
     """
     time = time or utc_now()
+    rep = _report(cluster, traffic, limit_in, limit_out, reassigning, traffic_source)
+    if rep["unexplained"]:
+        return _alert_unexplained(rep, time)
+    dead = sorted({b for u in rep["under_replicated"] for r in u["reasons"] if r["reason"] == "dead_broker"
+                   for b in r["brokers"]})
+    if rep["reassigning"]:
+        return _wait(rep, time, cluster, reassigning, dead)
+    if dead:
+        return _heal(rep, time, cluster, dead)
+    if rep["over_limit"]:
+        return _balance(rep, time, cluster, traffic, limit_in, limit_out)
+    rep["summary"] = (f"healthy: {len(rep['brokers'])} live broker(s), {len(cluster.partitions)} partition(s), "
+                      "no under-replicated partition, every broker within its network limits")
+    rep["events"].append(event(time, SOURCE, "healthy", rep["summary"]))
+    return rep
+
+
+def _report(cluster: Cluster, traffic: Traffic | None, limit_in: float | None, limit_out: float | None,
+            reassigning: dict | None, traffic_source: str) -> dict:
+    """`diagnose`'s report as a healthy verdict so far, with the notes every verdict carries."""
     rep = diagnose(cluster, traffic, limit_in, limit_out, reassigning)
     rep.update(status="healthy", exit_code=0, alerts=[], notes=[], plan=None, actions=[], events=[],
                figures=None, traffic_source=traffic_source,
                counts={"brokers_live": len(rep["brokers"]), "brokers_dead": len(rep["dead_brokers"]),
                        "partitions": len(cluster.partitions), "under_replicated": len(rep["under_replicated"])})
-    ev = rep["events"]
     for g in rep["over_guidance"]:
         rep["notes"].append(f"broker {g['broker']} holds {g['replicas']} replicas, over Kafka's "
                             f"{PARTITIONS_PER_BROKER_GUIDANCE} per broker guidance")
     idle_dead = [d["id"] for d in rep["dead_brokers"] if d["replicas"] == 0]
     if idle_dead:
         rep["notes"].append(f"dead broker(s) {','.join(map(str, idle_dead))} hold no replicas: nothing to heal")
-
-    def alert(summary: str, lines: list[str], brokers=(), **fields):
-        rep.update(status="alert", exit_code=4, summary=summary, plan=None)
-        rep["alerts"] += lines
-        ev.append(event(time, SOURCE, "alert", summary, brokers, **fields))
-        return rep
-
-    if rep["unexplained"]:
-        lines = [f"{u['partition']}: " + "; ".join(r["text"] for r in u["reasons"] if r["reason"] not in _EXPLAINED)
-                 for u in rep["unexplained"]]
-        named = ", ".join(lines[:5]) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
-        brokers = {b for u in rep["unexplained"] for r in u["reasons"] if r["reason"] not in _EXPLAINED
-                   for b in r["brokers"][:1]}
-        return alert(f"{len(lines)} under-replicated partition(s) not explained by dead brokers, no plan: {named}",
-                     lines, brokers,
-                     partitions=[{"partition": u["partition"],
-                                  "reasons": [r["reason"] for r in u["reasons"] if r["reason"] not in _EXPLAINED]}
-                                 for u in rep["unexplained"]])
-
-    dead = sorted({b for u in rep["under_replicated"] for r in u["reasons"] if r["reason"] == "dead_broker"
-                   for b in r["brokers"]})
-    if rep["reassigning"]:
-        moving_to_dead = sorted({b for m in (reassigning or {}).get("partitions", []) for b in m["replicas"]
-                                 if not (cluster.brokers.get(b) and cluster.brokers[b].alive)})
-        if moving_to_dead:
-            return alert(f"the reassignment in progress places replicas on dead broker(s) "
-                         f"{','.join(map(str, moving_to_dead))}: it cannot finish; roll it back",
-                         [f"reassignment in progress targets dead broker {b}" for b in moving_to_dead], moving_to_dead)
-        rep.update(status="wait", summary=f"a reassignment of {rep['reassigning']} partition(s) is in progress: "
-                                          "healing and balancing wait for it to finish")
-        ev.append(event(time, SOURCE, "wait", rep["summary"], dead))
-        return rep
-
-    if dead:
-        try:
-            plan = heal(cluster, dead)
-        except (Unsafe, BadInput) as e:
-            return alert(f"dead broker(s) {','.join(map(str, dead))}: no confident healing plan ({e})",
-                         [str(e)], dead)
-        figs = plan_report(plan)
-        if figs["problem_count"]:
-            return alert(f"the healing plan failed its own checks: {figs['problems'][0]}", figs["problems"], dead)
-        doc = plan.reassignment()
-        copies = figs["movement"].get("replica_additions")
-        rep.update(status="heal", plan=doc, figures=figs,
-                   summary=f"heal: {len(doc['partitions'])} partition(s) lose their replicas on dead broker(s) "
-                           f"{','.join(map(str, dead))}; {copies} replica(s) copied to live brokers")
-        if rep["over_limit"]:
-            rep["notes"].append("brokers over their network limits are balanced once healing has finished")
-        ev.append(event(time, SOURCE, "heal", rep["summary"], dead, partitions=len(doc["partitions"]),
-                        replica_additions=copies))
-        return rep
-
-    if rep["over_limit"]:
-        over_ids = sorted({o["broker"] for o in rep["over_limit"]})
-        # When the brokers together carry more than their limits allow, no reassignment can
-        # help (only more brokers or less traffic): say so without searching.
-        for d, name in (("in", "inbound"), ("out", "outbound")):
-            caps = [b[f"limit_{d}"] for b in rep["brokers"]]
-            if all(cap is not None for cap in caps) and sum(b[d] for b in rep["brokers"]) > sum(caps) + EPS:
-                total = sum(b[d] for b in rep["brokers"])
-                return alert(f"no confident balancing plan: the live brokers' {name} traffic "
-                             f"{_mb(total)} exceeds their combined limit {_mb(sum(caps))}; add brokers or "
-                             "shed load", [f"cluster {name} {_mb(total)} over the combined {_mb(sum(caps))}"],
-                             over_ids)
-        res = balance(cluster, traffic, limit_in, limit_out)
-        if not res["ok"]:
-            lines = []
-            for s in res["still_over"]:
-                parts = []
-                if s["limit_in"] is not None and s["in"] > s["limit_in"] + EPS:
-                    parts.append(f"inbound {_mb(s['in'])} over {_mb(s['limit_in'])}")
-                if s["limit_out"] is not None and s["out"] > s["limit_out"] + EPS:
-                    parts.append(f"outbound {_mb(s['out'])} over {_mb(s['limit_out'])}")
-                lines.append(f"broker {s['broker']}: {' and '.join(parts)} even after "
-                             f"{len(res['actions'])} change(s): no follower or broker has the headroom")
-            return alert(f"no confident balancing plan: {lines[0]}", lines, [s["broker"] for s in res["still_over"]])
-        doc = _plan_doc(cluster, res["after"])
-        lm = sum(a["kind"] == "leader_move" for a in res["actions"])
-        rm = sum(a["kind"] == "replica_move" for a in res["actions"])
-        rep.update(status="balance", plan=doc, actions=res["actions"],
-                   summary=f"balance: broker(s) {','.join(map(str, over_ids))} over their network limits; "
-                           f"{lm} leadership change(s) and {rm} replica move(s) bring every broker under")
-        for a in res["actions"]:
-            what = "leadership" if a["kind"] == "leader_move" else "replica"
-            ev.append(event(time, SOURCE, a["kind"],
-                            f"{a['partition']}: {what} {a['from']} -> {a['to']} relieves broker {a['relieved']} "
-                            f"(in {_mb(a['rates_before'][0])} -> {_mb(a['rates_after'][0])}, "
-                            f"out {_mb(a['rates_before'][1])} -> {_mb(a['rates_after'][1])})",
-                            [a["from"], a["to"]], partition=a["partition"], replicas=a["replicas_after"]))
-        if lm:
-            rep["notes"].append("leadership changes take effect at the preferred-leader election once the "
-                                "reassignment is done (kit elect)")
-        return rep
-
-    rep["summary"] = (f"healthy: {len(rep['brokers'])} live broker(s), {len(cluster.partitions)} partition(s), "
-                      "no under-replicated partition, every broker within its network limits")
-    ev.append(event(time, SOURCE, "healthy", rep["summary"]))
     return rep
+
+
+def _alert(rep: dict, time: str, summary: str, lines: list[str], brokers=(), **fields) -> dict:
+    """The verdict "alert" (exit 4): no plan, `lines` for the operator, and its event."""
+    rep.update(status="alert", exit_code=4, summary=summary, plan=None)
+    rep["alerts"] += lines
+    rep["events"].append(event(time, SOURCE, "alert", summary, brokers, **fields))
+    return rep
+
+
+def _alert_unexplained(rep: dict, time: str) -> dict:
+    """Under-replicated partitions the doctor cannot explain: alert, name them, plan nothing."""
+    def unexplained(u):
+        return [r for r in u["reasons"] if r["reason"] not in _EXPLAINED]
+
+    lines = [f"{u['partition']}: " + "; ".join(r["text"] for r in unexplained(u)) for u in rep["unexplained"]]
+    named = ", ".join(lines[:5]) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+    brokers = {b for u in rep["unexplained"] for r in unexplained(u) for b in r["brokers"][:1]}
+    return _alert(rep, time, f"{len(lines)} under-replicated partition(s) not explained by dead brokers, no plan: "
+                             f"{named}", lines, brokers,
+                  partitions=[{"partition": u["partition"], "reasons": [r["reason"] for r in unexplained(u)]}
+                              for u in rep["unexplained"]])
+
+
+def _wait(rep: dict, time: str, cluster: Cluster, reassigning: dict | None, dead: list[int]) -> dict:
+    """A reassignment is in flight: wait for it, unless it places replicas on dead brokers
+    (then it cannot finish: alert)."""
+    moving_to_dead = sorted({b for m in (reassigning or {}).get("partitions", []) for b in m["replicas"]
+                             if not (cluster.brokers.get(b) and cluster.brokers[b].alive)})
+    if moving_to_dead:
+        return _alert(rep, time, f"the reassignment in progress places replicas on dead broker(s) "
+                                 f"{','.join(map(str, moving_to_dead))}: it cannot finish; roll it back",
+                      [f"reassignment in progress targets dead broker {b}" for b in moving_to_dead], moving_to_dead)
+    rep.update(status="wait", summary=f"a reassignment of {rep['reassigning']} partition(s) is in progress: "
+                                      "healing and balancing wait for it to finish")
+    rep["events"].append(event(time, SOURCE, "wait", rep["summary"], dead))
+    return rep
+
+
+def _heal(rep: dict, time: str, cluster: Cluster, dead: list[int]) -> dict:
+    """Dead brokers explain every under-replicated partition: plan their replicas' new homes
+    (`heal`), or alert when no confident plan passes its own checks."""
+    try:
+        plan = heal(cluster, dead)
+    except (Unsafe, BadInput) as e:
+        return _alert(rep, time, f"dead broker(s) {','.join(map(str, dead))}: no confident healing plan ({e})",
+                      [str(e)], dead)
+    figs = plan_report(plan)
+    if figs["problem_count"]:
+        return _alert(rep, time, f"the healing plan failed its own checks: {figs['problems'][0]}", figs["problems"],
+                      dead)
+    doc = plan.reassignment()
+    copies = figs["movement"].get("replica_additions")
+    rep.update(status="heal", plan=doc, figures=figs,
+               summary=f"heal: {len(doc['partitions'])} partition(s) lose their replicas on dead broker(s) "
+                       f"{','.join(map(str, dead))}; {copies} replica(s) copied to live brokers")
+    if rep["over_limit"]:
+        rep["notes"].append("brokers over their network limits are balanced once healing has finished")
+    rep["events"].append(event(time, SOURCE, "heal", rep["summary"], dead, partitions=len(doc["partitions"]),
+                               replica_additions=copies))
+    return rep
+
+
+def _balance(rep: dict, time: str, cluster: Cluster, traffic: Traffic | None, limit_in: float | None,
+             limit_out: float | None) -> dict:
+    """Brokers over their network limits: relieve them (`kit.plan.network.balance`), or
+    alert when no plan brings every broker under."""
+    over_ids = sorted({o["broker"] for o in rep["over_limit"]})
+    # When the brokers together carry more than their limits allow, no reassignment can
+    # help (only more brokers or less traffic): say so without searching.
+    for d, name in (("in", "inbound"), ("out", "outbound")):
+        caps = [b[f"limit_{d}"] for b in rep["brokers"]]
+        if all(cap is not None for cap in caps) and sum(b[d] for b in rep["brokers"]) > sum(caps) + EPS:
+            total = sum(b[d] for b in rep["brokers"])
+            return _alert(rep, time, f"no confident balancing plan: the live brokers' {name} traffic "
+                                     f"{_mb(total)} exceeds their combined limit {_mb(sum(caps))}; add brokers or "
+                                     "shed load", [f"cluster {name} {_mb(total)} over the combined {_mb(sum(caps))}"],
+                          over_ids)
+    res = balance(cluster, traffic, limit_in, limit_out)
+    if not res["ok"]:
+        lines = [_still_over_line(s, len(res["actions"])) for s in res["still_over"]]
+        return _alert(rep, time, f"no confident balancing plan: {lines[0]}", lines,
+                      [s["broker"] for s in res["still_over"]])
+    doc = _plan_doc(cluster, res["after"])
+    lm = sum(a["kind"] == "leader_move" for a in res["actions"])
+    rm = sum(a["kind"] == "replica_move" for a in res["actions"])
+    rep.update(status="balance", plan=doc, actions=res["actions"],
+               summary=f"balance: broker(s) {','.join(map(str, over_ids))} over their network limits; "
+                       f"{lm} leadership change(s) and {rm} replica move(s) bring every broker under")
+    for a in res["actions"]:
+        what = "leadership" if a["kind"] == "leader_move" else "replica"
+        rep["events"].append(event(time, SOURCE, a["kind"],
+                                   f"{a['partition']}: {what} {a['from']} -> {a['to']} relieves broker "
+                                   f"{a['relieved']} (in {_mb(a['rates_before'][0])} -> {_mb(a['rates_after'][0])}, "
+                                   f"out {_mb(a['rates_before'][1])} -> {_mb(a['rates_after'][1])})",
+                                   [a["from"], a["to"]], partition=a["partition"], replicas=a["replicas_after"]))
+    if lm:
+        rep["notes"].append("leadership changes take effect at the preferred-leader election once the "
+                            "reassignment is done (kit elect)")
+    return rep
+
+
+def _still_over_line(s: dict, changes: int) -> str:
+    """A broker the balancing left over a limit, for an alert."""
+    parts = []
+    if s["limit_in"] is not None and s["in"] > s["limit_in"] + EPS:
+        parts.append(f"inbound {_mb(s['in'])} over {_mb(s['limit_in'])}")
+    if s["limit_out"] is not None and s["out"] > s["limit_out"] + EPS:
+        parts.append(f"outbound {_mb(s['out'])} over {_mb(s['limit_out'])}")
+    return (f"broker {s['broker']}: {' and '.join(parts)} even after {changes} change(s): "
+            "no follower or broker has the headroom")
 
 
 # --------------------------------------------------------------------------- text
