@@ -135,54 +135,95 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     `pool` (per broker index: topic -> partitions) limits which replicas may move; by
     default every selected one. With a pool of replicas this plan places anyway, moving
     one twice costs no copy, so two-step moves through a third broker are tried as well
-    where the rack rule blocks the direct one. `quotas` (from `topic_balance.topic_quotas`)
+    where the rack rule blocks the direct one. `quotas` (from `topic_quotas.topic_quotas`)
     steer which topics the moves carry; each move uses up its topic's quotas. With
     `spread_touched` a moved partition goes to the back of its other brokers' candidate
     lists, so the moves spread over many replica sets instead of several moves landing on
     one set.
     """
-    own_pool = pool is not None
-    pool = ws.on_topic if pool is None else pool
     tidx = ws.target_idx
     if tidx.size < 2:
         return 0
+    run = _CountBalance(ws, reason, pool, quotas, spread_touched)
     moves = 0
-    failed: dict[int, set[int]] = {}  # source -> destinations with no allowed move
-    reach: dict[int, dict[int, bool]] = {}  # source -> rack -> some replica may move there
-    recent: dict[int, list[int]] = {}
+    while max_moves is None or moves < max_moves:
+        c = ws.count[tidx]
+        if int(c.max()) - int(c.min()) <= 1:
+            break
+        desc = tidx[np.lexsort((tidx, -c))]
+        asc = tidx[np.lexsort((tidx, c))]
+        done = run.step(desc, asc, True) or run.step(desc, asc, False)
+        if not done and run.own_pool:
+            done = run.two_step(desc, asc)
+        if not done:
+            if run.fresh:
+                break
+            # The caches and the short search may hide a move: look once more, thoroughly,
+            # so that planning again on the result finds nothing either.
+            run.failed.clear()
+            run.reach.clear()
+            run.fresh = True
+            continue
+        run.fresh = False
+        moves += done
+    return moves
 
-    def pick(a, b):
-        if b in failed.get(a, ()):
+
+class _CountBalance:
+    """One count balance's state: which replicas may move (`pool`, and `movable` counted by
+    broker and topic), what the search has learnt (pairs with no move, racks a broker's
+    replicas cannot reach, partitions recently moved), and the balanced band [lo, hi]."""
+
+    def __init__(self, ws: Workspace, reason: str, pool, quotas, spread_touched: bool):
+        self.ws = ws
+        self.reason = reason
+        self.own_pool = pool is not None
+        self.pool = ws.on_topic if pool is None else pool
+        self.quotas = quotas
+        self.spread_touched = spread_touched
+        self.failed: dict[int, set[int]] = {}  # source -> destinations with no allowed move
+        self.reach: dict[int, dict[int, bool]] = {}  # source -> rack -> some replica may move there
+        self.recent: dict[int, list[int]] = {}
+        self.fresh = False  # searching thoroughly, caches cleared
+        self.movable = np.zeros(ws.tcount.shape[::-1], dtype=np.int64)  # broker-major: rows are read per pick
+        for x, by_topic in enumerate(self.pool):
+            for t, bucket in by_topic.items():
+                self.movable[x, t] = len(bucket)
+        total = int(ws.count[ws.target_idx].sum())
+        self.lo, self.hi = total // ws.target_idx.size, -(-total // ws.target_idx.size)
+        self.floor = ws.degree_floor
+
+    def pick(self, a: int, b: int) -> int | None:
+        """A partition whose replica on broker index a may move to b, or None (remembered)."""
+        ws = self.ws
+        if b in self.failed.get(a, ()):
             return None
         rb = int(ws.rack[b])
         if rb >= 0 and rb != ws.rack[a]:
-            by_rack = reach.setdefault(a, {})
+            by_rack = self.reach.setdefault(a, {})
             if rb not in by_rack:
-                by_rack[rb] = _reaches_rack(ws, a, rb, pool)
+                by_rack[rb] = _reaches_rack(ws, a, rb, self.pool)
             if not by_rack[rb]:
-                failed.setdefault(a, set()).add(b)
+                self.failed.setdefault(a, set()).add(b)
                 return None
-        p = _pick_partition(ws, a, b, pool, movable, recent.get(a, ()), exhaustive=fresh, degree_floor=floor,
-                            quotas=quotas)
+        p = _pick_partition(ws, a, b, self.pool, self.movable, self.recent.get(a, ()), exhaustive=self.fresh,
+                            degree_floor=self.floor, quotas=self.quotas)
         if p is None:
-            failed.setdefault(a, set()).add(b)
+            self.failed.setdefault(a, set()).add(b)
         return p
 
-    movable = np.zeros(ws.tcount.shape[::-1], dtype=np.int64)  # broker-major: rows are read per pick
-    for x, by_topic in enumerate(pool):
-        for t, bucket in by_topic.items():
-            movable[x, t] = len(bucket)
-
-    def move(p, a, b):
+    def move(self, p: int, a: int, b: int) -> None:
+        """Move partition p's replica from broker index a to b, and keep the state up."""
+        ws, pool, quotas = self.ws, self.pool, self.quotas
         t = int(ws.topic[p])
         pos = ws.assign[p].index(ws.ids[a])
-        ws.replace_slot(p, pos, ws.ids[b], reason)
+        ws.replace_slot(p, pos, ws.ids[b], self.reason)
         if quotas is not None:
             quotas[0][t, a] = max(0, quotas[0][t, a] - 1)
             quotas[1][t, b] = max(0, quotas[1][t, b] - 1)
-        movable[a, t] -= 1
-        movable[b, t] += 1
-        if own_pool:
+        self.movable[a, t] -= 1
+        self.movable[b, t] += 1
+        if self.own_pool:
             bucket = pool[a][t]
             del bucket[p]
             if not bucket:
@@ -190,26 +231,24 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
             pool[b].setdefault(t, {})[p] = None
         for m in ws.assign[p]:
             if m != ws.ids[b]:
-                recent.setdefault(ws.index[m], []).append(p)
+                self.recent.setdefault(ws.index[m], []).append(p)
                 # To the back of the other members' lists: the candidates a search looks
                 # at first are then partitions no move has touched yet, so successive
                 # moves out of different brokers do not keep landing on the same replica
                 # sets (which carries whole sets to the new brokers together, and a dead
                 # broker's leadership then has only its few partners to go to).
-                bucket = pool[ws.index[m]].get(t) if spread_touched else None
+                bucket = pool[ws.index[m]].get(t) if self.spread_touched else None
                 if bucket is not None and p in bucket:
                     del bucket[p]
                     bucket[p] = None
         # b gained a partition, so moves out of b may now exist; a only lost options.
-        reach.pop(b, None)
-        failed.pop(b, None)
+        self.reach.pop(b, None)
+        self.failed.pop(b, None)
 
-    total = int(ws.count[tidx].sum())
-    lo, hi = total // tidx.size, -(-total // tidx.size)
-    floor = ws.degree_floor
-
-    def step(desc, asc, strict):
-        c = ws.count[tidx]
+    def step(self, desc: np.ndarray, asc: np.ndarray, strict: bool) -> int:
+        """One move from the fullest brokers (`desc`) to the emptiest (`asc`); 1 if made, else 0."""
+        ws, lo, hi = self.ws, self.lo, self.hi
+        c = ws.count[ws.target_idx]
         surplus, deficit = bool((c > hi).any()), bool((c < lo).any())
         for a in desc:
             ca = int(ws.count[a])
@@ -225,13 +264,16 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
                     continue
                 if ca <= hi and cb >= lo:
                     continue
-                p = pick(a, b)
+                p = self.pick(a, b)
                 if p is not None:
-                    move(p, a, b)
+                    self.move(p, a, b)
                     return 1
         return 0
 
-    def two_step(desc, asc):
+    def two_step(self, desc: np.ndarray, asc: np.ndarray) -> int:
+        """Two moves through a third broker, where the rack rule blocks the direct one (only
+        for replicas this plan places anyway: moving one twice costs no copy); 2 or 0."""
+        ws = self.ws
         for a in desc[:4]:
             for b in asc[:4]:
                 if int(ws.count[a]) - int(ws.count[b]) < 2:
@@ -239,34 +281,13 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
                 for c in asc:
                     if c in (a, b):
                         continue
-                    p2 = pick(c, b)
-                    p1 = pick(a, c) if p2 is not None else None
+                    p2 = self.pick(c, b)
+                    p1 = self.pick(a, c) if p2 is not None else None
                     if p1 is not None and p2 is not None:
-                        move(p1, a, c)
-                        move(p2, c, b)
+                        self.move(p1, a, c)
+                        self.move(p2, c, b)
                         return 2
         return 0
-
-    fresh = False
-    while max_moves is None or moves < max_moves:
-        c = ws.count[tidx]
-        if int(c.max()) - int(c.min()) <= 1:
-            break
-        desc = tidx[np.lexsort((tidx, -c))]
-        asc = tidx[np.lexsort((tidx, c))]
-        done = step(desc, asc, True) or step(desc, asc, False) or (two_step(desc, asc) if own_pool else 0)
-        if not done:
-            if fresh:
-                break
-            # The caches and the short search may hide a move: look once more, thoroughly,
-            # so that planning again on the result finds nothing either.
-            failed.clear()
-            reach.clear()
-            fresh = True
-            continue
-        fresh = False
-        moves += done
-    return moves
 
 
 def count_range(ws: Workspace, counts: np.ndarray, lo_all: int, hi_all: int):
