@@ -426,9 +426,7 @@ def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None 
     >>> report = run(snapshot="cluster.json")          # doctest: +SKIP
     >>> print(report_text(report))                      # doctest: +SKIP
     """
-    # Lazy: kit.doctor.load does the I/O (ZooKeeper, pandas), which stays out of this
-    # pure module's import (and load imports this module).
-    from kit.doctor import load
+    from kit.doctor import load as doctor_io  # I/O (ZooKeeper, pandas) stays out of this module's import
 
-    return load.run(snapshot=snapshot, zk=zk, metrics=metrics, limit_in=limit_in, limit_out=limit_out,
+    return doctor_io.run(snapshot=snapshot, zk=zk, metrics=metrics, limit_in=limit_in, limit_out=limit_out,
                          zk_auth=zk_auth, time=time)
