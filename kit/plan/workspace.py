@@ -47,22 +47,7 @@ class Workspace:
         self.is_target[[self.index[t] for t in self.targets]] = True
         self.target_idx = np.flatnonzero(self.is_target)
         self.is_target_list = self.is_target.tolist()
-
-        racks = [cluster.brokers[b].rack for b in self.ids]
-        names = sorted({r for r in racks if r is not None})
-        rack_num = {r: i for i, r in enumerate(names)}
-        self.rack_names = names
-        self.rack = np.array([rack_num[r] if r is not None else -1 for r in racks], dtype=np.int64)
-        # Rack number by broker id as plain ints (None: no rack), for the rack rule: the inner
-        # loops read these millions of times, and a dict of ints is several times faster
-        # there than numpy scalars.
-        self.rack_num_of = {b: (int(r) if r >= 0 else None) for b, r in zip(self.ids, self.rack)}
-        self.n_racks = len({int(self.rack[i]) for i in self.target_idx if self.rack[i] >= 0})
-        if min_rack_ids is not None and min_rack_ids > 0 and min_rack_ids > self.n_racks:
-            raise Unsafe(
-                f"--min-rack-ids {min_rack_ids} asks for more racks than the target brokers span ({self.n_racks})"
-            )
-        self.min_rack_ids = min_rack_ids if min_rack_ids else None
+        self._set_racks(min_rack_ids)
 
         parts = cluster.partitions
         self.assign = [list(p.replicas) for p in parts]
@@ -97,6 +82,26 @@ class Workspace:
         self.reasons: dict[int, str] = {}
         self.warnings: list[str] = []
         self.notes: list[str] = []
+
+    def _set_racks(self, min_rack_ids: int | None) -> None:
+        """Rack numbers by broker (index and id), the racks the targets span, and the
+        --min-rack-ids asked for (more racks than the targets span is Unsafe)."""
+        cluster = self.cluster
+        racks = [cluster.brokers[b].rack for b in self.ids]
+        names = sorted({r for r in racks if r is not None})
+        rack_num = {r: i for i, r in enumerate(names)}
+        self.rack_names = names
+        self.rack = np.array([rack_num[r] if r is not None else -1 for r in racks], dtype=np.int64)
+        # Rack number by broker id as plain ints (None: no rack), for the rack rule: the inner
+        # loops read these millions of times, and a dict of ints is several times faster
+        # there than numpy scalars.
+        self.rack_num_of = {b: (int(r) if r >= 0 else None) for b, r in zip(self.ids, self.rack)}
+        self.n_racks = len({int(self.rack[i]) for i in self.target_idx if self.rack[i] >= 0})
+        if min_rack_ids is not None and min_rack_ids > 0 and min_rack_ids > self.n_racks:
+            raise Unsafe(
+                f"--min-rack-ids {min_rack_ids} asks for more racks than the target brokers span ({self.n_racks})"
+            )
+        self.min_rack_ids = min_rack_ids if min_rack_ids else None
 
     def _add_pairs(self, flat: np.ndarray, lens: np.ndarray) -> None:
         starts = np.concatenate(([0], np.cumsum(lens)[:-1]))

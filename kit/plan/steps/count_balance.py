@@ -34,6 +34,7 @@ def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
     return False
 
 
+# One candidate scan kept whole (91 lines): the count balance's hot loop, its test inlined in `consider`.
 def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, recent: list[int] = (),
                     exhaustive: bool = False, degree_floor: int = 0, quotas=None) -> int | None:
     """A movable partition on broker index `a` that may move to broker index `b`.

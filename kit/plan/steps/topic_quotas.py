@@ -72,6 +72,7 @@ def _tier_arcs(units: int, gain: int) -> list[tuple[int, int]]:
     return arcs
 
 
+# One min-cost-flow network built and read whole (92 lines): its node numbering runs through it all.
 def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] | None:
     """Per group: (topic, replicas leaving, replicas arriving per broker index), for the
     fewest moves that bring every target's count into the balanced range. None when the
