@@ -102,6 +102,7 @@ class Workspace:
                 f"--min-rack-ids {min_rack_ids} asks for more racks than the target brokers span ({self.n_racks})"
             )
         self.min_rack_ids = min_rack_ids if min_rack_ids else None
+        self._need: dict[int, int] = {}  # replication factor -> racks needed, asked per candidate move
 
     def _add_pairs(self, flat: np.ndarray, lens: np.ndarray) -> None:
         starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
@@ -115,7 +116,10 @@ class Workspace:
     # -- the rack rule (kit.plan.racks) over these targets ------------------------------
     def need(self, rf: int) -> int:
         """Distinct racks a replica set of `rf` replicas must span."""
-        return racks_needed(rf, self.n_racks, self.min_rack_ids)
+        need = self._need.get(rf)
+        if need is None:
+            need = self._need[rf] = racks_needed(rf, self.n_racks, self.min_rack_ids)
+        return need
 
     def racks_of(self, members) -> list[int | None]:
         """The rack number of each broker id in `members` (None: no rack)."""
@@ -124,8 +128,9 @@ class Workspace:
 
     def rack_ok(self, b: int, members: list[int], rf: int) -> bool:
         """Whether broker id `b` may join `members` in a replica set of `rf` replicas."""
-        r = self.rack_num_of[b]
-        return r is None or may_join(r, self.racks_of(members), self.need(rf))
+        rack_num_of = self.rack_num_of
+        r = rack_num_of[b]
+        return r is None or may_join(r, [rack_num_of[m] for m in members], self.need(rf))
 
     def rack_ok_set(self, members: list[int]) -> bool:
         """Whether the replica set `members` (broker ids) keeps the rack rule as a whole."""

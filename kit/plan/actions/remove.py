@@ -19,8 +19,8 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
     rf_max = max((len(ws.assign[p]) for p in selected), default=0)
     if rf_max > len(targets):
         raise BadInput(f"replication factor {rf_max} is larger than the {len(targets)} target brokers available")
-    # No count balance: only the replicas that must move do (the exact refinement evens
-    # out where they land); spare copies spend none beyond those.
+    # No count balance: only the replicas that must move do (placing them evens out where
+    # they land, the exact refinement further); the spare copies spend no copy beyond them.
     stages = Stages(place=lambda ws: place_orphans(ws, reason, allow_rack_violation=ignore_warns),
                     exact_refinement=lambda ws: exact_evacuate(ws, reason),
                     spare_copies=lambda ws: place_within_copies(ws, reason))
