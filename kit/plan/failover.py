@@ -52,19 +52,28 @@ def excess_by_leader(leader: np.ndarray, follower: np.ndarray, count: np.ndarray
         the partitions it leads cannot split evenly over them. A broker with no heir (a
         single target) is left out.
     """
+    brokers = np.asarray(list(brokers), dtype=np.int64)
+    starts = np.searchsorted(leader, brokers, "left").tolist()
+    ends = np.searchsorted(leader, brokers, "right").tolist()
+    # One mask over broker indices, set for one broker's heirs at a time: the planner asks
+    # this after every order it tries.
+    is_heir = np.zeros(int(max(follower.max(initial=0), brokers.max(initial=0))) + 1, dtype=bool)
     out = {}
-    for x in brokers:
-        start, end = np.searchsorted(leader, x, "left"), np.searchsorted(leader, x, "right")
-        led = int(count[start:end].sum())
-        if not led:
+    for x, start, end in zip(brokers.tolist(), starts, ends):
+        if start == end:
             continue
         h = heirs_of(x)
         if not h.size:
             continue
-        got = count[start:end][np.isin(follower[start:end], h)]
+        led = int(count[start:end].sum())
+        if h.max() >= is_heir.size:
+            is_heir = np.zeros(int(h.max()) + 1, dtype=bool)
+        is_heir[h] = True
+        got = count[start:end][is_heir[follower[start:end]]]
+        is_heir[h] = False
         hi = int(got.max()) if got.size else 0
         lo = int(got.min()) if got.size == h.size else 0  # an heir that inherits nothing has 0
-        out[int(x)] = hi - lo - (led % h.size != 0)
+        out[x] = hi - lo - (led % h.size != 0)
     return out
 
 
