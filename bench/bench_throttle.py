@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from kit.throttle.decide import Settings  # noqa: E402
 from kit.formats import load_snapshot  # noqa: E402
-from kit.plan.replace import plan_replace  # noqa: E402
+from kit.plan.actions.replace import plan_replace  # noqa: E402
 from kit.sim.physics import simulate  # noqa: E402
 from kit.report.waves import human_duration  # noqa: E402
 

@@ -50,7 +50,8 @@ def main() -> int:
     from test_plan_properties import generate  # gen_cluster.py in-process
     from kit import plan as planners
     from kit.report.figures import plan_report
-    from kit.plan import exact_order, rebalance
+    from kit.plan.actions import rebalance
+    from kit.plan.solvers import exact_order
 
     if a.two_moves:
         exact_order._replica_sets = _sets_within_two_moves
@@ -85,13 +86,11 @@ def main() -> int:
 def _sets_within_two_moves(ws, p):
     """Every rack-safe set of target brokers at most two copies (or the forced ones) from
     partition p's own, its own first; and the plan's current set."""
-    from kit.plan.exact_order import _rack_safe
-
     orig = list(ws.cluster.partitions[p].replicas)
     off = [b for b in orig if not ws.is_target_list[ws.index[b]]]
-    out = [tuple(orig)] if not off and _rack_safe(ws, orig) else []
+    out = [tuple(orig)] if not off and ws.rack_ok_set(orig) else []
     for s in itertools.combinations(ws.targets, len(orig)):
-        if set(s) != set(orig) and len(set(s) - set(orig)) <= max(2, len(off)) and _rack_safe(ws, list(s)):
+        if set(s) != set(orig) and len(set(s) - set(orig)) <= max(2, len(off)) and ws.rack_ok_set(list(s)):
             out.append(s)
     if all(frozenset(s) != frozenset(ws.assign[p]) for s in out):
         out.append(tuple(ws.assign[p]))

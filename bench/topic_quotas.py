@@ -27,8 +27,10 @@ CLUSTERS = [
 
 def main() -> int:
     from test_plan_properties import generate  # gen_cluster.py in-process
-    from kit.plan import rebalance
+    from kit.plan.actions import rebalance
+    from kit.plan.pipeline import rank, run_stages
     from kit.plan.select import resolve_brokers, select_partitions
+    from kit.plan.workspace import Workspace
 
     print("| cluster | placement | copies | replica spread | leader spread | topic leader excess "
           "| failover excess | seconds |")
@@ -40,9 +42,10 @@ def main() -> int:
         for name, how in (("greedy alone", dict(quotas=False, spread_touched=False)),
                           ("greedy + topic quotas + spread moves", dict(quotas=True, spread_touched=True))):
             start = time.perf_counter()
-            ws = rebalance._balanced(c, targets, selected, "rebalance", False, spread_topics=False, **how)
+            ws = run_stages(Workspace(c, targets, selected),
+                            rebalance.count_stages("rebalance", False, spread_topics=False, **how))
             secs = time.perf_counter() - start
-            q = rebalance._quality(ws)  # spread, copies, shortfalls, then the three figures
+            q = rank(ws)  # spread, copies, shortfalls, then the three figures
             print(f"| {args['partitions']:,} partitions, {args['brokers']} brokers | {name} | {q[1]} | {q[0]} "
                   f"| {q[5]} | {q[6]} | {q[7]} | {secs:.1f} |", flush=True)
     return 0

@@ -105,7 +105,7 @@ def test_settings_refuse_nonsense(bad):
 
 def replace_cluster(make_snapshot):
     from kit.formats import load_snapshot
-    from kit.plan.replace import plan_replace
+    from kit.plan.actions.replace import plan_replace
 
     snap = make_snapshot("--brokers", "12", "--racks", "3", "--partitions", "600", "--seed", "3",
                          "--scenario", "replace", "--dead", "1")

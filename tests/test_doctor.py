@@ -9,7 +9,8 @@ import pytest
 
 from conftest import run_kit as kit
 from conftest import seed
-from kit.doctor.examine import broker_loads, examine, report_text
+from kit.doctor.examine import examine, report_text
+from kit.plan.network import broker_loads
 from kit.events import read_events
 from kit.formats import cluster_from_snapshot, load_snapshot
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kit.plan.flow import bounded_assignment, soft_assignment
+from kit.plan.solvers.flow import bounded_assignment, soft_assignment
 
 
 def _ring(m: int):

@@ -6,7 +6,7 @@ import pytest
 from kit import plan as planners
 from kit.errors import BadInput, Unsafe
 from kit.formats import cluster_from_snapshot
-from kit.plan.rebuild import substitution_affinities
+from kit.plan.actions.rebuild import substitution_affinities
 
 
 def cluster(brokers, partitions, dead=()):
@@ -183,7 +183,7 @@ def test_rebalance_beyond_the_exact_flow_still_spreads_every_topic():
     from test_plan_properties import generate
 
     from kit.report.figures import plan_report
-    from kit.plan.balance import small
+    from kit.plan.steps.exact_refinement import small
     from kit.plan.workspace import Workspace
 
     c = generate(brokers=36, racks=3, rf=3, partitions=9000, topics=12, seed=5, rf2_share=0.3, scenario="drift")

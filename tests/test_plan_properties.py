@@ -540,7 +540,7 @@ def assert_best_order(c):
 def test_leader_flow_reaches_the_tightest_spread_the_replica_sets_allow(case):
     """The leader flow alone (no integer program behind it) finds the least leader count
     spread: where the even shares cannot be met, its bounds come from minimum cuts."""
-    from kit.plan.leadership import _choose_leaders, _Frame, _with_leaders, leader_figures
+    from kit.plan.steps.leadership import _choose_leaders, _Frame, _with_leaders, leader_figures
     from kit.plan.workspace import Workspace
 
     _, c = case
@@ -577,7 +577,7 @@ def test_rebalance_chooses_replica_sets_for_leadership(args, figure, monkeypatch
     assert after["degree_min"] >= before["degree_min"]
     assert after["leader_count_spread"] <= 1 and after["topic_leader_excess_spread_max"] <= 1
     # Without that step the same plan falls short.
-    import kit.plan.rebalance as rebalance
+    import kit.plan.actions.rebalance as rebalance
     monkeypatch.setattr(rebalance, "spend_copies_on_leadership", lambda *a, **k: None)
     _, short, _ = figures(planners.plan_rebalance(c, ignore_warns=True))
     assert short[figure] > (2 if figure == "failover_excess_spread_max" else 1)
@@ -616,8 +616,8 @@ def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budge
     (`more_peers` raises the degree floor, so that it binds on these tiny clusters too.)"""
     import itertools
 
-    from kit.plan.exact_order import best_placement
-    from kit.plan.leadership import _eligible
+    from kit.plan.solvers.exact_order import best_placement
+    from kit.plan.steps.leadership import heirs_of
     from kit.plan.workspace import Workspace
 
     c = case[1]
@@ -649,7 +649,7 @@ def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budge
             short = _shortfall(assignment_figures(c, [list(o) for o in orders], targets))
             if all(a <= b for a, b in zip(short, caps)) and (best is None or short < best):
                 best = short
-    found = best_placement(ws, lambda x: _eligible(ws, x), caps, budget, [lo] * len(targets), [hi] * len(targets))
+    found = best_placement(ws, lambda x: heirs_of(ws, x), caps, budget, [lo] * len(targets), [hi] * len(targets))
     if best is None:  # the cluster as it is breaks the limits drawn, and so does every choice
         assert found is None
         return

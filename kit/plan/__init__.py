@@ -2,13 +2,14 @@
 from typing import Callable, NamedTuple
 
 from kit.model import Plan
-from kit.plan.az_loss import plan_az_loss
-from kit.plan.leaders import plan_leaders
-from kit.plan.rebalance import plan_rebalance, plan_scale_out
-from kit.plan.rebuild import plan_rebuild
-from kit.plan.remove import plan_remove
-from kit.plan.replace import plan_replace
-from kit.plan.rf import plan_rf
+from kit.plan.actions.az_loss import plan_az_loss
+from kit.plan.actions.leaders import plan_leaders
+from kit.plan.actions.rebalance import plan_rebalance
+from kit.plan.actions.rebuild import plan_rebuild
+from kit.plan.actions.remove import plan_remove
+from kit.plan.actions.replace import plan_replace
+from kit.plan.actions.rf import plan_rf
+from kit.plan.actions.scale_out import plan_scale_out
 
 __all__ = ["plan_az_loss", "plan_leaders", "plan_rebalance", "plan_scale_out", "plan_rebuild",
            "plan_remove", "plan_replace", "plan_rf"]

@@ -11,6 +11,11 @@ import numpy as np
 
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster
+from kit.plan.racks import may_join, racks_needed, set_ok, spans
+
+# Selected partitions above which a cluster is large: there a stage's pass takes seconds,
+# so the stages make one pass, scan fewer candidates and try one route only.
+LARGE = 20_000
 
 
 class Workspace:
@@ -42,22 +47,7 @@ class Workspace:
         self.is_target[[self.index[t] for t in self.targets]] = True
         self.target_idx = np.flatnonzero(self.is_target)
         self.is_target_list = self.is_target.tolist()
-
-        racks = [cluster.brokers[b].rack for b in self.ids]
-        names = sorted({r for r in racks if r is not None})
-        rack_num = {r: i for i, r in enumerate(names)}
-        self.rack_names = names
-        self.rack = np.array([rack_num[r] if r is not None else -1 for r in racks], dtype=np.int64)
-        self.rack_of = {b: (cluster.brokers[b].rack) for b in self.ids}
-        # Rack number by broker id as plain ints: the inner loops read these millions of
-        # times, and a dict of ints is several times faster there than numpy scalars.
-        self.rack_num_of = {b: int(r) for b, r in zip(self.ids, self.rack)}
-        self.n_racks = len({int(self.rack[i]) for i in self.target_idx if self.rack[i] >= 0})
-        if min_rack_ids is not None and min_rack_ids > 0 and min_rack_ids > self.n_racks:
-            raise Unsafe(
-                f"--min-rack-ids {min_rack_ids} asks for more racks than the target brokers span ({self.n_racks})"
-            )
-        self.min_rack_ids = min_rack_ids if min_rack_ids else None
+        self._set_racks(min_rack_ids)
 
         parts = cluster.partitions
         self.assign = [list(p.replicas) for p in parts]
@@ -93,6 +83,27 @@ class Workspace:
         self.warnings: list[str] = []
         self.notes: list[str] = []
 
+    def _set_racks(self, min_rack_ids: int | None) -> None:
+        """Rack numbers by broker (index and id), the racks the targets span, and the
+        --min-rack-ids asked for (more racks than the targets span is Unsafe)."""
+        cluster = self.cluster
+        racks = [cluster.brokers[b].rack for b in self.ids]
+        names = sorted({r for r in racks if r is not None})
+        rack_num = {r: i for i, r in enumerate(names)}
+        self.rack_names = names
+        self.rack = np.array([rack_num[r] if r is not None else -1 for r in racks], dtype=np.int64)
+        # Rack number by broker id as plain ints (None: no rack), for the rack rule: the inner
+        # loops read these millions of times, and a dict of ints is several times faster
+        # there than numpy scalars.
+        self.rack_num_of = {b: (int(r) if r >= 0 else None) for b, r in zip(self.ids, self.rack)}
+        self.n_racks = len({int(self.rack[i]) for i in self.target_idx if self.rack[i] >= 0})
+        if min_rack_ids is not None and min_rack_ids > 0 and min_rack_ids > self.n_racks:
+            raise Unsafe(
+                f"--min-rack-ids {min_rack_ids} asks for more racks than the target brokers span ({self.n_racks})"
+            )
+        self.min_rack_ids = min_rack_ids if min_rack_ids else None
+        self._need: dict[int, int] = {}  # replication factor -> racks needed, asked per candidate move
+
     def _add_pairs(self, flat: np.ndarray, lens: np.ndarray) -> None:
         starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
         for k in np.unique(lens):
@@ -102,35 +113,34 @@ class Workspace:
                     if i != j:
                         np.add.at(self.shared, (rows[:, i], rows[:, j]), 1)
 
-    # -- rack rules -------------------------------------------------------------------
+    # -- the rack rule (kit.plan.racks) over these targets ------------------------------
     def need(self, rf: int) -> int:
         """Distinct racks a replica set of `rf` replicas must span."""
-        if self.n_racks == 0:
-            return 0
-        cap = self.n_racks if self.min_rack_ids is None else self.min_rack_ids
-        return min(rf, cap)
+        need = self._need.get(rf)
+        if need is None:
+            need = self._need[rf] = racks_needed(rf, self.n_racks, self.min_rack_ids)
+        return need
+
+    def racks_of(self, members) -> list[int | None]:
+        """The rack number of each broker id in `members` (None: no rack)."""
+        rack_num_of = self.rack_num_of
+        return [rack_num_of[m] for m in members]
 
     def rack_ok(self, b: int, members: list[int], rf: int) -> bool:
         """Whether broker id `b` may join `members` in a replica set of `rf` replicas."""
         rack_num_of = self.rack_num_of
         r = rack_num_of[b]
-        if r < 0:
-            return True
-        seen = set()
-        unracked = 0
-        for m in members:
-            rm = rack_num_of[m]
-            if rm < 0:
-                unracked += 1
-            else:
-                seen.add(rm)
-        return r not in seen or len(seen) + unracked >= self.need(rf)
+        return r is None or may_join(r, [rack_num_of[m] for m in members], self.need(rf))
+
+    def rack_ok_set(self, members: list[int]) -> bool:
+        """Whether the replica set `members` (broker ids) keeps the rack rule as a whole."""
+        return set_ok(self.racks_of(members), self.need(len(members)))
 
     def rack_ok_mask(self, members: list[int], rf: int) -> np.ndarray:
         """Brokers (by index) that may join `members` under the rack rule."""
-        seen = {int(self.rack[self.index[m]]) for m in members} - {-1}
-        unracked = sum(1 for m in members if self.rack[self.index[m]] < 0)
-        if not seen or len(seen) + unracked >= self.need(rf):
+        racks = self.racks_of(members)
+        seen = {r for r in racks if r is not None}
+        if not seen or spans(racks, self.need(rf)):
             return np.ones(len(self.ids), dtype=bool)
         return ~np.isin(self.rack, list(seen))
 

@@ -21,6 +21,8 @@ import numpy as np
 
 from kit.errors import Unsafe
 from kit.model import Cluster, Plan
+from kit.plan.failover import excess_by_leader, heirs, worst_excess
+from kit.plan.racks import racks_needed
 from kit.report.waves import duration_lines
 
 __all__ = ["assignment_figures", "broker_figures", "movement_figures", "plan_report", "refuse_problems", "summary_text"]
@@ -202,6 +204,8 @@ def _duplicate_rows(flat: _Flat) -> np.ndarray:
 
 
 def _rack_violations(ctx: _Ctx, flat: _Flat) -> int:
+    """Replica sets that span fewer racks than the rack rule needs (`kit.plan.racks`); as in
+    evaluate_plan, a set with a replica without a rack is not judged."""
     if not ctx.n_racks:
         return 0
     total = 0
@@ -211,7 +215,7 @@ def _rack_violations(ctx: _Ctx, flat: _Flat) -> int:
         racked = (r >= 0).all(axis=1)
         s = np.sort(r, axis=1)
         distinct = 1 + (s[:, 1:] != s[:, :-1]).sum(axis=1)
-        total += int(np.count_nonzero(racked & (distinct < min(n, ctx.n_racks))))
+        total += int(np.count_nonzero(racked & (distinct < racks_needed(n, ctx.n_racks))))
     return total
 
 
@@ -257,6 +261,7 @@ def _topic_leader_excess(ctx: _Ctx, flat: _Flat) -> int:
 
 
 def _failover_excess(ctx: _Ctx, flat: _Flat) -> int:
+    """The worst target broker's failover excess (`kit.plan.failover`)."""
     lead_parts, next_parts = [], []
     for k, (_, m) in flat.groups.items():
         if k > 1:
@@ -267,29 +272,10 @@ def _failover_excess(ctx: _Ctx, flat: _Flat) -> int:
         return 0
     n = len(ctx.ids)
     x_of, y_of, cnt = _cell_counts(np.concatenate(lead_parts), np.concatenate(next_parts), n, n * n)
-    bounds = np.searchsorted(x_of, np.arange(n + 1))
-    worst = 0
-    for x in ctx.tidx.tolist():
-        s, e = bounds[x], bounds[x + 1]
-        led = int(cnt[s:e].sum())
-        if not led:
-            continue
-        elig = ctx.is_target.copy()
-        elig[x] = False
-        if ctx.n_racks:
-            other_rack = elig & (ctx.rack != ctx.rack[x])
-            if other_rack.any():
-                elig = other_rack
-        n_elig = int(elig.sum())
-        if not n_elig:
-            # A single target broker has nobody to fail over to (evaluate_plan fails here).
-            continue
-        inside = elig[y_of[s:e]]
-        got = cnt[s:e][inside]
-        hi = int(got.max()) if len(got) else 0
-        lo = int(got.min()) if len(got) == n_elig else 0
-        worst = max(worst, hi - lo - (led % n_elig != 0))
-    return worst
+    # A single target broker has nobody to fail over to and no excess (evaluate_plan fails there).
+    by_leader = excess_by_leader(x_of, y_of, cnt, ctx.tidx.tolist(),
+                                 lambda x: heirs(x, ctx.tidx, ctx.rack, ctx.n_racks))
+    return worst_excess(by_leader)
 
 
 def _figures(ctx: _Ctx, flat: _Flat) -> dict:
@@ -616,35 +602,69 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
     brokers) and ``missing`` (dead brokers still in the map); "Replacing N" counts the
     brokers being vacated, removed or replaced.
     """
-    cluster = plan.cluster
-    parts = cluster.partitions
-    ctx, (before, after) = _context(cluster, plan.targets, [None, plan.after])
-    out: list[str] = []
-
-    out.append("Topics:")
-    topics = sorted({parts[i].topic for i in plan.selected})
-    out += [f"  {t}" for t in topics[:20]] or ["  [none]"]
-    if len(topics) > 20:
-        out.append(f"  ... and {len(topics) - 20} more")
-
-    out += ["", "Broker change summary:"]
-    bc = plan.broker_changes
-    removed, replacing = list(bc.get("removed", [])), list(bc.get("replacing", []))
-    added, missing = list(bc.get("added", [])), list(bc.get("missing", []))
-    out += [f"  Broker {b} marked for removal" for b in sorted(removed)]
-    out += [f"  Broker {b} marked for replacement" for b in sorted(set(replacing) - set(removed))]
-    out += [f"  Broker {b} is missing (dead)" for b in sorted(missing)]
-    out += [f"  New broker {b}" for b in sorted(added)]
+    ctx, (before, after) = _context(plan.cluster, plan.targets, [None, plan.after])
     holders = set(ctx.ids[np.bincount(before.idx, minlength=len(ctx.ids)) > 0].tolist())
-    out.append(f"  Replacing {len(set(removed) | set(replacing))}, added {len(added)}, missing {len(missing)}, "
-               f"total count changed by {len(ctx.target_set) - len(holders)}")
-
+    out = _topic_lines(plan)
+    out += ["", "Broker change summary:"] + _broker_change_lines(plan, ctx, holders)
     out += ["", "Action:", f"  {plan.action}"]
     out += ["", "WARN:"] + ([f"  {w}" for w in plan.warnings] or ["  [none]"])
     if plan.notes:
         out += ["", "NOTE:"] + [f"  {n}" for n in plan.notes]
+    out += ["", "Partition map changes:"] + _change_lines(plan, before, after, max_changes)
+    b, a, mv = report["before"], report["after"], report["movement"]
+    out += ["", "Broker distribution:",
+            f"  degree [min/max/avg]: {b['degree_min']}/{b['degree_max']}/{b['degree_avg']:.2f}"
+            f" -> {a['degree_min']}/{a['degree_max']}/{a['degree_avg']:.2f}", "  -"]
+    out += _distribution_lines(ctx, before, after, holders)
+    out += ["", "Movement:"] + _movement_lines(mv)
+    out += ["", "Balance:"] + [f"  {label}: {b[key]} -> {a[key]}" for key, label in _BALANCE_LINES]
+    if "storage_free_range_spread_pct" in a and "storage_free_range_spread_pct" in b:
+        out += ["", "Storage free change estimations:"] + _storage_estimate_lines(b, a) + _storage_lines(plan, b, a)
+    if report.get("pools"):
+        out += ["", "Pools:"] + _pool_lines(report["pools"])
+    if "duration" in report:
+        out += ["", "Duration estimate:"] + duration_lines(report["duration"])
+    return "\n".join(out) + "\n"
 
-    out += ["", "Partition map changes:"]
+
+# The Balance section: (figure, label), in the order printed.
+_BALANCE_LINES = (("replica_count_spread", "replica count spread"),
+                  ("replica_count_spread_within_racks", "replica count spread within racks"),
+                  ("leader_count_spread", "leader count spread"),
+                  ("topic_leader_excess_spread_max", "topic leader excess spread, max"),
+                  ("failover_excess_spread_max", "failover excess spread, max"),
+                  ("rack_violations", "rack violations"))
+
+
+def _topic_lines(plan: Plan) -> list[str]:
+    """The Topics section: the selected topics, the first 20 named."""
+    parts = plan.cluster.partitions
+    out = ["Topics:"]
+    topics = sorted({parts[i].topic for i in plan.selected})
+    out += [f"  {t}" for t in topics[:20]] or ["  [none]"]
+    if len(topics) > 20:
+        out.append(f"  ... and {len(topics) - 20} more")
+    return out
+
+
+def _broker_change_lines(plan: Plan, ctx: _Ctx, holders: set[int]) -> list[str]:
+    """The brokers removed, replaced, missing and added, and the counts topicmappr prints."""
+    bc = plan.broker_changes
+    removed, replacing = list(bc.get("removed", [])), list(bc.get("replacing", []))
+    added, missing = list(bc.get("added", [])), list(bc.get("missing", []))
+    out = [f"  Broker {b} marked for removal" for b in sorted(removed)]
+    out += [f"  Broker {b} marked for replacement" for b in sorted(set(replacing) - set(removed))]
+    out += [f"  Broker {b} is missing (dead)" for b in sorted(missing)]
+    out += [f"  New broker {b}" for b in sorted(added)]
+    out.append(f"  Replacing {len(set(removed) | set(replacing))}, added {len(added)}, missing {len(missing)}, "
+               f"total count changed by {len(ctx.target_set) - len(holders)}")
+    return out
+
+
+def _change_lines(plan: Plan, before: _Flat, after: _Flat, max_changes: int) -> list[str]:
+    """Each changed partition, old -> new replica list and why, the first `max_changes`."""
+    parts = plan.cluster.partitions
+    out = []
     changed = np.flatnonzero(_changed_rows(before, after)).tolist()
     for i in changed[:max_changes]:
         old, new = list(parts[i].replicas), list(plan.after[i])
@@ -654,53 +674,49 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
         out.append(f"  ... and {len(changed) - max_changes} more (full list in the plan file)")
     if not changed:
         out.append("  [no changes]")
+    return out
 
-    b, a, mv = report["before"], report["after"], report["movement"]
-    out += ["", "Broker distribution:",
-            f"  degree [min/max/avg]: {b['degree_min']}/{b['degree_max']}/{b['degree_avg']:.2f}"
-            f" -> {a['degree_min']}/{a['degree_max']}/{a['degree_avg']:.2f}", "  -"]
+
+def _distribution_lines(ctx: _Ctx, before: _Flat, after: _Flat, holders: set[int]) -> list[str]:
+    """Each broker's leader, follower and total replicas after, with what it had before
+    where that differs."""
+    out = []
     was, now = _roles(ctx, before), _roles(ctx, after)
     for bid in sorted(ctx.target_set | holders | {k for k, v in now.items() if v[2]}):
         line = f"  Broker {bid} - leader: {now[bid][0]}, follower: {now[bid][1]}, total: {now[bid][2]}"
         if was[bid] != now[bid]:
             line += " (was {}/{}/{})".format(*was[bid])
         out.append(line)
+    return out
 
-    out += ["", "Movement:",
-            f"  replica additions: {mv['replica_additions']} (forced {mv['forced_additions']}, "
+
+def _movement_lines(mv: dict) -> list[str]:
+    """Replica additions, data moved and partitions changed, with their lower bounds."""
+    return [f"  replica additions: {mv['replica_additions']} (forced {mv['forced_additions']}, "
             f"lower bound for a count-balanced result {mv['additions_lower_bound_count_balanced']})",
             f"  data moved: {mv['bytes_moved_gb']:.3f} GB (lower bound to the mean "
             f"{mv['bytes_lower_bound_to_mean_gb']:.3f} GB)",
             f"  partitions changed: {mv['partitions_changed']}",
             f"  leader-only changes: {mv['leader_only_changes']}"]
 
-    out += ["", "Balance:"]
-    for key, label in (("replica_count_spread", "replica count spread"),
-                       ("replica_count_spread_within_racks", "replica count spread within racks"),
-                       ("leader_count_spread", "leader count spread"),
-                       ("topic_leader_excess_spread_max", "topic leader excess spread, max"),
-                       ("failover_excess_spread_max", "failover excess spread, max"),
-                       ("rack_violations", "rack violations")):
-        out.append(f"  {label}: {b[key]} -> {a[key]}")
 
-    if "storage_free_range_spread_pct" in a and "storage_free_range_spread_pct" in b:
-        out += ["", "Storage free change estimations:",
-                f"  range spread: {b['storage_free_range_spread_pct']:.2f}% -> "
-                f"{a['storage_free_range_spread_pct']:.2f}%",
-                f"  std. deviation: {b['storage_free_stddev_gb']:.2f}GB -> {a['storage_free_stddev_gb']:.2f}GB",
-                f"  min free: {b['storage_free_min_gb']:.2f}GB -> {a['storage_free_min_gb']:.2f}GB"]
-        out += _storage_lines(plan, b, a)
-    if report.get("pools"):
-        out += ["", "Pools:"]
-        for name, g in report["pools"].items():
-            fa = g["after"]
-            out.append(f"  {name}: {g['topics']} topic(s) on {len(g['brokers'])} broker(s); "
-                       f"replica spread {g['before']['replica_count_spread']} -> {fa['replica_count_spread']}, "
-                       f"leader spread {g['before']['leader_count_spread']} -> {fa['leader_count_spread']}, "
-                       f"additions {g['movement']['replica_additions']}")
-    if "duration" in report:
-        out += ["", "Duration estimate:"] + duration_lines(report["duration"])
-    return "\n".join(out) + "\n"
+def _storage_estimate_lines(b: dict, a: dict) -> list[str]:
+    """Free storage's range spread, deviation and minimum, before -> after."""
+    return [f"  range spread: {b['storage_free_range_spread_pct']:.2f}% -> {a['storage_free_range_spread_pct']:.2f}%",
+            f"  std. deviation: {b['storage_free_stddev_gb']:.2f}GB -> {a['storage_free_stddev_gb']:.2f}GB",
+            f"  min free: {b['storage_free_min_gb']:.2f}GB -> {a['storage_free_min_gb']:.2f}GB"]
+
+
+def _pool_lines(pools: dict) -> list[str]:
+    """One line per topic pool: its topics, brokers, spreads and additions."""
+    out = []
+    for name, g in pools.items():
+        fa = g["after"]
+        out.append(f"  {name}: {g['topics']} topic(s) on {len(g['brokers'])} broker(s); "
+                   f"replica spread {g['before']['replica_count_spread']} -> {fa['replica_count_spread']}, "
+                   f"leader spread {g['before']['leader_count_spread']} -> {fa['leader_count_spread']}, "
+                   f"additions {g['movement']['replica_additions']}")
+    return out
 
 
 def broker_figures(cluster: Cluster, assignment, targets) -> dict[int, dict]:

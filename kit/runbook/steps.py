@@ -1260,7 +1260,7 @@ def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, h
 def replacement_pairs(cluster: Cluster, replace: str, checks: Checks) -> list[tuple[int, int]]:
     """The OLD:NEW pairs (given, or each dead broker with an empty live broker), checked:
     OLD holds replicas, NEW is live and empty, and in OLD's rack when that is known."""
-    from kit.plan.replace import pair_dead_with_new
+    from kit.plan.actions.replace import pair_dead_with_new
 
     try:
         if replace:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster, Plan
-from kit.plan.select import broker_changes, finish, select_partitions
+from kit.plan.pipeline import Stages, run
+from kit.plan.select import broker_changes, select_partitions
 from kit.plan.workspace import Workspace
 
 
@@ -28,17 +29,31 @@ def plan_replace(cluster: Cluster, pairs: list[tuple[int, int]], topics: str | N
         if not cluster.brokers[n].alive:
             raise BadInput(f"--replace: new broker {n} is not alive")
     selected = select_partitions(cluster, topics, exclude)
-    mapping = dict(pairs)
     targets = sorted((set(cluster.live_ids) - set(olds)) | set(news))
-    ws = Workspace(cluster, targets, selected)
-    for p in selected:
+    notes = []
+    for o, n in pairs:
+        if cluster.rack_of(o) != cluster.rack_of(n):
+            notes.append(f"broker {n} (rack {cluster.rack_of(n)}) replaces {o} "
+                         f"from another rack ({cluster.rack_of(o)})")
+    # Unlike every other action, no leadership stage: NEW leads what OLD led.
+    stages = Stages(place=lambda ws: _substitute(ws, dict(pairs), ignore_warns), leadership=None)
+    changes = broker_changes(cluster, targets, replacing=olds)
+    return run(Workspace(cluster, targets, selected), stages, "replace", changes, notes)
+
+
+def _substitute(ws: Workspace, mapping: dict[int, int], ignore_warns: bool) -> None:
+    """Put each NEW broker in its OLD broker's slot in every selected partition (`mapping`
+    OLD -> NEW); a slot that breaks the rack rule is refused, or with `ignore_warns` warned of."""
+    cluster = ws.cluster
+    for p in ws.selected:
         reps = ws.assign[p]
         for pos, b in enumerate(list(reps)):
             new = mapping.get(b)
             if new is None:
                 continue
             if new in reps:
-                raise Unsafe(f"{cluster.partitions[p].name}: broker {new} already holds a replica; cannot replace {b} with it")
+                raise Unsafe(f"{cluster.partitions[p].name}: broker {new} already holds a replica; "
+                             f"cannot replace {b} with it")
             members = [m for m in reps if m != b]
             if not ws.rack_ok(new, members, len(reps)):
                 msg = (f"{cluster.partitions[p].name}: replacing {b} with {new} puts two replicas "
@@ -47,11 +62,6 @@ def plan_replace(cluster: Cluster, pairs: list[tuple[int, int]], topics: str | N
                     raise Unsafe(msg + " (use --ignore-warns to accept)")
                 ws.warnings.append(msg)
             ws.replace_slot(p, pos, new, "replaced broker")
-    notes = []
-    for o, n in pairs:
-        if cluster.rack_of(o) != cluster.rack_of(n):
-            notes.append(f"broker {n} (rack {cluster.rack_of(n)}) replaces {o} from another rack ({cluster.rack_of(o)})")
-    return finish(ws, "replace", broker_changes(cluster, targets, replacing=olds), notes)
 
 
 def pair_dead_with_new(cluster: Cluster) -> list[tuple[int, int]]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kit.errors import BadInput
 from kit.model import Cluster, Plan
-from kit.plan.remove import evacuate
+from kit.plan.actions.remove import evacuate
 from kit.plan.select import resolve_brokers, select_partitions
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster, Plan
-from kit.plan.balance import best_broker, place_orphans, set_replication
-from kit.plan.leadership import balance_leadership
-from kit.plan.storage import StorageBook, balance_storage, place_fresh_by_storage, place_orphans_by_storage
-from kit.plan.select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
+from kit.plan.pipeline import Stages, run
+from kit.plan.select import broker_changes, check_replication, resolve_brokers, select_partitions
+from kit.plan.steps.place import best_broker, place_orphans, set_replication
+from kit.plan.steps.storage import StorageBook, balance_storage, place_fresh_by_storage, place_orphans_by_storage
 from kit.plan.workspace import Workspace
 
 
@@ -58,39 +58,57 @@ def plan_rebuild(cluster: Cluster, topics: str | None = None, exclude: str | Non
     in_map = set(cluster.map_brokers())
     new = sorted(b for b in targets if b not in in_map)
     changes = broker_changes(cluster, targets, replacing=leaving)
-    book = None
-    if force_rebuild:
-        # Empty the selected map first, so placement sees only the load that stays.
-        for p in selected:
-            for b in list(ws.assign[p]):
-                ws.drop_replica(p, b, "rebuilt")
-        if placement == "storage":
-            book = StorageBook(ws, size_factor)
-            for p in sorted(selected, key=lambda p: (-book.size[p], p)):
-                place_fresh_by_storage(ws, book, p, replication or len(cluster.partitions[p].replicas), "rebuilt")
+    by_storage = placement == "storage"
+
+    def place(ws: Workspace) -> None:
+        if force_rebuild:
+            _place_afresh(ws, replication, by_storage, size_factor)
         else:
-            for p in selected:
-                rf = replication or len(cluster.partitions[p].replicas)
-                for _ in range(rf):
-                    b = best_broker(ws, p, ws.assign[p], rf)
-                    if b is None:
-                        raise Unsafe(f"{cluster.partitions[p].name}: no rack-safe broker left for a replica")
-                    ws.append_replica(p, b, "rebuilt")
-    else:
-        if sub_affinity and leaving:
-            pairs = substitution_affinities(cluster, leaving, new)
-            for p in selected:
-                for pos, b in enumerate(list(ws.assign[p])):
-                    if b in pairs:
-                        ws.replace_slot(p, pos, pairs[b], "replaced broker (substitution affinity)")
-        if placement == "storage":
-            book = StorageBook(ws, size_factor)
-            place_orphans_by_storage(ws, book, "replaced broker", ignore_warns)
-        else:
-            place_orphans(ws, "replaced broker", allow_rack_violation=ignore_warns)
-        if replication:
-            set_replication(ws, replication, f"replication -> {replication}")
-    if optimize == "storage":
+            _place_leaving(ws, leaving, new, sub_affinity, by_storage, size_factor, replication, ignore_warns)
+
+    def storage_balance(ws: Workspace) -> None:
         balance_storage(ws, StorageBook(ws, size_factor), "storage rebalance")
-    balance_leadership(ws)
-    return finish(ws, "rebuild" + (" (force)" if force_rebuild else ""), changes)
+
+    stages = Stages(place=place, balance=storage_balance if optimize == "storage" else None)
+    return run(ws, stages, "rebuild" + (" (force)" if force_rebuild else ""), changes)
+
+
+def _place_afresh(ws: Workspace, replication: int | None, by_storage: bool, size_factor: float) -> None:
+    """Empty the selected map, then give every partition its replicas again: the least
+    loaded rack-safe brokers (by count, or by storage, the largest partitions first)."""
+    cluster = ws.cluster
+    # Empty the selected map first, so placement sees only the load that stays.
+    for p in ws.selected:
+        for b in list(ws.assign[p]):
+            ws.drop_replica(p, b, "rebuilt")
+    if by_storage:
+        book = StorageBook(ws, size_factor)
+        for p in sorted(ws.selected, key=lambda p: (-book.size[p], p)):
+            place_fresh_by_storage(ws, book, p, replication or len(cluster.partitions[p].replicas), "rebuilt")
+        return
+    for p in ws.selected:
+        rf = replication or len(cluster.partitions[p].replicas)
+        for _ in range(rf):
+            b = best_broker(ws, p, ws.assign[p], rf)
+            if b is None:
+                raise Unsafe(f"{cluster.partitions[p].name}: no rack-safe broker left for a replica")
+            ws.append_replica(p, b, "rebuilt")
+
+
+def _place_leaving(ws: Workspace, leaving: list[int], new: list[int], sub_affinity: bool, by_storage: bool,
+                   size_factor: float, replication: int | None, ignore_warns: bool) -> None:
+    """Move only the replicas on brokers outside the targets (`leaving`): with
+    `sub_affinity` to the new broker in the same rack, else to the least loaded rack-safe
+    broker (by count or by storage); then set the replication factor if asked."""
+    if sub_affinity and leaving:
+        pairs = substitution_affinities(ws.cluster, leaving, new)
+        for p in ws.selected:
+            for pos, b in enumerate(list(ws.assign[p])):
+                if b in pairs:
+                    ws.replace_slot(p, pos, pairs[b], "replaced broker (substitution affinity)")
+    if by_storage:
+        place_orphans_by_storage(ws, StorageBook(ws, size_factor), "replaced broker", ignore_warns)
+    else:
+        place_orphans(ws, "replaced broker", allow_rack_violation=ignore_warns)
+    if replication:
+        set_replication(ws, replication, f"replication -> {replication}")

@@ -3,31 +3,28 @@ from __future__ import annotations
 
 from kit.errors import BadInput
 from kit.model import Cluster, Plan
-from kit.plan.balance import exact_evacuate, place_orphans
-from kit.plan.leadership import balance_leadership, leader_figures, shortfall
-from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
-from kit.plan.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
+from kit.plan.pipeline import Stages, run
+from kit.plan.select import broker_changes, resolve_brokers, select_partitions
+from kit.plan.steps.exact_refinement import exact_evacuate
+from kit.plan.steps.place import place_orphans
+from kit.plan.steps.spare_copies import place_within_copies
 from kit.plan.workspace import Workspace
 
 
 def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: str, reason: str,
              removed=(), min_rack_ids: int | None = None, ignore_warns: bool = False) -> Plan:
-    """Re-place exactly the selected replicas that sit outside `targets`, then balance leadership."""
+    """Re-place exactly the selected replicas that sit outside `targets`, then balance leadership
+    (`remove`, `az-loss` and the doctor's healing)."""
     ws = Workspace(cluster, targets, selected, min_rack_ids)
     rf_max = max((len(ws.assign[p]) for p in selected), default=0)
     if rf_max > len(targets):
         raise BadInput(f"replication factor {rf_max} is larger than the {len(targets)} target brokers available")
-    place_orphans(ws, reason, allow_rack_violation=ignore_warns)
-    exact_evacuate(ws, reason)
-    balance_leadership(ws)
-    # Leader or topic balance (failover is no target here) still short and no order can fix
-    # it: the moved replicas may land elsewhere, chosen with the order; no more copies. Only
-    # where the program may run: the figures alone take ~0.5 s at 200,000 partitions.
-    if len(ws.selected) <= PROGRAM_MAX_PARTITIONS:
-        figs = leader_figures(ws, ws.assign)
-        if shortfall(figs)[:2] != (0, 0):
-            place_for_leadership(ws, ws.copies_made(), reason, figs)
-    return finish(ws, action, broker_changes(cluster, targets, removed=removed))
+    # No count balance: only the replicas that must move do (placing them evens out where
+    # they land, the exact refinement further); the spare copies spend no copy beyond them.
+    stages = Stages(place=lambda ws: place_orphans(ws, reason, allow_rack_violation=ignore_warns),
+                    exact_refinement=lambda ws: exact_evacuate(ws, reason),
+                    spare_copies=lambda ws: place_within_copies(ws, reason))
+    return run(ws, stages, action, broker_changes(cluster, targets, removed=removed))
 
 
 def plan_remove(cluster: Cluster, remove: list[int], topics: str | None = None, exclude: str | None = None,

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from kit.model import Cluster, Plan
-from kit.plan.leadership import balance_leadership
-from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
+from kit.plan.pipeline import Stages, run
+from kit.plan.select import broker_changes, resolve_brokers, select_partitions
 from kit.plan.workspace import Workspace
 
 
@@ -15,6 +15,5 @@ def plan_leaders(cluster: Cluster, topics: str | None = None, exclude: str | Non
     # Only partitions wholly on the targets can be reordered without moving data off them.
     tset = set(targets)
     movable = [p for p in selected if all(b in tset for b in cluster.partitions[p].replicas)]
-    ws = Workspace(cluster, targets, movable)
-    balance_leadership(ws)
-    return finish(ws, "leaders", broker_changes(cluster, targets))
+    leadership_alone = Stages()
+    return run(Workspace(cluster, targets, movable), leadership_alone, "leaders", broker_changes(cluster, targets))

@@ -1,17 +1,28 @@
-"""Balance replica counts in place with the fewest additions; scale-out is the same on new brokers."""
+"""Rebalance: even out replica counts in place with the fewest additions (or free storage,
+with placement="storage"); `count_rebalance` is shared with scale-out."""
 from __future__ import annotations
 
 from kit.model import Cluster, Plan
-from kit.plan.balance import LARGE, balance_counts, exact_rebalance, place_orphans, small
-from kit.plan.leadership import shortfall, balance_leadership, leader_figures
-from kit.plan.storage import StorageBook, balance_storage, place_orphans_by_storage
+from kit.plan.objectives import COUNT_SPREAD
+from kit.plan.pipeline import Stages, rank, run, run_stages
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
-from kit.plan.spare_copies import spend_copies_on_leadership
-from kit.plan.topic_balance import topic_quotas
-from kit.plan.workspace import Workspace
+from kit.plan.steps.count_balance import balance_counts
+from kit.plan.steps.exact_refinement import refine_counts, small
+from kit.plan.steps.leadership import leader_figures
+from kit.plan.steps.place import place_orphans
+from kit.plan.steps.spare_copies import spend_copies_on_leadership
+from kit.plan.steps.storage import StorageBook, balance_storage, place_orphans_by_storage
+from kit.plan.steps.topic_quotas import topic_quotas
+from kit.plan.workspace import LARGE, Workspace
 
 
-def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brokers, ignore_warns) -> Plan:
+def count_rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brokers, ignore_warns) -> Plan:
+    """Even replica counts over the target brokers with the fewest copies, then leadership:
+    `rebalance` and `scale-out` (which differ only in the reason their moves give).
+
+    The one action whose pipeline is not a single run: the stages up to leadership run for
+    up to three count balances, the best by `pipeline.rank` is kept, and only it goes on to
+    the spare copies and finish."""
     selected = select_partitions(cluster, topics, exclude)
     targets = resolve_brokers(cluster, brokers, selected)
     # Up to three placements, all with the fewest copies found: the greedy pass following
@@ -36,19 +47,34 @@ def _rebalance(cluster: Cluster, action: str, reason: str, topics, exclude, brok
     for how in placements:
         if how["spread_topics"] and not small(ws):
             break
-        alt = _balanced(cluster, targets, selected, reason, ignore_warns, **how)
-        if ws is None or _quality(alt) < _quality(ws):
+        alt = run_stages(Workspace(cluster, targets, selected), count_stages(reason, ignore_warns, **how))
+        if ws is None or rank(alt) < rank(ws):
             ws = alt
         figs = leader_figures(ws, ws.assign)
         # Done when balanced and every leadership target is met. The quotas can leave the
         # counts a step short where the greedy pass alone would not (hypothesis found one).
-        if ws.count_spread() <= 1 and shortfall(figs) == (0, 0, 0):
+        if ws.count_spread() <= COUNT_SPREAD.target and figs.met():
             break
-    # A target still missed: other replica sets (the 5% allowance over the fewest copies
-    # included) may give a dying broker's leadership, or a topic's, brokers to go to.
-    if shortfall(figs) != (0, 0, 0):
+    # The spare copies stage. A target still missed: other replica sets (the 5% allowance
+    # over the fewest copies included) may give a dying broker's leadership, or a topic's,
+    # brokers to go to.
+    if not figs.met():
         spend_copies_on_leadership(ws, ws.copies_made(), _additions_bound(cluster, targets), reason, figs)
     return finish(ws, action, broker_changes(cluster, targets))
+
+
+def count_stages(reason: str, ignore_warns: bool, quotas: bool, spread_touched: bool, spread_topics: bool) -> Stages:
+    """One count balance's stages, place to leadership. Replicas on brokers outside the
+    targets must move anyway: they are placed first, evenly. Then the greedy count balance
+    (following the topic flow's quotas with `quotas`; spreading its moves over many replica
+    sets with `spread_touched`), then on small clusters the exact flow (spreading each topic
+    with `spread_topics`)."""
+    def balance(ws: Workspace) -> None:
+        balance_counts(ws, reason, quotas=topic_quotas(ws) if quotas else None, spread_touched=spread_touched)
+
+    return Stages(place=lambda ws: place_orphans(ws, "broker not in target set", allow_rack_violation=ignore_warns),
+                  balance=balance,
+                  exact_refinement=lambda ws: refine_counts(ws, reason, spread_topics=spread_topics))
 
 
 def _additions_bound(cluster: Cluster, targets) -> int:
@@ -71,36 +97,6 @@ def _counts(cluster: Cluster, targets) -> list[int]:
     return list(held.values())
 
 
-def _balanced(cluster, targets, selected, reason, ignore_warns, quotas: bool, spread_touched: bool,
-              spread_topics: bool) -> Workspace:
-    ws = Workspace(cluster, targets, selected)
-    # Replicas on brokers outside the targets must move anyway: place them first, evenly.
-    place_orphans(ws, "broker not in target set", allow_rack_violation=ignore_warns)
-    balance_counts(ws, reason, quotas=topic_quotas(ws) if quotas else None, spread_touched=spread_touched)
-    # On small clusters a min-cost flow can find fewer copies for the same balance; a
-    # greedy pass after it may narrow the range again, so alternate until neither helps.
-    for _ in range(8):
-        if not exact_rebalance(ws, reason, spread_topics=spread_topics):
-            break
-        # The greedy pass may move again; keep its moves only if they narrow the spread,
-        # else they are copies the exact placement showed to be unneeded.
-        saved, spread = [list(ws.assign[p]) for p in ws.selected], ws.count_spread()
-        if not balance_counts(ws, reason):
-            break
-        if ws.count_spread() >= spread:
-            for p, reps in zip(ws.selected, saved):
-                ws.restore(p, reps)
-            break
-    balance_leadership(ws)
-    return ws
-
-
-def _quality(ws: Workspace) -> tuple:
-    """Replica count spread, copies, then the leadership figures against their targets."""
-    figs = leader_figures(ws, ws.assign)
-    return (ws.count_spread(), ws.copies_made()) + shortfall(figs) + figs
-
-
 def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
                    brokers: list[int] | None = None, ignore_warns: bool = False,
                    placement: str = "count", size_factor: float = 1.0) -> Plan:
@@ -108,7 +104,7 @@ def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | N
     leaders and failover order over the target brokers."""
     if placement == "storage":
         return _rebalance_storage(cluster, topics, exclude, brokers, ignore_warns, size_factor)
-    return _rebalance(cluster, "rebalance", "rebalance", topics, exclude, brokers, ignore_warns)
+    return count_rebalance(cluster, "rebalance", "rebalance", topics, exclude, brokers, ignore_warns)
 
 
 def _rebalance_storage(cluster, topics, exclude, brokers, ignore_warns, size_factor) -> Plan:
@@ -116,13 +112,6 @@ def _rebalance_storage(cluster, topics, exclude, brokers, ignore_warns, size_fac
     targets = resolve_brokers(cluster, brokers, selected)
     ws = Workspace(cluster, targets, selected)
     book = StorageBook(ws, size_factor)
-    place_orphans_by_storage(ws, book, "broker not in target set", ignore_warns)
-    balance_storage(ws, book, "storage rebalance")
-    balance_leadership(ws)
-    return finish(ws, "rebalance (storage)", broker_changes(cluster, targets))
-
-
-def plan_scale_out(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
-                   brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
-    """Move the fewest replicas onto new and underfull brokers until counts are even."""
-    return _rebalance(cluster, "scale-out", "moved to new/underfull broker", topics, exclude, brokers, ignore_warns)
+    stages = Stages(place=lambda ws: place_orphans_by_storage(ws, book, "broker not in target set", ignore_warns),
+                    balance=lambda ws: balance_storage(ws, book, "storage rebalance"))
+    return run(ws, stages, "rebalance (storage)", broker_changes(cluster, targets))

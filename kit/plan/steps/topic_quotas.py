@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
-from kit.plan.balance import _count_range
+from kit.plan.steps.count_balance import count_range
 from kit.plan.workspace import Workspace
 
 _TIERS = 4  # the k-th unit away from a topic's even share costs min(k, _TIERS)
@@ -72,6 +72,7 @@ def _tier_arcs(units: int, gain: int) -> list[tuple[int, int]]:
     return arcs
 
 
+# One min-cost-flow network built and read whole (92 lines): its node numbering runs through it all.
 def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] | None:
     """Per group: (topic, replicas leaving, replicas arriving per broker index), for the
     fewest moves that bring every target's count into the balanced range. None when the
@@ -80,7 +81,7 @@ def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] 
     counts = ws.count[tidx]
     total = int(counts.sum())
     lo_all, hi_all = total // tidx.size, -(-total // tidx.size)
-    lo, hi, pinned = _count_range(ws, counts, lo_all, hi_all)
+    lo, hi, pinned = count_range(ws, counts, lo_all, hi_all)
     if pinned:
         # Racks pin each rack's total: balance inside each rack.
         lo, hi = _rack_balanced(ws, counts)

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.plan.balance import _count_range
-from kit.plan.exact_order import best_placement
-from kit.plan.leadership import (_eligible, _inherit_matrix, balance_leadership, drop_order_notes, failover_excess_by_broker,
-                         leader_figures, missed_targets, shortfall)
+from kit.plan.steps.count_balance import count_range
+from kit.plan.solvers.exact_order import best_placement
+from kit.plan.objectives import FAILOVER_EXCESS, TOPIC_LEADER_EXCESS, LeaderFigures
+from kit.plan.steps.leadership import (balance_leadership, drop_order_notes, failover_excess_by_broker, heirs_of,
+                                      inherit_matrix, leader_figures)
 from kit.plan.workspace import Workspace
 
 MAX_PARTITIONS = 5_000  # selected partitions: each try of the local search re-plans leadership
@@ -44,18 +45,18 @@ PLACEMENT_NOTE = ("the least any plan within {budget} copies allows where each p
 
 
 def spend_copies_on_leadership(ws: Workspace, copies: int, bound: int, reason: str,
-                               figs: tuple[int, int, int]) -> None:
+                               figs: LeaderFigures) -> None:
     """Where a leadership target is still missed after the count balance, which made
     `copies` copies against a lower bound `bound`: replica sets and order by integer
     programming within 5% of the fewer of the two, else (too large for it) the local search.
     `figs` are the plan's leadership figures now (`leader_figures`)."""
-    if not copies or shortfall(figs) == (0, 0, 0):
+    if not copies or figs.met():
         return
     allowance = int(1.05 * min(copies, bound))
     budget = max(copies, allowance)
     if not place_for_leadership(ws, budget, reason, figs) and copies <= bound:
         figs = leader_figures(ws, ws.assign)  # the program may have taken other sets
-        if shortfall(figs)[1:] != (0, 0):
+        if figs.shortfall().topic_leader_excess or figs.shortfall().failover_excess:
             spend_spare_copies(ws, allowance - ws.copies_made(), reason, figs)
     made = ws.copies_made()
     if made > copies:
@@ -63,7 +64,18 @@ def spend_copies_on_leadership(ws: Workspace, copies: int, bound: int, reason: s
                         f"balance (at most {budget}, 5% over the fewest)")
 
 
-def place_for_leadership(ws: Workspace, budget: int, reason: str, figs) -> bool:
+def place_within_copies(ws: Workspace, reason: str) -> None:
+    """An evacuation's spare copies (`remove`, `az-loss`, healing): where leader or topic
+    balance (failover is no target there) is still short and no order can fix it, the moved
+    replicas may land elsewhere, chosen with the order; no more copies. Only where the
+    program may run: the figures alone take ~0.5 s at 200,000 partitions."""
+    if len(ws.selected) <= PROGRAM_MAX_PARTITIONS:
+        figs = leader_figures(ws, ws.assign)
+        if figs.shortfall().leader_spread or figs.shortfall().topic_leader_excess:
+            place_for_leadership(ws, ws.copies_made(), reason, figs)
+
+
+def place_for_leadership(ws: Workspace, budget: int, reason: str, figs: LeaderFigures) -> bool:
     """Take the integer program's replica sets and order (`best_placement`, at most `budget`
     copies) if they have lower shortfalls (or as low, with fewer copies); True when that
     settles it (targets met or proven least)."""
@@ -71,21 +83,21 @@ def place_for_leadership(ws: Workspace, budget: int, reason: str, figs) -> bool:
         return False
     tidx = ws.target_idx
     lo, hi = _count_bounds(ws)
-    found = best_placement(ws, lambda x: _eligible(ws, x), shortfall(figs), budget, lo[tidx], hi[tidx])
+    found = best_placement(ws, lambda x: heirs_of(ws, x), figs.shortfall(), budget, lo[tidx], hi[tidx])
     if found is None:
         return False
     assign, proved = found
     before = ws.copies_made()
     after = sum(_copies_of(ws, p, assign[p]) for p in ws.selected)
-    if shortfall(leader_figures(ws, assign)) + (after,) < shortfall(figs) + (before,):
+    if leader_figures(ws, assign).shortfall() + (after,) < figs.shortfall() + (before,):
         _take(ws, assign, reason)
         drop_order_notes(ws)  # other replica sets now
         balance_leadership(ws)  # the flows' figures below the targets too: a fixed point
         figs = leader_figures(ws, ws.assign)
-    if proved and shortfall(figs) != (0, 0, 0):
+    if proved and not figs.met():
         drop_order_notes(ws)  # the program's claim covers every order of these sets too
-        ws.notes.append(f"{missed_targets(figs)}: {PLACEMENT_NOTE.format(budget=budget)}")
-    return proved or shortfall(figs) == (0, 0, 0)
+        ws.notes.append(f"{figs.missed()}: {PLACEMENT_NOTE.format(budget=budget)}")
+    return proved or figs.met()
 
 
 def _take(ws: Workspace, assign: list[list[int]], reason: str) -> None:
@@ -104,7 +116,7 @@ def _take(ws: Workspace, assign: list[list[int]], reason: str) -> None:
             ws.reasons[p] = reason
 
 
-def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: tuple[int, int, int]) -> int:
+def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: LeaderFigures) -> int:
     """Use at most `budget` more copies to lower the failover (or else the per-topic leader)
     shortfall; returns copies used.
 
@@ -116,7 +128,7 @@ def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: tuple[int,
         return 0
     used = tries = 0
     key = _rank(ws, figs)
-    while shortfall(figs)[1:] != (0, 0) and tries < MAX_TRIES:
+    while (figs.shortfall().topic_leader_excess or figs.shortfall().failover_excess) and tries < MAX_TRIES:
         for moves in _candidates(ws, figs):
             cost = _copies(ws, moves)
             if used + cost > budget:
@@ -142,19 +154,19 @@ def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: tuple[int,
     return used
 
 
-def _rank(ws: Workspace, figs) -> tuple:
+def _rank(ws: Workspace, figs: LeaderFigures) -> tuple:
     """Shortfalls, figures, then every broker's failover excess, worst first: one move
     evens out one broker, and several brokers may share the worst figure."""
-    excess = failover_excess_by_broker(ws, _inherit_matrix(ws, ws.assign))
-    return shortfall(figs) + figs + tuple(sorted(excess.values(), reverse=True))
+    excess = failover_excess_by_broker(ws, inherit_matrix(ws, ws.assign))
+    return figs.rank() + tuple(sorted(excess.values(), reverse=True))
 
 
-def _candidates(ws: Workspace, figs) -> list[list[tuple[int, int, int]]]:
+def _candidates(ws: Workspace, figs: LeaderFigures) -> list[list[tuple[int, int, int]]]:
     """Moves (partition, from broker id, to broker id) for the worst figure still short:
     failover first, else the topic whose leaders are least even."""
-    if shortfall(figs)[2]:
+    if figs.shortfall().failover_excess:
         return _failover_candidates(ws)
-    if shortfall(figs)[1]:
+    if figs.shortfall().topic_leader_excess:
         return _topic_candidates(ws)
     return []
 
@@ -162,13 +174,13 @@ def _candidates(ws: Workspace, figs) -> list[list[tuple[int, int, int]]]:
 def _failover_candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
     """Give the worst-failing broker's leadership a broker it under-serves in place of one
     it over-serves: a partition it leads with `over` first after it takes `under` instead."""
-    inherit = _inherit_matrix(ws, ws.assign)
+    inherit = inherit_matrix(ws, ws.assign)
     excess = failover_excess_by_broker(ws, inherit)
     worst = max(excess.values(), default=0)
-    if worst <= 2:
+    if worst <= FAILOVER_EXCESS.target:
         return []
     x = min(b for b, e in excess.items() if e == worst)
-    elig = _eligible(ws, x)
+    elig = heirs_of(ws, x)
     vals = inherit[x, elig]
     over = int(elig[int(np.argmax(vals))])
     under = int(elig[int(np.argmin(vals))])
@@ -191,7 +203,7 @@ def _topic_candidates(ws: Workspace) -> list[list[tuple[int, int, int]]]:
     n_t = np.bincount(ws.topic[ws.selected], minlength=len(ws.topic_names))
     excess = sub.max(axis=1) - sub.min(axis=1) - (n_t % len(tidx) != 0)
     t = int(np.argmax(excess))
-    if excess[t] <= 1:
+    if excess[t] <= TOPIC_LEADER_EXCESS.target:
         return []
     most, fewest = int(tidx[int(np.argmax(sub[t]))]), int(tidx[int(np.argmin(sub[t]))])
     most_id = ws.ids[most]
@@ -248,7 +260,7 @@ def _count_bounds(ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
     """Per broker index, the replica count range the balance reached (per rack where racks
     fix each rack's total)."""
     c = ws.count[ws.target_idx]
-    lo_t, hi_t, _ = _count_range(ws, c, int(c.min()), int(c.max()))
+    lo_t, hi_t, _ = count_range(ws, c, int(c.min()), int(c.max()))
     lo, hi = np.zeros(len(ws.ids), dtype=np.int64), np.zeros(len(ws.ids), dtype=np.int64)
     lo[ws.target_idx], hi[ws.target_idx] = lo_t, hi_t
     return lo, hi

@@ -21,9 +21,13 @@ integer quotient per broker.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
+
+from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS
 
 # Selected partitions, and variables (one per class of interchangeable partitions and
 # ordered pair of their replicas), above which the order program is not tried: beyond it
@@ -98,22 +102,17 @@ def _replica_sets(ws, p: int) -> list[tuple[int, ...]]:
     orig = list(ws.cluster.partitions[p].replicas)
     idx, tgt = ws.index, ws.is_target_list
     off = [b for b in orig if not tgt[idx[b]]]
-    out = [tuple(orig)] if not off and _rack_safe(ws, orig) else []
+    out = [tuple(orig)] if not off and ws.rack_ok_set(orig) else []
     if len(off) <= 1 and len(orig) == len(ws.assign[p]):
         for b in off or orig:
             for d in ws.targets:
                 moved = [d if m == b else m for m in orig]
-                if d not in orig and _rack_safe(ws, moved):
+                if d not in orig and ws.rack_ok_set(moved):
                     out.append(tuple(moved))
     now = frozenset(ws.assign[p])
     if all(frozenset(s) != now for s in out):
         out.append(tuple(ws.assign[p]))
     return out
-
-
-def _rack_safe(ws, members: list[int]) -> bool:
-    """Whether a whole replica set keeps the rack rule: each member may join the others."""
-    return all(ws.rack_ok(m, [o for o in members if o != m], len(members)) for m in members)
 
 
 def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None):
@@ -122,37 +121,66 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
     counted against `base` too. `limits` = (copies budget, count range) turns on the
     replica-count, degree and copy constraints."""
     tidx = ws.target_idx
-    nt = tidx.size
     pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
-    pos_of[tidx] = np.arange(nt)
-    idx = ws.index
+    pos_of[tidx] = np.arange(tidx.size)
+    found = _classes(ws, assign, base, sets_of, pos_of, max_variables, limits is not None)
+    if found is None:
+        return None
+    items, groups, choices, fixed = found
+    topics = sorted({int(ws.topic[p]) for p in items} | {t for t, _ in fixed.topic})
+    elig = [set(int(pos_of[e]) for e in eligible(int(x))) for x in tidx]
+    var = _Variables(len(choices), len(topics), tidx.size, limits is not None)
+    rows = _Rows()
+    _leadership_rows(rows, ws, var, choices, groups, items, topics, elig, fixed)
+    budget = 0
+    if limits:
+        budget, count_lo, count_hi = limits
+        _placement_rows(rows.add, choices, tidx.size, fixed.count, fixed.peers, count_lo, count_hi, budget,
+                        var.peer_at, var.peer_pairs, ws.degree_floor)
+    cost, upper, weights = _objective(ws, var, choices, groups, items, base, pos_of, budget, caps, len(assign))
+    res = milp(cost, constraints=LinearConstraint(rows.matrix(var.n), rows.lo, rows.hi), integrality=np.ones(var.n),
+               bounds=Bounds(np.zeros(var.n), upper), options={"node_limit": NODE_LIMIT, "presolve": True})
+    if res.x is None:
+        return None
+    xs = np.round(res.x).astype(np.int64)
+    # Any plan with lower shortfalls (in order of importance) would cost at least one
+    # failover unit less, more than all the copies and changes: a dual bound above that
+    # proves none exists, whether or not the search finished.
+    w_lead, w_topic, w_fail = weights
+    weighed = w_lead * xs[var.s_lead] + w_topic * xs[var.s_topic] + w_fail * xs[var.s_fail]
+    proved = res.mip_dual_bound is not None and res.mip_dual_bound > weighed - 0.5
+    return _assignment(ws, assign, groups, choices, xs[:var.nv]), proved
 
-    # Partitions of one topic with the same replica list in `base` and the same choices are
-    # interchangeable: one variable per class and choice counts how many of them take it.
-    # The same program, without the symmetric copies of every solution.
-    items, groups, group_of = [], [], {}
-    choices = []  # per variable: (class, set positions, leader, follower or -1, copies)
-    fixed_lead = np.zeros(nt, dtype=np.int64)
-    fixed_topic: dict[tuple[int, int], int] = {}
-    fixed_pair: dict[tuple[int, int], int] = {}
-    fixed_led = np.zeros(nt, dtype=np.int64)  # partitions with followers, by leader
-    fixed_count = np.zeros(nt, dtype=np.int64)
-    fixed_peers = np.zeros((nt, nt), dtype=bool)
+
+@dataclass
+class _Fixed:
+    """The load of the partitions the program does not choose for, per target position."""
+
+    lead: np.ndarray  # partitions led
+    topic: dict[tuple[int, int], int]  # (topic, leader) -> partitions led
+    pair: dict[tuple[int, int], int]  # (leader, first follower) -> partitions
+    led: np.ndarray  # partitions with followers led
+    count: np.ndarray  # replicas held (placement only)
+    peers: np.ndarray  # pairs of positions sharing a partition (placement only)
+
+
+def _classes(ws, assign, base, sets_of, pos_of, max_variables: int, placement: bool):
+    """The program's choices: (items, groups, choices, fixed), or None when it would have
+    more than `max_variables` choices or nothing to choose.
+
+    Partitions of one topic with the same replica list in `base` and the same choices are
+    interchangeable: one variable per class and choice counts how many of them take it.
+    The same program, without the symmetric copies of every solution. A choice is (class,
+    set positions, leader, follower or -1, copies)."""
+    nt = ws.target_idx.size
+    idx = ws.index
+    items, groups, group_of, choices = [], [], {}, []
+    fixed = _Fixed(np.zeros(nt, dtype=np.int64), {}, {}, np.zeros(nt, dtype=np.int64),
+                   np.zeros(nt, dtype=np.int64), np.zeros((nt, nt), dtype=bool))
     for p, reps in enumerate(assign):
         ps = [int(pos_of[idx[b]]) for b in reps]
         if not ws.is_selected[p] or min(ps) < 0:
-            if limits:
-                on = [a for a in ps if a >= 0]
-                fixed_count[on] += 1
-                fixed_peers[np.ix_(on, on)] = True
-            if ps and ps[0] >= 0:
-                fixed_lead[ps[0]] += 1
-                key = (int(ws.topic[p]), ps[0])
-                fixed_topic[key] = fixed_topic.get(key, 0) + 1
-                if len(ps) > 1:
-                    fixed_led[ps[0]] += 1
-                    if ps[1] >= 0:
-                        fixed_pair[(ps[0], ps[1])] = fixed_pair.get((ps[0], ps[1]), 0) + 1
+            _add_fixed(fixed, ps, int(ws.topic[p]), placement)
             continue
         items.append(p)
         sets = [tuple(s) for s in sets_of(p)]
@@ -176,37 +204,69 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
             return None
     if not items:
         return None
+    return items, groups, choices, fixed
 
-    nv = len(choices)
-    topics = sorted({int(ws.topic[p]) for p in items} | {t for t, _ in fixed_topic})
-    tnum = {t: i for i, t in enumerate(topics)}
-    elig = [set(int(pos_of[e]) for e in eligible(int(x))) for x in tidx]
-    # Extra variables: smallest leader count, smallest per topic, smallest per failover
-    # row, per broker whether its partitions split unevenly and their quotient, the three
-    # shortfalls, then (placement only) whether each pair of brokers shares a partition.
-    m_lead = nv
-    m_topic = nv + 1
-    m_fail = m_topic + len(topics)
-    uneven_at = m_fail + nt
-    quot_at = uneven_at + nt
-    s_lead, s_topic, s_fail = quot_at + nt, quot_at + nt + 1, quot_at + nt + 2
-    peer_at = s_fail + 1
-    peer_pairs = [(a, c) for a in range(nt) for c in range(a + 1, nt)] if limits else []
-    n = peer_at + len(peer_pairs)
 
-    rows, cols, vals, lo, hi = [], [], [], [], []
-    r = 0
+def _add_fixed(fixed: _Fixed, ps: list[int], topic: int, placement: bool) -> None:
+    """Count a partition the program does not choose for (replicas at target positions `ps`,
+    -1 off the targets) into the fixed load."""
+    if placement:
+        on = [a for a in ps if a >= 0]
+        fixed.count[on] += 1
+        fixed.peers[np.ix_(on, on)] = True
+    if ps and ps[0] >= 0:
+        fixed.lead[ps[0]] += 1
+        key = (topic, ps[0])
+        fixed.topic[key] = fixed.topic.get(key, 0) + 1
+        if len(ps) > 1:
+            fixed.led[ps[0]] += 1
+            if ps[1] >= 0:
+                fixed.pair[(ps[0], ps[1])] = fixed.pair.get((ps[0], ps[1]), 0) + 1
 
-    def constraint(entries, low, high):
-        nonlocal r
+
+class _Variables:
+    """Where each variable sits: first one per choice, then the smallest leader count, the
+    smallest per topic, the smallest per failover row, per broker whether its partitions
+    split unevenly and their quotient, the three shortfalls, then (placement only) whether
+    each pair of brokers shares a partition."""
+
+    def __init__(self, nv: int, n_topics: int, nt: int, placement: bool):
+        self.nv = nv
+        self.m_lead = nv
+        self.m_topic = nv + 1
+        self.m_fail = self.m_topic + n_topics
+        self.uneven_at = self.m_fail + nt
+        self.quot_at = self.uneven_at + nt
+        self.s_lead, self.s_topic, self.s_fail = self.quot_at + nt, self.quot_at + nt + 1, self.quot_at + nt + 2
+        self.peer_at = self.s_fail + 1
+        self.peer_pairs = [(a, c) for a in range(nt) for c in range(a + 1, nt)] if placement else []
+        self.n = self.peer_at + len(self.peer_pairs)
+
+
+class _Rows:
+    """The program's constraints, a sparse row at a time: low <= sum(value * x[col]) <= high."""
+
+    def __init__(self):
+        self.rows, self.cols, self.vals, self.lo, self.hi = [], [], [], [], []
+
+    def add(self, entries, low, high) -> None:
+        r = len(self.lo)
         for c, v in entries:
-            rows.append(r)
-            cols.append(c)
-            vals.append(v)
-        lo.append(low)
-        hi.append(high)
-        r += 1
+            self.rows.append(r)
+            self.cols.append(c)
+            self.vals.append(v)
+        self.lo.append(low)
+        self.hi.append(high)
 
+    def matrix(self, n: int):
+        return coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.lo), n)).tocsr()
+
+
+def _leadership_rows(rows: _Rows, ws, var: _Variables, choices, groups, items, topics, elig, fixed: _Fixed) -> None:
+    """Every class's partitions chosen for; the leader count, each topic's leaders and each
+    broker's failover within their targets, what exceeds them counted in the shortfalls."""
+    nt = ws.target_idx.size
+    tnum = {t: i for i, t in enumerate(topics)}
     by_group: dict[int, list[int]] = {}
     by_lead: list[list[int]] = [[] for _ in range(nt)]
     by_topic: dict[tuple[int, int], list[int]] = {}
@@ -221,74 +281,66 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
         if c >= 0 and c in elig[a]:
             by_pair.setdefault((a, c), []).append(k)
     for g, ks in by_group.items():
-        constraint([(k, 1.0) for k in ks], len(groups[g]), len(groups[g]))
+        rows.add([(k, 1.0) for k in ks], len(groups[g]), len(groups[g]))
     for a in range(nt):
         ks = [(k, 1.0) for k in by_lead[a]]
-        f = float(fixed_lead[a])
-        constraint(ks + [(m_lead, -1.0)], -f, np.inf)
-        constraint(ks + [(m_lead, -1.0), (s_lead, -1.0)], -np.inf, 1 - f)
+        f = float(fixed.lead[a])
+        rows.add(ks + [(var.m_lead, -1.0)], -f, np.inf)
+        rows.add(ks + [(var.m_lead, -1.0), (var.s_lead, -1.0)], -np.inf, LEADER_SPREAD.target - f)
     n_topic = np.zeros(len(topics), dtype=np.int64)
     for p in items:
         n_topic[tnum[int(ws.topic[p])]] += 1
-    for (t, _), v in fixed_topic.items():
+    for (t, _), v in fixed.topic.items():
         n_topic[tnum[t]] += v
     for i, t in enumerate(topics):
         uneven = 0 if n_topic[i] % nt == 0 else 1
         for a in range(nt):
             ks = [(k, 1.0) for k in by_topic.get((i, a), [])]
-            f = float(fixed_topic.get((t, a), 0))
-            constraint(ks + [(m_topic + i, -1.0)], -f, np.inf)
-            constraint(ks + [(m_topic + i, -1.0), (s_topic, -1.0)], -np.inf, 1 + uneven - f)
+            f = float(fixed.topic.get((t, a), 0))
+            rows.add(ks + [(var.m_topic + i, -1.0)], -f, np.inf)
+            rows.add(ks + [(var.m_topic + i, -1.0), (var.s_topic, -1.0)], -np.inf,
+                     TOPIC_LEADER_EXCESS.target + uneven - f)
     for a in range(nt):
         # uneven may be 1 only if led - |elig| * quotient lies in 1 .. |elig| - 1.
         e = float(len(elig[a]))
         led = [(k, 1.0) for k in by_led[a]]
-        f = float(fixed_led[a])
-        constraint(led + [(quot_at + a, -e), (uneven_at + a, -1.0)], -f, np.inf)
-        constraint(led + [(quot_at + a, -e)], -np.inf, e - 1 - f)
+        f = float(fixed.led[a])
+        rows.add(led + [(var.quot_at + a, -e), (var.uneven_at + a, -1.0)], -f, np.inf)
+        rows.add(led + [(var.quot_at + a, -e)], -np.inf, e - 1 - f)
         for c in elig[a]:
             ks = [(k, 1.0) for k in by_pair.get((a, c), [])]
-            f = float(fixed_pair.get((a, c), 0))
-            constraint(ks + [(m_fail + a, -1.0)], -f, np.inf)
-            constraint(ks + [(m_fail + a, -1.0), (s_fail, -1.0), (uneven_at + a, -1.0)], -np.inf, 2 - f)
-    budget = 0
-    if limits:
-        budget, count_lo, count_hi = limits
-        _placement_rows(constraint, choices, nt, fixed_count, fixed_peers, count_lo, count_hi, budget,
-                        peer_at, peer_pairs, ws.degree_floor)
+            f = float(fixed.pair.get((a, c), 0))
+            rows.add(ks + [(var.m_fail + a, -1.0)], -f, np.inf)
+            rows.add(ks + [(var.m_fail + a, -1.0), (var.s_fail, -1.0), (var.uneven_at + a, -1.0)], -np.inf,
+                     FAILOVER_EXCESS.target - f)
 
-    # Lexicographic by weights: one unit of a more important shortfall outweighs every
-    # possible unit of the less important ones, all the copies and all the changes together.
+
+def _objective(ws, var: _Variables, choices, groups, items, base, pos_of, budget: int, caps, n_parts: int):
+    """Costs and upper bounds of the variables, and the weights of the three shortfalls.
+
+    Lexicographic by weights: one unit of a more important shortfall outweighs every
+    possible unit of the less important ones, all the copies and all the changes together."""
+    idx = ws.index
+    nt = ws.target_idx.size
     w_copy = float(len(items) + 1)
     w_fail = w_copy * (budget + 1)
     w_topic = w_fail * (caps[2] + 2)
     w_lead = w_topic * (caps[1] + 2)
-    cost = np.zeros(n)
+    cost = np.zeros(var.n)
     for k, (g, sp, a, c, copies) in enumerate(choices):
         was = base[groups[g][0]]
         kept = (copies == 0 and pos_of[idx[was[0]]] == a and (c < 0 or pos_of[idx[was[1]]] == c)
                 and len(sp) == len(was) and set(sp) == {int(pos_of[idx[b]]) for b in was})
         cost[k] = copies * w_copy + (0.0 if kept else 1.0)
-    cost[s_lead], cost[s_topic], cost[s_fail] = w_lead, w_topic, w_fail
-    upper = np.ones(n)
-    upper[:nv] = [len(groups[g]) for g, *_ in choices]
-    upper[nv:peer_at] = len(assign)
-    upper[uneven_at:uneven_at + nt] = 1
+    cost[var.s_lead], cost[var.s_topic], cost[var.s_fail] = w_lead, w_topic, w_fail
+    upper = np.ones(var.n)
+    upper[:var.nv] = [len(groups[g]) for g, *_ in choices]
+    upper[var.nv:var.peer_at] = n_parts
+    upper[var.uneven_at:var.uneven_at + nt] = 1
     # No worse in any figure: with each shortfall capped, the weights order plans exactly
     # as the shortfalls do, most important first.
-    upper[s_lead], upper[s_topic], upper[s_fail] = caps
-    a_mat = coo_matrix((vals, (rows, cols)), shape=(r, n)).tocsr()
-    res = milp(cost, constraints=LinearConstraint(a_mat, lo, hi), integrality=np.ones(n),
-               bounds=Bounds(np.zeros(n), upper), options={"node_limit": NODE_LIMIT, "presolve": True})
-    if res.x is None:
-        return None
-    xs = np.round(res.x).astype(np.int64)
-    # Any plan with lower shortfalls (in order of importance) would cost at least one
-    # failover unit less, more than all the copies and changes: a dual bound above that
-    # proves none exists, whether or not the search finished.
-    weighed = w_lead * xs[s_lead] + w_topic * xs[s_topic] + w_fail * xs[s_fail]
-    proved = res.mip_dual_bound is not None and res.mip_dual_bound > weighed - 0.5
-    return _assignment(ws, assign, groups, choices, xs[:nv]), proved
+    upper[var.s_lead], upper[var.s_topic], upper[var.s_fail] = caps
+    return cost, upper, (w_lead, w_topic, w_fail)
 
 
 def _assignment(ws, assign, groups, choices, taken) -> list[list[int]]:

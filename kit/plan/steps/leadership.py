@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.plan.flow import bounded_assignment, soft_assignment, water_fill
-from kit.plan.balance import LARGE
-from kit.plan.exact_order import MAX_VARIABLES, best_order
-from kit.plan.workspace import Workspace
+from kit.plan.failover import excess_by_leader, heirs
+from kit.plan.objectives import LeaderFigures
+from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
+from kit.plan.solvers.flow import bounded_assignment, soft_assignment, water_fill
+from kit.plan.workspace import LARGE, Workspace
 
 
-
-def leader_figures(ws: Workspace, assign: list[list[int]]) -> tuple[int, int, int]:
-    """(leader count spread, worst per-topic leader excess, failover excess) over the targets,
-    as evaluate_plan.py defines them."""
+def leader_figures(ws: Workspace, assign: list[list[int]]) -> LeaderFigures:
+    """Leader count spread, worst per-topic leader excess and failover excess over the
+    targets, as evaluate_plan.py defines them."""
     idx = ws.index
     tidx = ws.target_idx
     n = len(ws.ids)
@@ -36,10 +36,13 @@ def leader_figures(ws: Workspace, assign: list[list[int]]) -> tuple[int, int, in
     n_t = t_lead.sum(axis=1)
     ideal = (n_t % len(tidx) != 0).astype(np.int64)
     tex = max(0, int(((sub.max(axis=1) - sub.min(axis=1)) - ideal).max(initial=0)))
-    return lspread, tex, _failover_excess(ws, _inherit_matrix(ws, assign))
+    # The worst broker's excess as it is, -1 included, unlike the report's (never below 0,
+    # `failover.worst_excess`): plans have always been ranked so, and -1 ranks below 0.
+    fo = max(failover_excess_by_broker(ws, inherit_matrix(ws, assign)).values(), default=0)
+    return LeaderFigures(lspread, tex, fo)
 
 
-def _inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
+def inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
     """inherit[x, y]: partitions led by x whose first follower is y."""
     idx = ws.index
     n = len(ws.ids)
@@ -47,34 +50,17 @@ def _inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
     return np.bincount(pairs[:, 0] * n + pairs[:, 1], minlength=n * n).reshape(n, n)
 
 
-def _failover_excess(ws: Workspace, inherit: np.ndarray) -> int:
-    return max(failover_excess_by_broker(ws, inherit).values(), default=0)
-
-
 def failover_excess_by_broker(ws: Workspace, inherit: np.ndarray) -> dict[int, int]:
-    """Broker index -> the spread of its inherited leadership over the brokers that share
-    it, beyond the unavoidable 1 (evaluate_plan's definition), for every broker that leads."""
-    out = {}
-    for x in ws.target_idx:
-        led = int(inherit[x].sum())
-        if not led:
-            continue
-        elig = _eligible(ws, x)
-        vals = inherit[x, elig]
-        ideal = 0 if led % len(elig) == 0 else 1
-        out[int(x)] = int(vals.max() - vals.min()) - ideal
-    return out
+    """Target broker index -> its failover excess (`kit.plan.failover`), for every target
+    that leads a partition with a follower; `inherit` from `inherit_matrix`."""
+    leader, follower = np.nonzero(inherit)  # row-major: sorted by leader
+    return excess_by_leader(leader, follower, inherit[leader, follower], ws.target_idx, lambda x: heirs_of(ws, x))
 
 
-def _eligible(ws: Workspace, x: int) -> np.ndarray:
-    """Target brokers (indices) that should share broker x's leadership when it dies."""
-    tidx = ws.target_idx
-    others = tidx[tidx != x]
-    if ws.n_racks and ws.rack[x] >= 0:
-        cross = others[ws.rack[others] != ws.rack[x]]
-        if cross.size:
-            return cross
-    return others
+def heirs_of(ws: Workspace, x: int) -> np.ndarray:
+    """Target brokers (indices) that should share broker index x's leadership when it dies:
+    `failover.heirs` by the planner's rule (a broker without a rack shares with all)."""
+    return heirs(x, ws.target_idx, ws.rack, ws.n_racks, rackless_to_all=True)
 
 
 class _Frame:
@@ -100,7 +86,7 @@ class _Frame:
         self.lo, self.hi = water_fill(can_lead + self.fixed_lead, total)
         self.elig = np.zeros((nt, nt), dtype=bool)
         for k, x in enumerate(ws.target_idx):
-            self.elig[k, self.pos_of[_eligible(ws, x)]] = True
+            self.elig[k, self.pos_of[heirs_of(ws, x)]] = True
 
     def tpos(self, ws: Workspace, b: int) -> int:
         return int(self.pos_of[ws.index[b]])
@@ -352,11 +338,6 @@ def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dic
     return out
 
 
-def shortfall(figs: tuple[int, int, int]) -> tuple[int, int, int]:
-    """How far each figure is above what kit promises (leader 1, topic excess 1, failover 2)."""
-    return (max(0, figs[0] - 1), max(0, figs[1] - 1), max(0, figs[2] - 2))
-
-
 def _with_leaders(assign, chosen: dict[int, int]) -> list[list[int]]:
     """Copy of `assign` with new leaders; the old leader becomes the first follower."""
     out = [list(r) for r in assign]
@@ -415,12 +396,6 @@ ORDER_NOTE = (": the least any order of these replica sets allows (proved by int
               " only moving replicas to other brokers could lower it")
 
 
-def missed_targets(figs: tuple[int, int, int]) -> str:
-    """The figures above their targets, named for a note: "failover excess 3"."""
-    names = ("leader count spread", "topic leader excess", "failover excess")
-    return ", ".join(f"{name} {v}" for name, v, s in zip(names, figs, shortfall(figs)) if s)
-
-
 def drop_order_notes(ws: Workspace) -> None:
     """Forget what the integer program proved of the replica sets (before they change)."""
     ws.notes[:] = [n for n in ws.notes if not n.endswith(ORDER_NOTE)]
@@ -433,17 +408,17 @@ def _exact_pass(ws: Workspace) -> bool:
     if not ws.selected or ws.target_idx.size < 2 or len(ws.selected) > MAX_VARIABLES:
         return False
     before = leader_figures(ws, ws.assign)
-    if shortfall(before) == (0, 0, 0):
+    if before.met():
         return False
-    found = best_order(ws, ws.assign, lambda x: _eligible(ws, x), shortfall(before))
+    found = best_order(ws, ws.assign, lambda x: heirs_of(ws, x), before.shortfall())
     if found is None:
         return False
     order, optimal = found
     figs = leader_figures(ws, order)
-    better = shortfall(figs) + figs < shortfall(before) + before
+    better = figs.rank() < before.rank()
     final = figs if better else before
-    if optimal and shortfall(final) != (0, 0, 0):
-        note = f"{missed_targets(final)}{ORDER_NOTE}"
+    if optimal and not final.met():
+        note = f"{final.missed()}{ORDER_NOTE}"
         if note not in ws.notes:
             ws.notes.append(note)
     if not better:
@@ -455,6 +430,7 @@ def _exact_pass(ws: Workspace) -> bool:
     return True
 
 
+# Two routes kept as closures over one best order so far (63 lines): split, they would pass it around.
 def _leadership_pass(ws: Workspace) -> bool:
     """Reorder the selected partitions' replicas for leader, per-topic and failover balance.
 
@@ -467,17 +443,17 @@ def _leadership_pass(ws: Workspace) -> bool:
     if not ws.selected or ws.target_idx.size < 2:
         return False
     before = leader_figures(ws, ws.assign)
-    if shortfall(before) == (0, 0, 0):
+    if before.met():
         return False
     fr = _Frame(ws, ws.assign)
     if not fr.items:
         return False
-    best = (shortfall(before) + before, ws.assign)
+    best = (before.rank(), ws.assign)
 
     def consider(assign):
         nonlocal best
         figs = leader_figures(ws, assign)
-        key = shortfall(figs) + figs
+        key = figs.rank()
         if key < best[0]:
             best = (key, assign)
         return figs
@@ -486,30 +462,30 @@ def _leadership_pass(ws: Workspace) -> bool:
 
     def leaders_first():
         trial = cur
-        if before[0] > 1 or before[1] > 1:
+        if before.shortfall().leader_spread or before.shortfall().topic_leader_excess:
             trial = _with_leaders(cur, _choose_leaders(ws, cur, fr))
-            if consider(trial)[2] <= 2:
+            if not consider(trial).shortfall().failover_excess:
                 return
         consider(_with_followers(trial, _choose_followers(ws, trial, fr)))
 
     def pairs_first():
         joint = _with_pairs(cur, _choose_pairs(ws, cur, fr))
         figs = consider(joint)
-        if figs[1] > 1:
+        if figs.shortfall().topic_leader_excess:
             joint = _with_leaders(joint, _choose_leaders(ws, joint, fr))
             figs = consider(joint)
-        if figs[2] > 2:
+        if figs.shortfall().failover_excess:
             consider(_with_followers(joint, _choose_followers(ws, joint, fr)))
 
     # Failover already fine: fixing leaders alone is cheapest. Otherwise leader and
     # first follower have to be chosen together; the other route is the fallback.
-    routes = (leaders_first, pairs_first) if before[2] <= 2 else (pairs_first, leaders_first)
+    routes = (pairs_first, leaders_first) if before.shortfall().failover_excess else (leaders_first, pairs_first)
     # On large clusters the second route costs seconds and rarely wins: one route only.
     if len(fr.items) > LARGE:
         routes = routes[:1]
     for route in routes:
         route()
-        if best[0][:3] == (0, 0, 0):
+        if not any(best[0][:3]):  # every shortfall 0
             break
     if best[1] is ws.assign:
         return False

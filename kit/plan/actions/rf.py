@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from kit.model import Cluster, Plan
-from kit.plan.balance import set_replication
-from kit.plan.leadership import balance_leadership
-from kit.plan.select import broker_changes, check_replication, finish, resolve_brokers, select_partitions
+from kit.plan.pipeline import Stages, run
+from kit.plan.select import broker_changes, check_replication, resolve_brokers, select_partitions
+from kit.plan.steps.place import set_replication
 from kit.plan.workspace import Workspace
 
 
@@ -14,7 +14,5 @@ def plan_rf(cluster: Cluster, replication: int, topics: str | None = None, exclu
     selected = select_partitions(cluster, topics, exclude)
     targets = resolve_brokers(cluster, brokers, selected)
     check_replication(targets, replication)
-    ws = Workspace(cluster, targets, selected)
-    set_replication(ws, replication, f"replication -> {replication}")
-    balance_leadership(ws)
-    return finish(ws, "rf", broker_changes(cluster, targets))
+    stages = Stages(place=lambda ws: set_replication(ws, replication, f"replication -> {replication}"))
+    return run(Workspace(cluster, targets, selected), stages, "rf", broker_changes(cluster, targets))

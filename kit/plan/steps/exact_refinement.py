@@ -1,0 +1,278 @@
+"""Exact refinement: on small clusters, redo a greedy placement as a min-cost flow.
+
+The greedy passes (`place`, `count_balance`) reach the fewest copies whenever the rack rule
+lets their moves through; on small clusters, where a broker soon shares a partition with
+most others, it may not. There one min-cost flow (OR-Tools) places every selected replica
+again: the fewest copies that keep each target's count in the range the greedy pass
+reached, then the replicas that are a broker's only link to a peer, then (optionally) each
+topic spread evenly. The flow's placement is taken only when it is better and keeps every
+broker's number of peers (degree) at or above where the plan started.
+"""
+from __future__ import annotations
+
+import numpy as np
+from ortools.graph.python import min_cost_flow
+
+from kit.plan.racks import spans
+from kit.plan.steps.count_balance import balance_counts, count_range
+from kit.plan.workspace import Workspace
+
+
+_TOPIC_TIERS = 3  # per (topic, broker): units beyond the even share cost 1, 2, 3, then 4 each
+
+
+def _topic_shares(ws: Workspace) -> dict[int, int]:
+    """Each selected topic's even share of its replicas per target broker (rounded up)."""
+    totals: dict[int, int] = {}
+    for p in ws.selected:
+        t = int(ws.topic[p])
+        totals[t] = totals.get(t, 0) + len(ws.assign[p])
+    nt = ws.target_idx.size
+    return {t: -(-n // nt) for t, n in totals.items()}
+
+
+def topic_spread_cost(ws: Workspace, sets: dict[int, set[int]] | None = None) -> int:
+    """How unevenly the selected topics' replicas sit on the target brokers: for each topic
+    and broker, the units beyond the even share, the k-th costing min(k, tiers + 1). The same
+    measure the exact flow minimises; 0 when every topic is spread evenly."""
+    shares = _topic_shares(ws)
+    tset = set(ws.targets)
+    held: dict[tuple[int, int], int] = {}
+    for p in ws.selected:
+        members = sets[p] if sets is not None and p in sets else ws.assign[p]
+        t = int(ws.topic[p])
+        for b in members:
+            if b in tset:
+                held[(t, b)] = held.get((t, b), 0) + 1
+    cost = 0
+    for (t, _), n in held.items():
+        over = n - shares[t]
+        cost += sum(min(k, _TOPIC_TIERS + 1) for k in range(1, over + 1))
+    return cost
+
+
+# One min-cost-flow network built and read whole (93 lines): its node numbering runs through it all.
+def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bool = False):
+    """Min-cost placement of the selected partitions: each keeps its replication factor and
+    the rack rule, every target's total count lies in [lo, hi]; a replica on a broker that
+    did not hold it before costs one copy. Among placements with the fewest copies, it keeps
+    the replicas that are a broker's only link to a peer (degree), then, with
+    `spread_topics`, spreads each topic's replicas evenly over the brokers (so that
+    leadership can be even per topic).
+    Returns (copies, {partition: broker set}) or None."""
+    sel = ws.selected
+    tidx = ws.target_idx
+    nt = tidx.size
+    cluster = ws.cluster
+    pos_of = {ws.ids[j]: k for k, j in enumerate(tidx)}
+    racks = ws.rack[tidx]
+    rack_ids = sorted({int(r) for r in racks})
+    fixed = ws.count[tidx].copy()
+    for p in sel:
+        for b in ws.assign[p]:
+            if b in pos_of:
+                fixed[pos_of[b]] -= 1
+    lo, hi = np.maximum(lo - fixed, 0), hi - fixed
+    if (hi < lo).any():
+        return None
+    n_racks = max(ws.n_racks, 1)
+    shares = _topic_shares(ws) if spread_topics else {}
+    topic_list = sorted(shares)
+    topic_pos = {t: k for k, t in enumerate(topic_list)}
+    # Nodes: partitions, (partition, rack), (topic, target broker), target brokers, sink.
+    n_sel = len(sel)
+    n_r = len(rack_ids)
+    rack_pos = {r: k for k, r in enumerate(rack_ids)}
+    pr0 = n_sel
+    tb0 = pr0 + n_sel * n_r
+    br0 = tb0 + len(topic_list) * nt
+    sink = br0 + nt
+    tails, heads, caps, costs = [], [], [], []
+    supply = np.zeros(sink + 1, dtype=np.int64)
+    critical = _critical_memberships(ws)
+    replicas = sum(len(ws.assign[p]) for p in sel)
+    # Costs in strict priority: a copy outweighs any degree reward, which outweighs any
+    # topic spreading (whose total is at most (tiers + 1) x replicas). Without spreading,
+    # partitions connect straight to the brokers.
+    degree_unit = (_TOPIC_TIERS + 1) * replicas + 1 if spread_topics else 1
+    copy = (len(critical) + 1) * degree_unit
+    for i, p in enumerate(sel):
+        rf = len(ws.assign[p])
+        supply[i] = rf
+        per_rack = 1 if ws.n_racks == 0 else -(-rf // n_racks)
+        for r in rack_ids:
+            tails.append(i)
+            heads.append(pr0 + i * n_r + rack_pos[r])
+            caps.append(rf if r < 0 else per_rack)
+            costs.append(0)
+        before = set(cluster.partitions[p].replicas)
+        tnode = tb0 + topic_pos[int(ws.topic[p])] * nt if spread_topics else br0
+        for k, j in enumerate(tidx):
+            tails.append(pr0 + i * n_r + rack_pos[int(racks[k])])
+            heads.append(tnode + k)
+            caps.append(1)
+            b = ws.ids[j]
+            costs.append(copy if b not in before else -degree_unit if (p, b) in critical else 0)
+    for t in topic_list:
+        base = tb0 + topic_pos[t] * nt
+        for k in range(nt):
+            tiers = [(shares[t], 0)] + [(1, c) for c in range(1, _TOPIC_TIERS + 1)]
+            tiers.append((replicas, _TOPIC_TIERS + 1))
+            for cap, cost in tiers:
+                tails.append(base + k)
+                heads.append(br0 + k)
+                caps.append(cap)
+                costs.append(cost)
+    supply[br0:br0 + nt] -= lo
+    supply[sink] = -(supply[:n_sel].sum() - lo.sum())
+    tails += list(range(br0, br0 + nt))
+    heads += [sink] * nt
+    caps += list(hi - lo)
+    costs += [0] * nt
+    mcf = min_cost_flow.SimpleMinCostFlow()
+    mcf.add_arcs_with_capacity_and_unit_cost(np.array(tails), np.array(heads), np.array(caps), np.array(costs))
+    mcf.set_nodes_supplies(np.arange(sink + 1), supply)
+    if mcf.solve() != mcf.OPTIMAL:
+        return None
+    flows = mcf.flows(np.arange(len(tails)))
+    chosen: dict[int, set[int]] = {p: set() for p in sel}
+    for arc in np.flatnonzero(flows):
+        t, h = tails[arc], heads[arc]
+        if pr0 <= t < tb0 and tb0 <= h < sink:
+            chosen[sel[(t - pr0) // n_r]].add(ws.ids[int(tidx[(h - tb0) % nt if h < br0 else h - br0])])
+    for p, want in chosen.items():
+        if len(want) != len(ws.assign[p]) or not spans(ws.racks_of(want), ws.need(len(want))):
+            return None
+    copies = sum(len(want - set(cluster.partitions[p].replicas)) for p, want in chosen.items())
+    return copies, chosen
+
+
+def _critical_memberships(ws: Workspace) -> set[tuple[int, int]]:
+    """(partition, broker) pairs, among the original replicas, that are the only partition the
+    broker shares with one of its peers: moving them away would cost that broker a peer."""
+    out = set()
+    shared = ws.shared
+    for p in ws.selected:
+        reps = ws.cluster.partitions[p].replicas
+        for b in reps:
+            i = ws.index[b]
+            if any(m != b and shared[i, ws.index[m]] == 1 for m in reps):
+                out.add((p, b))
+    return out
+
+
+def small(ws: Workspace, max_arcs: int = 300_000) -> bool:
+    return bool(ws.selected) and ws.target_idx.size >= 2 and len(ws.selected) * ws.target_idx.size <= max_arcs
+
+
+def exact_rebalance(ws: Workspace, reason: str, max_arcs: int = 300_000, spread_topics: bool = False) -> bool:
+    """Redo the selected placement as a min-cost flow: the fewest copies that keep every
+    target broker's count within the range the greedy pass reached; with `spread_topics`,
+    each topic spread as evenly as those copies allow.
+
+    Only for clusters small enough (partitions x brokers <= `max_arcs`); there the greedy
+    pass can miss the minimum because a broker soon shares a partition with most others.
+    Returns True when the flow found fewer copies, or as many with topics spread more
+    evenly, and its placement was taken.
+    """
+    if not small(ws, max_arcs):
+        return False
+    current = sum(len(set(ws.assign[p]) - set(ws.cluster.partitions[p].replicas)) for p in ws.selected)
+    if current == 0:
+        return False
+    counts = ws.count[ws.target_idx]
+    lo, hi, _ = count_range(ws, counts, int(counts.min()), int(counts.max()))
+    found = _exact_flow(ws, lo, hi, spread_topics)
+    if found is None or found[0] > current:
+        return False
+    # As many copies as the greedy pass, but topics spread more evenly: worth taking too.
+    if found[0] == current and (not spread_topics or topic_spread_cost(ws, found[1]) >= topic_spread_cost(ws)):
+        return False
+    return _take(ws, found[1], reason)
+
+
+def exact_evacuate(ws: Workspace, reason: str, max_arcs: int = 300_000) -> bool:
+    """After the forced replicas were placed greedily, look for a placement of exactly those
+    replicas (no other copy) with a narrower count range, by min-cost flow; small clusters only."""
+    if not small(ws, max_arcs):
+        return False
+    cluster = ws.cluster
+    forced = sum(len(set(ws.assign[p]) - set(cluster.partitions[p].replicas)) for p in ws.selected)
+    counts = ws.count[ws.target_idx]
+    total = int(counts.sum())
+    mean_lo, mean_hi = total // counts.size, -(-total // counts.size)
+    for w in range(int(counts.max() - counts.min())):
+        lo, hi, pinned = count_range(ws, counts, mean_lo - w, mean_hi + w)
+        if pinned:
+            return False  # rack totals are fixed: the greedy fill is already as even as it gets
+        if int(hi.max() - lo.min()) >= int(counts.max() - counts.min()):
+            return False
+        found = _exact_flow(ws, lo, hi)
+        if found is not None and found[0] == forced:
+            return _take(ws, found[1], reason)
+    return False
+
+
+def _take(ws: Workspace, new_sets: dict[int, set[int]], reason: str) -> bool:
+    """Apply replica sets from an exact solution, unless the minimum degree would end below
+    where the plan started."""
+    if _degree_min(ws, new_sets) < ws.degree_floor:
+        return False
+    cluster = ws.cluster
+    for p, want in new_sets.items():
+        if want == set(ws.assign[p]):
+            continue
+        original = list(cluster.partitions[p].replicas)
+        arrivals = sorted(want - set(ws.assign[p]))
+        for pos, b in enumerate(list(ws.assign[p])):
+            if b not in want:
+                ws.replace_slot(p, pos, arrivals.pop(0), reason)
+        # Brokers that stay keep their positions; arrivals take the slots of departures.
+        ws.assign[p] = _restore_positions(original, ws.assign[p])
+        if ws.assign[p] == original:
+            ws.reasons.pop(p, None)
+    return True
+
+
+def _restore_positions(original: list[int], reps: list[int]) -> list[int]:
+    """`reps` reordered so that brokers of `original` sit where they sat there."""
+    out: list[int | None] = [None] * len(reps)
+    rest = [b for b in reps if b not in original]
+    for pos, b in enumerate(original):
+        if b in reps and pos < len(out):
+            out[pos] = b
+    leftovers = [b for b in reps if b in original and b not in out] + rest
+    for pos in range(len(out)):
+        if out[pos] is None:
+            out[pos] = leftovers.pop(0)
+    return out
+
+
+def _degree_min(ws: Workspace, replaced: dict[int, set[int]]) -> int:
+    """Smallest number of distinct target peers of a target broker, with some replica sets replaced."""
+    tset = set(ws.targets)
+    peers: dict[int, set[int]] = {b: set() for b in ws.targets}
+    for p, reps in enumerate(ws.assign):
+        members = replaced.get(p, reps)
+        for b in members:
+            if b in tset:
+                peers[b].update(m for m in members if m != b and m in tset)
+    return min(len(v) for v in peers.values())
+
+
+def refine_counts(ws: Workspace, reason: str, spread_topics: bool = False) -> None:
+    """After a count balance: on small clusters a min-cost flow can find fewer copies for
+    the same balance (`exact_rebalance`); a greedy pass after it may narrow the range
+    again, so alternate until neither helps."""
+    for _ in range(8):
+        if not exact_rebalance(ws, reason, spread_topics=spread_topics):
+            break
+        # The greedy pass may move again; keep its moves only if they narrow the spread,
+        # else they are copies the exact placement showed to be unneeded.
+        saved, spread = [list(ws.assign[p]) for p in ws.selected], ws.count_spread()
+        if not balance_counts(ws, reason):
+            break
+        if ws.count_spread() >= spread:
+            for p, reps in zip(ws.selected, saved):
+                ws.restore(p, reps)
+            break

@@ -1,0 +1,112 @@
+"""The planner's shared pieces: the pipeline's order, the objectives, the rack rule and the
+failover figure that the planner, the report and the doctor all use."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from kit.model import Broker, Cluster, Partition
+from kit.plan.failover import excess_by_leader, heirs, worst_excess
+from kit.plan.objectives import LEADER_TARGETS, OBJECTIVES, LeaderFigures
+from kit.plan.pipeline import STAGES, Stages, run_stages
+from kit.plan.racks import may_join, racks_needed, set_ok, spans
+from kit.plan.steps.leadership import balance_leadership, leader_figures
+from kit.plan.workspace import Workspace
+from kit.report.figures import assignment_figures
+
+
+def test_the_stages_run_in_pipeline_order_and_only_those_named():
+    assert STAGES == ("place", "balance", "exact_refinement", "leadership", "spare_copies", "finish")
+    assert Stages().leadership is balance_leadership
+    ran = []
+    stages = Stages(spare_copies=lambda ws: ran.append("spare"), place=lambda ws: ran.append("place"),
+                    leadership=None, exact_refinement=lambda ws: ran.append("exact"))
+    assert run_stages("ws", stages) == "ws"
+    assert ran == ["place", "exact", "spare"]
+
+
+def test_objectives_by_priority_and_the_leadership_targets():
+    names = [o.name for o in OBJECTIVES]
+    assert names.index("rack rule") < names.index("replica count spread") < names.index("replica additions")
+    assert names.index("replica additions") < names.index("leader count spread") < names.index("topic leader excess")
+    assert names.index("topic leader excess") < names.index("failover excess") < names.index("partitions changed")
+    assert LEADER_TARGETS == (1, 1, 2)
+    figs = LeaderFigures(3, 1, 5)
+    assert figs.shortfall() == (2, 0, 3) and not figs.met()
+    assert figs.rank() == (2, 0, 3, 3, 1, 5)
+    assert figs.missed() == "leader count spread 3, failover excess 5"
+    assert LeaderFigures(1, 0, -1).met() and LeaderFigures(1, 0, -1).rank() < LeaderFigures(1, 0, 0).rank()
+
+
+def test_the_rack_rule():
+    assert racks_needed(3, 0) == 0 and racks_needed(3, 2) == 2 and racks_needed(2, 3) == 2
+    assert racks_needed(3, 3, min_rack_ids=2) == 2
+    assert may_join(None, ["a", "a"], 3)  # no rack: always
+    assert may_join("b", ["a"], 2) and not may_join("a", ["a"], 2)
+    assert may_join("a", ["a", "b"], 2)  # the others already span the racks needed
+    assert may_join("a", ["b", None], 2) and may_join("a", [None, "a"], 2)  # no rack counts as a rack of its own
+    assert spans(["a", None, None], 3) and not spans(["a", "a"], 2)
+    assert set_ok(["a", "b", "c"], 3) and not set_ok(["a", "a", "b"], 3) and set_ok(["a", "a", "b"], 2)
+    # The doctor's use: every replica in its own rack, except a move inside one rack.
+    assert not may_join("a", ["a", "b"], 3)
+    assert may_join("a", ["a", "b"], 3, replaces="a")
+
+
+def _cluster(racks: list[str | None], assignment: list[list[int]]) -> Cluster:
+    """Brokers 1.. in `racks`, one partition per replica list, all of one topic."""
+    brokers = {i + 1: Broker(i + 1, rack) for i, rack in enumerate(racks)}
+    parts = tuple(Partition("t", p, tuple(reps), tuple(reps)) for p, reps in enumerate(assignment))
+    return Cluster(brokers=brokers, partitions=parts)
+
+
+def test_heirs_of_a_broker_without_a_rack_differ_only_by_choice():
+    tidx = np.arange(4)
+    rack = np.array([0, 1, -1, -1])
+    assert heirs(0, tidx, rack, 2).tolist() == [1, 2, 3]
+    assert heirs(2, tidx, rack, 2).tolist() == [0, 1]  # evaluate_plan's: the brokers with a rack
+    assert heirs(2, tidx, rack, 2, rackless_to_all=True).tolist() == [0, 1, 3]  # the planner's
+    assert heirs(1, tidx, rack, 0).tolist() == [0, 2, 3]
+
+
+def _excess_by_hand(assign, targets, rack_of) -> int:
+    """evaluate_plan's loop, written out."""
+    racked = any(rack_of[t] is not None for t in targets)
+    worst = 0
+    for x in targets:
+        got = {}
+        for reps in assign:
+            if len(reps) > 1 and reps[0] == x:
+                got[reps[1]] = got.get(reps[1], 0) + 1
+        led = sum(got.values())
+        if not led:
+            continue
+        elig = [b for b in targets if b != x and (not racked or rack_of[b] != rack_of[x])] or \
+            [b for b in targets if b != x]
+        vals = [got.get(b, 0) for b in elig]
+        worst = max(worst, max(vals) - min(vals) - (led % len(elig) != 0))
+    return worst
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_one_failover_figure_for_the_planner_and_the_report(seed):
+    rng = random.Random(seed)
+    n = rng.randint(3, 7)
+    racks = [rng.choice(["r1", "r2", "r3"]) for _ in range(n)]
+    rf = rng.choice([2, 3])
+    assign = [rng.sample(range(1, n + 1), rf) for _ in range(rng.randint(1, 40))]
+    c = _cluster(racks, assign)
+    targets = sorted(c.brokers)
+    want = _excess_by_hand(assign, targets, {b: c.brokers[b].rack for b in targets})
+    assert assignment_figures(c, assign, targets)["failover_excess_spread_max"] == want
+    ws = Workspace(c, targets, range(len(assign)))
+    # Every target has a rack: the planner's figure is the report's, but for a floor at 0.
+    assert max(0, leader_figures(ws, ws.assign).failover_excess) == want
+
+
+def test_excess_by_leader_leaves_out_brokers_without_heirs():
+    leader, follower, count = np.array([0, 0]), np.array([1, 2]), np.array([3, 1])
+    got = excess_by_leader(leader, follower, count, [0, 1], lambda x: np.array([1, 2, 3]) if x == 0 else np.array([]))
+    assert got == {0: 3 - 0 - 1}  # 4 led over 3 heirs: spread 3, less the unavoidable 1
+    assert worst_excess({}) == 0 and worst_excess({0: -1}) == 0 and worst_excess({0: -1, 1: 2}) == 2
