@@ -226,6 +226,48 @@ def test_a_run_held_at_the_fail_safe_says_so_in_its_headline_title_and_timing(tm
     assert "kit-headline" in head.metadata["tags"] and "fail-safe" in head.outputs[0]["data"]["text/plain"]
 
 
+def test_brokers_the_loop_never_decided_for_count_as_held_at_the_fail_safe(tmp_path):
+    """A copy that ends before the auto-throttle's first round (a fast simulator, a loop slow
+    to start on a loaded machine) ran at the minimum applied with the plan all along: the
+    record says so instead of showing no fail-safe at all."""
+    from datetime import datetime, timedelta, timezone
+
+    from kit.runbook_steps import floor_time
+
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    end = start + timedelta(hours=2)
+    events = tmp_path / "events.jsonl"
+    held = floor_time(str(events), start, end, failsafe_only=True, applied_to=[1001, 1013])
+    assert held["seconds"] == 7200 and held["brokers"] == {1001: 7200, 1013: 7200}
+    assert floor_time(str(events), start, end, failsafe_only=True)["seconds"] == 0  # nothing applied
+
+    # The loop raised 1001 after an hour from measured traffic and never reached 1013.
+    events.write_text(json.dumps({"source": "throttle", "kind": "rate", "time": "2024-01-01T01:00:00Z",
+                                  "brokers": [1001], "role": "leader", "old": 10e6, "new": 50e6,
+                                  "reason": "measured"}) + "\n")
+    held = floor_time(str(events), start, end, failsafe_only=True, applied_to=[1001, 1013])
+    assert held["brokers"] == {1013: 7200}, held
+
+    # A loop that started late found 1013's partitions done and cleared it after 30 minutes,
+    # without ever setting its rate: held until the clear.
+    events.write_text(json.dumps({"source": "throttle", "kind": "clear", "time": "2024-01-01T00:30:00Z",
+                                  "brokers": [1013], "reason": "no longer takes part in the reassignment"}) + "\n")
+    held = floor_time(str(events), start, end, failsafe_only=True, applied_to=[1001, 1013])
+    assert held["brokers"] == {1001: 7200, 1013: 1800}, held
+
+    # With no samples the loop stamps its events with the wall clock: the change's wall span
+    # (apply to done) is mapped onto the cluster's, so a loop that started late still counts
+    # the time from apply, and a clear it made after the copy ended counts to the end.
+    def clear_at(*stamps):
+        events.write_text("".join(json.dumps({"source": "throttle", "kind": "clear", "time": t,
+                                              "brokers": [b], "reason": "no longer takes part"}) + "\n"
+                                  for b, t in stamps))
+    clear_at((1013, "2026-11-23T10:00:02Z"), (1001, "2026-11-23T10:00:09Z"))
+    held = floor_time(str(events), start, end, failsafe_only=True, applied_to=[1001, 1013],
+                      wall_span=("2026-11-23T10:00:00Z", "2026-11-23T10:00:04Z"))
+    assert held["brokers"] == {1001: 7200, 1013: 3600}, held
+
+
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (figures.refuse_problems) for `kit plan` and the runbooks."""
     from kit.report import figures

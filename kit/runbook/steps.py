@@ -593,6 +593,7 @@ class ChangeResult:
     started: str | None = None  # when the change started, on the cluster's clock
     clock: str = "wall"  # "simulated" on the simulated cluster
     actual_s: float | None = None  # apply to done, on the cluster's clock
+    wall_span: tuple | None = None  # (apply, done or None) on the wall clock, as event stamps
 
 
 class _Progress:
@@ -672,8 +673,10 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     with _backend(env) as backend:
         urp_before = len(backend.status()["under_replicated"])
         backend.apply(moves, static, rollback)
+        applied_to = backend.status()["throttled_brokers"]  # held at `static` until the loop decides
     # The cluster's clock: the simulated controller counts from the moment it picks the plan up.
-    started = _stamp(SAMPLE_EPOCH) if env.simulated else _now()
+    applied_wall = _now()
+    started = _stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
     kit = [sys.executable, "-m", "kit"]
     procs = []
@@ -701,12 +704,13 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
         loop = None
     warned = False
     t0 = time.monotonic()
-    progress, total, done = [], None, False
+    progress, total, done, done_wall = [], None, False, None
     shown = _Progress(live_notebook(), throttle == "auto")
     clock = "simulated" if env.simulated else "wall"
 
     def live_result(elapsed: float) -> ChangeResult:
-        return ChangeResult(False, elapsed, None, events, samples, rollback, False, started=started, clock=clock)
+        return ChangeResult(False, elapsed, None, events, samples, rollback, False, started=started, clock=clock,
+                            wall_span=(applied_wall, None))
     drawn = 0.0
     try:
         while time.monotonic() - t0 < max_wait_s:
@@ -721,7 +725,7 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
                 drawn = elapsed  # the live throttle chart, redrawn every few seconds
                 shown.chart(throttle_chart(live_result(elapsed)))
             if not st["reassigning_partitions"]:
-                done = True
+                done, done_wall = True, _now()
                 break
             if loop is not None and loop.poll() not in (None, 0) and not warned:
                 warned = True  # said once, loudly; the copy goes on at the rates in force
@@ -752,7 +756,8 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     else:
         actual = wall if finished else None
     result = ChangeResult(finished, wall, actual if env.simulated else None, events, samples, rollback,
-                          not throttled, progress, started=started, clock=clock, actual_s=actual)
+                          not throttled, progress, started=started, clock=clock, actual_s=actual,
+                          wall_span=(applied_wall, done_wall))
     if throttle == "auto":
         shown.chart(throttle_chart(result))  # the whole run, not the last live frame
     print(f"verify: {sum(r['done'] for r in res['partitions'])} of {len(res['partitions'])} partition(s) done; "
@@ -761,8 +766,10 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
         start = _parse_time(started)
         end = start + timedelta(seconds=actual) if actual is not None else None
         none = {"seconds": 0.0, "brokers": {}, "rate": static}
-        floor = floor_time(events, start, end) if throttle == "auto" else none
-        failsafe = floor_time(events, start, end, failsafe_only=True) if throttle == "auto" else none
+        floor = floor_time(events, start, end, applied_to=applied_to, wall_span=result.wall_span) \
+            if throttle == "auto" else none
+        failsafe = floor_time(events, start, end, failsafe_only=True, applied_to=applied_to,
+                              wall_span=result.wall_span) if throttle == "auto" else none
         plan_doc = record.doc.get("plan") or {}
         record.doc["timing"] = {"estimate_s": plan_doc.get("estimate_s"), "actual_s": actual, "clock": clock,
                                 "failsafe_s": round(failsafe["seconds"], 1), "minimum_s": round(floor["seconds"], 1),
@@ -837,7 +844,7 @@ def _throttle_series(result: ChangeResult) -> tuple:
                     curves.setdefault((b, role), []).append((when, e["new"] / 1e6))
     start = _parse_time(result.started) if result.started else None
     end = start + timedelta(seconds=result.actual_s) if start is not None and result.actual_s is not None else None
-    start, end, scale, own = event_window(events, start, end)
+    start, end, scale, own = event_window(events, start, end, result.wall_span)
     for pts in curves.values():
         if pts[0][0] is None:
             pts[0] = (start, pts[0][1])
@@ -907,9 +914,9 @@ def events_table(result: ChangeResult, limit: int = 30):
     start = _parse_time(result.started) if result.started else None
     if events:
         end = start + timedelta(seconds=result.actual_s) if start is not None and result.actual_s is not None else None
-        start, _, _, own = event_window(events, start, end)
+        start, _, _, own = event_window(events, start, end, result.wall_span)
         if own:  # stamped by the loop's wall clock: say so rather than count from the cluster's apply
-            since = "since the first decision (h:mm, wall clock)"
+            since = "since apply (h:mm, wall clock)" if result.wall_span else "since the first decision (h:mm, wall clock)"
     for e in events:
         when = _parse_time(e["time"])
         start = start or when
@@ -1031,43 +1038,61 @@ def simulated_copy_seconds(samples_dir: str, report: str | None = None) -> tuple
     return ((last - first).total_seconds() if first else None), False
 
 
-def event_window(events: list[dict], start: datetime | None, end: datetime | None) -> tuple:
+def event_window(events: list[dict], start: datetime | None, end: datetime | None,
+                 wall_span: tuple | None = None) -> tuple:
     """The span the auto-throttle's events are read on: (start, end, scale, own_clock).
 
     Normally the change's span on the cluster's clock. When the events are on another clock
     (the loop found no samples on the simulated cluster and stamped them with the wall
-    clock), their own first-to-last span, with `scale` converting its seconds to the
-    cluster's (its share of the copy, times the copy's duration)."""
+    clock), the change's span on that clock (`wall_span`: apply and done, wall stamps; else
+    the events' own first to last), with `scale` converting its seconds to the cluster's."""
     first, last = _parse_time(events[0]["time"]), _parse_time(events[-1]["time"])
     if start is None:
         return first, max(end or last, last), 1.0, False
     limit = (end or start) + timedelta(days=7)
     if start - timedelta(hours=1) <= first <= limit:
         return start, max(end or last, start), 1.0, False
+    if wall_span and wall_span[0]:
+        first = _parse_time(wall_span[0])
+        last = _parse_time(wall_span[1]) if wall_span[1] else max(last, first)
     own = max((last - first).total_seconds(), 1.0)
     scale = (end - start).total_seconds() / own if end is not None else 1.0
     return first, last, scale, True
 
 
 def floor_time(events_path: str, start: datetime | None, end: datetime | None,
-               minimum: float | None = None, failsafe_only: bool = False) -> dict:
+               minimum: float | None = None, failsafe_only: bool = False, applied_to=(),
+               wall_span: tuple | None = None) -> dict:
     """How long the auto-throttle held brokers at its minimum rate, from its events: a broker's
     role is held from a `failsafe` decision (or a rate at the minimum, or the plan's applied
     minimum before the first decision) until a higher rate, a `clear`, `done`, or `end`. With
-    `failsafe_only`, only the fail-safe proper counts (metrics missing or stale). Returns
+    `failsafe_only`, only the fail-safe proper counts (metrics missing or stale).
+
+    `applied_to` are the brokers the plan was applied to at the minimum: one the loop never set
+    a rate for (a copy that ended before the loop's first round, a loop slow to start that
+    found the broker's partitions done and cleared it) copied at that rate, for want of
+    metrics, until the loop cleared it or the copy ended. Returns
     {"seconds": time any broker was held, "brokers": {broker: seconds}, "rate": bytes/s}."""
     from kit.throttle.decide import Settings
 
     floor = Settings().minimum if minimum is None else minimum
     events = [e for e in read_events(events_path) if e.get("source") == "throttle"]
     if not events:
-        return {"seconds": 0.0, "brokers": {}, "rate": floor}
-    start, end, scale, _ = event_window(events, start, end)
+        if start is None or end is None or end <= start or not applied_to:
+            return {"seconds": 0.0, "brokers": {}, "rate": floor}
+        span = (end - start).total_seconds()
+        return {"seconds": span, "brokers": {int(b): span for b in sorted(applied_to)}, "rate": floor}
+    start, end, scale, _ = event_window(events, start, end, wall_span)
     held: dict[tuple[int, str], datetime] = {}
     spans: list[tuple[int, datetime, datetime]] = []
     # Before its first decision a broker copies at the rate applied with the plan (the event's
-    # `old`): the auto-throttle's minimum, until the loop has metrics.
+    # `old`): the auto-throttle's minimum, until the loop has metrics. One the loop never set a
+    # rate for (it cleared it, or the copy ended first) copied at that minimum until then.
     seen: set = set()
+    for b in map(int, applied_to):
+        first = next((e for e in events if b in (e.get("brokers") or [])), None)
+        if first is None or first["kind"] not in ("failsafe", "rate", "override"):
+            held[(b, "leader")] = start
     for e in events:
         for b in e.get("brokers") or []:
             for role in [e["role"]] if e.get("role") else ["leader", "follower"]:

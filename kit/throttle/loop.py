@@ -415,7 +415,7 @@ class ThrottleLoop:
             why = "the reassignment in flight does not need them" if running else "no reassignment running"
             self.log.write(event(self.stamp(), "throttle", "clear",
                                  f"cleared leftovers: {_leftovers(len(brokers), len(topics))} "
-                                 f"(left by a previous run or another tool; {why})",
+                                 f"(set for partitions already moved, by an earlier run or by another tool; {why})",
                                  [b for b in map(_broker_name, brokers) if b is not None]))
         return brokers, topics
 
