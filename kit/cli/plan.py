@@ -9,9 +9,9 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 # 3) The cluster is read from a snapshot (kit.formats) or from ZooKeeper (kit.cluster.zk.layout).
 # 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
 #    (kit.plan.pooled).
-# 5) The plan is reviewed: figures before and after (kit.report.figures), waves and the
-#    duration estimate (kit.report.waves); a plan with problems is refused (exit 3), one
-#    with warnings is shown but not written unless --ignore-warns.
+# 5) The plan is reviewed (kit.report.review, as the runbooks and the doctor review theirs):
+#    figures before and after, waves and the duration estimate; a plan with problems is
+#    refused (exit 3), one with warnings is shown but not written unless --ignore-warns.
 # 6) The plan, the report and the waves are written, all or nothing; the summary is printed.
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from kit.cli.options import (Parser, broker_ids, broker_pairs, bytes_per_second,
 from kit.errors import BadInput, Unsafe
 from kit.formats import dumps, load_snapshot, plan_text, same_file, write_atomic
 from kit.progress import Progress
-from kit.report.waves import duration_report, moves_of, split_waves, wave_documents
+from kit.report.waves import moves_of, split_waves, wave_documents
 from kit.throttle.decide import Settings
 
 # Imported when used (see kit.cli.lazy): kit.plan loads SciPy and OR-Tools, about a second.
@@ -33,6 +33,7 @@ planner = lazy_module("kit.plan")
 pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")
 figures = lazy_module("kit.report.figures")
+review = lazy_module("kit.report.review")
 layout = lazy_module("kit.cluster.zk.layout")
 
 EXAMPLES = """\
@@ -169,12 +170,9 @@ def run(a) -> int:
     check_request(a, action)
     with Progress("kit plan") as progress:  # stderr, and only when it takes a while
         plan = make_plan(a, action, progress)
-        progress.stage("figures before and after")
-        report = figures.plan_report(plan)
-        progress.stage("waves and the duration estimate")
         waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
-        report["duration"] = duration_report(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval))
-        figures.refuse_problems(report)
+        report = review.review_plan(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval),
+                                    stage=progress.stage)  # PlanRefused (exit 3): problems
         if plan.warnings and not a.ignore_warns:
             progress.close()  # a terminal's bar line is cleared before the summary
             print(figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
