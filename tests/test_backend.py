@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from conftest import seed
-from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.backend import ClusterBackend, ConnectionWatch, open_backend
 from kit.cluster.zk.backend import ZkBackend
 from kit.cluster.zk.layout import connect
 from kit.dashboard.poller import Poller
@@ -59,7 +59,8 @@ def test_the_protocol_covers_what_kit_does_to_a_cluster():
     assert PROTOCOL == sorted(["__enter__", "__exit__", "close", "read", "reassigning", "progress", "apply",
                                "rollback", "verify", "verify_until_done", "elect", "status", "throttles",
                                "set_throttles", "clear_throttles", "clear_leftover_throttles",
-                               "watch_reassignment"])
+                               "watch_reassignment", "watch_connection", "throttle_overrides",
+                               "store_throttle_override", "remove_throttle_override", "broker_metrics"])
 
 
 @pytest.mark.parametrize("name", PROTOCOL)
@@ -173,3 +174,64 @@ def test_the_dashboards_poller_reads_status_and_rates_through_the_backend(kafka)
         assert rows and {r["throttle"] for r in rows} == {30.0}
     finally:
         poller.stop()
+
+
+def test_kafka_kits_throttle_overrides_are_stored_read_and_removed_through_the_backend(kafka):
+    root, seeded = kafka
+    with open_backend(zk=root) as backend:
+        assert backend.throttle_overrides() == {} and backend.remove_throttle_override() is None
+        assert backend.remove_throttle_override("1") is None
+        assert backend.store_throttle_override(b'{"rate": 20.0, "autoremove": false}', "1002") \
+            == "/autothrottle/override_rate/1002"
+        where = backend.store_throttle_override(b'{"rate": 30.0, "autoremove": true}')
+        backend.store_throttle_override(b"{}", "1001")
+        assert where == "/autothrottle/override_rate"
+        # The global one first, then the brokers' by name; each as stored (kafka-kit's layout).
+        assert list(backend.throttle_overrides().items()) == [
+            (where, (None, b'{"rate": 30.0, "autoremove": true}')),
+            (f"{where}/1001", ("1001", b"{}")),
+            (f"{where}/1002", ("1002", b'{"rate": 20.0, "autoremove": false}'))]
+        assert json.loads(backend.client.get(f"{where}/1002")[0]) == {"rate": 20.0, "autoremove": False}
+        backend.store_throttle_override(b'{"rate": 25.0}', "1002")  # replaced
+        assert backend.throttle_overrides()[f"{where}/1002"] == ("1002", b'{"rate": 25.0}')
+        # The global one is emptied (the brokers' stay), a broker's goes.
+        assert backend.remove_throttle_override() == b'{"rate": 30.0, "autoremove": true}'
+        assert backend.remove_throttle_override("1002") == b'{"rate": 25.0}'
+        assert backend.throttle_overrides() == {where: (None, b"{}"), f"{where}/1001": ("1001", b"{}")}
+
+
+def test_kafka_kits_broker_metrics_are_read_gunzipped_with_when_they_were_written(kafka):
+    import gzip
+
+    root, cluster = kafka
+    doc = {"1001": {"StorageFree": 1e12, "NetRX": 25e6, "NetTX": 50e6}}
+    with open_backend(zk=root) as backend:
+        seeded, _ = backend.broker_metrics()  # kit sim seed writes StorageFree, as kafka-kit does
+        assert {k: set(v) for k, v in seeded.items()} == {str(b): {"StorageFree"} for b in cluster.brokers}
+        backend.client.delete("/topicmappr/brokermetrics")
+        assert backend.broker_metrics() is None
+        backend.client.create("/topicmappr/brokermetrics", b"not json", makepath=True)
+        assert backend.broker_metrics() is None
+        backend.client.set("/topicmappr/brokermetrics", gzip.compress(json.dumps(doc).encode()))
+        stat = backend.client.exists("/topicmappr/brokermetrics")
+        assert backend.broker_metrics() == (doc, stat.mtime / 1000)
+        backend.client.set("/topicmappr/brokermetrics", json.dumps(doc).encode())
+        assert backend.broker_metrics()[0] == doc
+
+
+def test_a_lost_connection_is_said_by_the_watch_and_raised_as_connection_lost(kafka):
+    root, _ = kafka
+    with open_backend(zk=root) as backend:
+        watch = backend.watch_connection(0.1)
+        try:
+            assert isinstance(watch, ConnectionWatch) and not watch.down and not watch.gave_up.is_set()
+            watch.raise_if_down()  # connected: nothing to say
+            backend.client.stop()  # as when ZooKeeper goes: the session is lost
+            assert watch.down
+            with pytest.raises(backend.connection_lost):
+                watch.raise_if_down()
+            with pytest.raises(backend.connection_lost):
+                backend.read()
+            assert watch.gave_up.wait(60)  # its patience ran out: every wait has an end
+        finally:
+            watch.close()

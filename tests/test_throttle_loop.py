@@ -19,7 +19,9 @@ from kit.events import EventLog, read_events
 from kit.cluster.zk.changes import apply_plan, children_or_none, merge_configs, remove_config_keys
 from kit.sim.controller import SimController
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.throttle.loop import OVERRIDES, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
+from kit.throttle.loop import SampleDirMetrics, reassignment_roles, remove_override, run, set_override
+from kit.cluster.backend import open_backend
+from kit.cluster.zk.backend import OVERRIDES
 from kit.cluster.zk.layout import connect, read_cluster
 
 _chroots = itertools.count()
@@ -369,9 +371,10 @@ def test_a_restarted_loop_takes_over_and_clears_what_the_reassignment_in_flight_
         sources, dests, lists = reassignment_roles(cluster, running)
         taking_part = {str(b) for b in sources | dests}
         overridden = next(b for b in sorted(old_rates) if b not in taking_part)
-        set_override(client, 20e6, int(overridden))
     finally:
         client.stop()
+    with open_backend(zk=root) as backend:
+        set_override(backend, 20e6, int(overridden))
     assert set(lists) == {p.topic} and lists[p.topic] != old_lists[p.topic]
     gone_rates = set(old_rates) - taking_part - {overridden}
     gone_lists = set(old_lists) - set(lists)
@@ -388,11 +391,8 @@ def test_a_restarted_loop_takes_over_and_clears_what_the_reassignment_in_flight_
         assert now_lists == lists
         assert set(now_rates) == taking_part | {overridden}
         assert now_rates[overridden] == {LEADER_RATE: "20000000", FOLLOWER_RATE: "20000000"}
-        client = connect(root)
-        try:
-            remove_override(client, int(overridden))
-        finally:
-            client.stop()
+        with open_backend(zk=root) as backend:
+            remove_override(backend, int(overridden))
         finish(root)
         out, err = b.communicate(timeout=400)
     finally:
@@ -450,8 +450,8 @@ def test_a_bad_stored_override_is_ignored_said_and_the_loop_goes_on(case, still_
     child, body = BAD_OVERRIDES.get(case, ("BROKER", b'{"rate": 0, "autoremove": false}'))
     child = child.replace("BROKER", str(dest))
     path = f"{OVERRIDES}/{child}" if child else OVERRIDES
-    client = connect(root)
-    try:
+    with open_backend(zk=root) as backend:
+        client = backend.client
         # Each case starts bare: no override but this one, no throttle in force.
         if client.exists(OVERRIDES):
             client.delete(OVERRIDES, recursive=True)
@@ -459,14 +459,12 @@ def test_a_bad_stored_override_is_ignored_said_and_the_loop_goes_on(case, still_
             remove_config_keys(client, kind, children_or_none(client, f"/config/{kind}"))
         client.create(path, body, makepath=True)
         log = EventLog()
-        outcome = run(client, Settings(interval=0.2), SampleDirMetrics(str(tmp_path / "none"), 0.2), log,
+        outcome = run(backend, Settings(interval=0.2), SampleDirMetrics(str(tmp_path / "none"), 0.2), log,
                       {"standard": CAP}, max_seconds=0.1)
         cluster, running = read_cluster(client)
         sources, dests, _ = reassignment_roles(cluster, running)
         if child and child != str(dest):
             assert not client.exists(f"/config/brokers/{child}")  # nothing written for a bogus broker
-    finally:
-        client.stop()
     alerts = [e for e in log.events if e["kind"] == "alert"]
     if case == "rate-0":
         # kafka-kit removes an override by writing rate 0: no override, and nothing to say.

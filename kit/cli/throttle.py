@@ -3,10 +3,10 @@
 """
 # General flow:
 # 1) add_parser declares `kit throttle run|set|remove`, each running its own function below.
-# 2) set / remove write or delete an override in ZooKeeper (kit.throttle.loop.set_override,
-#    remove_override) and say so.
+# 2) set / remove write or delete an override kept beside the cluster (kit.throttle.loop.set_override,
+#    remove_override, through kit.cluster.backend) and say so.
 # 3) run checks its outputs, picks the metric source (sample files, kit metrics output or
-#    kafka-kit's znode), opens the events log, and hands over to kit.throttle.loop.run until
+#    kafka-kit's znode), opens the events log and the cluster's backend, and hands over to kit.throttle.loop.run until
 #    the reassignment ends (--until-idle), a time limit, SIGTERM or Ctrl-C; then prints the
 #    loop's outcome.
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kit.cli.options import (Parser, auto_throttle_options, broker_id, bytes_per
                              writable, zk_auth_option)
 from kit.events import EventLog
 
-layout = lazy_module("kit.cluster.zk.layout")  # imported when used: see kit.cli.lazy
+cluster = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 loop = lazy_module("kit.throttle.loop")
 
 
@@ -70,8 +70,8 @@ def add_parser(sub) -> None:
 
 def throttle_set(a) -> int:
     """`kit throttle set`: an override rate for every broker taking part, or one."""
-    with layout.session(a.zk, auth=a.zk_auth) as client:
-        loop.set_override(client, a.rate, a.broker, a.autoremove)
+    with cluster.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        loop.set_override(backend, a.rate, a.broker, a.autoremove)
     who = f"broker {a.broker}" if a.broker is not None else "every broker taking part"
     print(f"override set: {a.rate / 1e6:.1f} MB/s for {who}" + (" (autoremove)" if a.autoremove else ""))
     return 0
@@ -79,8 +79,8 @@ def throttle_set(a) -> int:
 
 def throttle_remove(a) -> int:
     """`kit throttle remove`: the override goes."""
-    with layout.session(a.zk, auth=a.zk_auth) as client:
-        had = loop.remove_override(client, a.broker)
+    with cluster.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        had = loop.remove_override(backend, a.broker)
     print("override removed" if had else "no override was set")
     return 0
 
@@ -99,9 +99,9 @@ def throttle_run(a) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with layout.session(a.zk, auth=a.zk_auth) as client:
-            source = metrics or loop.ZnodeMetrics(client)
-            outcome = loop.run(client, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
+        with cluster.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+            source = metrics or loop.ZnodeMetrics(backend)
+            outcome = loop.run(backend, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
                                sample_clock=a.clock == "samples")
     except KeyboardInterrupt:  # before the loop began (the loop itself returns its outcome)
         outcome = None

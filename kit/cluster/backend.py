@@ -12,6 +12,7 @@ backend only translates, never decides.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
@@ -122,6 +123,42 @@ class ClusterBackend(Protocol):
         """Call `callback` (from another thread) once now, then whenever a reassignment starts,
         changes or ends, until `close`."""
 
+    # What a long-running caller (the auto-throttle loop) needs besides: the connection's
+    # health, and the records kafka-kit's tools keep beside the cluster.
+
+    connection_lost: tuple[type[BaseException], ...]
+    """The errors any call raises while the cluster cannot be reached (the connection or the
+    session lost): a long-running caller retries on them, the state it set left in force."""
+
+    def watch_connection(self, patience: float) -> ConnectionWatch:
+        """Start watching the connection for a long-running caller: after `patience` seconds
+        without the cluster, calls still waiting for it fail (`connection_lost`) and the watch
+        says it gave up. Closed by the caller before it closes the backend."""
+
+    def throttle_overrides(self) -> dict[str, tuple[str | None, bytes]]:
+        """The override rates stored for an auto-throttle, unparsed, where kafka-kit's keeps them.
+
+        Returns
+        -------
+        dict
+            ``{where: (broker, body)}``, the global override first, then each broker's by name:
+            `where` names the record (for messages), `broker` the name it is kept under (None:
+            the global one, for every broker taking part), `body` its bytes (kafka-kit's
+            ``{"rate": MB/s, "autoremove": bool}``, maybe empty). Empty when none is stored.
+        """
+
+    def store_throttle_override(self, body: bytes, broker: str | None = None) -> str:
+        """Store an override's body, the global one or a broker's (replacing any); returns its `where`."""
+
+    def remove_throttle_override(self, broker: str | None = None) -> bytes | None:
+        """Remove a broker's override, or empty the global one to ``{}`` (kafka-kit's way, the
+        brokers' kept); returns the body it had, None when none was stored."""
+
+    def broker_metrics(self) -> tuple[object, float] | None:
+        """kafka-kit's broker metrics (``{broker: {"StorageFree", "NetRX", "NetTX", ...}}``, as
+        stored, gunzipped), and when they were written (epoch seconds); None when none are
+        stored or they are not JSON."""
+
 
 def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT) -> ClusterBackend:
@@ -151,3 +188,22 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
     if zk is None:
         raise BadInput("no cluster given: --zk HOST:PORT[/chroot]")
     return ZkBackend(zk, timeout, auth)
+
+
+@runtime_checkable
+class ConnectionWatch(Protocol):
+    """How long a long-running caller has been without the cluster (`ClusterBackend.watch_connection`)."""
+
+    gave_up: threading.Event
+    """Set once the watch stopped waiting for the cluster (after its patience)."""
+
+    @property
+    def down(self) -> bool:
+        """Whether the cluster cannot be reached now."""
+
+    def raise_if_down(self) -> None:
+        """Raise one of the backend's `connection_lost` errors now if the cluster cannot be reached
+        (a call would only wait for it)."""
+
+    def close(self) -> None:
+        """Stop watching (before the backend is closed on purpose)."""

@@ -1,14 +1,15 @@
-"""`kit throttle`: the auto-throttle's loop over ZooKeeper, its metric sources and overrides.
+"""`kit throttle`: the auto-throttle's loop over a cluster, its metric sources and overrides.
 
 The decisions are kit/throttle/decide.py's (pure); this module reads who takes part in the
 running reassignment, reads the brokers' network from one of the metric sources, applies
-the rates through the same ZooKeeper writes as `kit apply` (broker rates, topic replica
-lists, a /config/changes notification each), and writes every decision to the events log.
+the rates through the cluster's backend (`kit.cluster.backend.ClusterBackend`: broker rates
+and topic replica lists, as `kit apply` sets them), and writes every decision to the events log.
 
-Overrides live where kafka-kit's autothrottle keeps them: `/autothrottle/override_rate`
-holds the global override and `/autothrottle/override_rate/<broker>` a broker's, each
-`{"rate": MB/s, "autoremove": bool}`. A global override with autoremove goes when the next
-reassignment ends; a broker override applies at once, reassignment or not, until removed.
+Overrides live where kafka-kit's autothrottle keeps them (`ClusterBackend.throttle_overrides`;
+in ZooKeeper `/autothrottle/override_rate` holds the global override and
+`/autothrottle/override_rate/<broker>` a broker's), each `{"rate": MB/s, "autoremove": bool}`.
+A global override with autoremove goes when the next reassignment ends; a broker override
+applies at once, reassignment or not, until removed.
 """
 from __future__ import annotations
 
@@ -21,18 +22,13 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NoNodeError
-
 from kit import validate
+from kit.cluster.backend import ClusterBackend
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from kit.errors import BadInput
 from kit.events import EventLog, event, utc_now
-from kit.cluster.zk.changes import REASSIGN, children_or_none, merge_configs, remove_config_keys
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.cluster.zk.layout import LOST, Outage, parse_znode_json, read_cluster
 
-OVERRIDES = "/autothrottle/override_rate"
 _ROLE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
 
 
@@ -195,21 +191,19 @@ class BrokerLoadMetrics:
 
 
 class ZnodeMetrics:
-    """kafka-kit's `/topicmappr/brokermetrics` (plain or gzipped), when its per-broker entries
-    carry `NetRX`/`NetTX` (bytes/s) beside `StorageFree`; aged by the znode's modification time."""
+    """kafka-kit's broker metrics (`ClusterBackend.broker_metrics`; in ZooKeeper
+    `/topicmappr/brokermetrics`, plain or gzipped), when its per-broker entries carry
+    `NetRX`/`NetTX` (bytes/s) beside `StorageFree`; aged by when they were written."""
 
-    PATH = "/topicmappr/brokermetrics"
-
-    def __init__(self, client: KazooClient, clock=time.time):
-        self.client, self.clock = client, clock
+    def __init__(self, backend: ClusterBackend, clock=time.time):
+        self.backend, self.clock = backend, clock
 
     def read(self, brokers) -> dict[int, NetSample]:
-        try:
-            raw, stat = self.client.get(self.PATH)
-            doc = parse_znode_json(raw, self.PATH)
-        except (NoNodeError, BadInput):
+        stored = self.backend.broker_metrics()
+        if stored is None:
             return {}
-        when = stat.mtime / 1000 + time.monotonic() - self.clock()  # on the loop's clock
+        doc, written = stored
+        when = written + time.monotonic() - self.clock()  # on the loop's clock
         out = {}
         for k, v in (doc or {}).items():
             if k.isdigit() and int(k) in brokers and isinstance(v, dict) and "NetRX" in v and "NetTX" in v:
@@ -249,7 +243,7 @@ def parse_override(raw: bytes, where: str) -> dict | None:
 
 
 def _override_broker(name: str, where: str, brokers) -> int:
-    """The broker a /autothrottle/override_rate/<name> znode is for; BadInput unless `name` is a
+    """The broker an override stored under `name` is for; BadInput unless `name` is a
     broker id (written plainly, an int32) of the cluster (`brokers`, when given)."""
     if not re.fullmatch(r"[0-9]{1,10}", name) or name != str(int(name)):
         raise BadInput(f"{where}: {name!r} is not a broker id")
@@ -259,39 +253,30 @@ def _override_broker(name: str, where: str, brokers) -> int:
     return b
 
 
-def read_overrides(client: KazooClient, brokers=None) -> tuple[dict | None, dict[int, float], dict[str, str]]:
+def read_overrides(backend: ClusterBackend, brokers=None) -> tuple[dict | None, dict[int, float], dict[str, str]]:
     """(global override {"rate": bytes/s, "autoremove": bool} or None, {broker: bytes/s},
-    {znode: why it was ignored}).
+    {where it is stored: why it was ignored}).
 
-    A stored override that cannot be honoured (see `parse_override`; a znode name that is not a
+    A stored override that cannot be honoured (see `parse_override`; a name that is not a
     broker id, or a broker not among `brokers` when given) is left out and said in the third
     part, never raised: the automatic rate applies in its place.
     """
     bad: dict[str, str] = {}
-    try:
-        raw = client.get(OVERRIDES)[0]
-    except NoNodeError:
-        return None, {}, bad
-    try:
-        glob_override = parse_override(raw, OVERRIDES)
-    except BadInput as e:
-        glob_override, bad[OVERRIDES] = None, str(e)
-    out = {}
-    for child in sorted(children_or_none(client, OVERRIDES)):
-        path = f"{OVERRIDES}/{child}"
+    glob_override, out = None, {}
+    for where, (name, raw) in backend.throttle_overrides().items():
         try:
-            doc = parse_override(client.get(path)[0], path)
-            if doc is not None:  # a removed override (rate 0) is no one's business, whatever its name
-                out[_override_broker(child, path, brokers)] = doc["rate"]
-        except NoNodeError:
-            continue  # removed meanwhile
+            doc = parse_override(raw, where)
+            if name is None:
+                glob_override = doc
+            elif doc is not None:  # a removed override (rate 0) is no one's business, whatever its name
+                out[_override_broker(name, where, brokers)] = doc["rate"]
         except BadInput as e:
-            bad[path] = str(e)
+            bad[where] = str(e)
     return glob_override, out, bad
 
 
-def set_override(client: KazooClient, rate: float, broker: int | None = None, autoremove: bool = False) -> None:
-    """Store an override (bytes/s) in kafka-kit's layout (MB/s in the znode).
+def set_override(backend: ClusterBackend, rate: float, broker: int | None = None, autoremove: bool = False) -> None:
+    """Store an override (bytes/s) in kafka-kit's layout (MB/s in the record).
 
     `BadInput` for a rate Kafka cannot hold, or a broker the cluster does not have (the loop
     would ignore either).
@@ -299,31 +284,18 @@ def set_override(client: KazooClient, rate: float, broker: int | None = None, au
     validate.rate(rate, "the override rate (bytes/s)")
     if broker is not None:
         validate.broker_id(broker, "--broker")
-        cluster, _ = read_cluster(client)
+        cluster, _ = backend.read()
         if broker not in cluster.brokers:
             raise BadInput(f"--broker {broker}: the cluster has no broker {broker}")
     body = json.dumps({"rate": rate / 1e6, "autoremove": autoremove}).encode()
-    path = OVERRIDES if broker is None else f"{OVERRIDES}/{broker}"
-    client.ensure_path(OVERRIDES)
-    if client.exists(path):
-        client.set(path, body)
-    else:
-        client.create(path, body, makepath=True)
+    backend.store_throttle_override(body, None if broker is None else str(broker))
 
 
-def remove_override(client: KazooClient, broker: int | None = None) -> bool:
+def remove_override(backend: ClusterBackend, broker: int | None = None) -> bool:
     """Remove the global (or one broker's) override; False when there was none."""
-    if broker is not None:
-        try:
-            client.delete(f"{OVERRIDES}/{broker}")
-            return True
-        except NoNodeError:
-            return False
-    try:
-        raw = client.get(OVERRIDES)[0]
-    except NoNodeError:
-        return False
-    client.set(OVERRIDES, b"{}")
+    raw = backend.remove_throttle_override(None if broker is None else str(broker))
+    if raw is None or broker is not None:
+        return raw is not None
     return bool(raw.strip()) and raw.strip() != b"{}"
 
 
@@ -355,16 +327,16 @@ def _leftovers(brokers: int, topics: int) -> str:
 
 
 def _broker_name(name: str) -> int | None:
-    """The broker id a /config/brokers child names (None for `<default>` or anything else)."""
+    """The broker id a broker config's name is (None for `<default>` or anything else)."""
     return int(name) if re.fullmatch(r"[0-9]{1,10}", name) else None
 
 
 class ThrottleLoop:
-    """One auto-throttle over one ZooKeeper chroot. `take_over()` once, then `round()` does one decision."""
+    """One auto-throttle over one cluster. `take_over()` once, then `round()` does one decision."""
 
-    def __init__(self, client: KazooClient, settings: Settings, metrics, log: EventLog,
+    def __init__(self, backend: ClusterBackend, settings: Settings, metrics, log: EventLog,
                  cap_map: dict | None = None, clock=time.monotonic, stamp=utc_now):
-        self.client, self.settings, self.metrics, self.log = client, settings, metrics, log
+        self.backend, self.settings, self.metrics, self.log = backend, settings, metrics, log
         self.cap_map, self.clock, self.stamp = cap_map, clock, stamp
         self.auto: AutoThrottle | None = None
         self.was_running = False
@@ -376,7 +348,7 @@ class ThrottleLoop:
         """The overrides to honour (global, {broker: bytes/s}). A stored one that cannot be
         honoured is ignored, the automatic rate applying instead: said once as an `alert` event
         while it stays bad, and kept for the outcome."""
-        glob_override, brokers, bad = read_overrides(self.client, set(cluster.brokers))
+        glob_override, brokers, bad = read_overrides(self.backend, set(cluster.brokers))
         for path, why in bad.items():
             if self._said.get(path) != why:
                 self.log.write(event(self.stamp(), "throttle", "alert",
@@ -389,7 +361,7 @@ class ThrottleLoop:
         """At start: the throttles in force become this loop's, and every one the reassignment in
         flight does not need is removed (`clear_unneeded`), whoever left it (a killed loop, a
         crashed apply, Kafka's tool). What it needs is (re)written by the first round."""
-        cluster, running = read_cluster(self.client)
+        cluster, running = self.backend.read()
         _, broker_overrides = self.overrides(cluster)
         brokers, topics = self.clear_unneeded(cluster, running, broker_overrides)
         self.outcome.cleared_brokers, self.outcome.cleared_topics = len(brokers), len(topics)
@@ -399,14 +371,13 @@ class ThrottleLoop:
         """Remove the rates of every broker taking no part in `running` (None: nothing runs) and
         not overridden, and the replica lists of every topic it does not move; an event says how
         many. Returns the (brokers, topics) cleared."""
-        if running is None and self.client.exists(REASSIGN):
+        if running is None and self.backend.reassigning():
             return [], []  # one began since the cluster was read: not ours to clear blind
         sources, dests, lists = reassignment_roles(cluster, running)
         keep = sources | dests | set(broker_overrides)
-        brokers = remove_config_keys(self.client, "brokers", [
-            n for n in children_or_none(self.client, "/config/brokers") if _broker_name(n) not in keep])
-        topics = remove_config_keys(self.client, "topics", [
-            t for t in children_or_none(self.client, "/config/topics") if t not in lists])
+        rates, replica_lists = self.backend.throttles()
+        brokers, topics = self.backend.clear_throttles(brokers=[n for n in rates if _broker_name(n) not in keep],
+                                                       topics=[t for t in replica_lists if t not in lists])
         self.auto.applied = {b: r for b, r in self.auto.applied.items() if b in keep}
         # The moving topics' lists may be another run's (other partitions): the next round
         # rewrites each whole, and removes it once the topic stops moving.
@@ -423,7 +394,7 @@ class ThrottleLoop:
         """Resolve the capacity of every live broker the metrics describe (BadInput, before
         anything is written, when one has none) and take over the rates in force."""
         if cluster is None:
-            cluster, _ = read_cluster(self.client)
+            cluster, _ = self.backend.read()
             metrics = self.metrics.read({b.id for b in cluster.brokers.values() if b.alive})
         if self.auto is None:
             self.auto = AutoThrottle(self.settings, {})
@@ -433,7 +404,7 @@ class ThrottleLoop:
         self._resolve_capacities(cluster, metrics)
 
     def _resolve_capacities(self, cluster, metrics) -> None:
-        # ZooKeeper does not know a broker's instance type; the metrics do (issue 6's schema).
+        # The cluster does not know a broker's instance type; the metrics do (issue 6's schema).
         # A broker not yet described is held at the minimum rate, as with missing metrics,
         # unless no metrics can ever give it a capacity (no capacity map at all): that is
         # refused now, before the first write.
@@ -445,14 +416,8 @@ class ThrottleLoop:
         self.auto.capacity.update(capacities(todo, self.cap_map))
 
     def _rates_in_force(self) -> dict[int, dict[str, float]]:
-        names = children_or_none(self.client, "/config/brokers")
-        reads = {n: self.client.get_async(f"/config/brokers/{n}") for n in names}
         out = {}
-        for n, r in reads.items():
-            try:
-                cfg = json.loads(r.get()[0].decode() or "{}").get("config", {})
-            except NoNodeError:
-                continue
+        for n, cfg in self.backend.throttles()[0].items():
             rates = {}
             for role, key in _ROLE_KEY.items():
                 try:
@@ -465,7 +430,7 @@ class ThrottleLoop:
 
     def round(self) -> dict:
         """Read, decide, write. Returns {"running": bool, "events": [...]}."""
-        cluster, running = read_cluster(self.client)
+        cluster, running = self.backend.read()
         live = {b.id for b in cluster.brokers.values() if b.alive}
         metrics = self.metrics.read(live)
         self.prepare(cluster, metrics)
@@ -475,16 +440,16 @@ class ThrottleLoop:
                              glob_override["rate"] if glob_override and running else None, broker_overrides)
         changed_topics = {t: cfg for t, cfg in lists.items() if self.topics.get(t) != cfg}
         if changed_topics:
-            merge_configs(self.client, "topics", changed_topics)
+            self.backend.set_throttles(topics=changed_topics)
         gone = [t for t in self.topics if t not in lists]
         if gone:
-            remove_config_keys(self.client, "topics", gone)
+            self.backend.clear_throttles(topics=gone)
         self.topics = lists
         if d.rates:
-            merge_configs(self.client, "brokers", {str(b): {_ROLE_KEY[r]: str(int(v)) for r, v in rates.items()}
-                                                   for b, rates in d.rates.items()})
+            self.backend.set_throttles(brokers={b: {_ROLE_KEY[r]: str(int(v)) for r, v in rates.items()}
+                                                for b, rates in d.rates.items()})
         if d.clear:
-            remove_config_keys(self.client, "brokers", [str(b) for b in d.clear])
+            self.backend.clear_throttles(brokers=d.clear)
         for e in d.events:
             self.log.write(e)
         if self.was_running and running is None:
@@ -493,7 +458,7 @@ class ThrottleLoop:
             self.clear_unneeded(cluster, None, broker_overrides)
             self.log.write(event(self.stamp(), "throttle", "done", "the reassignment finished; throttles cleared"))
             if glob_override and glob_override["autoremove"]:
-                remove_override(self.client)
+                remove_override(self.backend)
                 self.log.write(event(self.stamp(), "throttle", "override", "global override removed (autoremove)",
                                      old=glob_override["rate"], new=None))
         self.was_running = running is not None
@@ -502,23 +467,24 @@ class ThrottleLoop:
                 "throttled": sorted(set(self.auto.applied) - set(broker_overrides))}
 
 
-def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
+def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
         stop: threading.Event | None = None, until_idle: bool = False, max_seconds: float | None = None,
         patience: float = 300.0, sample_clock: bool = False) -> Outcome:
     """The loop: it takes over the throttles in force (`ThrottleLoop.take_over`), then makes a
-    round every interval, and at once when the reassignment znode changes (so the last
-    throttles go the moment the reassignment ends). ZooKeeper errors are retried with the same
-    rates in force; after `patience` seconds unreachable it gives up (the rates in force stay:
+    round every interval, and at once when the reassignment starts, changes or ends (so the last
+    throttles go the moment the reassignment ends). A lost connection (the backend's
+    `connection_lost`) is retried with the same rates in force; after `patience` seconds
+    unreachable it gives up (the rates in force stay:
     removing them blind could flood the brokers). With `sample_clock`, events carry the
     samples' time instead of the wall clock. Returns its `Outcome`, also when interrupted
     (Ctrl-C stops it as SIGTERM does, the rates in force staying)."""
     stop = stop or threading.Event()
     # With sample_clock, decisions carry the samples' own time (the simulator's cluster time).
     stamp = (lambda: getattr(metrics, "newest_stamp", None) or utc_now()) if sample_clock else utc_now
-    loop = ThrottleLoop(client, settings, metrics, log, cap_map, stamp=stamp)
-    # A call made while ZooKeeper is away waits for the connection; Outage ends that wait after
-    # `patience` (the client is stopped, the call fails) so that the loop's wait has an end too.
-    outage = Outage(client, patience)
+    loop = ThrottleLoop(backend, settings, metrics, log, cap_map, stamp=stamp)
+    # A call made while the cluster is away waits for the connection; the watch ends that wait
+    # after `patience` (the call fails) so that the loop's wait has an end too.
+    outage = backend.watch_connection(patience)
     try:
         if sample_clock:
             _await_first_samples(metrics, settings, stop)
@@ -527,11 +493,10 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
         watching = ready = False
         while not stop.is_set():
             try:
-                if outage.down:
-                    raise ConnectionLoss("no connection")  # a call now would only wait for one
+                outage.raise_if_down()  # a call now would only wait for the connection
                 # Start-up rides out ZooKeeper blips as the rounds do.
                 if not watching:
-                    client.DataWatch(REASSIGN, lambda data, stat, *_: wake.set())
+                    backend.watch_reassignment(wake.set)
                     watching = True
                 if not ready:
                     loop.prepare()
@@ -543,7 +508,7 @@ def run(client: KazooClient, settings: Settings, metrics, log: EventLog, cap_map
                 seen = seen or res["running"]
                 if until_idle and seen and not res["running"] and not res["throttled"]:
                     break
-            except LOST as e:
+            except backend.connection_lost as e:
                 lost_since = lost_since or time.monotonic()
                 log.write(event(utc_now(), "throttle", "zookeeper", f"ZooKeeper unreachable ({type(e).__name__}); "
                                                                     "retrying, rates in force unchanged"))

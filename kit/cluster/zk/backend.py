@@ -8,15 +8,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import ConnectionLoss, NoNodeError
 
 from kit.cluster.zk import changes
-from kit.cluster.zk.layout import connect, read_cluster
+from kit.cluster.zk.layout import LOST, Outage, close, connect, parse_znode_json, read_cluster
+from kit.errors import BadInput
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 # The throttle keys each kind of /config/<kind>/<name> znode may carry.
 THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
+
+# Where kafka-kit's autothrottle keeps its overrides: the global one, and each broker's as a child.
+OVERRIDES = "/autothrottle/override_rate"
+# kafka-kit's broker metrics (plain or gzipped JSON), written by its metricsfetcher.
+BROKER_METRICS = "/topicmappr/brokermetrics"
 
 
 class ZkBackend:
@@ -52,8 +58,7 @@ class ZkBackend:
         """Stop and close the session (as `kit.cluster.zk.layout.session` does), once."""
         if not self._closed:
             self._closed = True
-            self.client.stop()
-            self.client.close()
+            close(self.client)  # also when an `Outage` giving up is stopping it at the same moment
 
     def read(self) -> tuple[Cluster, dict | None]:
         """`kit.cluster.zk.layout.read_cluster`."""
@@ -132,3 +137,63 @@ class ZkBackend:
     def watch_reassignment(self, callback: Callable[[], None]) -> None:
         """A kazoo DataWatch on /admin/reassign_partitions (it fires once at once, then on each change)."""
         self.client.DataWatch(changes.REASSIGN, lambda data, stat, *_: callback())
+
+    connection_lost = LOST
+
+    def watch_connection(self, patience: float) -> ZkOutage:
+        """A `ZkOutage` on the session (it stops the client after `patience` seconds without ZooKeeper)."""
+        return ZkOutage(self.client, patience)
+
+    def throttle_overrides(self) -> dict[str, tuple[str | None, bytes]]:
+        """/autothrottle/override_rate and its children (kafka-kit's layout), read one by one."""
+        try:
+            out: dict[str, tuple[str | None, bytes]] = {OVERRIDES: (None, self.client.get(OVERRIDES)[0])}
+        except NoNodeError:
+            return {}
+        for child in sorted(changes.children_or_none(self.client, OVERRIDES)):
+            path = f"{OVERRIDES}/{child}"
+            try:
+                out[path] = (child, self.client.get(path)[0])
+            except NoNodeError:
+                continue  # removed meanwhile
+        return out
+
+    def store_throttle_override(self, body: bytes, broker: str | None = None) -> str:
+        """/autothrottle/override_rate (global) or its child `broker`, created when missing."""
+        path = OVERRIDES if broker is None else f"{OVERRIDES}/{broker}"
+        self.client.ensure_path(OVERRIDES)
+        if self.client.exists(path):
+            self.client.set(path, body)
+        else:
+            self.client.create(path, body, makepath=True)
+        return path
+
+    def remove_throttle_override(self, broker: str | None = None) -> bytes | None:
+        """Delete /autothrottle/override_rate/<broker>, or write ``{}`` into the global znode."""
+        path = OVERRIDES if broker is None else f"{OVERRIDES}/{broker}"
+        try:
+            raw = self.client.get(path)[0]
+            if broker is None:
+                self.client.set(OVERRIDES, b"{}")
+            else:
+                self.client.delete(path)
+        except NoNodeError:
+            return None
+        return raw
+
+    def broker_metrics(self) -> tuple[object, float] | None:
+        """/topicmappr/brokermetrics (gunzipped), and its modification time."""
+        try:
+            raw, stat = self.client.get(BROKER_METRICS)
+            return parse_znode_json(raw, BROKER_METRICS), stat.mtime / 1000
+        except (NoNodeError, BadInput):
+            return None
+
+
+class ZkOutage(Outage):
+    """`kit.cluster.zk.layout.Outage`, a `kit.cluster.backend.ConnectionWatch`."""
+
+    def raise_if_down(self) -> None:
+        """ConnectionLoss while the session has no ZooKeeper."""
+        if self.down:
+            raise ConnectionLoss("no connection")
