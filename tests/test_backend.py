@@ -6,6 +6,7 @@ import inspect
 import itertools
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,40 @@ def kafka(zookeeper, snapshots):
     return root, cluster
 
 
+@pytest.mark.parametrize("module", ["kit/cli/__init__.py", "kit/cli/change.py", "kit/cli/dashboard.py",
+                                    "kit/dashboard/poller.py", "kit/metrics/edge.py"])
+def test_these_reach_a_cluster_through_the_backend_alone(module):
+    """`kit apply`, `verify`, `elect`, `rollback`, `status`, `snapshot`, `dashboard`, `metrics --zk`
+    and the dashboard's poller name no ZooKeeper module, only kit.cluster.backend."""
+    source = (Path(__file__).resolve().parent.parent / module).read_text()
+    assert "kit.cluster.zk" not in source and "kazoo.client" not in source
+
+
+def test_the_simulated_clusters_facts_are_read_and_a_real_cluster_has_none(kafka):
+    root, seeded = kafka
+    with open_backend(zk=root) as backend:
+        facts = backend.sim_facts()
+        assert sorted(facts["brokers"]) == sorted(str(b.id) for b in seeded.brokers.values() if b.known)
+        assert len(facts["traffic"]) == len(seeded.partitions)
+        backend.client.delete("/kit/sim/facts")  # what a real cluster is: Kafka's own znodes
+        assert backend.sim_facts() is None
+
+
+def test_metrics_written_through_the_backend_are_what_it_reads_back(kafka):
+    root, seeded = kafka
+    sizes = {}
+    for p in seeded.partitions:
+        sizes.setdefault(p.topic, {})[str(p.partition)] = {"Size": 1000 + p.partition}
+    free = {str(b): {"StorageFree": 7_000 + b} for b in seeded.live_ids}
+    with open_backend(zk=root) as backend:
+        backend.write_metrics(sizes, free)
+        backend.write_metrics(sizes, free)  # replaced, not refused for being there
+        cluster, _ = backend.read()
+    assert {(p.topic, p.partition): p.size for p in cluster.partitions} == \
+        {(p.topic, p.partition): 1000 + p.partition for p in seeded.partitions}
+    assert {b: cluster.brokers[b].storage_free for b in seeded.live_ids} == {b: 7_000 + b for b in seeded.live_ids}
+
+
 def _compatible(wanted: inspect.Signature, got: inspect.Signature) -> list[str]:
     """Why `got` cannot be called every way `wanted` can (empty when it can)."""
     why = []
@@ -57,6 +92,7 @@ def _compatible(wanted: inspect.Signature, got: inspect.Signature) -> list[str]:
 
 def test_the_protocol_covers_what_kit_does_to_a_cluster():
     assert PROTOCOL == sorted(["__enter__", "__exit__", "close", "read", "reassigning", "progress", "apply",
+                               "sim_facts", "write_metrics",
                                "rollback", "verify", "verify_until_done", "elect", "status", "throttles",
                                "set_throttles", "clear_throttles", "clear_leftover_throttles",
                                "watch_reassignment", "watch_connection", "throttle_overrides",

@@ -19,7 +19,7 @@ from kit.cli.lazy import lazy_module
 from kit.cli.options import Parser
 from kit.errors import BadInput, Stuck, Unsafe
 
-layout = lazy_module("kit.cluster.zk.layout")  # imported when used: see kit.cli.lazy
+backend = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 
 TOP_EXAMPLES = plan.EXAMPLES + """  kit run broker_replacement -p zk zk1:2181/kafka -p apply true     (a runbook, into records/)
   kit apply plan.json --zk zk1:2181/kafka --throttle 10000000 --rollback-out rollback.json
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
         if getattr(a, "zk_auth_file", None):
-            a.zk_auth = layout.read_auth_file(a.zk_auth_file)
+            a.zk_auth = backend.read_auth_file(a.zk_auth_file)
         return a.run(a)
     except (BadInput, Unsafe, Stuck) as e:
         sys.stderr.write(f"kit: {e}\n")

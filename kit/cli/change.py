@@ -1,12 +1,12 @@
-"""The live cluster, through ZooKeeper: `kit snapshot` reads it; `kit apply`, `kit verify`,
-`kit elect` and `kit rollback` change it as Kafka's own tools do; `kit status` reports on it.
-The work is kit.cluster.zk.changes (and kit.cluster.zk.layout for reading the cluster).
+"""The live cluster: `kit snapshot` reads it; `kit apply`, `kit verify`, `kit elect` and
+`kit rollback` change it as Kafka's own tools do; `kit status` reports on it. The work is the
+cluster's backend (kit.cluster.backend: today ZooKeeper, reached with --zk).
 """
 # General flow (each command):
 # 1) add_parser declares the six commands; each runs its own function below.
 # 2) Files named on the command line are read and outputs checked before ZooKeeper is reached.
-# 3) One ZooKeeper session (kit.cluster.zk.layout.session) for the change, made by
-#    kit.cluster.zk.changes: apply_plan, verify / verify_until_done, elect, rollback, status.
+# 3) One backend (kit.cluster.backend.open_backend, closed at the end) for the change:
+#    read, apply, verify / verify_until_done, elect, rollback, status.
 #    apply and rollback run again after a crash say so and write nothing (_run_again).
 # 4) One line (or a few) on stdout says what was done; the exit code says whether it is over.
 from __future__ import annotations
@@ -20,8 +20,7 @@ from kit.errors import Unsafe
 from kit.formats import dumps, load_plan, snapshot_doc, write_atomic
 from kit.progress import Progress
 
-changes = lazy_module("kit.cluster.zk.changes")  # imported when used: see kit.cli.lazy
-layout = lazy_module("kit.cluster.zk.layout")
+backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 
 
 def add_parser(sub) -> None:
@@ -75,8 +74,8 @@ def add_parser(sub) -> None:
 def snapshot(a) -> int:
     """`kit snapshot`: the cluster read from ZooKeeper, written as Snapshot v1."""
     writable("--out", a.out)
-    with layout.session(a.zk, auth=a.zk_auth) as client:
-        cluster, reassigning = layout.read_cluster(client)
+    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        cluster, reassigning = backend.read()
     write_atomic(a.out, dumps(snapshot_doc(cluster)))
     live = sum(b.alive for b in cluster.brokers.values())
     dead = sum(not b.alive for b in cluster.brokers.values())
@@ -93,12 +92,12 @@ def _cleared(done: dict) -> str:
     return f"cleared throttles left without a reassignment: {b} broker(s), {t} topic(s)" if b or t else ""
 
 
-def _run_again(client, moves, what: str, plan: str, zk: str, rollback_out: str | None = None) -> bool:
+def _run_again(backend, moves, what: str, plan: str, zk: str, rollback_out: str | None = None) -> bool:
     """`kit apply` (what="apply") or `kit rollback` run again after a crash: True, having said
     so, when the plan's reassignment already runs (nothing written) or the plan is already in
     place (nothing started; throttles left without a reassignment cleared). Unsafe when it runs
     but the rollback file asked for was never written: that assignment can no longer be read."""
-    state = changes.plan_progress(client, moves)
+    state = backend.progress(moves)
     if state == "running":
         note = ""
         if rollback_out:
@@ -113,7 +112,7 @@ def _run_again(client, moves, what: str, plan: str, zk: str, rollback_out: str |
               f"{plan} started it): nothing written{note}; follow it with kit verify {plan} --zk {zk} --wait")
         return True
     if state == "in place":
-        b, t = changes.clear_leftover_throttles(client)
+        b, t = backend.clear_leftover_throttles()
         kept = (f"; {rollback_out} left as it was" if os.path.exists(rollback_out) else
                 f"; {rollback_out} not written") if rollback_out else ""
         print(f"every partition of {plan} ({len(moves)}) already has the replicas it names: nothing to start{kept}")
@@ -128,10 +127,10 @@ def apply(a) -> int:
     if a.rollback_out:
         writable("--rollback-out", a.rollback_out, plan=a.plan)
     moves = load_plan(a.plan)
-    with layout.session(a.zk, auth=a.zk_auth) as client:
-        if _run_again(client, moves, "apply", a.plan, a.zk, a.rollback_out):
+    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        if _run_again(backend, moves, "apply", a.plan, a.zk, a.rollback_out):
             return 0
-        done = changes.apply_plan(client, moves, a.throttle, a.rollback_out)
+        done = backend.apply(moves, a.throttle, a.rollback_out)
     print(f"reassignment of {done['partitions']} partition(s) started"
           + (f"; throttled {done['throttled_topics']} topic(s) and {done['throttled_brokers']} broker(s) "
              f"at {a.throttle / 1e6:.0f} MB/s" if a.throttle else "")
@@ -153,11 +152,11 @@ def verify(a) -> int:
 
         def retry(why):
             sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); retrying\n")
-        with bar, layout.session(a.zk, auth=a.zk_auth) as client:
-            res = changes.verify_until_done(client, moves, a.interval, progress, retry, stall=a.stall)
+        with bar, backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+            res = backend.verify_until_done(moves, a.interval, progress, retry, stall=a.stall)
     else:
-        with layout.session(a.zk, auth=a.zk_auth) as client:
-            res = changes.verify(client, moves)
+        with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+            res = backend.verify(moves)
     done = sum(r["done"] for r in res["partitions"])
     for r in res["partitions"]:
         if not r["done"]:
@@ -181,8 +180,8 @@ def verify(a) -> int:
 def elect(a) -> int:
     """`kit elect`: a preferred-leader election where the first replica does not lead."""
     moves = load_plan(a.plan) if a.plan else None
-    with layout.session(a.zk, auth=a.zk_auth) as client:
-        n = changes.elect(client, moves)
+    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        n = backend.elect(moves)
     print(f"preferred-leader election requested for {n} partition(s)" if n else "every partition is led by "
           "its first replica: nothing to elect")
     return 0
@@ -191,9 +190,9 @@ def elect(a) -> int:
 def rollback(a) -> int:
     """`kit rollback`: a rollback file from kit apply, started with apply's checks."""
     moves = load_plan(a.file)
-    with layout.session(a.zk, auth=a.zk_auth) as client:
-        done = None if _run_again(client, moves, "rollback", a.file, a.zk) else \
-            changes.rollback(client, moves, a.throttle)
+    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        done = None if _run_again(backend, moves, "rollback", a.file, a.zk) else \
+            backend.rollback(moves, a.throttle)
     if done is not None:
         print(f"rollback of {done['partitions']} partition(s) started; follow it with kit verify {a.file} "
               f"--zk {a.zk} --wait")
@@ -204,8 +203,8 @@ def rollback(a) -> int:
 
 def status(a) -> int:
     """`kit status`: brokers, under-replicated partitions, the reassignment in flight, throttles."""
-    with layout.session(a.zk, auth=a.zk_auth) as client:
-        res = changes.status(client)
+    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        res = backend.status()
     live = [b for b in res["brokers"] if b["alive"]]
     dead = [b for b in res["brokers"] if not b["alive"]]
     print(f"brokers: {len(live)} live, {len(dead)} dead" + (f" ({' '.join(str(b['id']) for b in dead)})" if dead else ""))

@@ -9,8 +9,8 @@ flag is one line on stderr and exit 2, never a half-started server or a tracebac
 #    checked, and the cap map read (kit.throttle.loop.load_cap_map).
 # 3) kit.dashboard.app is imported (Panel, HoloViews: the dashboard extra); missing, it is
 #    one line and exit 2.
-# 4) The cluster is read (ZooKeeper or snapshot) and the plans loaded against it, so a bad
-#    plan fails here rather than in the first browser tab.
+# 4) The cluster is read (through kit.cluster.backend, or a snapshot) and the plans loaded
+#    against it, so a bad plan fails here rather than in the first browser tab.
 # 5) kit.dashboard.app.serve builds the server; it serves until Ctrl-C.
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from kit.cli.options import command, rate, whole, zk_auth_option
 from kit.errors import BadInput
 from kit.formats import load_snapshot
 
-layout = lazy_module("kit.cluster.zk.layout")  # imported when used: see kit.cli.lazy
+backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 throttle_loop = lazy_module("kit.throttle.loop")
 
 EXAMPLE = ("KIT_DASHBOARD_AUTH=oncall:s3cret kit dashboard --zk 127.0.0.1:2181/kafka --plan plan.json "
@@ -100,8 +100,8 @@ def run(a) -> int:
     except ImportError as e:
         raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
     if a.zk:
-        with layout.session(a.zk, timeout=5.0, auth=a.zk_auth) as client:
-            cluster, _ = layout.read_cluster(client)
+        with backends.open_backend(zk=a.zk, auth=a.zk_auth, timeout=5.0) as backend:
+            cluster, _ = backend.read()
     else:
         cluster = load_snapshot(a.snapshot)
     if not cluster.brokers:

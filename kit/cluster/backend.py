@@ -16,12 +16,25 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
+from kit.cluster.zk import layout
 from kit.cluster.zk.backend import ZkBackend
 from kit.errors import BadInput
 from kit.model import Cluster
 
 # How long to wait for a cluster to answer when connecting (seconds), as `kit.cluster.zk.layout.connect`.
 DEFAULT_TIMEOUT = 10.0
+
+
+def read_auth_file(path: str) -> str:
+    """`open_backend`'s `auth` from the first line of a file (kept out of `ps` and shell history).
+
+    Raises
+    ------
+    BadInput
+        The file cannot be read or holds no SCHEME:CREDENTIALS; the message names the file,
+        never its content.
+    """
+    return layout.read_auth_file(path)
 
 
 @runtime_checkable
@@ -52,6 +65,28 @@ class ClusterBackend(Protocol):
 
     def reassigning(self) -> bool:
         """Whether a reassignment runs now (cheaper than `read`)."""
+
+    def sim_facts(self) -> dict | None:
+        """The simulated cluster's own facts, None on a real cluster.
+
+        Returns
+        -------
+        dict or None
+            What `kit sim seed` kept beside the cluster: ``{"brokers": {id: {"net_capacity",
+            ...}}, "traffic": {...}}`` (brokers' capacities and disks, partitions' traffic).
+        """
+
+    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> None:
+        """Publish measured partition sizes and brokers' free storage where `read` (and
+        kafka-kit's tools) find them, replacing what was there.
+
+        Parameters
+        ----------
+        partition_meta : dict
+            ``{topic: {partition: {"Size": bytes}}}``, kafka-kit's partition metadata.
+        broker_metrics : dict
+            ``{broker: {"StorageFree": bytes, ...}}``, kafka-kit's broker metrics.
+        """
 
     def progress(self, moves: list[dict]) -> str | None:
         """How far a plan already got: "running", "in place" or None (see `kit apply` run again)."""

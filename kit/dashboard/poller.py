@@ -19,8 +19,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from kit.cluster.backend import ClusterBackend, open_backend
-from kit.cluster.zk.backend import ZkBackend
-from kit.cluster.zk.layout import read_sim_facts
 from kit.errors import BadInput
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
@@ -300,25 +298,9 @@ class Poller:
             try:
                 backend = self._cluster()
                 if self._facts is None:
-                    # Only the simulator keeps brokers' facts, in its ZooKeeper (kit sim seed).
-                    self._facts = read_sim_facts(backend.client) if isinstance(backend, ZkBackend) else {}
+                    self._facts = backend.sim_facts() or {}  # only the simulator keeps brokers' facts
                 status = backend.status()
-                # Placement is re-read every CLUSTER_EVERY seconds, every ROLES_EVERY while a
-                # reassignment runs (who copies changes as replicas join the ISR), and when one
-                # starts or ends; the version (which re-draws every tab's distribution) moves only
-                # when the placement changed: re-drawing 150 brokers on every poll would starve
-                # the live parts of the page.
-                moving = bool(status.get("reassigning_partitions"))
-                # At most a third of the time reading placement, however slow ZooKeeper is.
-                every = max(ROLES_EVERY, 3 * self._read_seconds) if moving else CLUSTER_EVERY
-                if cluster is None or now - self._last_cluster >= every or \
-                        moving != bool((st.status or {}).get("reassigning_partitions")):
-                    began = time.monotonic()
-                    self._read = backend.read()
-                    self._read_seconds = time.monotonic() - began
-                    self._last_cluster = time.time()
-                    if cluster is None or _placement(self._read[0]) != _placement(cluster):
-                        cluster, cluster_version = self._read[0], cluster_version + 1
+                cluster, cluster_version = self._read_placement(backend, now, st, status)
                 fresh, running = self._read
                 rates = self._throttle_rates(backend)
             except BadInput as e:
@@ -337,13 +319,7 @@ class Poller:
             sample_clock, sampled = None, {}
         # The cluster's own clock: the samples' (simulated time in the simulator), else the wall.
         clock, clock_source = (sample_clock, "samples") if sample_clock is not None else (now, "wall")
-        sources, dests = set(), set()
-        if fresh is not None and running:
-            sources, dests, _ = reassignment_roles(fresh, running)
-        elif not self.zk:
-            # No ZooKeeper: who takes part is who the auto-throttle's decisions still throttle.
-            sources = {b for b, r in rates.items() if "leader" in r}
-            dests = {b for b, r in rates.items() if "follower" in r}
+        sources, dests = self._roles(fresh, running, rates)
         net = self._net(sources | dests | set(rates))
         self._add_rows(now, rates, sources, dests, net)
         progress, history, basis = st.progress, st.history, st.copy_basis
@@ -351,23 +327,9 @@ class Poller:
             if fresh is not None or not status.get("reassigning_partitions"):
                 bound = copy_bound(sources, dests, rates, net, self._nic(fresh, sampled)) if running else \
                     {"rate": None, "into": None, "out_of": None, "basis": None}
-                progress = self._ledger.update(fresh, running, clock, bound["rate"],
-                                               sizes=lambda wanted: replica_sizes(self.samples, wanted),
-                                               clock_source=clock_source)
-                if progress is not None:
-                    progress = {**progress, **{k: bound[k] for k in ("rate", "into", "out_of")},
-                                "clock_source": clock_source}
-                    # One history per reassignment, on the cluster's clock.
-                    entry = (clock, progress["copied"], bound["rate"], now)
-                    history = (entry,) if not history or (st.progress or {}).get("started") != progress["started"] \
-                        else (history + (entry,))[-HISTORY_KEPT:]
-                else:
-                    history = ()
+                progress, history = self._progress(st, fresh, running, bound, now, clock, clock_source)
                 basis = bound["basis"]
-        storage, storage_version = st.storage, st.storage_version
-        free = {b: int(r["storage_free_bytes"]) for b, r in sampled.items() if r.get("storage_free_bytes") is not None}
-        if free != storage and (not storage or now - self._last_storage >= STORAGE_EVERY):
-            storage, storage_version, self._last_storage = free, storage_version + 1, now
+        storage, storage_version = self._storage(st, sampled, now)
         # Without ZooKeeper, a reassignment runs while the loop's own decisions leave throttles in force.
         running_now = bool((status or {}).get("reassigning_partitions")) if self.zk else bool(rates)
         loop = self._watch.check(now, events, running_now, "no reassignment running" if self.zk else
@@ -386,6 +348,64 @@ class Poller:
                                  events=events, records=records, error=error,
                                  rows=self._first_row + len(self._rows))
         return self.state
+
+    def _roles(self, fresh: Cluster | None, running: dict | None, rates: dict) -> tuple[set, set]:
+        """The brokers sending and receiving copies: the running reassignment's, else (no
+        ZooKeeper) the ones the auto-throttle's decisions still throttle as leader or follower."""
+        if fresh is not None and running:
+            sources, dests, _ = reassignment_roles(fresh, running)
+            return sources, dests
+        if not self.zk:
+            return ({b for b, r in rates.items() if "leader" in r}, {b for b, r in rates.items() if "follower" in r})
+        return set(), set()
+
+    def _storage(self, st: State, sampled: dict[int, dict], now: float) -> tuple[dict, int]:
+        """Each broker's free storage from the samples, (storage, storage_version): the version
+        moves when it changed, at most every STORAGE_EVERY seconds once there is one."""
+        storage, storage_version = st.storage, st.storage_version
+        free = {b: int(r["storage_free_bytes"]) for b, r in sampled.items() if r.get("storage_free_bytes") is not None}
+        if free != storage and (not storage or now - self._last_storage >= STORAGE_EVERY):
+            storage, storage_version, self._last_storage = free, storage_version + 1, now
+        return storage, storage_version
+
+    def _read_placement(self, backend: ClusterBackend, now: float, st: State, status: dict
+                        ) -> tuple[Cluster | None, int]:
+        """The placement re-read into `self._read` when due; returns (cluster, cluster_version),
+        the version moved only when the placement changed."""
+        cluster, cluster_version = st.cluster, st.cluster_version
+        # Placement is re-read every CLUSTER_EVERY seconds, every ROLES_EVERY while a
+        # reassignment runs (who copies changes as replicas join the ISR), and when one
+        # starts or ends; the version (which re-draws every tab's distribution) moves only
+        # when the placement changed: re-drawing 150 brokers on every poll would starve
+        # the live parts of the page.
+        moving = bool(status.get("reassigning_partitions"))
+        # At most a third of the time reading placement, however slow the cluster is.
+        every = max(ROLES_EVERY, 3 * self._read_seconds) if moving else CLUSTER_EVERY
+        if cluster is None or now - self._last_cluster >= every or \
+                moving != bool((st.status or {}).get("reassigning_partitions")):
+            began = time.monotonic()
+            self._read = backend.read()
+            self._read_seconds = time.monotonic() - began
+            self._last_cluster = time.time()
+            if cluster is None or _placement(self._read[0]) != _placement(cluster):
+                cluster, cluster_version = self._read[0], cluster_version + 1
+        return cluster, cluster_version
+
+    def _progress(self, st: State, fresh: Cluster | None, running: dict | None, bound: dict, now: float,
+                  clock: float, clock_source: str) -> tuple[dict | None, tuple]:
+        """The running reassignment's progress (with the copy `bound`) and its history, one per
+        reassignment on the cluster's clock; (None, ()) when none runs."""
+        progress = self._ledger.update(fresh, running, clock, bound["rate"],
+                                       sizes=lambda wanted: replica_sizes(self.samples, wanted),
+                                       clock_source=clock_source)
+        if progress is None:
+            return None, ()
+        progress = {**progress, **{k: bound[k] for k in ("rate", "into", "out_of")}, "clock_source": clock_source}
+        entry = (clock, progress["copied"], bound["rate"], now)
+        history = st.history
+        history = (entry,) if not history or (st.progress or {}).get("started") != progress["started"] \
+            else (history + (entry,))[-HISTORY_KEPT:]
+        return progress, history
 
     def _net(self, brokers) -> dict:
         """Measured traffic of these brokers: the samples, then kit metrics' rates for the rest."""

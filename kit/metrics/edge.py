@@ -2,8 +2,9 @@
 
 Reads replica and broker samples (JSON lines or Parquet, files or directories), runs the
 pure transforms, and writes kafka-kit's partitionmeta/brokermetrics figures, the replica
-traffic and broker load tables, optionally the two ZooKeeper znodes and an enriched
-snapshot. Bad input is found before anything is written.
+traffic and broker load tables, optionally the figures in the cluster itself (the backend's
+`write_metrics`: kafka-kit's two znodes on ZooKeeper) and an enriched snapshot. Bad input
+is found before anything is written.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import time
 import warnings
 from typing import Any
 
-from kit.cluster.zk.layout import connect, dump_znode_json
+from kit.cluster.backend import open_backend
 from kit.errors import BadInput
 from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
 
@@ -341,18 +342,6 @@ def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
     return paths
 
 
-def write_znodes(client, figures: dict[str, Any]) -> None:
-    """kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, created or replaced."""
-    client.ensure_path("/topicmappr")
-    for path, doc in (("/topicmappr/partitionmeta", figures["partition_meta"]),
-                      ("/topicmappr/brokermetrics", figures["broker_metrics"])):
-        data = dump_znode_json(doc)
-        if client.exists(path):
-            client.set(path, data)
-        else:
-            client.create(path, data)
-
-
 def enrich_snapshot(doc: dict, figures: dict[str, Any]) -> dict:
     """A Snapshot v1 document with `size`, `bytes_in`, `bytes_out` and `storage_free` from the
     figures wherever they have a value; everything else is kept as it was."""
@@ -398,9 +387,7 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
     if (snapshot_in is None) != (snapshot_out is None):
         raise BadInput("--snapshot-in and --snapshot-out go together")
     doc = snapshot_doc(load_snapshot(snapshot_in)) if snapshot_in else None
-    client = None
-    if zk:
-        client = connect(zk, auth=zk_auth)
+    backend = open_backend(zk=zk, auth=zk_auth) if zk else None
     try:
         start = time.perf_counter()
         stage("starting Spark")
@@ -409,18 +396,17 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
         figures = compute(spark, replica_path, broker_path, window_s, stat)
         stage(f"writing {out_dir}")
         figures["paths"] = write_outputs(out_dir, figures)
-        if client is not None:
+        if backend is not None:
             stage("writing kafka-kit's metric znodes")
-            write_znodes(client, figures)
+            backend.write_metrics(figures["partition_meta"], figures["broker_metrics"])
         if doc is not None:
             stage(f"writing {snapshot_out}")
             write_atomic(snapshot_out, dumps(enrich_snapshot(doc, figures)))
         figures["seconds"] = time.perf_counter() - start
         return figures
     finally:
-        if client is not None:
-            client.stop()
-            client.close()
+        if backend is not None:
+            backend.close()
 
 
 class _RatesSink:

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from kazoo.exceptions import ConnectionLoss, NoNodeError
 
 from kit.cluster.zk import changes
-from kit.cluster.zk.layout import LOST, Outage, close, connect, parse_znode_json, read_cluster
+from kit.cluster.zk.layout import (LOST, SIM_FACTS, Outage, close, connect, dump_znode_json, parse_znode_json,
+                                   read_cluster, read_sim_facts)
 from kit.errors import BadInput
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -55,7 +56,7 @@ class ZkBackend:
         self.close()
 
     def close(self) -> None:
-        """Stop and close the session (as `kit.cluster.zk.layout.session` does), once."""
+        """Stop and close the session (`kit.cluster.zk.layout.close`, as `session` does), once."""
         if not self._closed:
             self._closed = True
             close(self.client)  # also when an `Outage` giving up is stopping it at the same moment
@@ -67,6 +68,22 @@ class ZkBackend:
     def reassigning(self) -> bool:
         """Whether /admin/reassign_partitions exists."""
         return self.client.exists(changes.REASSIGN) is not None
+
+    def sim_facts(self) -> dict | None:
+        """`kit sim seed`'s /kit/sim/facts znode (`kit.cluster.zk.layout.read_sim_facts`), None without it."""
+        if self.client.exists(SIM_FACTS) is None:
+            return None
+        return read_sim_facts(self.client)
+
+    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> None:
+        """kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, created or replaced."""
+        self.client.ensure_path("/topicmappr")
+        for path, doc in (("/topicmappr/partitionmeta", partition_meta), ("/topicmappr/brokermetrics", broker_metrics)):
+            data = dump_znode_json(doc)
+            if self.client.exists(path):
+                self.client.set(path, data)
+            else:
+                self.client.create(path, data)
 
     def progress(self, moves: list[dict]) -> str | None:
         """`kit.cluster.zk.changes.plan_progress`."""
