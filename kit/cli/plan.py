@@ -6,7 +6,8 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 #    used: the options every action shares, then the action's own inputs (SPELLING).
 # 2) check_request refuses unwritable outputs and options that do not go together, before
 #    anything is read.
-# 3) The cluster is read from a snapshot (kit.formats) or from ZooKeeper (kit.cluster.zk.layout).
+# 3) The cluster is read from a snapshot (kit.formats) or from the cluster itself
+#    (kit.cluster.backend.open_backend).
 # 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
 #    (kit.plan.pooled).
 # 5) The plan is reviewed (kit.report.review, as the runbooks and the doctor review theirs):
@@ -34,7 +35,7 @@ pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")
 figures = lazy_module("kit.report.figures")
 review = lazy_module("kit.report.review")
-layout = lazy_module("kit.cluster.zk.layout")
+backends = lazy_module("kit.cluster.backend")
 
 EXAMPLES = """\
 examples:
@@ -142,8 +143,8 @@ def make_plan(a, action, progress):
     if a.snapshot:
         cluster = load_snapshot(a.snapshot)
     else:
-        with layout.session(a.zk, auth=a.zk_auth) as client:
-            cluster, _ = layout.read_cluster(client)
+        with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+            cluster, _ = backend.read()
     progress.stage(f"planning {a.action} over {len(cluster.partitions):,} partitions")
     if a.pools:
         def plan_pool(c, topics, brokers):
