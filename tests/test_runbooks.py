@@ -232,7 +232,7 @@ def test_brokers_the_loop_never_decided_for_count_as_held_at_the_fail_safe(tmp_p
     record says so instead of showing no fail-safe at all."""
     from datetime import datetime, timedelta, timezone
 
-    from kit.runbook_steps import floor_time
+    from kit.runbook.steps import floor_time
 
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)
     end = start + timedelta(hours=2)

@@ -1123,25 +1123,8 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
         span = (end - start).total_seconds()
         return {"seconds": span, "brokers": {int(b): span for b in sorted(applied_to)}, "rate": floor}
     start, end, scale, _ = event_window(events, start, end, wall_span)
-    held: dict[tuple[int, str], datetime] = {}
+    held = _held_from_start(events, start, floor, failsafe_only, applied_to)
     spans: list[tuple[int, datetime, datetime]] = []
-    # Before its first decision a broker copies at the rate applied with the plan (the event's
-    # `old`): the auto-throttle's minimum, until the loop has metrics. One the loop never set a
-    # rate for (it cleared it, or the copy ended first) copied at that minimum until then.
-    seen: set = set()
-    for b in map(int, applied_to):
-        first = next((e for e in events if b in (e.get("brokers") or [])), None)
-        if first is None or first["kind"] not in ("failsafe", "rate", "override"):
-            held[(b, "leader")] = start
-    for e in events:
-        for b in e.get("brokers") or []:
-            for role in [e["role"]] if e.get("role") else ["leader", "follower"]:
-                if (b, role) in seen:
-                    continue
-                seen.add((b, role))
-                if e["kind"] in ("failsafe", "rate", "override") and e.get("old") is not None \
-                        and float(e["old"]) <= floor * 1.0001 and (not failsafe_only or _metrics_missing(e)):
-                    held[(b, role)] = start
 
     def release(key, t):
         since = held.pop(key, None)
@@ -1171,6 +1154,31 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     for b in sorted({s[0] for s in spans}):
         per[b] = _union([(s, e) for x, s, e in spans if x == b]) * scale
     return {"seconds": _union([(s, e) for _, s, e in spans]) * scale, "brokers": per, "rate": floor}
+
+
+def _held_from_start(events: list[dict], start: datetime, floor: float, failsafe_only: bool,
+                     applied_to) -> dict[tuple[int, str], datetime]:
+    """For `floor_time`: the (broker, role)s held at the minimum from `start`, before the loop's
+    first decision about them."""
+    held: dict[tuple[int, str], datetime] = {}
+    # Before its first decision a broker copies at the rate applied with the plan (the event's
+    # `old`): the auto-throttle's minimum, until the loop has metrics. One the loop never set a
+    # rate for (it cleared it, or the copy ended first) copied at that minimum until then.
+    seen: set = set()
+    for b in map(int, applied_to):
+        first = next((e for e in events if b in (e.get("brokers") or [])), None)
+        if first is None or first["kind"] not in ("failsafe", "rate", "override"):
+            held[(b, "leader")] = start
+    for e in events:
+        for b in e.get("brokers") or []:
+            for role in [e["role"]] if e.get("role") else ["leader", "follower"]:
+                if (b, role) in seen:
+                    continue
+                seen.add((b, role))
+                if e["kind"] in ("failsafe", "rate", "override") and e.get("old") is not None \
+                        and float(e["old"]) <= floor * 1.0001 and (not failsafe_only or _metrics_missing(e)):
+                    held[(b, role)] = start
+    return held
 
 
 def _metrics_missing(e: dict) -> bool:
