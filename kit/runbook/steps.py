@@ -35,7 +35,7 @@ from kit.events import read_events
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster, Plan
 from kit.plan.actions.replace import pair_dead_with_new
-from kit.report.figures import broker_figures, plan_report, refuse_problems, summary_text
+from kit.report import figures  # as a module: tests stand a plan with problems in for figures.plan_report
 from kit.report.waves import duration_lines, duration_report, human_duration, moves_of, split_waves
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.physics import SAMPLE_EPOCH
@@ -195,8 +195,8 @@ def per_broker(cluster: Cluster, after: Cluster | None = None) -> tuple[dict, di
     """kit's per-broker figures (`figures.broker_figures`: leaders, followers, replicas, free
     storage) now, and after a plan when given; the live brokers are the targets."""
     targets = cluster.live_ids or sorted(cluster.brokers)
-    now = broker_figures(cluster, None, targets)
-    return now, (broker_figures(cluster, after.assignment(), targets) if after is not None else None)
+    now = figures.broker_figures(cluster, None, targets)
+    return now, (figures.broker_figures(cluster, after.assignment(), targets) if after is not None else None)
 
 
 def _by_rack(cluster: Cluster) -> list:
@@ -426,9 +426,9 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     and the auto-throttle's interval in cluster seconds (`loop_interval`); on a real cluster the
     partitions' own traffic figures and a 30 s interval.
     """
-    report = plan_report(plan)
+    report = figures.plan_report(plan)
     try:
-        refuse_problems(report)  # what `kit plan` refuses, the runbook refuses
+        figures.refuse_problems(report)  # what `kit plan` refuses, the runbook refuses
     except Unsafe as e:
         print(f"FAIL  the plan passes its own checks — {e}")
         raise CheckFailed(str(e)) from None
@@ -439,7 +439,7 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     # with the change): the plan runs at the minimum it was applied with for one interval.
     duration = duration_report(plan, split_waves(moves_of(plan)), rate, client_load if simulated else None,
                                Settings(interval=interval), first_decision_s=interval if simulated else 0.0)
-    print(summary_text(plan, report, max_changes=20))
+    print(figures.summary_text(plan, report, max_changes=20))
     print("\n".join(duration_lines(duration, max_waves=5)))
     after, movement = report["after"], report["movement"]
     gaining, losing = set(), set()
