@@ -273,7 +273,7 @@ def test_bad_requests_are_one_line_and_exit_2(snapshots, tmp_path):
 
 
 def test_report_as_data_and_text_for_notebooks(snapshots):
-    from kit.doctor.examine import run
+    from kit.doctor.load import run
 
     rep = run(snapshot=str(snapshots["replace"]), time=T0)
     assert rep["status"] == "heal" and rep["plan"]["partitions"]

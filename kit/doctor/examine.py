@@ -13,8 +13,10 @@ Like Pinterest's DoctorKafka, the doctor only acts when it understands what it s
   leader, a load no plan can bring under the limits) is an alert, and no plan is made.
 
 Everything here is pure: a cluster and traffic in, a report (a dict) and a plan out.
-Reading ZooKeeper, snapshots and the metrics pipeline's Parquet lives in
-``kit.doctor.load``; :func:`run` is the one-call entry point for notebooks.
+:func:`examine` diagnoses and picks the decision; each decision is one public function
+(:func:`healthy`, :func:`heal`, :func:`balance`, :func:`wait`, :func:`alert`) that turns the
+diagnosis into the verdict. Reading ZooKeeper, snapshots and the metrics pipeline's Parquet
+lives in ``kit.doctor.load``, whose ``run`` is the one-call entry point for notebooks.
 """
 from __future__ import annotations
 
@@ -22,11 +24,12 @@ from kit.errors import BadInput, Unsafe
 from kit.events import event, utc_now
 from kit.model import Cluster, Plan
 from kit.plan.actions.remove import evacuate
-from kit.plan.network import EPS, Traffic, balance, broker_limits, broker_loads, current_leader, over_limits
+from kit.plan import network
+from kit.plan.network import EPS, Traffic, broker_limits, broker_loads, current_leader, over_limits
 from kit.report.figures import plan_report
 
-__all__ = ["PARTITIONS_PER_BROKER_GUIDANCE", "broker_loads", "current_leader", "diagnose", "examine",
-           "report_text", "run"]
+__all__ = ["PARTITIONS_PER_BROKER_GUIDANCE", "alert", "balance", "broker_loads", "current_leader", "diagnose",
+           "examine", "heal", "healing_plan", "healthy", "report_text", "wait"]
 
 # Kafka's guidance since 1.1: up to 4,000 partitions (replicas) per broker.
 PARTITIONS_PER_BROKER_GUIDANCE = 4000
@@ -152,7 +155,7 @@ def _reasons(p, leader: int | None, alive: set[int], moving: dict, over: dict, l
 # --------------------------------------------------------------------------- healing
 
 
-def heal(cluster: Cluster, dead: list[int]) -> Plan:
+def healing_plan(cluster: Cluster, dead: list[int]) -> Plan:
     """Re-place exactly the replicas on the `dead` brokers, as ``kit plan remove`` would.
 
     Only replicas on dead brokers are copied (minimal movement, rack-safe, balanced); like
@@ -206,19 +209,16 @@ def examine(cluster: Cluster, traffic: Traffic | None = None, limit_in: float | 
     time = time or utc_now()
     rep = _report(cluster, traffic, limit_in, limit_out, reassigning, traffic_source)
     if rep["unexplained"]:
-        return _alert_unexplained(rep, time)
+        return alert(rep, time)
     dead = sorted({b for u in rep["under_replicated"] for r in u["reasons"] if r["reason"] == "dead_broker"
                    for b in r["brokers"]})
     if rep["reassigning"]:
-        return _wait(rep, time, cluster, reassigning, dead)
+        return wait(rep, time, cluster, reassigning, dead)
     if dead:
-        return _heal(rep, time, cluster, dead)
+        return heal(rep, time, cluster, dead)
     if rep["over_limit"]:
-        return _balance(rep, time, cluster, traffic, limit_in, limit_out)
-    rep["summary"] = (f"healthy: {len(rep['brokers'])} live broker(s), {len(cluster.partitions)} partition(s), "
-                      "no under-replicated partition, every broker within its network limits")
-    rep["events"].append(event(time, SOURCE, "healthy", rep["summary"]))
-    return rep
+        return balance(rep, time, cluster, traffic, limit_in, limit_out)
+    return healthy(rep, time, cluster)
 
 
 def _report(cluster: Cluster, traffic: Traffic | None, limit_in: float | None, limit_out: float | None,
@@ -238,7 +238,19 @@ def _report(cluster: Cluster, traffic: Traffic | None, limit_in: float | None, l
     return rep
 
 
-def _alert(rep: dict, time: str, summary: str, lines: list[str], brokers=(), **fields) -> dict:
+# The decisions below each take the report `examine` builds (the diagnosis, a healthy verdict
+# so far), fill in their verdict, append its events and return the same dict.
+
+
+def healthy(rep: dict, time: str, cluster: Cluster) -> dict:
+    """Nothing under-replicated, no broker over its limits: the verdict "healthy" (exit 0)."""
+    rep["summary"] = (f"healthy: {len(rep['brokers'])} live broker(s), {len(cluster.partitions)} partition(s), "
+                      "no under-replicated partition, every broker within its network limits")
+    rep["events"].append(event(time, SOURCE, "healthy", rep["summary"]))
+    return rep
+
+
+def _alert_with(rep: dict, time: str, summary: str, lines: list[str], brokers=(), **fields) -> dict:
     """The verdict "alert" (exit 4): no plan, `lines` for the operator, and its event."""
     rep.update(status="alert", exit_code=4, summary=summary, plan=None)
     rep["alerts"] += lines
@@ -246,7 +258,7 @@ def _alert(rep: dict, time: str, summary: str, lines: list[str], brokers=(), **f
     return rep
 
 
-def _alert_unexplained(rep: dict, time: str) -> dict:
+def alert(rep: dict, time: str) -> dict:
     """Under-replicated partitions the doctor cannot explain: alert, name them, plan nothing."""
     def unexplained(u):
         return [r for r in u["reasons"] if r["reason"] not in _EXPLAINED]
@@ -254,19 +266,19 @@ def _alert_unexplained(rep: dict, time: str) -> dict:
     lines = [f"{u['partition']}: " + "; ".join(r["text"] for r in unexplained(u)) for u in rep["unexplained"]]
     named = ", ".join(lines[:5]) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
     brokers = {b for u in rep["unexplained"] for r in unexplained(u) for b in r["brokers"][:1]}
-    return _alert(rep, time, f"{len(lines)} under-replicated partition(s) not explained by dead brokers, no plan: "
+    return _alert_with(rep, time, f"{len(lines)} under-replicated partition(s) not explained by dead brokers, no plan: "
                              f"{named}", lines, brokers,
                   partitions=[{"partition": u["partition"], "reasons": [r["reason"] for r in unexplained(u)]}
                               for u in rep["unexplained"]])
 
 
-def _wait(rep: dict, time: str, cluster: Cluster, reassigning: dict | None, dead: list[int]) -> dict:
+def wait(rep: dict, time: str, cluster: Cluster, reassigning: dict | None, dead: list[int]) -> dict:
     """A reassignment is in flight: wait for it, unless it places replicas on dead brokers
     (then it cannot finish: alert)."""
     moving_to_dead = sorted({b for m in (reassigning or {}).get("partitions", []) for b in m["replicas"]
                              if not (cluster.brokers.get(b) and cluster.brokers[b].alive)})
     if moving_to_dead:
-        return _alert(rep, time, f"the reassignment in progress places replicas on dead broker(s) "
+        return _alert_with(rep, time, f"the reassignment in progress places replicas on dead broker(s) "
                                  f"{','.join(map(str, moving_to_dead))}: it cannot finish; roll it back",
                       [f"reassignment in progress targets dead broker {b}" for b in moving_to_dead], moving_to_dead)
     rep.update(status="wait", summary=f"a reassignment of {rep['reassigning']} partition(s) is in progress: "
@@ -275,17 +287,17 @@ def _wait(rep: dict, time: str, cluster: Cluster, reassigning: dict | None, dead
     return rep
 
 
-def _heal(rep: dict, time: str, cluster: Cluster, dead: list[int]) -> dict:
+def heal(rep: dict, time: str, cluster: Cluster, dead: list[int]) -> dict:
     """Dead brokers explain every under-replicated partition: plan their replicas' new homes
-    (`heal`), or alert when no confident plan passes its own checks."""
+    (`healing_plan`), or alert when no confident plan passes its own checks."""
     try:
-        plan = heal(cluster, dead)
+        plan = healing_plan(cluster, dead)
     except (Unsafe, BadInput) as e:
-        return _alert(rep, time, f"dead broker(s) {','.join(map(str, dead))}: no confident healing plan ({e})",
+        return _alert_with(rep, time, f"dead broker(s) {','.join(map(str, dead))}: no confident healing plan ({e})",
                       [str(e)], dead)
     figs = plan_report(plan)
     if figs["problem_count"]:
-        return _alert(rep, time, f"the healing plan failed its own checks: {figs['problems'][0]}", figs["problems"],
+        return _alert_with(rep, time, f"the healing plan failed its own checks: {figs['problems'][0]}", figs["problems"],
                       dead)
     doc = plan.reassignment()
     copies = figs["movement"].get("replica_additions")
@@ -299,7 +311,7 @@ def _heal(rep: dict, time: str, cluster: Cluster, dead: list[int]) -> dict:
     return rep
 
 
-def _balance(rep: dict, time: str, cluster: Cluster, traffic: Traffic | None, limit_in: float | None,
+def balance(rep: dict, time: str, cluster: Cluster, traffic: Traffic | None, limit_in: float | None,
              limit_out: float | None) -> dict:
     """Brokers over their network limits: relieve them (`kit.plan.network.balance`), or
     alert when no plan brings every broker under."""
@@ -310,14 +322,14 @@ def _balance(rep: dict, time: str, cluster: Cluster, traffic: Traffic | None, li
         caps = [b[f"limit_{d}"] for b in rep["brokers"]]
         if all(cap is not None for cap in caps) and sum(b[d] for b in rep["brokers"]) > sum(caps) + EPS:
             total = sum(b[d] for b in rep["brokers"])
-            return _alert(rep, time, f"no confident balancing plan: the live brokers' {name} traffic "
+            return _alert_with(rep, time, f"no confident balancing plan: the live brokers' {name} traffic "
                                      f"{_mb(total)} exceeds their combined limit {_mb(sum(caps))}; add brokers or "
                                      "shed load", [f"cluster {name} {_mb(total)} over the combined {_mb(sum(caps))}"],
                           over_ids)
-    res = balance(cluster, traffic, limit_in, limit_out)
+    res = network.balance(cluster, traffic, limit_in, limit_out)
     if not res["ok"]:
         lines = [_still_over_line(s, len(res["actions"])) for s in res["still_over"]]
-        return _alert(rep, time, f"no confident balancing plan: {lines[0]}", lines,
+        return _alert_with(rep, time, f"no confident balancing plan: {lines[0]}", lines,
                       [s["broker"] for s in res["still_over"]])
     doc = _plan_doc(cluster, res["after"])
     lm = sum(a["kind"] == "leader_move" for a in res["actions"])
@@ -362,7 +374,7 @@ def report_text(report: dict, max_lines: int = 50) -> str:
     Parameters
     ----------
     report : dict
-        From :func:`examine` (or :func:`run`).
+        From :func:`examine` (or ``kit.doctor.load.run``).
     max_lines : int
         Under-replicated partitions and actions listed before the rest is only counted.
     """
@@ -414,20 +426,3 @@ def report_text(report: dict, max_lines: int = 50) -> str:
         out += ["", "Notes:"] + [f"  {x}" for x in r["notes"]]
     return "\n".join(out) + "\n"
 
-
-def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None = None,
-        limit_in: float | None = None, limit_out: float | None = None, zk_auth: str | None = None,
-        time: str | None = None) -> dict:
-    """Load the cluster (snapshot file or live ZooKeeper) and traffic (metrics directory), then
-    :func:`examine` it. The one call a notebook needs; the report is a plain dict (JSON-ready
-    except the ``figures``' numbers, which are plain too).
-
-    Examples
-    --------
-    >>> report = run(snapshot="cluster.json")          # doctest: +SKIP
-    >>> print(report_text(report))                      # doctest: +SKIP
-    """
-    from kit.doctor import load as doctor_io  # I/O (ZooKeeper, pandas) stays out of this module's import
-
-    return doctor_io.run(snapshot=snapshot, zk=zk, metrics=metrics, limit_in=limit_in, limit_out=limit_out,
-                         zk_auth=zk_auth, time=time)

@@ -1,5 +1,6 @@
 """The doctor's I/O: read the cluster (snapshot or ZooKeeper) and the metrics pipeline's
-replica traffic, then hand them to the pure `kit.doctor.examine`.
+replica traffic, then hand them to the pure `kit.doctor.examine` (`run`, the entry point of
+`kit doctor` and of notebooks), and apply its plan (`apply_report`).
 
 The metrics pipeline (issue 6) writes ``replica_traffic.parquet`` into its output directory
 with columns ``topic, partition, bytes_in, bytes_out`` (bytes/s). Partitions it does not
@@ -31,6 +32,8 @@ def read_traffic(metrics_dir: str) -> dict[tuple[str, int], tuple[float, float]]
     if not os.path.exists(path):
         raise BadInput(f"--metrics {metrics_dir}: no {TRAFFIC_FILE} (run the metrics pipeline first)")
     try:
+        # pandas is optional (kit[spark]) and heavy: imported here, so `kit doctor` without
+        # --metrics needs neither, and its absence is the one-line error below.
         import pandas as pd
 
         df = pd.read_parquet(path, columns=list(_COLUMNS))
@@ -59,7 +62,16 @@ def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: st
 def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None = None,
         limit_in: float | None = None, limit_out: float | None = None, zk_auth: str | None = None,
         time: str | None = None) -> dict:
-    """Load, then `kit.doctor.examine.examine`; see `kit.doctor.examine.run`."""
+    """Load the cluster (snapshot file or live ZooKeeper) and traffic (metrics directory), then
+    `kit.doctor.examine.examine` it. The one call a notebook needs; the report is a plain dict
+    (JSON-ready except the ``figures``' numbers, which are plain too).
+
+    Examples
+    --------
+    >>> report = run(snapshot="cluster.json")          # doctest: +SKIP
+    >>> from kit.doctor.examine import report_text      # doctest: +SKIP
+    >>> print(report_text(report))                      # doctest: +SKIP
+    """
     traffic = read_traffic(metrics) if metrics else None
     cluster, reassigning = load_cluster(snapshot, zk, zk_auth)
     source = "snapshot" if snapshot else "ZooKeeper"

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
+import glob
+import io
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from html import escape
 from pathlib import Path
 
 from kit.cluster.backend import ClusterBackend, open_backend
@@ -28,7 +34,15 @@ from kit.errors import BadInput, Unsafe
 from kit.events import read_events
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster, Plan
+from kit.plan.actions.replace import pair_dead_with_new
+from kit.report import figures  # as a module: tests stand a plan with problems in for figures.plan_report
+from kit.report.waves import duration_lines, duration_report, human_duration, moves_of, split_waves
 from kit.sim.brokers import start_holder, stop_holder
+from kit.sim.physics import SAMPLE_EPOCH
+from kit.throttle.decide import Settings
+
+# pandas, matplotlib, IPython/ipywidgets and nbformat/nbconvert are imported where they are
+# used: they are heavy, and only the tables, charts, widgets and the HTML record need them.
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 # The simulated clusters are gen_cluster.py's; their brokers are instance type "standard", 125 MB/s.
@@ -117,8 +131,6 @@ class Environment:
 
     def read(self) -> tuple[Cluster, dict | None]:
         """The cluster as ZooKeeper has it now, and the reassignment in flight."""
-        import dataclasses
-
         with _backend(self) as backend:
             cluster, running = backend.read()
         facts = {}
@@ -182,11 +194,9 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
 def per_broker(cluster: Cluster, after: Cluster | None = None) -> tuple[dict, dict | None]:
     """kit's per-broker figures (`figures.broker_figures`: leaders, followers, replicas, free
     storage) now, and after a plan when given; the live brokers are the targets."""
-    from kit.report.figures import broker_figures
-
     targets = cluster.live_ids or sorted(cluster.brokers)
-    now = broker_figures(cluster, None, targets)
-    return now, (broker_figures(cluster, after.assignment(), targets) if after is not None else None)
+    now = figures.broker_figures(cluster, None, targets)
+    return now, (figures.broker_figures(cluster, after.assignment(), targets) if after is not None else None)
 
 
 def _by_rack(cluster: Cluster) -> list:
@@ -242,8 +252,6 @@ class Chart:
         self.figure = figure
 
     def png(self) -> bytes:
-        import io
-
         buf = io.BytesIO()
         # No "Software" stamp: the same chart gives the same bytes.
         self.figure.savefig(buf, format="png", dpi=CHART_DPI, bbox_inches="tight", metadata={"Software": None})
@@ -418,13 +426,9 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     and the auto-throttle's interval in cluster seconds (`loop_interval`); on a real cluster the
     partitions' own traffic figures and a 30 s interval.
     """
-    from kit.throttle.decide import Settings
-    from kit.report.figures import plan_report, refuse_problems, summary_text
-    from kit.report.waves import duration_lines, duration_report, moves_of, split_waves
-
-    report = plan_report(plan)
+    report = figures.plan_report(plan)
     try:
-        refuse_problems(report)  # what `kit plan` refuses, the runbook refuses
+        figures.refuse_problems(report)  # what `kit plan` refuses, the runbook refuses
     except Unsafe as e:
         print(f"FAIL  the plan passes its own checks — {e}")
         raise CheckFailed(str(e)) from None
@@ -435,7 +439,7 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     # with the change): the plan runs at the minimum it was applied with for one interval.
     duration = duration_report(plan, split_waves(moves_of(plan)), rate, client_load if simulated else None,
                                Settings(interval=interval), first_decision_s=interval if simulated else 0.0)
-    print(summary_text(plan, report, max_changes=20))
+    print(figures.summary_text(plan, report, max_changes=20))
     print("\n".join(duration_lines(duration, max_waves=5)))
     after, movement = report["after"], report["movement"]
     gaining, losing = set(), set()
@@ -478,8 +482,6 @@ def rollback_path(env: Environment) -> str:
 
 def preview_text(record: Record | None, env: Environment | None) -> str:
     """What Apply will do: partitions, bytes, the estimate, and the rollback file."""
-    from kit.report.waves import human_duration
-
     plan = (record.doc.get("plan") if record is not None else None) or {}
     parts = [f"{plan['partitions']:,} partition(s)"] if plan.get("partitions") is not None else []
     if plan.get("bytes_moved_gb") is not None:
@@ -552,8 +554,6 @@ def keep_html_record(record: Record, wait_s: float = 1800.0) -> None:
     """The live path's HTML record, written as `kit run` writes it once the notebook is next
     saved with the outcome in it (the kernel cannot read the open notebook before that):
     <record>.ipynb and <record>.html beside the JSON."""
-    import threading
-
     notebook = os.environ.get("JPY_SESSION_NAME") or ""
     if not record.path or not os.path.exists(notebook):
         return
@@ -618,8 +618,6 @@ class _Progress:
             self.chart_handle = display(HTML(""), display_id=True) if with_chart else None
 
     def text(self, line: str) -> None:
-        from html import escape
-
         if self.text_handle is None:
             print(line)
         elif self.live:
@@ -646,6 +644,25 @@ def _in_kernel() -> bool:
     return getattr(get_ipython(), "kernel", None) is not None
 
 
+@dataclass
+class _Change:
+    """A change just applied, as the steps of `apply_and_monitor` share it: the moves, the
+    rate it was applied at, its files, and when it started on each clock."""
+    env: Environment
+    moves: list
+    throttle: str | float
+    static: float  # the rate the plan was applied at (the auto-throttle's minimum with "auto")
+    urp_before: int
+    applied_to: list  # brokers throttled at `static` until the loop decides
+    events: str
+    samples: str
+    rollback: str
+    err_path: str
+    applied_wall: str
+    started: str  # on the cluster's clock
+    clock: str
+
+
 def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str | float = "auto", speed: float = 2000.0,
                       client_load: float = 0.5, interval: float = 30.0, max_wait_s: float = 600.0,
                       record: Record | None = None, throttle_metrics: str = "") -> ChangeResult:
@@ -659,16 +676,27 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     real cluster: a samples directory, a `kit metrics` directory, or "znode" (kafka-kit's
     brokermetrics); on the simulated cluster, the simulator's samples.
     """
-    from kit.throttle.decide import Settings
-    from kit.sim.physics import SAMPLE_EPOCH
+    change = _apply(env, plan, throttle)
+    procs, loop = _start_processes(change, speed, client_load, loop_interval(env, speed, interval)[0],
+                                   throttle_metrics, max_wait_s)
+    t0 = time.monotonic()
+    shown = _Progress(live_notebook(), throttle == "auto")
+    try:
+        progress, done_wall = _monitor(change, loop, t0, max_wait_s, shown, record)
+    finally:
+        _wait_for(procs)
+    result, urp_after = _verify(change, progress, done_wall, t0, shown)
+    if record is not None:
+        _record_change(record, change, result, urp_after)
+    return result
 
+
+def _apply(env: Environment, plan: Plan | list[dict], throttle: str | float) -> _Change:
+    """Apply the plan at the static rate (the auto-throttle's minimum with "auto"), rollback file first."""
     moves = plan.reassignment()["partitions"] if isinstance(plan, Plan) else list(plan)
     if not moves:
         raise BadInput("the plan changes nothing")
-    events = os.path.join(env.workdir, "events.jsonl")
-    samples = os.path.join(env.workdir, "samples")
     rollback = rollback_path(env)
-    err_path = os.path.join(env.workdir, "throttle.err")
     static = Settings().minimum if throttle == "auto" else float(throttle)
     with _backend(env) as backend:
         urp_before = len(backend.status()["under_replicated"])
@@ -678,109 +706,133 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     applied_wall = _now()
     started = _stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
+    return _Change(env, moves, throttle, static, urp_before, applied_to, os.path.join(env.workdir, "events.jsonl"),
+                   os.path.join(env.workdir, "samples"), rollback, os.path.join(env.workdir, "throttle.err"),
+                   applied_wall, started, "simulated" if env.simulated else "wall")
+
+
+def _start_processes(change: _Change, speed: float, client_load: float, wall_interval: float,
+                     throttle_metrics: str, max_wait_s: float) -> tuple[list, subprocess.Popen | None]:
+    """Start the simulated controller (simulated cluster) and the auto-throttle loop ("auto") as
+    `kit` processes; returns every process and the loop (or None)."""
+    env = change.env
     kit = [sys.executable, "-m", "kit"]
     procs = []
     scale = speed if env.simulated else 1.0  # the simulated cluster's seconds per wall second
-    wall_interval = loop_interval(env, speed, interval)[0]  # the simulator samples twice per round
-    if env.simulated:
+    if env.simulated:  # the simulator samples twice per round of the loop
         procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
-                                             "--client-load", str(client_load), "--samples", samples,
+                                             "--client-load", str(client_load), "--samples", change.samples,
                                              "--sample-every", str(max(60.0, wall_interval * scale / 2)),
                                              "--report", os.path.join(env.workdir, "controller.json")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    if throttle == "auto":
-        source = _metric_source(env, throttle_metrics, samples)
-        cmd = kit + ["throttle", "run", "--zk", env.zk, *source, "--interval", str(wall_interval),
-                     "--events", events, "--log", os.path.join(env.workdir, "throttle.log"), "--until-idle",
-                     "--max-seconds", str(max_wait_s)]
-        if env.cap_map:
-            cmd += ["--cap-map", json.dumps(env.cap_map)]
-        if env.simulated:
-            cmd += ["--clock", "samples"]  # the chart then spans the cluster's (simulated) hours
-        with open(err_path, "w") as errors:  # the child keeps its own copy of the descriptor
-            loop = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
-        procs.append(loop)
-    else:
-        loop = None
-    warned = False
-    t0 = time.monotonic()
-    progress, total, done, done_wall = [], None, False, None
-    shown = _Progress(live_notebook(), throttle == "auto")
-    clock = "simulated" if env.simulated else "wall"
+    if change.throttle != "auto":
+        return procs, None
+    source = _metric_source(env, throttle_metrics, change.samples)
+    cmd = kit + ["throttle", "run", "--zk", env.zk, *source, "--interval", str(wall_interval),
+                 "--events", change.events, "--log", os.path.join(env.workdir, "throttle.log"), "--until-idle",
+                 "--max-seconds", str(max_wait_s)]
+    if env.cap_map:
+        cmd += ["--cap-map", json.dumps(env.cap_map)]
+    if env.simulated:
+        cmd += ["--clock", "samples"]  # the chart then spans the cluster's (simulated) hours
+    with open(change.err_path, "w") as errors:  # the child keeps its own copy of the descriptor
+        loop = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
+    procs.append(loop)
+    return procs, loop
 
-    def live_result(elapsed: float) -> ChangeResult:
-        return ChangeResult(False, elapsed, None, events, samples, rollback, False, started=started, clock=clock,
-                            wall_span=(applied_wall, None))
-    drawn = 0.0
-    try:
-        while time.monotonic() - t0 < max_wait_s:
-            with _backend(env) as backend:
-                st = backend.status()
-            total = total or max(st["bytes_left"], 1)
-            elapsed = time.monotonic() - t0
-            progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
-                             "partitions_left": st["reassigning_partitions"]})
-            shown.text(progress_line(st, total, elapsed, simulated_now(samples) if env.simulated else None))
-            if throttle == "auto" and elapsed - drawn >= 5.0 and os.path.exists(events):
-                drawn = elapsed  # the live throttle chart, redrawn every few seconds
-                shown.chart(throttle_chart(live_result(elapsed)))
-            if not st["reassigning_partitions"]:
-                done, done_wall = True, _now()
-                break
-            if loop is not None and loop.poll() not in (None, 0) and not warned:
-                warned = True  # said once, loudly; the copy goes on at the rates in force
-                with open(err_path) as fh:
-                    why = fh.read().strip().splitlines()[-1:] or ["?"]
-                print(f"WARNING: the auto-throttle stopped (exit {loop.returncode}: {why[0]}); the copy goes on "
-                      f"at the rates in force (at least {Settings().minimum / 1e6:.0f} MB/s)")
-                if record is not None:
-                    record.put("throttle_failure", why[0])
-            time.sleep(0.5)
-    finally:
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.terminate()
+
+def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait_s: float, shown: _Progress,
+             record: Record | None) -> tuple[list, str | None]:
+    """Show progress (and the live throttle chart) until no partition is left or `max_wait_s`
+    has passed; warn once if the loop stops. Returns the progress samples and the wall-clock
+    stamp of the end (None when the wait ran out)."""
+    env, auto = change.env, change.throttle == "auto"
+    progress, total, warned, drawn = [], None, False, 0.0
+    while time.monotonic() - t0 < max_wait_s:
+        with _backend(env) as backend:
+            st = backend.status()
+        total = total or max(st["bytes_left"], 1)
+        elapsed = time.monotonic() - t0
+        progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
+                         "partitions_left": st["reassigning_partitions"]})
+        shown.text(progress_line(st, total, elapsed, simulated_now(change.samples) if env.simulated else None))
+        if auto and elapsed - drawn >= 5.0 and os.path.exists(change.events):
+            drawn = elapsed  # the live throttle chart, redrawn every few seconds
+            shown.chart(throttle_chart(ChangeResult(False, elapsed, None, change.events, change.samples,
+                                                    change.rollback, False, started=change.started,
+                                                    clock=change.clock, wall_span=(change.applied_wall, None))))
+        if not st["reassigning_partitions"]:
+            return progress, _now()
+        if loop is not None and loop.poll() not in (None, 0) and not warned:
+            warned = True  # said once, loudly; the copy goes on at the rates in force
+            with open(change.err_path) as fh:
+                why = fh.read().strip().splitlines()[-1:] or ["?"]
+            print(f"WARNING: the auto-throttle stopped (exit {loop.returncode}: {why[0]}); the copy goes on "
+                  f"at the rates in force (at least {Settings().minimum / 1e6:.0f} MB/s)")
+            if record is not None:
+                record.put("throttle_failure", why[0])
+        time.sleep(0.5)
+    return progress, None
+
+
+def _wait_for(procs: list) -> None:
+    """Let the `kit` processes end on their own (they stop when idle); terminate a straggler."""
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+
+
+def _verify(change: _Change, progress: list, done_wall: str | None, t0: float,
+            shown: _Progress) -> tuple[ChangeResult, int]:
+    """Verify the moves and that every throttle is gone, print the verdict and draw the whole
+    run's throttle chart; returns the result and the under-replicated count after."""
+    env = change.env
     with _backend(env) as backend:
-        res = backend.verify(moves)
+        res = backend.verify(change.moves)
         st = backend.status()
     # Throttles are cleared only when neither a broker's rates nor a topic's replica list is left.
     throttled = [f"broker {b}" for b in st["throttled_brokers"]] + [f"topic {t}" for t in st.get("throttled_topics", [])]
-    urp_after = len(st["under_replicated"])
     wall = round(time.monotonic() - t0, 2)
-    finished = done and res["done"]
+    finished = done_wall is not None and res["done"]
     if env.simulated:
-        actual, copied = simulated_copy_seconds(samples, os.path.join(env.workdir, "controller.json"))
+        actual, copied = simulated_copy_seconds(change.samples, os.path.join(env.workdir, "controller.json"))
         actual = actual if copied and finished else None
     else:
         actual = wall if finished else None
-    result = ChangeResult(finished, wall, actual if env.simulated else None, events, samples, rollback,
-                          not throttled, progress, started=started, clock=clock, actual_s=actual,
-                          wall_span=(applied_wall, done_wall))
-    if throttle == "auto":
+    result = ChangeResult(finished, wall, actual if env.simulated else None, change.events, change.samples,
+                          change.rollback, not throttled, progress, started=change.started, clock=change.clock,
+                          actual_s=actual, wall_span=(change.applied_wall, done_wall))
+    if change.throttle == "auto":
         shown.chart(throttle_chart(result))  # the whole run, not the last live frame
     print(f"verify: {sum(r['done'] for r in res['partitions'])} of {len(res['partitions'])} partition(s) done; "
           f"throttles left: {', '.join(throttled[:8]) + (f' (+{len(throttled) - 8} more)' if len(throttled) > 8 else '') or 'none'}")
-    if record is not None:
-        start = _parse_time(started)
-        end = start + timedelta(seconds=actual) if actual is not None else None
-        none = {"seconds": 0.0, "brokers": {}, "rate": static}
-        floor = floor_time(events, start, end, applied_to=applied_to, wall_span=result.wall_span) \
-            if throttle == "auto" else none
-        failsafe = floor_time(events, start, end, failsafe_only=True, applied_to=applied_to,
-                              wall_span=result.wall_span) if throttle == "auto" else none
-        plan_doc = record.doc.get("plan") or {}
-        record.doc["timing"] = {"estimate_s": plan_doc.get("estimate_s"), "actual_s": actual, "clock": clock,
-                                "failsafe_s": round(failsafe["seconds"], 1), "minimum_s": round(floor["seconds"], 1),
-                                "started": started,
-                                "failsafe": {"seconds": round(failsafe["seconds"], 1), "rate": failsafe["rate"],
-                                             "brokers": {str(b): round(s, 1) for b, s in failsafe["brokers"].items()}}}
-        record.doc["under_replicated"] = {"before": urp_before, "after": urp_after}
-        record.put("change", {"done": result.done, "wall_seconds": result.wall_seconds,
-                              "simulated_seconds": result.simulated_seconds, "throttles_cleared": result.cleared,
-                              "rollback": rollback, "events": events})
-    return result
+    return result, len(st["under_replicated"])
+
+
+def _record_change(record: Record, change: _Change, result: ChangeResult, urp_after: int) -> None:
+    """The change's timing (estimate, actual, time at the minimum and at the fail-safe rate),
+    under-replicated partitions before and after, and the outcome, into the record."""
+    actual = result.actual_s
+    start = _parse_time(change.started)
+    end = start + timedelta(seconds=actual) if actual is not None else None
+    none = {"seconds": 0.0, "brokers": {}, "rate": change.static}
+    auto = change.throttle == "auto"
+    floor = floor_time(change.events, start, end, applied_to=change.applied_to, wall_span=result.wall_span) \
+        if auto else none
+    failsafe = floor_time(change.events, start, end, failsafe_only=True, applied_to=change.applied_to,
+                          wall_span=result.wall_span) if auto else none
+    plan_doc = record.doc.get("plan") or {}
+    record.doc["timing"] = {"estimate_s": plan_doc.get("estimate_s"), "actual_s": actual, "clock": change.clock,
+                            "failsafe_s": round(failsafe["seconds"], 1), "minimum_s": round(floor["seconds"], 1),
+                            "started": change.started,
+                            "failsafe": {"seconds": round(failsafe["seconds"], 1), "rate": failsafe["rate"],
+                                         "brokers": {str(b): round(s, 1) for b, s in failsafe["brokers"].items()}}}
+    record.doc["under_replicated"] = {"before": change.urp_before, "after": urp_after}
+    record.put("change", {"done": result.done, "wall_seconds": result.wall_seconds,
+                          "simulated_seconds": result.simulated_seconds, "throttles_cleared": result.cleared,
+                          "rollback": change.rollback, "events": change.events})
 
 
 def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
@@ -797,8 +849,6 @@ def progress_line(st: dict, total: int, elapsed: float, cluster_s: float | None 
     """'[####....] 42.0%  600.1 GB left in 87 partition(s), 61.2 MB/s, ETA 3h 10m'. The rate and
     the ETA are on the cluster's clock: `cluster_s` seconds of it since apply (the simulated
     controller's, from its latest sample), else the wall clock's `elapsed`."""
-    from kit.report.waves import human_duration
-
     left = st["bytes_left"]
     share = 1 - left / total if total else 1.0
     spent = cluster_s if cluster_s is not None else elapsed
@@ -813,8 +863,6 @@ def progress_line(st: dict, total: int, elapsed: float, cluster_s: float | None 
 def simulated_now(samples_dir: str) -> float:
     """The simulated controller's clock (seconds since it picked the plan up), from the name of
     its latest replica sample (<UTC stamp>.jsonl); 0 before the first."""
-    from kit.sim.physics import SAMPLE_EPOCH
-
     try:
         names = [n for n in os.listdir(os.path.join(samples_dir, "replica")) if n.endswith(".jsonl")]
     except OSError:
@@ -856,8 +904,6 @@ def throttle_chart(result: ChangeResult):
     since apply), each rate held until the next decision; brokers with the same history share
     a line; the fail-safe (minimum) rate is marked."""
     from matplotlib.ticker import FuncFormatter
-
-    from kit.throttle.decide import Settings
 
     curves, start, end, own = _throttle_series(result)
     if not curves:
@@ -904,8 +950,6 @@ def events_table(result: ChangeResult, limit: int = 30):
     """The auto-throttle's decisions, newest first, for people: time since apply (h:mm) on the
     cluster's clock, rates in MB/s, brokers as plain lists; one row for the same decision on
     several brokers; a decision that kept the rate says so."""
-    import re
-
     import pandas as pd
 
     rows: list[dict] = []
@@ -1014,8 +1058,6 @@ def simulated_copy_seconds(samples_dir: str, report: str | None = None) -> tuple
     (seconds, finished). Its `--report` file says it exactly (`completion_s`); without one,
     its replica samples (`ts`, `reassigning`) do, to a sample's spacing: the controller writes
     a sample when it picks the reassignment up and one when nothing is left to copy."""
-    import glob
-
     if report and os.path.exists(report):
         with open(report, encoding="utf-8") as fh:
             done = json.load(fh).get("completion_s")
@@ -1073,8 +1115,6 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     found the broker's partitions done and cleared it) copied at that rate, for want of
     metrics, until the loop cleared it or the copy ended. Returns
     {"seconds": time any broker was held, "brokers": {broker: seconds}, "rate": bytes/s}."""
-    from kit.throttle.decide import Settings
-
     floor = Settings().minimum if minimum is None else minimum
     events = [e for e in read_events(events_path) if e.get("source") == "throttle"]
     if not events:
@@ -1083,25 +1123,8 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
         span = (end - start).total_seconds()
         return {"seconds": span, "brokers": {int(b): span for b in sorted(applied_to)}, "rate": floor}
     start, end, scale, _ = event_window(events, start, end, wall_span)
-    held: dict[tuple[int, str], datetime] = {}
+    held = _held_from_start(events, start, floor, failsafe_only, applied_to)
     spans: list[tuple[int, datetime, datetime]] = []
-    # Before its first decision a broker copies at the rate applied with the plan (the event's
-    # `old`): the auto-throttle's minimum, until the loop has metrics. One the loop never set a
-    # rate for (it cleared it, or the copy ended first) copied at that minimum until then.
-    seen: set = set()
-    for b in map(int, applied_to):
-        first = next((e for e in events if b in (e.get("brokers") or [])), None)
-        if first is None or first["kind"] not in ("failsafe", "rate", "override"):
-            held[(b, "leader")] = start
-    for e in events:
-        for b in e.get("brokers") or []:
-            for role in [e["role"]] if e.get("role") else ["leader", "follower"]:
-                if (b, role) in seen:
-                    continue
-                seen.add((b, role))
-                if e["kind"] in ("failsafe", "rate", "override") and e.get("old") is not None \
-                        and float(e["old"]) <= floor * 1.0001 and (not failsafe_only or _metrics_missing(e)):
-                    held[(b, role)] = start
 
     def release(key, t):
         since = held.pop(key, None)
@@ -1133,6 +1156,31 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     return {"seconds": _union([(s, e) for _, s, e in spans]) * scale, "brokers": per, "rate": floor}
 
 
+def _held_from_start(events: list[dict], start: datetime, floor: float, failsafe_only: bool,
+                     applied_to) -> dict[tuple[int, str], datetime]:
+    """For `floor_time`: the (broker, role)s held at the minimum from `start`, before the loop's
+    first decision about them."""
+    held: dict[tuple[int, str], datetime] = {}
+    # Before its first decision a broker copies at the rate applied with the plan (the event's
+    # `old`): the auto-throttle's minimum, until the loop has metrics. One the loop never set a
+    # rate for (it cleared it, or the copy ended first) copied at that minimum until then.
+    seen: set = set()
+    for b in map(int, applied_to):
+        first = next((e for e in events if b in (e.get("brokers") or [])), None)
+        if first is None or first["kind"] not in ("failsafe", "rate", "override"):
+            held[(b, "leader")] = start
+    for e in events:
+        for b in e.get("brokers") or []:
+            for role in [e["role"]] if e.get("role") else ["leader", "follower"]:
+                if (b, role) in seen:
+                    continue
+                seen.add((b, role))
+                if e["kind"] in ("failsafe", "rate", "override") and e.get("old") is not None \
+                        and float(e["old"]) <= floor * 1.0001 and (not failsafe_only or _metrics_missing(e)):
+                    held[(b, role)] = start
+    return held
+
+
 def _metrics_missing(e: dict) -> bool:
     """A decision taken for want of metrics: the fail-safe, or the minimum until the first ones."""
     return e["kind"] == "failsafe" or "no metrics" in (e.get("reason") or "")
@@ -1153,8 +1201,6 @@ def _union(spans: list) -> float:
 def outcome_line(record: dict) -> str:
     """The outcome with its caveat: 'succeeded (with 2h 47m at the 10 MB/s fail-safe on
     brokers 1001, 1002)'."""
-    from kit.report.waves import human_duration
-
     line = record.get("outcome") or "running"
     floor = (record.get("timing") or {}).get("failsafe") or {}
     if floor.get("seconds"):
@@ -1164,8 +1210,6 @@ def outcome_line(record: dict) -> str:
 
 
 def _headline_rows(record: dict) -> list[tuple[str, str]]:
-    from kit.report.waves import human_duration
-
     plan, change, timing = record.get("plan") or {}, record.get("change") or {}, record.get("timing") or {}
     rows = [("outcome", outcome_line(record)), ("why", record.get("reason") or "")]
     if plan:
@@ -1226,8 +1270,6 @@ class Headline:
         return "\n".join([self.title()] + [f"  {k:<{width}}  {v}" for k, v in rows[1:]])
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         rows = _headline_rows(self.record)
         ok = self.record.get("outcome") in ("succeeded", "planned") and not (self.record.get("timing") or {}).get("failsafe_s")
         color = "#2e7d32" if ok else "#c62828"
@@ -1285,8 +1327,6 @@ def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, h
 def replacement_pairs(cluster: Cluster, replace: str, checks: Checks) -> list[tuple[int, int]]:
     """The OLD:NEW pairs (given, or each dead broker with an empty live broker), checked:
     OLD holds replicas, NEW is live and empty, and in OLD's rack when that is known."""
-    from kit.plan.actions.replace import pair_dead_with_new
-
     try:
         if replace:
             pairs = []

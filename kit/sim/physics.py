@@ -347,15 +347,7 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
         fair_rates(run.pending, run.out_cap, run.in_cap)
         if not any(f.rate > 0 for f in run.pending):
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
-        step = min(f.left / f.rate for f in run.pending if f.rate > 0)
-        if traffic != "flat":
-            step = min(step, STEP)
-        if auto is not None:
-            step = min(step, max(next_decision - run.t, 1e-9))
-            if traffic == "spike":  # land on the spike's edges, where the clients change
-                for edge in (spike_start, spike_start + SPIKE[1]):
-                    if edge > run.t + 1e-9:
-                        step = min(step, edge - run.t)
+        step = _next_step(run, traffic, auto is not None, next_decision, spike_start)
         run.advance(step, client_factor(traffic, run.t, horizon, spike_start))
     completion = run.t
     if auto is not None:
@@ -374,6 +366,21 @@ def simulate(cluster: Cluster, moves: list[dict], throttle: float | str | None =
         "client_traffic": "snapshot" if client_load is None else "what-if",
         "traffic": traffic,
     }
+
+
+def _next_step(run: _Run, traffic: str, auto: bool, next_decision: float, spike_start: float) -> float:
+    """Seconds to the next event of `simulate`: the first copy to finish, and no further than
+    one STEP with changing traffic, the auto-throttle's next decision, or a spike's edge."""
+    step = min(f.left / f.rate for f in run.pending if f.rate > 0)
+    if traffic != "flat":
+        step = min(step, STEP)
+    if auto:
+        step = min(step, max(next_decision - run.t, 1e-9))
+        if traffic == "spike":  # land on the spike's edges, where the clients change
+            for edge in (spike_start, spike_start + SPIKE[1]):
+                if edge > run.t + 1e-9:
+                    step = min(step, edge - run.t)
+    return step
 
 
 def _stamp(seconds: float) -> str:

@@ -293,6 +293,13 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
             info = {"version": 5, "host": "127.0.0.1", "port": 9092, "rack": b.rack,
                     "endpoints": ["PLAINTEXT://127.0.0.1:9092"], "jmx_port": -1, "timestamp": "0"}
             ops.append(client.create_async(f"/kit/sim/brokers/{b.id}", json.dumps(info).encode()))
+    _write_topics(client, cluster, ops)
+    _write_metrics_and_facts(client, cluster)
+
+
+def _write_topics(client: KazooClient, cluster: Cluster, ops: list) -> None:
+    """Create the topics (in the batch `ops` already started), their partitions, then each
+    partition's state, one batch of asynchronous creates per level (parents first)."""
     by_topic: dict[str, dict[str, list[int]]] = {}
     for p in cluster.partitions:
         by_topic.setdefault(p.topic, {})[str(p.partition)] = list(p.replicas)
@@ -319,6 +326,11 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
                                        json.dumps(state).encode()))
     for op in ops:
         op.get()
+
+
+def _write_metrics_and_facts(client: KazooClient, cluster: Cluster) -> None:
+    """kafka-kit's metric znodes (partition sizes, brokers' free storage) and the simulator's
+    facts (`SIM_FACTS`)."""
     sizes: dict[str, dict[str, dict]] = {}
     for p in cluster.partitions:
         sizes.setdefault(p.topic, {})[str(p.partition)] = {"Size": p.size}
