@@ -269,7 +269,7 @@ def test_brokers_the_loop_never_decided_for_count_as_held_at_the_fail_safe(tmp_p
 
 
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
-    """One verdict (figures.refuse_problems) for `kit plan` and the runbooks."""
+    """One verdict (kit.report.review.review_plan) for `kit plan`, the runbooks and the doctor."""
     from kit.report import figures
     from kit.runbook import steps as runbook_steps
     from kit.formats import load_snapshot
@@ -286,6 +286,8 @@ def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     with pytest.raises(runbook_steps.CheckFailed, match="the plan failed its own checks: topic-0000 p0 lists"):
         runbook_steps.plan_summary(plan)
     from kit.errors import Unsafe
+    from kit.report.review import review_plan
 
-    with pytest.raises(Unsafe, match="the plan failed its own checks: topic-0000 p0 lists"):
-        figures.refuse_problems(with_a_problem(plan))
+    with pytest.raises(Unsafe, match="the plan failed its own checks: topic-0000 p0 lists") as refused:
+        review_plan(plan)
+    assert refused.value.exit_code == 3 and refused.value.report["problem_count"] == 1

@@ -26,7 +26,7 @@ from kit.model import Cluster, Plan
 from kit.plan.actions.remove import evacuate
 from kit.plan import network
 from kit.plan.network import EPS, Traffic, broker_limits, broker_loads, current_leader, over_limits
-from kit.report.figures import plan_report
+from kit.report.review import PlanRefused, review_plan
 
 __all__ = ["PARTITIONS_PER_BROKER_GUIDANCE", "alert", "balance", "broker_loads", "current_leader", "diagnose",
            "examine", "heal", "healing_plan", "healthy", "report_text", "wait"]
@@ -295,10 +295,11 @@ def heal(rep: dict, time: str, cluster: Cluster, dead: list[int]) -> dict:
     except (Unsafe, BadInput) as e:
         return _alert_with(rep, time, f"dead broker(s) {','.join(map(str, dead))}: no confident healing plan ({e})",
                       [str(e)], dead)
-    figs = plan_report(plan)
-    if figs["problem_count"]:
-        return _alert_with(rep, time, f"the healing plan failed its own checks: {figs['problems'][0]}", figs["problems"],
-                      dead)
+    try:
+        figs = review_plan(plan)  # the verdict `kit plan` and the runbooks give
+    except PlanRefused as e:
+        problems = e.report["problems"]
+        return _alert_with(rep, time, f"the healing plan failed its own checks: {problems[0]}", problems, dead)
     doc = plan.reassignment()
     copies = figs["movement"].get("replica_additions")
     rep.update(status="heal", plan=doc, figures=figs,

@@ -19,13 +19,12 @@ from operator import attrgetter
 
 import numpy as np
 
-from kit.errors import Unsafe
 from kit.model import Cluster, Plan
 from kit.plan.failover import excess_by_leader, heirs, worst_excess
 from kit.plan.racks import racks_needed
 from kit.report.waves import duration_lines
 
-__all__ = ["assignment_figures", "broker_figures", "movement_figures", "plan_report", "refuse_problems", "summary_text"]
+__all__ = ["assignment_figures", "broker_figures", "movement_figures", "plan_report", "summary_text"]
 
 # Above this many cells a (row, column) count table is built sparsely (sort) instead of
 # densely (bincount); dense is several times faster but costs 8 bytes per cell.
@@ -488,23 +487,6 @@ def plan_report(plan: Plan) -> dict:
     if plan.groups:
         report["pools"] = {name: _pool_figures(plan, g) for name, g in plan.groups.items()}
     return report
-
-
-def refuse_problems(report: dict) -> None:
-    """Refuse a plan that failed its own checks: the one verdict `kit plan` and the runbooks share.
-
-    Parameters
-    ----------
-    report : dict
-        `plan_report`'s answer.
-
-    Raises
-    ------
-    Unsafe
-        When ``problem_count`` is not zero, naming the first problem.
-    """
-    if report["problem_count"]:
-        raise Unsafe(f"the plan failed its own checks: {report['problems'][0]}")
 
 
 def _pool_figures(plan: Plan, group: dict) -> dict:

@@ -30,13 +30,14 @@ from pathlib import Path
 from kit.cluster.backend import ClusterBackend, open_backend
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
-from kit.errors import BadInput, Unsafe
+from kit.errors import BadInput
 from kit.events import read_events
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster, Plan
 from kit.plan.actions.replace import pair_dead_with_new
-from kit.report import figures  # as a module: tests stand a plan with problems in for figures.plan_report
-from kit.report.waves import duration_lines, duration_report, human_duration, moves_of, split_waves
+from kit.report import figures
+from kit.report.review import PlanRefused, review_plan
+from kit.report.waves import duration_lines, human_duration, moves_of, split_waves
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.throttle.decide import Settings
@@ -426,19 +427,18 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     and the auto-throttle's interval in cluster seconds (`loop_interval`); on a real cluster the
     partitions' own traffic figures and a 30 s interval.
     """
-    report = figures.plan_report(plan)
-    try:
-        figures.refuse_problems(report)  # what `kit plan` refuses, the runbook refuses
-    except Unsafe as e:
-        print(f"FAIL  the plan passes its own checks — {e}")
-        raise CheckFailed(str(e)) from None
     rate = None if throttle == "auto" else float(throttle)
     simulated = env is not None and env.simulated
     interval = loop_interval(env, speed)[1]
-    # On the simulated cluster the loop's first round finds no samples yet (the controller starts
-    # with the change): the plan runs at the minimum it was applied with for one interval.
-    duration = duration_report(plan, split_waves(moves_of(plan)), rate, client_load if simulated else None,
-                               Settings(interval=interval), first_decision_s=interval if simulated else 0.0)
+    try:  # what `kit plan` refuses, the runbook refuses
+        # On the simulated cluster the loop's first round finds no samples yet (the controller
+        # starts with the change): the plan runs at the minimum it was applied with for one interval.
+        report = review_plan(plan, split_waves(moves_of(plan)), rate, client_load if simulated else None,
+                             Settings(interval=interval), first_decision_s=interval if simulated else 0.0)
+    except PlanRefused as e:
+        print(f"FAIL  the plan passes its own checks — {e}")
+        raise CheckFailed(str(e)) from None
+    duration = report["duration"]
     print(figures.summary_text(plan, report, max_changes=20))
     print("\n".join(duration_lines(duration, max_waves=5)))
     after, movement = report["after"], report["movement"]
