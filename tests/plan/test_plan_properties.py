@@ -1,5 +1,5 @@
 """Planner invariants over random clusters (hypothesis), judged with kit.report.figures, which
-tests/test_figures.py holds equal to shared/tools/evaluate_plan.py.
+tests/report/test_figures.py holds equal to shared/tools/evaluate_plan.py.
 
 Clusters come from shared/tools/gen_cluster.py (Kafka's own rack-aware layout plus a
 scenario), run in-process with hypothesis choosing size, racks, replication and seed.

@@ -138,7 +138,7 @@ def test_credentials_stay_out_of_records(tmp_path):
 
 
 def test_exploratory_notebooks_pass_nbval_lax():
-    notebooks = Path(__file__).resolve().parents[1] / "notebooks"
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbval-lax", "-p", "no:cacheprovider",
                         str(notebooks / "capacity_planning.ipynb")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:]

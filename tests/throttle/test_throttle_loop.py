@@ -45,7 +45,7 @@ def replace_applied(zookeeper, snap, folder) -> tuple[str, Path]:
     and not yet copying: (chroot, plan)."""
     root = f"{zookeeper}/kit-throttle-{next(_chroots)}"
     assert kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
-    replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
+    replace = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / "demo_replace_arg.py"),
                               str(snap)], capture_output=True, text=True, check=True).stdout.strip()
     plan = folder / "plan.json"
     assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
@@ -212,7 +212,7 @@ def test_the_loop_rides_out_a_zookeeper_restart_during_its_start_up(snapshots, t
     """ZooKeeper goes away after the loop connected and before it took over the throttles
     (the loop is held there by SIGSTOP, tests/kill_at.py): start-up is retried like a round."""
     events = tmp_path / "events.jsonl"
-    kill_at = Path(__file__).parent / "kill_at.py"
+    kill_at = Path(__file__).parents[1] / "kill_at.py"
     with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, _):
         loop = subprocess.Popen([sys.executable, str(kill_at), "pause-before-take-over", "throttle", "run",
                                  "--zk", root, "--samples", str(tmp_path / "s"), "--interval", "0.3", *CAP_MAP,

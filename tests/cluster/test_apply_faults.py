@@ -21,7 +21,7 @@ from kit.sim.controller import SimController
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kit.cluster.zk.layout import connect, read_cluster
 
-KILL_AT = Path(__file__).with_name("kill_at.py")
+KILL_AT = Path(__file__).parents[1] / "kill_at.py"
 THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
 _chroots = itertools.count()
 

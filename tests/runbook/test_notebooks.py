@@ -9,7 +9,7 @@ import pytest
 
 papermill = pytest.importorskip("papermill")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CAPACITY = ROOT / "notebooks" / "capacity_planning.ipynb"
 
 

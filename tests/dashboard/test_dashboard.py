@@ -33,7 +33,7 @@ from kit.dashboard.poller import rates_from_events, read_records  # noqa: E402
 from kit.report.figures import assignment_figures  # noqa: E402
 from kit.formats import load_plan, load_snapshot  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "build" / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # 150 brokers in 3 racks, two of them dead and replaced: the size an on-call engineer must read.

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 JUPYTER = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "jupyter"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

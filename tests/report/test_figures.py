@@ -19,7 +19,7 @@ from kit.formats import cluster_from_snapshot, load_snapshot, plan_text
 from kit.model import Broker, Cluster, Partition, Plan
 
 # shared/ sits beside the clone (as in the Makefile); SHARED points elsewhere.
-TOOLS = Path(os.environ.get("SHARED", Path(__file__).resolve().parents[2] / "shared")) / "tools"
+TOOLS = Path(os.environ.get("SHARED", Path(__file__).resolve().parents[3] / "shared")) / "tools"
 GEN = TOOLS / "gen_cluster.py"
 EVALUATE = TOOLS / "evaluate_plan.py"
 needs_tools = pytest.mark.skipif(not (GEN.exists() and EVALUATE.exists()),
