@@ -108,12 +108,17 @@ def whole(minimum: int):
     return parse
 
 
+def number(text: str, expected: str = "a number") -> float:
+    """`text` as a float, or the option's one-line error naming what was `expected`."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
 def rate(text: str) -> float:
     """A finite positive number (seconds, factors, speeds)."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    x = number(text)
     if not math.isfinite(x) or not x > 0:
         raise argparse.ArgumentTypeError(f"expected a positive rate, got {text!r}")
     return x
@@ -121,10 +126,7 @@ def rate(text: str) -> float:
 
 def load_share(text: str) -> float:
     """A share of capacity, 0 <= F < 1 (client load)."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share such as 0.5, got {text!r}") from None
+    x = number(text, "a share such as 0.5")
     if not 0 <= x < 1:  # NaN fails this too
         raise argparse.ArgumentTypeError(f"expected a share from 0 up to (not including) 1, got {text!r}")
     return x

@@ -23,7 +23,7 @@ from kit.errors import BadInput
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 from kit.throttle.loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
-from kit.throttle.loop import reassignment_roles
+from kit.throttle.loop import SampleDirMetrics, reassignment_roles
 
 # Throttle rows kept for new sessions: at 2 s per poll and a few dozen brokers, hours of history.
 ROWS_KEPT = 100_000
@@ -216,8 +216,6 @@ class Poller:
         self._facts: dict | None = None
         self._watch = LoopWatch(events) if events else None
         if samples:
-            from kit.throttle.loop import SampleDirMetrics
-
             # The newest samples only (the window is in sample time; a tiny one vanishes in float
             # rounding of epoch seconds): the chart shows what was measured, not a window's peak.
             self._metrics = SampleDirMetrics(samples, window=0.5)
@@ -286,7 +284,7 @@ class Poller:
                 out[b] = float(cap)
         return out
 
-    def poll(self) -> State:
+    def poll(self) -> State:  # 62 lines: one pass over every source in the order they are read, then one publish
         """Read every source once and publish a new `State` (errors are kept, never raised)."""
         now = time.time()
         st = self.state
