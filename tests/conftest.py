@@ -93,7 +93,6 @@ def restarting_zookeeper(snapshot, tmp_path):
     everything."""
     from kit.cluster.zk import server as localzk
     from kit.sim.brokers import sync_registrations
-    from kit.sim.controller import SimController
     from kit.cluster.zk.layout import connect, write_cluster
     from kit.formats import load_snapshot
 
@@ -114,18 +113,30 @@ def restarting_zookeeper(snapshot, tmp_path):
                 while_down()
             time.sleep(1.5)
             localzk.start(port, data)
-            controller = connect(root)
-            try:
-                ctl = SimController(controller, speed=1e6)
-                while ctl.busy():
-                    ctl.step(1.0)
-            finally:
-                controller.stop()
+            finish_reassignment(root)
         yield root, plan, restart, brokers
     finally:
         brokers.stop()
         brokers.close()
         localzk.stop(data)
+
+
+def finish_reassignment(root: str) -> None:
+    """What Kafka's controller does, by kit's simulated controller: copy the reassignment in
+    flight to its end, then drop it."""
+    from kit.cluster.zk.layout import close, connect
+    from kit.sim.controller import SimController
+
+    client = connect(root)
+    try:
+        ctl = SimController(client, speed=1e6)
+        for _ in range(1000):  # a bound on steps, never on time: each step copies 10^6 simulated seconds
+            if not ctl.busy():
+                break
+            ctl.step(1.0)
+        assert not ctl.busy(), "the simulated controller did not finish"
+    finally:
+        close(client)
 
 
 def _stop_simulated_brokers(connect_string: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_kit as kit
-from conftest import seed
+from conftest import finish_reassignment, seed
 from kit.cluster.zk.changes import REASSIGN, rollback_document, set_throttles
 from kit.formats import dumps, load_plan, load_snapshot
 from kit.sim.controller import SimController
@@ -80,20 +80,6 @@ def reassignment(root: str) -> dict | None:
         client.stop()
 
 
-def finish(root: str) -> None:
-    """Kit's simulated controller carries the reassignment in flight out to the end."""
-    client = connect(root)
-    try:
-        ctl = SimController(client, speed=1e6)
-        for _ in range(1000):  # a bound on steps, never on time: each step copies 10^6 simulated seconds
-            if not ctl.busy():
-                break
-            ctl.step(1.0)
-        assert not ctl.busy(), "the simulated controller did not finish"
-    finally:
-        client.stop()
-
-
 def status(root: str) -> str:
     r = kit("status", "--zk", root)
     assert r.returncode == 0, r.stderr
@@ -125,7 +111,7 @@ def test_apply_killed_before_its_transaction_changes_nothing_and_is_simply_run_a
     assert r.returncode == 0 and f"reassignment of {len(moves)} partition(s) started" in r.stdout, r
     assert "cleared" not in r.stdout  # nothing was left over to clear
     assert reassignment(root)["partitions"] == moves and throttles(root) != NONE_LEFT
-    finish(root)
+    finish_reassignment(root)
     r = kit("verify", plan, "--zk", root)
     assert r.returncode == 0 and f"{len(moves)} of {len(moves)} partition(s) done" in r.stdout, r
     assert throttles(root) == NONE_LEFT and reassignment(root) is None
@@ -163,7 +149,7 @@ def test_apply_killed_after_its_transaction_is_found_again_followed_and_rolled_b
     assert r.returncode == 3 and "cannot cancel" in r.stderr and "kit verify --wait" in r.stderr, r
     assert reassignment(root)["partitions"] == moves and throttles(root) == left
 
-    finish(root)
+    finish_reassignment(root)
     r = kit("verify", plan, "--zk", root)
     assert r.returncode == 0 and f"{len(moves)} of {len(moves)} partition(s) done; throttles cleared" in r.stdout, r
     assert throttles(root) == NONE_LEFT
@@ -175,7 +161,7 @@ def test_apply_killed_after_its_transaction_is_found_again_followed_and_rolled_b
     assert reassignment(root)["partitions"] == json.loads(saved)["partitions"] and throttles(root) != NONE_LEFT
     r = kit("rollback", rollback, "--zk", root)
     assert r.returncode == 0 and "already in progress" in r.stdout, r
-    finish(root)
+    finish_reassignment(root)
     r = kit("verify", "--zk", root)
     assert r.returncode == 0 and "no reassignment is running" in r.stdout, r
     assert throttles(root) == NONE_LEFT and assignment(root) == original
@@ -250,7 +236,7 @@ def test_throttles_without_a_reassignment_are_explained_and_cleared_by_each_repa
             assert "9999" not in throttles(root)["brokers"]
         else:
             assert said in r.stdout and throttles(root) == NONE_LEFT
-        finish(root)
+        finish_reassignment(root)
         r = kit("verify", plan, "--zk", root)
         assert r.returncode == 0, r
     assert throttles(root) == NONE_LEFT and kept_settings(root)
@@ -308,12 +294,12 @@ def test_rollback_of_a_reassignment_cut_short_midway_waits_for_it_then_restores_
     assert reassignment(root)["partitions"] == moves and throttles(root) == left
     r = kit("verify", plan, "--zk", root)
     assert r.returncode == 1 and "in progress" in r.stdout, r
-    finish(root)
+    finish_reassignment(root)
     r = kit("verify", plan, "--zk", root, "--wait", "--interval", "0.2")
     assert r.returncode == 0 and throttles(root) == NONE_LEFT, r
     r = kit("rollback", rollback, "--zk", root, "--throttle", "50000000")
     assert r.returncode == 0 and f"rollback of {len(moves)} partition(s) started" in r.stdout, r
-    finish(root)
+    finish_reassignment(root)
     r = kit("verify", rollback, "--zk", root)
     assert r.returncode == 0, r
     assert throttles(root) == NONE_LEFT and assignment(root) == original

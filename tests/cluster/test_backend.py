@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import seed
+from conftest import finish_reassignment, seed
 from kit.cluster.backend import ClusterBackend, ConnectionWatch, open_backend
 from kit.cluster.zk.backend import ZkBackend
-from kit.cluster.zk.layout import connect
 from kit.dashboard.poller import Poller
 from kit.errors import BadInput, Unsafe
 from kit.formats import load_snapshot
-from kit.sim.controller import SimController
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 _chroots = itertools.count()
@@ -125,18 +123,6 @@ def _moves(cluster, n=4) -> list[dict]:
             for i, p in enumerate(cluster.partitions[:n])]
 
 
-def _finish(root: str) -> None:
-    """What Kafka's controller does: copy everything, then drop the reassignment (kit's simulator)."""
-    client = connect(root)
-    try:
-        controller = SimController(client, speed=1e6)
-        while controller.busy():
-            controller.step(1.0)
-    finally:
-        client.stop()
-        client.close()
-
-
 def test_a_change_round_trip_through_the_zookeeper_backend_alone(kafka, tmp_path):
     root, seeded = kafka
     moves = _moves(seeded)
@@ -167,7 +153,7 @@ def test_a_change_round_trip_through_the_zookeeper_backend_alone(kafka, tmp_path
         with pytest.raises(Unsafe, match="in progress"):
             backend.rollback(moves)
 
-        _finish(root)
+        finish_reassignment(root)
         res = backend.verify(moves)
         assert res["done"] and not res["running"] and res["cleared_brokers"] == len(brokers)
         assert backend.throttles() == ({}, {}) and backend.progress(moves) == "in place"
@@ -192,7 +178,7 @@ def test_throttles_are_set_and_cleared_by_name_and_the_end_of_a_reassignment_is_
         backend.apply(moves)
         assert changed.wait(60)  # it started
         changed.clear()
-        _finish(root)
+        finish_reassignment(root)
         assert changed.wait(60)  # it ended
         assert not backend.reassigning()
 
