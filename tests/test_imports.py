@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PURE = ["kit.plan", "kit.report", "kit.report.figures", "kit.report.waves", "kit.report.estimate",
         "kit.throttle.decide", "kit.model", "kit.formats"]
-HEAVY = ["kazoo", "pyspark", "pandas", "panel", "holoviews", "bokeh", "nbformat", "papermill", "kafka"]
+# scipy: the planner loads it only when its exact leader-order program runs (about a second to import).
+HEAVY = ["kazoo", "pyspark", "pandas", "panel", "holoviews", "bokeh", "nbformat", "papermill", "kafka", "scipy"]
 
 CHECK = dedent("""\
     import importlib, importlib.abc, os, sys, traceback

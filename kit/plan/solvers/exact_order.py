@@ -24,8 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS
 
@@ -138,6 +136,10 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
         _placement_rows(rows.add, choices, tidx.size, fixed.count, fixed.peers, count_lo, count_hi, budget,
                         var.peer_at, var.peer_pairs, ws.degree_floor)
     cost, upper, weights = _objective(ws, var, choices, groups, items, base, pos_of, budget, caps, len(assign))
+    # scipy loads here, not at the top: importing scipy.optimize takes most of a second, and
+    # everything that imports kit.plan (the CLI, the runbooks, the report) would pay it.
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     res = milp(cost, constraints=LinearConstraint(rows.matrix(var.n), rows.lo, rows.hi), integrality=np.ones(var.n),
                bounds=Bounds(np.zeros(var.n), upper), options={"node_limit": NODE_LIMIT, "presolve": True})
     if res.x is None:
@@ -259,6 +261,8 @@ class _Rows:
         self.hi.append(high)
 
     def matrix(self, n: int):
+        from scipy.sparse import coo_matrix  # lazy, as in _solve
+
         return coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.lo), n)).tocsr()
 
 
