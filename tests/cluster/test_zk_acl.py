@@ -11,7 +11,7 @@ from kazoo.security import make_acl, make_digest_acl
 from conftest import run_kit as kit
 from kit.formats import load_snapshot
 from kit.sim.brokers import sync_registrations
-from kit.cluster.zk.layout import connect, write_cluster
+from kit.cluster.zk.layout import connect, session, write_cluster
 
 _chroots = itertools.count()
 SECRET = "s3cret-do-not-print"
@@ -40,12 +40,8 @@ def protected(zookeeper, snapshots, tmp_path):
 
 
 def _acl_of(root: str, path: str):
-    client = connect(root, auth=f"digest:kit:{SECRET}")  # ZooKeeper shows a digest only to its owner
-    try:
+    with session(root, auth=f"digest:kit:{SECRET}") as client:  # ZooKeeper shows a digest only to its owner
         return client.get_acls(path)[0]
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_znodes_kit_creates_inherit_the_chroots_acl(protected, tmp_path):
@@ -56,13 +52,9 @@ def test_znodes_kit_creates_inherit_the_chroots_acl(protected, tmp_path):
     r = kit("apply", plan, "--zk", root, "--zk-auth-file", auth_file, "--throttle", "50000000")
     assert r.returncode == 0, r.stderr
     assert SECRET not in r.stdout + r.stderr
-    client = connect(root)
-    try:
+    with session(root) as client:
         brokers = client.get_children("/config/brokers")
         changes = client.get_children("/config/changes")
-    finally:
-        client.stop()
-        client.close()
     assert brokers and changes
     created = ["/admin/reassign_partitions", *(f"/config/brokers/{b}" for b in brokers),
                *(f"/config/changes/{c}" for c in changes)]
@@ -80,13 +72,9 @@ def test_without_credentials_a_protected_chroot_is_refused_in_one_line_and_left_
     r = kit("apply", plan, "--zk", root, "--throttle", "50000000", env=env)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "refused access" in r.stderr
-    client = connect(root)
-    try:
+    with session(root) as client:
         assert not client.exists("/admin/reassign_partitions")
         assert client.get_children("/config/brokers") == []
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_credentials_from_the_environment_file_variable(protected, tmp_path):

@@ -1,6 +1,7 @@
 """`kit throttle` against a real ZooKeeper, with the simulated controller copying the data."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -176,29 +177,44 @@ def test_without_metrics_the_loop_fails_safe_to_the_minimum_rate(running_replace
     assert rates and all(v == "7000000" for c in rates.values() for v in c.values())
 
 
+@contextlib.contextmanager
+def loop_process(launcher: list[str], root: str, tmp_path, events):
+    """`kit throttle run --until-idle` over `root` as a process started by `launcher` (the kit
+    command, or tests/kill_at.py with its point); killed at the end if still running."""
+    loop = subprocess.Popen([*launcher, "throttle", "run", "--zk", root, "--samples", str(tmp_path / "s"),
+                             "--interval", "0.3", *CAP_MAP, "--events", str(events), "--until-idle",
+                             "--max-seconds", "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield loop
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.communicate()
+
+
+def assert_rode_out(loop: subprocess.Popen, root: str, timeout: float) -> None:
+    """The loop ends on its own, having retried through the outage, and no throttle is left."""
+    _, err = loop.communicate(timeout=timeout)
+    assert loop.returncode == 0, err
+    assert "ZooKeeper unreachable" in err and "retrying" in err
+    assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
+    assert not any(LEADER_REPLICAS in c or FOLLOWER_REPLICAS in c for c in configs(root, "topics").values())
+
+
 def test_the_loop_rides_out_a_zookeeper_restart(snapshots, tmp_path):
     """ZooKeeper goes away mid-run: the loop retries with the rates in force, never crashes,
     and still clears every throttle once the reassignment is done."""
     events = tmp_path / "events.jsonl"
     with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, _):
-        loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--samples", str(tmp_path / "s"),
-                                 "--interval", "0.3", *CAP_MAP, "--events", str(events), "--until-idle",
-                                 "--max-seconds", "120"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with loop_process(kit_command(), root, tmp_path, events) as loop:
             # The outage must fall after the loop's first decision, however slowly it starts.
             deadline = time.monotonic() + 60
             while not (events.exists() and events.read_text()) and loop.poll() is None:
                 assert time.monotonic() < deadline, "the loop made no decision within 60 s"
                 time.sleep(0.1)
             restart()
-            out, err = loop.communicate(timeout=120)
-        finally:
-            if loop.poll() is None:
-                loop.kill()
-        assert loop.returncode == 0, err
-        assert "ZooKeeper unreachable" in err and "retrying" in err
-        assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
+            assert_rode_out(loop, root, timeout=120)
 
 
 def _stopped(pid: int) -> bool:
@@ -213,11 +229,7 @@ def test_the_loop_rides_out_a_zookeeper_restart_during_its_start_up(snapshots, t
     events = tmp_path / "events.jsonl"
     kill_at = Path(__file__).parents[1] / "kill_at.py"
     with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, _):
-        loop = subprocess.Popen([sys.executable, str(kill_at), "pause-before-take-over", "throttle", "run",
-                                 "--zk", root, "--samples", str(tmp_path / "s"), "--interval", "0.3", *CAP_MAP,
-                                 "--events", str(events), "--until-idle", "--max-seconds", "120"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with loop_process([sys.executable, str(kill_at), "pause-before-take-over"], root, tmp_path, events) as loop:
             deadline = time.monotonic() + 120
             while not _stopped(loop.pid):
                 assert loop.poll() is None and time.monotonic() < deadline, "the loop never reached its start-up"
@@ -232,14 +244,7 @@ def test_the_loop_rides_out_a_zookeeper_restart_during_its_start_up(snapshots, t
                     assert time.monotonic() < wait_until, "no retry within 120 s while ZooKeeper was down"
                     time.sleep(0.1)
             restart(while_down=resume_while_down)
-            out, err = loop.communicate(timeout=300)
-        finally:
-            if loop.poll() is None:
-                loop.kill()
-        assert loop.returncode == 0, err
-        assert "ZooKeeper unreachable" in err and "retrying" in err
-        assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
-        assert not any(LEADER_REPLICAS in c or FOLLOWER_REPLICAS in c for c in configs(root, "topics").values())
+            assert_rode_out(loop, root, timeout=300)
 
 
 @pytest.mark.parametrize("args, message", [
