@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 
-from kazoo.exceptions import ConnectionLoss, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from kit.cluster.zk import changes
 from kit.cluster.zk.layout import (LOST, SIM_FACTS, Outage, close, connect, dump_znode_json, parse_znode_json,
-                                   read_cluster, read_sim_facts)
-from kit.errors import BadInput
+                                   read_cluster, read_sim_facts, translate)
+from kit.errors import BadInput, Unreachable, translate_errors
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
@@ -26,8 +26,12 @@ OVERRIDES = "/autothrottle/override_rate"
 BROKER_METRICS = "/topicmappr/brokermetrics"
 
 
+@translate_errors(translate)
 class ZkBackend:
     """One ZooKeeper session to a Kafka cluster's znodes (`kit.cluster.zk.layout.connect`).
+
+    kazoo's errors reach the caller as kit's (`kit.cluster.zk.layout.translate`): a lost
+    connection as `kit.errors.Unreachable`.
 
     Parameters
     ----------
@@ -155,7 +159,7 @@ class ZkBackend:
         """A kazoo DataWatch on /admin/reassign_partitions (it fires once at once, then on each change)."""
         self.client.DataWatch(changes.REASSIGN, lambda data, stat, *_: callback())
 
-    connection_lost = LOST
+    connection_lost = (Unreachable, *LOST)
 
     def watch_connection(self, patience: float) -> ZkOutage:
         """A `ZkOutage` on the session (it stops the client after `patience` seconds without ZooKeeper)."""
@@ -211,6 +215,6 @@ class ZkOutage(Outage):
     """`kit.cluster.zk.layout.Outage`, a `kit.cluster.backend.ConnectionWatch`."""
 
     def raise_if_down(self) -> None:
-        """ConnectionLoss while the session has no ZooKeeper."""
+        """`kit.errors.Unreachable` while the session has no ZooKeeper."""
         if self.down:
-            raise ConnectionLoss("no connection")
+            raise Unreachable("ZooKeeper connection lost (no connection)")

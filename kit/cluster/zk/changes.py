@@ -12,44 +12,25 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, RolledBackError
 
-from kit.errors import BadInput, Stuck, Unsafe
+from kit.errors import Unsafe
 from kit.formats import dumps, write_atomic
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
+from kit.cluster.reassign import (check_plan, plan_state, progress, rollback_document, sort_broker_names, status_doc,
+                                  verify_result, wait_until_done)
 from kit.cluster.zk.layout import LOST, Outage, read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
 
 
 def preflight(client: KazooClient, moves: list[dict]) -> Cluster:
-    """Check a plan against the live cluster; returns the cluster as it is now.
-
-    BadInput for a plan that names partitions the cluster lacks or lists a broker twice;
-    Unsafe when a reassignment is already running or a broker in the plan is not registered.
-    """
+    """Check a plan against the live cluster (`kit.cluster.reassign.check_plan`); returns the
+    cluster as it is now. Unsafe when a reassignment is already running."""
     cluster, running = read_cluster(client)
     if running is not None or client.exists(REASSIGN):
         raise Unsafe(f"a reassignment is already in progress ({REASSIGN} exists); nothing was changed")
-    known = {p.key for p in cluster.partitions}
-    live = {b.id for b in cluster.brokers.values() if b.alive}
-    for m in moves:
-        key = (m["topic"], m["partition"])
-        if key not in known:
-            raise BadInput(f"the plan names {key[0]}-{key[1]}, which the cluster does not have")
-        if len(set(m["replicas"])) != len(m["replicas"]):
-            raise BadInput(f"the plan lists a broker twice for {key[0]}-{key[1]}")
-        missing = [b for b in m["replicas"] if b not in live]
-        if missing:
-            raise Unsafe(f"broker {missing[0]} in the plan ({key[0]}-{key[1]}) is not registered; nothing was changed")
+    check_plan(cluster, moves)
     return cluster
-
-
-def rollback_document(cluster: Cluster, moves: list[dict]) -> dict:
-    """The current assignment of the plan's partitions, as a reassignment that undoes it."""
-    current = {(p.topic, p.partition): list(p.replicas) for p in cluster.partitions}
-    return {"version": 1, "partitions": [
-        {"topic": m["topic"], "partition": m["partition"], "replicas": current[(m["topic"], m["partition"])]}
-        for m in moves]}
 
 
 def _config_writes(client: KazooClient, kind: str, updates: dict) -> list[tuple[str, bytes, int | None]]:
@@ -141,7 +122,7 @@ def throttled_entities(client: KazooClient) -> tuple[list[str], list[str]]:
     brokers, topics = ([path.rsplit("/", 1)[1] for path, _, _ in
                         _throttle_clears(client, kind, children_or_none(client, f"/config/{kind}"))]
                        for kind in ("brokers", "topics"))
-    return sorted(brokers, key=lambda b: (not b.isdigit(), int(b) if b.isdigit() else 0, b)), sorted(topics)
+    return sort_broker_names(brokers), sorted(topics)
 
 
 def clear_leftover_throttles(client: KazooClient) -> tuple[int, int]:
@@ -178,16 +159,7 @@ def plan_progress(client: KazooClient, moves: list[dict]) -> str | None:
             continue
         parts = doc.get("partitions") if isinstance(doc, dict) else None
         current.update({(t, int(p)): r for p, r in (parts if isinstance(parts, dict) else {}).items() if p.isdigit()})
-    if running is None:
-        return "in place" if wanted and all(current.get(k) == r for k, r in wanted.items()) else None
-    entries = running.get("partitions") if isinstance(running, dict) else None
-    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
-        return None
-    flying = {(e.get("topic"), e.get("partition")): e.get("replicas") for e in entries}
-    if all(wanted.get(k) == r for k, r in flying.items()) and \
-            all(k in flying or current.get(k) == r for k, r in wanted.items()):
-        return "running"
-    return None
+    return plan_state(current, running, moves)
 
 
 def set_throttles(client: KazooClient, cluster: Cluster, moves: list[dict], rate: float) -> tuple[int, int]:
@@ -286,31 +258,8 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
     brokers and topics no longer taking part lose their throttles, all of them once none runs
     (`running` False: whatever was cleared then had been left without a reassignment)."""
     cluster, running = read_cluster(client)
-    if moves is None:
-        moves = (running or {}).get("partitions", [])
-    current = {(p.topic, p.partition): p for p in cluster.partitions}
-    in_flight = {(m["topic"], m["partition"]) for m in (running or {}).get("partitions", [])}
-    rows, busy_brokers, busy_topics = [], set(), set()
-    for m in moves:
-        key = (m["topic"], m["partition"])
-        p = current.get(key)
-        done = p is not None and list(p.replicas) == list(m["replicas"]) and key not in in_flight \
-            and set(m["replicas"]) <= set(p.isr)
-        waiting = [] if p is None else [b for b in m["replicas"] if b not in p.isr]
-        state = ("done" if done else "missing" if p is None else "copying" if key in in_flight
-                 else "not started")  # no reassignment runs for it: it can only finish if applied again
-        rows.append({"topic": key[0], "partition": key[1], "done": done, "state": state,
-                     "missing": p is None, "waiting_for": waiting})
-        if state == "copying":
-            busy_topics.add(key[0])
-            busy_brokers.update(m["replicas"])
-            if p is not None:
-                busy_brokers.update(p.replicas)
-    plan_topics = sorted({m["topic"] for m in moves})
-    plan_brokers = sorted({b for m in moves for b in m["replicas"]} |
-                          {b for m in moves for b in getattr(current.get((m["topic"], m["partition"])), "replicas", ())})
-    idle_topics = [t for t in plan_topics if t not in busy_topics]
-    idle = [str(b) for b in plan_brokers if b not in busy_brokers]
+    got = progress(cluster, running, moves)
+    idle, idle_topics = got["idle_brokers"], got["idle_topics"]
     if running is None:
         # Nothing runs, so no throttle is needed anywhere: clear every broker's rates and every
         # topic's replica lists, whoever wrote them (a crashed apply, a replaced loop, Kafka's
@@ -319,75 +268,26 @@ def verify(client: KazooClient, moves: list[dict] | None = None) -> dict:
         idle_topics = sorted(set(idle_topics) | set(children_or_none(client, "/config/topics")))
     cleared_topics = len(remove_config_keys(client, "topics", idle_topics))
     cleared_brokers = len(remove_config_keys(client, "brokers", idle))
-    leaders_off = [r for r in rows if r["done"] and current[(r["topic"], r["partition"])].leader not in
-                   (None, current[(r["topic"], r["partition"])].replicas[0])]
-    return {"partitions": rows, "done": all(r["done"] for r in rows), "running": running is not None,
-            "cleared_topics": cleared_topics, "cleared_brokers": cleared_brokers,
-            "preferred_leader_elections_due": len(leaders_off)}
-
-
-def default_stall(interval: float) -> float:
-    """How long `verify --wait` waits with nothing moving before it says what is stuck."""
-    return max(20 * interval, 300.0)
+    return verify_result(got["rows"], running, cleared_topics, cleared_brokers, got["leaders_off"])
 
 
 def verify_until_done(client: KazooClient, moves: list[dict] | None, interval: float = 5.0,
                       on_progress=None, on_retry=None, patience: float = 120.0, sleep=time.sleep,
                       stall: float | None = None, clock=time.monotonic) -> dict:
-    """`verify` every `interval` seconds until the reassignment is done; returns the last result.
-
-    A dropped connection or an expired session is waited out (kazoo reconnects, with a new
-    session if need be) for up to `patience` seconds: verify only reads and clears throttle
-    keys, so repeating a round cut short is safe. Every wait ends: `Stuck` (exit 1) when the
-    plan names partitions the cluster lacks (they can never finish), or when no replica has
-    joined an ISR for `stall` seconds (default `default_stall(interval)`) — ZooKeeper shows
-    copying progress only as replicas joining the ISR — naming what is still waited for.
-    """
-    stall = default_stall(interval) if stall is None else stall
-    lost_since = None
-    last_change, last_state = clock(), None
+    """`verify` every `interval` seconds until the reassignment is done
+    (`kit.cluster.reassign.wait_until_done`). A dropped connection or an expired session is
+    waited out (kazoo reconnects, with a new session if need be) for up to `patience` seconds;
+    ZooKeeper shows copying progress only as replicas joining the ISR."""
     # A call made while ZooKeeper is away waits for the connection: Outage ends that wait.
     outage = Outage(client, patience)
+
+    def once() -> dict:
+        if outage.down:
+            raise ConnectionLoss("no connection")  # a call now would only wait for one
+        return verify(client, moves)
     try:
-        while True:
-            try:
-                if outage.down:
-                    raise ConnectionLoss("no connection")  # a call now would only wait for one
-                res = verify(client, moves)
-                lost_since = None
-            except LOST as e:
-                now = clock()
-                lost_since = lost_since or now
-                if outage.gave_up.is_set() or now - lost_since > patience:
-                    raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s while verifying") from None
-                if on_retry:
-                    on_retry(type(e).__name__)
-                sleep(min(interval, 1.0))
-                continue
-            if on_progress:
-                on_progress(res)
-            if res["done"]:
-                return res
-            missing = [r for r in res["partitions"] if r["missing"]]
-            if missing:
-                raise Stuck(f"the plan names {len(missing)} partition(s) the cluster does not have, e.g. "
-                            f"{missing[0]['topic']}-{missing[0]['partition']}: they can never finish")
-            if not any(r["state"] == "copying" for r in res["partitions"]):
-                left = [r for r in res["partitions"] if not r["done"]]
-                raise Stuck(f"no reassignment is running for {len(left)} partition(s) of the plan, e.g. "
-                            f"{left[0]['topic']}-{left[0]['partition']} (never started, or cancelled): they can only "
-                            f"finish if the plan is applied again; throttles cleared")
-            state = tuple((r["done"], tuple(r["waiting_for"])) for r in res["partitions"])
-            if state != last_state:
-                last_change, last_state = clock(), state
-            elif clock() - last_change > stall:
-                left = [r for r in res["partitions"] if not r["done"]]
-                first = left[0]
-                waiting = ",".join(map(str, first["waiting_for"])) or "the controller to finish it"
-                raise Stuck(f"nothing has moved for {clock() - last_change:.0f} s (no replica joined an ISR): "
-                            f"{len(left)} partition(s) not done, e.g. {first['topic']}-{first['partition']} waiting "
-                            f"for broker(s) {waiting}; is the controller alive? (--stall S waits longer)")
-            sleep(interval)
+        return wait_until_done(once, LOST, outage.gave_up.is_set, "ZooKeeper", interval, on_progress, on_retry,
+                               patience, sleep, stall, clock)
     finally:
         outage.close()
 
@@ -408,27 +308,13 @@ def elect(client: KazooClient, moves: list[dict] | None = None) -> int:
 
 
 def status(client: KazooClient) -> dict:
-    """Brokers, under-replicated partitions, the reassignment in flight and the throttles set.
+    """Brokers, under-replicated partitions, the reassignment in flight and the throttles set
+    (`kit.cluster.reassign.status_doc`).
 
     `throttled_brokers` (ids) and `throttled_topics` are every /config entity carrying a
     throttle key, registered or not; `throttles_without_reassignment` is True when some are
     set and no reassignment runs (nothing needs them: `verify` clears them).
     """
     cluster, running = read_cluster(client)
-    urp = [p for p in cluster.partitions if set(p.replicas) - set(p.isr)]
     brokers, topics = throttled_entities(client)
-    moving = (running or {}).get("partitions", [])
-    by_key = {p.key: p for p in cluster.partitions}
-    # A replica not yet in the ISR still has the whole partition to copy (kit's estimate).
-    left = sum(by_key[k].size * sum(1 for b in m["replicas"] if b not in by_key[k].isr)
-               for m in moving if (k := (m["topic"], m["partition"])) in by_key)
-    return {
-        "brokers": [{"id": b.id, "rack": b.rack, "alive": b.alive} for b in cluster.brokers.values()],
-        "under_replicated": [p.name for p in urp],
-        "reassigning": running is not None,
-        "reassigning_partitions": len(moving),
-        "bytes_left": left,
-        "throttled_brokers": [int(b) if b.isdigit() else b for b in brokers],
-        "throttled_topics": topics,
-        "throttles_without_reassignment": running is None and bool(brokers or topics),
-    }
+    return status_doc(cluster, running, brokers, topics)

@@ -19,11 +19,12 @@ import time
 import warnings
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoAuthError, NoNodeError, SessionExpiredError
+from kazoo.exceptions import (ConnectionClosedError, ConnectionLoss, KazooException, NoAuthError, NoNodeError,
+                              SessionExpiredError)
 from kazoo.retry import KazooRetry
 from kazoo.security import make_acl
 
-from kit.errors import BadInput, Unsafe
+from kit.errors import BadInput, Unreachable, Unsafe
 from kit.formats import cluster_from_snapshot, read_input
 from kit.model import Cluster
 
@@ -116,10 +117,13 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
 
 @contextlib.contextmanager
 def session(spec: str, timeout: float = 10.0, auth: str | None = None):
-    """`connect`, and the client closed whatever happens (with ... as client:)."""
+    """`connect`, and the client closed whatever happens (with ... as client:); ZooKeeper's
+    errors in the block become kit's (`translate`)."""
     client = connect(spec, timeout, auth)
     try:
         yield client
+    except KazooException as e:
+        raise translate(e) from None
     finally:
         close(client)
 
@@ -142,6 +146,18 @@ def close(client: KazooClient, patience: float = 10.0) -> None:
 
 # What a lost connection or session raises in a call (ConnectionClosedError: `Outage` gave up).
 LOST = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
+
+
+def translate(e: BaseException) -> BadInput | Unsafe | None:
+    """kit's error for one of kazoo's (None for any other): no credentials is `BadInput`, a lost
+    connection `Unreachable`, any other ZooKeeper error `Unsafe` (one line, never a traceback)."""
+    if isinstance(e, NoAuthError):
+        return BadInput("ZooKeeper refused access (no auth): give credentials with --zk-auth-file or $KIT_ZK_AUTH")
+    if isinstance(e, LOST):
+        return Unreachable(f"ZooKeeper connection lost ({type(e).__name__}); nothing more was written")
+    if isinstance(e, KazooException):
+        return Unsafe(f"ZooKeeper error: {type(e).__name__} (nothing more was written)")
+    return None
 
 
 class Outage:
