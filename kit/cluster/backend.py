@@ -2,9 +2,10 @@
 
 `ClusterBackend` lists those operations, drawn from what kit's callers do today (`kit apply`,
 `verify`, `rollback`, `elect`, `status`, the doctor, the runbooks, the dashboard and the
-auto-throttle); `open_backend` is the one place where a backend is chosen. The ZooKeeper
-backend (`kit.cluster.zk.backend.ZkBackend`) is the only one so far; the Admin API's comes
-with issue 18.
+auto-throttle); `open_backend` is the one place where a backend is chosen: the ZooKeeper
+backend (`kit.cluster.zk.backend.ZkBackend`, --zk) or the Admin API's
+(`kit.cluster.kafka.backend.AdminBackend`, --bootstrap). Each turns its library's errors into
+kit's (`kit.errors`), so callers catch only those.
 
 Plans travel as Kafka's reassignment entries (`moves`: ``{"topic", "partition",
 "replicas"}`` dicts) and throttles as Kafka's own config keys (`kit.throttle.configs`), so a
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
+from kit.cluster.kafka.backend import AdminBackend
 from kit.cluster.zk import layout
 from kit.cluster.zk.backend import ZkBackend
 from kit.errors import BadInput
@@ -196,7 +198,8 @@ class ClusterBackend(Protocol):
 
 
 def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> ClusterBackend:
+                 timeout: float = DEFAULT_TIMEOUT, command_config: str | None = None, state_file: str | None = None,
+                 metrics_dir: str | None = None, sim_facts: str | None = None) -> ClusterBackend:
     """The backend for a cluster address: the one place where a backend is chosen.
 
     Parameters
@@ -204,24 +207,33 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
     zk : str, optional
         HOST:PORT[,HOST:PORT...][/chroot] of a ZooKeeper-mode cluster.
     bootstrap : str, optional
-        Kafka's bootstrap servers, for the Admin API (not built yet: issue 18).
+        Kafka's bootstrap servers HOST:PORT[,HOST:PORT...], for the Admin API (KRaft clusters).
     auth : str, optional
-        Credentials (ZooKeeper: SCHEME:CREDENTIALS, else `kit.cluster.zk.layout.resolve_auth`'s
+        ZooKeeper credentials (SCHEME:CREDENTIALS, else `kit.cluster.zk.layout.resolve_auth`'s
         environment variables); never printed.
     timeout : float
         Seconds to wait for the cluster to answer.
+    command_config : str, optional
+        Admin API: Kafka's client properties file (SASL, TLS), else
+        `kit.cluster.kafka.connect`'s environment variables; never printed.
+    state_file, metrics_dir : str, optional
+        Admin API: where the auto-throttle's overrides and kafka-kit's metrics are kept
+        (default ``$KIT_STATE_DIR/clusters/<cluster id>/state.json`` and ``.../metrics``,
+        ``~/.kit`` without the variable; see `kit.cluster.kafka.local`).
+    sim_facts : str, optional
+        Admin API: the simulated cluster's facts file (`ClusterBackend.sim_facts`).
 
     Raises
     ------
     BadInput
-        Both or neither address given, `bootstrap`, or nothing answering at `zk`.
+        Both or neither address given, or nothing answering there (within 30 s).
     """
     if zk is not None and bootstrap is not None:
         raise BadInput("--zk and --bootstrap: give one, not both")
     if bootstrap is not None:
-        raise BadInput("--bootstrap: the Admin API backend is not built yet (issue 18)")
+        return AdminBackend(bootstrap, timeout, command_config, state_file, metrics_dir, sim_facts)
     if zk is None:
-        raise BadInput("no cluster given: --zk HOST:PORT[/chroot]")
+        raise BadInput("no cluster given: --zk HOST:PORT[/chroot] or --bootstrap HOST:PORT")
     return ZkBackend(zk, timeout, auth)
 
 

@@ -1,0 +1,462 @@
+"""`AdminBackend`: `kit.cluster.backend.ClusterBackend` for a cluster reached through Kafka's
+Admin API (kafka-python 3.x's KafkaAdminClient), as Kafka's own `kafka-reassign-partitions`
+(ReassignPartitionsCommand, 3.x/4.x) drives one.
+
+The calls are here; what their answers mean in kit's model is `kit.cluster.kafka.model`, what
+every backend decides alike `kit.cluster.reassign`, and what kit keeps beside the cluster
+`kit.cluster.kafka.local`. kafka-python's errors reach callers as kit's
+(`kit.cluster.kafka.connect.translate`): a cluster that does not answer as `Unreachable`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from kafka import TopicPartition
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+from kafka.errors import for_code
+
+from kit.cluster.kafka import model
+from kit.cluster.kafka.connect import LOST, new_client, resolve_security, translate
+from kit.cluster.kafka.local import LocalStore, default_home
+from kit.cluster.reassign import (check_plan, plan_state, progress, rollback_document, status_doc, verify_result,
+                                  wait_until_done)
+from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
+from kit.formats import dumps, write_atomic
+from kit.model import Cluster
+from kit.throttle.configs import throttle_configs
+
+# How often the reassignment and the connection are polled (seconds): the Admin API has no watches.
+POLL_SECONDS = 1.0
+PREFERRED = 0  # ElectLeaders' election type
+
+
+@translate_errors(translate)
+class AdminBackend:
+    """One admin client to a Kafka cluster.
+
+    Parameters
+    ----------
+    bootstrap : str
+        HOST:PORT[,HOST:PORT...]; `BadInput` (one line, within 30 s) when no broker answers.
+    timeout : float
+        Seconds each request may take (and the bootstrap, up to 20 s).
+    command_config : str, optional
+        Kafka's client properties file (`kit.cluster.kafka.connect.resolve_security`).
+    state_file, metrics_dir : str, optional
+        Where the auto-throttle's overrides and the metrics are kept (`kit.cluster.kafka.local`;
+        default under ``$KIT_STATE_DIR/clusters/<cluster id>/``).
+    sim_facts : str, optional
+        The simulated cluster's facts file (JSON), read by `sim_facts`; None on a real cluster.
+    """
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0, command_config: str | None = None,
+                 state_file: str | None = None, metrics_dir: str | None = None, sim_facts: str | None = None):
+        self.bootstrap, self.facts_file = bootstrap, sim_facts
+        self.admin = new_client(bootstrap, timeout, resolve_security(command_config))
+        self._closed = threading.Event()
+        try:
+            cluster_id = self.admin.describe_cluster().get("cluster_id")
+        except Exception as e:  # noqa: BLE001  (the constructor is not wrapped by translate_errors)
+            self.admin.close()
+            raise (translate(e) or e) from None
+        home = default_home(cluster_id)
+        self.store = LocalStore(state_file or os.path.join(home, "state.json"),
+                                metrics_dir or os.path.join(home, "metrics"))
+
+    def __enter__(self) -> AdminBackend:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the pollers and close the client, once."""
+        if not self._closed.is_set():
+            self._closed.set()
+            self.admin.close()
+
+    def _to_controller(self, call, *args, **kwargs):
+        """A call kafka-python sends to the controller it found once: when that broker stops
+        answering, it is forgotten (found again through Metadata) and the call tried once more."""
+        try:
+            return call(*args, **kwargs)
+        except (*LOST, RuntimeError) as e:
+            if isinstance(e, RuntimeError) and "controller" not in str(e):
+                raise
+            # kafka-python keeps the controller's id and only looks again on NotController.
+            self.admin._controller_id = None  # noqa: SLF001
+            try:
+                return call(*args, **kwargs)
+            except RuntimeError:
+                raise Unreachable("Kafka cluster: no controller answers") from None
+
+    # ------------------------------------------------------------------ reading
+
+    def _live(self, described: dict) -> list[int]:
+        return sorted(b["broker_id"] for b in described.get("brokers") or () if not b.get("is_fenced"))
+
+    def _log_dirs(self, brokers: list[int], topics: list[dict]) -> list[dict]:
+        """DescribeLogDirs of each broker for every partition; a broker that does not answer is
+        left out (its replicas' sizes then come from another, or the metrics directory)."""
+        wanted = {t["name"]: [p["partition_index"] for p in t.get("partitions") or ()] for t in topics}
+        out = []
+        for b in brokers:
+            try:
+                out.extend(self.admin.describe_log_dirs(topic_partitions=wanted, brokers=[b]))
+            except LOST:
+                continue
+        return out
+
+    def read(self) -> tuple[Cluster, dict | None]:
+        """DescribeCluster, Metadata, ListPartitionReassignments and DescribeLogDirs as kit's
+        model (`kit.cluster.kafka.model`), sizes falling back on the metrics directory."""
+        described = self.admin.describe_cluster()
+        topics = self.admin.describe_topics()
+        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
+        sizes, disks = model.replica_sizes(self._log_dirs(self._live(described), topics))
+        partition_meta, broker_metrics = self.store.metrics()
+        return model.build_cluster(described, topics, sizes, disks, partition_meta, broker_metrics), running
+
+    def reassigning(self) -> bool:
+        """Whether ListPartitionReassignments lists any partition."""
+        return bool(self._to_controller(self.admin.list_partition_reassignments))
+
+    def sim_facts(self) -> dict | None:
+        """The facts file given (`kit sim`'s), None without one."""
+        if not self.facts_file:
+            return None
+        try:
+            with open(self.facts_file, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise BadInput(f"sim facts {self.facts_file}: cannot be read ({type(e).__name__})") from None
+
+    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> None:
+        """The metrics directory's two files (`kit.cluster.kafka.local.LocalStore.write_metrics`)."""
+        self.store.write_metrics(partition_meta, broker_metrics)
+
+    def progress(self, moves: list[dict]) -> str | None:
+        """`kit.cluster.reassign.plan_state` from the plan's topics and the reassignment in flight."""
+        names = sorted({m["topic"] for m in moves})
+        topics = self.admin.describe_topics(names) if names else []
+        current = {(t["name"], p["partition_index"]): list(p["replica_nodes"])
+                   for t in topics for p in t.get("partitions") or ()}
+        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
+        return plan_state(current, running, moves)
+
+    # ------------------------------------------------------------------ changing
+
+    def _refuse_if_running(self, running: dict | None, what: str = "nothing was changed") -> None:
+        if running is not None:
+            raise Unsafe(f"a reassignment is already in progress (ListPartitionReassignments lists "
+                         f"{len(running['partitions'])} partition(s)); {what}")
+
+    def apply(self, moves: list[dict], throttle: float | None = None, rollback_out: str | None = None) -> dict:
+        """As ReassignPartitionsCommand: refuse while a reassignment runs, check the plan, write the
+        rollback file, set the throttles (IncrementalAlterConfigs SET; throttles left without a
+        reassignment removed with DELETE), then AlterPartitionReassignments.
+
+        The Admin API has no transaction: should the cluster refuse any partition, the ones it
+        took are cancelled and the throttles just set removed before the error is raised.
+        """
+        cluster, running = self.read()
+        self._refuse_if_running(running)
+        check_plan(cluster, moves)
+        if rollback_out:
+            write_atomic(rollback_out, dumps(rollback_document(cluster, moves)))
+        topics, brokers = throttle_configs(cluster, moves, throttle) if throttle else ({}, {})
+        have_brokers, have_topics = self.throttles()
+        left_brokers = [b for b in have_brokers if not b.isdigit() or int(b) not in brokers]
+        left_topics = [t for t in have_topics if t not in topics]
+        self._delete_keys(left_brokers, left_topics, have_brokers, have_topics)
+        self.set_throttles(brokers=brokers, topics=topics)
+        try:
+            self._start(moves)
+        except BaseException:
+            self.clear_throttles(brokers=list(brokers), topics=list(topics))
+            raise
+        return {"partitions": len(moves), "throttled_topics": len(topics), "throttled_brokers": len(brokers),
+                "cleared_topics": len(left_topics), "cleared_brokers": len(left_brokers)}
+
+    def _start(self, moves: list[dict]) -> None:
+        """AlterPartitionReassignments for the plan; on a partition refused, the accepted ones are
+        cancelled and the first refusal raised as kit's error."""
+        wanted = {TopicPartition(m["topic"], m["partition"]): list(m["replicas"]) for m in moves}
+        if not wanted:
+            return
+        results = self._to_controller(self.admin.alter_partition_reassignments, wanted)
+        refused = {tp: err for tp, err in results.items() if err is not None}
+        if not refused:
+            return
+        taken = {tp: None for tp in wanted if tp not in refused}
+        if taken:
+            self._to_controller(self.admin.alter_partition_reassignments, taken)
+        tp, err = sorted(refused.items(), key=lambda kv: (kv[0].topic, kv[0].partition))[0]
+        mapped = translate(err()) or Unsafe(f"Kafka refused the reassignment: {err.__name__}")
+        raise type(mapped)(f"{tp.topic}-{tp.partition}: {mapped} ({len(refused)} partition(s) refused; "
+                           "the others were cancelled and the throttles removed: nothing was changed)")
+
+    def rollback(self, moves: list[dict], throttle: float | None = None) -> dict:
+        """Cancel the reassignment of the rollback file's partitions while it runs
+        (AlterPartitionReassignments with no target: Kafka puts back their replicas), then start
+        the reassignment back to the file's assignment with `apply`'s checks.
+
+        Unsafe, nothing changed, while partitions the file does not name are moving (another
+        reassignment: not this one to cancel). Returns `apply`'s dict with ``cancelled``.
+        """
+        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
+        keys = {(m["topic"], m["partition"]) for m in moves}
+        flying = [(e["topic"], e["partition"]) for e in (running or {}).get("partitions", [])]
+        others = [k for k in flying if k not in keys]
+        if others:
+            raise Unsafe(f"a reassignment of partitions the rollback file does not name is in progress (e.g. "
+                         f"{others[0][0]}-{others[0][1]}); nothing was changed")
+        cancelled = self.cancel(flying) if flying else 0
+        done = self.apply(moves, throttle)
+        done["cancelled"] = cancelled
+        return done
+
+    def cancel(self, partitions: Iterable[tuple[str, int]]) -> int:
+        """AlterPartitionReassignments with no target for these partitions, then waits (up to 30 s)
+        until ListPartitionReassignments no longer lists them; returns how many were cancelled."""
+        wanted = {TopicPartition(t, p): None for t, p in partitions}
+        results = self._to_controller(self.admin.alter_partition_reassignments, wanted)
+        refused = [err for err in results.values() if err is not None]
+        if refused:
+            raise translate(refused[0]()) or Unsafe(f"Kafka refused the cancellation: {refused[0].__name__}")
+        deadline = time.monotonic() + 30.0
+        while self._to_controller(self.admin.list_partition_reassignments, list(wanted)):
+            if time.monotonic() > deadline:
+                raise Unsafe("the cancelled reassignment is still listed after 30 s; run kit rollback again")
+            time.sleep(0.2)
+        return len(wanted)
+
+    def verify(self, moves: list[dict] | None = None) -> dict:
+        """ListPartitionReassignments and Metadata: the plan's progress; the throttles of brokers
+        and topics no longer copying removed, all of them once none runs."""
+        cluster, running = self.read()
+        got = progress(cluster, running, moves)
+        idle_brokers, idle_topics = got["idle_brokers"], got["idle_topics"]
+        if running is None:
+            have_brokers, have_topics = self.throttles()
+            idle_brokers = sorted(set(idle_brokers) | set(have_brokers))
+            idle_topics = sorted(set(idle_topics) | set(have_topics))
+        brokers, topics = self.clear_throttles(brokers=idle_brokers, topics=idle_topics)
+        return verify_result(got["rows"], running, len(topics), len(brokers), got["leaders_off"])
+
+    def verify_until_done(self, moves: list[dict] | None, interval: float = 5.0,
+                          on_progress: Callable[[dict], None] | None = None,
+                          on_retry: Callable[[str], None] | None = None, stall: float | None = None,
+                          patience: float = 120.0) -> dict:
+        """`verify` until done (`kit.cluster.reassign.wait_until_done`), a cluster not answering
+        retried for `patience` seconds."""
+        return wait_until_done(lambda: self.verify(moves), self.connection_lost, lambda: False, "the Kafka cluster",
+                               interval, on_progress, on_retry, patience, stall=stall)
+
+    def elect(self, moves: list[dict] | None = None) -> int:
+        """ElectLeaders (preferred) for the partitions (the plan's, default all) whose first
+        replica does not lead; a preferred replica not in sync is skipped by Kafka, as the
+        controller does in ZooKeeper mode. Returns how many were asked for."""
+        cluster, _ = self.read()
+        wanted = {(m["topic"], m["partition"]) for m in moves} if moves is not None else None
+        todo: dict[str, list[int]] = {}
+        for p in cluster.partitions:
+            if (wanted is None or p.key in wanted) and p.leader is not None and p.leader != p.replicas[0]:
+                todo.setdefault(p.topic, []).append(p.partition)
+        if todo:
+            response = self._to_controller(self.admin.elect_leaders, PREFERRED, todo, raise_errors=False)
+            code = getattr(response, "error_code", 0)
+            if code:
+                raise translate(for_code(code)()) or Unsafe(f"Kafka refused the election (error {code})")
+        return sum(len(v) for v in todo.values())
+
+    def status(self) -> dict:
+        """`kit.cluster.reassign.status_doc` of the cluster and the throttle keys in force."""
+        cluster, running = self.read()
+        brokers, topics = self.throttles()
+        return status_doc(cluster, running, list(brokers), list(topics))
+
+    # ------------------------------------------------------------------ throttles
+
+    def throttles(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+        """DescribeConfigs of every topic (one request) and every live broker (each its own):
+        the throttle keys set. A broker that does not answer is left out."""
+        names = self.admin.list_topics()
+        topics = {}
+        if names:
+            described = self.admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, t, list(model.TOPIC_KEYS)) for t in names])
+            topics = model.throttle_keys(described, "topic")
+        brokers = {}
+        for b in self._live(self.admin.describe_cluster()):
+            try:
+                described = self.admin.describe_configs(
+                    [ConfigResource(ConfigResourceType.BROKER, str(b), list(model.BROKER_KEYS))])
+            except LOST:
+                continue
+            brokers.update(model.throttle_keys(described, "broker"))
+        return dict(sorted(brokers.items(), key=lambda kv: int(kv[0]))), dict(sorted(topics.items()))
+
+    def _alter(self, resources: list[ConfigResource]) -> None:
+        """IncrementalAlterConfigs (never the whole config: other keys kept); a refusal raised
+        as one line naming the resource."""
+        if not resources:
+            return
+        results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
+        for kind, by_name in results.items():
+            for name, result in by_name.items():
+                if result != "OK":
+                    raise Unsafe(f"Kafka refused the throttle config of {kind} {name}: {' '.join(str(result).split())}")
+
+    def set_throttles(self, brokers: Mapping[int | str, Mapping[str, str]] | None = None,
+                      topics: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """IncrementalAlterConfigs SET of these keys, topics then brokers."""
+        self._alter([ConfigResource(ConfigResourceType.TOPIC, t, {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
+                     for t, cfg in (topics or {}).items() if cfg])
+        self._alter([ConfigResource(ConfigResourceType.BROKER, _broker_name(b),
+                                    {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
+                     for b, cfg in (brokers or {}).items() if cfg])
+
+    def _delete_keys(self, brokers: Iterable[str], topics: Iterable[str], have_brokers: dict, have_topics: dict
+                     ) -> None:
+        """IncrementalAlterConfigs DELETE of the throttle keys each of these carries."""
+        self._alter([ConfigResource(ConfigResourceType.BROKER, b, {k: (AlterConfigOp.DELETE, None)
+                                                                    for k in have_brokers[b]}) for b in brokers])
+        self._alter([ConfigResource(ConfigResourceType.TOPIC, t, {k: (AlterConfigOp.DELETE, None)
+                                                                   for k in have_topics[t]}) for t in topics])
+
+    def clear_throttles(self, brokers: Iterable[int | str] = (), topics: Iterable[str] = ()
+                        ) -> tuple[list[str], list[str]]:
+        """Remove the throttle keys from these brokers and topics (DELETE, brokers then topics);
+        returns the names that had some. Brokers not registered cannot be reached and are skipped."""
+        names = [_broker_name(b) for b in brokers]
+        topics = list(topics)
+        if not names and not topics:
+            return [], []
+        have_brokers, have_topics = self._throttles_of(names, topics)
+        self._delete_keys(list(have_brokers), list(have_topics), have_brokers, have_topics)
+        return list(have_brokers), list(have_topics)
+
+    def _throttles_of(self, brokers: list[str], topics: list[str]) -> tuple[dict, dict]:
+        """The throttle keys of these brokers (the live ones) and topics (the existing ones)."""
+        live = {str(b) for b in self._live(self.admin.describe_cluster())}
+        found_b: dict[str, dict[str, str]] = {}
+        for b in brokers:
+            if b in live:
+                try:
+                    found_b.update(model.throttle_keys(self.admin.describe_configs(
+                        [ConfigResource(ConfigResourceType.BROKER, b, list(model.BROKER_KEYS))]), "broker"))
+                except LOST:
+                    continue
+        found_t = {}
+        existing = set(self.admin.list_topics())
+        topics = [t for t in topics if t in existing]
+        if topics:
+            found_t = model.throttle_keys(self.admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, t, list(model.TOPIC_KEYS)) for t in topics]), "topic")
+        return ({b: found_b[b] for b in brokers if b in found_b}, {t: found_t[t] for t in topics if t in found_t})
+
+    def clear_leftover_throttles(self) -> tuple[int, int]:
+        """With no reassignment running, remove every throttle key; `Unsafe` while one runs."""
+        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
+        self._refuse_if_running(running, "its throttles were left as they are")
+        brokers, topics = self.throttles()
+        self._delete_keys(list(brokers), list(topics), brokers, topics)
+        return len(brokers), len(topics)
+
+    # ------------------------------------------------------------------ watching
+
+    def watch_reassignment(self, callback: Callable[[], None]) -> None:
+        """A thread polling ListPartitionReassignments every `POLL_SECONDS`: `callback` once now,
+        then whenever the reassignment in flight changes (starts, progresses, ends), until `close`."""
+        threading.Thread(target=self._poll_reassignment, args=(callback,), name="kit-admin-reassignment",
+                         daemon=True).start()
+
+    def _poll_reassignment(self, callback: Callable[[], None]) -> None:
+        seen: object = object()  # nothing seen yet: the first poll calls back
+        while not self._closed.is_set():
+            try:
+                now = self._to_controller(self.admin.list_partition_reassignments)
+                state = sorted((tp.topic, tp.partition, tuple(r["replicas"]), tuple(r["adding_replicas"]),
+                                tuple(r["removing_replicas"])) for tp, r in now.items())
+            except Exception:  # noqa: BLE001  (cluster away, client closing: poll again, the caller's watch says it)
+                state = seen
+            if state != seen:
+                seen = state
+                callback()
+            self._closed.wait(POLL_SECONDS)
+
+    connection_lost = (Unreachable,)
+
+    def watch_connection(self, patience: float) -> AdminWatch:
+        """An `AdminWatch` probing the cluster every `POLL_SECONDS`."""
+        return AdminWatch(self, patience)
+
+    # ------------------------------------------------------------------ kept beside the cluster
+
+    def throttle_overrides(self) -> dict[str, tuple[str | None, bytes]]:
+        """The overrides in the state file (`kit.cluster.kafka.local`)."""
+        return self.store.overrides()
+
+    def store_throttle_override(self, body: bytes, broker: str | None = None) -> str:
+        """Store an override in the state file; returns its `where`."""
+        return self.store.store_override(body, broker)
+
+    def remove_throttle_override(self, broker: str | None = None) -> bytes | None:
+        """Remove a broker's override, or empty the global one; the body it had."""
+        return self.store.remove_override(broker)
+
+    def broker_metrics(self) -> tuple[object, float] | None:
+        """The metrics directory's broker metrics, and when they were written."""
+        return self.store.broker_metrics()
+
+
+def _broker_name(b: int | str) -> str:
+    """A broker's config resource name: its id (Kafka's cluster-wide default, "", is not a target here)."""
+    name = str(b)
+    if not name.isdigit():
+        raise BadInput(f"broker {name!r}: the Admin API backend sets throttles on brokers by id")
+    return name
+
+
+class AdminWatch:
+    """`kit.cluster.backend.ConnectionWatch` over an admin client: a thread asks the cluster
+    (DescribeCluster) every `POLL_SECONDS`; `down` while it does not answer, `gave_up` after
+    `patience` seconds of that. Calls made meanwhile fail on their own request timeout."""
+
+    def __init__(self, backend: AdminBackend, patience: float):
+        self.backend, self.patience = backend, patience
+        self.since: float | None = None
+        self.gave_up = threading.Event()
+        self._closed = threading.Event()
+        threading.Thread(target=self._watch, name="kit-admin-connection", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._closed.is_set() and not self.backend._closed.is_set():
+            try:
+                self.backend.admin.describe_cluster()
+                self.since = None
+            except Exception:  # noqa: BLE001  (any failure to answer is the cluster away)
+                self.since = self.since or time.monotonic()
+                if time.monotonic() - self.since > self.patience:
+                    self.gave_up.set()
+                    return
+            self._closed.wait(POLL_SECONDS)
+
+    @property
+    def down(self) -> bool:
+        """Whether the last probe went unanswered."""
+        return self.since is not None
+
+    def raise_if_down(self) -> None:
+        """`kit.errors.Unreachable` while the cluster does not answer."""
+        if self.down:
+            raise Unreachable("Kafka cluster unreachable (no broker answers)")
+
+    def close(self) -> None:
+        """Stop probing."""
+        self._closed.set()

@@ -1,0 +1,187 @@
+"""Reaching a Kafka cluster's Admin API: the bootstrap list, the client's security settings
+(Kafka's `--command-config` properties, or environment variables) and what kafka-python's
+errors mean in kit's terms (`translate`).
+
+Security settings are credentials: they go into the client and nowhere else (no message,
+log line, event or record names a value; messages name the file or the key at most).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+from kafka import KafkaAdminClient
+from kafka import errors as kerr
+
+from kit.errors import BadInput, Unreachable, Unsafe
+from kit.formats import read_input
+
+COMMAND_CONFIG_ENV = "KIT_KAFKA_COMMAND_CONFIG"
+USERNAME_ENV = "KIT_KAFKA_SASL_USERNAME"
+PASSWORD_ENV = "KIT_KAFKA_SASL_PASSWORD"
+
+# The bootstrap must answer within this many seconds (a dead address is BadInput in < 30 s).
+BOOTSTRAP_SECONDS = 20.0
+
+# Kafka's client properties kit honours, and kafka-python's keyword for each.
+_PLAIN_KEYS = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
+    "ssl.key.password": "ssl_password",
+    # librdkafka's names for PEM files, which kafka-python takes as they are.
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.crl.location": "ssl_crlfile",
+}
+# Read but without effect here (they tune the Java client, or name its defaults).
+_IGNORED = {"request.timeout.ms", "default.api.timeout.ms", "retries", "retry.backoff.ms", "client.id",
+            "ssl.protocol", "ssl.enabled.protocols", "ssl.keystore.type", "ssl.truststore.type",
+            "sasl.login.callback.handler.class", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm"}
+_JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def parse_bootstrap(spec: str) -> list[str]:
+    """HOST:PORT[,HOST:PORT...] as a list; `BadInput` (one line) unless every entry has a port 1..65535."""
+    hosts = [h.strip() for h in (spec or "").split(",") if h.strip()]
+    if not hosts or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
+                            for h in hosts):
+        raise BadInput(f"--bootstrap {spec!r}: expected HOST:PORT[,HOST:PORT...] with ports in 1..65535")
+    return hosts
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file (key=value or key: value, # and ! comments, \\ continuations)."""
+    raw = read_input(path, "--command-config", max_bytes=1 << 20)
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise BadInput(f"--command-config {path}: not UTF-8 text") from None
+    props, pending = {}, ""
+    for line in text.splitlines():
+        line = pending + line.strip()
+        pending = ""
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        if not line or line[0] in "#!":
+            continue
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m is None:
+            props[line] = ""
+        else:
+            props[m.group(1)] = m.group(2)
+    return props
+
+
+def _jaas_credentials(jaas: str, where: str) -> dict[str, str]:
+    """username and password from a sasl.jaas.config value (PLAIN and SCRAM login modules)."""
+    found = {k: v.replace('\\"', '"') for k, v in _JAAS.findall(jaas)}
+    if not {"username", "password"} <= set(found):
+        raise BadInput(f"{where}: sasl.jaas.config needs username=\"...\" and password=\"...\" "
+                       "(PLAIN or SCRAM login module)")
+    return {"sasl_plain_username": found["username"], "sasl_plain_password": found["password"]}
+
+
+def client_settings(props: dict[str, str], where: str) -> dict:
+    """kafka-python keyword arguments for Kafka's client properties; `BadInput` names a key kit
+    cannot honour (never a value)."""
+    out: dict = {}
+    for key, value in props.items():
+        if key in _PLAIN_KEYS:
+            out[_PLAIN_KEYS[key]] = value
+        elif key == "sasl.jaas.config":
+            out.update(_jaas_credentials(value, where))
+        elif key == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = bool(value.strip())  # empty: no host name check, as Kafka's
+        elif key in ("ssl.truststore.location", "ssl.keystore.location"):
+            kind = props.get(key.replace("location", "type"), "JKS").upper()
+            if kind != "PEM":
+                raise BadInput(f"{where}: {key} must be a PEM file (ssl.{key.split('.')[1]}.type=PEM); "
+                               "Python cannot read JKS or PKCS12 stores")
+            out["ssl_cafile" if "truststore" in key else "ssl_certfile"] = value
+        elif key in ("ssl.truststore.password", "ssl.keystore.password"):
+            continue  # a PEM file has none
+        elif key not in _IGNORED:
+            raise BadInput(f"{where}: {key} is not a client setting kit can use")
+    if "ssl_certfile" in out and "ssl_keyfile" not in out:
+        out["ssl_keyfile"] = out["ssl_certfile"]  # Kafka's PEM keystore holds the key with the certificate
+    protocol = out.get("security_protocol", "PLAINTEXT").upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise BadInput(f"{where}: security.protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    out["security_protocol"] = protocol
+    return out
+
+
+def resolve_security(command_config: str | None = None) -> dict:
+    """The client's security settings: --command-config FILE, else $KIT_KAFKA_COMMAND_CONFIG;
+    $KIT_KAFKA_SASL_USERNAME and $KIT_KAFKA_SASL_PASSWORD fill in SASL credentials the file lacks."""
+    path = command_config or os.environ.get(COMMAND_CONFIG_ENV) or None
+    settings = client_settings(read_properties(path), f"--command-config {path}") if path else {}
+    if os.environ.get(USERNAME_ENV) and "sasl_plain_username" not in settings:
+        settings["sasl_plain_username"] = os.environ[USERNAME_ENV]
+        settings["sasl_plain_password"] = os.environ.get(PASSWORD_ENV, "")
+        settings.setdefault("sasl_mechanism", "PLAIN")
+        if settings.get("security_protocol", "PLAINTEXT") == "PLAINTEXT":
+            settings["security_protocol"] = "SASL_PLAINTEXT"
+    return settings
+
+
+def new_client(spec: str, timeout: float, security: dict) -> KafkaAdminClient:
+    """A connected admin client for the bootstrap list `spec`; `BadInput` (one line, within
+    ~`BOOTSTRAP_SECONDS`) when no broker there answers."""
+    hosts = parse_bootstrap(spec)
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # kit says what failed, in one line
+    wait_ms = int(min(timeout, BOOTSTRAP_SECONDS) * 1000)
+    try:
+        return KafkaAdminClient(bootstrap_servers=hosts, client_id="kit", request_timeout_ms=int(timeout * 1000),
+                                bootstrap_timeout_ms=wait_ms, reconnect_backoff_max_ms=1000,
+                                retry_backoff_ms=100, **security)
+    except Exception as e:  # noqa: BLE001  (whatever the library raises, one line)
+        mapped = translate(e)
+        if isinstance(mapped, Unreachable) or mapped is None:
+            raise BadInput(f"--bootstrap {spec}: no Kafka broker answers there ({type(e).__name__})") from None
+        raise mapped from None
+
+
+# Errors that mean the cluster (or the broker a call needed) cannot be reached now.
+LOST = (kerr.KafkaConnectionError, kerr.KafkaTimeoutError, kerr.NodeNotReadyError, kerr.RequestTimedOutError,
+        kerr.NetworkExceptionError, kerr.BrokerNotAvailableError, kerr.MetadataEmptyBrokerList,
+        kerr.NotControllerError, kerr.Cancelled, ConnectionError, TimeoutError)
+
+
+def translate(e: BaseException) -> BadInput | Unsafe | None:
+    """kit's error for one of kafka-python's (None for any other), in one line.
+
+    Unreachable (exit 2, a long-running caller retries) for a cluster or broker that does not
+    answer; BadInput (exit 2) for an authorization or authentication failure, an unknown topic
+    or partition, an invalid replica assignment, no reassignment in progress, bad settings;
+    Unsafe (exit 3) for a reassignment already in progress and any other refusal.
+    """
+    name = type(e).__name__
+    if isinstance(e, LOST):
+        return Unreachable(f"Kafka cluster unreachable ({name}); nothing more was written")
+    if isinstance(e, (kerr.AuthorizationError, kerr.SaslAuthenticationFailedError,
+                      kerr.UnsupportedSaslMechanismError, kerr.IllegalSaslStateError)):
+        return BadInput(f"Kafka refused access ({name}): check the credentials and ACLs (--command-config)")
+    if isinstance(e, (kerr.UnknownTopicOrPartitionError, kerr.UnknownTopicIdError)):
+        return BadInput(f"Kafka: unknown topic or partition ({name})")
+    if isinstance(e, kerr.InvalidReplicationAssignmentError):
+        return BadInput(f"Kafka refused the replica assignment ({name}): {_detail(e)}")
+    if isinstance(e, kerr.NoReassignmentInProgressError):
+        return BadInput("Kafka: no reassignment is in progress for that partition")
+    if isinstance(e, kerr.ReassignmentInProgressError):
+        return Unsafe("Kafka: a reassignment is already in progress; nothing was changed")
+    if isinstance(e, (kerr.KafkaConfigurationError, kerr.IncompatibleBrokerVersion, kerr.UnrecognizedBrokerVersion)):
+        return BadInput(f"Kafka client: {name} (the brokers may be too old for the Admin API kit uses: 2.4+)")
+    if isinstance(e, kerr.KafkaError):
+        return Unsafe(f"Kafka error: {name}: {_detail(e)}")
+    return None
+
+
+def _detail(e: BaseException) -> str:
+    """The broker's own message, on one line and short (it never holds credentials)."""
+    text = " ".join(str(a) for a in getattr(e, "args", ()) if a)
+    return " ".join(text.split())[:200] or "no detail"
