@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kazoo.exceptions import KazooException, NoAuthError
-
 from kit import __version__
 from kit.cli import change, dashboard, doctor, metrics, plan, run, sim, throttle, zk
 from kit.cli.lazy import lazy_module
@@ -51,12 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(a, "zk_auth_file", None):
             a.zk_auth = backend.read_auth_file(a.zk_auth_file)
         return a.run(a)
-    except (BadInput, Unsafe, Stuck) as e:
+    except (BadInput, Unsafe, Stuck) as e:  # each backend turns its library's errors into these
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code
-    except NoAuthError:
-        sys.stderr.write("kit: ZooKeeper refused access (no auth): give credentials with --zk-auth-file or $KIT_ZK_AUTH\n")
-        return 2
-    except KazooException as e:  # ZooKeeper errors become one line, never a traceback
-        sys.stderr.write(f"kit: ZooKeeper error: {type(e).__name__} (nothing more was written)\n")
-        return 3

@@ -1,10 +1,10 @@
 """The live cluster: `kit snapshot` reads it; `kit apply`, `kit verify`, `kit elect` and
 `kit rollback` change it as Kafka's own tools do; `kit status` reports on it. The work is the
-cluster's backend (kit.cluster.backend: today ZooKeeper, reached with --zk).
+cluster's backend (kit.cluster.backend: ZooKeeper with --zk, the Admin API with --bootstrap).
 """
 # General flow (each command):
 # 1) add_parser declares the six commands; each runs its own function below.
-# 2) Files named on the command line are read and outputs checked before ZooKeeper is reached.
+# 2) Files named on the command line are read and outputs checked before the cluster is reached.
 # 3) One backend (kit.cluster.backend.open_backend, closed at the end) for the change:
 #    read, apply, verify / verify_until_done, elect, rollback, status.
 #    apply and rollback run again after a crash say so and write nothing (_run_again).
@@ -15,7 +15,7 @@ import os
 import sys
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import bytes_per_second, command, rate, writable, zk_auth_option
+from kit.cli.options import bytes_per_second, cluster_args, cluster_flag, cluster_options, command, rate, writable
 from kit.errors import Unsafe
 from kit.formats import dumps, load_plan, snapshot_doc, write_atomic
 from kit.progress import Progress
@@ -25,56 +25,54 @@ backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli
 
 def add_parser(sub) -> None:
     """Register snapshot, apply, verify, elect, rollback and status on the `kit` command's subparsers."""
-    p = command(sub, "snapshot", "write Snapshot v1 of a cluster read from ZooKeeper",
-                "Read brokers, topics, partition states and kafka-kit's metric znodes from ZooKeeper and "
-                "write them as one Snapshot v1 file.", "kit snapshot --zk 127.0.0.1:2181/kafka --out cluster.json")
-    p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
-    zk_auth_option(p)
+    p = command(sub, "snapshot", "write Snapshot v1 of a live cluster",
+                "Read brokers, topics, partition states and sizes (ZooKeeper and kafka-kit's metric znodes, or "
+                "the Admin API) and write them as one Snapshot v1 file.", "kit snapshot --zk 127.0.0.1:2181/kafka --out cluster.json")
+    cluster_options(p)
     p.add_argument("--out", required=True, metavar="FILE")
     p.set_defaults(run=snapshot)
 
-    p = command(sub, "apply", "start a planned reassignment through ZooKeeper",
-                "Pre-flight checks, the rollback file, replication throttles, then /admin/reassign_partitions, "
-                "as Kafka's own reassignment tool writes them.",
-                "kit apply plan.json --zk 127.0.0.1:2181/kafka --throttle 50000000 --rollback-out rollback.json")
+    p = command(sub, "apply", "start a planned reassignment (ZooKeeper or the Admin API)",
+                "Pre-flight checks, the rollback file, replication throttles, then the reassignment "
+                "(/admin/reassign_partitions, or AlterPartitionReassignments with --bootstrap), as Kafka's own "
+                "reassignment tool does.",
+                "kit apply plan.json --bootstrap 127.0.0.1:9092 --throttle 50000000 --rollback-out rollback.json")
     p.add_argument("plan", metavar="PLAN.json", help="Kafka reassignment JSON (from kit plan)")
-    p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
-    zk_auth_option(p)
+    cluster_options(p)
     p.add_argument("--throttle", type=bytes_per_second, metavar="BYTES_PER_SEC", help="replication throttle per broker")
     p.add_argument("--rollback-out", metavar="FILE", help="write the current assignment of the plan's partitions")
     p.set_defaults(run=apply)
 
-    def zk_command(name, help_text, example, run):
+    def cluster_command(name, help_text, example, run):
         p = command(sub, name, help_text, help_text, example)
-        p.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
-        zk_auth_option(p)
+        cluster_options(p)
         p.set_defaults(run=run)
         return p
 
-    v = zk_command("verify", "progress of a reassignment; clears throttles no longer needed",
+    v = cluster_command("verify", "progress of a reassignment; clears throttles no longer needed",
                    "kit verify plan.json --zk 127.0.0.1:2181/kafka", verify)
     v.add_argument("plan", nargs="?", metavar="PLAN.json", help="default: the reassignment in flight")
     v.add_argument("--wait", action="store_true",
-                   help="check again every --interval seconds until done (rides out ZooKeeper reconnects)")
+                   help="check again every --interval seconds until done (rides out lost connections)")
     v.add_argument("--interval", type=rate, default=5.0, metavar="S", help="seconds between checks with --wait")
     v.add_argument("--stall", type=rate, metavar="S",
                    help="with --wait: give up (exit 1, saying what is stuck) when no replica has joined an ISR "
                         "for S seconds (default: 20 intervals, at least 300 s)")
-    e = zk_command("elect", "preferred-leader election where the first replica does not lead",
+    e = cluster_command("elect", "preferred-leader election where the first replica does not lead",
                    "kit elect --zk 127.0.0.1:2181/kafka --plan plan.json", elect)
     e.add_argument("--plan", metavar="PLAN.json", help="only the partitions of this plan")
-    r = zk_command("rollback", "apply a rollback file written by kit apply (same checks)",
+    r = cluster_command("rollback", "apply a rollback file written by kit apply (same checks)",
                    "kit rollback rollback.json --zk 127.0.0.1:2181/kafka", rollback)
     r.add_argument("file", metavar="ROLLBACK.json")
     r.add_argument("--throttle", type=bytes_per_second, metavar="BYTES_PER_SEC")
-    zk_command("status", "brokers, under-replicated partitions, reassignment in flight, throttles",
+    cluster_command("status", "brokers, under-replicated partitions, reassignment in flight, throttles",
                "kit status --zk 127.0.0.1:2181/kafka", status)
 
 
 def snapshot(a) -> int:
-    """`kit snapshot`: the cluster read from ZooKeeper, written as Snapshot v1."""
+    """`kit snapshot`: the live cluster read, written as Snapshot v1."""
     writable("--out", a.out)
-    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+    with backends.open_backend(**cluster_args(a)) as backend:
         cluster, reassigning = backend.read()
     write_atomic(a.out, dumps(snapshot_doc(cluster)))
     live = sum(b.alive for b in cluster.brokers.values())
@@ -92,7 +90,7 @@ def _cleared(done: dict) -> str:
     return f"cleared throttles left without a reassignment: {b} broker(s), {t} topic(s)" if b or t else ""
 
 
-def _run_again(backend, moves, what: str, plan: str, zk: str, rollback_out: str | None = None) -> bool:
+def _run_again(backend, moves, what: str, plan: str, where: str, rollback_out: str | None = None) -> bool:
     """`kit apply` (what="apply") or `kit rollback` run again after a crash: True, having said
     so, when the plan's reassignment already runs (nothing written) or the plan is already in
     place (nothing started; throttles left without a reassignment cleared). Unsafe when it runs
@@ -109,7 +107,7 @@ def _run_again(backend, moves, what: str, plan: str, zk: str, rollback_out: str 
                              "it can no longer be read; nothing was changed")
             note = f"; rollback plan in {rollback_out} (written by that kit {what})"
         print(f"the reassignment of {len(moves)} partition(s) is already in progress (an earlier kit {what} of "
-              f"{plan} started it): nothing written{note}; follow it with kit verify {plan} --zk {zk} --wait")
+              f"{plan} started it): nothing written{note}; follow it with kit verify {plan} {where} --wait")
         return True
     if state == "in place":
         b, t = backend.clear_leftover_throttles()
@@ -127,8 +125,8 @@ def apply(a) -> int:
     if a.rollback_out:
         writable("--rollback-out", a.rollback_out, plan=a.plan)
     moves = load_plan(a.plan)
-    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
-        if _run_again(backend, moves, "apply", a.plan, a.zk, a.rollback_out):
+    with backends.open_backend(**cluster_args(a)) as backend:
+        if _run_again(backend, moves, "apply", a.plan, cluster_flag(a), a.rollback_out):
             return 0
         done = backend.apply(moves, a.throttle, a.rollback_out)
     print(f"reassignment of {done['partitions']} partition(s) started"
@@ -151,11 +149,11 @@ def verify(a) -> int:
             bar.update(sum(x["done"] for x in r["partitions"]), len(r["partitions"]))
 
         def retry(why):
-            sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); retrying\n")
-        with bar, backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+            sys.stderr.write(f"kit: {'ZooKeeper' if a.zk else 'Kafka cluster'} connection lost ({why}); retrying\n")
+        with bar, backends.open_backend(**cluster_args(a)) as backend:
             res = backend.verify_until_done(moves, a.interval, progress, retry, stall=a.stall)
     else:
-        with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        with backends.open_backend(**cluster_args(a)) as backend:
             res = backend.verify(moves)
     done = sum(r["done"] for r in res["partitions"])
     for r in res["partitions"]:
@@ -173,14 +171,14 @@ def verify(a) -> int:
                         f"{res['cleared_brokers']} broker(s)"))
     if res["done"] and res["preferred_leader_elections_due"]:
         print(f"{res['preferred_leader_elections_due']} partition(s) are not led by their first replica: "
-              f"run kit elect --zk {a.zk}" + (f" --plan {a.plan}" if a.plan else ""))
+              f"run kit elect {cluster_flag(a)}" + (f" --plan {a.plan}" if a.plan else ""))
     return 0 if res["done"] else 1
 
 
 def elect(a) -> int:
     """`kit elect`: a preferred-leader election where the first replica does not lead."""
     moves = load_plan(a.plan) if a.plan else None
-    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+    with backends.open_backend(**cluster_args(a)) as backend:
         n = backend.elect(moves)
     print(f"preferred-leader election requested for {n} partition(s)" if n else "every partition is led by "
           "its first replica: nothing to elect")
@@ -190,12 +188,12 @@ def elect(a) -> int:
 def rollback(a) -> int:
     """`kit rollback`: a rollback file from kit apply, started with apply's checks."""
     moves = load_plan(a.file)
-    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
-        done = None if _run_again(backend, moves, "rollback", a.file, a.zk) else \
+    with backends.open_backend(**cluster_args(a)) as backend:
+        done = None if _run_again(backend, moves, "rollback", a.file, cluster_flag(a)) else \
             backend.rollback(moves, a.throttle)
     if done is not None:
         print(f"rollback of {done['partitions']} partition(s) started; follow it with kit verify {a.file} "
-              f"--zk {a.zk} --wait")
+              f"{cluster_flag(a)} --wait")
         if _cleared(done):
             print(_cleared(done))
     return 0
@@ -203,7 +201,7 @@ def rollback(a) -> int:
 
 def status(a) -> int:
     """`kit status`: brokers, under-replicated partitions, the reassignment in flight, throttles."""
-    with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+    with backends.open_backend(**cluster_args(a)) as backend:
         res = backend.status()
     live = [b for b in res["brokers"] if b["alive"]]
     dead = [b for b in res["brokers"] if not b["alive"]]
@@ -218,8 +216,8 @@ def status(a) -> int:
     if res["throttles_without_reassignment"]:
         print(f"throttles without a reassignment: {len(brokers)} broker(s) and {len(topics)} topic(s) keep "
               "replication throttles but no reassignment is running (an apply or Kafka's tool cut short, or a "
-              f"finished run never verified); kit verify --zk {a.zk} clears them")
+              f"finished run never verified); kit verify {cluster_flag(a)} clears them")
     elif res["reassigning"] and (brokers or topics):
-        print(f"the throttles are the reassignment's; kit verify --zk {a.zk} --wait follows it and clears "
+        print(f"the throttles are the reassignment's; kit verify {cluster_flag(a)} --wait follows it and clears "
               "them when it ends")
     return 0

@@ -18,7 +18,7 @@ import os
 import sys
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import command, rate, whole, zk_auth_option
+from kit.cli.options import cluster_args, cluster_options, command, rate, whole
 from kit.errors import BadInput
 from kit.formats import load_snapshot
 
@@ -40,9 +40,8 @@ def add_parser(sub) -> None:
                  "sources for every open tab. Needs the dashboard extra: pip install 'kit[dashboard]'.",
                  EXAMPLE)
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="Kafka's ZooKeeper (live status and throttles)")
     source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON (distribution only)")
-    zk_auth_option(p)
+    cluster_options(p, source)
     p.add_argument("--plan", action="append", default=[], metavar="PLAN.json",
                    help="a plan for the before/after picker (repeat for several)")
     p.add_argument("--events", metavar="FILE", help="events log (JSON lines) of kit throttle run / kit doctor")
@@ -99,8 +98,9 @@ def run(a) -> int:
         from kit.dashboard import app
     except ImportError as e:
         raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
-    if a.zk:
-        with backends.open_backend(zk=a.zk, auth=a.zk_auth, timeout=5.0) as backend:
+    live = cluster_args(a)
+    if a.zk or a.bootstrap:
+        with backends.open_backend(**live, timeout=5.0) as backend:
             cluster, _ = backend.read()
     else:
         cluster = load_snapshot(a.snapshot)
@@ -109,6 +109,7 @@ def run(a) -> int:
     app.load_plans(a.plan, cluster)  # a bad plan fails now, not in the first browser tab
     server = app.serve(port=a.port, address=a.address, basic_auth=auth, records=a.records, start=False,
                        snapshot=a.snapshot, zk=a.zk, zk_auth=a.zk_auth, plans=a.plan, events=a.events,
+                       bootstrap=a.bootstrap, command_config=live["command_config"],
                        samples=a.samples, interval=a.interval, metrics=a.metrics, cap_map=cap_map)
     shown = "localhost" if a.address in ("127.0.0.1", "::1") else a.address
     print(f"kit dashboard: http://{shown}:{a.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",

@@ -19,7 +19,7 @@ import json
 import os
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import command, rate, whole, writable, zk_auth_option
+from kit.cli.options import cluster_args, cluster_flag, cluster_options, command, rate, whole, writable
 from kit.errors import BadInput
 from kit.events import EventLog, event, utc_now
 from kit.formats import write_atomic
@@ -48,8 +48,7 @@ def add_parser(sub) -> None:
                  "understood is an alert (exit 4, no plan). Dry run unless --apply.", EXAMPLE)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON of the cluster")
-    source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="read the cluster from Kafka's ZooKeeper")
-    zk_auth_option(p)
+    cluster_options(p, source)
     p.add_argument("--metrics", metavar="DIR",
                    help="metrics pipeline output with replica_traffic.parquet (default: the snapshot's traffic)")
     p.add_argument("--limit-in", type=rate, metavar="BYTES_PER_SEC",
@@ -69,8 +68,9 @@ def add_parser(sub) -> None:
 
 def run(a) -> int:
     """Run the doctor for parsed arguments `a`; returns the exit code."""
-    if a.apply and not a.zk:
-        raise BadInput("--apply needs --zk (a snapshot file cannot be changed)")
+    if a.apply and not (a.zk or a.bootstrap):
+        raise BadInput("--apply needs --zk or --bootstrap (a snapshot file cannot be changed)")
+    live = cluster_args(a)
     if (a.throttle or a.rollback_out) and not a.apply:
         raise BadInput("--throttle and --rollback-out only apply with --apply")
     paths = [(f, p) for f, p in (("--out", a.out), ("--report", a.report), ("--events", a.events),
@@ -83,7 +83,8 @@ def run(a) -> int:
 
     now = utc_now()
     report = load.run(snapshot=a.snapshot, zk=a.zk, metrics=a.metrics, limit_in=a.limit_in,
-                           limit_out=a.limit_out, zk_auth=a.zk_auth, time=now)
+                      limit_out=a.limit_out, zk_auth=a.zk_auth, time=now, bootstrap=a.bootstrap,
+                      command_config=live["command_config"])
     log = EventLog(a.events)
     try:
         for e in report["events"]:
@@ -97,14 +98,15 @@ def run(a) -> int:
         if a.report:
             write_atomic(a.report, json.dumps(report, indent=1, sort_keys=True) + "\n")
         if a.apply:
-            done = load.apply_report(report, a.zk, a.zk_auth, a.throttle, a.rollback_out)
+            done = load.apply_report(report, a.zk, a.zk_auth, a.throttle, a.rollback_out, a.bootstrap,
+                                     live["command_config"])
             msg = f"applied: reassignment of {done['partitions']} partition(s) started"
             log.write(event(utc_now(), "doctor", "apply", msg, sorted({b for m in report["plan"]["partitions"]
                                                                     for b in m["replicas"]}),
                             partitions=done["partitions"]))
-            print(msg + f"; follow it with kit verify --zk {a.zk}")
+            print(msg + f"; follow it with kit verify {cluster_flag(a)}")
             if any(x["kind"] == "leader_move" for x in report["actions"]):
-                print(f"then move leadership: kit elect --zk {a.zk}")
+                print(f"then move leadership: kit elect {cluster_flag(a)}")
         elif not a.out:
             print("dry run: pass --out to write the plan, or --apply to start it")
         else:

@@ -188,3 +188,35 @@ def throttle_settings(a) -> Settings:
     """The auto-throttle's Settings from the options auto_throttle_options declared."""
     return Settings(interval=a.interval, share=a.share, minimum=a.min_rate, change_threshold=a.change_threshold,
                     stale_intervals=a.stale_intervals)
+
+
+def cluster_options(p, group=None, required: bool = True) -> None:
+    """--zk | --bootstrap (in `group` when given, e.g. beside --snapshot), with each one's
+    credentials: --zk-auth-file / --zk-auth, and --command-config. `cluster_args` reads them."""
+    where = group if group is not None else p.add_mutually_exclusive_group(required=required)
+    where.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="Kafka's ZooKeeper (ZooKeeper-mode clusters)")
+    where.add_argument("--bootstrap", metavar="HOST:PORT[,HOST:PORT]",
+                       help="Kafka's brokers, through the Admin API (KRaft clusters; see docs/admin-api.md)")
+    zk_auth_option(p)
+    p.add_argument("--command-config", metavar="FILE",
+                   help="with --bootstrap: Kafka client properties (security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.*), as Kafka's own tools take them (default: "
+                        "$KIT_KAFKA_COMMAND_CONFIG); never printed")
+
+
+def cluster_args(a) -> dict:
+    """`kit.cluster.backend.open_backend`'s address and credentials from `cluster_options`'
+    arguments; `BadInput` when one cluster's credentials come with the other's address."""
+    zk, bootstrap = getattr(a, "zk", None), getattr(a, "bootstrap", None)
+    if getattr(a, "command_config", None) and not bootstrap:
+        raise BadInput("--command-config goes with --bootstrap (ZooKeeper takes --zk-auth-file)")
+    if getattr(a, "zk_auth", None) and bootstrap:
+        raise BadInput("--zk-auth / --zk-auth-file go with --zk (the Admin API takes --command-config)")
+    return {"zk": zk, "bootstrap": bootstrap, "auth": getattr(a, "zk_auth", None),
+            "command_config": getattr(a, "command_config", None)}
+
+
+def cluster_flag(a) -> str:
+    """The cluster's address as given ("--zk HOST:PORT/chroot" or "--bootstrap HOST:PORT"), for
+    the commands kit suggests next."""
+    return f"--bootstrap {a.bootstrap}" if getattr(a, "bootstrap", None) else f"--zk {a.zk}"

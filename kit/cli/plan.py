@@ -22,7 +22,7 @@ import os
 
 from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, broker_ids, broker_pairs, bytes_per_second, load_share, rate, target_ids,
-                             whole, writable, zk_auth_option)
+                             whole, writable, cluster_args, cluster_options)
 from kit.errors import BadInput, Unsafe
 from kit.formats import dumps, load_snapshot, plan_text, same_file, write_atomic
 from kit.progress import Progress
@@ -90,8 +90,7 @@ def shared_options(p) -> None:
     """The options every action takes: where the cluster comes from, what to plan, what to write."""
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--snapshot", metavar="FILE", help="Snapshot v1 JSON of the cluster")
-    source.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="read the cluster from Kafka's ZooKeeper")
-    zk_auth_option(p)
+    cluster_options(p, source)
     p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches")
     p.add_argument("--exclude-topics", metavar="REGEX", help="leave topics whose whole name matches")
     p.add_argument("--brokers", type=target_ids, metavar="IDS",
@@ -139,11 +138,11 @@ def check_request(a, action) -> None:
 
 def make_plan(a, action, progress):
     """Read the cluster and run the action's planner on it (once per pool with --pools)."""
-    progress.stage(f"reading {a.snapshot}" if a.snapshot else "reading the cluster from ZooKeeper")
+    progress.stage(f"reading {a.snapshot}" if a.snapshot else "reading the live cluster")
     if a.snapshot:
         cluster = load_snapshot(a.snapshot)
     else:
-        with backends.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        with backends.open_backend(**cluster_args(a)) as backend:
             cluster, _ = backend.read()
     progress.stage(f"planning {a.action} over {len(cluster.partitions):,} partitions")
     if a.pools:

@@ -18,8 +18,8 @@ import sys
 import threading
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import (Parser, auto_throttle_options, broker_id, bytes_per_second, rate, throttle_settings,
-                             writable, zk_auth_option)
+from kit.cli.options import (Parser, auto_throttle_options, broker_id, bytes_per_second, cluster_args,
+                             cluster_options, rate, throttle_settings, writable)
 from kit.events import EventLog
 
 cluster = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
     """Register `kit throttle` on the `kit` command's subparsers."""
     th = sub.add_parser("throttle", help="the replication auto-throttle and its overrides",
                         description="Run the auto-throttle over a running reassignment, or set / remove an "
-                                    "override rate it honours (kept in ZooKeeper, kafka-kit's layout).",
+                                    "override rate it honours (kept in ZooKeeper, kafka-kit's layout; with --bootstrap in kit's "
+                                    "state file, see docs/admin-api.md).",
                         epilog="examples:\n"
                                "  kit throttle run --zk 127.0.0.1:2181/kafka --samples build/samples "
                                "--events build/events.jsonl\n"
@@ -40,14 +41,14 @@ def add_parser(sub) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ops = th.add_subparsers(dest="throttle_command", metavar="run|set|remove", required=True, parser_class=Parser)
     run = ops.add_parser("run", help="watch reassignments and set each broker's rate from its measured network")
-    run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
-    zk_auth_option(run)
+    cluster_options(run)
     src = run.add_mutually_exclusive_group(required=True)
     src.add_argument("--samples", metavar="DIR", help="broker samples as JSON lines (kit sim run --samples, collectors)")
     src.add_argument("--metrics", metavar="DIR",
                      help="kit metrics output: broker_rates.json (kit metrics --follow), else broker_load.parquet")
     src.add_argument("--metrics-znode", action="store_true",
-                     help="kafka-kit's /topicmappr/brokermetrics, with NetRX/NetTX per broker")
+                     help="kafka-kit's /topicmappr/brokermetrics, with NetRX/NetTX per broker (with --bootstrap: the "
+                          "metrics directory's broker_metrics.json, see docs/admin-api.md)")
     auto_throttle_options(run)
     run.add_argument("--log", metavar="FILE", help="the human log (default: stderr)")
     run.add_argument("--clock", choices=["wall", "samples"], default="wall",
@@ -63,14 +64,13 @@ def add_parser(sub) -> None:
             o.add_argument("rate", type=bytes_per_second, metavar="BYTES_PER_SEC")
             o.add_argument("--autoremove", action="store_true", help="remove it when the next reassignment ends")
         o.add_argument("--broker", type=broker_id, metavar="ID")
-        o.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
-        zk_auth_option(o)
+        cluster_options(o)
         o.set_defaults(run=fn)
 
 
 def throttle_set(a) -> int:
     """`kit throttle set`: an override rate for every broker taking part, or one."""
-    with cluster.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+    with cluster.open_backend(**cluster_args(a)) as backend:
         loop.set_override(backend, a.rate, a.broker, a.autoremove)
     who = f"broker {a.broker}" if a.broker is not None else "every broker taking part"
     print(f"override set: {a.rate / 1e6:.1f} MB/s for {who}" + (" (autoremove)" if a.autoremove else ""))
@@ -79,7 +79,7 @@ def throttle_set(a) -> int:
 
 def throttle_remove(a) -> int:
     """`kit throttle remove`: the override goes."""
-    with cluster.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+    with cluster.open_backend(**cluster_args(a)) as backend:
         had = loop.remove_override(backend, a.broker)
     print("override removed" if had else "no override was set")
     return 0
@@ -99,7 +99,7 @@ def throttle_run(a) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with cluster.open_backend(zk=a.zk, auth=a.zk_auth) as backend:
+        with cluster.open_backend(**cluster_args(a)) as backend:
             source = metrics or loop.ZnodeMetrics(backend)
             outcome = loop.run(backend, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
                                sample_clock=a.clock == "samples")

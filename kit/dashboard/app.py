@@ -46,7 +46,7 @@ def load_plans(paths, cluster) -> dict[str, list[dict]]:
 def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), events: str | None = None,
               samples: str | None = None, records: str | None = None, zk_auth: str | None = None,
               interval: float = 2.0, records_url: str = "records/", metrics: str | None = None,
-              cap_map: dict | None = None):
+              cap_map: dict | None = None, bootstrap: str | None = None, command_config: str | None = None):
     """One session's dashboard page.
 
     Parameters
@@ -70,6 +70,9 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         brokers the samples do not describe.
     cap_map : dict, optional
         NIC capacity (bytes/s) by instance type (``"*"``: any other), a bound on the copy rate.
+    bootstrap, command_config : str, optional
+        The cluster's brokers (Admin API) instead of `zk`, and their client properties file
+        (never displayed).
 
     Returns
     -------
@@ -77,12 +80,13 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         The page.
     """
     hv.extension("bokeh", logo=False)
-    poller = shared_poller(zk, zk_auth, events, samples, records, interval, metrics, cap_map)
+    poller = shared_poller(zk, zk_auth, events, samples, records, interval, metrics, cap_map, bootstrap, command_config)
     base = load_snapshot(snapshot) if snapshot else None
     first = base if base is not None else poller.state.cluster
     if first is None:
         return pn.pane.Markdown(f"**No cluster:** {poller.state.error or 'nothing read yet'}")
-    source = f"ZooKeeper {zk.split('@')[-1]}" if zk else f"snapshot {os.path.basename(snapshot or '')}"
+    source = (f"ZooKeeper {zk.split('@')[-1]}" if zk else f"Kafka {bootstrap}" if bootstrap
+              else f"snapshot {os.path.basename(snapshot or '')}")
     page = _Page(poller, base, first, load_plans(plans, first), source, records_url)
     page.refresh()
     pn.state.add_periodic_callback(page.refresh, period=int(interval * 1000))
@@ -305,7 +309,8 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
     except OSError as e:
         raise BadInput(f"--address {address} --port {port}: cannot listen there ({e.strerror or e})") from None
     shared_poller(page.get("zk"), page.get("zk_auth"), page.get("events"), page.get("samples"), records,
-                  page.get("interval", 2.0), page.get("metrics"), page.get("cap_map"))
+                  page.get("interval", 2.0), page.get("metrics"), page.get("cap_map"), page.get("bootstrap"),
+                  page.get("command_config"))
     extra = [_records_handler(os.path.abspath(records), bool(basic_auth))] if records else []
     origins = ["*"] if address not in ("127.0.0.1", "localhost", "::1") else \
         [f"127.0.0.1:{port}", f"localhost:{port}"]

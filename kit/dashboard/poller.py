@@ -191,11 +191,16 @@ class Poller:
     metrics : str, optional
         `kit metrics --follow`'s folder (its ``broker_rates.json``): measured rx/tx for the
         brokers the samples do not describe.
+    bootstrap, command_config : str, optional
+        The cluster's brokers, through the Admin API, instead of `zk`, and their client
+        properties file (never shown or logged).
     """
 
     def __init__(self, zk=None, zk_auth=None, events=None, samples=None, records=None, interval: float = 2.0,
-                 metrics=None, cap_map: dict | None = None):
+                 metrics=None, cap_map: dict | None = None, bootstrap=None, command_config=None):
         self.zk, self.zk_auth, self.events_path = zk, zk_auth, events
+        self.bootstrap, self.command_config = bootstrap, command_config
+        self.live = zk or bootstrap  # a live cluster to poll (else samples and events alone)
         self._events = EventTail(events) if events else None
         self._rates_file = BrokerRatesMetrics(metrics) if metrics else None
         self.samples, self.records, self.interval = samples, records, interval
@@ -256,7 +261,8 @@ class Poller:
     def _cluster(self) -> ClusterBackend:
         """The cluster's backend, opened at the first poll and kept (kazoo reconnects by itself)."""
         if self._backend is None:
-            self._backend = open_backend(zk=self.zk, auth=self.zk_auth, timeout=5.0)
+            self._backend = open_backend(zk=self.zk, bootstrap=self.bootstrap, auth=self.zk_auth, timeout=5.0,
+                                         command_config=self.command_config)
         return self._backend
 
     def _throttle_rates(self, backend: ClusterBackend) -> dict[int | str, dict[str, float]]:
@@ -292,7 +298,7 @@ class Poller:
         status, cluster, cluster_version = st.status, st.cluster, st.cluster_version
         rates: dict[int, dict[str, float]] = {}
         running, fresh = None, None
-        if self.zk:
+        if self.live:
             try:
                 backend = self._cluster()
                 if self._facts is None:
@@ -309,7 +315,7 @@ class Poller:
             events = self._events.read() if self._events else ()
         except OSError:
             events = st.events
-        if not rates and not self.zk:
+        if not rates and not self.live:
             rates = rates_from_events(events)
         try:
             sample_clock, sampled = samples_clock(self.samples)
@@ -321,7 +327,7 @@ class Poller:
         net = self._net(sources | dests | set(rates))
         self._add_rows(now, rates, sources, dests, net)
         progress, history, basis = st.progress, st.history, st.copy_basis
-        if self.zk and error is None and status is not None:
+        if self.live and error is None and status is not None:
             if fresh is not None or not status.get("reassigning_partitions"):
                 bound = copy_bound(sources, dests, rates, net, self._nic(fresh, sampled)) if running else \
                     {"rate": None, "into": None, "out_of": None, "basis": None}
@@ -329,8 +335,8 @@ class Poller:
                 basis = bound["basis"]
         storage, storage_version = self._storage(st, sampled, now)
         # Without ZooKeeper, a reassignment runs while the loop's own decisions leave throttles in force.
-        running_now = bool((status or {}).get("reassigning_partitions")) if self.zk else bool(rates)
-        loop = self._watch.check(now, events, running_now, "no reassignment running" if self.zk else
+        running_now = bool((status or {}).get("reassigning_partitions")) if self.live else bool(rates)
+        loop = self._watch.check(now, events, running_now, "no reassignment running" if self.live else
                                  "no throttle in force by its decisions (no ZooKeeper to ask)") \
             if self._watch else None
         try:
@@ -353,7 +359,7 @@ class Poller:
         if fresh is not None and running:
             sources, dests, _ = reassignment_roles(fresh, running)
             return sources, dests
-        if not self.zk:
+        if not self.live:
             return ({b for b, r in rates.items() if "leader" in r}, {b for b, r in rates.items() if "follower" in r})
         return set(), set()
 
@@ -819,15 +825,15 @@ _SHARED_LOCK = threading.Lock()
 
 
 def shared_poller(zk=None, zk_auth=None, events=None, samples=None, records=None, interval: float = 2.0,
-                  metrics=None, cap_map: dict | None = None) -> Poller:
+                  metrics=None, cap_map: dict | None = None, bootstrap=None, command_config=None) -> Poller:
     """The one running `Poller` for these sources in this process (started on first use)."""
     key = (zk, zk_auth, events, samples, records, interval, metrics,
-           tuple(sorted((cap_map or {}).items())))
+           tuple(sorted((cap_map or {}).items())), bootstrap, command_config)
     with _SHARED_LOCK:
         poller = _SHARED.get(key)
         if poller is None:
             poller = _SHARED[key] = Poller(zk, zk_auth, events, samples, records, interval, metrics,
-                                           cap_map).start()
+                                           cap_map, bootstrap, command_config).start()
         return poller
 
 

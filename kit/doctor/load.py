@@ -49,20 +49,22 @@ def read_traffic(metrics_dir: str) -> dict[tuple[str, int], tuple[float, float]]
             for (t, p), row in grouped.iterrows()}
 
 
-def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: str | None = None):
-    """(cluster, reassignment in flight or None) from a snapshot file or a live ZooKeeper."""
-    if (snapshot is None) == (zk is None):
-        raise BadInput("give exactly one of a snapshot file or a ZooKeeper connect string")
+def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: str | None = None,
+                 bootstrap: str | None = None, command_config: str | None = None):
+    """(cluster, reassignment in flight or None) from a snapshot file or a live cluster (its
+    ZooKeeper, or its brokers' Admin API)."""
+    if sum(x is not None for x in (snapshot, zk, bootstrap)) != 1:
+        raise BadInput("give exactly one of a snapshot file, a ZooKeeper connect string or bootstrap servers")
     if snapshot is not None:
         return load_snapshot(snapshot), None
-    with open_backend(zk=zk, auth=zk_auth) as backend:
+    with open_backend(zk=zk, bootstrap=bootstrap, auth=zk_auth, command_config=command_config) as backend:
         return backend.read()
 
 
 def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None = None,
         limit_in: float | None = None, limit_out: float | None = None, zk_auth: str | None = None,
-        time: str | None = None) -> dict:
-    """Load the cluster (snapshot file or live ZooKeeper) and traffic (metrics directory), then
+        time: str | None = None, bootstrap: str | None = None, command_config: str | None = None) -> dict:
+    """Load the cluster (snapshot file, live ZooKeeper or Admin API) and traffic (metrics directory), then
     `kit.doctor.examine.examine` it. The one call a notebook needs; the report is a plain dict
     (JSON-ready except the ``figures``' numbers, which are plain too).
 
@@ -73,8 +75,8 @@ def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None 
     >>> print(report_text(report))                      # doctest: +SKIP
     """
     traffic = read_traffic(metrics) if metrics else None
-    cluster, reassigning = load_cluster(snapshot, zk, zk_auth)
-    source = "snapshot" if snapshot else "ZooKeeper"
+    cluster, reassigning = load_cluster(snapshot, zk, zk_auth, bootstrap, command_config)
+    source = "snapshot" if snapshot else "ZooKeeper" if zk else "Admin API"
     if traffic is not None:
         named = sum(1 for p in cluster.partitions if p.key in traffic)
         source = f"metrics {os.path.join(metrics, TRAFFIC_FILE)} ({named} of {len(cluster.partitions)} partitions; " \
@@ -82,10 +84,11 @@ def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None 
     return examine(cluster, traffic, limit_in, limit_out, reassigning, time=time, traffic_source=source)
 
 
-def apply_report(report: dict, zk: str, zk_auth: str | None = None, throttle: float | None = None,
-                 rollback_out: str | None = None) -> dict:
+def apply_report(report: dict, zk: str | None, zk_auth: str | None = None, throttle: float | None = None,
+                 rollback_out: str | None = None, bootstrap: str | None = None,
+                 command_config: str | None = None) -> dict:
     """Apply the report's plan through `kit apply`'s path (pre-flight, rollback file, throttles,
     then the reassignment). Raises `Unsafe` when pre-flight refuses."""
     moves = report["plan"]["partitions"]
-    with open_backend(zk=zk, auth=zk_auth) as backend:
+    with open_backend(zk=zk, bootstrap=bootstrap, auth=zk_auth, command_config=command_config) as backend:
         return backend.apply(moves, throttle, rollback_out)

@@ -373,7 +373,7 @@ USAGE = {
     "unknown-command": (["frobnicate"], r"invalid choice"),
     "no-command": ([], r"required"),
     "no-action": (["plan"], r"required.*ACTION"),
-    "missing-snapshot-option": (["plan", "rebalance"], r"--snapshot --zk is required"),
+    "missing-snapshot-option": (["plan", "rebalance"], r"--snapshot --zk --bootstrap is required"),
     "bad-replace-pair": (["plan", "replace", "--snapshot", "{snap}", "--replace", "1007-1013"], r"OLD:NEW"),
     "bad-remove-ids": (["plan", "remove", "--snapshot", "{snap}", "--remove", "a,b"], r"broker ids"),
     "replication-not-int": (["plan", "rf", "--snapshot", "{snap}", "--replication", "x"], r"expected a whole number"),

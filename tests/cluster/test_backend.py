@@ -105,7 +105,7 @@ def test_the_zookeeper_backend_has_each_method_with_a_compatible_signature(name)
 
 
 @pytest.mark.parametrize("kwargs, says", [
-    ({"bootstrap": "127.0.0.1:9092"}, "--bootstrap: the Admin API backend is not built yet (issue 18)"),
+    ({"bootstrap": "not an address"}, "--bootstrap .not an address.: expected HOST:PORT"),
     ({"zk": "127.0.0.1:2181", "bootstrap": "127.0.0.1:9092"}, "give one, not both"),
     ({}, "no cluster given"),
     ({"zk": "not a connect string"}, "expected HOST:PORT"),
