@@ -8,30 +8,15 @@ each field means and which error a case gets follows Kafka's own broker and cont
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import kafka.errors as errors
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeClusterResponse
-from kazoo.client import KazooClient
 
+from kit.sim.kraft import configs
+from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+                                   UNSUPPORTED_VERSION, Context)
 from kit.sim.kraft.state import read_brokers, read_view, topic_id
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno  # 3
-LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.errno  # 5
-UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno  # 35
-UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.errno  # 100
 NO_AUTHORIZED_OPERATIONS = None  # "not requested" (INT32_MIN): kafka-python encodes it from None
-
-
-@dataclass
-class Context:
-    """The broker answering, its cluster's id, and the private ZooKeeper it reads."""
-
-    client: KazooClient
-    broker_id: int
-    cluster_id: str
 
 
 def api_versions(ctx: Context, req, version: int):
@@ -99,11 +84,13 @@ def describe_cluster(ctx: Context, req, version: int):
         authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
-API_VERSIONS, METADATA, DESCRIBE_CLUSTER = 18, 3, 60
+API_VERSIONS, METADATA, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 18, 3, 60, 32, 44
 
 # api key -> (lowest, highest) version answered. Metadata stops at 12 and DescribeCluster at 1,
 # the ranges of Kafka 3.x/4.0 brokers; the versions after them add fields this cluster has no
 # meaning for (a top-level error, fenced brokers).
-SUPPORTED: dict[int, tuple[int, int]] = {API_VERSIONS: (0, 3), METADATA: (0, 12), DESCRIBE_CLUSTER: (0, 1)}
+SUPPORTED: dict[int, tuple[int, int]] = {API_VERSIONS: (0, 3), METADATA: (0, 12), DESCRIBE_CLUSTER: (0, 1),
+                                         DESCRIBE_CONFIGS: (1, 4), INCREMENTAL_ALTER_CONFIGS: (0, 1)}
 
-HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: describe_cluster}
+HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: describe_cluster,
+            DESCRIBE_CONFIGS: configs.describe_configs, INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs}

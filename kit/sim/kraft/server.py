@@ -28,6 +28,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from kit.cluster.zk.layout import close, connect
 from kit.sim.kraft import handlers
+from kit.sim.kraft.context import Context
 
 MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 REQUESTS = {cls.API_KEY: cls for cls in (ApiVersionsRequest, MetadataRequest, DescribeClusterRequest,
@@ -42,7 +43,7 @@ def read_config(state_dir: str) -> dict:
         return json.load(f)
 
 
-def answer(ctx: handlers.Context, frame: bytes) -> bytes | None:
+def answer(ctx: Context, frame: bytes) -> bytes | None:
     """The framed response to one request frame (without its length prefix), or None when the
     connection must close (an API or version not served, a request that does not decode)."""
     if len(frame) < 8:
@@ -81,7 +82,7 @@ def _read_exactly(conn: socket.socket, n: int) -> bytes | None:
 class Listener:
     """One broker's listener on 127.0.0.1:`port`, serving each connection on its own thread."""
 
-    def __init__(self, ctx: handlers.Context, port: int):
+    def __init__(self, ctx: Context, port: int):
         self.ctx, self.port = ctx, port
         self.sock: socket.socket | None = None
         self.conns: set[socket.socket] = set()
@@ -162,7 +163,7 @@ class WireServer:
 
     def __init__(self, client: KazooClient, config: dict):
         self.client = client
-        self.listeners = {int(b): Listener(handlers.Context(client, int(b), config["cluster_id"]), int(port))
+        self.listeners = {int(b): Listener(Context(client, int(b), config["cluster_id"]), int(port))
                           for b, port in config["ports"].items()}
         self.open: set[int] = set()
         self.lock = threading.Lock()
