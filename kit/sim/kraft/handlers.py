@@ -11,7 +11,7 @@ from __future__ import annotations
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeClusterResponse
 
-from kit.sim.kraft import configs
+from kit.sim.kraft import configs, logdirs, reassign
 from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
                                    UNSUPPORTED_VERSION, Context)
 from kit.sim.kraft.state import read_brokers, read_view, topic_id
@@ -85,12 +85,18 @@ def describe_cluster(ctx: Context, req, version: int):
 
 
 API_VERSIONS, METADATA, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 18, 3, 60, 32, 44
+ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 45, 46, 43, 35
 
 # api key -> (lowest, highest) version answered. Metadata stops at 12 and DescribeCluster at 1,
 # the ranges of Kafka 3.x/4.0 brokers; the versions after them add fields this cluster has no
 # meaning for (a top-level error, fenced brokers).
 SUPPORTED: dict[int, tuple[int, int]] = {API_VERSIONS: (0, 3), METADATA: (0, 12), DESCRIBE_CLUSTER: (0, 1),
-                                         DESCRIBE_CONFIGS: (1, 4), INCREMENTAL_ALTER_CONFIGS: (0, 1)}
+                                         DESCRIBE_CONFIGS: (1, 4), INCREMENTAL_ALTER_CONFIGS: (0, 1),
+                                         ALTER_REASSIGNMENTS: (0, 1), LIST_REASSIGNMENTS: (0, 0), ELECT_LEADERS: (0, 2),
+                                         DESCRIBE_LOG_DIRS: (1, 4)}
 
 HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: describe_cluster,
-            DESCRIBE_CONFIGS: configs.describe_configs, INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs}
+            DESCRIBE_CONFIGS: configs.describe_configs, INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+            ALTER_REASSIGNMENTS: reassign.alter_partition_reassignments,
+            LIST_REASSIGNMENTS: reassign.list_partition_reassignments, ELECT_LEADERS: reassign.elect_leaders,
+            DESCRIBE_LOG_DIRS: logdirs.describe_log_dirs}
