@@ -1,6 +1,7 @@
 """Simulation: `kit simulate` runs a plan's copies in simulated time with no ZooKeeper
 (kit.sim.physics); `kit sim` plays Kafka's controller and brokers over a real ZooKeeper
-(kit.sim.controller, kit.sim.brokers).
+(kit.sim.controller, kit.sim.brokers), and `kit sim start --kraft` a KRaft cluster speaking the
+Kafka protocol (kit.sim.kraft).
 """
 # General flow:
 # 1) add_parser declares `kit simulate` and `kit sim seed|run|kill|revive|stop`, each running
@@ -11,6 +12,9 @@
 #    starts the process holding the brokers' registrations (kit.sim.brokers); sim stop ends it.
 # 4) sim run carries out reassignments and elections in simulated time until told to stop
 #    (kit.sim.controller.run); sim kill / revive take a broker down and back.
+# 5) sim start --kraft starts a simulated KRaft cluster in the background (kit.sim.kraft.cluster:
+#    a private ZooKeeper, the brokers' holder, sim run, the Kafka wire server); kill / revive /
+#    stop with --state act on it.
 from __future__ import annotations
 
 import argparse
@@ -27,6 +31,7 @@ from kit.sim import physics
 
 brokers = lazy_module("kit.sim.brokers")  # imported when used: see kit.cli.lazy
 controller = lazy_module("kit.sim.controller")
+kraft = lazy_module("kit.sim.kraft.cluster")
 layout = lazy_module("kit.cluster.zk.layout")
 throttle_loop = lazy_module("kit.throttle.loop")
 
@@ -66,8 +71,22 @@ def _add_sim_parser(sub) -> None:
                          epilog="examples:\n  kit sim seed --zk 127.0.0.1:2181/kafka --snapshot cluster.json\n"
                                 "  kit sim run --zk 127.0.0.1:2181/kafka --speed 1000 --until-idle",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run|kill|revive|stop", required=True,
+    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run|start|kill|revive|stop", required=True,
                              parser_class=Parser)
+    start = ops.add_parser("start", help="start a simulated KRaft cluster in the background: each live broker "
+                                         "answers the Kafka protocol on 127.0.0.1 (a port per broker)",
+                           description="Start a simulated KRaft cluster: its metadata in a private ZooKeeper under "
+                                       "DIR, the simulated controller, and a Kafka listener per live broker. Writes "
+                                       "DIR/bootstrap and prints the same line last; exit 0 once every listener "
+                                       "answers.")
+    start.add_argument("--kraft", action="store_true", required=True,
+                       help="the cluster speaks the Kafka protocol (the ZooKeeper cluster starts with kit sim seed)")
+    start.add_argument("--snapshot", required=True, metavar="FILE")
+    start.add_argument("--state", required=True, metavar="DIR", help="where the cluster keeps everything it runs")
+    start.add_argument("--speed", type=rate, default=1.0, metavar="N", help="simulated seconds per wall second")
+    start.add_argument("--client-load", type=load_share, default=None, metavar="F",
+                       help="what-if: client traffic scaled so the brokers carry F of their NIC on average")
+    start.set_defaults(run=sim_start)
     seed = ops.add_parser("seed", help="lay a snapshot's cluster out in ZooKeeper and start its brokers "
                                        "(ephemeral registrations held by a background process)")
     seed.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
@@ -98,17 +117,24 @@ def _add_sim_parser(sub) -> None:
     run.add_argument("--sample-every", type=rate, default=60.0, metavar="S",
                      help="simulated seconds between samples (default 60)")
     run.set_defaults(run=sim_run)
-    stop = ops.add_parser("stop", help="stop the simulated brokers (their registrations vanish)")
-    stop.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+    stop = ops.add_parser("stop", help="stop the simulated brokers (their registrations vanish); with --state, "
+                                       "everything kit sim start started")
+    _where_option(stop)
     zk_auth_option(stop)
     stop.set_defaults(run=sim_stop)
     for name, text, fn in (("kill", "a broker dies: deregistered, out of every ISR, leadership moves", sim_kill),
                            ("revive", "a killed broker comes back and rejoins its ISRs", sim_revive)):
         k = ops.add_parser(name, help=text, description=text)
-        k.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
+        _where_option(k)
         zk_auth_option(k)
         k.add_argument("--broker", type=whole(0), required=True, metavar="ID")
         k.set_defaults(run=fn)
+
+
+def _where_option(p) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="the simulated cluster over this ZooKeeper")
+    where.add_argument("--state", metavar="DIR", help="the simulated KRaft cluster kit sim start runs from DIR")
 
 
 def simulate(a) -> int:
@@ -148,8 +174,21 @@ def sim_seed(a) -> int:
     return 0
 
 
+def sim_start(a) -> int:
+    """`kit sim start --kraft`: the simulated KRaft cluster in the background; its bootstrap line last."""
+    line = kraft.start(a.snapshot, a.state, a.speed, a.client_load)
+    print(f"simulated KRaft cluster running from {a.state} (kit sim stop --state {a.state} ends it)")
+    print(line)
+    return 0
+
+
 def sim_stop(a) -> int:
-    """`kit sim stop`: the process holding the simulated brokers' registrations ends."""
+    """`kit sim stop`: the process holding the simulated brokers' registrations ends (with
+    --state: everything the simulated KRaft cluster started, its ZooKeeper included)."""
+    if a.state:
+        print(f"simulated KRaft cluster in {a.state} stopped" if kraft.stop(a.state)
+              else f"no simulated KRaft cluster was running from {a.state}")
+        return 0
     with layout.session(a.zk, auth=a.zk_auth) as client:
         pid = brokers.stop_holder(client)
     print(f"simulated brokers stopped (pid {pid})" if pid else "no simulated brokers were running here")
@@ -157,7 +196,11 @@ def sim_stop(a) -> int:
 
 
 def sim_kill(a) -> int:
-    """`kit sim kill`: a broker dies."""
+    """`kit sim kill`: a broker dies (with --state: its listener is closed when this returns)."""
+    if a.state:
+        led = kraft.kill(a.state, a.broker)
+        print(f"broker {a.broker} is dead (its listener closed); leadership of {led} partition(s) moved")
+        return 0
     with layout.session(a.zk, auth=a.zk_auth) as client:
         led = controller.kill_broker(client, a.broker)
     print(f"broker {a.broker} is dead; leadership of {led} partition(s) moved to the next in-sync replica")
@@ -165,7 +208,11 @@ def sim_kill(a) -> int:
 
 
 def sim_revive(a) -> int:
-    """`kit sim revive`: a killed broker comes back."""
+    """`kit sim revive`: a killed broker comes back (with --state: its listener answers again)."""
+    if a.state:
+        kraft.revive(a.state, a.broker)
+        print(f"broker {a.broker} is back")
+        return 0
     with layout.session(a.zk, auth=a.zk_auth) as client:
         controller.revive_broker(client, a.broker)
     print(f"broker {a.broker} is back")

@@ -17,6 +17,10 @@ Its clock: `sim_seconds` counts simulated seconds from the first reassignment it
 the clock by more than `max_lag` wall seconds' worth at once: when a step falls behind the wall
 clock (a slow ZooKeeper, a busy machine), the cluster's clock slows down instead of leaping
 ahead, so metric samples keep coming at the pace the auto-throttle expects.
+A reassignment changed while it runs (the simulated KRaft cluster's AlterPartitionReassignments,
+KIP-455, rewrites /admin/reassign_partitions) is followed step by step (`_reconcile`): a
+partition dropped from it is cancelled (back to the replicas it started from), one given a new
+target starts again towards it (copies already made kept), one added starts.
 What it does not model: produce/consume traffic itself, log truncation, controller failover,
 or anything outside these znodes.
 
@@ -50,7 +54,7 @@ import time
 from datetime import timedelta
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NoNodeError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError
 
 from kit.errors import BadInput
 from kit.cluster.zk.changes import ELECTION, REASSIGN
@@ -124,6 +128,7 @@ class SimController:
         self.client, self.speed, self.client_load = client, speed, client_load
         self.record_every, self._recorded_wall = record_every, None
         self.reassignment: int | None = None  # czxid of the /admin/reassign_partitions picked up
+        self.picked_version: int | None = None  # its version then (a change is reconciled: `_reconcile`)
         self.resume: dict[tuple[str, int, int], float] = {}  # bytes left per copy, kept by `forget`
         self.resumed: dict | None = None
         # Brokers report on the wall clock too: ZooKeeper writes (ISR joins, finished
@@ -223,10 +228,11 @@ class SimController:
                 out.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
             os.replace(path + ".tmp", path)
 
-    def _start(self) -> None:
+    def _start(self, skip_done: bool = False) -> None:
         """Pick up /admin/reassign_partitions: mark its partitions (KIP-455) and start a copy
         for each new replica not yet in the ISR, from the bytes known to be left (see the
-        module's docstring on restarts)."""
+        module's docstring on restarts). `skip_done` (a reassignment changed while it ran):
+        partitions already at their target are left alone."""
         raw, stat = self.client.get(REASSIGN)
         doc = json.loads(raw.decode())
         cluster, _ = read_cluster(self.client)
@@ -235,12 +241,15 @@ class SimController:
         same = stat.czxid == self.reassignment  # read again after a lost connection
         if same:
             known.update(self.resume)  # this controller's own memory is the newest
-        self.reassignment = stat.czxid
+        self.reassignment, self.picked_version = stat.czxid, stat.version
         by_topic: dict[str, list] = {}
         for m in doc.get("partitions", []):
             key = (m["topic"], m["partition"])
             if key not in self.targets and key in current:
-                by_topic.setdefault(key[0], []).append((current[key], list(m["replicas"])))
+                p = current[key]
+                if skip_done and list(p.replicas) == list(m["replicas"]):
+                    continue  # finished earlier in this reassignment (an entry stays until all are done)
+                by_topic.setdefault(key[0], []).append((p, list(m["replicas"])))
         under_way = False
         for topic, moves in by_topic.items():
             def mark(t, moves=moves):
@@ -271,6 +280,59 @@ class SimController:
                             "progress": "recorded" if known else "from zero"}
         if self.targets and self.started_at is None:
             self.started_at = self.sim_seconds
+
+    def _reconcile(self) -> None:
+        """Follow a change of the reassignment in flight (KIP-455 through the wire protocol): a
+        partition no longer listed is cancelled, one with another target restarts towards it
+        (the bytes its copies have kept), new ones start (`_start`). With nothing left to do,
+        /admin/reassign_partitions goes."""
+        try:
+            doc = json.loads(self.client.get(REASSIGN)[0].decode())
+        except NoNodeError:
+            return
+        wanted = {(m["topic"], m["partition"]): list(m["replicas"]) for m in doc.get("partitions", [])}
+        for key in list(self.targets):
+            if key not in wanted:
+                self._cancel(key)
+            elif wanted[key] != self.targets[key]:
+                self.resume.update({(key[0], key[1], f.dest): f.left for f in self.flows.get(key, [])})
+                del self.targets[key]
+                self.flows.pop(key, None)
+        self._start(skip_done=True)
+        if not self.targets:
+            self._drop_reassignment()
+
+    def _cancel(self, key: tuple[str, int]) -> None:
+        """Cancel one partition's move (KIP-455): back to the replicas it started from (the
+        union less the replicas being added), the ISR and leader within them."""
+        self.targets.pop(key)
+        self.flows.pop(key, None)
+        part, origin = str(key[1]), []
+
+        def revert(t):
+            adding = (t.get("adding_replicas") or {}).get(part) or []
+            origin.extend(b for b in t["partitions"][part] if b not in adding)
+            t["partitions"][part] = list(origin)
+            for k in ("adding_replicas", "removing_replicas"):
+                t.get(k, {}).pop(part, None)
+                if k in t and not t[k]:
+                    del t[k]
+        _update_topic(self.client, key[0], revert)
+
+        def shrink(st):
+            st["isr"] = [b for b in st["isr"] if b in origin]
+            if st["leader"] not in origin:
+                st["leader"] = next((b for b in origin if b in st["isr"]), -1)
+        _update_state(self.client, key[0], key[1], shrink)
+
+    def _drop_reassignment(self) -> None:
+        """Delete /admin/reassign_partitions once all of it is done, unless it changed since it
+        was read (then the next step follows the change)."""
+        try:
+            self.client.delete(REASSIGN, version=self.picked_version if self.picked_version is not None else -1)
+        except (NoNodeError, BadVersionError):
+            return
+        drop_sim_progress(self.client)
 
     def _recorded(self, reassignment: int) -> dict[tuple[str, int, int], float]:
         """Bytes left per copy (topic, partition, new replica) as this controller, or one
@@ -382,8 +444,14 @@ class SimController:
     def step(self, wall_seconds: float) -> None:
         """Advance the cluster by `wall_seconds` x `speed` simulated seconds."""
         self._elections()
-        if not self.targets and self.client.exists(REASSIGN):
+        stat = self.client.exists(REASSIGN)
+        if stat is not None and self.targets and (stat.czxid, stat.version) != (self.reassignment, self.picked_version):
+            self._reconcile()
+        elif stat is not None and not self.targets:
+            seen = stat.czxid == self.reassignment
             self._start()
+            if seen and not self.targets:
+                self._drop_reassignment()  # what is left of it is done, or names no partition there is
         if not self.targets:
             return
         # ZooKeeper is read once per step, not per event: the throttles the loop set and the
@@ -426,8 +494,7 @@ class SimController:
         if self.targets:
             self._record()
         elif self.client.exists(REASSIGN):
-            self.client.delete(REASSIGN)
-            drop_sim_progress(self.client)
+            self._drop_reassignment()
 
 
 def run(client: KazooClient, speed: float = 1.0, client_load: float | None = None, tick: float = 0.2,

@@ -105,6 +105,33 @@ def merge_configs(client: KazooClient, kind: str, updates: dict) -> None:
         _commit_configs(client, _config_writes(client, kind, updates))
 
 
+def read_config(client: KazooClient, kind: str, name: str) -> dict[str, str]:
+    """The dynamic config keys of /config/<kind>/<name> ({} when it has none)."""
+    try:
+        raw, _ = client.get(f"/config/{kind}/{name}")
+    except NoNodeError:
+        return {}
+    doc = json.loads(raw.decode() or "{}") or {}
+    return dict(doc.get("config") or {})
+
+
+def alter_config_keys(client: KazooClient, kind: str, name: str, updates: dict[str, str],
+                      deletes: list[str]) -> None:
+    """Set `updates` and remove `deletes` in /config/<kind>/<name>, with its /config/changes
+    notification in the same transaction (what IncrementalAlterConfigs' SET and DELETE do to
+    one entity: the other keys stay). BadVersionError when it changed meanwhile."""
+    client.ensure_path(f"/config/{kind}")
+    try:
+        raw, stat = client.get(f"/config/{kind}/{name}")
+        doc, version = json.loads(raw.decode() or "{}") or {}, stat.version
+    except NoNodeError:
+        doc, version = {}, None
+    config = {k: v for k, v in (doc.get("config") or {}).items() if k not in deletes}
+    config.update(updates)
+    _commit_configs(client, [(f"/config/{kind}/{name}", json.dumps({"version": 1, "config": config}).encode(),
+                              version)])
+
+
 _THROTTLE_KEYS = {"topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS), "brokers": (LEADER_RATE, FOLLOWER_RATE)}
 
 

@@ -201,7 +201,7 @@ def parse_znode_json(raw: bytes, where: str):
         raise BadInput(f"znode {where}: not JSON") from None
 
 
-def _get_many(client: KazooClient, paths: list[str]) -> dict[str, bytes | None]:
+def get_many(client: KazooClient, paths: list[str]) -> dict[str, bytes | None]:
     """Data of many znodes, requested all at once; None for the missing ones."""
     pending = [(p, client.get_async(p)) for p in paths]
     out = {}
@@ -235,7 +235,7 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
         raise BadInput(f"no Kafka cluster at chroot {where}: /brokers/ids does not exist "
                        "(check the chroot in --zk)") from None
     topics = sorted(_children(client, "/brokers/topics"))
-    data = _get_many(client, [f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
+    data = get_many(client, [f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
                      + ["/topicmappr/partitionmeta", "/topicmappr/brokermetrics", "/admin/reassign_partitions"])
     metrics = parse_znode_json(data["/topicmappr/brokermetrics"], "/topicmappr/brokermetrics") \
         if data["/topicmappr/brokermetrics"] else {}
@@ -256,7 +256,7 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
         for p, reps in (doc.get("partitions") or {}).items():
             assignments[(t, int(p))] = reps
             state_paths.append(f"/brokers/topics/{t}/partitions/{p}/state")
-    states = _get_many(client, state_paths)
+    states = get_many(client, state_paths)
     parts = []
     for (t, p), reps in sorted(assignments.items()):
         entry = {"topic": t, "partition": p, "replicas": reps}

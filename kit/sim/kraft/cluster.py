@@ -1,0 +1,274 @@
+"""Start and stop the simulated KRaft cluster kept in a state directory.
+
+`start` lays the snapshot out in a private ZooKeeper (DIR/zk: it stands in for KRaft's
+metadata log and no client sees it), starts the process holding the brokers' registrations
+(kit.sim.brokers), the simulated controller (`kit sim run`) and the wire server
+(kit.sim.kraft.server), waits until every live broker's listener answers ApiVersions, and
+writes DIR/bootstrap. Each process's pid is in DIR/NAME.pid; `stop` ends them all and the
+ZooKeeper. DIR/cluster.json says where the ZooKeeper is, the cluster id and each broker's
+port (fixed for the cluster's life).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from kit.cluster.zk import server as localzk
+from kit.cluster.zk.layout import session, write_cluster
+from kit.errors import BadInput, Stuck, Unsafe
+from kit.formats import load_snapshot, write_atomic
+from kit.sim import brokers as sim_brokers
+from kit.sim import controller as sim_controller
+
+PROCESSES = ("server", "controller", "holder")  # stopped in this order: listeners first
+CONFIG = "cluster.json"
+
+
+def _pid_path(state_dir: str, name: str) -> str:
+    return os.path.join(state_dir, f"{name}.pid")
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie child is reaped and counts as gone)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _pid(state_dir: str, name: str) -> int | None:
+    """The pid of a process this cluster started, if it still runs."""
+    try:
+        with open(_pid_path(state_dir, name)) as f:
+            pid = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if _alive(pid) else None
+
+
+def running(state_dir: str) -> bool:
+    """Whether anything of a simulated cluster started from `state_dir` still runs."""
+    return any(_pid(state_dir, n) for n in PROCESSES) or \
+        localzk.status(os.path.join(state_dir, "zk")) is not None
+
+
+def read_config(state_dir: str) -> dict:
+    """DIR/cluster.json of a running cluster; BadInput when none runs there."""
+    try:
+        with open(os.path.join(state_dir, CONFIG)) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        config = None
+    if config is None or not running(state_dir):
+        raise BadInput(f"--state {state_dir}: no simulated KRaft cluster runs there (kit sim start --kraft)")
+    return config
+
+
+def _cluster_id() -> str:
+    """A cluster id as Kafka makes them: a random UUID in URL-safe base64, unpadded."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _ports(n: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < n:
+        p = localzk.free_port()
+        if p not in ports:
+            ports.append(p)
+    return ports
+
+
+def _spawn(state_dir: str, name: str, argv: list[str]) -> int:
+    log = open(os.path.join(state_dir, f"{name}.log"), "ab")
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    log.close()
+    with open(_pid_path(state_dir, name), "w") as f:
+        f.write(f"{proc.pid}\n")
+    return proc.pid
+
+
+def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float | None = None,
+          wait: float = 60.0) -> str:
+    """Start the cluster; returns the bootstrap line ("127.0.0.1:PORT,...", live brokers).
+
+    BadInput (nothing started) for an unreadable snapshot, one without a live broker, or a
+    state directory a cluster already runs from; Stuck (everything started stopped again)
+    when it does not come up within `wait` seconds.
+    """
+    cluster = load_snapshot(snapshot)
+    if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+        raise BadInput(f"--state {state_dir}: not a directory")
+    if os.path.isdir(state_dir) and running(state_dir):
+        raise BadInput(f"--state {state_dir}: a simulated cluster already runs from there (kit sim stop --state "
+                       f"{state_dir} first)")
+    live = sorted(b.id for b in cluster.brokers.values() if b.alive and b.known)
+    if not live:
+        raise BadInput(f"snapshot {snapshot}: no live broker to start")
+    os.makedirs(state_dir, exist_ok=True)
+    for old in ("zk", "samples"):  # a cluster stopped earlier: its metadata log is not this one's
+        shutil.rmtree(os.path.join(state_dir, old), ignore_errors=True)
+    try:
+        return _start(cluster, live, state_dir, speed, client_load, wait)
+    except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
+        stop(state_dir)
+        if not isinstance(e, Exception):
+            raise
+        why = str(e) if isinstance(e, (Stuck, Unsafe, BadInput, OSError)) else type(e).__name__
+        raise Stuck(f"the simulated KRaft cluster did not start ({why}); everything it started is stopped") from None
+
+
+def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: float | None, wait: float) -> str:
+    deadline = time.monotonic() + wait
+    zk = localzk.start(localzk.free_port(), os.path.join(state_dir, "zk"), wait=wait)
+    ports = dict(zip(live, _ports(len(live))))
+    write_atomic(os.path.join(state_dir, CONFIG), json.dumps(
+        {"version": 1, "zk": zk.connect, "cluster_id": _cluster_id(), "ports": {str(b): p for b, p in ports.items()}},
+        indent=1) + "\n")
+    with session(zk.connect) as client:
+        write_cluster(client, cluster)
+        register_listeners(client, ports)
+    holder = sim_brokers.start_holder(zk.connect, timeout=max(deadline - time.monotonic(), 1.0))
+    with open(_pid_path(state_dir, "holder"), "w") as f:
+        f.write(f"{holder}\n")
+    run = [sys.executable, "-m", "kit", "sim", "run", "--zk", zk.connect, "--speed", repr(float(speed)),
+           "--samples", os.path.join(state_dir, "samples")]
+    if client_load is not None:
+        run += ["--client-load", repr(float(client_load))]
+    _spawn(state_dir, "controller", run)
+    _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)])
+    waiting = dict(ports)
+    while waiting:
+        for name in PROCESSES:
+            if _pid(state_dir, name) is None:
+                raise Stuck(f"its {name} process exited; see {os.path.join(state_dir, name + '.log')}")
+        waiting = {b: p for b, p in waiting.items() if not answers(p)}
+        if waiting and time.monotonic() > deadline:
+            raise Stuck(f"broker {min(waiting)}'s listener (port {waiting[min(waiting)]}) did not answer within "
+                        f"{wait:.0f} s")
+        if waiting:
+            time.sleep(0.2)
+    line = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+    write_atomic(os.path.join(state_dir, "bootstrap"), line + "\n")
+    return line
+
+
+def register_listeners(client, ports: dict[int, int]) -> None:
+    """Give each simulated broker's registration its listener's port (kit sim seed writes 9092)."""
+    for b, port in ports.items():
+        path = f"{sim_brokers.REGISTRATIONS}/{b}"
+        info = json.loads(client.get(path)[0].decode())
+        info.update(port=port, endpoints=[f"PLAINTEXT://127.0.0.1:{port}"])
+        client.set(path, json.dumps(info).encode())
+
+
+def answers(port: int, timeout: float = 2.0) -> bool:
+    """Whether a Kafka listener on 127.0.0.1:`port` answers ApiVersions (v0)."""
+    req = ApiVersionsRequest(version=0)
+    req.with_header(correlation_id=1, client_id="kit-sim")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(bytes(req.encode(header=True, framed=True)))
+            head = _recv(s, 4)
+            body = _recv(s, struct.unpack(">i", head)[0])
+        return ApiVersionsResponse.decode(body, version=0, header=True).error_code == 0
+    except (OSError, ValueError, struct.error):
+        return False
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise OSError("connection closed")
+        out += chunk
+    return out
+
+
+def refuses(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:`port` (a connection is refused)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2.0).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
+def _wait_for(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise Stuck(f"{what} within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def kill(state_dir: str, broker: int, timeout: float = 30.0) -> int:
+    """A broker dies (kit.sim.controller.kill_broker); returns once its listener is closed.
+    Returns the partitions it led."""
+    config = read_config(state_dir)
+    port = config["ports"].get(str(broker))
+    with session(config["zk"]) as client:
+        led = sim_controller.kill_broker(client, broker)
+    if port is not None:
+        _wait_for(lambda: refuses(port), timeout, f"broker {broker}'s listener (port {port}) did not close")
+    return led
+
+
+def revive(state_dir: str, broker: int, timeout: float = 30.0) -> None:
+    """A killed broker comes back; returns once its listener answers again."""
+    config = read_config(state_dir)
+    with session(config["zk"]) as client:
+        sim_controller.revive_broker(client, broker)
+    port = config["ports"].get(str(broker))
+    if port is not None:
+        _wait_for(lambda: answers(port), timeout, f"broker {broker}'s listener (port {port}) did not open again")
+
+
+def stop(state_dir: str, wait: float = 15.0) -> bool:
+    """End every process the cluster started, then its ZooKeeper; False when nothing ran."""
+    stopped = False
+    for name in PROCESSES:
+        pid = _pid(state_dir, name)
+        if pid is not None:
+            stopped = True
+            _end(pid, wait)
+        try:
+            os.unlink(_pid_path(state_dir, name))
+        except OSError:
+            pass
+    return localzk.stop(os.path.join(state_dir, "zk")) or stopped
+
+
+def _end(pid: int, wait: float) -> None:
+    """SIGTERM the process group `pid` leads (each was started in a session of its own), then
+    SIGKILL after `wait` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.1)

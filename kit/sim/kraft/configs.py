@@ -1,0 +1,172 @@
+"""DescribeConfigs and IncrementalAlterConfigs for topics and brokers.
+
+Dynamic configs live where a ZooKeeper-mode Kafka keeps them (/config/topics/T,
+/config/brokers/ID, /config/brokers/<default> for the cluster-wide broker default), written
+with kit.cluster.zk.changes together with their /config/changes notification: the simulated
+controller reads the brokers' throttles from there. Only the dynamic keys set are described
+beside the defaults of the dynamic keys Kafka would list for them (`TOPIC_DEFAULTS`,
+`BROKER_DEFAULTS`, source DEFAULT_CONFIG; a key outside them is refused as Kafka refuses an
+unknown config name). There are no static broker configs: no server.properties.
+"""
+from __future__ import annotations
+
+import re
+
+from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
+from kazoo.exceptions import BadVersionError
+
+from kit.cluster.zk.changes import alter_config_keys, read_config
+from kit.sim.kraft.context import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_OR_PARTITION, Context
+from kit.sim.kraft.state import read_view
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+
+TOPIC, BROKER = 2, 4  # ConfigResource.Type
+# ConfigSource
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 3, 5
+INT, LONG, STRING, LIST = 3, 5, 2, 7  # ConfigType
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # AlterConfigOp
+DEFAULT_BROKER = "<default>"  # Kafka's entity name for the cluster-wide broker default
+UNLIMITED = str(2**63 - 1)  # Long.MAX_VALUE: Kafka's default replication quota (none)
+# Kafka's defaults (LogConfig, DynamicConfig.Broker) of the keys the simulated cluster serves.
+TOPIC_DEFAULTS = {LEADER_REPLICAS: "", FOLLOWER_REPLICAS: "", "retention.ms": "604800000", "retention.bytes": "-1",
+                  "cleanup.policy": "delete", "min.insync.replicas": "1", "segment.bytes": "1073741824",
+                  "max.message.bytes": "1048588"}
+BROKER_DEFAULTS = {LEADER_RATE: UNLIMITED, FOLLOWER_RATE: UNLIMITED,
+                   "replica.alter.log.dirs.io.max.bytes.per.second": UNLIMITED}
+TYPES = {LEADER_RATE: LONG, FOLLOWER_RATE: LONG, LEADER_REPLICAS: LIST, FOLLOWER_REPLICAS: LIST,
+         "replica.alter.log.dirs.io.max.bytes.per.second": LONG, "retention.ms": LONG, "retention.bytes": LONG,
+         "cleanup.policy": LIST, "min.insync.replicas": INT, "segment.bytes": INT, "max.message.bytes": INT}
+_REPLICA_LIST = re.compile(r"^(\*|\s*\d+\s*:\s*\d+\s*(,\s*\d+\s*:\s*\d+\s*)*)?$")
+
+
+def _entity(ctx: Context, rtype: int, name: str, describing: bool) -> tuple[str | None, int, str | None]:
+    """(config kind, error code, message) for a resource; kind None when it has an error."""
+    if rtype == TOPIC:
+        if name not in read_view(ctx.client, [name]).topics:
+            return None, UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist"
+        return "topics", NONE, None
+    if rtype == BROKER:
+        if name == "":
+            return "brokers", NONE, None
+        if not name.isdigit():
+            return None, INVALID_REQUEST, f"broker id must be an integer, not {name!r}"
+        if describing and int(name) != ctx.broker_id:
+            # A broker describes only its own config (Kafka's ConfigHelper).
+            return None, INVALID_REQUEST, (f"Unexpected broker id, expected {ctx.broker_id} or empty string, but "
+                                           f"received {name}")
+        return "brokers", NONE, None
+    return None, INVALID_REQUEST, f"resource type {rtype} is not served by the simulated cluster"
+
+
+def _described(name: str, value: str, source: int, synonyms: list, version: int):
+    Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+    return Entry(name=name, value=value, read_only=False, config_source=source, is_default=source == DEFAULT_CONFIG,
+                 is_sensitive=False,
+                 synonyms=synonyms if version >= 1 else [], config_type=TYPES.get(name, 0), documentation=None)
+
+
+def _broker_configs(ctx: Context, name: str, synonyms: bool, version: int) -> list:
+    """A broker's dynamic keys, its own over the cluster-wide default's (with synonyms: both)."""
+    Syn = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
+    default = read_config(ctx.client, "brokers", DEFAULT_BROKER)
+    own = read_config(ctx.client, "brokers", name) if name else {}
+    out = []
+    for key in sorted(set(own) | set(default) | set(BROKER_DEFAULTS)):
+        chain = ([(own[key], DYNAMIC_BROKER_CONFIG)] if key in own else []) + \
+                ([(default[key], DYNAMIC_DEFAULT_BROKER_CONFIG)] if key in default else []) + \
+                ([(BROKER_DEFAULTS[key], DEFAULT_CONFIG)] if key in BROKER_DEFAULTS else [])
+        syns = [Syn(name=key, value=v, source=s) for v, s in chain] if synonyms else []
+        out.append(_described(key, chain[0][0], chain[0][1], syns, version))
+    return out
+
+
+def _topic_configs(ctx: Context, name: str, synonyms: bool, version: int) -> list:
+    """A topic's dynamic keys, and the defaults of the others."""
+    Syn = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
+    own = read_config(ctx.client, "topics", name)
+    out = []
+    for key in sorted(set(own) | set(TOPIC_DEFAULTS)):
+        chain = ([(own[key], DYNAMIC_TOPIC_CONFIG)] if key in own else []) + \
+                ([(TOPIC_DEFAULTS[key], DEFAULT_CONFIG)] if key in TOPIC_DEFAULTS else [])
+        syns = [Syn(name=key, value=v, source=s) for v, s in chain] if synonyms else []
+        out.append(_described(key, chain[0][0], chain[0][1], syns, version))
+    return out
+
+
+def describe_configs(ctx: Context, req, version: int):
+    """DescribeConfigs: the dynamic keys of each TOPIC or BROKER resource ("" is the
+    cluster-wide broker default), filtered by the keys asked for."""
+    Result = DescribeConfigsResponse.DescribeConfigsResult
+    results = []
+    for r in req.resources:
+        kind, err, msg = _entity(ctx, r.resource_type, r.resource_name, describing=True)
+        configs = []
+        if kind == "topics":
+            configs = _topic_configs(ctx, r.resource_name, req.include_synonyms, version)
+        elif kind == "brokers":
+            configs = _broker_configs(ctx, r.resource_name, req.include_synonyms, version)
+        if r.configuration_keys is not None:
+            configs = [c for c in configs if c.name in set(r.configuration_keys)]
+        results.append(Result(error_code=err, error_message=msg, resource_type=r.resource_type,
+                              resource_name=r.resource_name, configs=configs))
+    return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
+
+
+def _check_value(key: str, value: str | None) -> str | None:
+    """Why a SET value is refused (None when it is fine): the throttle keys the simulated
+    controller reads must parse as Kafka would parse them."""
+    if value is None:
+        return f"Null value not supported for : {key}"
+    if key in (LEADER_RATE, FOLLOWER_RATE) and not (value.strip().isdigit()):
+        return f"Invalid value {value} for configuration {key}: Not a number of type LONG"
+    if key in (LEADER_REPLICAS, FOLLOWER_REPLICAS) and not _REPLICA_LIST.match(value):
+        return (f"Invalid value {value} for configuration {key}: must be the literal '*' or a list of replicas in "
+                "the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return None
+
+
+def _alter_one(ctx: Context, r, validate_only: bool) -> tuple[int, str | None]:
+    kind, err, msg = _entity(ctx, r.resource_type, r.resource_name, describing=False)
+    if kind is None:
+        return err, msg
+    names = [c.name for c in r.configs]
+    if len(set(names)) != len(names):
+        return INVALID_REQUEST, f"Error due to duplicate config keys in {r.resource_name!r}"
+    updates, deletes = {}, []
+    known = TOPIC_DEFAULTS if kind == "topics" else BROKER_DEFAULTS
+    for c in r.configs:
+        if c.name not in known:
+            return INVALID_CONFIG, f"Unknown {'topic' if kind == 'topics' else 'broker'} config name: {c.name}"
+        if c.config_operation == SET:
+            why = _check_value(c.name, c.value)
+            if why:
+                return (INVALID_REQUEST if c.value is None else INVALID_CONFIG), why
+            updates[c.name] = c.value.strip() if c.name in TYPES else c.value
+        elif c.config_operation == DELETE:
+            deletes.append(c.name)
+        else:
+            return INVALID_REQUEST, (f"operation {c.config_operation} on {c.name}: the simulated cluster serves SET and "
+                                     "DELETE only")
+    if not validate_only:
+        entity = r.resource_name if kind == "topics" or r.resource_name else DEFAULT_BROKER
+        for _ in range(5):  # another writer between the read and the write: merge again
+            try:
+                alter_config_keys(ctx.client, kind, entity, updates, deletes)
+                break
+            except BadVersionError:
+                continue
+        else:
+            return INVALID_REQUEST, f"config of {r.resource_name!r} kept changing; nothing was written"
+    return NONE, None
+
+
+def incremental_alter_configs(ctx: Context, req, version: int):
+    """IncrementalAlterConfigs: SET and DELETE per key on TOPIC and BROKER resources ("" the
+    cluster-wide default), each resource all or nothing; nothing written with validate_only."""
+    Resp = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    out = []
+    for r in req.resources:
+        err, msg = _alter_one(ctx, r, req.validate_only)
+        out.append(Resp(error_code=err, error_message=msg, resource_type=r.resource_type,
+                        resource_name=r.resource_name))
+    return IncrementalAlterConfigsResponse(version=version, throttle_time_ms=0, responses=out)

@@ -1,0 +1,30 @@
+"""What every wire handler shares: the answering broker's context and Kafka's error codes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kafka.errors as errors
+from kazoo.client import KazooClient
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno  # 3
+LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.errno  # 5
+REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno  # 7
+UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno  # 35
+INVALID_REPLICATION_FACTOR = errors.InvalidReplicationFactorError.errno  # 38
+INVALID_REPLICA_ASSIGNMENT = errors.InvalidReplicationAssignmentError.errno  # 39
+INVALID_CONFIG = errors.InvalidConfigurationError.errno  # 40
+INVALID_REQUEST = errors.InvalidRequestError.errno  # 42
+PREFERRED_LEADER_NOT_AVAILABLE = errors.PreferredLeaderNotAvailableError.errno  # 80
+ELECTION_NOT_NEEDED = errors.ElectionNotNeededError.errno  # 84
+NO_REASSIGNMENT_IN_PROGRESS = errors.NoReassignmentInProgressError.errno  # 85
+UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.errno  # 100
+
+
+@dataclass
+class Context:
+    """The broker answering, its cluster's id, and the private ZooKeeper it reads."""
+
+    client: KazooClient
+    broker_id: int
+    cluster_id: str

@@ -1,0 +1,102 @@
+"""The simulated KRaft broker's answers: one function per Kafka API, from the private ZooKeeper.
+
+Each handler takes the broker's `Context`, the decoded request (kafka-python's generated
+class) and its version, and returns the response object; kit.sim.kraft.server frames it.
+Requests and responses are kafka-python's classes generated from Kafka's JSON schemas; what
+each field means and which error a case gets follows Kafka's own broker and controller
+(KafkaApis, ReplicationControlManager, ConfigurationControlManager) as kit reads them.
+"""
+from __future__ import annotations
+
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
+from kafka.protocol.admin import DescribeClusterResponse
+
+from kit.sim.kraft import configs, logdirs, reassign
+from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+                                   UNSUPPORTED_VERSION, Context)
+from kit.sim.kraft.state import read_brokers, read_view, topic_id
+
+NO_AUTHORIZED_OPERATIONS = None  # "not requested" (INT32_MIN): kafka-python encodes it from None
+
+
+def api_versions(ctx: Context, req, version: int):
+    """ApiVersions: the APIs and version ranges this simulated broker answers (`SUPPORTED`)."""
+    keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(SUPPORTED.items())]
+    return ApiVersionsResponse(version=version, error_code=NONE, api_keys=keys, throttle_time_ms=0)
+
+
+def unsupported_api_versions():
+    """Kafka's answer to an ApiVersions request of a version it does not know: error 35 in a v0
+    response naming the ApiVersions versions it does (ApiVersionsRequest.getErrorResponse)."""
+    lo, hi = SUPPORTED[API_VERSIONS]
+    return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=API_VERSIONS, min_version=lo, max_version=hi)])
+
+
+def metadata(ctx: Context, req, version: int):
+    """Metadata: live brokers, the controller, and the topics asked for (all when the list is
+    null, or empty at v0); a named topic the cluster lacks gets UNKNOWN_TOPIC_OR_PARTITION, an
+    unknown topic id UNKNOWN_TOPIC_ID. Partitions: leader, epoch, replicas, ISR, offline
+    replicas (those on brokers not alive); LEADER_NOT_AVAILABLE where none leads."""
+    asked = req.topics
+    view = read_view(ctx.client, None)
+    Topic = MetadataResponse.MetadataResponseTopic
+    if asked is None or (version == 0 and not asked):
+        out = [_metadata_topic(view, t) for t in view.topics]
+    else:
+        by_id = {topic_id(t): t for t in view.topics}
+        out = []
+        for entry in asked:
+            name = entry.name if entry.name is not None else by_id.get(entry.topic_id)
+            if name in view.topics:
+                out.append(_metadata_topic(view, name))
+            elif entry.name is None:
+                out.append(Topic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=entry.topic_id, partitions=[]))
+            else:
+                out.append(Topic(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=None, partitions=[]))
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
+               for b in view.brokers.values()]
+    return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id,
+                            controller_id=view.controller(), topics=out,
+                            authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=NONE)
+
+
+def _metadata_topic(view, t: str):
+    Part = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
+    parts = [Part(error_code=NONE if p.leader in view.brokers else LEADER_NOT_AVAILABLE,
+                  partition_index=p.partition, leader_id=p.leader if p.leader in view.brokers else -1,
+                  leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                  offline_replicas=[b for b in p.replicas if b not in view.brokers])
+             for p in view.topic_partitions(t)]
+    return MetadataResponse.MetadataResponseTopic(error_code=NONE, name=t, topic_id=topic_id(t), is_internal=False,
+                                                  partitions=parts, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+def describe_cluster(ctx: Context, req, version: int):
+    """DescribeCluster: the cluster id, the controller and the live brokers."""
+    brokers = read_brokers(ctx.client)
+    return DescribeClusterResponse(
+        version=version, throttle_time_ms=0, error_code=NONE, error_message=None, endpoint_type=1,
+        cluster_id=ctx.cluster_id, controller_id=min(brokers) if brokers else -1,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
+                 for b in brokers.values()],
+        authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+API_VERSIONS, METADATA, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 18, 3, 60, 32, 44
+ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 45, 46, 43, 35
+
+# api key -> (lowest, highest) version answered. Metadata stops at 12 and DescribeCluster at 1,
+# the ranges of Kafka 3.x/4.0 brokers; the versions after them add fields this cluster has no
+# meaning for (a top-level error, fenced brokers).
+SUPPORTED: dict[int, tuple[int, int]] = {API_VERSIONS: (0, 3), METADATA: (0, 12), DESCRIBE_CLUSTER: (0, 1),
+                                         DESCRIBE_CONFIGS: (1, 4), INCREMENTAL_ALTER_CONFIGS: (0, 1),
+                                         ALTER_REASSIGNMENTS: (0, 1), LIST_REASSIGNMENTS: (0, 0), ELECT_LEADERS: (0, 2),
+                                         DESCRIBE_LOG_DIRS: (1, 4)}
+
+HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: describe_cluster,
+            DESCRIBE_CONFIGS: configs.describe_configs, INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+            ALTER_REASSIGNMENTS: reassign.alter_partition_reassignments,
+            LIST_REASSIGNMENTS: reassign.list_partition_reassignments, ELECT_LEADERS: reassign.elect_leaders,
+            DESCRIBE_LOG_DIRS: logdirs.describe_log_dirs}
