@@ -280,3 +280,40 @@ def test_command_config_properties_become_client_settings_and_bad_ones_name_the_
     assert r.returncode == 2 and "hunter2" not in r.stderr + r.stdout and r.stderr.count("\n") == 1, r.stderr
     r = run_kit("status", "--zk", "127.0.0.1:2181", "--command-config", conf)
     assert r.returncode == 2 and "--command-config goes with --bootstrap" in r.stderr
+
+
+def test_the_auto_throttle_loop_drives_a_reassignment_to_its_end_through_the_admin_api(kraft, tmp_path):
+    bootstrap, state, seeded = kraft
+    moves = _moves(seeded, 3, skip=40)
+    plan, events = tmp_path / "plan.json", tmp_path / "events.jsonl"
+    plan.write_text(json.dumps({"version": 1, "partitions": moves}))
+    assert run_kit("apply", plan, "--bootstrap", bootstrap, "--throttle", CRAWL).returncode == 0
+    r = run_kit("throttle", "run", "--bootstrap", bootstrap, "--samples", state / "samples", "--until-idle",
+                "--interval", "2", "--max-seconds", "300", "--clock", "samples", "--cap-map", '{"*": 125}',
+                "--events", events, timeout=600)
+    assert r.returncode == 0, r.stderr
+    kinds = [json.loads(line)["kind"] for line in events.read_text().splitlines()]
+    assert "done" in kinds, kinds
+    with open_backend(bootstrap=bootstrap) as backend:
+        try:
+            assert not backend.reassigning() and backend.throttles() == ({}, {})
+            cluster, _ = backend.read()
+            now = {p.key: list(p.replicas) for p in cluster.partitions}
+            assert all(now[(m["topic"], m["partition"])] == m["replicas"] for m in moves)
+        finally:
+            _idle(backend)
+
+
+def test_the_doctor_and_the_dashboards_poller_read_the_cluster_through_the_admin_api(kraft):
+    from kit.dashboard.poller import Poller
+
+    bootstrap, _, seeded = kraft
+    r = run_kit("doctor", "--bootstrap", bootstrap)
+    assert r.returncode == 0 and f"{len(seeded.partitions)} partition(s)" in r.stdout, r.stdout + r.stderr
+    poller = Poller(bootstrap=bootstrap)
+    try:
+        state = poller.poll()
+        assert state.error is None and state.status["reassigning"] is False
+        assert sorted(state.cluster.brokers) == sorted(seeded.brokers)
+    finally:
+        poller.stop()
