@@ -317,3 +317,38 @@ def test_the_doctor_and_the_dashboards_poller_read_the_cluster_through_the_admin
         assert sorted(state.cluster.brokers) == sorted(seeded.brokers)
     finally:
         poller.stop()
+
+
+def test_a_cluster_that_stops_answering_is_said_by_the_watch_and_raised_as_connection_lost(kraft):
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+    from kit.cluster.backend import ConnectionWatch
+
+    bootstrap, _, _ = kraft
+    with open_backend(bootstrap=bootstrap) as backend:
+        watch = backend.watch_connection(1.0)
+        try:
+            assert isinstance(watch, ConnectionWatch) and not watch.down
+            watch.raise_if_down()  # answering: nothing to say
+
+            def gone(*_, **__):
+                raise KafkaConnectionError("connection refused")  # as when every broker's listener closes
+            backend.admin.describe_cluster = gone
+            for _ in range(120):  # the probe notices: bounded polls
+                if watch.down:
+                    break
+                time.sleep(0.25)
+            assert watch.down
+            with pytest.raises(backend.connection_lost):
+                watch.raise_if_down()
+            with pytest.raises(backend.connection_lost, match="unreachable"):
+                backend.status()
+            assert watch.gave_up.wait(60)  # its patience ran out: every wait has an end
+
+            def slow(*_, **__):
+                raise KafkaTimeoutError("request timed out")
+            backend.admin.describe_topics = slow
+            with pytest.raises(backend.connection_lost):
+                backend.progress([{"topic": "topic-0000", "partition": 0, "replicas": [1001]}])
+        finally:
+            watch.close()
