@@ -312,7 +312,16 @@ def write_atomic(path: str, text: str) -> None:
 def plan_text(plan: Plan) -> str:
     """The plan as Kafka reassignment JSON, one partition per line for readable diffs."""
     doc = plan.reassignment()
-    lines = [json.dumps(p, separators=(",", ":")) for p in doc["partitions"]]
+    # The bytes `json.dumps(entry, separators=(",", ":"))` gives, each topic name encoded once:
+    # a call per line was a fifth of the time of writing a 200,000-partition plan.
+    quoted: dict[str, str] = {}
+    lines = []
+    for p in doc["partitions"]:
+        topic = quoted.get(p["topic"])
+        if topic is None:
+            topic = quoted[p["topic"]] = json.dumps(p["topic"])
+        lines.append(f'{{"topic":{topic},"partition":{int(p["partition"])},'
+                     f'"replicas":[{",".join(str(int(b)) for b in p["replicas"])}]}}')
     body = ",\n".join(lines)
     return '{"version":1,"partitions":[\n' + body + "\n]}\n" if lines else '{"version":1,"partitions":[]}\n'
 

@@ -1,6 +1,7 @@
 """Simulation: `kit simulate` runs a plan's copies in simulated time with no ZooKeeper
 (kit.sim.physics); `kit sim` plays Kafka's controller and brokers over a real ZooKeeper
-(kit.sim.controller, kit.sim.brokers).
+(kit.sim.controller, kit.sim.brokers), and `kit sim start --kraft` a KRaft cluster speaking the
+Kafka protocol (kit.sim.kraft).
 """
 # General flow:
 # 1) add_parser declares `kit simulate` and `kit sim seed|run|kill|revive|stop`, each running
@@ -11,6 +12,9 @@
 #    starts the process holding the brokers' registrations (kit.sim.brokers); sim stop ends it.
 # 4) sim run carries out reassignments and elections in simulated time until told to stop
 #    (kit.sim.controller.run); sim kill / revive take a broker down and back.
+# 5) sim start --kraft starts a simulated KRaft cluster in the background (kit.sim.kraft.cluster:
+#    a private ZooKeeper, the brokers' holder, sim run, the Kafka wire server); kill / revive /
+#    stop with --state act on it.
 from __future__ import annotations
 
 import argparse

@@ -27,13 +27,6 @@ from kit.dashboard.poller import ROWS_KEPT, shared_poller
 NO_PLAN = "(no plan)"
 
 
-class _Live(param.Parameterized):
-    """Values the poller moves forward; views bound to them re-render when they change."""
-
-    cluster_version = param.Integer(default=0)
-    storage_version = param.Integer(default=0)
-
-
 def _plan_label(path: str) -> str:
     return os.path.basename(path)
 
@@ -76,8 +69,8 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
 
     Returns
     -------
-    panel.viewable.Viewable
-        The page.
+    Dashboard or panel.pane.Markdown
+        The page (a `Viewer`), or a one-line pane saying why there is none.
     """
     hv.extension("bokeh", logo=False)
     poller = shared_poller(zk, zk_auth, events, samples, records, interval, metrics, cap_map, bootstrap, command_config)
@@ -87,15 +80,16 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         return pn.pane.Markdown(f"**No cluster:** {poller.state.error or 'nothing read yet'}")
     source = (f"ZooKeeper {zk.split('@')[-1]}" if zk else f"Kafka {bootstrap}" if bootstrap
               else f"snapshot {os.path.basename(snapshot or '')}")
-    page = _Page(poller, base, first, load_plans(plans, first), source, records_url)
+    page = Dashboard(poller, base, first, load_plans(plans, first), source, records_url)
     page.refresh()
     pn.state.add_periodic_callback(page.refresh, period=int(interval * 1000))
-    return page.layout()
+    return page
 
 
-class _Page:
+class Dashboard(pn.viewable.Viewer):
     """One session's page: its widgets, the views bound to them, and the live parts the
-    periodic `refresh` patches from the shared poller.
+    periodic `refresh` patches from the shared poller (a Panel `Viewer`: display it, or
+    `pn.panel(page)`, to get the layout).
 
     Parameters
     ----------
@@ -111,10 +105,15 @@ class _Page:
         Where the figures come from (no credentials); the URL prefix of the records folder.
     """
 
+    # Moved forward by `refresh` when the poller read a new cluster or new free storage; the
+    # distribution is bound to them, so it re-renders then and only then.
+    cluster_version = param.Integer(default=0)
+    storage_version = param.Integer(default=0)
+
     def __init__(self, poller, base, first, plan_moves: dict[str, list[dict]], source: str, records_url: str):
+        super().__init__()
         self.poller, self.base, self.first, self.plan_moves = poller, base, first, plan_moves
         self.source, self.records_url = source, records_url
-        self.live = _Live()
         racks = sorted({b.rack or views.NO_RACK for b in self.first.brokers.values()})
         # -- widgets (design.md: topic regex, rack filter, plan picker, before/after, broker search)
         self.plan_w = pn.widgets.Select(name="Plan", options=[NO_PLAN] + list(plan_moves),
@@ -204,7 +203,7 @@ class _Page:
             logging.getLogger("kit.dashboard").exception("refresh failed")
 
     def _refresh(self):
-        poller, seen, live = self.poller, self.seen, self.live
+        poller, seen = self.poller, self.seen
         rows, seen["rows"] = poller.rows_since(seen["rows"])
         if rows:
             self.buffer.send(pd.DataFrame(rows, columns=views.THROTTLE_COLUMNS))
@@ -226,16 +225,17 @@ class _Page:
                           (self.records_box, views.records_view(list(st.records), self.records_url))):
             if box.object != pane.object:
                 box.object = pane.object
-        if self.base is None and st.cluster_version != live.cluster_version and st.cluster is not None:
-            live.cluster_version = st.cluster_version
-        if st.storage_version != live.storage_version:
-            live.storage_version = st.storage_version
+        if self.base is None and st.cluster_version != self.cluster_version and st.cluster is not None:
+            self.cluster_version = st.cluster_version
+        if st.storage_version != self.storage_version:
+            self.storage_version = st.storage_version
 
     # -- the page
 
-    def layout(self):
+    def __panel__(self):
+        """The page's layout (Panel calls this to display the Viewer)."""
         dist = pn.bind(self.distribution, self.plan_w, self.which_w, self.sort_w, self.rack_w, self.search_w,
-                       self.topics_w, self.live.param.cluster_version, self.live.param.storage_version)
+                       self.topics_w, self.param.cluster_version, self.param.storage_version)
         # linked_axes off: Panel otherwise gives both charts (both "time" by "MB/s") one y range, the
         # sources' (their tx, ~60 MB/s), and the destinations' measured rx (client traffic plus the
         # copy, ~120 MB/s) is drawn above the top of their chart, where nobody sees it.

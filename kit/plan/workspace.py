@@ -103,6 +103,7 @@ class Workspace:
             )
         self.min_rack_ids = min_rack_ids if min_rack_ids else None
         self._need: dict[int, int] = {}  # replication factor -> racks needed, asked per candidate move
+        self._may_take: dict[frozenset | None, np.ndarray] = {}  # see may_take
 
     def _add_pairs(self, flat: np.ndarray, lens: np.ndarray) -> None:
         starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
@@ -136,13 +137,22 @@ class Workspace:
         """Whether the replica set `members` (broker ids) keeps the rack rule as a whole."""
         return set_ok(self.racks_of(members), self.need(len(members)))
 
-    def rack_ok_mask(self, members: list[int], rf: int) -> np.ndarray:
-        """Brokers (by index) that may join `members` under the rack rule."""
+    def may_take(self, members: list[int], rf: int) -> np.ndarray:
+        """Target brokers (a bool mask by index, read-only) that may join `members` in a set of
+        `rf` under the rack rule; the members themselves are not taken out.
+
+        The mask depends only on the racks the members hold (or on their already spanning
+        enough), so each is computed once: placing a large cluster asks this for every replica.
+        """
         racks = self.racks_of(members)
-        seen = {r for r in racks if r is not None}
-        if not seen or spans(racks, self.need(rf)):
-            return np.ones(len(self.ids), dtype=bool)
-        return ~np.isin(self.rack, list(seen))
+        seen = frozenset(r for r in racks if r is not None)
+        key = None if not seen or spans(racks, self.need(rf)) else seen
+        mask = self._may_take.get(key)
+        if mask is None:
+            mask = self.is_target & (True if key is None else ~np.isin(self.rack, sorted(key)))
+            mask.setflags(write=False)
+            self._may_take[key] = mask
+        return mask
 
     # -- changes -----------------------------------------------------------------------
     def replace_slot(self, p: int, pos: int, new: int, reason: str) -> None:

@@ -228,10 +228,11 @@ class SimController:
                 out.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
             os.replace(path + ".tmp", path)
 
-    def _start(self) -> None:
+    def _start(self, skip_done: bool = False) -> None:
         """Pick up /admin/reassign_partitions: mark its partitions (KIP-455) and start a copy
         for each new replica not yet in the ISR, from the bytes known to be left (see the
-        module's docstring on restarts)."""
+        module's docstring on restarts). `skip_done` (a reassignment changed while it ran):
+        partitions already at their target are left alone."""
         raw, stat = self.client.get(REASSIGN)
         doc = json.loads(raw.decode())
         cluster, _ = read_cluster(self.client)
@@ -246,7 +247,7 @@ class SimController:
             key = (m["topic"], m["partition"])
             if key not in self.targets and key in current:
                 p = current[key]
-                if same and list(p.replicas) == list(m["replicas"]) and key not in self.targets:
+                if skip_done and list(p.replicas) == list(m["replicas"]):
                     continue  # finished earlier in this reassignment (an entry stays until all are done)
                 by_topic.setdefault(key[0], []).append((p, list(m["replicas"])))
         under_way = False
@@ -297,7 +298,7 @@ class SimController:
                 self.resume.update({(key[0], key[1], f.dest): f.left for f in self.flows.get(key, [])})
                 del self.targets[key]
                 self.flows.pop(key, None)
-        self._start()
+        self._start(skip_done=True)
         if not self.targets:
             self._drop_reassignment()
 

@@ -373,7 +373,7 @@ def test_a_bad_topic_regex_keeps_the_last_view_with_an_inline_error(big):
 
     from kit.dashboard.app import dashboard
 
-    page = dashboard(snapshot=str(big["snapshot"]), plans=[str(big["plan"])])
+    page = pn.panel(dashboard(snapshot=str(big["snapshot"]), plans=[str(big["plan"])]))
     topics = next(w for w in page.select(pn.widgets.TextInput) if w.name == "Topic regex")
     fn = next(p for p in page.select(pn.param.ParamFunction))
     topic = big["cluster"].partitions[0].topic
@@ -515,12 +515,18 @@ def test_throttle_chart_hover_and_ranges_follow_the_data():
     assert any(h.formatters and "datetime" in h.formatters.values() for h in plot.state.select(HoverTool))
 
 
-def test_the_two_throttle_charts_do_not_share_a_y_axis(big):
-    from kit.dashboard.app import dashboard
+def test_the_page_is_a_viewer_and_its_two_throttle_charts_do_not_share_a_y_axis(big):
+    import panel as pn
+
+    from kit.dashboard.app import Dashboard, dashboard
 
     page = dashboard(snapshot=str(big["snapshot"]), plans=[str(big["plan"])])
-    panes = [o for o in page.select(__import__("panel").pane.HoloViews)
-             if isinstance(o.object, hv.DynamicMap)]
+    assert isinstance(page, Dashboard) and isinstance(page, pn.viewable.Viewer)
+    layout = pn.panel(page)
+    heads = [o.object for o in layout.select(pn.pane.Markdown)]
+    assert any(f"snapshot {big['snapshot'].name}" in h for h in heads), heads
+    assert [w.value for w in layout.select(pn.widgets.Select) if w.name == "Plan"] == [big["plan"].name]
+    panes = [o for o in layout.select(pn.pane.HoloViews) if isinstance(o.object, hv.DynamicMap)]
     assert len(panes) == 2
     # Shared, the sources' range (their tx, ~60 MB/s) hid the destinations' rx (~120 MB/s).
     assert all(p.linked_axes is False for p in panes)

@@ -16,18 +16,20 @@ from kit.plan.steps.count_balance import balance_counts
 from kit.plan.workspace import Workspace
 
 
+# Above any broker's key in `best_broker`: where a broker may not take the replica.
+_BARRED = np.int64(1) << 60
+
+
 def best_broker(ws: Workspace, p: int, members: list[int], rf: int) -> int | None:
     """The target broker a new replica of partition `p` should go to, or None."""
-    ok = ws.is_target & ws.rack_ok_mask(members, rf)
+    # Fewest replicas first, then fewest of this topic (spreads topics), then lowest id (the
+    # first of equal keys): one key over every broker, the barred ones lifted out of reach.
+    key = ws.count * (ws.tcount.shape[1] * 64 + 1) + ws.tcount[int(ws.topic[p])]
+    key[~ws.may_take(members, rf)] = _BARRED
     for m in members:
-        ok[ws.index[m]] = False
-    cand = np.flatnonzero(ok)
-    if cand.size == 0:
-        return None
-    t = int(ws.topic[p])
-    # Fewest replicas first, then fewest of this topic (spreads topics), then lowest id.
-    key = ws.count[cand] * (ws.tcount.shape[1] * 64 + 1) + ws.tcount[t, cand]
-    return ws.ids[int(cand[int(np.argmin(key))])]
+        key[ws.index[m]] = _BARRED
+    best = int(np.argmin(key))
+    return None if key[best] >= _BARRED else ws.ids[best]
 
 
 def _fallback_broker(ws: Workspace, members: list[int]) -> int | None:

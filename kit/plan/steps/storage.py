@@ -89,7 +89,7 @@ def place_orphans_by_storage(ws: Workspace, book: StorageBook, reason: str, allo
     for p, pos in ws.orphan_slots():
         reps = ws.assign[p]
         members = [b for k, b in enumerate(reps) if k != pos and ws.is_target[ws.index[b]]]
-        ok = ws.is_target & ws.rack_ok_mask(members, len(reps))
+        ok = ws.may_take(members, len(reps)).copy()
         for m in reps:
             ok[ws.index[m]] = False
         fits = ok & (book.total - book.used >= book.size[p])
@@ -117,7 +117,7 @@ def place_fresh_by_storage(ws: Workspace, book: StorageBook, p: int, rf: int, re
     brokers with room for it."""
     for _ in range(rf):
         members = ws.assign[p]
-        ok = ws.is_target & ws.rack_ok_mask(members, rf)
+        ok = ws.may_take(members, rf).copy()
         for m in members:
             ok[ws.index[m]] = False
         cand = np.flatnonzero(ok & (book.total - book.used >= book.size[p]))

@@ -127,9 +127,12 @@ def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float 
         shutil.rmtree(os.path.join(state_dir, old), ignore_errors=True)
     try:
         return _start(cluster, live, state_dir, speed, client_load, wait)
-    except (Stuck, Unsafe, BadInput, OSError) as e:
+    except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
         stop(state_dir)
-        raise Stuck(f"the simulated KRaft cluster did not start ({e}); everything it started is stopped") from None
+        if not isinstance(e, Exception):
+            raise
+        why = str(e) if isinstance(e, (Stuck, Unsafe, BadInput, OSError)) else type(e).__name__
+        raise Stuck(f"the simulated KRaft cluster did not start ({why}); everything it started is stopped") from None
 
 
 def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: float | None, wait: float) -> str:

@@ -1,0 +1,324 @@
+"""The simulated KRaft cluster (`kit sim start --kraft`) through two independent Kafka clients:
+kafka-python's KafkaAdminClient and confluent-kafka's AdminClient (librdkafka, a separate C
+implementation of the protocol), plus raw frames built with kafka-python's protocol classes."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from confluent_kafka import ElectionType as CkElectionType
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource as CkConfigResource
+from confluent_kafka.admin import ResourceType
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.errors import (ElectionNotNeededError, InvalidReplicationAssignmentError, NoReassignmentInProgressError,
+                          PreferredLeaderNotAvailableError, UnknownTopicOrPartitionError)
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+                                  CreateTopicsRequest, ElectionType)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.structs import TopicPartition
+
+from kit.sim.kraft.cluster import answers, refuses
+from tests.conftest import run_kit
+
+MB = 10**6
+RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+
+
+def snapshot_doc() -> dict:
+    """Five brokers in three racks; topic `elect` has partitions led by a non-preferred replica
+    (0, 1: electable; 2: preferred replica out of the ISR), the `move*` topics are reassigned."""
+    brokers = [{"id": b, "rack": f"rack-{'abc'[b % 3]}", "alive": True, "storage_total": 1000 * MB * 1000,
+                "storage_free": 900 * MB * 1000, "net_capacity": 125 * MB} for b in range(1, 6)]
+    parts = [{"topic": t, "partition": p, "replicas": [1 + (p % 5), 1 + ((p + 1) % 5)], "size": 100 * MB}
+             for t in ("alpha", "move", "cancel", "bad", "ck") for p in range(3)]
+    parts += [{"topic": "elect", "partition": 0, "replicas": [1, 2], "leader": 2, "size": MB},
+              {"topic": "elect", "partition": 1, "replicas": [3, 4], "leader": 4, "size": MB},
+              {"topic": "elect", "partition": 2, "replicas": [2, 3], "isr": [3], "leader": 3, "size": MB},
+              {"topic": "elect", "partition": 3, "replicas": [4, 5], "leader": 5, "size": MB}]
+    return {"version": 1, "brokers": brokers, "partitions": parts}
+
+
+def wait_for(check, what: str, timeout: float = 60.0, every: float = 0.2):
+    """Poll `check()` until it returns something true; fail naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(every)
+
+
+@pytest.fixture(scope="module")
+def kraft(tmp_path_factory):
+    """One simulated KRaft cluster for the module, started and stopped through the CLI:
+    (state dir, bootstrap line, {broker: port})."""
+    root = tmp_path_factory.mktemp("kraft")
+    snap, state = root / "cluster.json", root / "state"
+    snap.write_text(json.dumps(snapshot_doc()))
+    r = run_kit("sim", "start", "--kraft", "--snapshot", snap, "--state", state, "--speed", "50", timeout=180)
+    assert r.returncode == 0, r.stderr
+    bootstrap = (state / "bootstrap").read_text().strip()
+    assert r.stdout.strip().splitlines()[-1] == bootstrap
+    ports = {int(b): p for b, p in json.loads((state / "cluster.json").read_text())["ports"].items()}
+    yield state, bootstrap, ports
+    assert run_kit("sim", "stop", "--state", state).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def admin(kraft):
+    client = KafkaAdminClient(bootstrap_servers=kraft[1], request_timeout_ms=60000)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def ck_admin(kraft):
+    return AdminClient({"bootstrap.servers": kraft[1], "log_level": 3})
+
+
+def partition(admin, topic: str, p: int) -> dict:
+    return next(x for x in admin.describe_topics([topic])[0]["partitions"] if x["partition_index"] == p)
+
+
+def frame_roundtrip(port: int, request, version: int) -> bytes:
+    """Send one request built with kafka-python's classes; the response frame (b"" if the
+    connection was closed instead)."""
+    request.with_header(correlation_id=42, client_id="kit-test")
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(bytes(request.encode(version=version, header=True, framed=True)))
+        return recv_frame(s)
+
+
+def recv_frame(s: socket.socket) -> bytes:
+    head = b""
+    while len(head) < 4:
+        chunk = s.recv(4 - len(head))
+        if not chunk:
+            return b""
+        head += chunk
+    size, body = struct.unpack(">i", head)[0], b""
+    while len(body) < size:
+        chunk = s.recv(size - len(body))
+        assert chunk, "connection closed mid-response"
+        body += chunk
+    return body
+
+
+def test_describe_cluster_and_topics_follow_the_snapshot(admin, kraft):
+    _, _, ports = kraft
+    c = admin.describe_cluster()
+    assert {b["broker_id"]: b["port"] for b in c["brokers"]} == ports
+    assert {b["broker_id"]: b["rack"] for b in c["brokers"]}[2] == "rack-c"
+    assert c["controller_id"] in ports and c["cluster_id"]
+    p = partition(admin, "elect", 0)
+    assert (p["replica_nodes"], p["leader_id"], p["isr_nodes"], p["offline_replicas"]) == ([1, 2], 2, [1, 2], [])
+    assert len(admin.describe_topics(["alpha"])[0]["partitions"]) == 3
+
+
+def test_unknown_topic_is_unknown_topic_or_partition(admin):
+    [t] = admin.describe_topics(["no-such-topic"])
+    assert t["error_code"] == UnknownTopicOrPartitionError.errno and t["partitions"] == []
+
+
+def test_incremental_alter_configs_set_and_delete_throttles(admin):
+    res = admin.alter_configs([
+        ConfigResource(ConfigResourceType.BROKER, "3", configs={RATE: (AlterConfigOp.SET, "50000000"),
+                                                                FOLLOWER_RATE: (AlterConfigOp.SET, "40000000")}),
+        ConfigResource(ConfigResourceType.TOPIC, "alpha",
+                       configs={"leader.replication.throttled.replicas": (AlterConfigOp.SET, "0:1,1:2")})])
+    assert res == {"broker": {"3": "OK"}, "topic": {"alpha": "OK"}}
+    got = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "3"),
+                                  ConfigResource(ConfigResourceType.TOPIC, "alpha")])
+    assert got["broker"]["3"][RATE]["value"] == "50000000"
+    assert got["broker"]["3"][RATE]["config_source"] == "DYNAMIC_BROKER_CONFIG"
+    assert got["topic"]["alpha"]["leader.replication.throttled.replicas"]["value"] == "0:1,1:2"
+    assert admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "3",
+                                               configs={RATE: (AlterConfigOp.DELETE, None)})]) == {"broker": {"3": "OK"}}
+    after = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "3")])["broker"]["3"]
+    assert RATE not in after and after[FOLLOWER_RATE]["value"] == "40000000"  # DELETE touches only its key
+    bad = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "3", configs={RATE: "fast"})])
+    assert "InvalidConfigurationError" in bad["broker"]["3"]
+
+
+def test_reassignment_shows_adding_and_removing_then_completes(admin):
+    tp = TopicPartition("move", 0)
+    before = partition(admin, "move", 0)["replica_nodes"]  # [1, 2]
+    target = [3, 2]
+    # Broker 3 may take in one byte a second: the copy is still under way when listed.
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "3", configs={FOLLOWER_RATE: "1"})])
+    assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+    listed = admin.list_partition_reassignments()[tp]
+    assert listed == {"replicas": [3, 2, 1], "adding_replicas": [3], "removing_replicas": [1]}
+    assert before == [1, 2]
+    assert admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "3",
+                                               configs={FOLLOWER_RATE: (AlterConfigOp.DELETE, None)})]) \
+        == {"broker": {"3": "OK"}}
+    wait_for(lambda: tp not in admin.list_partition_reassignments(), "the reassignment completing")
+    p = partition(admin, "move", 0)
+    assert (p["replica_nodes"], p["leader_id"], sorted(p["isr_nodes"])) == (target, 3, [2, 3])
+
+
+def test_cancel_reverts_and_cancelling_nothing_is_no_reassignment_in_progress(admin):
+    tp = TopicPartition("cancel", 1)  # replicas [2, 3]
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "5", configs={FOLLOWER_RATE: "1"})])
+    try:
+        assert admin.alter_partition_reassignments({tp: [5, 3]}) == {tp: None}
+        assert admin.list_partition_reassignments()[tp]["adding_replicas"] == [5]
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert tp not in admin.list_partition_reassignments()
+        p = partition(admin, "cancel", 1)
+        assert sorted(p["replica_nodes"]) == [2, 3] and 5 not in p["isr_nodes"]
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+    finally:
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "5",
+                                            configs={FOLLOWER_RATE: (AlterConfigOp.DELETE, None)})])
+
+
+def test_invalid_replica_assignments_and_unknown_partitions_are_refused(admin, kraft):
+    bad = {TopicPartition("bad", 0): [3, 3], TopicPartition("bad", 1): [99],
+           TopicPartition("bad", 7): [1, 2], TopicPartition("no-such-topic", 0): [1, 2]}
+    got = admin.alter_partition_reassignments(bad)
+    assert got == {TopicPartition("bad", 0): InvalidReplicationAssignmentError,
+                   TopicPartition("bad", 1): InvalidReplicationAssignmentError,
+                   TopicPartition("bad", 7): UnknownTopicOrPartitionError,
+                   TopicPartition("no-such-topic", 0): UnknownTopicOrPartitionError}
+    # An empty list (kafka-python refuses to send one): built with its protocol classes instead.
+    Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
+    req = AlterPartitionReassignmentsRequest(timeout_ms=30000, topics=[
+        Topic(name="bad", partitions=[Topic.ReassignablePartition(partition_index=2, replicas=[])])])
+    resp = AlterPartitionReassignmentsResponse.decode(frame_roundtrip(kraft[2][1], req, 0), version=0, header=True)
+    assert resp.responses[0].partitions[0].error_code == InvalidReplicationAssignmentError.errno
+    assert not any(tp.topic == "bad" for tp in admin.list_partition_reassignments())  # nothing was started
+
+
+def test_elect_leaders_preferred(admin):
+    res = admin.elect_leaders(ElectionType.PREFERRED, {"elect": [0, 2]}, raise_errors=False)
+    codes = {r.partition_id: r.error_code for t in res.replica_election_results for r in t.partition_result}
+    assert codes == {0: 0, 2: PreferredLeaderNotAvailableError.errno}
+    assert partition(admin, "elect", 0)["leader_id"] == 1
+    again = admin.elect_leaders(ElectionType.PREFERRED, {"elect": [0]}, raise_errors=False)
+    assert again.replica_election_results[0].partition_result[0].error_code == ElectionNotNeededError.errno
+
+
+def test_describe_log_dirs_gives_sizes_and_disk(admin):
+    [entry] = admin.describe_log_dirs(brokers=[4])
+    [d] = entry["log_dirs"]
+    sizes = {(t["name"], p["partition_index"]): p["partition_size"] for t in d["topics"] for p in t["partitions"]}
+    assert sizes[("alpha", 2)] == 100 * MB and ("alpha", 0) not in sizes  # broker 4 holds alpha-2, not alpha-0
+    assert d["total_bytes"] == 1000 * MB * 1000 and 0 < d["usable_bytes"] < d["total_bytes"]
+
+
+def test_confluent_kafka_sees_the_same_cluster(ck_admin, kraft):
+    _, _, ports = kraft
+    md = ck_admin.list_topics(timeout=30)
+    assert {b.id: b.port for b in md.brokers.values()} == ports
+    assert sorted(p.replicas for p in md.topics["elect"].partitions.values())[0] == [1, 2]
+    desc = ck_admin.describe_cluster().result(timeout=30)
+    assert sorted(n.id for n in desc.nodes) == sorted(ports)
+
+
+def test_confluent_kafka_alters_and_describes_configs(ck_admin, admin):
+    res = CkConfigResource(ResourceType.BROKER, "4", incremental_configs=[
+        ConfigEntry(RATE, "30000000", incremental_operation=AlterConfigOpType.SET)])
+    for fut in ck_admin.incremental_alter_configs([res]).values():
+        fut.result(timeout=30)
+    [fut] = ck_admin.describe_configs([CkConfigResource(ResourceType.BROKER, "4")]).values()
+    assert fut.result(timeout=30)[RATE].value == "30000000"
+    # kafka-python reads what librdkafka wrote: one cluster state, two implementations
+    assert admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "4")])["broker"]["4"][RATE]["value"] \
+        == "30000000"
+    topic = CkConfigResource(ResourceType.TOPIC, "ck", incremental_configs=[
+        ConfigEntry("follower.replication.throttled.replicas", "*", incremental_operation=AlterConfigOpType.SET)])
+    for fut in ck_admin.incremental_alter_configs([topic]).values():
+        fut.result(timeout=30)
+    [fut] = ck_admin.describe_configs([CkConfigResource(ResourceType.TOPIC, "ck")]).values()
+    assert fut.result(timeout=30)["follower.replication.throttled.replicas"].value == "*"
+
+
+def test_confluent_kafka_elects_leaders(ck_admin, admin):
+    fut = ck_admin.elect_leaders(CkElectionType.PREFERRED, [CkTopicPartition("elect", 1)])
+    assert CkTopicPartition("elect", 1) in fut.result(timeout=60)
+    assert partition(admin, "elect", 1)["leader_id"] == 3
+
+
+def test_api_versions_of_an_unsupported_version_answers_error_35(kraft):
+    _, _, ports = kraft
+    port = ports[1]
+    body = frame_roundtrip(port, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4)
+    resp = ApiVersionsResponse.decode(body, version=0, header=True)
+    assert resp.header.correlation_id == 42 and resp.error_code == 35
+    assert [(k.api_key, k.max_version) for k in resp.api_keys] == [(18, 3)]
+    ok = ApiVersionsResponse.decode(frame_roundtrip(port, ApiVersionsRequest(), 3), version=3, header=True)
+    assert ok.error_code == 0 and {k.api_key for k in ok.api_keys} >= {3, 18, 32, 35, 43, 44, 45, 46, 60}
+
+
+def test_unserved_apis_and_bad_frames_close_the_connection_only(kraft):
+    _, _, ports = kraft
+    port = ports[2]
+    assert frame_roundtrip(port, CreateTopicsRequest(topics=[], timeout_ms=1000), 5) == b""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        cut = b"\x00\x03\x00\x09\x00\x00\x00\x01\x00\x50"  # Metadata v9 whose client id is cut short
+        s.sendall(struct.pack(">i", len(cut)) + cut)
+        assert recv_frame(s) == b""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(struct.pack(">i", -5))
+        assert recv_frame(s) == b""
+    body = frame_roundtrip(port, MetadataRequest(topics=None), 12)  # the broker still serves
+    assert len(MetadataResponse.decode(body, version=12, header=True).brokers) == len(ports)
+
+
+def test_many_concurrent_clients(kraft):
+    _, _, ports = kraft
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda p=p: results.append(answers(p, timeout=30)))
+               for p in list(ports.values()) * 8]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results == [True] * len(threads)
+
+
+def test_killed_brokers_listener_refuses_and_clients_fail_over(kraft):
+    state, bootstrap, ports = kraft
+    assert run_kit("sim", "kill", "--state", state, "--broker", "1").returncode == 0
+    try:
+        assert refuses(ports[1])
+        # bootstrapped on every broker, the dead first: the client uses another
+        client = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{ports[1]}," + bootstrap, request_timeout_ms=60000)
+        try:
+            assert sorted(b["broker_id"] for b in client.describe_cluster()["brokers"]) == [2, 3, 4, 5]
+            p = partition(client, "alpha", 0)  # replicas [1, 2]
+            assert p["offline_replicas"] == [1] and p["leader_id"] == 2
+        finally:
+            client.close()
+    finally:
+        assert run_kit("sim", "revive", "--state", state, "--broker", "1").returncode == 0
+    assert answers(ports[1])
+
+
+def test_start_refuses_bad_input_and_stop_leaves_no_process(tmp_path):
+    snap, state = tmp_path / "cluster.json", tmp_path / "state"
+    missing = run_kit("sim", "start", "--kraft", "--snapshot", tmp_path / "none.json", "--state", state)
+    assert missing.returncode == 2 and not state.exists()
+    doc = snapshot_doc()
+    doc["partitions"] = doc["partitions"][:3]
+    snap.write_text(json.dumps(doc))
+    assert run_kit("sim", "start", "--kraft", "--snapshot", snap, "--state", state, timeout=180).returncode == 0
+    pids = [int((state / f"{n}.pid").read_text()) for n in ("server", "controller", "holder")]
+    pids.append(int((state / "zk" / "kit-zookeeper.pid").read_text().split()[0]))
+    ports = json.loads((state / "cluster.json").read_text())["ports"].values()
+    again = run_kit("sim", "start", "--kraft", "--snapshot", snap, "--state", state)
+    assert again.returncode == 2 and "already runs" in again.stderr
+    assert run_kit("sim", "stop", "--state", state).returncode == 0
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1][:3]
+    assert all(refuses(p) for p in ports)
