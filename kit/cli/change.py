@@ -192,6 +192,9 @@ def rollback(a) -> int:
         done = None if _run_again(backend, moves, "rollback", a.file, cluster_flag(a)) else \
             backend.rollback(moves, a.throttle)
     if done is not None:
+        if done.get("cancelled"):
+            print(f"cancelled the reassignment in flight of {done['cancelled']} partition(s) (Kafka put back "
+                  "their replicas)")
         print(f"rollback of {done['partitions']} partition(s) started; follow it with kit verify {a.file} "
               f"{cluster_flag(a)} --wait")
         if _cleared(done):

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import finish_reassignment, seed
 from kit.cluster.backend import ClusterBackend, ConnectionWatch, open_backend
+from kit.cluster.kafka.backend import AdminBackend
 from kit.cluster.zk.backend import ZkBackend
 from kit.dashboard.poller import Poller
 from kit.errors import BadInput, Unsafe
@@ -97,10 +98,11 @@ def test_the_protocol_covers_what_kit_does_to_a_cluster():
                                "store_throttle_override", "remove_throttle_override", "broker_metrics"])
 
 
+@pytest.mark.parametrize("backend", [ZkBackend, AdminBackend])
 @pytest.mark.parametrize("name", PROTOCOL)
-def test_the_zookeeper_backend_has_each_method_with_a_compatible_signature(name):
+def test_each_backend_has_each_method_with_a_compatible_signature(name, backend):
     wanted = inspect.signature(getattr(ClusterBackend, name))
-    got = inspect.signature(getattr(ZkBackend, name))
+    got = inspect.signature(getattr(backend, name))
     assert _compatible(wanted, got) == []
 
 

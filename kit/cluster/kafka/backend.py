@@ -9,10 +9,12 @@ every backend decides alike `kit.cluster.reassign`, and what kit keeps beside th
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Mapping
 
 from kafka import TopicPartition
@@ -31,6 +33,7 @@ from kit.throttle.configs import throttle_configs
 
 # How often the reassignment and the connection are polled (seconds): the Admin API has no watches.
 POLL_SECONDS = 1.0
+PARALLEL = 8  # brokers asked at once (DescribeLogDirs, broker configs)
 PREFERRED = 0  # ElectLeaders' election type
 
 
@@ -99,25 +102,54 @@ class AdminBackend:
     def _live(self, described: dict) -> list[int]:
         return sorted(b["broker_id"] for b in described.get("brokers") or () if not b.get("is_fenced"))
 
-    def _log_dirs(self, brokers: list[int], topics: list[dict]) -> list[dict]:
-        """DescribeLogDirs of each broker for every partition; a broker that does not answer is
-        left out (its replicas' sizes then come from another, or the metrics directory)."""
-        wanted = {t["name"]: [p["partition_index"] for p in t.get("partitions") or ()] for t in topics}
-        out = []
-        for b in brokers:
+    def _per_broker(self, call: Callable[[int | str], object], brokers: Iterable[int | str]) -> dict:
+        """``{broker: call(broker)}``, the brokers asked at once (a request each: DescribeLogDirs
+        and a broker's configs go to that broker); one that does not answer is left out."""
+        brokers = list(brokers)
+        if not brokers:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(brokers)), thread_name_prefix="kit-admin") as pool:
+            futures = {b: pool.submit(call, b) for b in brokers}
+        out = {}
+        for b, future in futures.items():
             try:
-                out.extend(self.admin.describe_log_dirs(topic_partitions=wanted, brokers=[b]))
+                out[b] = future.result()
             except LOST:
                 continue
         return out
 
+    def _log_dirs(self, brokers: list[int], topics: list[dict]) -> list[dict]:
+        """DescribeLogDirs of each broker for every partition; a broker that does not answer is
+        left out (its replicas' sizes then come from another, or the metrics directory)."""
+        wanted = {t["name"]: [p["partition_index"] for p in t.get("partitions") or ()] for t in topics}
+        answers = self._per_broker(lambda b: self.admin.describe_log_dirs(topic_partitions=wanted, brokers=[b]),
+                                   brokers)
+        return [entry for b in brokers for entry in answers.get(b, ())]
+
+    def _broker_throttles(self, brokers: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The throttle keys of these brokers (DescribeConfigs, each to its broker)."""
+        answers = self._per_broker(lambda b: self.admin.describe_configs(
+            [ConfigResource(ConfigResourceType.BROKER, str(b), list(model.BROKER_KEYS))]), brokers)
+        out: dict[str, dict[str, str]] = {}
+        for described in answers.values():
+            out.update(model.throttle_keys(described, "broker"))
+        return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+
     def read(self) -> tuple[Cluster, dict | None]:
         """DescribeCluster, Metadata, ListPartitionReassignments and DescribeLogDirs as kit's
         model (`kit.cluster.kafka.model`), sizes falling back on the metrics directory."""
+        return self._read(sizes=True)
+
+    def _read(self, sizes: bool) -> tuple[Cluster, dict | None]:
+        """`read`; without `sizes` no DescribeLogDirs (a request per broker): what checks a plan
+        or follows its progress needs only the replicas, ISR and leaders."""
+        # The reassignment first, the replicas after: the Admin API reads nothing at once, and a
+        # partition read as moving that has just finished only waits a round, while one read as
+        # not moving with the replicas it had while moving would be taken for never started.
+        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
         described = self.admin.describe_cluster()
         topics = self.admin.describe_topics()
-        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
-        sizes, disks = model.replica_sizes(self._log_dirs(self._live(described), topics))
+        sizes, disks = model.replica_sizes(self._log_dirs(self._live(described), topics)) if sizes else ({}, {})
         partition_meta, broker_metrics = self.store.metrics()
         return model.build_cluster(described, topics, sizes, disks, partition_meta, broker_metrics), running
 
@@ -142,10 +174,10 @@ class AdminBackend:
     def progress(self, moves: list[dict]) -> str | None:
         """`kit.cluster.reassign.plan_state` from the plan's topics and the reassignment in flight."""
         names = sorted({m["topic"] for m in moves})
+        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))  # first: see `_read`
         topics = self.admin.describe_topics(names) if names else []
         current = {(t["name"], p["partition_index"]): list(p["replica_nodes"])
                    for t in topics for p in t.get("partitions") or ()}
-        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
         return plan_state(current, running, moves)
 
     # ------------------------------------------------------------------ changing
@@ -163,7 +195,7 @@ class AdminBackend:
         The Admin API has no transaction: should the cluster refuse any partition, the ones it
         took are cancelled and the throttles just set removed before the error is raised.
         """
-        cluster, running = self.read()
+        cluster, running = self._read(sizes=False)
         self._refuse_if_running(running)
         check_plan(cluster, moves)
         if rollback_out:
@@ -180,7 +212,10 @@ class AdminBackend:
         try:
             self._start(moves)
         except BaseException:
-            self.clear_throttles(brokers=list(brokers), topics=list(topics))
+            # The reassignment did not start: its throttles go too (best effort: the error that
+            # stopped it is the one to report, and verify clears whatever is left).
+            with contextlib.suppress(Exception):
+                self.clear_throttles(brokers=list(brokers), topics=list(topics))
             raise
         return {"partitions": len(moves), "throttled_topics": len(topics), "throttled_brokers": len(brokers),
                 "cleared_topics": len(left_topics), "cleared_brokers": len(left_brokers)}
@@ -241,7 +276,7 @@ class AdminBackend:
     def verify(self, moves: list[dict] | None = None) -> dict:
         """ListPartitionReassignments and Metadata: the plan's progress; the throttles of brokers
         and topics no longer copying removed, all of them once none runs."""
-        cluster, running = self.read()
+        cluster, running = self._read(sizes=False)
         got = progress(cluster, running, moves)
         idle_brokers, idle_topics = got["idle_brokers"], got["idle_topics"]
         if running is None:
@@ -264,7 +299,7 @@ class AdminBackend:
         """ElectLeaders (preferred) for the partitions (the plan's, default all) whose first
         replica does not lead; a preferred replica not in sync is skipped by Kafka, as the
         controller does in ZooKeeper mode. Returns how many were asked for."""
-        cluster, _ = self.read()
+        cluster, _ = self._read(sizes=False)
         wanted = {(m["topic"], m["partition"]) for m in moves} if moves is not None else None
         todo: dict[str, list[int]] = {}
         for p in cluster.partitions:
@@ -294,15 +329,8 @@ class AdminBackend:
             described = self.admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, t, list(model.TOPIC_KEYS)) for t in names])
             topics = model.throttle_keys(described, "topic")
-        brokers = {}
-        for b in self._live(self.admin.describe_cluster()):
-            try:
-                described = self.admin.describe_configs(
-                    [ConfigResource(ConfigResourceType.BROKER, str(b), list(model.BROKER_KEYS))])
-            except LOST:
-                continue
-            brokers.update(model.throttle_keys(described, "broker"))
-        return dict(sorted(brokers.items(), key=lambda kv: int(kv[0]))), dict(sorted(topics.items()))
+        brokers = self._broker_throttles(str(b) for b in self._live(self.admin.describe_cluster()))
+        return brokers, dict(sorted(topics.items()))
 
     def _alter(self, resources: list[ConfigResource]) -> None:
         """IncrementalAlterConfigs (never the whole config: other keys kept); a refusal raised
@@ -347,14 +375,7 @@ class AdminBackend:
     def _throttles_of(self, brokers: list[str], topics: list[str]) -> tuple[dict, dict]:
         """The throttle keys of these brokers (the live ones) and topics (the existing ones)."""
         live = {str(b) for b in self._live(self.admin.describe_cluster())}
-        found_b: dict[str, dict[str, str]] = {}
-        for b in brokers:
-            if b in live:
-                try:
-                    found_b.update(model.throttle_keys(self.admin.describe_configs(
-                        [ConfigResource(ConfigResourceType.BROKER, b, list(model.BROKER_KEYS))]), "broker"))
-                except LOST:
-                    continue
+        found_b = self._broker_throttles(b for b in brokers if b in live)
         found_t = {}
         existing = set(self.admin.list_topics())
         topics = [t for t in topics if t in existing]

@@ -1,0 +1,354 @@
+"""The Admin API backend (kit/cluster/kafka) against a simulated KRaft cluster speaking Kafka's
+protocol (`kit sim start --kraft`): reading, apply as Kafka's reassignment tool does it, the
+refusal while a reassignment runs, verify until done with the throttles cleared, rollback by
+cancelling, elect, throttles kept apart from other configs, and the errors' exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+from conftest import run_kit
+from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.kafka.backend import AdminBackend
+from kit.cluster.kafka.connect import client_settings, read_properties
+from kit.errors import BadInput, Unsafe
+from kit.formats import load_snapshot
+from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+
+CRAWL = 1000  # bytes/s: a reassignment throttled so that it runs until the test lets it go
+SPEED = 1000  # simulated seconds per wall second
+
+
+@pytest.fixture(scope="module")
+def kraft(snapshots, tmp_path_factory):
+    """A simulated KRaft cluster of the scale-out snapshot (three empty brokers): (bootstrap,
+    state dir, the snapshot's cluster). kit's own state (overrides, metrics) in a folder of its own."""
+    state = tmp_path_factory.mktemp("kraft")
+    old = os.environ.get("KIT_STATE_DIR")
+    os.environ["KIT_STATE_DIR"] = str(state / "kit")
+    r = run_kit("sim", "start", "--kraft", "--snapshot", snapshots["scale-out"], "--state", state / "sim",
+                "--speed", SPEED, timeout=180)
+    assert r.returncode == 0, r.stderr
+    bootstrap = (state / "sim" / "bootstrap").read_text().strip()
+    assert r.stdout.strip().splitlines()[-1] == bootstrap
+    try:
+        yield bootstrap, state / "sim", load_snapshot(str(snapshots["scale-out"]))
+    finally:
+        run_kit("sim", "stop", "--state", state / "sim", timeout=120)
+        if old is None:
+            os.environ.pop("KIT_STATE_DIR", None)
+        else:
+            os.environ["KIT_STATE_DIR"] = old
+
+
+def _moves(cluster, n=4, skip=0) -> list[dict]:
+    """Move the last replica of `n` partitions onto the brokers that hold none (scale-out)."""
+    empty = [b for b in cluster.live_ids if b not in cluster.map_brokers()]
+    parts = cluster.partitions[skip:skip + n]
+    return [{"topic": p.topic, "partition": p.partition, "replicas": list(p.replicas[:-1]) + [empty[i % len(empty)]]}
+            for i, p in enumerate(parts)]
+
+
+def _let_go(backend, moves) -> dict:
+    """Lift the crawl throttle so the simulated controller finishes the copies; then verify
+    until done (bounded by its stall)."""
+    brokers = {b for m in moves for b in m["replicas"]} | {b for b in range(1001, 1016)}
+    backend.set_throttles(brokers={b: {LEADER_RATE: str(10**12), FOLLOWER_RATE: str(10**12)} for b in brokers})
+    return backend.verify_until_done(moves, interval=0.5, stall=60)
+
+
+def _idle(backend) -> None:
+    """Leave the cluster as found: nothing running, no throttle."""
+    _, running = backend.read()
+    if running is not None:
+        backend.cancel([(e["topic"], e["partition"]) for e in running["partitions"]])
+    backend.verify()
+    assert not backend.reassigning() and backend.throttles() == ({}, {})
+
+
+def test_the_admin_backend_reads_the_cluster_as_the_snapshot_has_it(kraft):
+    bootstrap, _, seeded = kraft
+    with open_backend(bootstrap=bootstrap) as backend:
+        assert isinstance(backend, ClusterBackend) and isinstance(backend, AdminBackend)
+        cluster, running = backend.read()
+        st = backend.status()
+    assert running is None and not st["reassigning"] and st["under_replicated"] == []
+    assert {b.id: b.rack for b in cluster.brokers.values()} == {b.id: b.rack for b in seeded.brokers.values()}
+    assert [(p.key, p.replicas, p.isr) for p in cluster.partitions] == \
+        [(p.key, p.replicas, p.isr) for p in seeded.partitions]
+    assert [p.size for p in cluster.partitions] == [p.size for p in seeded.partitions]  # DescribeLogDirs
+    assert all(p.leader == p.replicas[0] for p in cluster.partitions)
+    assert all(b.storage_total == seeded.brokers[b.id].storage_total for b in cluster.brokers.values())
+
+
+def test_apply_sets_throttles_then_the_reassignment_refuses_a_second_and_verify_clears_them(kraft, tmp_path):
+    bootstrap, _, seeded = kraft
+    moves, other = _moves(seeded), _moves(seeded, 2, skip=10)
+    plan, second, rollback = tmp_path / "plan.json", tmp_path / "second.json", tmp_path / "rollback.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": moves}))
+    second.write_text(json.dumps({"version": 1, "partitions": other}))
+    r = run_kit("apply", plan, "--bootstrap", bootstrap, "--throttle", CRAWL, "--rollback-out", rollback)
+    assert r.returncode == 0, r.stderr
+    assert [e["replicas"] for e in json.loads(rollback.read_text())["partitions"]] == \
+        [list(p.replicas) for p in seeded.partitions[:len(moves)]]
+    with open_backend(bootstrap=bootstrap) as backend:
+        try:
+            _, running = backend.read()
+            assert running["partitions"] == sorted(moves, key=lambda m: (m["topic"], m["partition"]))
+            brokers, topics = backend.throttles()
+            assert sorted(topics) == sorted({m["topic"] for m in moves})
+            assert all(set(k) == {LEADER_REPLICAS, FOLLOWER_REPLICAS} for k in topics.values())
+            assert brokers and all(k == {LEADER_RATE: str(CRAWL), FOLLOWER_RATE: str(CRAWL)} for k in brokers.values())
+
+            r = run_kit("apply", second, "--bootstrap", bootstrap, "--throttle", "50000000")
+            assert r.returncode == 3 and "already in progress" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+            assert backend.read()[1] == running and backend.throttles() == (brokers, topics)  # nothing changed
+            with pytest.raises(Unsafe):
+                backend.clear_leftover_throttles()
+
+            res = _let_go(backend, moves)
+            assert res["done"] and not res["running"]
+            assert backend.throttles() == ({}, {}) and backend.progress(moves) == "in place"
+            cluster, _ = backend.read()
+            now = {p.key: list(p.replicas) for p in cluster.partitions}
+            assert all(now[(m["topic"], m["partition"])] == m["replicas"] for m in moves)
+        finally:
+            _idle(backend)
+        # Put the partitions back for the other tests (the same path: a reassignment, verified).
+        back = json.loads(rollback.read_text())["partitions"]
+        backend.apply(back)
+        assert backend.verify_until_done(back, interval=0.5, stall=60)["done"]
+
+
+def test_rollback_cancels_the_reassignment_in_flight_and_puts_the_replicas_back(kraft, tmp_path):
+    bootstrap, _, seeded = kraft
+    moves = _moves(seeded, 3, skip=20)
+    plan, rollback = tmp_path / "plan.json", tmp_path / "rollback.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": moves}))
+    assert run_kit("apply", plan, "--bootstrap", bootstrap, "--throttle", CRAWL,
+                   "--rollback-out", rollback).returncode == 0
+    r = run_kit("rollback", rollback, "--bootstrap", bootstrap)
+    assert r.returncode == 0, r.stderr
+    assert "cancelled the reassignment in flight of 3 partition(s)" in r.stdout
+    with open_backend(bootstrap=bootstrap) as backend:
+        try:
+            res = backend.verify_until_done(json.loads(rollback.read_text())["partitions"], interval=0.5, stall=60)
+            assert res["done"] and not backend.reassigning()
+            cluster, _ = backend.read()
+            assert [p.replicas for p in cluster.partitions[20:23]] == [p.replicas for p in seeded.partitions[20:23]]
+            assert backend.throttles() == ({}, {})
+        finally:
+            _idle(backend)
+
+
+def test_elect_moves_leadership_back_to_the_first_replica(kraft):
+    bootstrap, state, seeded = kraft
+    broker = seeded.partitions[30].replicas[0]
+    # A broker dies and comes back: the partitions it led are led by another replica meanwhile.
+    assert run_kit("sim", "kill", "--state", state, "--broker", broker).returncode == 0
+    assert run_kit("sim", "revive", "--state", state, "--broker", broker).returncode == 0
+    with open_backend(bootstrap=bootstrap) as backend:
+        try:
+            for _ in range(120):  # the revived broker rejoins the ISRs: bounded polls
+                cluster, _ = backend.read()
+                if not any(set(p.replicas) - set(p.isr) for p in cluster.partitions):
+                    break
+                time.sleep(0.5)
+            off = [p.key for p in cluster.partitions if p.leader != p.replicas[0]]
+            assert seeded.partitions[30].key in off
+            r = run_kit("elect", "--bootstrap", bootstrap)
+            assert r.returncode == 0 and f"requested for {len(off)} partition(s)" in r.stdout, r.stderr
+            for _ in range(120):  # the controller carries the election out: bounded polls
+                cluster, _ = backend.read()
+                if all(p.leader == p.replicas[0] for p in cluster.partitions):
+                    break
+                time.sleep(0.5)
+            assert all(p.leader == p.replicas[0] for p in cluster.partitions)
+            assert backend.elect() == 0
+        finally:
+            _idle(backend)
+
+
+def test_throttles_are_set_and_cleared_with_other_config_keys_kept(kraft):
+    bootstrap, _, seeded = kraft
+    topic = seeded.partitions[0].topic
+    with open_backend(bootstrap=bootstrap) as backend:
+        try:
+            backend.admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                        {"retention.ms": (AlterConfigOp.SET, "3600000")})],
+                                        raise_on_unknown=False, incremental=True)
+            backend.set_throttles(brokers={1001: {LEADER_RATE: "7"}, "1002": {FOLLOWER_RATE: "8"}},
+                                  topics={topic: {LEADER_REPLICAS: "0:1001"}})
+            assert backend.throttles() == ({"1001": {LEADER_RATE: "7"}, "1002": {FOLLOWER_RATE: "8"}},
+                                           {topic: {LEADER_REPLICAS: "0:1001"}})
+            st = backend.status()
+            assert st["throttled_brokers"] == [1001, 1002] and st["throttled_topics"] == [topic]
+            assert st["throttles_without_reassignment"]
+            assert backend.clear_throttles(brokers=[1001, 1003]) == (["1001"], [])
+            assert backend.clear_leftover_throttles() == (1, 1) and backend.throttles() == ({}, {})
+            kept = backend.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic, ["retention.ms"])])
+            assert kept["topic"][topic]["retention.ms"]["value"] == "3600000"
+        finally:
+            backend.admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                        {"retention.ms": (AlterConfigOp.DELETE, None)})],
+                                        raise_on_unknown=False, incremental=True)
+            _idle(backend)
+
+
+def test_overrides_and_metrics_live_in_the_state_file_and_metrics_directory(kraft, tmp_path):
+    bootstrap, _, seeded = kraft
+    state, metrics = tmp_path / "state.json", tmp_path / "metrics"
+    with open_backend(bootstrap=bootstrap, state_file=str(state), metrics_dir=str(metrics)) as backend:
+        assert backend.throttle_overrides() == {} and backend.remove_throttle_override() is None
+        assert backend.broker_metrics() is None and backend.sim_facts() is None
+        where = backend.store_throttle_override(b'{"rate": 30.0, "autoremove": true}')
+        backend.store_throttle_override(b'{"rate": 20.0, "autoremove": false}', "1002")
+        assert list(backend.throttle_overrides().values()) == [
+            (None, b'{"rate": 30.0, "autoremove": true}'), ("1002", b'{"rate": 20.0, "autoremove": false}')]
+        assert where.startswith(str(state))
+        assert backend.remove_throttle_override() == b'{"rate": 30.0, "autoremove": true}'
+        assert backend.remove_throttle_override("1002") == b'{"rate": 20.0, "autoremove": false}'
+        assert list(backend.throttle_overrides().values()) == [(None, b"{}")]
+        doc = {"1001": {"StorageFree": 7000, "NetRX": 1.0, "NetTX": 2.0}}
+        backend.write_metrics({}, doc)
+        assert backend.broker_metrics()[0] == doc
+    r = run_kit("throttle", "set", "50000000", "--broker", "1003", "--bootstrap", bootstrap)
+    assert r.returncode == 0, r.stderr
+    with open_backend(bootstrap=bootstrap) as backend:  # the default state file, shared by every kit process
+        assert [name for name, _ in backend.throttle_overrides().values()] == [None, "1003"]
+        assert run_kit("throttle", "remove", "--broker", "1003", "--bootstrap", bootstrap).returncode == 0
+        assert [name for name, _ in backend.throttle_overrides().values()] == [None]
+
+
+def test_a_plan_naming_an_unknown_topic_is_bad_input_and_changes_nothing(kraft, tmp_path):
+    bootstrap, _, seeded = kraft
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "no-such-topic", "partition": 0,
+                                                              "replicas": [1001, 1002, 1003]}]}))
+    r = run_kit("apply", plan, "--bootstrap", bootstrap, "--throttle", "50000000")
+    assert r.returncode == 2 and "no-such-topic-0" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    with open_backend(bootstrap=bootstrap) as backend:
+        assert not backend.reassigning() and backend.throttles() == ({}, {})
+
+
+def test_a_dead_bootstrap_address_is_bad_input_within_30_seconds():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    started = time.monotonic()
+    r = run_kit("status", "--bootstrap", f"127.0.0.1:{port}", timeout=120)
+    assert r.returncode == 2 and "no Kafka broker answers there" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert time.monotonic() - started < 30
+    with pytest.raises(BadInput, match="expected HOST:PORT"):
+        open_backend(bootstrap="127.0.0.1")
+
+
+def test_a_killed_bootstrap_broker_with_another_in_the_list_still_reaches_the_cluster(kraft):
+    bootstrap, state, _ = kraft
+    ports = json.loads((state / "cluster.json").read_text())["ports"]
+    first = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+    broker = next(int(b) for b, p in ports.items() if p == first)
+    assert run_kit("sim", "kill", "--state", state, "--broker", broker).returncode == 0
+    try:
+        r = run_kit("status", "--bootstrap", ",".join(bootstrap.split(",")[:2]))
+        assert r.returncode == 0, r.stderr
+        assert f"1 dead ({broker})" in r.stdout or "14 live" in r.stdout, r.stdout
+    finally:
+        assert run_kit("sim", "revive", "--state", state, "--broker", broker).returncode == 0
+
+
+def test_command_config_properties_become_client_settings_and_bad_ones_name_the_key_only(tmp_path):
+    conf = tmp_path / "client.properties"
+    conf.write_text("# SASL over TLS\nsecurity.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                    'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n'
+                    '    username="alice" password="s3cr\\"et";\nssl.truststore.type=PEM\n'
+                    "ssl.truststore.location=/etc/ca.pem\nssl.endpoint.identification.algorithm=\n")
+    settings = client_settings(read_properties(str(conf)), "f")
+    assert settings == {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                        "sasl_plain_username": "alice", "sasl_plain_password": 's3cr"et',
+                        "ssl_cafile": "/etc/ca.pem", "ssl_check_hostname": False}
+    conf.write_text("ssl.keystore.location=/etc/ks.jks\nssl.keystore.password=hunter2\n")
+    with pytest.raises(BadInput, match="PEM") as e:
+        client_settings(read_properties(str(conf)), "f")
+    assert "hunter2" not in str(e.value)
+    r = run_kit("status", "--bootstrap", "127.0.0.1:9", "--command-config", conf)
+    assert r.returncode == 2 and "hunter2" not in r.stderr + r.stdout and r.stderr.count("\n") == 1, r.stderr
+    r = run_kit("status", "--zk", "127.0.0.1:2181", "--command-config", conf)
+    assert r.returncode == 2 and "--command-config goes with --bootstrap" in r.stderr
+
+
+def test_the_auto_throttle_loop_drives_a_reassignment_to_its_end_through_the_admin_api(kraft, tmp_path):
+    bootstrap, state, seeded = kraft
+    moves = _moves(seeded, 3, skip=40)
+    plan, events = tmp_path / "plan.json", tmp_path / "events.jsonl"
+    plan.write_text(json.dumps({"version": 1, "partitions": moves}))
+    assert run_kit("apply", plan, "--bootstrap", bootstrap, "--throttle", CRAWL).returncode == 0
+    r = run_kit("throttle", "run", "--bootstrap", bootstrap, "--samples", state / "samples", "--until-idle",
+                "--interval", "2", "--max-seconds", "300", "--clock", "samples", "--cap-map", '{"*": 125}',
+                "--events", events, timeout=600)
+    assert r.returncode == 0, r.stderr
+    kinds = [json.loads(line)["kind"] for line in events.read_text().splitlines()]
+    assert "done" in kinds, kinds
+    with open_backend(bootstrap=bootstrap) as backend:
+        try:
+            assert not backend.reassigning() and backend.throttles() == ({}, {})
+            cluster, _ = backend.read()
+            now = {p.key: list(p.replicas) for p in cluster.partitions}
+            assert all(now[(m["topic"], m["partition"])] == m["replicas"] for m in moves)
+        finally:
+            _idle(backend)
+
+
+def test_the_doctor_and_the_dashboards_poller_read_the_cluster_through_the_admin_api(kraft):
+    from kit.dashboard.poller import Poller
+
+    bootstrap, _, seeded = kraft
+    r = run_kit("doctor", "--bootstrap", bootstrap)
+    assert r.returncode == 0 and f"{len(seeded.partitions)} partition(s)" in r.stdout, r.stdout + r.stderr
+    poller = Poller(bootstrap=bootstrap)
+    try:
+        state = poller.poll()
+        assert state.error is None and state.status["reassigning"] is False
+        assert sorted(state.cluster.brokers) == sorted(seeded.brokers)
+    finally:
+        poller.stop()
+
+
+def test_a_cluster_that_stops_answering_is_said_by_the_watch_and_raised_as_connection_lost(kraft):
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+    from kit.cluster.backend import ConnectionWatch
+
+    bootstrap, _, _ = kraft
+    with open_backend(bootstrap=bootstrap) as backend:
+        watch = backend.watch_connection(1.0)
+        try:
+            assert isinstance(watch, ConnectionWatch) and not watch.down
+            watch.raise_if_down()  # answering: nothing to say
+
+            def gone(*_, **__):
+                raise KafkaConnectionError("connection refused")  # as when every broker's listener closes
+            backend.admin.describe_cluster = gone
+            for _ in range(120):  # the probe notices: bounded polls
+                if watch.down:
+                    break
+                time.sleep(0.25)
+            assert watch.down
+            with pytest.raises(backend.connection_lost):
+                watch.raise_if_down()
+            with pytest.raises(backend.connection_lost, match="unreachable"):
+                backend.status()
+            assert watch.gave_up.wait(60)  # its patience ran out: every wait has an end
+
+            def slow(*_, **__):
+                raise KafkaTimeoutError("request timed out")
+            backend.admin.describe_topics = slow
+            with pytest.raises(backend.connection_lost):
+                backend.progress([{"topic": "topic-0000", "partition": 0, "replicas": [1001]}])
+        finally:
+            watch.close()
