@@ -21,7 +21,7 @@ import yaml
 
 from kit.errors import BadInput
 from kit.formats import dumps, load_yaml, write_atomic
-from kit.runbook.steps import RUNBOOKS, check_address, record_notebook
+from kit.runbook.steps import RUNBOOKS, check_address, record_notebook, stop_simulated
 
 # papermill and jupyter_client are the `notebooks` extra (papermill alone takes about a second
 # to import): imported inside the functions that read or run a notebook.
@@ -137,6 +137,8 @@ def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: s
     record = _read_json(record_path) or {"runbook": name, "parameters": {k: v for k, v in params.items()
                                                                           if k != "record_path"},
                                          "outcome": "running", "steps": [], "checks": []}
+    # The runbook's own default workdir, unless it was given: nothing simulated outlives the run.
+    stop_simulated(record["parameters"].get("workdir") or stem + "-files")
     if error and error[0] in ("CheckFailed", "Unsafe"):
         record.update(outcome="stopped", reason=error[1])
     elif error:

@@ -205,6 +205,22 @@ def _simulator(env: Environment):
     return session(env.sim_zk or env.zk)
 
 
+def stop_simulated(workdir: str) -> bool:
+    """Stop an embedded simulated cluster a runbook left running in `workdir` (its kernel ended
+    before `Environment.close`: a failed cell under papermill); True when one was running."""
+    stopped = False
+    state = os.path.join(workdir, "kraft")
+    if os.path.isdir(state) and kraft_sim.running(state):
+        stopped = kraft_sim.stop(state) or True
+    data = os.path.join(workdir, "zookeeper")
+    server = localzk.status(data)
+    if server is not None:
+        with contextlib.suppress(Exception), session(f"{server.connect}/kafka") as c:
+            stop_holder(c)
+        stopped = localzk.stop(data) or True
+    return stopped
+
+
 def check_address(zk: str, bootstrap: str, cluster: str) -> None:
     """BadInput (one line) unless the runbook's cluster parameters make one cluster: `zk` or
     `bootstrap` (not both), else the simulated `cluster` ("zookeeper" or "kraft")."""
@@ -1455,7 +1471,7 @@ def replacement_pairs(cluster: Cluster, replace: str, checks: Checks) -> list[tu
         b_new = cluster.brokers.get(new)
         checks.check(f"broker {old} holds replicas", old in held, "" if old in held else "nothing to move off it")
         checks.check(f"broker {new} is live", bool(b_new and b_new.alive),
-                     "" if b_new and b_new.alive else "not registered in ZooKeeper")
+                     "" if b_new and b_new.alive else "not registered (no live broker has that id)")
         checks.check(f"broker {new} is empty", new not in held, "" if new not in held else "it already holds replicas")
         r_old, r_new = cluster.rack_of(old), cluster.rack_of(new)
         if r_old is not None:

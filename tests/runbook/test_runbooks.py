@@ -137,13 +137,21 @@ def check_the_kraft_run(rec: dict, tmp_path: Path) -> None:
             assert b"hunter2-kraft-secret" not in f.read_bytes(), f
 
 
-def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(tmp_path):
-    r = kit("run", "broker_replacement", "-p", "replace", "1009:4242", "--record-dir", tmp_path, timeout=300)
+@pytest.mark.parametrize("cluster", ["zookeeper", "kraft"])
+def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(cluster, tmp_path):
+    from kit.cluster.zk import server as localzk
+    from kit.sim.kraft import cluster as kraft
+
+    r = kit("run", "broker_replacement", "-p", "replace", "1009:4242", "-p", "cluster", cluster,
+            "--record-dir", tmp_path, timeout=300)
     assert r.returncode == 3
     rec = record_of(r.stdout)
     assert rec["outcome"] == "stopped" and "4242" in rec["reason"]
     assert any(not c["ok"] and "4242" in c["check"] for c in rec["checks"])
     assert Path(rec["html"]).exists() and "FAIL" in Path(rec["html"]).read_text()
+    # The kernel stopped at the failed cell: kit run stops the simulated cluster it left.
+    files = Path(rec["parameters"]["workdir"])
+    assert localzk.status(str(files / "zookeeper")) is None and not kraft.running(str(files / "kraft"))
 
 
 @pytest.mark.parametrize("args, message", [
