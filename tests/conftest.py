@@ -121,6 +121,27 @@ def restarting_zookeeper(snapshot, tmp_path):
         localzk.stop(data)
 
 
+@contextlib.contextmanager
+def kraft_cluster(snapshot, state, **options):
+    """A simulated KRaft cluster holding `snapshot`, started in the state directory `state` by
+    the code behind `kit sim start --kraft` (`options`: speed, client_load, sample_every) and
+    stopped afterwards: yields its bootstrap line."""
+    from kit.sim.kraft import cluster as kraft
+
+    line = kraft.start(str(snapshot), str(state), **options)
+    try:
+        yield line
+    finally:
+        kraft.stop(str(state))
+
+
+def kraft_zk(state) -> str:
+    """The simulated KRaft cluster's private ZooKeeper (what it keeps in place of a metadata log)."""
+    from kit.sim.kraft import cluster as kraft
+
+    return kraft.read_config(str(state))["zk"]
+
+
 def finish_reassignment(root: str) -> None:
     """What Kafka's controller does, by kit's simulated controller: copy the reassignment in
     flight to its end, then drop it."""

@@ -6,7 +6,8 @@ runbooks/NAME.ipynb into DIR/<UTC timestamp>-NAME.ipynb, exports an .html beside
 keeps (DIR/<timestamp>-NAME.json). Exit 0 when the runbook succeeded (or planned without
 applying), 3 when it stopped at a pre-check, 4 on a doctor's alert, 1 when it failed; the record is written and
 says why in every case. Parameter values are read against the runbook's own declared types,
-so `-p replace 1003:1013` stays a string and `-p cap_map '{"standard": 125}'` is a dict.
+so `-p replace 1003:1013` stays a string and `-p cap_map '{"standard": 125}'` is a dict; and
+they must name one cluster (`zk` or `bootstrap`, not both; `cluster` "zookeeper" or "kraft").
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import yaml
 
 from kit.errors import BadInput
 from kit.formats import dumps, load_yaml, write_atomic
-from kit.runbook.steps import RUNBOOKS, record_notebook
+from kit.runbook.steps import RUNBOOKS, check_address, record_notebook, stop_simulated
 
 # papermill and jupyter_client are the `notebooks` extra (papermill alone takes about a second
 # to import): imported inside the functions that read or run a notebook.
@@ -81,6 +82,8 @@ def parse_parameters(declared: dict[str, dict], pairs: list[tuple[str, str]], fi
             raise BadInput(f"parameter {key}: expected {declared[key]['type']}, got {value!r}")
         out[key] = float(value) if declared[key]["type"] == "float" else value
         check_value(key, out[key])
+    if "cluster" in declared:  # one cluster: zk, bootstrap, or the simulated one named by `cluster`
+        check_address(out.get("zk", ""), out.get("bootstrap", ""), out.get("cluster", "zookeeper"))
     return out
 
 
@@ -134,6 +137,8 @@ def run(name: str, pairs: list[tuple[str, str]], files: list[str], record_dir: s
     record = _read_json(record_path) or {"runbook": name, "parameters": {k: v for k, v in params.items()
                                                                           if k != "record_path"},
                                          "outcome": "running", "steps": [], "checks": []}
+    # The runbook's own default workdir, unless it was given: nothing simulated outlives the run.
+    stop_simulated(record["parameters"].get("workdir") or stem + "-files")
     if error and error[0] in ("CheckFailed", "Unsafe"):
         record.update(outcome="stopped", reason=error[1])
     elif error:

@@ -1,8 +1,9 @@
 """What the runbooks do, step by step: the notebooks in runbooks/ are a parameters cell and
 calls into this module, each followed by a table or a chart.
 
-A runbook opens an `Environment` (the cluster's ZooKeeper, or, by default, a local ZooKeeper
-with a simulated cluster set up for the situation), shows the situation, runs pre-checks
+A runbook opens an `Environment` (the cluster's ZooKeeper, a KRaft cluster's brokers through the
+Admin API, or, by default, a simulated cluster set up for the situation: on a local ZooKeeper,
+or with `cluster="kraft"` the simulated KRaft cluster of `kit sim start --kraft`), shows the situation, runs pre-checks
 (`Checks`: a visible PASS/FAIL line each; a failure raises `CheckFailed` and stops the
 runbook), shows the plan, waits at the gate (`apply`), applies with the auto-throttle,
 monitors until done, verifies, and keeps a `Record` (JSON beside the executed notebook).
@@ -28,9 +29,10 @@ from html import escape
 from pathlib import Path
 
 from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.kafka.connect import parse_bootstrap
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
-from kit.errors import BadInput
+from kit.errors import BadInput, Unreachable
 from kit.events import read_events
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster, Plan
@@ -39,6 +41,7 @@ from kit.report import figures
 from kit.report.review import PlanRefused, review_plan
 from kit.report.waves import duration_lines, human_duration, moves_of, split_waves
 from kit.sim.brokers import start_holder, stop_holder
+from kit.sim.kraft import cluster as kraft_sim
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.throttle.decide import Settings
 
@@ -48,6 +51,8 @@ from kit.throttle.decide import Settings
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 # The simulated clusters are gen_cluster.py's; their brokers are instance type "standard", 125 MB/s.
 SIMULATED_CAP_MAP = {"*": 125}
+# The embedded simulated clusters a runbook may start (its `cluster` parameter).
+SIMULATED_CLUSTERS = ("zookeeper", "kraft")
 
 
 class CheckFailed(Exception):
@@ -59,7 +64,8 @@ class CheckFailed(Exception):
 class Record:
     """The machine-readable record of one run, rewritten (atomically) after every change so
     that a run cut short still leaves what it did. Parameters are stored as given: the
-    runbooks take no credentials (ZooKeeper auth comes from KIT_ZK_AUTH)."""
+    runbooks take no credentials (ZooKeeper auth comes from KIT_ZK_AUTH, the Admin API's client
+    settings from the file named by KIT_KAFKA_COMMAND_CONFIG)."""
 
     def __init__(self, path: str, runbook: str, parameters: dict):
         self.path = path or ""
@@ -121,17 +127,38 @@ def command_line(runbook: str, parameters: dict) -> str:
 
 @dataclass
 class Environment:
-    """Where the runbook works: a ZooKeeper connect string and, for the embedded default, the
-    local ZooKeeper and simulated brokers it started (stopped by `close`, or at exit)."""
+    """Where the runbook works: a ZooKeeper connect string (`zk`) or a KRaft cluster's
+    bootstrap list (`bootstrap`, through the Admin API) and, for the embedded default, the
+    simulated cluster it started (stopped by `close`, or at exit): a local ZooKeeper with the
+    simulated brokers (`zk_data`), or the simulated KRaft cluster (`kraft_state`, `kit sim start
+    --kraft`'s state directory) whose simulated controller runs from the start."""
 
     zk: str
     simulated: bool
     workdir: str
     zk_data: str | None = None
     cap_map: dict = field(default_factory=dict)
+    bootstrap: str = ""
+    kraft_state: str | None = None
+    sim_zk: str = ""  # the simulator's own ZooKeeper (its brokers' facts): `zk`, or the KRaft one's private one
+    samples: str = ""  # where the simulated controller writes its metric samples
+
+    def address(self) -> dict:
+        """`open_backend`'s (and `kit.doctor.load.run`'s) address keyword: zk= or bootstrap=."""
+        return {"bootstrap": self.bootstrap} if self.bootstrap else {"zk": self.zk}
+
+    def cluster_flags(self) -> list[str]:
+        """The address as `kit` command-line options (--zk or --bootstrap); credentials stay in
+        the environment variables the children inherit."""
+        return ["--bootstrap", self.bootstrap] if self.bootstrap else ["--zk", self.zk]
+
+    @property
+    def controller_running(self) -> bool:
+        """Whether the simulated controller already runs (the simulated KRaft cluster's does)."""
+        return self.kraft_state is not None
 
     def read(self) -> tuple[Cluster, dict | None]:
-        """The cluster as ZooKeeper has it now, and the reassignment in flight."""
+        """The cluster as ZooKeeper (or the Admin API) has it now, and the reassignment in flight."""
         with _backend(self) as backend:
             cluster, running = backend.read()
         facts = {}
@@ -155,34 +182,95 @@ class Environment:
                 stop_holder(c)
             localzk.stop(self.zk_data)
             self.zk_data = None
+        if self.kraft_state:
+            kraft_sim.stop(self.kraft_state)
+            self.kraft_state = None
 
 
 def _backend(env: Environment) -> ClusterBackend:
-    """The cluster the runbook works on (credentials from $KIT_ZK_AUTH: runbooks take none)."""
-    return open_backend(zk=env.zk)
+    """The cluster the runbook works on. Credentials come from the environment, never from
+    parameters: $KIT_ZK_AUTH for ZooKeeper, $KIT_KAFKA_COMMAND_CONFIG (Kafka's client
+    properties file) for the Admin API, whose requests may take `ADMIN_TIMEOUT_S` (a broker
+    answers a config or log dir request beside its clients; the runbook can wait)."""
+    return open_backend(**env.address(), **({"timeout": ADMIN_TIMEOUT_S} if env.bootstrap else {}))
+
+
+ADMIN_TIMEOUT_S = 30.0
 
 
 def _simulator(env: Environment):
-    """A session to the simulated cluster's local ZooKeeper, for what only the simulator keeps
-    there (its brokers' facts and registrations): with ... as client."""
-    return session(env.zk)
+    """A session to the simulated cluster's ZooKeeper (the local one, or the simulated KRaft
+    cluster's private one), for what only the simulator keeps there (its brokers' facts and
+    registrations): with ... as client."""
+    return session(env.sim_zk or env.zk)
 
 
-def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None = None) -> Environment:
-    """Connect to `zk`, or (empty `zk`) start a local ZooKeeper holding a simulated cluster in
-    the given situation (runbooks/clusters/<situation>.json) with its brokers running."""
+def stop_simulated(workdir: str) -> bool:
+    """Stop an embedded simulated cluster a runbook left running in `workdir` (its kernel ended
+    before `Environment.close`: a failed cell under papermill); True when one was running."""
+    stopped = False
+    state = os.path.join(workdir, "kraft")
+    if os.path.isdir(state) and kraft_sim.running(state):
+        stopped = kraft_sim.stop(state) or True
+    data = os.path.join(workdir, "zookeeper")
+    server = localzk.status(data)
+    if server is not None:
+        with contextlib.suppress(Exception), session(f"{server.connect}/kafka") as c:
+            stop_holder(c)
+        stopped = localzk.stop(data) or True
+    return stopped
+
+
+def check_address(zk: str, bootstrap: str, cluster: str) -> None:
+    """BadInput (one line) unless the runbook's cluster parameters make one cluster: `zk` or
+    `bootstrap` (not both), else the simulated `cluster` ("zookeeper" or "kraft")."""
+    if cluster not in SIMULATED_CLUSTERS:
+        raise BadInput(f'parameter cluster: "zookeeper" or "kraft", got {cluster!r}')
+    if zk and bootstrap:
+        raise BadInput("parameters zk and bootstrap: give one, not both")
+    if zk and cluster == "kraft":
+        raise BadInput("parameter cluster kraft is the simulated KRaft cluster: a KRaft cluster of yours "
+                       "takes bootstrap, not zk")
+    if bootstrap:
+        parse_bootstrap(bootstrap)  # HOST:PORT[,HOST:PORT...], else one line
+
+
+def simulated_sample_every(speed: float) -> float:
+    """Simulated seconds between the simulated controller's samples: twice per round of the
+    auto-throttle (`loop_interval` on the simulated cluster), at least a minute."""
+    wall = max(30.0 / speed, 0.5)
+    return max(60.0, wall * speed / 2)
+
+
+def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None = None, bootstrap: str = "",
+                     cluster: str = "zookeeper", speed: float = 2000.0, client_load: float = 0.5) -> Environment:
+    """Connect to `zk` or `bootstrap`; with neither, start a simulated cluster in the given
+    situation (runbooks/clusters/<situation>.json): `cluster` "zookeeper", a local ZooKeeper
+    with its brokers running (the simulated controller starts with the change); "kraft", the
+    simulated KRaft cluster of `kit sim start --kraft` in workdir/kraft, its controller
+    running from now on at `speed` with `client_load` (the runbook's own parameters, which
+    the change would otherwise give the controller when it starts)."""
+    check_address(zk, bootstrap, cluster)
     os.makedirs(workdir, exist_ok=True)
-    if zk:
-        env = Environment(zk, False, workdir, cap_map=dict(cap_map or {}))
+    if zk or bootstrap:
+        env = Environment(zk, False, workdir, cap_map=dict(cap_map or {}), bootstrap=bootstrap)
         with _backend(env):
             pass  # reachable, or BadInput with one line
         return env
     snapshot = RUNBOOKS / "clusters" / f"{situation}.json"
     if not snapshot.exists():
         raise BadInput(f"no simulated cluster for {situation!r} in {snapshot.parent}")
+    caps = dict(cap_map or SIMULATED_CAP_MAP)
+    if cluster == "kraft":
+        state = os.path.join(workdir, "kraft")
+        line = kraft_sim.start(str(snapshot), state, speed, client_load, sample_every=simulated_sample_every(speed))
+        env = Environment("", True, workdir, cap_map=caps, bootstrap=line, kraft_state=state,
+                          sim_zk=kraft_sim.read_config(state)["zk"], samples=os.path.join(state, "samples"))
+        atexit.register(env.close)
+        return env
     data = os.path.join(workdir, "zookeeper")
     server = localzk.start(localzk.free_port(), data)
-    env = Environment(f"{server.connect}/kafka", True, workdir, data, dict(cap_map or SIMULATED_CAP_MAP))
+    env = Environment(f"{server.connect}/kafka", True, workdir, data, caps)
     atexit.register(env.close)
     with _simulator(env) as c:
         write_cluster(c, load_snapshot(str(snapshot)))
@@ -396,9 +484,14 @@ class Checks:
 
 
 def common_checks(env: Environment, checks: Checks) -> tuple[Cluster, dict | None]:
-    """ZooKeeper answers and no reassignment is running; returns the cluster."""
+    """The cluster answers (ZooKeeper, or the Admin API) and no reassignment is running;
+    returns the cluster."""
     cluster, running = env.read()
-    checks.check("ZooKeeper answers", True, env.zk.split("/")[0] + (" (simulated cluster)" if env.simulated else ""))
+    if env.bootstrap:
+        checks.check("the Admin API answers", True,
+                     env.bootstrap.split(",")[0] + (" (simulated KRaft cluster)" if env.simulated else ""))
+    else:
+        checks.check("ZooKeeper answers", True, env.zk.split("/")[0] + (" (simulated cluster)" if env.simulated else ""))
     checks.check("no reassignment in progress", running is None,
                  "" if running is None else f"{len(running.get('partitions', []))} partition(s) moving now")
     return cluster, running
@@ -707,19 +800,20 @@ def _apply(env: Environment, plan: Plan | list[dict], throttle: str | float) -> 
     started = _stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
     return _Change(env, moves, throttle, static, urp_before, applied_to, os.path.join(env.workdir, "events.jsonl"),
-                   os.path.join(env.workdir, "samples"), rollback, os.path.join(env.workdir, "throttle.err"),
+                   env.samples or os.path.join(env.workdir, "samples"), rollback, os.path.join(env.workdir, "throttle.err"),
                    applied_wall, started, "simulated" if env.simulated else "wall")
 
 
 def _start_processes(change: _Change, speed: float, client_load: float, wall_interval: float,
                      throttle_metrics: str, max_wait_s: float) -> tuple[list, subprocess.Popen | None]:
-    """Start the simulated controller (simulated cluster) and the auto-throttle loop ("auto") as
-    `kit` processes; returns every process and the loop (or None)."""
+    """Start the simulated controller (the ZooKeeper simulated cluster: the KRaft one's runs
+    already, started with the runbook's speed) and the auto-throttle loop ("auto") as `kit`
+    processes; returns every process and the loop (or None)."""
     env = change.env
     kit = [sys.executable, "-m", "kit"]
     procs = []
     scale = speed if env.simulated else 1.0  # the simulated cluster's seconds per wall second
-    if env.simulated:  # the simulator samples twice per round of the loop
+    if env.simulated and not env.controller_running:  # it samples twice per round of the loop
         procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
                                              "--client-load", str(client_load), "--samples", change.samples,
                                              "--sample-every", str(max(60.0, wall_interval * scale / 2)),
@@ -728,7 +822,7 @@ def _start_processes(change: _Change, speed: float, client_load: float, wall_int
     if change.throttle != "auto":
         return procs, None
     source = _metric_source(env, throttle_metrics, change.samples)
-    cmd = kit + ["throttle", "run", "--zk", env.zk, *source, "--interval", str(wall_interval),
+    cmd = kit + ["throttle", "run", *env.cluster_flags(), *source, "--interval", str(wall_interval),
                  "--events", change.events, "--log", os.path.join(env.workdir, "throttle.log"), "--until-idle",
                  "--max-seconds", str(max_wait_s)]
     if env.cap_map:
@@ -749,8 +843,10 @@ def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait
     env, auto = change.env, change.throttle == "auto"
     progress, total, warned, drawn = [], None, False, 0.0
     while time.monotonic() - t0 < max_wait_s:
-        with _backend(env) as backend:
-            st = backend.status()
+        st = _status(env)
+        if st is None:  # the cluster did not answer this time: the copy goes on, look again
+            time.sleep(MONITOR_EVERY_S)
+            continue
         total = total or max(st["bytes_left"], 1)
         elapsed = time.monotonic() - t0
         progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
@@ -771,8 +867,24 @@ def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait
                   f"at the rates in force (at least {Settings().minimum / 1e6:.0f} MB/s)")
             if record is not None:
                 record.put("throttle_failure", why[0])
-        time.sleep(0.5)
+        time.sleep(MONITOR_EVERY_S if env.bootstrap else 0.5)
     return progress, None
+
+
+# Between two looks at the progress through the Admin API: each look is a request per broker
+# (log dirs, configs), which a cluster's brokers answer beside their clients.
+MONITOR_EVERY_S = 2.0
+
+
+def _status(env: Environment) -> dict | None:
+    """The cluster's `status`, or None (said on stdout) when it did not answer in time: one
+    unanswered look does not end the watch, which `max_wait_s` bounds."""
+    try:
+        with _backend(env) as backend:
+            return backend.status()
+    except Unreachable as e:
+        print(f"the cluster did not answer ({e}); looking again")
+        return None
 
 
 def _wait_for(procs: list) -> None:
@@ -797,7 +909,12 @@ def _verify(change: _Change, progress: list, done_wall: str | None, t0: float,
     wall = round(time.monotonic() - t0, 2)
     finished = done_wall is not None and res["done"]
     if env.simulated:
-        actual, copied = simulated_copy_seconds(change.samples, os.path.join(env.workdir, "controller.json"))
+        report = os.path.join(env.workdir, "controller.json")
+        actual, copied = simulated_copy_seconds(change.samples, report)
+        if finished and not copied and env.controller_running:
+            # The KRaft one's controller keeps running: it writes no report, and its sample of
+            # the copy's end may land just after the partitions were seen done.
+            actual, copied = _copy_end(change.samples, 30.0)
         actual = actual if copied and finished else None
     else:
         actual = wall if finished else None
@@ -1080,6 +1197,17 @@ def simulated_copy_seconds(samples_dir: str, report: str | None = None) -> tuple
     return ((last - first).total_seconds() if first else None), False
 
 
+def _copy_end(samples_dir: str, wait_s: float) -> tuple[float | None, bool]:
+    """`simulated_copy_seconds` from the samples, waiting up to `wait_s` wall seconds for the
+    sample that shows the copy ended."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        actual, copied = simulated_copy_seconds(samples_dir)
+        if copied or time.monotonic() > deadline:
+            return actual, copied
+        time.sleep(0.2)
+
+
 def event_window(events: list[dict], start: datetime | None, end: datetime | None,
                  wall_span: tuple | None = None) -> tuple:
     """The span the auto-throttle's events are read on: (start, end, scale, own_clock).
@@ -1343,7 +1471,7 @@ def replacement_pairs(cluster: Cluster, replace: str, checks: Checks) -> list[tu
         b_new = cluster.brokers.get(new)
         checks.check(f"broker {old} holds replicas", old in held, "" if old in held else "nothing to move off it")
         checks.check(f"broker {new} is live", bool(b_new and b_new.alive),
-                     "" if b_new and b_new.alive else "not registered in ZooKeeper")
+                     "" if b_new and b_new.alive else "not registered (no live broker has that id)")
         checks.check(f"broker {new} is empty", new not in held, "" if new not in held else "it already holds replicas")
         r_old, r_new = cluster.rack_of(old), cluster.rack_of(new)
         if r_old is not None:

@@ -493,7 +493,13 @@ class SimController:
                 break
         if self.targets:
             self._record()
-        elif self.client.exists(REASSIGN):
+            return
+        if self.samples_dir:
+            # The state after the last copy, before the reassignment goes: a controller that
+            # keeps running (the simulated KRaft cluster's) ends its samples with it too, so
+            # readers of the samples see the copy end (kit.runbook.steps.simulated_copy_seconds).
+            self.write_samples()
+        if self.client.exists(REASSIGN):
             self._drop_reassignment()
 
 

@@ -510,7 +510,8 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
                     break
             except backend.connection_lost as e:
                 lost_since = lost_since or time.monotonic()
-                log.write(event(utc_now(), "throttle", "zookeeper", f"ZooKeeper unreachable ({type(e).__name__}); "
+                # On the decisions' clock (the samples' with sample_clock): one clock per events file.
+                log.write(event(stamp(), "throttle", "zookeeper", f"ZooKeeper unreachable ({type(e).__name__}); "
                                                                     "retrying, rates in force unchanged"))
                 if outage.gave_up.is_set() or time.monotonic() - lost_since > patience:
                     raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the throttles in force were left "

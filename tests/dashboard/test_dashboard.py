@@ -865,3 +865,33 @@ def test_the_notebook_runs_under_papermill(big, tmp_path):
                                      progress_bar=False)
     text = "".join("".join(o.get("text", "")) for c in out["cells"] for o in c.get("outputs", []))
     assert "152 brokers in 3 groups" in text  # dead brokers keep their rack in a snapshot
+
+
+def test_the_poller_follows_a_kraft_cluster_through_the_admin_api(make_snapshot, tmp_path, monkeypatch):
+    """`kit dashboard --bootstrap`'s poller: the progress and the throttles in force of a
+    reassignment on the simulated KRaft cluster (its controller crawling, so the reassignment
+    is still running whenever the poller looks)."""
+    from conftest import kraft_cluster
+    from kit.cluster.backend import open_backend
+
+    monkeypatch.setenv("KIT_STATE_DIR", str(tmp_path / "kit-state"))
+    snap = make_snapshot("--brokers", "6", "--racks", "3", "--partitions", "60", "--seed", "5")
+    c = load_snapshot(str(snap))
+    moves = [{"topic": p.topic, "partition": p.partition,
+              "replicas": [b for b in sorted(c.live_ids) if b not in p.replicas][:1] + list(p.replicas[1:])}
+             for p in c.partitions[:3]]
+    with kraft_cluster(snap, tmp_path / "kraft", speed=0.01) as bootstrap:
+        with open_backend(bootstrap=bootstrap) as backend:
+            backend.apply(moves, 30e6)
+        poller = dash_poller.Poller(bootstrap=bootstrap)
+        try:
+            deadline = time.monotonic() + 60  # a busy machine: the poller's 5 s requests may time out once
+            state = poller.poll()
+            while state.error is not None and time.monotonic() < deadline:
+                time.sleep(1.0)
+                state = poller.poll()
+            assert state.error is None and state.status["reassigning_partitions"] == len(moves)
+            rows, _ = poller.rows_since(0)
+            assert rows and {r["throttle"] for r in rows} == {30.0}
+        finally:
+            poller.stop()

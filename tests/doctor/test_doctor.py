@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 
 import pytest
 
+from conftest import kraft_cluster
 from conftest import run_kit as kit
 from conftest import seed
+from kit.cluster.backend import open_backend
 from kit.doctor.examine import examine, report_text
 from kit.plan.network import broker_loads
 from kit.events import read_events
 from kit.formats import cluster_from_snapshot, load_snapshot
+from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 
 CAP = 100e6
 T0 = "2026-01-01T00:00:00Z"
@@ -300,12 +304,7 @@ def test_the_simulator_kills_a_broker_mid_run_and_the_doctor_heals_it(zookeeper,
     r = kit("doctor", "--zk", root, "--out", plan, "--apply", "--throttle", "1000000000", "--events", events)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Status: HEAL" in r.stdout and "reassignment of" in r.stdout
-    moves = json.loads(plan.read_text())["partitions"]
-    was = {p.key: p.replicas for p in c.partitions}
-    regrown = {(m["topic"], m["partition"]) for m in moves if victim in was[(m["topic"], m["partition"])]}
-    assert regrown == {p.key for p in c.partitions if victim in p.replicas}
-    assert all(set(m["replicas"]) == set(was[(m["topic"], m["partition"])])  # the rest: order only
-               for m in moves if victim not in was[(m["topic"], m["partition"])])
+    assert_heals(plan, c, victim)
 
     # While the reassignment runs the doctor waits; then the simulated controller finishes it.
     r = kit("doctor", "--zk", root, "--events", events)
@@ -316,6 +315,54 @@ def test_the_simulator_kills_a_broker_mid_run_and_the_doctor_heals_it(zookeeper,
     assert r.returncode == 0 and "Status: HEALTHY" in r.stdout, r.stdout
     assert "under-replicated 0" in r.stdout and f"\n    {victim} " not in r.stdout  # gone from every map
     assert [e["kind"] for e in read_events(str(events))] == ["healthy", "heal", "apply", "wait", "healthy"]
+
+
+def assert_heals(plan, c, victim: int) -> None:
+    """The doctor's plan regrows exactly the partitions the dead broker held; the others only
+    change order."""
+    moves = json.loads(plan.read_text())["partitions"]
+    was = {p.key: p.replicas for p in c.partitions}
+    regrown = {(m["topic"], m["partition"]) for m in moves if victim in was[(m["topic"], m["partition"])]}
+    assert regrown == {p.key for p in c.partitions if victim in p.replicas}
+    assert all(set(m["replicas"]) == set(was[(m["topic"], m["partition"])])  # the rest: order only
+               for m in moves if victim not in was[(m["topic"], m["partition"])])
+
+
+def test_a_broker_of_the_simulated_kraft_cluster_dies_and_the_doctor_heals_it_through_the_admin_api(
+        make_snapshot, tmp_path, monkeypatch):
+    """The same heal through --bootstrap. The simulated KRaft cluster's controller runs from the
+    start, so the copy is held back by the heal's own throttle (1 kB/s: it waits, whatever the
+    machine's load) until the test lifts every broker's rate through the Admin API."""
+    monkeypatch.setenv("KIT_STATE_DIR", str(tmp_path / "kit-state"))
+    snap = make_snapshot("--brokers", "6", "--racks", "3", "--partitions", "60", "--seed", "5")
+    c = load_snapshot(str(snap))
+    state, events, plan = tmp_path / "kraft", tmp_path / "ev.jsonl", tmp_path / "heal.json"
+    with kraft_cluster(snap, state, speed=1000.0) as bootstrap:
+        r = kit("doctor", "--bootstrap", bootstrap, "--events", events)
+        assert r.returncode == 0 and "Status: HEALTHY" in r.stdout, r.stdout + r.stderr
+        victim = c.partitions[0].replicas[0]
+        assert kit("sim", "kill", "--state", state, "--broker", victim).returncode == 0
+        r = kit("doctor", "--bootstrap", bootstrap, "--out", plan, "--apply", "--throttle", "1000", "--events", events)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "Status: HEAL" in r.stdout and "reassignment of" in r.stdout
+        assert_heals(plan, c, victim)
+        r = kit("doctor", "--bootstrap", bootstrap, "--events", events)
+        assert r.returncode == 0 and "Status: WAIT" in r.stdout, r.stdout
+
+        with open_backend(bootstrap=bootstrap) as backend:  # the copy may go at the brokers' full speed
+            backend.set_throttles(brokers={b: {LEADER_RATE: "1000000000", FOLLOWER_RATE: "1000000000"}
+                                           for b in c.brokers if b != victim and c.brokers[b].alive})
+        deadline = time.monotonic() + 120
+        while True:
+            r = kit("doctor", "--bootstrap", bootstrap, "--events", events)
+            if "Status: WAIT" not in r.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+        assert r.returncode == 0 and "Status: HEALTHY" in r.stdout, r.stdout
+        assert "under-replicated 0" in r.stdout and f"\n    {victim} " not in r.stdout  # gone from every map
+    kinds = [e["kind"] for e in read_events(str(events))]
+    assert kinds[:4] == ["healthy", "heal", "apply", "wait"] and kinds[-1] == "healthy"
+    assert set(kinds[4:-1]) <= {"wait"}
 
 
 def test_a_cluster_over_its_combined_limit_is_an_alert_without_a_search():

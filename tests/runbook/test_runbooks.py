@@ -27,13 +27,22 @@ PARAMETER_FILES = {
 }
 
 
+# Each runbook on the ZooKeeper simulated cluster; the change that applies on the simulated KRaft
+# cluster too (a run costs minutes: one KRaft run per behaviour, the others share its code).
+CLUSTERS = [(name, "zookeeper") for name in RUNBOOKS] + [("broker_replacement", "kraft")]
+# On the simulated KRaft cluster the runbook's speed is the controller's from the start: slow
+# enough that the auto-throttle, through the Admin API on a loaded machine, decides while it copies.
+KRAFT_SPEED = 1000
+
+
 def test_every_runbook_is_listed_and_every_parameter_documented():
     assert sorted(runbook.available()) == sorted(RUNBOOKS)
     for name in RUNBOOKS:
         declared = runbook.declared_parameters(runbook.runbook_path(name))
-        assert {"zk", "apply", "record_path"} <= set(declared), name
+        assert {"zk", "bootstrap", "cluster", "apply", "record_path"} <= set(declared), name
         assert all(d["help"] for d in declared.values()), name  # papermill --help-notebook explains each
         assert declared["apply"]["default"] == "False"
+        assert declared["cluster"]["default"] == '"zookeeper"' and declared["bootstrap"]["default"] == '""'
 
 
 def record_of(stdout: str) -> dict:
@@ -56,15 +65,27 @@ def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name,
         assert "PASS" in html
 
 
-@pytest.mark.parametrize("name", RUNBOOKS)
-def test_each_runbook_takes_a_parameter_file(name, tmp_path):
+@pytest.mark.parametrize("name, cluster", CLUSTERS)
+def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(PARAMETER_FILES[name]))
-    r = kit("run", name, "-f", params, "--record-dir", tmp_path / "records", timeout=300)
+    given = dict(PARAMETER_FILES[name])
+    env = None
+    if cluster == "kraft":
+        given.update(cluster="kraft", speed=KRAFT_SPEED)
+        # The Admin API client's settings come from the file the environment names, never a
+        # parameter, and no file the run leaves names what is in it.
+        props = tmp_path / "client.properties"
+        props.write_text("ssl.key.password=hunter2-kraft-secret\n")
+        env = dict(os.environ, KIT_KAFKA_COMMAND_CONFIG=str(props), KIT_STATE_DIR=str(tmp_path / "state"))
+    params.write_text(yaml.safe_dump(given))
+    r = kit("run", name, "-f", params, "--record-dir", tmp_path / "records", env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     rec = record_of(r.stdout)
-    for key, value in PARAMETER_FILES[name].items():
+    for key, value in given.items():
         assert rec["parameters"][key] == (float(value) if isinstance(value, int) and key in ("speed",) else value)
+    if cluster == "kraft":
+        check_the_kraft_run(rec, tmp_path)
+        return
     if PARAMETER_FILES[name].get("apply"):
         assert rec["outcome"] == "succeeded", rec["reason"]
         assert rec["change"]["done"] and rec["change"]["throttles_cleared"]
@@ -87,13 +108,50 @@ def test_each_runbook_takes_a_parameter_file(name, tmp_path):
         assert rec["outcome"] == "planned"
 
 
-def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(tmp_path):
-    r = kit("run", "broker_replacement", "-p", "replace", "1009:4242", "--record-dir", tmp_path, timeout=300)
+def check_the_kraft_run(rec: dict, tmp_path: Path) -> None:
+    """broker_replacement on the simulated KRaft cluster: planned, applied through the Admin API
+    with the auto-throttle (`kit throttle run --bootstrap`, the cluster's samples as its
+    metrics), watched to the end, verified, every throttle gone; the cluster stopped after."""
+    from kit.runbook.steps import simulated_copy_seconds
+    from kit.sim.kraft import cluster as kraft
+
+    assert rec["outcome"] == "succeeded", rec["reason"]
+    assert rec["checks"][0]["check"] == "the Admin API answers" and "simulated KRaft" in rec["checks"][0]["detail"]
+    assert rec["change"]["done"] and rec["change"]["throttles_cleared"]
+    assert rec["under_replicated"] == {"before": 150, "after": 0}
+    files = Path(rec["change"]["rollback"]).parent
+    assert json.loads((files / "plan.json").read_text())["partitions"]
+    events = [json.loads(x) for x in Path(rec["change"]["events"]).read_text().splitlines()]
+    decided = [e for e in events if e.get("source") == "throttle" and e["kind"] == "rate"]
+    assert decided and {1013} & {b for e in decided for b in e["brokers"]}, events[:5]
+    assert events[-1]["kind"] in ("done", "clear")
+    # The cluster's clock: the simulated controller's, from its samples (it writes no report:
+    # it runs for the cluster's life, started by kit sim start's code with the runbook's speed).
+    timing = rec["timing"]
+    assert timing["clock"] == "simulated" and timing["actual_s"] > 0 and timing["estimate_s"] > 0
+    assert timing["actual_s"] == pytest.approx(simulated_copy_seconds(str(files / "kraft" / "samples"))[0])
+    assert not (files / "controller.json").exists()
+    assert not kraft.running(str(files / "kraft"))  # stopped at the end, as the ZooKeeper one is
+    for f in tmp_path.rglob("*"):
+        if f.is_file() and f.name != "client.properties":
+            assert b"hunter2-kraft-secret" not in f.read_bytes(), f
+
+
+@pytest.mark.parametrize("cluster", ["zookeeper", "kraft"])
+def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(cluster, tmp_path):
+    from kit.cluster.zk import server as localzk
+    from kit.sim.kraft import cluster as kraft
+
+    r = kit("run", "broker_replacement", "-p", "replace", "1009:4242", "-p", "cluster", cluster,
+            "--record-dir", tmp_path, timeout=300)
     assert r.returncode == 3
     rec = record_of(r.stdout)
     assert rec["outcome"] == "stopped" and "4242" in rec["reason"]
     assert any(not c["ok"] and "4242" in c["check"] for c in rec["checks"])
     assert Path(rec["html"]).exists() and "FAIL" in Path(rec["html"]).read_text()
+    # The kernel stopped at the failed cell: kit run stops the simulated cluster it left.
+    files = Path(rec["parameters"]["workdir"])
+    assert localzk.status(str(files / "zookeeper")) is None and not kraft.running(str(files / "kraft"))
 
 
 @pytest.mark.parametrize("args, message", [
@@ -107,6 +165,11 @@ def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(tmp_
     (["-p", "max_wait_s", "0"], "parameter max_wait_s: must be above 0"),
     (["-p", "throttle", "fast"], "parameter throttle: \"auto\" or a positive rate"),
     (["-p", "cap_map", '{"standard": -1}'], "parameter cap_map: 'standard' must be a positive number"),
+    # One cluster: ZooKeeper, a KRaft cluster's brokers, or a simulated one of the two kinds.
+    (["-p", "cluster", "kafka"], 'parameter cluster: "zookeeper" or "kraft"'),
+    (["-p", "zk", "127.0.0.1:2181", "-p", "bootstrap", "127.0.0.1:9092"], "parameters zk and bootstrap"),
+    (["-p", "zk", "127.0.0.1:2181", "-p", "cluster", "kraft"], "takes bootstrap, not zk"),
+    (["-p", "bootstrap", "broker-without-port"], "expected HOST:PORT"),
 ])
 def test_bad_parameters_exit_2_and_write_nothing(tmp_path, args, message):
     r = kit("run", "broker_replacement", *args, "--record-dir", tmp_path / "records")

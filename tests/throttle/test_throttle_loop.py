@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import finish_reassignment, kit_command, restarting_zookeeper
+from conftest import finish_reassignment, kit_command, kraft_cluster, kraft_zk, restarting_zookeeper
 from conftest import run_kit as kit
 from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
@@ -67,16 +67,45 @@ def start_controller(root, samples, speed="20000"):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_the_loop_throttles_from_measured_network_and_clears_everything_when_done(running_replace, tmp_path):
-    root, _ = running_replace
-    samples, events, log = tmp_path / "samples", tmp_path / "events.jsonl", tmp_path / "throttle.log"
-    sim = start_controller(root, samples)
-    try:
-        r = kit("throttle", "run", "--zk", root, "--samples", samples, "--interval", "0.3", *CAP_MAP,
+@contextlib.contextmanager
+def copying_replacement(cluster: str, zookeeper, snap, tmp_path):
+    """The replace cluster with its replacement applied (no throttle) and the simulated
+    controller copying it, writing samples: yields (kit's cluster options, the ZooKeeper
+    holding the cluster's configs, the samples directory). `cluster` "zookeeper": `kit sim run`
+    over a seeded chroot; "kraft": the simulated KRaft cluster (its controller running from the
+    start, slowly enough that the loop, through the Admin API, decides while it copies)."""
+    if cluster == "zookeeper":
+        root, _ = replace_applied(zookeeper, snap, tmp_path)
+        samples = tmp_path / "samples"
+        sim = start_controller(root, samples)
+        try:
+            yield ["--zk", root], root, samples
+        finally:
+            sim.communicate(timeout=400)
+        return
+    state = tmp_path / "kraft"
+    with kraft_cluster(snap, state, speed=1000.0, client_load=0.5, sample_every=50.0) as bootstrap:
+        replace = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / "demo_replace_arg.py"),
+                                  str(snap)], capture_output=True, text=True, check=True).stdout.strip()
+        plan = tmp_path / "plan.json"
+        assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
+        r = kit("apply", plan, "--bootstrap", bootstrap, timeout=300)
+        assert r.returncode == 0, r.stderr
+        yield ["--bootstrap", bootstrap], kraft_zk(state), state / "samples"
+
+
+@pytest.mark.parametrize("cluster", ["zookeeper", "kraft"])
+def test_the_loop_throttles_from_measured_network_and_clears_everything_when_done(cluster, zookeeper, snapshots,
+                                                                                   tmp_path, monkeypatch):
+    monkeypatch.setenv("KIT_STATE_DIR", str(tmp_path / "kit-state"))  # the Admin API's state file, if any
+    events, log = tmp_path / "events.jsonl", tmp_path / "throttle.log"
+    with copying_replacement(cluster, zookeeper, snapshots["replace"], tmp_path) as (where, root, samples):
+        r = kit("throttle", "run", *where, "--samples", samples, "--interval", "0.3", *CAP_MAP,
                 "--events", events, "--log", log, "--until-idle", "--max-seconds", "300", timeout=400)
-    finally:
-        sim.communicate(timeout=400)
-    assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, r.stderr
+        # The cluster's own record of its configs: every throttle gone.
+        assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
+        assert not any(c for c in configs(root, "topics").values())
     got = [json.loads(x) for x in events.read_text().splitlines()]
     rates = [e for e in got if e["kind"] == "rate" and "clients" in e["reason"]]
     assert rates, got[:5]
@@ -90,8 +119,6 @@ def test_the_loop_throttles_from_measured_network_and_clears_everything_when_don
     assert {e["role"] for e in rates} == {"leader", "follower"}
     assert got[-1]["kind"] == "done"
     assert any(e["kind"] == "clear" for e in got)
-    assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
-    assert not any(c for c in configs(root, "topics").values())
     text = log.read_text()
     assert "throttle rate broker" in text and "-> " in text and "done" in text
 

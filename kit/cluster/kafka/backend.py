@@ -201,6 +201,9 @@ class AdminBackend:
         if rollback_out:
             write_atomic(rollback_out, dumps(rollback_document(cluster, moves)))
         topics, brokers = throttle_configs(cluster, moves, throttle) if throttle else ({}, {})
+        # A dead broker copies nothing and cannot be reached: a broker's configs go to that broker.
+        live = set(cluster.live_ids)
+        brokers = {b: cfg for b, cfg in brokers.items() if int(b) in live}
         have_brokers, have_topics = self.throttles()
         left_brokers = [b for b in have_brokers if not b.isdigit() or int(b) not in brokers]
         left_topics = [t for t in have_topics if t not in topics]

@@ -106,8 +106,11 @@ def _spawn(state_dir: str, name: str, argv: list[str]) -> int:
 
 
 def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float | None = None,
-          wait: float = 60.0) -> str:
+          wait: float = 60.0, sample_every: float | None = None) -> str:
     """Start the cluster; returns the bootstrap line ("127.0.0.1:PORT,...", live brokers).
+
+    `sample_every` (simulated seconds between the controller's metric samples; `kit sim run`'s
+    default without it) lets a runbook match the samples to its auto-throttle's interval.
 
     BadInput (nothing started) for an unreadable snapshot, one without a live broker, or a
     state directory a cluster already runs from; Stuck (everything started stopped again)
@@ -126,7 +129,7 @@ def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float 
     for old in ("zk", "samples"):  # a cluster stopped earlier: its metadata log is not this one's
         shutil.rmtree(os.path.join(state_dir, old), ignore_errors=True)
     try:
-        return _start(cluster, live, state_dir, speed, client_load, wait)
+        return _start(cluster, live, state_dir, speed, client_load, wait, sample_every)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
         stop(state_dir)
         if not isinstance(e, Exception):
@@ -135,7 +138,8 @@ def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float 
         raise Stuck(f"the simulated KRaft cluster did not start ({why}); everything it started is stopped") from None
 
 
-def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: float | None, wait: float) -> str:
+def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: float | None, wait: float,
+           sample_every: float | None = None) -> str:
     deadline = time.monotonic() + wait
     zk = localzk.start(localzk.free_port(), os.path.join(state_dir, "zk"), wait=wait)
     ports = dict(zip(live, _ports(len(live))))
@@ -152,6 +156,8 @@ def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: 
            "--samples", os.path.join(state_dir, "samples")]
     if client_load is not None:
         run += ["--client-load", repr(float(client_load))]
+    if sample_every is not None:
+        run += ["--sample-every", repr(float(sample_every))]
     _spawn(state_dir, "controller", run)
     _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)])
     waiting = dict(ports)

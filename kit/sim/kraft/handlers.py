@@ -100,3 +100,5 @@ HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: de
             ALTER_REASSIGNMENTS: reassign.alter_partition_reassignments,
             LIST_REASSIGNMENTS: reassign.list_partition_reassignments, ELECT_LEADERS: reassign.elect_leaders,
             DESCRIBE_LOG_DIRS: logdirs.describe_log_dirs}
+# The requests that change the cluster: they read it afresh (kit.sim.kraft.state.uncached).
+CHANGES = frozenset({INCREMENTAL_ALTER_CONFIGS, ALTER_REASSIGNMENTS, ELECT_LEADERS})

@@ -11,6 +11,7 @@ from kafka.protocol.admin import DescribeLogDirsResponse
 
 from kit.cluster.zk.layout import read_cluster, read_sim_facts, read_sim_progress
 from kit.sim.kraft.context import NONE, Context
+from kit.sim.kraft.state import recent
 
 
 def log_dir(broker: int) -> str:
@@ -28,12 +29,16 @@ def _left(client) -> dict[tuple[str, int, int], float]:
         return {}
 
 
+def _state(client) -> tuple:
+    """The cluster (sizes), the bytes left per copy and the brokers' facts."""
+    return read_cluster(client)[0], _left(client), read_sim_facts(client).get("brokers") or {}
+
+
 def describe_log_dirs(ctx: Context, req, version: int):
     """DescribeLogDirs: this broker's replicas (all, or of the partitions asked for) with their
     sizes in one log dir; its total and usable bytes where the snapshot said."""
     me = ctx.broker_id
-    cluster, _ = read_cluster(ctx.client)
-    left = _left(ctx.client)
+    cluster, left, brokers = recent(ctx.client, "logdirs", _state)  # every broker is asked in turn
     asked = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
     held, topics = 0, {}
     Res = DescribeLogDirsResponse.DescribeLogDirsResult
@@ -45,7 +50,7 @@ def describe_log_dirs(ctx: Context, req, version: int):
         if asked is None or p.key in asked:
             topics.setdefault(p.topic, []).append(Res.DescribeLogDirsTopic.DescribeLogDirsPartition(
                 partition_index=p.partition, partition_size=size, offset_lag=0, is_future_key=False))
-    facts = (read_sim_facts(ctx.client).get("brokers") or {}).get(str(me)) or {}
+    facts = brokers.get(str(me)) or {}
     total = facts.get("storage_total")
     usable = int(total - (facts.get("other_bytes") or 0) - held) if total is not None else -1
     result = Res(error_code=NONE, log_dir=log_dir(me),

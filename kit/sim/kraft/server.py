@@ -27,7 +27,7 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DescribeCl
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from kit.cluster.zk.layout import close, connect
-from kit.sim.kraft import handlers
+from kit.sim.kraft import handlers, state
 from kit.sim.kraft.context import Context
 
 MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
@@ -63,7 +63,11 @@ def answer(ctx: Context, frame: bytes) -> bytes | None:
         req = REQUESTS[api_key].decode(frame, version=version, header=True)
     except Exception:  # noqa: BLE001  (a malformed frame: Kafka closes the connection)
         return None
-    resp = handlers.HANDLERS[api_key](ctx, req, version)
+    if api_key in handlers.CHANGES:  # reads afresh, and the next reads see what it changed
+        with state.uncached():
+            resp = handlers.HANDLERS[api_key](ctx, req, version)
+    else:
+        resp = handlers.HANDLERS[api_key](ctx, req, version)
     resp.with_header(correlation_id=req.header.correlation_id)
     return bytes(resp.encode(header=True, framed=True))  # the version it was built with
 
@@ -171,6 +175,7 @@ class WireServer:
     def sync(self, children) -> None:
         """Open the listeners of registered brokers, close the others (a ChildrenWatch callback)."""
         live = {int(c) for c in children or [] if c.isdigit()}
+        state.invalidate()  # a broker died or came back: the next read sees it
         with self.lock:
             for b in sorted(self.open - live):
                 self.listeners[b].close()

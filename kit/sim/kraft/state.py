@@ -3,10 +3,20 @@
 The private ZooKeeper stands in for KRaft's metadata log: the znodes are the ones kit's
 simulated controller keeps (Kafka's ZooKeeper layout, kit.cluster.zk.layout), read here in a
 few batched round trips into the shape the wire handlers answer from.
+
+A Kafka broker answers reads from its metadata cache, which follows the controller's log a
+little behind. So does the simulated one (`recent`): what it read less than `FRESH_S` seconds
+ago answers the next read requests (an Admin API client's `read` asks every broker for its
+log dirs: one ZooKeeper read of 600 partitions takes ~0.5 s on a busy machine, and would be
+repeated per broker). Requests that change the cluster read afresh (`uncached`), and what
+they or a broker's death change is seen at once by the next read (`invalidate`).
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -77,8 +87,65 @@ def read_brokers(client: KazooClient) -> dict[int, BrokerInfo]:
     return out
 
 
+FRESH_S = 1.0  # how far behind the simulated cluster's state a read may be (wall seconds)
+_recent: dict[tuple[int, str], tuple[float, object]] = {}
+_generation = [0]  # bumped by `invalidate`: a read begun before it is not kept
+_lock = threading.Lock()
+_local = threading.local()
+
+
+def invalidate() -> None:
+    """Forget every read kept by `recent` (the cluster just changed)."""
+    with _lock:
+        _recent.clear()
+        _generation[0] += 1
+
+
+@contextlib.contextmanager
+def uncached():
+    """Within the block, on this thread, `recent` reads afresh; the reads kept are forgotten
+    before and after it (a request that changes the cluster)."""
+    invalidate()
+    _local.fresh = True
+    try:
+        yield
+    finally:
+        _local.fresh = False
+        invalidate()
+
+
+def recent(client: KazooClient, key: str, read):
+    """`read(client)`, or what it returned less than `FRESH_S` seconds ago (the value must not
+    be changed by its users)."""
+    if getattr(_local, "fresh", False):
+        return read(client)
+    now = time.monotonic()
+    with _lock:
+        hit = _recent.get((id(client), key))
+        generation = _generation[0]
+    if hit is not None and now - hit[0] < FRESH_S:
+        return hit[1]
+    value = read(client)
+    with _lock:
+        if _generation[0] == generation:
+            _recent[(id(client), key)] = (now, value)  # stamped when the read began
+    return value
+
+
 def read_view(client: KazooClient, topics: list[str] | None = None) -> View:
-    """Brokers and the partitions of `topics` (every topic when None; unknown names are left out)."""
+    """Brokers and the partitions of `topics` (every topic when None; unknown names are left
+    out), from a recent read of the whole cluster (`recent`) unless within `uncached`."""
+    if getattr(_local, "fresh", False):
+        return _read_view(client, topics)
+    full = recent(client, "view", _read_view)
+    if topics is None:
+        return full
+    wanted = set(topics)
+    return View(full.brokers, {k: p for k, p in full.partitions.items() if k[0] in wanted},
+                [t for t in full.topics if t in wanted])
+
+
+def _read_view(client: KazooClient, topics: list[str] | None = None) -> View:
     brokers = read_brokers(client)
     known = sorted(children_or_none(client, "/brokers/topics"))
     wanted = known if topics is None else sorted(set(topics) & set(known))
