@@ -163,6 +163,9 @@ class ClusterBackend(Protocol):
     # What a long-running caller (the auto-throttle loop) needs besides: the connection's
     # health, and the records kafka-kit's tools keep beside the cluster.
 
+    reached_through: str
+    """What the cluster is reached through, for messages ("ZooKeeper", "Kafka (Admin API)")."""
+
     connection_lost: tuple[type[BaseException], ...]
     """The errors any call raises while the cluster cannot be reached (the connection or the
     session lost): a long-running caller retries on them, the state it set left in force."""

@@ -494,7 +494,7 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
         while not stop.is_set():
             try:
                 outage.raise_if_down()  # a call now would only wait for the connection
-                # Start-up rides out ZooKeeper blips as the rounds do.
+                # Start-up rides out the cluster's blips as the rounds do.
                 if not watching:
                     backend.watch_reassignment(wake.set)
                     watching = True
@@ -511,11 +511,11 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
             except backend.connection_lost as e:
                 lost_since = lost_since or time.monotonic()
                 # On the decisions' clock (the samples' with sample_clock): one clock per events file.
-                log.write(event(stamp(), "throttle", "zookeeper", f"ZooKeeper unreachable ({type(e).__name__}); "
-                                                                    "retrying, rates in force unchanged"))
+                log.write(event(stamp(), "throttle", "unreachable", f"{backend.reached_through} unreachable "
+                                                           f"({type(e).__name__}); retrying, rates in force unchanged"))
                 if outage.gave_up.is_set() or time.monotonic() - lost_since > patience:
-                    raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the throttles in force were left "
-                                   "as they were") from None
+                    raise BadInput(f"{backend.reached_through} unreachable for {patience:.0f} s; the throttles in "
+                                   "force were left as they were") from None
                 stop.wait(min(settings.interval, 2.0))
                 continue
             if max_seconds is not None and time.monotonic() - started > max_seconds:

@@ -352,3 +352,25 @@ def test_a_cluster_that_stops_answering_is_said_by_the_watch_and_raised_as_conne
                 backend.progress([{"topic": "topic-0000", "partition": 0, "replicas": [1001]}])
         finally:
             watch.close()
+
+
+def test_the_auto_throttle_loop_says_the_admin_api_is_unreachable_and_gives_up_after_its_patience(kraft, tmp_path):
+    from kafka.errors import KafkaConnectionError
+
+    from kit.events import EventLog
+    from kit.throttle.decide import Settings
+    from kit.throttle.loop import SampleDirMetrics, run
+
+    bootstrap, _, _ = kraft
+
+    def gone(*_, **__):
+        raise KafkaConnectionError("connection refused")  # as when every broker's listener closes
+    with open_backend(bootstrap=bootstrap) as backend:
+        for call in ("describe_cluster", "describe_topics", "list_partition_reassignments", "describe_configs"):
+            setattr(backend.admin, call, gone)
+        log = EventLog()
+        with pytest.raises(BadInput, match=r"^Kafka \(Admin API\) unreachable for 2 s; the throttles in force"):
+            run(backend, Settings(interval=0.2), SampleDirMetrics(str(tmp_path / "none"), 0.2), log, patience=2.0)
+    said = [e for e in log.events if e["kind"] == "unreachable"]
+    assert said and all(e["reason"].startswith("Kafka (Admin API) unreachable (") for e in said)
+    assert not any("ZooKeeper" in json.dumps(e) for e in log.events)  # nothing names what is not there

@@ -414,6 +414,7 @@ class AdminBackend:
                 callback()
             self._closed.wait(POLL_SECONDS)
 
+    reached_through = "Kafka (Admin API)"
     connection_lost = (Unreachable,)
 
     def watch_connection(self, patience: float) -> AdminWatch:

@@ -159,6 +159,7 @@ class ZkBackend:
         """A kazoo DataWatch on /admin/reassign_partitions (it fires once at once, then on each change)."""
         self.client.DataWatch(changes.REASSIGN, lambda data, stat, *_: callback())
 
+    reached_through = "ZooKeeper"
     connection_lost = (Unreachable, *LOST)
 
     def watch_connection(self, patience: float) -> ZkOutage:
