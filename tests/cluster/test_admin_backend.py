@@ -62,6 +62,22 @@ def _let_go(backend, moves) -> dict:
     return backend.verify_until_done(moves, interval=0.5, stall=60)
 
 
+def _seen_by_librdkafka(bootstrap: str, brokers: dict, topics: dict) -> bool:
+    """Whether confluent-kafka's AdminClient (librdkafka, an implementation of its own) describes
+    the throttle configs kit's backend wrote, key for key."""
+    from confluent_kafka.admin import AdminClient, ConfigResource as CkResource, ResourceType
+
+    client = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000})
+    wanted = [(CkResource(ResourceType.BROKER, str(b)), keys) for b, keys in brokers.items()]
+    wanted += [(CkResource(ResourceType.TOPIC, t), keys) for t, keys in topics.items()]
+    for resource, keys in wanted:
+        [future] = client.describe_configs([resource]).values()
+        described = future.result(timeout=60)
+        if any(described[k].value != v for k, v in keys.items()):
+            return False
+    return True
+
+
 def _idle(backend) -> None:
     """Leave the cluster as found: nothing running, no throttle."""
     _, running = backend.read()
@@ -104,6 +120,7 @@ def test_apply_sets_throttles_then_the_reassignment_refuses_a_second_and_verify_
             assert sorted(topics) == sorted({m["topic"] for m in moves})
             assert all(set(k) == {LEADER_REPLICAS, FOLLOWER_REPLICAS} for k in topics.values())
             assert brokers and all(k == {LEADER_RATE: str(CRAWL), FOLLOWER_RATE: str(CRAWL)} for k in brokers.values())
+            assert _seen_by_librdkafka(bootstrap, brokers, topics)
 
             r = run_kit("apply", second, "--bootstrap", bootstrap, "--throttle", "50000000")
             assert r.returncode == 3 and "already in progress" in r.stderr and r.stderr.count("\n") == 1, r.stderr
