@@ -15,7 +15,7 @@ import os
 import sys
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import command, rate, whole, writable, zk_auth_option
+from kit.cli.options import cluster_args, cluster_options, command, rate, whole, writable
 from kit.errors import BadInput
 from kit.progress import Progress
 
@@ -38,9 +38,12 @@ def add_parser(sub) -> None:
     p.add_argument("--window", default=None, metavar="DURATION",
                    help="traffic window ending at the newest sample, e.g. 48h, 90m (default 48h; 5m with --follow)")
     p.add_argument("--stat", choices=["max", "p95"], default="max", help="per-partition statistic (default max)")
-    p.add_argument("--zk", metavar="HOST:PORT[/chroot]",
-                   help="also write /topicmappr/partitionmeta and /topicmappr/brokermetrics there")
-    zk_auth_option(p)
+    publish = p.add_argument_group(
+        "publishing to a cluster (optional)",
+        "sizes and free storage also go to the cluster, where kit's planners and the auto-throttle read them: "
+        "with --zk kafka-kit's znodes /topicmappr/partitionmeta and /topicmappr/brokermetrics, with --bootstrap "
+        "kit's metrics directory for that cluster (docs/admin-api.md)")
+    cluster_options(p, publish.add_mutually_exclusive_group())
     p.add_argument("--snapshot-in", metavar="FILE", help="a snapshot to enrich with sizes, traffic, free storage")
     p.add_argument("--snapshot-out", metavar="FILE", help="where to write the enriched snapshot")
     p.add_argument("--master", metavar="URL", help="Spark master (default $SPARK_MASTER, else local[*])")
@@ -67,15 +70,16 @@ def run(a) -> int:
         raise BadInput("--replica-samples is required (except with --follow)")
     with Progress("kit metrics") as progress:
         f = edge.run_batch(a.replica_samples, a.broker_samples, a.out, a.window or "48h", a.stat, a.master,
-                           a.shuffle_partitions, a.driver_memory, a.zk, a.zk_auth, a.snapshot_in,
+                           a.shuffle_partitions, a.driver_memory,
+                           cluster_args(a) if a.zk or a.bootstrap else None, a.snapshot_in,
                            a.snapshot_out, progress=progress)
     if f["malformed"]:
         sys.stderr.write(f"kit: skipped {f['malformed']} malformed rows\n")
     print(f"{a.out}: sizes of {sum(len(v) for v in f['partition_meta'].values())} partitions, free storage of "
           f"{len(f['broker_metrics'])} brokers, traffic of {len(f['replica_traffic'])} partitions "
           f"({a.stat}, window {a.window or '48h'}), load of {len(f['broker_load'])} brokers in {f['seconds']:.1f} s")
-    if a.zk:
-        print(f"wrote /topicmappr/partitionmeta and /topicmappr/brokermetrics at {a.zk}")
+    if "published" in f:
+        print(f"wrote {f['published']} " + (f"at {a.zk}" if a.zk else f"for {a.bootstrap}"))
     if a.snapshot_out:
         print(f"{a.snapshot_out}: enriched snapshot")
     return 0

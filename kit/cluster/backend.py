@@ -78,9 +78,9 @@ class ClusterBackend(Protocol):
             ...}}, "traffic": {...}}`` (brokers' capacities and disks, partitions' traffic).
         """
 
-    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> None:
+    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> str:
         """Publish measured partition sizes and brokers' free storage where `read` (and
-        kafka-kit's tools) find them, replacing what was there.
+        kafka-kit's tools) find them, replacing what was there; returns where (for messages).
 
         Parameters
         ----------

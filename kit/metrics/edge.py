@@ -364,11 +364,12 @@ def enrich_snapshot(doc: dict, figures: dict[str, Any]) -> dict:
 
 def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "48h", stat: str = "max",
               master: str | None = None, shuffle_partitions: int | None = None, driver_memory: str | None = None,
-              zk: str | None = None, zk_auth: str | None = None, snapshot_in: str | None = None,
+              cluster: dict | None = None, snapshot_in: str | None = None,
               snapshot_out: str | None = None, progress=None) -> dict[str, Any]:
-    """The whole `kit metrics` batch job; returns the figures and `seconds` taken.
+    """The whole `kit metrics` batch job; returns the figures, `seconds` taken and, with a
+    `cluster` (`open_backend`'s arguments), `published`: where the metrics went there.
 
-    Every input is checked (and the snapshot loaded, ZooKeeper reached) before any output
+    Every input is checked (and the snapshot loaded, the cluster reached) before any output
     is written, so bad input leaves nothing behind. `progress` (a `kit.progress.Progress`)
     hears each stage as it starts.
     """
@@ -388,7 +389,7 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
     if (snapshot_in is None) != (snapshot_out is None):
         raise BadInput("--snapshot-in and --snapshot-out go together")
     doc = snapshot_doc(load_snapshot(snapshot_in)) if snapshot_in else None
-    backend = open_backend(zk=zk, auth=zk_auth) if zk else None
+    backend = open_backend(**cluster) if cluster else None
     try:
         start = time.perf_counter()
         stage("starting Spark")
@@ -398,8 +399,8 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
         stage(f"writing {out_dir}")
         figures["paths"] = write_outputs(out_dir, figures)
         if backend is not None:
-            stage("writing kafka-kit's metric znodes")
-            backend.write_metrics(figures["partition_meta"], figures["broker_metrics"])
+            stage(f"writing the metrics to {backend.reached_through}")
+            figures["published"] = backend.write_metrics(figures["partition_meta"], figures["broker_metrics"])
         if doc is not None:
             stage(f"writing {snapshot_out}")
             write_atomic(snapshot_out, dumps(enrich_snapshot(doc, figures)))

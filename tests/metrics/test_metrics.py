@@ -236,6 +236,34 @@ def test_kit_metrics_writes_the_four_outputs_deterministically(spark, tmp_path, 
     assert enriched["partitions"][0]["bytes_out"] == 238.0
 
 
+def test_kit_metrics_publishes_to_a_kraft_cluster_through_the_admin_api(spark, tmp_path, capsys, monkeypatch):
+    """With --bootstrap the sizes and free storage go to kit's metrics directory for that
+    cluster, where the Admin API backend (the planners, the auto-throttle) reads them back."""
+    from kit.cluster.backend import open_backend
+
+    rdir, bdir = _samples(tmp_path)
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"version": 1, "brokers": [{"id": b, "rack": None} for b in (1, 2, 3)],
+                                "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]},
+                                               {"topic": "t", "partition": 1, "replicas": [2, 3]}]}))
+    monkeypatch.setenv("KIT_STATE_DIR", str(tmp_path / "kit"))
+    state = tmp_path / "kraft"
+    r = run_kit("sim", "start", "--kraft", "--snapshot", snap, "--state", state, timeout=180)
+    assert r.returncode == 0, r.stderr
+    try:
+        bootstrap = (state / "bootstrap").read_text().strip()
+        assert main(["metrics", "--replica-samples", str(rdir), "--broker-samples", str(bdir),
+                     "--out", str(tmp_path / "out"), "--window", "1h", "--bootstrap", bootstrap]) == 0
+        with open_backend(bootstrap=bootstrap) as backend:
+            published, _ = backend.broker_metrics()
+    finally:
+        run_kit("sim", "stop", "--state", state, timeout=120)
+    assert published == json.loads((tmp_path / "out" / "broker_metrics.json").read_text())
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith("wrote the partition sizes and broker metrics in " + str(tmp_path / "kit")), said
+    assert said.endswith(f"for {bootstrap}")
+
+
 def test_bad_input_is_one_line_exit_2_and_nothing_written(spark, tmp_path, capsys):
     rdir, bdir = _samples(tmp_path)
     out = tmp_path / "out"

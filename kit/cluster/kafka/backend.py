@@ -167,9 +167,10 @@ class AdminBackend:
         except (OSError, json.JSONDecodeError) as e:
             raise BadInput(f"sim facts {self.facts_file}: cannot be read ({type(e).__name__})") from None
 
-    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> None:
+    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> str:
         """The metrics directory's two files (`kit.cluster.kafka.local.LocalStore.write_metrics`)."""
         self.store.write_metrics(partition_meta, broker_metrics)
+        return f"the partition sizes and broker metrics in {self.store.metrics_dir}"
 
     def progress(self, moves: list[dict]) -> str | None:
         """`kit.cluster.reassign.plan_state` from the plan's topics and the reassignment in flight."""

@@ -79,7 +79,7 @@ class ZkBackend:
             return None
         return read_sim_facts(self.client)
 
-    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> None:
+    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> str:
         """kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, created or replaced."""
         self.client.ensure_path("/topicmappr")
         for path, doc in (("/topicmappr/partitionmeta", partition_meta), ("/topicmappr/brokermetrics", broker_metrics)):
@@ -88,6 +88,7 @@ class ZkBackend:
                 self.client.set(path, data)
             else:
                 self.client.create(path, data)
+        return "/topicmappr/partitionmeta and /topicmappr/brokermetrics"
 
     def progress(self, moves: list[dict]) -> str | None:
         """`kit.cluster.zk.changes.plan_progress`."""
