@@ -190,6 +190,18 @@ def kit_command() -> list[str]:
 PROGRESS_LINE = re.compile(r"kit [a-z -]+ · .*\(wall clock\)")
 
 
+def wait_for(what: str, ready, limit: float = 300.0, every: float = 0.2):
+    """Poll `ready()` until it returns something true (returned): the event itself, however loaded
+    the machine, failing with `what` after `limit` seconds (minutes, not seconds)."""
+    deadline = time.monotonic() + limit
+    while True:
+        got = ready()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not within {limit:.0f} s"
+        time.sleep(every)
+
+
 def run_kit(*args, env=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:
     """The installed `kit` command, run for real in a child process. Progress lines, which
     a slow machine prints and a fast one does not, are taken out of `stderr` into

@@ -8,7 +8,6 @@ import os
 import socket
 import struct
 import threading
-import time
 
 import pytest
 from confluent_kafka import ElectionType as CkElectionType
@@ -24,7 +23,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.structs import TopicPartition
 
 from kit.sim.kraft.cluster import answers, refuses
-from tests.conftest import run_kit
+from tests.conftest import run_kit, wait_for
 
 MB = 10**6
 RATE = "leader.replication.throttled.rate"
@@ -43,17 +42,6 @@ def snapshot_doc() -> dict:
               {"topic": "elect", "partition": 2, "replicas": [2, 3], "isr": [3], "leader": 3, "size": MB},
               {"topic": "elect", "partition": 3, "replicas": [4, 5], "leader": 5, "size": MB}]
     return {"version": 1, "brokers": brokers, "partitions": parts}
-
-
-def wait_for(check, what: str, timeout: float = 60.0, every: float = 0.2):
-    """Poll `check()` until it returns something true; fail naming `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
-        time.sleep(every)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +149,7 @@ def test_reassignment_shows_adding_and_removing_then_completes(admin):
     assert admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "3",
                                                configs={FOLLOWER_RATE: (AlterConfigOp.DELETE, None)})]) \
         == {"broker": {"3": "OK"}}
-    wait_for(lambda: tp not in admin.list_partition_reassignments(), "the reassignment completing")
+    wait_for("the reassignment completing", lambda: tp not in admin.list_partition_reassignments(), 60)
     p = partition(admin, "move", 0)
     assert (p["replica_nodes"], p["leader_id"], sorted(p["isr_nodes"])) == (target, 3, [2, 3])
 
@@ -299,13 +287,10 @@ def test_killed_brokers_listener_refuses_and_clients_fail_over(kraft):
             # replicas [1, 2]: 2 leads once the election is seen. Brokers answer from a view up to
             # FRESH_S old, so a read just after the kill may still name 1, answered as no leader
             # (LEADER_NOT_AVAILABLE, as a real client sees during an election): wait for it, bounded.
-            deadline = time.monotonic() + 60
-            while True:
+            def failed_over():
                 p = partition(client, "alpha", 0)
-                if (p["offline_replicas"], p["leader_id"]) == ([1], 2) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.25)
-            assert p["offline_replicas"] == [1] and p["leader_id"] == 2, p
+                return (p["offline_replicas"], p["leader_id"]) == ([1], 2)
+            wait_for("alpha-0 led by 2, 1 offline", failed_over, 60)
         finally:
             client.close()
     finally:

@@ -15,7 +15,7 @@ import time
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
-from conftest import kit_command
+from conftest import kit_command, wait_for
 from conftest import run_kit as kit
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.changes import REASSIGN, apply_plan
@@ -26,17 +26,6 @@ from kit.cluster.zk.layout import connect, drop_sim_progress, read_cluster, read
 
 _chroots = itertools.count()
 RATE = 50e6  # bytes/s: the throttle applied, the most any broker receives replication at
-
-
-def wait_for(what: str, ready, limit: float = 300.0, every: float = 0.2):
-    """Wait for `ready()` to return something true (returned), for at most `limit` seconds."""
-    deadline = time.monotonic() + limit
-    while True:
-        got = ready()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {limit:.0f} s"
-        time.sleep(every)
 
 
 # -- in process: a small cluster whose copy times are known exactly -------------------------

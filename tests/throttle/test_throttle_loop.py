@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import finish_reassignment, kit_command, kraft_cluster, kraft_zk, restarting_zookeeper
+from conftest import finish_reassignment, kit_command, kraft_cluster, kraft_zk, restarting_zookeeper, wait_for
 from conftest import run_kit as kit
 from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
@@ -344,14 +344,6 @@ def throttles(root: str) -> tuple[dict, dict]:
     rates = {b: {k: v for k, v in c.items() if k in (LEADER_RATE, FOLLOWER_RATE)}
              for b, c in configs(root, "brokers").items()}
     return {t: c for t, c in lists.items() if c}, {b: c for b, c in rates.items() if c}
-
-
-def wait_for(what: str, done, limit: float = 300.0) -> None:
-    """Wait for `done()` (the event itself), however loaded the machine: minutes, not seconds."""
-    deadline = time.monotonic() + limit
-    while not done():
-        assert time.monotonic() < deadline, f"{what}: not within {limit:.0f} s"
-        time.sleep(0.2)
 
 
 def said(events: Path, kind: str) -> bool:
