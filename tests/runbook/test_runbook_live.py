@@ -155,6 +155,7 @@ def test_apply_in_jupyterlab_shows_progress_and_leaves_the_record(jupyterlab):
     assert text.index("kit-headline") < text.index("Broker replacement")  # the headline comes first
     assert json.loads(Path(records[0]).read_text()).get("html") == str(html)
     record_page = lab["browser"].new_page(viewport={"width": 1200, "height": 900})
+    record_page.set_default_timeout(120_000)
     record_page.goto(html.as_uri())
     shot = lab["tmp"] / "live-record-html.png"
     record_page.screenshot(path=str(shot), full_page=True)
