@@ -78,12 +78,20 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
     first = base if base is not None else poller.state.cluster
     if first is None:
         return pn.pane.Markdown(f"**No cluster:** {poller.state.error or 'nothing read yet'}")
-    source = (f"ZooKeeper {zk.split('@')[-1]}" if zk else f"Kafka {bootstrap}" if bootstrap
+    source = (f"ZooKeeper {zk.split('@')[-1]}" if zk else bootstrap_label(bootstrap) if bootstrap
               else f"snapshot {os.path.basename(snapshot or '')}")
     page = Dashboard(poller, base, first, load_plans(plans, first), source, records_url)
     page.refresh()
     pn.state.add_periodic_callback(page.refresh, period=int(interval * 1000))
     return page
+
+
+def bootstrap_label(bootstrap: str) -> str:
+    """The header's name for a cluster reached through the Admin API: the first bootstrap
+    address and how many more (a KRaft cluster's list can be as long as its brokers)."""
+    hosts = [h.strip() for h in bootstrap.split(",") if h.strip()]
+    more = f" (+{len(hosts) - 1} more)" if len(hosts) > 1 else ""
+    return f"Kafka Admin API {hosts[0] if hosts else bootstrap}{more}"
 
 
 class Dashboard(pn.viewable.Viewer):

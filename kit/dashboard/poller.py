@@ -309,8 +309,8 @@ class Poller:
                 rates = self._throttle_rates(backend)
             except BadInput as e:
                 error = str(e)
-            except Exception as e:  # noqa: BLE001  (a ZooKeeper hiccup shows on the page, the poller goes on)
-                error = f"ZooKeeper: {type(e).__name__}"
+            except Exception as e:  # noqa: BLE001  (a cluster hiccup shows on the page, the poller goes on)
+                error = f"{'Kafka (Admin API)' if self.bootstrap else 'ZooKeeper'}: {type(e).__name__}"
         try:
             events = self._events.read() if self._events else ()
         except OSError:

@@ -647,7 +647,7 @@ def _status_tiles(status: dict, progress: dict, copy_basis: str | None, detail: 
               note=copied_note if moving and detail else ""),
         _tile("bytes left to copy", _bytes(progress.get("left")) if moving and progress.get("left") is not None
               else "–" if moving else "0",
-              note=f"ZooKeeper: {_bytes(status.get('bytes_left', 0))} in replicas not yet in sync" if moving
+              note=f"{_bytes(status.get('bytes_left', 0))} in replicas not yet in the ISR (whole sizes)" if moving
               else ""),
         _tile("ETA", _duration(progress.get("seconds")) if moving else "–",
               note=eta_note if moving and rate else "waiting for a copy rate" if moving else ""),

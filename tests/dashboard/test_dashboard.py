@@ -263,6 +263,16 @@ def test_the_eta_does_not_rise_when_the_rates_rise():
                                        "into": 50e6, "out_of": 50e6}, clock_source="samples", speed=2000.0).object
     assert ">24%<" in html and "24.0 GB of 100.0 GB copied" in html and "simulated clock" in html
     assert "at 50.0 MB/s (throttle; into destinations 50.0 MB/s, out of sources 50.0 MB/s" in html and "25m 20s" in html and "wall at ×2000" in html
+    # The ISR figure is the cluster's, whichever way it is reached: no tile names ZooKeeper on a KRaft page.
+    assert "100.0 GB in replicas not yet in the ISR" in html and "ZooKeeper" not in html
+
+
+def test_a_kraft_pages_header_names_the_admin_api_and_one_address():
+    from kit.dashboard.app import bootstrap_label
+
+    assert bootstrap_label("127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094") == \
+        "Kafka Admin API 127.0.0.1:9092 (+2 more)"
+    assert bootstrap_label("kafka-0:9092") == "Kafka Admin API kafka-0:9092"
 
 
 def test_free_storage_comes_from_the_newest_samples(tmp_path, big):
