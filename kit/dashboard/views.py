@@ -413,6 +413,10 @@ def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.O
     # A line's hover names only its broker: the exact figures are on every sample's (invisible) point.
     tips = dict(tools=["hover"], hover_tooltips=HOVER_TIPS, hover_formatters={"@time": "datetime"})
     line_tip = dict(tools=["hover"], hover_tooltips=[("broker", "@broker")])
+    # From zero to a little above the highest rate: a flat line (a throttle the copy runs at) would
+    # otherwise get a zero-height range with ticks like 50.000000000000008.
+    shown = pd.concat([d["measured"], d["throttle"]]).dropna() if len(d) else pd.Series(dtype=float)
+    top = float(shown.max()) if len(shown) else 0.0
     return (measured.opts(line_width=2, **common, **line_tip)
             * throttle.opts(line_width=2, line_dash="dashed", **common, **line_tip)
             * points.opts(size=7, marker="circle", **common)
@@ -420,6 +424,7 @@ def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.O
                           text_baseline="middle", framewise=True)
             * samples.opts(size=8, alpha=0, hover_alpha=1, **common, **tips)).opts(
         title=title, height=260, responsive=True, min_width=420, ylabel="MB/s", xlabel="time (UTC, wall clock)",
+        ylim=(0, top * 1.15 if top > 0 else 1.0),
         show_legend=False, fontsize={"title": "10pt"})
 
 

@@ -511,8 +511,11 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
             except backend.connection_lost as e:
                 lost_since = lost_since or time.monotonic()
                 # On the decisions' clock (the samples' with sample_clock): one clock per events file.
+                # What the client library raised (a timeout, a refused connection): kit's own
+                # `Unreachable` wrapping it told the operator nothing.
+                why = type(e.__context__ or e).__name__
                 log.write(event(stamp(), "throttle", "unreachable", f"{backend.reached_through} unreachable "
-                                                           f"({type(e).__name__}); retrying, rates in force unchanged"))
+                                                           f"({why}); retrying, rates in force unchanged"))
                 if outage.gave_up.is_set() or time.monotonic() - lost_since > patience:
                     raise BadInput(f"{backend.reached_through} unreachable for {patience:.0f} s; the throttles in "
                                    "force were left as they were") from None

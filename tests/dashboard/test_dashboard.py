@@ -137,6 +137,10 @@ def test_throttle_view_draws_each_role_and_the_empty_start():
     assert set(views.throttle_view(data, "follower", brokers={1002}).get(1).dimension_values("broker")) == {"1002"}
     for el in (lead, views.throttle_view(views.empty_throttle_frame(), "leader", now=pd.Timestamp("2026-01-01"))):
         hv.render(el)
+    # A throttle the copy runs at exactly is a flat line: the axis still spans from zero to above it.
+    flat = data.assign(throttle=50.0, measured=50.0)
+    fig = hv.render(views.throttle_view(flat, "follower"))
+    assert fig.y_range.start == 0 and fig.y_range.end > 50
 
 
 def test_eta_progress_events_and_records(tmp_path):
