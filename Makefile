@@ -3,7 +3,8 @@
 #   make demo    run the broker-replacement runbook end to end on a local ZooKeeper with a
 #                simulated cluster, into an incident record (records/)
 #   make test    run the test suite
-#   make bench   time `kit plan` on 200,000-partition clusters (slow: minutes)
+#   make bench   time `kit plan` on 200,000-partition clusters, median of 3, into
+#                docs/bench/plan-200000p-150b.md (slow: ~15 minutes on 2 cores)
 #   make lab     JupyterLab on the repository (runbooks/, notebooks/), kernel "kit" = this .venv
 #   make clean   remove build output and caches (make distclean also removes .venv)
 #
@@ -64,7 +65,7 @@ test: venv zookeeper
 	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: venv
-	$(PY) bench/bench_plan.py --shared $(SHARED) $(BENCH_ARGS)
+	$(PY) bench/bench_plan.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .hypothesis *.egg-info

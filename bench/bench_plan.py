@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time `kit plan` on large generated clusters and score the plans it writes.
 
-  bench_plan.py [--partitions 200000] [--brokers 150] [--repeat N] [--out FILE]
+  bench_plan.py [--partitions 200000] [--brokers 150] [--repeat N] [--out FILE | --docs]
 
 For each scenario a snapshot is generated once with shared/tools/gen_cluster.py
 (RF 3, 3 racks, 1000 topics; cached in build/bench/), then:
@@ -56,6 +56,10 @@ COLUMNS = [
     "additions / bound", "replica spread", "leader spread", "topic leader excess", "failover excess",
     "storage range %", "bytes moved / bound GB",
 ]
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime())
 
 
 def log(msg: str) -> None:
@@ -206,13 +210,40 @@ def bench_action(scenario: str, action: str, snap: Path, floor: float, a: argpar
     return row, note
 
 
-def markdown(rows: list[dict], notes: list[str], a: argparse.Namespace) -> str:
+def machine() -> str:
+    """The CPU model and count, as /proc/cpuinfo names them (Linux), else the platform's word."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+
+
+def code_version() -> str:
+    """The commit the run measured (and whether the work tree differed from it)."""
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        return r.stdout.strip() if r.returncode == 0 else ""
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown commit"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "kit", "bench")
+    return commit + (" with uncommitted changes to kit/ or bench/" if dirty else "")
+
+
+def markdown(rows: list[dict], notes: list[str], a: argparse.Namespace, provenance: dict) -> str:
     head = [
         f"# kit plan benchmark: {a.partitions} partitions, RF 3, {a.brokers} brokers, "
         f"{a.racks} racks, {a.topics} topics (seed {a.seed})",
         "",
-        f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
-        f"median of {a.repeat} run(s); seconds = whole `kit plan` command, start-up included.",
+        "Written by the run it describes; do not edit by hand (regenerate with the command below).",
+        "",
+        f"- command: `{provenance['command']}`",
+        f"- date: {provenance['started']} to {provenance['ended']} (UTC)",
+        f"- code: {provenance['code']}",
+        f"- machine: {machine()}; Python {platform.python_version()}; load average "
+        f"{provenance['load_before']} before, {provenance['load_after']} after (1 min)",
+        f"- median of {a.repeat} run(s); seconds = whole `kit plan` command, start-up included; "
+        "ratio = seconds / I/O floor (json.load + json.dump of the snapshot in this process)",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",
@@ -235,7 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared", type=Path, default=Path(os.environ.get("SHARED", ROOT.parent / "shared")),
                     help="the shared/ folder holding tools/gen_cluster.py and tools/evaluate_plan.py")
     ap.add_argument("--out", type=Path, help="also write the markdown table to this file")
+    ap.add_argument("--docs", action="store_true",
+                    help="write the table to docs/bench/plan-<partitions>p-<brokers>b.md (what `make bench` does; "
+                         "docs/benchmarks.md links it)")
     a = ap.parse_args(argv)
+    if a.docs and not a.out:
+        a.out = ROOT / "docs" / "bench" / f"plan-{a.partitions}p-{a.brokers}b.md"
     if a.repeat < 1:
         ap.error("--repeat must be at least 1")
     chosen = [s.strip() for s in a.scenarios.split(",") if s.strip()]
@@ -245,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.shared / "tools" / "evaluate_plan.py").exists():
         log(f"note: no {a.shared}/tools/evaluate_plan.py: plans will not be scored")
 
+    provenance = {"command": " ".join(["bench/bench_plan.py", *(sys.argv[1:] if argv is None else argv)]),
+                  "started": utc_now(), "code": code_version(), "load_before": f"{os.getloadavg()[0]:.2f}"}
     cache = ROOT / "build" / "bench"
     work = cache / "runs"
     work.mkdir(parents=True, exist_ok=True)
@@ -258,11 +296,16 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             if note:
                 notes.append(note)
-    text = markdown(rows, notes, a)
+    provenance["ended"] = utc_now()
+    provenance["load_after"] = f"{os.getloadavg()[0]:.2f}"
+    text = markdown(rows, notes, a, provenance)
     print(text, end="")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(text)
+        tmp = a.out.with_name(a.out.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, a.out)  # a half-written table never replaces the last good one
+        log(f"table written to {a.out}")
     failed = any(not r["seconds"][:1].isdigit() for r in rows)
     return 1 if failed else 0
 
