@@ -65,6 +65,7 @@ test: venv zookeeper
 	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: venv
+	$(PY) bench/reference_table.py --shared $(SHARED) --docs
 	$(PY) bench/bench_plan.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS)
 
 clean:

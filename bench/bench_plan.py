@@ -29,7 +29,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from demo_replace_arg import replace_arg  # noqa: E402
+from provenance import header as provenance_header, load_average, utc_now, write_atomically  # noqa: E402
 
 from kit.formats import load_snapshot  # noqa: E402
 
@@ -56,10 +56,6 @@ COLUMNS = [
     "additions / bound", "replica spread", "leader spread", "topic leader excess", "failover excess",
     "storage range %", "bytes moved / bound GB",
 ]
-
-
-def utc_now() -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime())
 
 
 def log(msg: str) -> None:
@@ -210,38 +206,12 @@ def bench_action(scenario: str, action: str, snap: Path, floor: float, a: argpar
     return row, note
 
 
-def machine() -> str:
-    """The CPU model and count, as /proc/cpuinfo names them (Linux), else the platform's word."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        model = ""
-    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
-
-
-def code_version() -> str:
-    """The commit the run measured (and whether the work tree differed from it)."""
-    def git(*args: str) -> str:
-        r = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        return r.stdout.strip() if r.returncode == 0 else ""
-    commit = git("rev-parse", "--short=12", "HEAD") or "unknown commit"
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "kit", "bench")
-    return commit + (" with uncommitted changes to kit/ or bench/" if dirty else "")
-
-
 def markdown(rows: list[dict], notes: list[str], a: argparse.Namespace, provenance: dict) -> str:
     head = [
         f"# kit plan benchmark: {a.partitions} partitions, RF 3, {a.brokers} brokers, "
         f"{a.racks} racks, {a.topics} topics (seed {a.seed})",
         "",
-        "Written by the run it describes; do not edit by hand (regenerate with the command below).",
-        "",
-        f"- command: `{provenance['command']}`",
-        f"- date: {provenance['started']} to {provenance['ended']} (UTC)",
-        f"- code: {provenance['code']}",
-        f"- machine: {machine()}; Python {platform.python_version()}; load average "
-        f"{provenance['load_before']} before, {provenance['load_after']} after (1 min)",
+        *provenance_header(provenance["command"], provenance["started"], provenance["load_before"]),
         f"- median of {a.repeat} run(s); seconds = whole `kit plan` command, start-up included; "
         "ratio = seconds / I/O floor (json.load + json.dump of the snapshot in this process)",
         "",
@@ -282,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"note: no {a.shared}/tools/evaluate_plan.py: plans will not be scored")
 
     provenance = {"command": " ".join(["bench/bench_plan.py", *(sys.argv[1:] if argv is None else argv)]),
-                  "started": utc_now(), "code": code_version(), "load_before": f"{os.getloadavg()[0]:.2f}"}
+                  "started": utc_now(), "load_before": load_average()}
     cache = ROOT / "build" / "bench"
     work = cache / "runs"
     work.mkdir(parents=True, exist_ok=True)
@@ -296,15 +266,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             if note:
                 notes.append(note)
-    provenance["ended"] = utc_now()
-    provenance["load_after"] = f"{os.getloadavg()[0]:.2f}"
     text = markdown(rows, notes, a, provenance)
     print(text, end="")
     if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = a.out.with_name(a.out.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, a.out)  # a half-written table never replaces the last good one
+        write_atomically(a.out, text)
         log(f"table written to {a.out}")
     failed = any(not r["seconds"][:1].isdigit() for r in rows)
     return 1 if failed else 0

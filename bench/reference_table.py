@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kit on the reference cluster of shared/design.md's peer table.
 
-  reference_table.py [--shared ../shared] [--seed 1]
+  reference_table.py [--shared ../shared] [--seed 1] [--out FILE | --docs]
 
 24 brokers, 3 racks, 3,000 RF-3 partitions (gen_cluster.py defaults otherwise), the
 three scenarios of the table, each planned with the kit actions an operator would use
@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from provenance import header as provenance_header, load_average, utc_now, write_atomically
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +49,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", type=Path, default=Path(os.environ.get("SHARED", ROOT.parent / "shared")))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, help="also write the table, with where it comes from, to this file")
+    ap.add_argument("--docs", action="store_true", help="write it to docs/bench/reference.md (what `make bench` does)")
     a = ap.parse_args(argv)
+    command = " ".join(["bench/reference_table.py", *(sys.argv[1:] if argv is None else argv)])
+    started, load_before = utc_now(), load_average()
+    out = a.out or (ROOT / "docs" / "bench" / "reference.md" if a.docs else None)
     tools = a.shared / "tools"
     kit = [str(Path(sys.executable).parent / "kit")]
     rows = ["| scenario | kit action | additions / lower bound | replica spread | leader spread | failover excess |",
@@ -70,6 +77,13 @@ def main(argv=None) -> int:
                         f"{mv['additions_lower_bound_count_balanced']} | {after['replica_count_spread']} | "
                         f"{after['leader_count_spread']} | {after['failover_excess_spread_max']} |")
     print("\n".join(rows))
+    if out:
+        text = "\n".join([f"# kit on design.md's reference cluster (24 brokers, 3 racks, 3,000 RF-3 partitions, "
+                          f"seed {a.seed})", "", *provenance_header(command, started, load_before),
+                          "- figures from shared/tools/evaluate_plan.py; the plans are deterministic", "",
+                          *rows]) + "\n"
+        write_atomically(out, text)
+        print(f"table written to {out}", file=sys.stderr)
     return 0
 
 
