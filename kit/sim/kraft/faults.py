@@ -28,7 +28,9 @@ from kit.errors import BadInput
 from kit.formats import write_atomic
 
 FILE = "faults.json"
-ALTER_CLUSTER, ALTER_CONFIGS_CLUSTER, ALTER_CONFIGS_TOPIC = "alter-cluster", "alter-configs-cluster", "alter-configs-topic"
+ALTER_CLUSTER = "alter-cluster"
+ALTER_CONFIGS_CLUSTER = "alter-configs-cluster"
+ALTER_CONFIGS_TOPIC = "alter-configs-topic"
 RIGHTS = (ALTER_CLUSTER, ALTER_CONFIGS_CLUSTER, ALTER_CONFIGS_TOPIC)
 EVERY_BROKER = "*"
 

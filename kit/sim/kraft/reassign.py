@@ -18,9 +18,9 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsResponse, ElectLead
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk.changes import ELECTION, REASSIGN
-from kit.sim.kraft.context import (CLUSTER_AUTHORIZATION_FAILED, ELECTION_NOT_NEEDED, INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR,
-                                   INVALID_REQUEST, NO_REASSIGNMENT_IN_PROGRESS, NONE, PREFERRED_LEADER_NOT_AVAILABLE,
-                                   REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION, Context)
+from kit.sim.kraft.context import (CLUSTER_AUTHORIZATION_FAILED, ELECTION_NOT_NEEDED, INVALID_REPLICA_ASSIGNMENT,
+                                   INVALID_REPLICATION_FACTOR, INVALID_REQUEST, NO_REASSIGNMENT_IN_PROGRESS, NONE,
+                                   PREFERRED_LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION, Context)
 from kit.sim.kraft.faults import ALTER_CLUSTER
 from kit.sim.kraft.state import PartitionInfo, View, read_view
 
