@@ -160,6 +160,10 @@ def verify(a) -> int:
         if not r["done"]:
             what = {"copying": "in progress", "missing": "not in the cluster",
                     "not started": "not started (no reassignment runs for it)"}[r["state"]]
+            if r["state"] == "copying" and r.get("waiting_for"):  # a dead broker holds it until it is back
+                dead = set(r.get("waiting_for_dead") or ())
+                what += ", waiting for broker(s) " + ", ".join(f"{b} (dead)" if b in dead else str(b)
+                                                               for b in r["waiting_for"])
             print(f"  {r['topic']} p{r['partition']}: {what}")
     # With none running, throttles are left over unless they were this plan's, now done.
     leftover = "" if res["running"] or (res["done"] and res["partitions"]) else _cleared(res)

@@ -200,8 +200,11 @@ def cluster_options(p, group=None, required: bool = True) -> None:
     zk_auth_option(p)
     p.add_argument("--command-config", metavar="FILE",
                    help="with --bootstrap: Kafka client properties (security.protocol, sasl.mechanism, "
-                        "sasl.jaas.config, ssl.*), as Kafka's own tools take them (default: "
-                        "$KIT_KAFKA_COMMAND_CONFIG); never printed")
+                        "sasl.jaas.config, ssl.*, request.timeout.ms, default.api.timeout.ms), as Kafka's own "
+                        "tools take them (default: $KIT_KAFKA_COMMAND_CONFIG); never printed")
+    p.add_argument("--sim-facts", metavar="FILE",
+                   help="with --bootstrap on the simulated KRaft cluster only: its DIR/facts.json (kit sim start "
+                        "--kraft), the brokers' NIC capacities and instance types Kafka does not say")
 
 
 def cluster_args(a) -> dict:
@@ -212,8 +215,13 @@ def cluster_args(a) -> dict:
         raise BadInput("--command-config goes with --bootstrap (ZooKeeper takes --zk-auth-file)")
     if getattr(a, "zk_auth", None) and bootstrap:
         raise BadInput("--zk-auth / --zk-auth-file go with --zk (the Admin API takes --command-config)")
-    return {"zk": zk, "bootstrap": bootstrap, "auth": getattr(a, "zk_auth", None),
-            "command_config": getattr(a, "command_config", None)}
+    if getattr(a, "sim_facts", None) and not bootstrap:
+        raise BadInput("--sim-facts goes with --bootstrap (the ZooKeeper simulated cluster keeps its facts itself)")
+    out = {"zk": zk, "bootstrap": bootstrap, "auth": getattr(a, "zk_auth", None),
+           "command_config": getattr(a, "command_config", None)}
+    if getattr(a, "sim_facts", None):
+        out["sim_facts"] = a.sim_facts
+    return out
 
 
 def cluster_flag(a) -> str:

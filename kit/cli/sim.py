@@ -14,7 +14,7 @@ Kafka protocol (kit.sim.kraft).
 #    (kit.sim.controller.run); sim kill / revive take a broker down and back.
 # 5) sim start --kraft starts a simulated KRaft cluster in the background (kit.sim.kraft.cluster:
 #    a private ZooKeeper, the brokers' holder, sim run, the Kafka wire server); kill / revive /
-#    stop with --state act on it.
+#    stop with --state act on it, and deny / allow / slow put faults on it (kit.sim.kraft.faults).
 from __future__ import annotations
 
 import argparse
@@ -32,6 +32,7 @@ from kit.sim import physics
 brokers = lazy_module("kit.sim.brokers")  # imported when used: see kit.cli.lazy
 controller = lazy_module("kit.sim.controller")
 kraft = lazy_module("kit.sim.kraft.cluster")
+kraft_faults = lazy_module("kit.sim.kraft.faults")
 layout = lazy_module("kit.cluster.zk.layout")
 throttle_loop = lazy_module("kit.throttle.loop")
 
@@ -72,8 +73,8 @@ def _add_sim_parser(sub) -> None:
                          epilog="examples:\n  kit sim seed --zk 127.0.0.1:2181/kafka --snapshot cluster.json\n"
                                 "  kit sim run --zk 127.0.0.1:2181/kafka --speed 1000 --until-idle",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run|start|kill|revive|stop", required=True,
-                             parser_class=Parser)
+    ops = sim.add_subparsers(dest="sim_command", metavar="seed|run|start|kill|revive|stop|deny|allow|slow",
+                             required=True, parser_class=Parser)
     start = ops.add_parser("start", help="start a simulated KRaft cluster in the background: each live broker "
                                          "answers the Kafka protocol on 127.0.0.1 (a port per broker)",
                            description="Start a simulated KRaft cluster: its metadata in a private ZooKeeper under "
@@ -130,6 +131,43 @@ def _add_sim_parser(sub) -> None:
         zk_auth_option(k)
         k.add_argument("--broker", type=whole(0), required=True, metavar="ID")
         k.set_defaults(run=fn)
+    _add_fault_parsers(ops)
+
+
+def _add_fault_parsers(ops) -> None:
+    """`kit sim deny|allow|slow --state DIR`: faults on the simulated KRaft cluster."""
+    deny = ops.add_parser("deny", help="the simulated KRaft cluster refuses changes as Kafka refuses a principal "
+                                       "without the rights (reads stay allowed)",
+                          description="Deny rights to every client of the simulated KRaft cluster: alter-cluster "
+                                      "(ALTER on the CLUSTER: reassignments, elections), alter-configs-cluster "
+                                      "(ALTER_CONFIGS on the CLUSTER: broker configs), alter-configs-topic "
+                                      "(ALTER_CONFIGS on topics). Default: all three. kit sim allow undoes it.")
+    deny.add_argument("--state", required=True, metavar="DIR")
+    deny.add_argument("--right", action="append", choices=kraft_faults.RIGHTS, metavar="RIGHT",
+                      help="a right to deny (repeatable): " + ", ".join(kraft_faults.RIGHTS) + " (default: all)")
+    deny.set_defaults(run=sim_deny)
+    allow = ops.add_parser("allow", help="the simulated KRaft cluster grants every right again")
+    allow.add_argument("--state", required=True, metavar="DIR")
+    allow.set_defaults(run=sim_allow)
+    slow = ops.add_parser("slow", help="a simulated KRaft broker (or every one) holds each request S seconds",
+                          description="Slow a simulated KRaft broker: each request it receives (ApiVersions "
+                                      "included) waits --delay seconds before it is handled; --delay 0 undoes it. "
+                                      "Without --broker: every broker.")
+    slow.add_argument("--state", required=True, metavar="DIR")
+    slow.add_argument("--broker", type=whole(0), metavar="ID")
+    slow.add_argument("--delay", type=seconds, required=True, metavar="S")
+    slow.set_defaults(run=sim_slow)
+
+
+def seconds(text: str) -> float:
+    """A delay in seconds, 0 up to an hour."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= x <= 3600:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to 3600, got {text!r}")
+    return x
 
 
 def _where_option(p) -> None:
@@ -217,6 +255,29 @@ def sim_revive(a) -> int:
     with layout.session(a.zk, auth=a.zk_auth) as client:
         controller.revive_broker(client, a.broker)
     print(f"broker {a.broker} is back")
+    return 0
+
+
+def sim_deny(a) -> int:
+    """`kit sim deny`: the simulated KRaft cluster refuses what the rights denied would allow."""
+    denied = kraft.deny(a.state, a.right)
+    print(f"simulated KRaft cluster in {a.state} denies {', '.join(denied)} (kit sim allow --state {a.state} "
+          "undoes it)")
+    return 0
+
+
+def sim_allow(a) -> int:
+    """`kit sim allow`: every right granted again."""
+    kraft.allow(a.state)
+    print(f"simulated KRaft cluster in {a.state} grants every right")
+    return 0
+
+
+def sim_slow(a) -> int:
+    """`kit sim slow`: a broker (or every one) holds each request; 0 undoes it."""
+    delays = kraft.slow(a.state, a.broker, a.delay)
+    said = ", ".join(f"{'every broker' if b == '*' else 'broker ' + b} {s:g} s" for b, s in sorted(delays.items()))
+    print(f"simulated KRaft cluster in {a.state}: requests held: {said or 'none'}")
     return 0
 
 

@@ -201,7 +201,7 @@ class ClusterBackend(Protocol):
 
 
 def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, command_config: str | None = None, state_file: str | None = None,
+                 timeout: float | None = None, command_config: str | None = None, state_file: str | None = None,
                  metrics_dir: str | None = None, sim_facts: str | None = None) -> ClusterBackend:
     """The backend for a cluster address: the one place where a backend is chosen.
 
@@ -214,8 +214,11 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
     auth : str, optional
         ZooKeeper credentials (SCHEME:CREDENTIALS, else `kit.cluster.zk.layout.resolve_auth`'s
         environment variables); never printed.
-    timeout : float
-        Seconds to wait for the cluster to answer.
+    timeout : float, optional
+        Seconds to wait for the cluster to answer: ZooKeeper's connection (default
+        `DEFAULT_TIMEOUT`), or each Admin API request (default
+        `kit.cluster.kafka.connect.REQUEST_SECONDS`; request.timeout.ms in the client
+        properties file wins).
     command_config : str, optional
         Admin API: Kafka's client properties file (SASL, TLS), else
         `kit.cluster.kafka.connect`'s environment variables; never printed.
@@ -224,7 +227,8 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
         (default ``$KIT_STATE_DIR/clusters/<cluster id>/state.json`` and ``.../metrics``,
         ``~/.kit`` without the variable; see `kit.cluster.kafka.local`).
     sim_facts : str, optional
-        Admin API: the simulated cluster's facts file (`ClusterBackend.sim_facts`).
+        Admin API: the simulated KRaft cluster's facts file (`kit sim start --kraft` writes
+        DIR/facts.json; `ClusterBackend.sim_facts`), never a real cluster's.
 
     Raises
     ------
@@ -237,7 +241,9 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
         return AdminBackend(bootstrap, timeout, command_config, state_file, metrics_dir, sim_facts)
     if zk is None:
         raise BadInput("no cluster given: --zk HOST:PORT[/chroot] or --bootstrap HOST:PORT")
-    return ZkBackend(zk, timeout, auth)
+    if sim_facts is not None:
+        raise BadInput("--sim-facts goes with --bootstrap (the ZooKeeper simulated cluster keeps its facts itself)")
+    return ZkBackend(zk, DEFAULT_TIMEOUT if timeout is None else timeout, auth)
 
 
 @runtime_checkable

@@ -78,8 +78,9 @@ def progress(cluster: Cluster, running: dict | None, moves: list[dict] | None) -
         waiting = [] if p is None else [b for b in m["replicas"] if b not in p.isr]
         state = ("done" if done else "missing" if p is None else "copying" if key in in_flight
                  else "not started")  # no reassignment runs for it: it can only finish if applied again
+        dead = [b for b in waiting if b not in cluster.brokers or not cluster.brokers[b].alive]
         rows.append({"topic": key[0], "partition": key[1], "done": done, "state": state,
-                     "missing": p is None, "waiting_for": waiting})
+                     "missing": p is None, "waiting_for": waiting, "waiting_for_dead": dead})
         if state == "copying":
             busy_topics.add(key[0])
             busy_brokers.update(m["replicas"])

@@ -541,8 +541,8 @@ def test_every_command_names_the_function_that_runs_it():
         for name, p in subs.items():
             yield from leaves(p, path + [name], run)
 
-    found = dict(leaves(build_parser(), [], None))  # plan 8, change 6, simulate, sim 6, zk 3, throttle 3, 4 more
-    assert "plan rebuild" in found and "sim kill" in found and "status" in found and len(found) == 31
+    found = dict(leaves(build_parser(), [], None))  # plan 8, change 6, simulate, sim 9, zk 3, throttle 3, 4 more
+    assert "plan rebuild" in found and "sim kill" in found and "sim slow" in found and "status" in found and len(found) == 34
     assert [path for path, run in found.items() if not callable(run)] == []
 
 

@@ -10,6 +10,7 @@ every backend decides alike `kit.cluster.reassign`, and what kit keeps beside th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -19,10 +20,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 from kafka import TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+from kafka import errors as kerr
 from kafka.errors import for_code
 
 from kit.cluster.kafka import model
-from kit.cluster.kafka.connect import LOST, new_client, resolve_security, translate
+from kit.cluster.kafka.connect import (LOST, authorization_error, new_client, refused, resolve_security,
+                                       translate)
 from kit.cluster.kafka.local import LocalStore, default_home
 from kit.cluster.reassign import (check_plan, plan_state, progress, rollback_document, status_doc, verify_result,
                                   wait_until_done)
@@ -35,6 +38,7 @@ from kit.throttle.configs import throttle_configs
 POLL_SECONDS = 1.0
 PARALLEL = 8  # brokers asked at once (DescribeLogDirs, broker configs)
 PREFERRED = 0  # ElectLeaders' election type
+ALTER_CLUSTER = "ALTER on the CLUSTER"  # the right AlterPartitionReassignments and ElectLeaders need
 
 
 @translate_errors(translate)
@@ -45,27 +49,31 @@ class AdminBackend:
     ----------
     bootstrap : str
         HOST:PORT[,HOST:PORT...]; `BadInput` (one line, within 30 s) when no broker answers.
-    timeout : float
-        Seconds each request may take (and the bootstrap, up to 20 s).
+    timeout : float, optional
+        Seconds each request may take (default `kit.cluster.kafka.connect.REQUEST_SECONDS`);
+        request.timeout.ms in the properties file wins over both.
     command_config : str, optional
         Kafka's client properties file (`kit.cluster.kafka.connect.resolve_security`).
     state_file, metrics_dir : str, optional
         Where the auto-throttle's overrides and the metrics are kept (`kit.cluster.kafka.local`;
         default under ``$KIT_STATE_DIR/clusters/<cluster id>/``).
     sim_facts : str, optional
-        The simulated cluster's facts file (JSON), read by `sim_facts`; None on a real cluster.
+        The simulated KRaft cluster's facts file (`kit sim start --kraft` writes DIR/facts.json),
+        read by `sim_facts` and filling in what Kafka does not say of its brokers (NIC capacity,
+        instance type); BadInput when it is another cluster's. None on a real cluster.
     """
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0, command_config: str | None = None,
+    def __init__(self, bootstrap: str, timeout: float | None = None, command_config: str | None = None,
                  state_file: str | None = None, metrics_dir: str | None = None, sim_facts: str | None = None):
         self.bootstrap, self.facts_file = bootstrap, sim_facts
         self.admin = new_client(bootstrap, timeout, resolve_security(command_config))
         self._closed = threading.Event()
         try:
             cluster_id = self.admin.describe_cluster().get("cluster_id")
+            self._facts = self._read_facts(cluster_id)
         except Exception as e:  # noqa: BLE001  (the constructor is not wrapped by translate_errors)
             self.admin.close()
-            raise (translate(e) or e) from None
+            raise (e if isinstance(e, (BadInput, Unsafe)) else translate(e) or e) from None
         home = default_home(cluster_id)
         self.store = LocalStore(state_file or os.path.join(home, "state.json"),
                                 metrics_dir or os.path.join(home, "metrics"))
@@ -98,6 +106,12 @@ class AdminBackend:
                 raise Unreachable("Kafka cluster: no controller answers") from None
 
     # ------------------------------------------------------------------ reading
+
+    def _server_wait_ms(self) -> int:
+        """How long the controller may wait before it answers a change (the request's own
+        timeout field): within the client's request timeout, so that its answer, even "timed
+        out", arrives before the client gives up on it."""
+        return max(1, int(self.admin.config["request_timeout_ms"] * 0.8))
 
     def _live(self, described: dict) -> list[int]:
         return sorted(b["broker_id"] for b in described.get("brokers") or () if not b.get("is_fenced"))
@@ -151,21 +165,47 @@ class AdminBackend:
         topics = self.admin.describe_topics()
         sizes, disks = model.replica_sizes(self._log_dirs(self._live(described), topics)) if sizes else ({}, {})
         partition_meta, broker_metrics = self.store.metrics()
-        return model.build_cluster(described, topics, sizes, disks, partition_meta, broker_metrics), running
+        cluster = model.build_cluster(described, topics, sizes, disks, partition_meta, broker_metrics)
+        return (self._with_facts(cluster) if self._facts else cluster), running
 
     def reassigning(self) -> bool:
         """Whether ListPartitionReassignments lists any partition."""
         return bool(self._to_controller(self.admin.list_partition_reassignments))
 
     def sim_facts(self) -> dict | None:
-        """The facts file given (`kit sim`'s), None without one."""
+        """The simulated cluster's facts file given (`kit sim start --kraft`'s DIR/facts.json),
+        None without one."""
+        return self._facts
+
+    def _read_facts(self, cluster_id: str | None) -> dict | None:
+        """The facts file, checked to be the simulated cluster's that `bootstrap` reaches (a
+        file of another cluster, or of none, is BadInput: it would lend its brokers' facts to
+        brokers it does not describe)."""
         if not self.facts_file:
             return None
+        where = f"--sim-facts {self.facts_file}"
         try:
             with open(self.facts_file, encoding="utf-8") as f:
-                return json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise BadInput(f"sim facts {self.facts_file}: cannot be read ({type(e).__name__})") from None
+                doc = json.load(f)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise BadInput(f"{where}: cannot be read ({type(e).__name__})") from None
+        if not isinstance(doc, dict) or not doc.get("simulated") or not isinstance(doc.get("brokers"), dict):
+            raise BadInput(f"{where}: not a simulated cluster's facts (kit sim start --kraft writes DIR/facts.json)")
+        if doc.get("cluster_id") != cluster_id:
+            raise BadInput(f"{where}: the facts of cluster {doc.get('cluster_id')}, but --bootstrap {self.bootstrap} "
+                           f"reaches cluster {cluster_id}")
+        return doc
+
+    def _with_facts(self, cluster: Cluster) -> Cluster:
+        """Each broker's NIC capacity and instance type from the simulated cluster's facts, where
+        Kafka says none (it never does: the Admin API has no such fact)."""
+        for bid, b in list(cluster.brokers.items()):
+            fact = (self._facts or {})["brokers"].get(str(bid)) or {}
+            filled = {k: fact[k] for k in ("net_capacity", "instance_type")
+                      if getattr(b, k) is None and fact.get(k) is not None}
+            if filled:
+                cluster.brokers[bid] = dataclasses.replace(b, **filled)
+        return cluster
 
     def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> str:
         """The metrics directory's two files (`kit.cluster.kafka.local.LocalStore.write_metrics`)."""
@@ -193,8 +233,9 @@ class AdminBackend:
         rollback file, set the throttles (IncrementalAlterConfigs SET; throttles left without a
         reassignment removed with DELETE), then AlterPartitionReassignments.
 
-        The Admin API has no transaction: should the cluster refuse any partition, the ones it
-        took are cancelled and the throttles just set removed before the error is raised.
+        The Admin API has no transaction: should the cluster refuse or not answer any change
+        (a partition, a throttle, a right the principal lacks), what this call had set is taken
+        back before the error is raised, and its message says so (or what could not be).
         """
         cluster, running = self._read(sizes=False)
         self._refuse_if_running(running)
@@ -208,18 +249,38 @@ class AdminBackend:
         have_brokers, have_topics = self.throttles()
         left_brokers = [b for b in have_brokers if not b.isdigit() or int(b) not in brokers]
         left_topics = [t for t in have_topics if t not in topics]
-        self._delete_keys(left_brokers, left_topics, have_brokers, have_topics)
-        self.set_throttles(brokers=brokers, topics=topics)
+        written: list[tuple[str, str, list[str]]] = []  # (kind, name, keys) this call SET, to take back
         try:
+            self._delete_keys(left_brokers, left_topics, have_brokers, have_topics)
+            self.set_throttles(brokers=brokers, topics=topics, written=written)
             self._start(moves)
-        except BaseException:
-            # The reassignment did not start: its throttles go too (best effort: the error that
-            # stopped it is the one to report, and verify clears whatever is left).
-            with contextlib.suppress(Exception):
-                self.clear_throttles(brokers=list(brokers), topics=list(topics))
-            raise
+        except Exception as e:  # noqa: BLE001  (whatever stopped it: what was set goes, then one line)
+            raise self._undone(e, written) from None
         return {"partitions": len(moves), "throttled_topics": len(topics), "throttled_brokers": len(brokers),
                 "cleared_topics": len(left_topics), "cleared_brokers": len(left_brokers)}
+
+    def _undone(self, e: Exception, written: list[tuple[str, str, list[str]]]) -> Exception:
+        """Take back the throttles `apply` had SET (DELETE, best effort: the error that stopped
+        it is the one to report) and return that error as kit's, its message saying what is left."""
+        left = []
+        for kind, name, keys in written:
+            try:
+                self._alter([ConfigResource(ConfigResourceType.TOPIC if kind == "topic" else ConfigResourceType.BROKER,
+                                            name, {k: (AlterConfigOp.DELETE, None) for k in keys})])
+            except Exception:  # noqa: BLE001  (said below, by name)
+                left.append(f"{kind} {name}")
+        mapped = e if isinstance(e, (BadInput, Unsafe)) else translate(e)
+        if mapped is None:
+            return e
+        text = str(mapped).removesuffix("; nothing more was sent").removesuffix("; nothing more was written")
+        if left:
+            tail = (f"; the throttles it had set on {', '.join(left[:3])}{' ...' if len(left) > 3 else ''} could not "
+                    f"be removed: kit verify --bootstrap {self.bootstrap} clears them once the cluster answers")
+        elif written:
+            tail = "; the throttles it had set were removed: nothing was changed"
+        else:
+            tail = "; nothing was changed"
+        return type(mapped)(text + tail)
 
     def _start(self, moves: list[dict]) -> None:
         """AlterPartitionReassignments for the plan; on a partition refused, the accepted ones are
@@ -227,17 +288,29 @@ class AdminBackend:
         wanted = {TopicPartition(m["topic"], m["partition"]): list(m["replicas"]) for m in moves}
         if not wanted:
             return
-        results = self._to_controller(self.admin.alter_partition_reassignments, wanted)
-        refused = {tp: err for tp, err in results.items() if err is not None}
-        if not refused:
+        results = self._reassign(wanted, "the reassignment (AlterPartitionReassignments)")
+        refused_parts = {tp: err for tp, err in results.items() if err is not None}
+        if not refused_parts:
             return
-        taken = {tp: None for tp in wanted if tp not in refused}
+        taken = {tp: None for tp in wanted if tp not in refused_parts}
         if taken:
-            self._to_controller(self.admin.alter_partition_reassignments, taken)
-        tp, err = sorted(refused.items(), key=lambda kv: (kv[0].topic, kv[0].partition))[0]
+            self._reassign(taken, "cancelling the partitions it took (AlterPartitionReassignments)")
+        tp, err = sorted(refused_parts.items(), key=lambda kv: (kv[0].topic, kv[0].partition))[0]
+        if issubclass(err, kerr.AuthorizationError):
+            raise refused(err, "the reassignment (AlterPartitionReassignments)", ALTER_CLUSTER)
         mapped = translate(err()) or Unsafe(f"Kafka refused the reassignment: {err.__name__}")
-        raise type(mapped)(f"{tp.topic}-{tp.partition}: {mapped} ({len(refused)} partition(s) refused; "
-                           "the others were cancelled and the throttles removed: nothing was changed)")
+        raise type(mapped)(f"{tp.topic}-{tp.partition}: {mapped} ({len(refused_parts)} partition(s) refused; "
+                           "the others were cancelled)")
+
+    def _reassign(self, wanted: dict, what: str) -> dict:
+        """AlterPartitionReassignments to the controller; a top-level refusal for want of ALTER on
+        the CLUSTER raised as `refused` naming `what`."""
+        try:
+            return self._to_controller(self.admin.alter_partition_reassignments, wanted,
+                                       timeout_ms=self._server_wait_ms())
+        except kerr.AuthorizationError as e:
+            raise refused(type(e), what, ALTER_CLUSTER, "" if what.startswith("the reassignment") else
+                          "; nothing was cancelled") from None
 
     def rollback(self, moves: list[dict], throttle: float | None = None) -> dict:
         """Cancel the reassignment of the rollback file's partitions while it runs
@@ -263,10 +336,13 @@ class AdminBackend:
         """AlterPartitionReassignments with no target for these partitions, then waits (up to 30 s)
         until ListPartitionReassignments no longer lists them; returns how many were cancelled."""
         wanted = {TopicPartition(t, p): None for t, p in partitions}
-        results = self._to_controller(self.admin.alter_partition_reassignments, wanted)
-        refused = [err for err in results.values() if err is not None]
-        if refused:
-            raise translate(refused[0]()) or Unsafe(f"Kafka refused the cancellation: {refused[0].__name__}")
+        what = "cancelling the reassignment (AlterPartitionReassignments)"
+        results = self._reassign(wanted, what)
+        errors = [err for err in results.values() if err is not None]
+        if errors and issubclass(errors[0], kerr.AuthorizationError):
+            raise refused(errors[0], what, ALTER_CLUSTER, "; nothing was cancelled")
+        if errors:
+            raise translate(errors[0]()) or Unsafe(f"Kafka refused the cancellation: {errors[0].__name__}")
         deadline = time.monotonic() + 30.0
         while self._to_controller(self.admin.list_partition_reassignments, list(wanted)):
             if time.monotonic() > deadline:
@@ -307,8 +383,15 @@ class AdminBackend:
             if (wanted is None or p.key in wanted) and p.leader is not None and p.leader != p.replicas[0]:
                 todo.setdefault(p.topic, []).append(p.partition)
         if todo:
-            response = self._to_controller(self.admin.elect_leaders, PREFERRED, todo, raise_errors=False)
-            code = getattr(response, "error_code", 0)
+            response = self._to_controller(self.admin.elect_leaders, PREFERRED, todo, raise_errors=False,
+                                           timeout_ms=self._server_wait_ms())
+            codes = [getattr(response, "error_code", 0)] + [p.error_code for t in response.replica_election_results
+                                                             for p in t.partition_result]
+            denied = [c for c in codes if c and issubclass(for_code(c), kerr.AuthorizationError)]
+            if denied:  # v0 has no top-level error: the partitions carry it
+                raise refused(for_code(denied[0]), "the preferred-leader election (ElectLeaders)", ALTER_CLUSTER,
+                              "; nothing was elected")
+            code = codes[0]
             if code:
                 raise translate(for_code(code)()) or Unsafe(f"Kafka refused the election (error {code})")
         return sum(len(v) for v in todo.values())
@@ -333,25 +416,40 @@ class AdminBackend:
         brokers = self._broker_throttles(str(b) for b in self._live(self.admin.describe_cluster()))
         return brokers, dict(sorted(topics.items()))
 
-    def _alter(self, resources: list[ConfigResource]) -> None:
+    def _alter(self, resources: list[ConfigResource], written: list | None = None) -> None:
         """IncrementalAlterConfigs (never the whole config: other keys kept); a refusal raised
-        as one line naming the resource."""
+        as one line naming the resource (and, refused for want of a right, the right). Each
+        resource the cluster took is added to `written` as (kind, name, keys) first."""
         if not resources:
             return
         results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
+        keys = {(ConfigResourceType(r.resource_type).name.lower(), r.name): list(r.configs) for r in resources}
+        failed = []
         for kind, by_name in results.items():
             for name, result in by_name.items():
-                if result != "OK":
-                    raise Unsafe(f"Kafka refused the throttle config of {kind} {name}: {' '.join(str(result).split())}")
+                if result == "OK":
+                    if written is not None:
+                        written.append((kind, name, keys.get((kind, name), [])))
+                else:
+                    failed.append((kind, name, result))
+        if failed:
+            kind, name, result = failed[0]
+            what = f"the throttle config of {kind} {name} (IncrementalAlterConfigs)"
+            denied = authorization_error(result)
+            if denied is not None:
+                raise refused(denied, what, "ALTER_CONFIGS on the CLUSTER" if kind == "broker"
+                              else f"ALTER_CONFIGS on TOPIC {name}")
+            raise Unsafe(f"Kafka refused {what}: {' '.join(str(result).split())}")
 
     def set_throttles(self, brokers: Mapping[int | str, Mapping[str, str]] | None = None,
-                      topics: Mapping[str, Mapping[str, str]] | None = None) -> None:
-        """IncrementalAlterConfigs SET of these keys, topics then brokers."""
+                      topics: Mapping[str, Mapping[str, str]] | None = None, written: list | None = None) -> None:
+        """IncrementalAlterConfigs SET of these keys, topics then brokers (each resource the
+        cluster took added to `written` as (kind, name, keys))."""
         self._alter([ConfigResource(ConfigResourceType.TOPIC, t, {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
-                     for t, cfg in (topics or {}).items() if cfg])
+                     for t, cfg in (topics or {}).items() if cfg], written)
         self._alter([ConfigResource(ConfigResourceType.BROKER, _broker_name(b),
                                     {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
-                     for b, cfg in (brokers or {}).items() if cfg])
+                     for b, cfg in (brokers or {}).items() if cfg], written)
 
     def _delete_keys(self, brokers: Iterable[str], topics: Iterable[str], have_brokers: dict, have_topics: dict
                      ) -> None:

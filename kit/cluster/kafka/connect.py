@@ -1,6 +1,6 @@
-"""Reaching a Kafka cluster's Admin API: the bootstrap list, the client's security settings
-(Kafka's `--command-config` properties, or environment variables) and what kafka-python's
-errors mean in kit's terms (`translate`).
+"""Reaching a Kafka cluster's Admin API: the bootstrap list, the client's settings (security
+and timeouts: Kafka's `--command-config` properties, or environment variables) and what
+kafka-python's errors mean in kit's terms (`translate`, `refused`).
 
 Security settings are credentials: they go into the client and nowhere else (no message,
 log line, event or record names a value; messages name the file or the key at most).
@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+import time
 
 from kafka import KafkaAdminClient
 from kafka import errors as kerr
@@ -21,8 +23,12 @@ COMMAND_CONFIG_ENV = "KIT_KAFKA_COMMAND_CONFIG"
 USERNAME_ENV = "KIT_KAFKA_SASL_USERNAME"
 PASSWORD_ENV = "KIT_KAFKA_SASL_PASSWORD"
 
-# The bootstrap must answer within this many seconds (a dead address is BadInput in < 30 s).
+# The bootstrap must answer within this many seconds (a dead address is BadInput in < 30 s),
+# unless default.api.timeout.ms says otherwise.
 BOOTSTRAP_SECONDS = 20.0
+# Seconds one request may take unless request.timeout.ms says otherwise: Kafka's own client
+# default, generous for a broker answering beside its clients on a loaded machine.
+REQUEST_SECONDS = 30.0
 
 # Kafka's client properties kit honours, and kafka-python's keyword for each.
 _PLAIN_KEYS = {
@@ -36,8 +42,11 @@ _PLAIN_KEYS = {
     "ssl.key.location": "ssl_keyfile",
     "ssl.crl.location": "ssl_crlfile",
 }
+# Kafka's client timeouts (milliseconds), honoured: request.timeout.ms bounds each request,
+# default.api.timeout.ms how long kit waits for the bootstrap brokers to answer at all.
+TIMEOUT_KEYS = {"request.timeout.ms": "request_timeout_ms", "default.api.timeout.ms": "default_api_timeout_ms"}
 # Read but without effect here (they tune the Java client, or name its defaults).
-_IGNORED = {"request.timeout.ms", "default.api.timeout.ms", "retries", "retry.backoff.ms", "client.id",
+_IGNORED = {"retries", "retry.backoff.ms", "client.id",
             "ssl.protocol", "ssl.enabled.protocols", "ssl.keystore.type", "ssl.truststore.type",
             "sasl.login.callback.handler.class", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm"}
 _JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
@@ -104,6 +113,10 @@ def client_settings(props: dict[str, str], where: str) -> dict:
             out["ssl_cafile" if "truststore" in key else "ssl_certfile"] = value
         elif key in ("ssl.truststore.password", "ssl.keystore.password"):
             continue  # a PEM file has none
+        elif key in TIMEOUT_KEYS:
+            if not re.fullmatch(r"\s*[0-9]{1,9}\s*", value) or int(value) <= 0:
+                raise BadInput(f"{where}: {key} must be a positive whole number of milliseconds")
+            out[TIMEOUT_KEYS[key]] = int(value)
         elif key not in _IGNORED:
             raise BadInput(f"{where}: {key} is not a client setting kit can use")
     if "ssl_certfile" in out and "ssl_keyfile" not in out:
@@ -116,7 +129,8 @@ def client_settings(props: dict[str, str], where: str) -> dict:
 
 
 def resolve_security(command_config: str | None = None) -> dict:
-    """The client's security settings: --command-config FILE, else $KIT_KAFKA_COMMAND_CONFIG;
+    """The client's settings (security, and the timeouts of `TIMEOUT_KEYS`): --command-config
+    FILE, else $KIT_KAFKA_COMMAND_CONFIG;
     $KIT_KAFKA_SASL_USERNAME and $KIT_KAFKA_SASL_PASSWORD fill in SASL credentials the file lacks."""
     path = command_config or os.environ.get(COMMAND_CONFIG_ENV) or None
     settings = client_settings(read_properties(path), f"--command-config {path}") if path else {}
@@ -129,21 +143,84 @@ def resolve_security(command_config: str | None = None) -> dict:
     return settings
 
 
-def new_client(spec: str, timeout: float, security: dict) -> KafkaAdminClient:
+def new_client(spec: str, timeout: float | None, settings: dict) -> KafkaAdminClient:
     """A connected admin client for the bootstrap list `spec`; `BadInput` (one line, within
-    ~`BOOTSTRAP_SECONDS`) when no broker there answers."""
+    ~`BOOTSTRAP_SECONDS` or default.api.timeout.ms) when no broker there answers.
+
+    Each request may take request.timeout.ms (in `settings`, from --command-config), else
+    `timeout` seconds, else `REQUEST_SECONDS`.
+    """
     hosts = parse_bootstrap(spec)
-    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # kit says what failed, in one line
-    wait_ms = int(min(timeout, BOOTSTRAP_SECONDS) * 1000)
+    settings = dict(settings)
+    request_ms = settings.pop("request_timeout_ms", None) or int((timeout or REQUEST_SECONDS) * 1000)
+    wait_ms = settings.pop("default_api_timeout_ms", None) or int(BOOTSTRAP_SECONDS * 1000)
+    watch_timeouts()
+    started = time.monotonic()
     try:
-        return KafkaAdminClient(bootstrap_servers=hosts, client_id="kit", request_timeout_ms=int(timeout * 1000),
+        return KafkaAdminClient(bootstrap_servers=hosts, client_id="kit", request_timeout_ms=request_ms,
                                 bootstrap_timeout_ms=wait_ms, reconnect_backoff_max_ms=1000,
-                                retry_backoff_ms=100, **security)
+                                retry_backoff_ms=100, **settings)
     except Exception as e:  # noqa: BLE001  (whatever the library raises, one line)
         mapped = translate(e)
         if isinstance(mapped, Unreachable) or mapped is None:
-            raise BadInput(f"--bootstrap {spec}: no Kafka broker answers there ({type(e).__name__})") from None
+            late = last_timeout(since=started)
+            why = type(e).__name__ if late is None else f"the last request timed out: {late}"
+            raise BadInput(f"--bootstrap {spec}: no Kafka broker answers there ({why})") from None
         raise mapped from None
+
+
+class _TimeoutWitness(logging.Handler):
+    """Which broker a request timed out on. kafka-python names it only in its log (the error
+    it raises says "Request timed out after N ms"), so this handler, alone on that logger
+    (kit keeps kafka-python's logging quiet), keeps the last such record's broker, address and
+    timeout."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.last: tuple[float, str] | None = None
+        self.guard = threading.Lock()  # not `lock`: logging.Handler holds its own while it emits
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if "timed out" not in str(record.msg) or len(args) < 2:
+            return
+        conn, ms = args[0], args[1]
+        node = getattr(conn, "node_id", None)
+        try:
+            where = conn.transport.host_port().split("<-")[0]  # "HOST:PORT<-LOCAL_PORT"
+        except Exception:  # noqa: BLE001  (the socket already gone: the broker's id says enough)
+            where = None
+        who = f"broker {node}" if node is not None else "a broker"
+        text = f"{who}{f' ({where})' if where and where != 'none' else ''} did not answer within " \
+               f"{round(float(ms) / 1000, 1):g} s"
+        with self.guard:
+            self.last = (time.monotonic(), text)
+
+
+_WITNESS = _TimeoutWitness()
+
+
+def watch_timeouts() -> None:
+    """Install the witness of kafka-python's request timeouts (once; kafka-python's other log
+    records stay silenced: kit says what failed, in one line)."""
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    conn_log = logging.getLogger("kafka.net.connection")
+    if _WITNESS not in conn_log.handlers:
+        conn_log.addHandler(_WITNESS)
+        conn_log.setLevel(logging.WARNING)
+        conn_log.propagate = False
+
+
+def last_timeout(since: float | None = None) -> str | None:
+    """"broker ID (HOST:PORT) did not answer within N s" for the last request that timed out
+    (after `since`, monotonic seconds; within the last two minutes without it), None if none."""
+    with _WITNESS.guard:
+        last = _WITNESS.last
+    floor = since if since is not None else time.monotonic() - 120.0
+    return last[1] if last is not None and last[0] >= floor else None
+
+
+TIMEOUT_HINT = "request.timeout.ms in the --command-config file raises it"
 
 
 # Errors that mean the cluster (or the broker a call needed) cannot be reached now.
@@ -156,16 +233,25 @@ def translate(e: BaseException) -> BadInput | Unsafe | None:
     """kit's error for one of kafka-python's (None for any other), in one line.
 
     Unreachable (exit 2, a long-running caller retries) for a cluster or broker that does not
-    answer; BadInput (exit 2) for an authorization or authentication failure, an unknown topic
-    or partition, an invalid replica assignment, no reassignment in progress, bad settings;
-    Unsafe (exit 3) for a reassignment already in progress and any other refusal.
+    answer (a timeout names the broker, `last_timeout`); BadInput (exit 2) for an
+    authentication failure, an unknown topic or partition, an invalid replica assignment, no
+    reassignment in progress, bad settings; Unsafe (exit 3) for an authorization failure
+    (`refused`), a reassignment already in progress and any other refusal.
     """
     name = type(e).__name__
+    if isinstance(e, (kerr.RequestTimedOutError, kerr.KafkaTimeoutError, TimeoutError)):
+        late = last_timeout()
+        if late is not None:
+            return Unreachable(f"Kafka {late} ({TIMEOUT_HINT}); nothing more was sent")
+        return Unreachable(f"Kafka cluster unreachable: a request timed out ({name}; {TIMEOUT_HINT}); nothing more "
+                           "was sent")
     if isinstance(e, LOST):
         return Unreachable(f"Kafka cluster unreachable ({name}); nothing more was written")
-    if isinstance(e, (kerr.AuthorizationError, kerr.SaslAuthenticationFailedError,
-                      kerr.UnsupportedSaslMechanismError, kerr.IllegalSaslStateError)):
-        return BadInput(f"Kafka refused access ({name}): check the credentials and ACLs (--command-config)")
+    if isinstance(e, kerr.AuthorizationError):
+        return refused(type(e), "the request", None, "; nothing more was changed")
+    if isinstance(e, (kerr.SaslAuthenticationFailedError, kerr.UnsupportedSaslMechanismError,
+                      kerr.IllegalSaslStateError)):
+        return BadInput(f"Kafka refused access ({name}): check the credentials (--command-config)")
     if isinstance(e, (kerr.UnknownTopicOrPartitionError, kerr.UnknownTopicIdError)):
         return BadInput(f"Kafka: unknown topic or partition ({name})")
     if isinstance(e, kerr.InvalidReplicationAssignmentError):
@@ -179,6 +265,28 @@ def translate(e: BaseException) -> BadInput | Unsafe | None:
     if isinstance(e, kerr.KafkaError):
         return Unsafe(f"Kafka error: {name}: {_detail(e)}")
     return None
+
+
+# What each authorization error says the principal lacks, when the caller does not know better.
+_RIGHT_OF = {kerr.ClusterAuthorizationFailedError: "a right on the CLUSTER",
+             kerr.TopicAuthorizationFailedError: "a right on the topic"}
+
+
+def refused(error: type, what: str, right: str | None, left: str = "") -> Unsafe:
+    """Kafka's refusal of `what` for want of `right` (e.g. "ALTER on the CLUSTER"), as one line
+    ending with `left` (what the refusal left changed, e.g. "; nothing was changed"): exit 3."""
+    right = right or _RIGHT_OF.get(error, "a right this needs")
+    code = getattr(error, "errno", None)
+    return Unsafe(f"Kafka refused {what}: the principal lacks {right} ({error.__name__}, error {code}); "
+                  f"grant it (Kafka ACLs) or use a principal that has it (--command-config){left}")
+
+
+def authorization_error(result: str) -> type | None:
+    """The authorization error class in one of kafka-python's alter_configs result strings
+    ("[Error 31] ClusterAuthorizationFailedError: ..."), None for any other result."""
+    m = re.match(r"\[Error (\d+)\]", str(result))
+    error = kerr.for_code(int(m.group(1))) if m else None
+    return error if error is not None and issubclass(error, kerr.AuthorizationError) else None
 
 
 def _detail(e: BaseException) -> str:

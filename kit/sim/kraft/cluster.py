@@ -6,11 +6,13 @@ metadata log and no client sees it), starts the process holding the brokers' reg
 (kit.sim.kraft.server), waits until every live broker's listener answers ApiVersions, and
 writes DIR/bootstrap. Each process's pid is in DIR/NAME.pid; `stop` ends them all and the
 ZooKeeper. DIR/cluster.json says where the ZooKeeper is, the cluster id and each broker's
-port (fixed for the cluster's life).
+port (fixed for the cluster's life); DIR/facts.json what only the simulator knows (`write_facts`);
+DIR/faults.json the faults `deny`, `allow` and `slow` put on it (kit.sim.kraft.faults).
 """
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -25,14 +27,16 @@ import uuid
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from kit.cluster.zk import server as localzk
-from kit.cluster.zk.layout import session, write_cluster
+from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Stuck, Unsafe
 from kit.formats import load_snapshot, write_atomic
 from kit.sim import brokers as sim_brokers
 from kit.sim import controller as sim_controller
+from kit.sim.kraft import faults
 
 PROCESSES = ("server", "controller", "holder")  # stopped in this order: listeners first
 CONFIG = "cluster.json"
+FACTS = "facts.json"
 
 
 def _pid_path(state_dir: str, name: str) -> str:
@@ -128,6 +132,9 @@ def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float 
     os.makedirs(state_dir, exist_ok=True)
     for old in ("zk", "samples"):  # a cluster stopped earlier: its metadata log is not this one's
         shutil.rmtree(os.path.join(state_dir, old), ignore_errors=True)
+    for old in (faults.FILE, FACTS):  # nor its faults and facts
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(state_dir, old))
     try:
         return _start(cluster, live, state_dir, speed, client_load, wait, sample_every)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
@@ -143,12 +150,14 @@ def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: 
     deadline = time.monotonic() + wait
     zk = localzk.start(localzk.free_port(), os.path.join(state_dir, "zk"), wait=wait)
     ports = dict(zip(live, _ports(len(live))))
+    cluster_id = _cluster_id()
     write_atomic(os.path.join(state_dir, CONFIG), json.dumps(
-        {"version": 1, "zk": zk.connect, "cluster_id": _cluster_id(), "ports": {str(b): p for b, p in ports.items()}},
+        {"version": 1, "zk": zk.connect, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()}},
         indent=1) + "\n")
     with session(zk.connect) as client:
         write_cluster(client, cluster)
         register_listeners(client, ports)
+        write_facts(state_dir, cluster_id, read_sim_facts(client))
     holder = sim_brokers.start_holder(zk.connect, timeout=max(deadline - time.monotonic(), 1.0))
     with open(_pid_path(state_dir, "holder"), "w") as f:
         f.write(f"{holder}\n")
@@ -174,6 +183,15 @@ def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: 
     line = ",".join(f"127.0.0.1:{p}" for p in ports.values())
     write_atomic(os.path.join(state_dir, "bootstrap"), line + "\n")
     return line
+
+
+def write_facts(state_dir: str, cluster_id: str, facts: dict) -> str:
+    """DIR/facts.json: what only the simulator knows of its brokers and partitions (`kit sim
+    seed`'s facts: NIC capacity, instance type, disks, traffic), with the cluster id they
+    belong to, for `--sim-facts` (kit.cluster.kafka.backend). A real cluster has no such file."""
+    path = os.path.join(state_dir, FACTS)
+    write_atomic(path, json.dumps({"version": 1, "simulated": True, "cluster_id": cluster_id, **facts}) + "\n")
+    return path
 
 
 def register_listeners(client, ports: dict[int, int]) -> None:
@@ -248,6 +266,29 @@ def revive(state_dir: str, broker: int, timeout: float = 30.0) -> None:
     port = config["ports"].get(str(broker))
     if port is not None:
         _wait_for(lambda: answers(port), timeout, f"broker {broker}'s listener (port {port}) did not open again")
+
+
+def deny(state_dir: str, rights: list[str] | None = None) -> list[str]:
+    """The principal loses these rights (every right kit.sim.kraft.faults names when None);
+    returns the rights denied now. In force for every request after it returns."""
+    read_config(state_dir)
+    return faults.deny(state_dir, rights)
+
+
+def allow(state_dir: str) -> None:
+    """Every right is granted again."""
+    read_config(state_dir)
+    faults.allow(state_dir)
+
+
+def slow(state_dir: str, broker: int | None, delay: float) -> dict[str, float]:
+    """A broker (every broker when None) holds each request `delay` seconds; 0 undoes it.
+    BadInput for a broker the cluster does not have. Returns the delays in force."""
+    config = read_config(state_dir)
+    if broker is not None and str(broker) not in config["ports"]:
+        raise BadInput(f"--broker {broker}: the simulated cluster in {state_dir} has no such broker "
+                       f"({', '.join(sorted(config['ports'], key=int))})")
+    return faults.slow(state_dir, broker, delay)
 
 
 def stop(state_dir: str, wait: float = 15.0) -> bool:

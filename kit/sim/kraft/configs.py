@@ -16,7 +16,9 @@ from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfig
 from kazoo.exceptions import BadVersionError
 
 from kit.cluster.zk.changes import alter_config_keys, read_config
-from kit.sim.kraft.context import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_OR_PARTITION, Context
+from kit.sim.kraft.context import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFIG, INVALID_REQUEST, NONE,
+                                   TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, Context)
+from kit.sim.kraft.faults import ALTER_CONFIGS_CLUSTER, ALTER_CONFIGS_TOPIC
 from kit.sim.kraft.state import read_view
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
@@ -125,7 +127,21 @@ def _check_value(key: str, value: str | None) -> str | None:
     return None
 
 
+def _refused(ctx: Context, rtype: int) -> int:
+    """The authorization error of a resource the principal may not alter (NONE when it may):
+    ALTER_CONFIGS on the CLUSTER for a BROKER resource, on the TOPIC for a topic (Kafka's
+    AuthHelper.configsAuthorizationApiError; checked before the resource is looked up)."""
+    if rtype == BROKER and ctx.denies(ALTER_CONFIGS_CLUSTER):
+        return CLUSTER_AUTHORIZATION_FAILED
+    if rtype == TOPIC and ctx.denies(ALTER_CONFIGS_TOPIC):
+        return TOPIC_AUTHORIZATION_FAILED
+    return NONE
+
+
 def _alter_one(ctx: Context, r, validate_only: bool) -> tuple[int, str | None]:
+    refused = _refused(ctx, r.resource_type)
+    if refused != NONE:
+        return refused, None  # Kafka's ApiError for it carries no message
     kind, err, msg = _entity(ctx, r.resource_type, r.resource_name, describing=False)
     if kind is None:
         return err, msg
@@ -162,7 +178,8 @@ def _alter_one(ctx: Context, r, validate_only: bool) -> tuple[int, str | None]:
 
 def incremental_alter_configs(ctx: Context, req, version: int):
     """IncrementalAlterConfigs: SET and DELETE per key on TOPIC and BROKER resources ("" the
-    cluster-wide default), each resource all or nothing; nothing written with validate_only."""
+    cluster-wide default), each resource all or nothing; nothing written with validate_only.
+    A resource the principal may not alter (kit sim deny) gets 31 (broker) or 29 (topic)."""
     Resp = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
     out = []
     for r in req.resources:

@@ -6,10 +6,14 @@ from dataclasses import dataclass
 import kafka.errors as errors
 from kazoo.client import KazooClient
 
+from kit.sim.kraft.faults import Faults
+
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno  # 3
 LEADER_NOT_AVAILABLE = errors.LeaderNotAvailableError.errno  # 5
 REQUEST_TIMED_OUT = errors.RequestTimedOutError.errno  # 7
+TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailedError.errno  # 29
+CLUSTER_AUTHORIZATION_FAILED = errors.ClusterAuthorizationFailedError.errno  # 31
 UNSUPPORTED_VERSION = errors.UnsupportedVersionError.errno  # 35
 INVALID_REPLICATION_FACTOR = errors.InvalidReplicationFactorError.errno  # 38
 INVALID_REPLICA_ASSIGNMENT = errors.InvalidReplicationAssignmentError.errno  # 39
@@ -23,8 +27,14 @@ UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.errno  # 100
 
 @dataclass
 class Context:
-    """The broker answering, its cluster's id, and the private ZooKeeper it reads."""
+    """The broker answering, its cluster's id, the private ZooKeeper it reads and the faults
+    an operator put on the cluster (none when None)."""
 
     client: KazooClient
     broker_id: int
     cluster_id: str
+    faults: Faults | None = None
+
+    def denies(self, right: str) -> bool:
+        """Whether the principal lacks `right` (kit.sim.kraft.faults.RIGHTS) now."""
+        return self.faults is not None and self.faults.denies(right)

@@ -18,12 +18,14 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsResponse, ElectLead
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk.changes import ELECTION, REASSIGN
-from kit.sim.kraft.context import (ELECTION_NOT_NEEDED, INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR,
-                                   INVALID_REQUEST, NO_REASSIGNMENT_IN_PROGRESS, NONE, PREFERRED_LEADER_NOT_AVAILABLE,
-                                   REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION, Context)
+from kit.sim.kraft.context import (CLUSTER_AUTHORIZATION_FAILED, ELECTION_NOT_NEEDED, INVALID_REPLICA_ASSIGNMENT,
+                                   INVALID_REPLICATION_FACTOR, INVALID_REQUEST, NO_REASSIGNMENT_IN_PROGRESS, NONE,
+                                   PREFERRED_LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION, Context)
+from kit.sim.kraft.faults import ALTER_CLUSTER
 from kit.sim.kraft.state import PartitionInfo, View, read_view
 
 MAX_WAIT = 30.0  # seconds a call waits for the simulated controller at most
+NOT_AUTHORIZED = "Cluster authorization failed."  # Kafka's message of CLUSTER_AUTHORIZATION_FAILED
 PREFERRED, UNCLEAN = 0, 1  # ElectionType
 
 
@@ -120,7 +122,14 @@ def _wait(check, timeout_ms: int | None) -> bool:
 
 def alter_partition_reassignments(ctx: Context, req, version: int):
     """AlterPartitionReassignments: per partition, start or replace its move (a target list) or
-    cancel it (null); errors per partition as Kafka's controller gives them."""
+    cancel it (null); errors per partition as Kafka's controller gives them. Without ALTER on
+    the CLUSTER (kit sim deny): 31 at the top level and for every partition, nothing done
+    (AlterPartitionReassignmentsRequest.getErrorResponse)."""
+    if ctx.denies(ALTER_CLUSTER):
+        return _reassign_response(req, version, {(t.name, rp.partition_index): (CLUSTER_AUTHORIZATION_FAILED,
+                                                                               NOT_AUTHORIZED)
+                                                 for t in req.topics for rp in t.partitions},
+                                  CLUSTER_AUTHORIZATION_FAILED, NOT_AUTHORIZED)
     for _ in range(10):  # another writer (or the controller finishing) between read and write
         pending, stat = _pending(ctx.client)
         view = read_view(ctx.client, sorted({t.name for t in req.topics}))
@@ -137,10 +146,14 @@ def alter_partition_reassignments(ctx: Context, req, version: int):
     if (targets or cancelled) and not _wait(lambda: _applied(ctx.client, targets, cancelled), req.timeout_ms):
         results = {k: (REQUEST_TIMED_OUT, "recorded, but the simulated controller has not taken it up yet")
                    if err == NONE else (err, msg) for k, (err, msg) in results.items()}
+    return _reassign_response(req, version, results, NONE, None)
+
+
+def _reassign_response(req, version: int, results: dict, error: int, message: str | None):
     R = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
     return AlterPartitionReassignmentsResponse(
-        version=version, throttle_time_ms=0, allow_replication_factor_change=True, error_code=NONE,
-        error_message=None,
+        version=version, throttle_time_ms=0, allow_replication_factor_change=True, error_code=error,
+        error_message=message,
         responses=[R(name=t.name, partitions=[R.ReassignablePartitionResponse(
             partition_index=rp.partition_index, error_code=results[(t.name, rp.partition_index)][0],
             error_message=results[(t.name, rp.partition_index)][1]) for rp in t.partitions]) for t in req.topics])
@@ -209,7 +222,14 @@ def _request_election(client, todo: list, timeout_ms: int | None) -> bool:
 def elect_leaders(ctx: Context, req, version: int):
     """ElectLeaders (preferred): each partition's first replica leads again where it is alive
     and in sync; ELECTION_NOT_NEEDED where it already leads, PREFERRED_LEADER_NOT_AVAILABLE
-    where it cannot. Asked for all partitions, those needing no election are left out."""
+    where it cannot. Asked for all partitions, those needing no election are left out. Without
+    ALTER on the CLUSTER (kit sim deny): 31 at the top level (v1+) and for every partition
+    asked for, nothing elected (KafkaApis.handleElectLeaders)."""
+    if ctx.denies(ALTER_CLUSTER):
+        asked = [] if req.topic_partitions is None else \
+            [(tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
+        return _elect_response(version, {k: (CLUSTER_AUTHORIZATION_FAILED, NOT_AUTHORIZED) for k in asked},
+                               CLUSTER_AUTHORIZATION_FAILED)
     view = read_view(ctx.client, None if req.topic_partitions is None else
                      sorted({tp.topic for tp in req.topic_partitions}))
     results, todo, everything = _election_wanted(req, view)
@@ -223,9 +243,13 @@ def elect_leaders(ctx: Context, req, version: int):
                 (PREFERRED_LEADER_NOT_AVAILABLE, f"preferred replica {p.replicas[0]} could not take over")
     if everything:
         results = {k: r for k, r in results.items() if r[0] != ELECTION_NOT_NEEDED}
+    return _elect_response(version, results, NONE)
+
+
+def _elect_response(version: int, results: dict, error: int):
     R = ElectLeadersResponse.ReplicaElectionResult
     by_topic: dict[str, list] = {}
     for (t, p), (err, msg) in results.items():
         by_topic.setdefault(t, []).append(R.PartitionResult(partition_id=p, error_code=err, error_message=msg))
-    return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=NONE,
+    return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=error,
                                 replica_election_results=[R(topic=t, partition_result=ps) for t, ps in by_topic.items()])

@@ -8,6 +8,8 @@ answers). It watches /brokers/ids: a broker that dies has its listener and conne
 one revived gets it back on the same port. What a Kafka broker does with a request it cannot
 serve is done here too: an unknown API key or version, or a frame that does not decode, closes
 that connection; ApiVersions of an unknown version is answered (error 35, in a v0 response).
+The faults in DIR/faults.json (kit.sim.kraft.faults: rights denied, brokers slowed) apply to
+every request that arrives after the file changed.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import traceback
 
 from kazoo.client import KazooClient
@@ -29,6 +32,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kit.cluster.zk.layout import close, connect
 from kit.sim.kraft import handlers, state
 from kit.sim.kraft.context import Context
+from kit.sim.kraft.faults import Faults
 
 MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 REQUESTS = {cls.API_KEY: cls for cls in (ApiVersionsRequest, MetadataRequest, DescribeClusterRequest,
@@ -140,6 +144,9 @@ class Listener:
                 frame = _read_exactly(conn, size)
                 if frame is None:
                     return
+                delay = self.ctx.faults.delay(self.ctx.broker_id) if self.ctx.faults is not None else 0.0
+                if delay > 0:  # a slow broker (kit sim slow): held, then handled as any other
+                    time.sleep(delay)
                 out = answer(self.ctx, frame)
                 if out is None:
                     return
@@ -165,9 +172,9 @@ def _shut(conn: socket.socket) -> None:
 class WireServer:
     """Every broker's listener, opened and closed as /brokers/ids changes."""
 
-    def __init__(self, client: KazooClient, config: dict):
+    def __init__(self, client: KazooClient, config: dict, faults: Faults | None = None):
         self.client = client
-        self.listeners = {int(b): Listener(Context(client, int(b), config["cluster_id"]), int(port))
+        self.listeners = {int(b): Listener(Context(client, int(b), config["cluster_id"], faults), int(port))
                           for b, port in config["ports"].items()}
         self.open: set[int] = set()
         self.lock = threading.Lock()
@@ -202,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     client = connect(config["zk"])
-    server = WireServer(client, config)
+    server = WireServer(client, config, Faults(state_dir))
     try:
         client.ensure_path("/brokers/ids")
         client.ChildrenWatch("/brokers/ids", server.sync)
