@@ -234,9 +234,10 @@ def translate(e: BaseException) -> BadInput | Unsafe | None:
 
     Unreachable (exit 2, a long-running caller retries) for a cluster or broker that does not
     answer (a timeout names the broker, `last_timeout`); BadInput (exit 2) for an
-    authentication failure, an unknown topic or partition, an invalid replica assignment, no
-    reassignment in progress, bad settings; Unsafe (exit 3) for an authorization failure
-    (`refused`), a reassignment already in progress and any other refusal.
+    authentication or authorization failure (`refused`: the credentials are the input to fix,
+    as ZooKeeper's NoAuth is), an unknown topic or partition, an invalid replica assignment, no
+    reassignment in progress, bad settings; Unsafe (exit 3) for a reassignment already in
+    progress and any other refusal.
     """
     name = type(e).__name__
     if isinstance(e, (kerr.RequestTimedOutError, kerr.KafkaTimeoutError, TimeoutError)):
@@ -272,12 +273,13 @@ _RIGHT_OF = {kerr.ClusterAuthorizationFailedError: "a right on the CLUSTER",
              kerr.TopicAuthorizationFailedError: "a right on the topic"}
 
 
-def refused(error: type, what: str, right: str | None, left: str = "") -> Unsafe:
+def refused(error: type, what: str, right: str | None, left: str = "") -> BadInput:
     """Kafka's refusal of `what` for want of `right` (e.g. "ALTER on the CLUSTER"), as one line
-    ending with `left` (what the refusal left changed, e.g. "; nothing was changed"): exit 3."""
+    ending with `left` (what the refusal left changed, e.g. "; nothing was changed"): exit 2,
+    as a ZooKeeper chroot refused for want of credentials is."""
     right = right or _RIGHT_OF.get(error, "a right this needs")
     code = getattr(error, "errno", None)
-    return Unsafe(f"Kafka refused {what}: the principal lacks {right} ({error.__name__}, error {code}); "
+    return BadInput(f"Kafka refused {what}: the principal lacks {right} ({error.__name__}, error {code}); "
                   f"grant it (Kafka ACLs) or use a principal that has it (--command-config){left}")
 
 
