@@ -136,12 +136,13 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
         _placement_rows(rows.add, choices, tidx.size, fixed.count, fixed.peers, count_lo, count_hi, budget,
                         var.peer_at, var.peer_pairs, ws.degree_floor)
     cost, upper, weights = _objective(ws, var, choices, groups, items, base, pos_of, budget, caps, len(assign))
+    lower = _tighten(upper, var, choices, groups, topics, elig, fixed, ws, caps)
     # scipy loads here, not at the top: importing scipy.optimize takes most of a second, and
     # everything that imports kit.plan (the CLI, the runbooks, the report) would pay it.
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     res = milp(cost, constraints=LinearConstraint(rows.matrix(var.n), rows.lo, rows.hi), integrality=np.ones(var.n),
-               bounds=Bounds(np.zeros(var.n), upper), options={"node_limit": NODE_LIMIT, "presolve": True})
+               bounds=Bounds(lower, upper), options={"node_limit": NODE_LIMIT, "presolve": True})
     if res.x is None:
         return None
     xs = np.round(res.x).astype(np.int64)
@@ -345,6 +346,43 @@ def _objective(ws, var: _Variables, choices, groups, items, base, pos_of, budget
     # as the shortfalls do, most important first.
     upper[var.s_lead], upper[var.s_topic], upper[var.s_fail] = caps
     return cost, upper, (w_lead, w_topic, w_fail)
+
+
+def _tighten(upper, var: _Variables, choices, groups, topics, elig, fixed: _Fixed, ws, caps) -> np.ndarray:
+    """Bounds of the smallest counts and the quotients that every solution keeps (a smallest
+    count is at most the average, and at least the largest allowed less the spread allowed);
+    tightens `upper` in place, returns the lower bounds.
+
+    They cut nothing off, but without them these variables range up to the partition count
+    and HiGHS's bound propagation creeps through the rows that tie them, one unit a pass:
+    most of the placement program's time went there."""
+    nt = len(elig)
+    lower = np.zeros(var.n)
+    tnum = {t: i for i, t in enumerate(topics)}
+    size = np.array([len(groups[g]) for g, *_ in choices], dtype=np.int64)
+    leads = int(fixed.lead.sum()) + sum(len(g) for g in groups)
+    by_topic = np.zeros(len(topics), dtype=np.int64)
+    led_most = fixed.led.copy()  # the most partitions with followers each broker can lead
+    counted: set[tuple[int, int]] = set()
+    for k, (g, _, a, c, _) in enumerate(choices):
+        if c >= 0 and (g, a) not in counted:
+            counted.add((g, a))
+            led_most[a] += size[k]
+    for g in groups:
+        by_topic[tnum[int(ws.topic[g[0]])]] += len(g)
+    for (t, _), v in fixed.topic.items():
+        by_topic[tnum[t]] += v
+    upper[var.m_lead] = leads // nt
+    lower[var.m_lead] = max(0, -(-leads // nt) - LEADER_SPREAD.target - caps[0])
+    for i, n in enumerate(by_topic):
+        upper[var.m_topic + i] = n // nt
+        uneven = 0 if n % nt == 0 else 1
+        lower[var.m_topic + i] = max(0, -(-int(n) // nt) - TOPIC_LEADER_EXCESS.target - uneven - caps[1])
+    for a in range(nt):
+        e = len(elig[a])
+        upper[var.m_fail + a] = led_most[a] // e if e else 0
+        upper[var.quot_at + a] = led_most[a] // e if e else 0
+    return lower
 
 
 def _assignment(ws, assign, groups, choices, taken) -> list[list[int]]:
