@@ -29,8 +29,10 @@ from html import escape
 from pathlib import Path
 
 from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.kafka.backend import AdminBackend
 from kit.cluster.kafka.connect import parse_bootstrap
 from kit.cluster.zk import server as localzk
+from kit.cluster.zk.backend import ZkBackend
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unreachable
 from kit.events import read_events
@@ -151,6 +153,11 @@ class Environment:
         """The address as `kit` command-line options (--zk or --bootstrap); credentials stay in
         the environment variables the children inherit."""
         return ["--bootstrap", self.bootstrap] if self.bootstrap else ["--zk", self.zk]
+
+    @property
+    def reached_through(self) -> str:
+        """What the cluster is reached through, as its backend says it ("ZooKeeper", "Kafka (Admin API)")."""
+        return AdminBackend.reached_through if self.bootstrap else ZkBackend.reached_through
 
     @property
     def controller_running(self) -> bool:
@@ -1111,7 +1118,9 @@ def events_table(result: ChangeResult, limit: int = 30):
 
 
 def finish(record: Record, env: Environment, outcome: str, reason: str | None = None, keep: bool = False) -> dict:
-    """Close the record (and the embedded cluster, unless kept for an Apply button press)."""
+    """Close the record (and the embedded cluster, unless kept for an Apply button press); the
+    record says what the cluster was reached through."""
+    record.put("reached_through", env.reached_through)
     doc = record.finish(outcome, reason)
     if not keep:
         env.close()

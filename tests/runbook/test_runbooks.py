@@ -27,12 +27,18 @@ PARAMETER_FILES = {
 }
 
 
-# Each runbook on the ZooKeeper simulated cluster; the change that applies on the simulated KRaft
-# cluster too (a run costs minutes: one KRaft run per behaviour, the others share its code).
-CLUSTERS = [(name, "zookeeper") for name in RUNBOOKS] + [("broker_replacement", "kraft")]
-# On the simulated KRaft cluster the runbook's speed is the controller's from the start: slow
-# enough that the auto-throttle, through the Admin API on a loaded machine, decides while it copies.
-KRAFT_SPEED = 1000
+# Every runbook runs on both simulated clusters. With its defaults (planning only) each runs on
+# the ZooKeeper one, and on the KRaft one those whose change does not run there below; with
+# its parameter file each runs on the ZooKeeper one, and the two that apply (the replacement,
+# the health check's heal) on the KRaft one too (a change on KRaft costs minutes).
+APPLIED_ON_KRAFT = ("broker_replacement", "health_check")
+DEFAULT_RUNS = [(name, "zookeeper") for name in RUNBOOKS] + \
+    [(name, "kraft") for name in RUNBOOKS if name not in APPLIED_ON_KRAFT]
+CLUSTERS = [(name, "zookeeper") for name in RUNBOOKS] + [(name, "kraft") for name in APPLIED_ON_KRAFT]
+# On the simulated KRaft cluster the runbook's speed is the controller's from the start. The
+# replacement's is slow enough that the auto-throttle, through the Admin API on a loaded
+# machine, decides while it copies; the health check proves the heal, at its ZooKeeper speed.
+KRAFT_SPEED = {"broker_replacement": 1000, "health_check": 20000}
 
 
 def test_every_runbook_is_listed_and_every_parameter_documented():
@@ -50,12 +56,21 @@ def record_of(stdout: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
-@pytest.mark.parametrize("name", RUNBOOKS)
-def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name, tmp_path):
-    r = kit("run", name, "--record-dir", tmp_path, timeout=300)
+@pytest.mark.parametrize("name, cluster", DEFAULT_RUNS)
+def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name, cluster, tmp_path):
+    from kit.sim.kraft import cluster as kraft
+
+    r = kit("run", name, "-p", "cluster", cluster, "--record-dir", tmp_path, timeout=300,
+            env=dict(os.environ, KIT_STATE_DIR=str(tmp_path / "state")))
     assert r.returncode == 0, r.stdout + r.stderr
     rec = record_of(r.stdout)
     assert rec["outcome"] == "planned" and rec["exit_code"] == 0
+    if cluster == "kraft":  # planned from what the Admin API said, the cluster stopped after
+        assert rec["reached_through"] == "Kafka (Admin API)"
+        assert rec["checks"][0]["check"] == "the Admin API answers" and "simulated KRaft" in rec["checks"][0]["detail"]
+        assert not kraft.running(str(Path(rec["parameters"]["workdir"]) / "kraft"))
+    else:
+        assert rec["reached_through"] == "ZooKeeper"
     assert [s["step"] for s in rec["steps"]][:1] == ["situation"] and all(s["ok"] for s in rec["steps"])
     assert rec["command"].startswith(f"kit run {name}")
     html = Path(rec["html"]).read_text()
@@ -71,7 +86,7 @@ def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
     given = dict(PARAMETER_FILES[name])
     env = None
     if cluster == "kraft":
-        given.update(cluster="kraft", speed=KRAFT_SPEED)
+        given.update(cluster="kraft", speed=KRAFT_SPEED[name])
         # The Admin API client's settings come from the file the environment names, never a
         # parameter, and no file the run leaves names what is in it.
         props = tmp_path / "client.properties"
@@ -85,6 +100,9 @@ def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
         assert rec["parameters"][key] == (float(value) if isinstance(value, int) and key in ("speed",) else value)
     if cluster == "kraft":
         check_the_kraft_run(rec, tmp_path)
+        for f in tmp_path.rglob("*"):
+            if f.is_file() and f.name != "client.properties":
+                assert b"hunter2-kraft-secret" not in f.read_bytes(), f
         return
     if PARAMETER_FILES[name].get("apply"):
         assert rec["outcome"] == "succeeded", rec["reason"]
@@ -109,32 +127,37 @@ def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
 
 
 def check_the_kraft_run(rec: dict, tmp_path: Path) -> None:
-    """broker_replacement on the simulated KRaft cluster: planned, applied through the Admin API
-    with the auto-throttle (`kit throttle run --bootstrap`, the cluster's samples as its
-    metrics), watched to the end, verified, every throttle gone; the cluster stopped after."""
+    """A change on the simulated KRaft cluster (broker_replacement's plan, health_check's heal):
+    planned, applied through the Admin API with the auto-throttle (`kit throttle run
+    --bootstrap`, the cluster's samples as its metrics), watched to the end, verified, every
+    throttle gone; the cluster stopped after."""
     from kit.runbook.steps import simulated_copy_seconds
     from kit.sim.kraft import cluster as kraft
 
     assert rec["outcome"] == "succeeded", rec["reason"]
-    assert rec["checks"][0]["check"] == "the Admin API answers" and "simulated KRaft" in rec["checks"][0]["detail"]
+    assert rec["reached_through"] == "Kafka (Admin API)"
     assert rec["change"]["done"] and rec["change"]["throttles_cleared"]
-    assert rec["under_replicated"] == {"before": 150, "after": 0}
     files = Path(rec["change"]["rollback"]).parent
     assert json.loads((files / "plan.json").read_text())["partitions"]
     events = [json.loads(x) for x in Path(rec["change"]["events"]).read_text().splitlines()]
-    decided = [e for e in events if e.get("source") == "throttle" and e["kind"] == "rate"]
-    assert decided and {1013} & {b for e in decided for b in e["brokers"]}, events[:5]
     assert events[-1]["kind"] in ("done", "clear")
+    if rec["runbook"] == "health_check":  # the doctor's heal: every under-replicated partition healed
+        assert rec["doctor"]["status"] != "alert" and rec["plan"]["partitions"] > 0
+        assert rec["under_replicated"]["before"] > 0 and rec["under_replicated"]["after"] == 0, rec["under_replicated"]
+    else:
+        assert rec["checks"][0]["check"] == "the Admin API answers" and "simulated KRaft" in rec["checks"][0]["detail"]
+        assert rec["under_replicated"] == {"before": 150, "after": 0}
+        decided = [e for e in events if e.get("source") == "throttle" and e["kind"] == "rate"]
+        assert decided and {1013} & {b for e in decided for b in e["brokers"]}, events[:5]
     # The cluster's clock: the simulated controller's, from its samples (it writes no report:
     # it runs for the cluster's life, started by kit sim start's code with the runbook's speed).
     timing = rec["timing"]
-    assert timing["clock"] == "simulated" and timing["actual_s"] > 0 and timing["estimate_s"] > 0
+    assert timing["clock"] == "simulated" and timing["actual_s"] > 0
+    # The doctor's plan is a list of moves without kit's estimate; the planned runbooks have one.
+    assert timing["estimate_s"] > 0 if rec["runbook"] != "health_check" else timing["estimate_s"] is None
     assert timing["actual_s"] == pytest.approx(simulated_copy_seconds(str(files / "kraft" / "samples"))[0])
     assert not (files / "controller.json").exists()
     assert not kraft.running(str(files / "kraft"))  # stopped at the end, as the ZooKeeper one is
-    for f in tmp_path.rglob("*"):
-        if f.is_file() and f.name != "client.properties":
-            assert b"hunter2-kraft-secret" not in f.read_bytes(), f
 
 
 @pytest.mark.parametrize("cluster", ["zookeeper", "kraft"])
