@@ -20,14 +20,16 @@ replicas keeps the survivors and so is among its choices, and the plan's NOTE st
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from kit.plan.steps.leadership import balance_leadership, drop_order_notes, leader_figures
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
 from kit.plan.workspace import LARGE, Workspace
 
-# Cross-rack (survivor, receiver) variables above which the program is not tried.
-MAX_PAIRS = 5_000
+# (survivor, topic, receiver) variables above which the program is not tried.
+MAX_VARIABLES = 20_000
 NODE_LIMIT = 500  # a count, not a time: the same input gives the same placement
 
 
@@ -50,95 +52,153 @@ def _movable(ws: Workspace) -> dict[int, tuple[int, int]] | None:
     return out or None
 
 
-def _pair_counts(ws: Workspace, movable: dict[int, tuple[int, int]], pos: np.ndarray) -> np.ndarray:
-    """fixed[i, j]: partitions held by target positions i and j that are not movable."""
-    nt = ws.target_idx.size
-    fixed = np.zeros((nt, nt), dtype=np.int64)
+class _Problem(NamedTuple):
+    """The placement question, by target position (`pos`) and topic row."""
+
+    side: np.ndarray  # 0 or 1 per target: which of the two racks
+    fixed: np.ndarray  # [i, j]: partitions held by targets i and j that are not movable
+    tfixed: np.ndarray  # [topic row, i]: replicas of the topic on target i that stay where they are
+    groups: dict[tuple[int, int], list[int]]  # (survivor, topic row) -> its movable partitions
+    receive: np.ndarray  # re-placed replicas each target takes now (and will take)
+
+
+def _problem(ws: Workspace, movable: dict[int, tuple[int, int]], pos: np.ndarray) -> _Problem:
+    """The counts the program works on, from the plan so far."""
+    tidx = ws.target_idx
+    nt = tidx.size
     idx = ws.index
+    side = (ws.rack[tidx] != ws.rack[tidx].min()).astype(np.int64)
+    fixed = np.zeros((nt, nt), dtype=np.int64)
     for p, reps in enumerate(ws.assign):
         if len(reps) == 2 and p not in movable:
             i, j = pos[idx[reps[0]]], pos[idx[reps[1]]]
             if i >= 0 and j >= 0:
                 fixed[i, j] += 1
                 fixed[j, i] += 1
-    return fixed
+    topics = sorted({int(ws.topic[p]) for p in movable})
+    row = {t: k for k, t in enumerate(topics)}
+    tfixed = ws.tcount[np.ix_(topics, tidx)].copy()
+    groups: dict[tuple[int, int], list[int]] = {}
+    receive = np.zeros(nt, dtype=np.int64)
+    for p, (s, new) in movable.items():
+        k = row[int(ws.topic[p])]
+        tfixed[k, pos[idx[new]]] -= 1
+        receive[pos[idx[new]]] += 1
+        groups.setdefault((int(pos[idx[s]]), k), []).append(p)
+    return _Problem(side, fixed, tfixed, groups, receive)
 
 
-def _program(fixed: np.ndarray, side: np.ndarray, supply: np.ndarray, receive: np.ndarray) -> np.ndarray | None:
-    """send[s, r]: how many of survivor s's partitions take broker r (other rack), each s
-    sending its `supply`, each r taking its `receive`, so that every cross pair's count
-    (fixed plus both directions) is as even as can be: the worst pair's distance from the
-    even share first, then the sum of distances. None if too large or nothing found."""
-    a_pos, b_pos = np.flatnonzero(side == 0), np.flatnonzero(side == 1)
-    pairs = [(s, r) for s in range(side.size) for r in (b_pos if side[s] == 0 else a_pos)]
-    if len(pairs) > MAX_PAIRS:
-        return None
-    n_x = len(pairs)
-    cross = [(a, b) for a in a_pos for b in b_pos]
-    total = int(sum(fixed[a, b] for a, b in cross) + supply.sum())
-    lo, hi = total // len(cross), -(-total // len(cross))
-    n_c = len(cross)
-    n = n_x + 2 * n_c + 1  # sends, over and under per pair, the worst distance
-    at = {pr: k for k, pr in enumerate(pairs)}
-    rows, cols, vals, r_lo, r_hi = [], [], [], [], []
+class _Rows:
+    """A sparse constraint matrix built a row at a time."""
 
-    def row(entries, low, high):
-        r = len(r_lo)
+    def __init__(self):
+        self.rows, self.cols, self.vals, self.lo, self.hi = [], [], [], [], []
+
+    def add(self, entries, low, high) -> None:
+        r = len(self.lo)
         for c, v in entries:
-            rows.append(r)
-            cols.append(c)
-            vals.append(v)
-        r_lo.append(low)
-        r_hi.append(high)
+            self.rows.append(r)
+            self.cols.append(c)
+            self.vals.append(v)
+        self.lo.append(low)
+        self.hi.append(high)
 
-    for s in range(side.size):
-        row([(at[s, r], 1) for r in (b_pos if side[s] == 0 else a_pos)], supply[s], supply[s])
-        row([(at[r, s], 1) for r in (b_pos if side[s] == 0 else a_pos)], receive[s], receive[s])
-    for k, (a, b) in enumerate(cross):
-        over, under = n_x + 2 * k, n_x + 2 * k + 1
-        both = [(at[a, b], 1), (at[b, a], 1)]
-        row(both + [(over, -1)], -np.inf, hi - fixed[a, b])  # count - over <= hi
-        row(both + [(under, 1)], lo - fixed[a, b], np.inf)  # count + under >= lo
-        row([(over, 1), (n - 1, -1)], -np.inf, 0)
-        row([(under, 1), (n - 1, -1)], -np.inf, 0)
+
+def _even(rows: _Rows, entries, base: int, lo: int, hi: int, slack: int, worst: int | None) -> None:
+    """base + sum(entries) within [lo, hi], but for the slack variables `slack` (over) and
+    `slack + 1` (under), each at most `worst` where that is given."""
+    rows.add(entries + [(slack, -1)], -np.inf, hi - base)
+    rows.add(entries + [(slack + 1, 1)], lo - base, np.inf)
+    if worst is not None:
+        rows.add([(slack, 1), (worst, -1)], -np.inf, 0)
+        rows.add([(slack + 1, 1), (worst, -1)], -np.inf, 0)
+
+
+# One builder for the whole program (62 lines): its variables' numbering is shared by every row.
+def _program(pb: _Problem) -> dict[tuple[int, int], np.ndarray] | None:
+    """For each (survivor, topic) group, how many of its partitions take each target of the
+    other rack: every target takes as many as now, every cross pair's count (fixed plus both
+    directions) and every target's count of each topic as even as can be; the worst pair's
+    distance from the even share and the topics' distances first, then the pairs'. None if
+    too large or nothing found."""
+    side = pb.side
+    other = [np.flatnonzero(side != side[i]) for i in range(side.size)]
+    keys = sorted(pb.groups)
+    n_y = sum(other[s].size for s, _ in keys)
+    if n_y > MAX_VARIABLES:
+        return None
+    at: dict[tuple[int, int, int], int] = {}
+    for s, k in keys:
+        for r in other[s].tolist():
+            at[s, k, r] = len(at)
+    by_pair: dict[tuple[int, int], list] = {}
+    by_topic: dict[tuple[int, int], list] = {}
+    by_receiver: dict[int, list] = {}
+    for (s, k, r), v in at.items():
+        by_pair.setdefault((min(s, r), max(s, r)), []).append((v, 1))
+        by_topic.setdefault((k, r), []).append((v, 1))
+        by_receiver.setdefault(r, []).append((v, 1))
+    a_pos, b_pos = np.flatnonzero(side == 0).tolist(), np.flatnonzero(side == 1).tolist()
+    cross = [(min(a, b), max(a, b)) for a in a_pos for b in b_pos]
+    n_slack = 2 * (len(cross) + len(by_topic))
+    n = n_y + n_slack + 1
+    worst = n - 1
+    rows = _Rows()
+    for s, k in keys:
+        rows.add([(at[s, k, r], 1) for r in other[s].tolist()], len(pb.groups[s, k]), len(pb.groups[s, k]))
+    for r in range(side.size):
+        rows.add(by_receiver.get(r, []), pb.receive[r], pb.receive[r])
+    total = int(sum(pb.fixed[a, b] for a, b in cross)) + sum(len(v) for v in pb.groups.values())
+    lo, hi = total // len(cross), -(-total // len(cross))
+    slack = n_y
+    for a, b in cross:
+        _even(rows, by_pair.get((a, b), []), int(pb.fixed[a, b]), lo, hi, slack, worst)
+        slack += 2
+    moving = np.zeros((pb.tfixed.shape[0], 2), dtype=np.int64)  # per topic, replicas arriving in each rack
+    for (s, k), ps in pb.groups.items():
+        moving[k, 1 - side[s]] += len(ps)
+    for (k, r), entries in sorted(by_topic.items()):
+        mine = side == side[r]
+        t_total = int(pb.tfixed[k, mine].sum() + moving[k, side[r]])
+        _even(rows, entries, int(pb.tfixed[k, r]), t_total // int(mine.sum()), -(-t_total // int(mine.sum())),
+              slack, worst)
+        slack += 2
     from scipy.optimize import Bounds, LinearConstraint, milp  # lazy: see exact_order._solve
     from scipy.sparse import coo_matrix
 
     cost = np.zeros(n)
-    cost[n_x:n - 1] = 1
-    cost[n - 1] = 2 * n_c + 1  # one unit off the worst pair outweighs all the others
-    upper = np.full(n, np.inf)
-    matrix = coo_matrix((vals, (rows, cols)), shape=(len(r_lo), n)).tocsr()
-    res = milp(cost, constraints=LinearConstraint(matrix, r_lo, r_hi), integrality=np.ones(n),
-               bounds=Bounds(np.zeros(n), upper), options={"node_limit": NODE_LIMIT, "presolve": True})
+    cost[n_y:worst] = 1
+    cost[worst] = n_slack + 1  # one unit off the worst distance outweighs all the others
+    matrix = coo_matrix((rows.vals, (rows.rows, rows.cols)), shape=(len(rows.lo), n)).tocsr()
+    res = milp(cost, constraints=LinearConstraint(matrix, rows.lo, rows.hi), integrality=np.ones(n),
+               bounds=Bounds(np.zeros(n), np.full(n, np.inf)), options={"node_limit": NODE_LIMIT, "presolve": True})
     if res.x is None:
         return None
-    send = np.zeros((side.size, side.size), dtype=np.int64)
-    for (s, r), v in zip(pairs, np.round(res.x[:n_x]).astype(np.int64).tolist()):
-        send[s, r] = v
-    return send
+    ys = np.round(res.x[:n_y]).astype(np.int64)
+    out = {g: np.zeros(side.size, dtype=np.int64) for g in keys}
+    for (s, k, r), v in at.items():
+        out[s, k][r] = ys[v]
+    return out
 
 
-def _choose(ws: Workspace, movable: dict[int, tuple[int, int]], send: np.ndarray, pos: np.ndarray) -> dict[int, int]:
-    """Partition -> the broker id its re-placed replica takes: each survivor's partitions,
-    topic by topic, go where `send` leaves room and that broker holds fewest of the topic
-    (so that per-topic leadership can stay even), keeping the current broker on ties."""
+def _choose(ws: Workspace, pb: _Problem, take: dict[tuple[int, int], np.ndarray], movable, pos) -> dict[int, int]:
+    """Partition -> the broker id its re-placed replica takes, as many of each group to each
+    target as `take` says; a partition keeps its current broker where that has room."""
     tidx = ws.target_idx
-    tcount = ws.tcount[:, tidx].copy()
-    idx = ws.index
-    for p, (_, new) in movable.items():
-        tcount[ws.topic[p], pos[idx[new]]] -= 1
-    room = send.copy()
     out = {}
-    for p in sorted(movable, key=lambda p: (int(ws.topic[p]), p)):
-        s, new = movable[p]
-        si, t = pos[idx[s]], int(ws.topic[p])
-        cand = np.flatnonzero(room[si] > 0)
-        cur = pos[idx[new]]
-        best = min(cand.tolist(), key=lambda r: (int(tcount[t, r]), r != cur, r))
-        room[si, best] -= 1
-        tcount[t, best] += 1
-        out[p] = ws.ids[int(tidx[best])]
+    for g, ps in sorted(pb.groups.items()):
+        room = take[g].copy()
+        rest = []
+        for p in ps:
+            cur = int(pos[ws.index[movable[p][1]]])
+            if room[cur] > 0:
+                room[cur] -= 1
+                out[p] = movable[p][1]
+            else:
+                rest.append(p)
+        free = [r for r in range(room.size) for _ in range(int(room[r]))]
+        for p, r in zip(rest, free):
+            out[p] = ws.ids[int(tidx[r])]
     return out
 
 
@@ -157,16 +217,11 @@ def even_pairs(ws: Workspace, reason: str) -> bool:
     tidx = ws.target_idx
     pos = np.full(len(ws.ids), -1, dtype=np.int64)
     pos[tidx] = np.arange(tidx.size)
-    side = (ws.rack[tidx] != ws.rack[tidx].min()).astype(np.int64)
-    supply = np.zeros(tidx.size, dtype=np.int64)
-    receive = np.zeros(tidx.size, dtype=np.int64)
-    for s, new in movable.values():
-        supply[pos[ws.index[s]]] += 1
-        receive[pos[ws.index[new]]] += 1
-    send = _program(_pair_counts(ws, movable, pos), side, supply, receive)
-    if send is None:
+    pb = _problem(ws, movable, pos)
+    take = _program(pb)
+    if take is None:
         return False
-    chosen = _choose(ws, movable, send, pos)
+    chosen = _choose(ws, pb, take, movable, pos)
     base_rank = _rank(ws)
     base = ([list(r) for r in ws.assign], dict(ws.reasons), list(ws.notes))
     for p, b in chosen.items():
