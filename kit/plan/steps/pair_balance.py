@@ -212,8 +212,8 @@ def even_pairs(ws: Workspace, reason: str) -> bool:
     again; the new placement is kept only if the plan ranks strictly better. Returns True
     when it was kept."""
     movable = _movable(ws) if len(ws.selected) <= LARGE else None
-    if movable is None:
-        return False
+    if movable is None or leader_figures(ws, ws.assign).met():
+        return False  # not this case, or every target met: nothing worth a second leadership pass
     tidx = ws.target_idx
     pos = np.full(len(ws.ids), -1, dtype=np.int64)
     pos[tidx] = np.arange(tidx.size)
