@@ -7,9 +7,11 @@ each pair ``lead[a, b] + lead[b, a]`` is the number of partitions the pair holds
 The order (who leads each pair's partitions) is the leadership stage's choice; what it can
 reach depends on those pair counts. Partitions that kept both replicas fix theirs; a
 partition that lost one keeps its survivor and may take any broker of the other rack. So
-the re-placed replicas are chosen here, by a small integer program over pair counts (not
-partitions), to make every pair's count as even as the fixed pairs allow, with every
-broker receiving as many re-placed replicas as before: counts and copies do not change.
+the re-placed replicas are chosen here, by a small integer program over counts (how many
+of a survivor's partitions of a topic go to each broker, not which), to make every pair's
+count, and every broker's count of each topic (per-topic leadership needs it), as even as
+the fixed partitions allow, with every broker receiving as many re-placed replicas as
+before: replica counts and copies do not change.
 
 The new placement is kept only if, after the leadership stage, the plan ranks strictly
 better (replica count spread, then the leadership figures in order of priority), so no
@@ -24,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kit.plan.objectives import LeaderFigures
 from kit.plan.steps.leadership import balance_leadership, drop_order_notes, leader_figures
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
 from kit.plan.workspace import LARGE, Workspace
@@ -202,15 +205,26 @@ def _choose(ws: Workspace, pb: _Problem, take: dict[tuple[int, int], np.ndarray]
     return out
 
 
-def _rank(ws: Workspace) -> tuple:
-    return (ws.count_spread(), leader_figures(ws, ws.assign).rank())
+def _standing(ws: Workspace) -> tuple[tuple, LeaderFigures, int]:
+    """The plan's rank (count spread, then the leadership figures' rank), its leadership
+    figures and its degree."""
+    figs = leader_figures(ws, ws.assign)
+    return (ws.count_spread(), figs.rank()), figs, ws.degree_min()
+
+
+def _better(new: tuple[tuple, LeaderFigures, int], old: tuple[tuple, LeaderFigures, int]) -> bool:
+    """Strictly better rank, and no figure a plan reports worse: leader spread within its
+    target or no wider, topic leader excess and degree no worse."""
+    (rank, figs, degree), (rank0, figs0, degree0) = new, old
+    return (rank < rank0 and figs.leader_spread <= max(1, figs0.leader_spread)
+            and figs.topic_leader_excess <= figs0.topic_leader_excess and degree >= degree0)
 
 
 def even_pairs(ws: Workspace, reason: str) -> bool:
     """After the leadership stage: re-choose where an RF-2 evacuation's re-placed replicas
     land so that failover can be even (see the module's docstring) and balance leadership
-    again; the new placement is kept only if the plan ranks strictly better. Returns True
-    when it was kept."""
+    again; the new placement is kept only if the plan ranks strictly better and no figure
+    it reports gets worse (`_better`). Returns True when it was kept."""
     movable = _movable(ws) if len(ws.selected) <= LARGE else None
     if movable is None or leader_figures(ws, ws.assign).met():
         return False  # not this case, or every target met: nothing worth a second leadership pass
@@ -222,7 +236,7 @@ def even_pairs(ws: Workspace, reason: str) -> bool:
     if take is None:
         return False
     chosen = _choose(ws, pb, take, movable, pos)
-    base_rank = _rank(ws)
+    standing = _standing(ws)
     base = ([list(r) for r in ws.assign], dict(ws.reasons), list(ws.notes))
     for p, b in chosen.items():
         reps = ws.assign[p]
@@ -232,7 +246,7 @@ def even_pairs(ws: Workspace, reason: str) -> bool:
             ws.replace_slot(p, reps.index(other), b, reason)
     drop_order_notes(ws)  # other replica sets now: what was proved of the old ones no longer holds
     balance_leadership(ws)
-    if ws.degree_min() >= ws.degree_floor and _rank(ws) < base_rank:
+    if _better(_standing(ws), standing):
         return True
     for p in ws.selected:
         ws.restore(p, base[0][p])
