@@ -664,3 +664,35 @@ def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budge
     assert allowed(assign)
     assert proved
     assert _shortfall(assignment_figures(c, assign, targets)) == best
+
+
+@st.composite
+def rf2_az_loss_clusters(draw):
+    """RF-2 clusters over three racks that lose one: two racks are left, and where each
+    re-placed replica lands decides failover (`kit.plan.steps.pair_balance`)."""
+    args = dict(brokers=draw(st.integers(6, 12)), racks=3, rf=2, scenario="az-loss",
+                topics=draw(st.integers(1, 4)), partitions=draw(st.integers(20, 150)),
+                seed=draw(st.integers(0, 10_000)))
+    return Case("az-loss", generate(**args), args)
+
+
+@settings(SETTINGS, max_examples=max(1, SETTINGS.max_examples // 3))
+@given(rf2_az_loss_clusters())
+def test_rf2_az_loss_meets_failover_target_or_proves_the_least(case):
+    """Issue 19: an RF-2 AZ loss moves exactly the forced replicas and ends with failover
+    excess 2 at most, or a NOTE proving the least, which the plan then reaches; planning
+    again changes nothing."""
+    _, c = case
+    lost = sorted({b.rack for b in c.brokers.values() if not b.alive and b.rack})[0]
+    plan = planners.plan_az_loss(c, lost)
+    assert_valid(plan)
+    _, after, mv = figures(plan)
+    assert mv["replica_additions"] == mv["forced_additions"]
+    assert after["rack_violations"] == 0
+    failover = after["failover_excess_spread_max"]
+    if failover > 2:
+        proofs = [n for n in plan.notes if n.startswith("failover excess") or ", failover excess" in n]
+        assert any(f"failover excess {failover}:" in n and "proved by integer programming" in n for n in proofs), \
+            plan.notes
+    assert_targets_met_or_proved_least(plan, after)
+    assert planners.plan_az_loss(cluster_from_snapshot(_snapshot_after(plan)), lost).changed() == []
