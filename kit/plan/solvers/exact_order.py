@@ -128,7 +128,7 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
     topics = sorted({int(ws.topic[p]) for p in items} | {t for t, _ in fixed.topic})
     elig = [set(int(pos_of[e]) for e in eligible(int(x))) for x in tidx]
     var = _Variables(len(choices), len(topics), tidx.size, limits is not None)
-    rows = _Rows()
+    rows = SparseRows()
     _leadership_rows(rows, ws, var, choices, groups, items, topics, elig, fixed)
     budget = 0
     if limits:
@@ -246,7 +246,7 @@ class _Variables:
         self.n = self.peer_at + len(self.peer_pairs)
 
 
-class _Rows:
+class SparseRows:
     """The program's constraints, a sparse row at a time: low <= sum(value * x[col]) <= high."""
 
     def __init__(self):
@@ -267,7 +267,7 @@ class _Rows:
         return coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.lo), n)).tocsr()
 
 
-def _leadership_rows(rows: _Rows, ws, var: _Variables, choices, groups, items, topics, elig, fixed: _Fixed) -> None:
+def _leadership_rows(rows: SparseRows, ws, var: _Variables, choices, groups, items, topics, elig, fixed: _Fixed) -> None:
     """Every class's partitions chosen for; the leader count, each topic's leaders and each
     broker's failover within their targets, what exceeds them counted in the shortfalls."""
     nt = ws.target_idx.size

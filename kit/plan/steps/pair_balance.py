@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kit.plan.objectives import LeaderFigures
+from kit.plan.solvers.exact_order import SparseRows
 from kit.plan.steps.leadership import balance_leadership, drop_order_notes, leader_figures
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
 from kit.plan.workspace import LARGE, Workspace
@@ -91,23 +92,7 @@ def _problem(ws: Workspace, movable: dict[int, tuple[int, int]], pos: np.ndarray
     return _Problem(side, fixed, tfixed, groups, receive)
 
 
-class _Rows:
-    """A sparse constraint matrix built a row at a time."""
-
-    def __init__(self):
-        self.rows, self.cols, self.vals, self.lo, self.hi = [], [], [], [], []
-
-    def add(self, entries, low, high) -> None:
-        r = len(self.lo)
-        for c, v in entries:
-            self.rows.append(r)
-            self.cols.append(c)
-            self.vals.append(v)
-        self.lo.append(low)
-        self.hi.append(high)
-
-
-def _even(rows: _Rows, entries, base: int, lo: int, hi: int, slack: int, worst: int | None) -> None:
+def _even(rows: SparseRows, entries, base: int, lo: int, hi: int, slack: int, worst: int | None) -> None:
     """base + sum(entries) within [lo, hi], but for the slack variables `slack` (over) and
     `slack + 1` (under), each at most `worst` where that is given."""
     rows.add(entries + [(slack, -1)], -np.inf, hi - base)
@@ -146,7 +131,7 @@ def _program(pb: _Problem) -> dict[tuple[int, int], np.ndarray] | None:
     n_slack = 2 * (len(cross) + len(by_topic))
     n = n_y + n_slack + 1
     worst = n - 1
-    rows = _Rows()
+    rows = SparseRows()
     for s, k in keys:
         rows.add([(at[s, k, r], 1) for r in other[s].tolist()], len(pb.groups[s, k]), len(pb.groups[s, k]))
     for r in range(side.size):
