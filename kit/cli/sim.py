@@ -21,7 +21,7 @@ import argparse
 import sys
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import (Parser, auto_throttle_options, bytes_per_second, command, load_share, rate,
+from kit.cli.options import (Parser, auto_throttle_options, bytes_per_second, command, load_share, number, rate,
                              throttle_settings, whole, writable, zk_auth_option)
 from kit.errors import BadInput
 from kit.events import EventLog
@@ -161,10 +161,7 @@ def _add_fault_parsers(ops) -> None:
 
 def seconds(text: str) -> float:
     """A delay in seconds, 0 up to an hour."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    x = number(text, "seconds")
     if not 0 <= x <= 3600:  # NaN fails this too
         raise argparse.ArgumentTypeError(f"expected seconds from 0 to 3600, got {text!r}")
     return x

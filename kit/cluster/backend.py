@@ -246,6 +246,12 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
     return ZkBackend(zk, DEFAULT_TIMEOUT if timeout is None else timeout, auth)
 
 
+def reached_through(bootstrap: str | None) -> str:
+    """What a cluster given by `bootstrap` (else by ZooKeeper) is reached through, in its
+    backend's own words (`ClusterBackend.reached_through`), without opening it."""
+    return AdminBackend.reached_through if bootstrap else ZkBackend.reached_through
+
+
 @runtime_checkable
 class ConnectionWatch(Protocol):
     """How long a long-running caller has been without the cluster (`ClusterBackend.watch_connection`)."""

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.errors import BadInput
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
@@ -310,7 +310,7 @@ class Poller:
             except BadInput as e:
                 error = str(e)
             except Exception as e:  # noqa: BLE001  (a cluster hiccup shows on the page, the poller goes on)
-                error = f"{'Kafka (Admin API)' if self.bootstrap else 'ZooKeeper'}: {type(e).__name__}"
+                error = f"{reached_through(self.bootstrap)}: {type(e).__name__}"
         try:
             events = self._events.read() if self._events else ()
         except OSError:

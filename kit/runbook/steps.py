@@ -28,11 +28,9 @@ from datetime import datetime, timedelta, timezone
 from html import escape
 from pathlib import Path
 
-from kit.cluster.backend import ClusterBackend, open_backend
-from kit.cluster.kafka.backend import AdminBackend
+from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.cluster.kafka.connect import parse_bootstrap
 from kit.cluster.zk import server as localzk
-from kit.cluster.zk.backend import ZkBackend
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unreachable
 from kit.events import read_events
@@ -157,7 +155,7 @@ class Environment:
     @property
     def reached_through(self) -> str:
         """What the cluster is reached through, as its backend says it ("ZooKeeper", "Kafka (Admin API)")."""
-        return AdminBackend.reached_through if self.bootstrap else ZkBackend.reached_through
+        return reached_through(self.bootstrap)
 
     @property
     def controller_running(self) -> bool:
