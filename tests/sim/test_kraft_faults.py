@@ -5,6 +5,7 @@ leaves it as it found it (every right granted, no delay, no reassignment, no thr
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -256,7 +257,10 @@ def test_a_broker_slower_than_the_request_timeout_is_named_in_one_line_exit_2(si
         started = time.monotonic()
         r = run_kit("status", "--bootstrap", others, "--command-config", short, timeout=180)
         assert r.returncode == 2 and one_line(r), r.stderr
-        assert f"Kafka broker 1 (127.0.0.1:{ports[1]}) did not answer within 1.5 s" in r.stderr, r.stderr
+        # The figure is the wait kafka-python measured (from sending to giving up): at most the
+        # 1.5 s configured, a little less when the loaded machine was slow to send.
+        named = re.search(rf"Kafka broker 1 \(127\.0\.0\.1:{ports[1]}\) did not answer within ([0-9.]+) s", r.stderr)
+        assert named and 0.5 <= float(named.group(1)) <= 1.5, r.stderr
         assert "request.timeout.ms in the --command-config file raises it" in r.stderr
         assert time.monotonic() - started < 60
         assert run_kit("sim", "slow", "--state", state, "--broker", 1, "--delay", 1).returncode == 0

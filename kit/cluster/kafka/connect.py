@@ -7,6 +7,7 @@ log line, event or record names a value; messages name the file or the key at mo
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -15,6 +16,7 @@ import time
 
 from kafka import KafkaAdminClient
 from kafka import errors as kerr
+from kafka.net.compat import KafkaNetClient
 
 from kit.errors import BadInput, Unreachable, Unsafe
 from kit.formats import read_input
@@ -29,6 +31,11 @@ BOOTSTRAP_SECONDS = 20.0
 # Seconds one request may take unless request.timeout.ms says otherwise: Kafka's own client
 # default, generous for a broker answering beside its clients on a loaded machine.
 REQUEST_SECONDS = 30.0
+# Kafka's socket.connection.setup.timeout.ms default: how long a new connection (TCP and the
+# ApiVersions exchange) may take. kit never lets it exceed the request timeout: a request
+# queued behind a connection still being set up would otherwise expire unseen
+# (KafkaTimeoutError, no broker named) before the connection's own timeout names the broker.
+CONNECT_SETUP_SECONDS = 10.0
 
 # Kafka's client properties kit honours, and kafka-python's keyword for each.
 _PLAIN_KEYS = {
@@ -154,10 +161,14 @@ def new_client(spec: str, timeout: float | None, settings: dict) -> KafkaAdminCl
     settings = dict(settings)
     request_ms = settings.pop("request_timeout_ms", None) or int((timeout or REQUEST_SECONDS) * 1000)
     wait_ms = settings.pop("default_api_timeout_ms", None) or int(BOOTSTRAP_SECONDS * 1000)
+    setup_ms = min(request_ms, int(CONNECT_SETUP_SECONDS * 1000))
     watch_timeouts()
     started = time.monotonic()
     try:
         return KafkaAdminClient(bootstrap_servers=hosts, client_id="kit", request_timeout_ms=request_ms,
+                                kafka_client=functools.partial(  # the admin client's own keywords lack it
+                                    KafkaNetClient, socket_connection_setup_timeout_ms=setup_ms,
+                                    socket_connection_setup_timeout_max_ms=max(setup_ms, min(request_ms, 30_000))),
                                 bootstrap_timeout_ms=wait_ms, reconnect_backoff_max_ms=1000,
                                 retry_backoff_ms=100, **settings)
     except Exception as e:  # noqa: BLE001  (whatever the library raises, one line)
