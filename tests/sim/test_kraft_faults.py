@@ -163,6 +163,27 @@ def test_kit_apply_refused_for_want_of_a_right_exits_2_in_one_line_and_leaves_th
         settle(bootstrap)
 
 
+def test_a_refused_apply_names_the_stale_throttles_it_cleared_before_it_was_refused(sim, tmp_path):
+    """Throttles an earlier reassignment left on broker 4 (not in this plan) go before the new
+    ones are set; when the reassignment is then refused, the line says so rather than
+    "nothing was changed"."""
+    state, bootstrap, _ = sim
+    with open_backend(bootstrap=bootstrap) as backend:
+        backend.set_throttles(brokers={"4": {RATE: "7000"}}, topics={})
+    assert kit_state(bootstrap)[1][0] == {"4": {RATE: "7000"}}
+    assert run_kit("sim", "deny", "--state", state, "--right", "alter-cluster").returncode == 0
+    try:
+        r = run_kit("apply", plan_file(tmp_path, MOVES), "--bootstrap", bootstrap, "--throttle", CRAWL)
+        assert r.returncode == 2 and one_line(r) and "AlterPartitionReassignments" in r.stderr, r.stderr
+        assert "the throttles it had set were removed: no partition was moved (throttles an earlier reassignment " \
+               "had left on broker 4 were cleared first)" in r.stderr, r.stderr
+        reassigning, throttles, _ = kit_state(bootstrap)
+        assert not reassigning and throttles == ({}, {})
+    finally:
+        assert run_kit("sim", "allow", "--state", state).returncode == 0
+        settle(bootstrap)
+
+
 def test_kit_elect_and_the_auto_throttle_refused_exit_2_and_kit_throttle_set_touches_no_cluster(sim, tmp_path):
     state, bootstrap, _ = sim  # elect-0 is led by its second replica (no test elects it)
     assert run_kit("apply", plan_file(tmp_path, MOVES), "--bootstrap", bootstrap, "--throttle", CRAWL).returncode == 0

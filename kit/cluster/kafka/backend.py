@@ -250,18 +250,21 @@ class AdminBackend:
         left_brokers = [b for b in have_brokers if not b.isdigit() or int(b) not in brokers]
         left_topics = [t for t in have_topics if t not in topics]
         written: list[tuple[str, str, list[str]]] = []  # (kind, name, keys) this call SET, to take back
+        cleared: list[str] = []  # stale throttles this call removed (not put back: nothing needs them)
         try:
             self._delete_keys(left_brokers, left_topics, have_brokers, have_topics)
+            cleared = [f"broker {b}" for b in left_brokers] + [f"topic {t}" for t in left_topics]
             self.set_throttles(brokers=brokers, topics=topics, written=written)
             self._start(moves)
         except Exception as e:  # noqa: BLE001  (whatever stopped it: what was set goes, then one line)
-            raise self._undone(e, written) from None
+            raise self._undone(e, written, cleared) from None
         return {"partitions": len(moves), "throttled_topics": len(topics), "throttled_brokers": len(brokers),
                 "cleared_topics": len(left_topics), "cleared_brokers": len(left_brokers)}
 
-    def _undone(self, e: Exception, written: list[tuple[str, str, list[str]]]) -> Exception:
+    def _undone(self, e: Exception, written: list[tuple[str, str, list[str]]], cleared: list[str]) -> Exception:
         """Take back the throttles `apply` had SET (DELETE, best effort: the error that stopped
-        it is the one to report) and return that error as kit's, its message saying what is left."""
+        it is the one to report) and return that error as kit's, its message saying what is left
+        and which stale throttles (`cleared`, left by an earlier reassignment) it had removed."""
         left = []
         for kind, name, keys in written:
             try:
@@ -280,6 +283,10 @@ class AdminBackend:
             tail = "; the throttles it had set were removed: nothing was changed"
         else:
             tail = "; nothing was changed"
+        if cleared:  # "nothing was changed" would hide them
+            tail = tail.replace("nothing was changed", "no partition was moved") + \
+                f" (throttles an earlier reassignment had left on {', '.join(cleared[:3])}" \
+                f"{' ...' if len(cleared) > 3 else ''} were cleared first)"
         return type(mapped)(text + tail)
 
     def _start(self, moves: list[dict]) -> None:
