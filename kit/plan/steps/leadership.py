@@ -63,6 +63,7 @@ def inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
 
 
 def _inherit(n: int, lens: np.ndarray, mat: np.ndarray) -> np.ndarray:
+    """`inherit_matrix` from `replica_matrix`'s output."""
     if mat.shape[1] < 2:
         return np.zeros((n, n), dtype=np.int64)
     two = lens > 1
@@ -187,7 +188,8 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
     fixed = np.ones(len(assign), dtype=bool)
     fixed[fr.items] = False
     fixed &= lens > 1
-    x, y = pos[fixed, 0], pos[fixed, 1] if pos.shape[1] > 1 else pos[fixed, 0]
+    follower = pos[:, 1] if pos.shape[1] > 1 else np.full(len(assign), -1)
+    x, y = pos[fixed, 0], follower[fixed]
     both = (x >= 0) & (y >= 0)
     fixed_pair = np.bincount(x[both] * nt + y[both], minlength=nt * nt)
     parent = np.repeat(np.arange(nt), nt)
