@@ -12,6 +12,8 @@ planning again on a result changes nothing.
 """
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from kit.plan.failover import excess_by_leader, heirs
@@ -21,13 +23,26 @@ from kit.plan.solvers.flow import bounded_assignment, soft_assignment, water_fil
 from kit.plan.workspace import LARGE, Workspace
 
 
+def replica_matrix(ws: Workspace, assign: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Every partition's replicas as broker indices, in order, built with array operations:
+    (replication factor per partition, partitions x largest factor matrix, -1 past the end)."""
+    lens = np.fromiter((len(r) for r in assign), dtype=np.int64, count=len(assign))
+    flat = np.fromiter(chain.from_iterable(assign), dtype=np.int64, count=int(lens.sum()))
+    lut = np.full(max(ws.ids, default=0) + 1, -1, dtype=np.int64)
+    lut[ws.ids] = np.arange(len(ws.ids))
+    mat = np.full((len(assign), int(lens.max(initial=1))), -1, dtype=np.int64)
+    starts = np.cumsum(lens) - lens
+    mat[np.repeat(np.arange(len(assign)), lens), np.arange(flat.size) - np.repeat(starts, lens)] = lut[flat]
+    return lens, mat
+
+
 def leader_figures(ws: Workspace, assign: list[list[int]]) -> LeaderFigures:
     """Leader count spread, worst per-topic leader excess and failover excess over the
     targets, as evaluate_plan.py defines them."""
-    idx = ws.index
     tidx = ws.target_idx
     n = len(ws.ids)
-    lead_idx = np.fromiter((idx[r[0]] for r in assign), dtype=np.int64, count=len(assign))
+    lens, mat = replica_matrix(ws, assign)
+    lead_idx = mat[:, 0]
     leaders = np.bincount(lead_idx, minlength=n)
     lspread = int(leaders[tidx].max() - leaders[tidx].min())
     t_lead = np.zeros((len(ws.topic_names), n), dtype=np.int64)
@@ -38,16 +53,21 @@ def leader_figures(ws: Workspace, assign: list[list[int]]) -> LeaderFigures:
     tex = max(0, int(((sub.max(axis=1) - sub.min(axis=1)) - ideal).max(initial=0)))
     # The worst broker's excess as it is, -1 included, unlike the report's (never below 0,
     # `failover.worst_excess`): plans have always been ranked so, and -1 ranks below 0.
-    fo = max(failover_excess_by_broker(ws, inherit_matrix(ws, assign)).values(), default=0)
+    fo = max(failover_excess_by_broker(ws, _inherit(n, lens, mat)).values(), default=0)
     return LeaderFigures(lspread, tex, fo)
 
 
 def inherit_matrix(ws: Workspace, assign: list[list[int]]) -> np.ndarray:
     """inherit[x, y]: partitions led by x whose first follower is y."""
-    idx = ws.index
-    n = len(ws.ids)
-    pairs = np.array([(idx[r[0]], idx[r[1]]) for r in assign if len(r) > 1], dtype=np.int64).reshape(-1, 2)
-    return np.bincount(pairs[:, 0] * n + pairs[:, 1], minlength=n * n).reshape(n, n)
+    return _inherit(len(ws.ids), *replica_matrix(ws, assign))
+
+
+def _inherit(n: int, lens: np.ndarray, mat: np.ndarray) -> np.ndarray:
+    """`inherit_matrix` from `replica_matrix`'s output."""
+    if mat.shape[1] < 2:
+        return np.zeros((n, n), dtype=np.int64)
+    two = lens > 1
+    return np.bincount(mat[two, 0] * n + mat[two, 1], minlength=n * n).reshape(n, n)
 
 
 def failover_excess_by_broker(ws: Workspace, inherit: np.ndarray) -> dict[int, int]:
@@ -67,45 +87,57 @@ class _Frame:
     """Target positions, movable partitions and fixed load shared by the three stages."""
 
     def __init__(self, ws: Workspace, assign: list[list[int]]):
-        idx = ws.index
         self.nt = nt = len(ws.target_idx)
         self.pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
         self.pos_of[ws.target_idx] = np.arange(nt)
-        self.items = [p for p in ws.selected if all(self.pos_of[idx[b]] >= 0 for b in assign[p])]
-        item_set = set(self.items)
-        self.fixed_lead = np.zeros(nt, dtype=np.int64)
-        can_lead = np.zeros(nt, dtype=np.int64)
-        for p, reps in enumerate(assign):
-            if p in item_set:
-                for b in reps:
-                    can_lead[self.pos_of[idx[b]]] += 1
-            elif self.pos_of[idx[reps[0]]] >= 0:
-                self.fixed_lead[self.pos_of[idx[reps[0]]]] += 1
+        lens, pos = self.pos_matrix(ws, assign)
+        past_end = np.arange(pos.shape[1]) >= lens[:, None]
+        on_targets = ((pos >= 0) | past_end).all(axis=1)
+        selected = np.asarray(ws.selected, dtype=np.int64)
+        self.items = selected[on_targets[selected]].tolist()
+        is_item = np.zeros(len(assign), dtype=bool)
+        is_item[self.items] = True
+        lead = pos[~is_item, 0]
+        self.fixed_lead = np.bincount(lead[lead >= 0], minlength=nt)
+        item_reps = pos[is_item][~past_end[is_item]]
+        can_lead = np.bincount(item_reps, minlength=nt)
         # Even leadership, except that a broker cannot lead more partitions than it holds.
         total = len(self.items) + int(self.fixed_lead.sum())
         self.lo, self.hi = water_fill(can_lead + self.fixed_lead, total)
         self.elig = np.zeros((nt, nt), dtype=bool)
         for k, x in enumerate(ws.target_idx):
             self.elig[k, self.pos_of[heirs_of(ws, x)]] = True
+        self._feasible = None
 
-    def tpos(self, ws: Workspace, b: int) -> int:
-        return int(self.pos_of[ws.index[b]])
+    def pos_matrix(self, ws: Workspace, assign: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """`replica_matrix` in target positions: -1 for a broker off the targets and past the end."""
+        lens, mat = replica_matrix(ws, assign)
+        return lens, np.where(mat >= 0, self.pos_of[mat], -1)
 
     def positions(self, ws: Workspace, assign: list[list[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """The movable partitions' replicas as target positions, grouped by replication factor:
         [(item numbers, matrix items x RF)], so arcs can be built with array operations."""
-        reps = [assign[p] for p in self.items]
-        lens = np.fromiter((len(r) for r in reps), dtype=np.int64, count=len(reps))
-        flat = np.fromiter((b for r in reps for b in r), dtype=np.int64, count=int(lens.sum()))
-        lut = np.full(max(ws.ids) + 1, -1, dtype=np.int64)
-        lut[ws.ids] = self.pos_of
-        flat = lut[flat]
-        starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        lens, pos = self.pos_matrix(ws, assign)
+        items = np.asarray(self.items, dtype=np.int64)
+        lens = lens[items]
         out = []
         for k in np.unique(lens):
             rows = np.flatnonzero(lens == k)
-            out.append((rows, flat[starts[rows][:, None] + np.arange(k)]))
+            out.append((rows, pos[items[rows], :k]))
         return out
+
+    def leaders_feasible(self, ws: Workspace, assign: list[list[int]]) -> bool:
+        """Whether the movable partitions can take leaders within `leader_bounds(0)`: one max
+        flow, asked once per frame (reordering replicas leaves the answer as it is)."""
+        if self._feasible is None:
+            it, br = [], []
+            for rows, pos in self.positions(ws, assign):
+                it.append(np.repeat(rows, pos.shape[1]))
+                br.append(pos.ravel())
+            lo, hi = self.leader_bounds(0)
+            self._feasible = bounded_assignment(len(self.items), np.concatenate(it), np.concatenate(br),
+                                                lo, hi) is not None
+        return self._feasible
 
     def leader_bounds(self, widen: int | None) -> tuple[np.ndarray, np.ndarray]:
         """Bounds on each broker's leaders among the movable partitions."""
@@ -129,6 +161,11 @@ def _pair_bounds(avail: np.ndarray, elig: np.ndarray, total_lo, total_hi, fixed:
 
 def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, tuple[int, int]]:
     """Leader and first follower together: even leaders overall and an even failover per leader."""
+    # The pairs' leaders are bound to `leader_bounds(0)`, and any replica may lead: where
+    # no choice of leaders alone meets those bounds, no choice of pairs does (one max flow
+    # says so, instead of a min-cost flow or a widening sequence of max flows that all fail).
+    if not fr.leaders_feasible(ws, assign):
+        return {}
     nt = fr.nt
     tg = ws.targets
     it, gr, cost = [], [], []
@@ -147,14 +184,14 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
                     cost.append(np.full(rows.size, 0 if (a, c) == (0, 1) else (1 if a == 0 else 2)))
     it_a, gr_a, cost_a = np.concatenate(it), np.concatenate(gr), np.concatenate(cost)
     # Fixed partitions' inherited leadership counts against each pair's share.
-    fixed_pair = np.zeros(nt * nt, dtype=np.int64)
-    item_set = set(fr.items)
-    for p, reps in enumerate(assign):
-        if p in item_set or len(reps) < 2:
-            continue
-        x, y = fr.tpos(ws, reps[0]), fr.tpos(ws, reps[1])
-        if x >= 0 and y >= 0:
-            fixed_pair[x * nt + y] += 1
+    lens, pos = fr.pos_matrix(ws, assign)
+    fixed = np.ones(len(assign), dtype=bool)
+    fixed[fr.items] = False
+    fixed &= lens > 1
+    follower = pos[:, 1] if pos.shape[1] > 1 else np.full(len(assign), -1)
+    x, y = pos[fixed, 0], follower[fixed]
+    both = (x >= 0) & (y >= 0)
+    fixed_pair = np.bincount(x[both] * nt + y[both], minlength=nt * nt)
     parent = np.repeat(np.arange(nt), nt)
     avail = np.bincount(gr_a, minlength=nt * nt)
     plo, phi = fr.leader_bounds(0)
@@ -186,16 +223,19 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     parent = np.tile(np.arange(nt), len(topics))
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
     t_lo, t_hi = water_fill(avail_t, n_t)
-    free_lo, free_hi = np.zeros(t_lo.size, dtype=np.int64), avail_t.ravel()
+
+    # The overall bound does not depend on topics: its probes group the arcs by broker only
+    # (150 groups instead of one per topic and broker, so each max flow is smaller).
+    br_a = gr_a % nt
+    own = np.arange(nt)
 
     def overall(lo, hi, cut=None):
-        return bounded_assignment(len(items), it_a, gr_a, free_lo, free_hi, parent, lo, hi, cut=cut)
+        return bounded_assignment(len(items), it_a, br_a, np.zeros(nt, dtype=np.int64),
+                                  np.bincount(br_a, minlength=nt), own, lo, hi, cut=cut)
 
     # Leader balance overall is a hard bound (the tightest the replica sets allow); per
     # topic, deviations are penalised, so one min-cost flow settles both.
-    found = _tightest_overall(overall, fr)
-    if found is None:
-        return {}
+    found = _tightest_overall(overall, fr, fr.leaders_feasible(ws, assign))
     choice = soft_assignment(len(items), it_a, gr_a, cost_a, t_lo.ravel(), t_hi.ravel(), avail_t.ravel(),
                              parent, *found, upward=True)
     if choice is None:
@@ -208,7 +248,7 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     return out
 
 
-def _tightest_overall(solve, fr: _Frame):
+def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
     """Flow bounds for the smallest leader count spread the replica sets allow.
 
     The water-filled shares (each broker at most what it can lead) are the ideal and
@@ -216,12 +256,12 @@ def _tightest_overall(solve, fr: _Frame):
     it, are found by stepping along minimum cuts: a failed flow's cut names the brokers that
     lack room (or lack partitions) and how much they lack together, which rules out every
     bound up to the first one that could supply it, so the first bound that passes is the
-    tightest. Fixed leaders count in every broker's total.
+    tightest. Fixed leaders count in every broker's total. `even_feasible`: whether the
+    water-filled shares are (`_Frame.leaders_feasible`).
     """
     items = len(fr.items)
-    lo, hi = fr.leader_bounds(0)
-    if solve(lo, hi) is not None:
-        return lo, hi
+    if even_feasible:
+        return fr.leader_bounds(0)
     cap = np.zeros(fr.nt, dtype=np.int64) + items  # flow-side ceiling per broker
 
     def bounds(m, big_m):
@@ -237,8 +277,8 @@ def _tightest_overall(solve, fr: _Frame):
         return None if solve(b_lo, b_hi, cut) is not None else (cut[0] if cut else ())
 
     top = int(fr.fixed_lead.max()) + items
-    if failed_cut(0, top) is not None:
-        return None
+    # No probe for (0, top): every broker may then take every movable partition it holds,
+    # and each has a replica on the targets, so it always passes.
     # Upper side: cap(M) = what the short brokers may take under maximum M.
     best_max = int(fr.hi.max())
     while (c := failed_cut(0, best_max)) is not None:
@@ -285,32 +325,25 @@ def _last(low: int, high: int, ok) -> int:
 def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
     """New first followers so each leader's failover spreads evenly, changing as few as possible."""
     nt = fr.nt
-    items, it, gr, cost = [], [], [], []
-    led = np.zeros(nt, dtype=np.int64)
-    fixed = np.zeros(nt * nt, dtype=np.int64)
-    for p, reps in enumerate(assign):
-        if len(reps) < 2:
-            continue
-        x = fr.tpos(ws, reps[0])
-        if x < 0:
-            continue
-        led[x] += 1
-        cands = [(a, fr.tpos(ws, b)) for a, b in enumerate(reps) if a > 0]
-        cands = [(a, y) for a, y in cands if y >= 0 and fr.elig[x, y]]
-        if ws.is_selected[p] and cands:
-            i = len(items)
-            items.append(p)
-            for a, y in cands:
-                it.append(i)
-                gr.append(x * nt + y)
-                cost.append(0 if a == 1 else 1)
-        else:
-            y = fr.tpos(ws, reps[1])
-            if y >= 0 and fr.elig[x, y]:
-                fixed[x * nt + y] += 1
+    lens, pos = fr.pos_matrix(ws, assign)
+    if pos.shape[1] < 2:
+        return {}
+    lead = pos[:, 0]
+    led_by = (lens > 1) & (lead >= 0)
+    led = np.bincount(lead[led_by], minlength=nt)
+    # Candidates: the followers on the targets in another rack than the leader, in order.
+    fol = pos[:, 1:]
+    cand = led_by[:, None] & (fol >= 0) & fr.elig[lead[:, None], fol]
+    movable = ws.is_selected & cand.any(axis=1)
+    rows, cols = np.nonzero(cand & movable[:, None])  # row-major: by partition, then position
+    items = np.flatnonzero(movable).tolist()
     if not items:
         return {}
-    it_a, gr_a, cost_a = np.array(it, dtype=np.int64), np.array(gr, dtype=np.int64), np.array(cost)
+    it_a = np.cumsum(movable)[rows] - 1
+    gr_a = lead[rows] * nt + fol[rows, cols]
+    cost_a = (cols > 0).astype(np.int64)
+    keep = led_by & ~movable & cand[:, 0]
+    fixed = np.bincount(lead[keep] * nt + fol[keep, 0], minlength=nt * nt)
     avail = np.bincount(gr_a, minlength=nt * nt)
     base_lo, base_hi = _pair_bounds(avail, fr.elig, led, led, fixed)
     # Each leader's partitions are a problem of their own: many small flows solve far
