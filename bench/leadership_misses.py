@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "plan"))  # test_plan_properties.generate
 
 CASES = [  # gen_cluster.py options
     dict(brokers=7, racks=3, rf=2, scenario="replace", topics=10, partitions=217, dead=1, add=2, seed=9431),
