@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # conftest.SHARED, which test_plan_properties imports
 sys.path.insert(0, str(ROOT / "tests" / "plan"))  # test_plan_properties.generate
 
 CASES = [  # gen_cluster.py options
