@@ -215,6 +215,12 @@ def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int
     order = sorted(range(n), key=keys.__getitem__)
     if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
         return None  # a partition listed twice
+    return _built(order, topics, nums, reps, isrs, leaders, figures), set(flat)
+
+
+def _built(order, topics, nums, reps, isrs, leaders, figures) -> tuple[Partition, ...]:
+    """The partitions `_checked_partitions` checked, column by column, in `order`: the
+    defaults and types `_partitions_of` gives."""
     sizes, ins, outs = figures
     partitions = []
     for i in order:
@@ -225,7 +231,7 @@ def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int
                                     0 if size is None else int(size),
                                     0.0 if bytes_in is None else float(bytes_in),
                                     0.0 if bytes_out is None else float(bytes_out), leaders[i]))
-    return tuple(partitions), set(flat)
+    return tuple(partitions)
 
 
 def _repeats_a_broker(reps: list[list[int]], flat: list[int]) -> bool:
