@@ -7,6 +7,10 @@ order. Planners work on lists of replica lists aligned with `Cluster.partitions`
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import compress, count
+from operator import attrgetter, ne
+
+_set_attribute = object.__setattr__  # how a frozen dataclass sets its own fields
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,7 @@ class Broker:
     known: bool = True  # False when only named in replica lists (dead, unregistered)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Partition:
     """One topic partition: replica order matters, replicas[0] is the preferred leader."""
 
@@ -35,6 +39,15 @@ class Partition:
     bytes_in: float = 0.0
     bytes_out: float = 0.0
     leader: int | None = None
+
+    # Written out (the fields above, in order, with their defaults) because a frozen
+    # dataclass's own __init__ sets each field with a call of its own: twice as slow, and a
+    # snapshot of 200,000 partitions builds 200,000 of them.
+    def __init__(self, topic: str, partition: int, replicas: tuple[int, ...], isr: tuple[int, ...],
+                 size: int = 0, bytes_in: float = 0.0, bytes_out: float = 0.0, leader: int | None = None):
+        _set_attribute(self, "__dict__", {"topic": topic, "partition": partition, "replicas": replicas,
+                                          "isr": isr, "size": size, "bytes_in": bytes_in,
+                                          "bytes_out": bytes_out, "leader": leader})
 
     @property
     def key(self) -> tuple[str, int]:
@@ -100,7 +113,10 @@ class Plan:
 
     def changed(self) -> list[int]:
         """Indices of partitions whose replica list (or order) changes."""
-        return [i for i, p in enumerate(self.cluster.partitions) if list(p.replicas) != self.after[i]]
+        # One pass in C (`list(replicas) != after`, partition by partition): a plan's review
+        # asks this several times, and a loop in Python took 0.2 s at 200,000 partitions.
+        differs = map(ne, map(list, map(attrgetter("replicas"), self.cluster.partitions)), self.after)
+        return list(compress(count(), differs))
 
     def reassignment(self) -> dict:
         """Kafka's reassignment JSON for the partitions that change."""

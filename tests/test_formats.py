@@ -1,15 +1,18 @@
 """kit.formats: Snapshot v1 loading and validation, plan text, atomic writes."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
 import random
+import re
 
 import pytest
 
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, plan_text, write_atomic
-from kit.model import Plan
+from kit.model import Partition, Plan
 
 
 def write(tmp_path, doc, name="snap.json"):
@@ -100,6 +103,58 @@ def test_live_broker_with_no_replicas_is_kept(tmp_path):
     assert 4 in c.live_ids and 4 not in c.map_brokers()
 
 
+def _reference_partitions(entries):
+    """The partitions a snapshot's entries stand for, built one by one as the format says."""
+    out = []
+    for e in sorted(entries, key=lambda e: (e["topic"], e["partition"])):
+        reps = tuple(e["replicas"])
+        out.append(Partition(topic=e["topic"], partition=e["partition"], replicas=reps,
+                             isr=reps if e.get("isr") is None else tuple(e["isr"]),
+                             size=int(e.get("size") or 0), bytes_in=float(e.get("bytes_in") or 0.0),
+                             bytes_out=float(e.get("bytes_out") or 0.0), leader=e.get("leader")))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_optional_field_in_every_form_is_read_as_the_format_says(tmp_path, seed):
+    # Many partitions, each field present, null or absent, ints and floats, mixed replication
+    # factors, in shuffled order: the whole document is read at once, a column at a time.
+    rng = random.Random(seed)
+    entries = []
+    for t in range(12):
+        for n in rng.sample(range(40), 15):
+            e = {"topic": f"topic.{t}_x-{seed}", "partition": n,
+                 "replicas": rng.sample([1, 2, 3, 4, 9], rng.choice([1, 2, 3, 4]))}
+            if rng.random() < 0.5:
+                e["isr"] = rng.choice([None, [], e["replicas"][:1], [7, 7]])
+            if rng.random() < 0.5:
+                e["leader"] = rng.choice([None, -1, 0, e["replicas"][0]])
+            for key in ("size", "bytes_in", "bytes_out"):
+                if rng.random() < 0.7:
+                    e[key] = rng.choice([None, 0, 12, 2**53, 1.5, 0.0, 3e9])
+            entries.append(e)
+    rng.shuffle(entries)
+    c = load_snapshot(write(tmp_path, snap(partitions=entries)))
+    assert c.partitions == _reference_partitions(entries)
+    assert [type(p.size) for p in c.partitions] == [int] * len(entries)
+    assert {type(p.bytes_in) for p in c.partitions} | {type(p.bytes_out) for p in c.partitions} == {float}
+    assert c.brokers[9].known is False and c.brokers[9].alive is False and 7 not in c.brokers
+
+
+def test_partition_takes_its_fields_in_order_with_their_defaults():
+    # Partition writes out its own __init__ (for speed): it must take the fields the dataclass declares.
+    params = list(inspect.signature(Partition).parameters.values())
+    declared = dataclasses.fields(Partition)
+    assert [p.name for p in params] == [f.name for f in declared]
+    assert [p.default for p in params] == [inspect.Parameter.empty if f.default is dataclasses.MISSING
+                                           else f.default for f in declared]
+    p = Partition("t", 1, (1, 2), (1,), size=5)
+    assert dataclasses.replace(p, leader=2) == Partition("t", 1, (1, 2), (1,), 5, 0.0, 0.0, 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.size = 6
+    assert hash(p) == hash(Partition("t", 1, (1, 2), (1,), 5))
+
+
 # -- bad input: one BadInput naming the problem each --------------------------------------
 
 def test_malformed_json(tmp_path):
@@ -170,6 +225,58 @@ def test_alive_must_be_a_boolean(tmp_path):
 
 def test_brokers_must_be_a_list(tmp_path):
     bad(tmp_path, snap(brokers={"1": {}}), "'brokers' must be a list")
+
+
+@pytest.mark.parametrize("field,value,fragment", [
+    ("topic", "", "expected a topic name"), ("topic", "a/b", "not a legal Kafka topic name"), ("topic", 5, "topic"),
+    ("partition", -1, "outside"), ("partition", 1.0, "expected an integer"), ("partition", True, "expected an integer"),
+    ("partition", 2**31, "outside"), ("replicas", [1, 2**31], "outside"), ("replicas", [1, -2], "outside"),
+    ("replicas", [2, 2], "broker 2 twice"), ("replicas", [], "non-empty list"), ("replicas", {"1": 2}, "non-empty list"),
+    ("replicas", [1, True], "expected an integer"), ("isr", [1, "2"], "isr"), ("isr", {}, "isr must be a list"),
+    ("isr", [-1], "isr"), ("leader", -2, "leader"), ("leader", 1.0, "leader"), ("leader", False, "leader"),
+    ("size", -1, "size"), ("size", 1e300, "size"), ("size", 2**53 + 1, "size"), ("size", "1", "size"),
+    ("size", True, "size"), ("bytes_in", -0.5, "bytes_in"), ("bytes_out", "-1e999", "bytes_out"),
+    ("bytes_out", [], "bytes_out"), ("bytes_out", "1e999", "bytes_out"),
+])
+def test_one_bad_field_among_many_partitions_is_named(tmp_path, field, value, fragment):
+    parts = [{"topic": f"t{n % 7}", "partition": n, "replicas": [1 + n % 3, 1 + (n + 1) % 3], "size": n}
+             for n in range(300)]
+    parts[137][field] = value
+    text = json.dumps(snap(partitions=parts))
+    if value in ("1e999", "-1e999"):  # numbers JSON can spell but a float cannot hold: infinities
+        text = text.replace(f'"{value}"', value)
+    where = "partitions[137]" if field in ("topic", "partition") else "t4-137"
+    bad(tmp_path, text, where, fragment)
+    # The same document given as data (not JSON text): refused the same way.
+    with pytest.raises(BadInput, match=f"{re.escape(where)}.*{re.escape(fragment)}"):
+        cluster_from_snapshot(json.loads(text))
+
+
+@pytest.mark.parametrize("field", ["size", "bytes_in", "bytes_out"])
+def test_a_figure_that_is_not_a_number_given_as_data_is_refused(field):
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2]} for n in range(100)]
+    parts[30][field] = float("nan")
+    with pytest.raises(BadInput, match=f"t-30 {field}: expected a finite number"):
+        cluster_from_snapshot(snap(partitions=parts))
+
+
+def test_the_first_bad_partition_is_named(tmp_path):
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2]} for n in range(100)]
+    parts[80]["replicas"] = [3, 3]
+    parts[20]["size"] = -5
+    bad(tmp_path, snap(partitions=parts), "t-20 size")
+
+
+def test_a_partition_listed_twice_among_many(tmp_path):
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2]} for n in range(100)]
+    parts.append({"topic": "t", "partition": 42, "replicas": [2, 3]})
+    bad(tmp_path, snap(partitions=parts), "t-42", "listed twice")
+
+
+def test_a_partition_that_is_not_an_object_among_many(tmp_path):
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2]} for n in range(100)]
+    parts[60] = [1, 2]
+    bad(tmp_path, snap(partitions=parts), "partitions[60]", "expected an object")
 
 
 # -- plan text and plan loading -----------------------------------------------------------

@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 
+from kit import collector
 from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, broker_ids, broker_pairs, bytes_per_second, load_share, rate, target_ids,
                              whole, writable, cluster_args, cluster_options)
@@ -170,16 +171,19 @@ def run(a) -> int:
     check_request(a, action)
     with Progress("kit plan") as progress:  # stderr, and only when it takes a while
         plan = make_plan(a, action, progress)
-        waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
-        report = review.review_plan(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval),
-                                    stage=progress.stage)  # PlanRefused (exit 3): problems
-        if plan.warnings and not a.ignore_warns:
-            progress.close()  # a terminal's bar line is cleared before the summary
-            print(figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
-            raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} (use --ignore-warns to write the plan)")
-        progress.stage(f"writing {a.out}")
-        write_outputs(a, plan, report, waves)
-        summary = figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after))
+        # The review and the outputs make hundreds of thousands of objects and no cycles.
+        with collector.paused():
+            waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
+            report = review.review_plan(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval),
+                                        stage=progress.stage)  # PlanRefused (exit 3): problems
+            if plan.warnings and not a.ignore_warns:
+                progress.close()  # a terminal's bar line is cleared before the summary
+                print(figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
+                raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} "
+                             "(use --ignore-warns to write the plan)")
+            progress.stage(f"writing {a.out}")
+            write_outputs(a, plan, report, waves)
+            summary = figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after))
     print(summary)
     return 0
 

@@ -7,8 +7,12 @@ the movable partitions it holds, grouped by topic.
 """
 from __future__ import annotations
 
+from itertools import chain
+from operator import attrgetter
+
 import numpy as np
 
+from kit import collector
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster
 from kit.plan.racks import may_join, racks_needed, set_ok, spans
@@ -48,40 +52,39 @@ class Workspace:
         self.target_idx = np.flatnonzero(self.is_target)
         self.is_target_list = self.is_target.tolist()
         self._set_racks(min_rack_ids)
+        with collector.paused():  # hundreds of thousands of lists and dicts, no cycles
+            self._count(cluster, selected)
+        self.reasons: dict[int, str] = {}
+        self.warnings: list[str] = []
+        self.notes: list[str] = []
 
+    def _count(self, cluster: Cluster, selected) -> None:
+        """The assignment as it is, its topics, and the counters and buckets made from it."""
+        n = len(self.ids)
         parts = cluster.partitions
-        self.assign = [list(p.replicas) for p in parts]
-        topics = sorted({p.topic for p in parts})
+        self.assign = list(map(list, map(attrgetter("replicas"), parts)))
+        names = list(map(attrgetter("topic"), parts))
+        topics = sorted(set(names))
         self.topic_names = topics
         tnum = {t: i for i, t in enumerate(topics)}
-        self.topic = np.array([tnum[p.topic] for p in parts], dtype=np.int64)
+        self.topic = np.fromiter(map(tnum.__getitem__, names), dtype=np.int64, count=len(parts))
         self.topic_list = self.topic.tolist()
         self.selected = sorted(set(selected))
         self.is_selected = np.zeros(len(parts), dtype=bool)
         self.is_selected[self.selected] = True
 
-        self.count = np.zeros(n, dtype=np.int64)
-        self.tcount = np.zeros((len(topics), n), dtype=np.int64)
-        self.shared = np.zeros((n, n), dtype=np.int64)
-        flat = [self.index[b] for reps in self.assign for b in reps]
-        lens = np.fromiter((len(r) for r in self.assign), dtype=np.int64, count=len(parts))
-        if flat:
-            flat_a = np.array(flat, dtype=np.int64)
-            np.add.at(self.count, flat_a, 1)
-            np.add.at(self.tcount, (np.repeat(self.topic, lens), flat_a), 1)
-            self._add_pairs(flat_a, lens)
+        lens = np.fromiter(map(len, self.assign), dtype=np.int64, count=len(parts))
+        flat = self._broker_indices(lens)
+        # Counted with bincount over flat codes: np.add.at was most of this constructor's time.
+        self.count = np.bincount(flat, minlength=n)
+        self.tcount = np.bincount(np.repeat(self.topic, lens) * n + flat,
+                                  minlength=len(topics) * n).reshape(len(topics), n)
+        self.shared = self._pair_counts(flat, lens)
         # Degree (distinct target peers, recovery fan-in) may grow but never end below this.
         tg = self.target_idx
         self.degree_floor = self.degree_min() if tg.size else 0
         # Movable partitions per broker and topic; dicts keep insertion order, so scans are deterministic.
-        self.on_topic: list[dict[int, dict[int, None]]] = [dict() for _ in range(n)]
-        for p in self.selected:
-            t = int(self.topic[p])
-            for b in self.assign[p]:
-                self.on_topic[self.index[b]].setdefault(t, {})[p] = None
-        self.reasons: dict[int, str] = {}
-        self.warnings: list[str] = []
-        self.notes: list[str] = []
+        self.on_topic = self._movable_by_broker(flat, lens)
 
     def _set_racks(self, min_rack_ids: int | None) -> None:
         """Rack numbers by broker (index and id), the racks the targets span, and the
@@ -105,14 +108,53 @@ class Workspace:
         self._need: dict[int, int] = {}  # replication factor -> racks needed, asked per candidate move
         self._may_take: dict[frozenset | None, np.ndarray] = {}  # see may_take
 
-    def _add_pairs(self, flat: np.ndarray, lens: np.ndarray) -> None:
-        starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
-        for k in np.unique(lens):
+    def _broker_indices(self, lens: np.ndarray) -> np.ndarray:
+        """The broker index of every replica of `assign`, list after list (int64)."""
+        ids = np.fromiter(chain.from_iterable(self.assign), dtype=np.int64, count=int(lens.sum()))
+        known = np.array(self.ids, dtype=np.int64)
+        order = np.argsort(known, kind="stable")
+        at = np.minimum(np.searchsorted(known[order], ids), max(len(known) - 1, 0))
+        flat = order[at] if len(known) else at
+        if len(ids) and not np.array_equal(known[flat], ids):
+            # A replica on a broker the cluster does not list: the KeyError that names it.
+            flat = np.array([self.index[b] for b in ids.tolist()], dtype=np.int64)
+        return flat.astype(np.int64, copy=False)
+
+    def _pair_counts(self, flat: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """Partitions each ordered pair of distinct replica slots shares: an n x n table."""
+        n = len(self.ids)
+        codes = []
+        starts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+        for k in np.unique(lens).tolist():
             rows = flat[(starts[lens == k])[:, None] + np.arange(k)]
-            for i in range(k):
-                for j in range(k):
-                    if i != j:
-                        np.add.at(self.shared, (rows[:, i], rows[:, j]), 1)
+            codes += [rows[:, i] * n + rows[:, j] for i in range(k) for j in range(k) if i != j]
+        if not codes:
+            return np.zeros((n, n), dtype=np.int64)
+        return np.bincount(np.concatenate(codes), minlength=n * n).reshape(n, n)
+
+    def _movable_by_broker(self, flat: np.ndarray, lens: np.ndarray) -> list[dict[int, dict[int, None]]]:
+        """For each broker index, the selected partitions it holds by topic: topics in the order
+        of their first such partition, partitions in index order (as a loop over the selected
+        partitions' replicas inserts them)."""
+        n = len(self.ids)
+        on_topic: list[dict[int, dict[int, None]]] = [dict() for _ in range(n)]
+        rows = np.repeat(np.arange(len(lens)), lens)
+        keep = self.is_selected[rows]
+        part, broker = rows[keep], flat[keep]
+        if not len(part):
+            return on_topic
+        key = broker * len(self.topic_names) + self.topic[part]
+        # Each (broker, topic) bucket sorted after the first partition that opened it.
+        _, first_at, bucket = np.unique(key, return_index=True, return_inverse=True)
+        order = np.lexsort((np.arange(len(key)), first_at[bucket], broker))
+        key, part = key[order], part[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        ends = np.r_[starts[1:], len(key)].tolist()
+        parts = part.tolist()
+        nt = len(self.topic_names)
+        for s, e, k in zip(starts.tolist(), ends, key[starts].tolist()):
+            on_topic[k // nt][k % nt] = dict.fromkeys(parts[s:e])
+        return on_topic
 
     # -- the rack rule (kit.plan.racks) over these targets ------------------------------
     def need(self, rf: int) -> int:

@@ -334,16 +334,24 @@ def _set_changes(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray):
     """Per partition: distinct brokers added, distinct brokers dropped (changed rows only)."""
     n = len(ctx.ids)
     p = len(changed)
+    new, gone = _added_dropped(ctx, before, after, changed)
+    return np.bincount(new // n, minlength=p), np.bincount(gone // n, minlength=p)
+
+
+def _added_dropped(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(partition, broker) codes, partition * brokers + broker index, of the replicas each
+    changed partition gains and loses (distinct brokers), sorted."""
+    n = len(ctx.ids)
 
     def codes(flat: _Flat) -> np.ndarray:
         rows = flat.part_of
         keep = changed[rows]
-        return np.unique(rows[keep] * n + flat.idx[keep])
+        # np.unique's answer, by a sort: its hash table was most of the time of this figure.
+        code = np.sort(rows[keep] * n + flat.idx[keep])
+        return code[np.r_[True, code[1:] != code[:-1]]] if len(code) else code
 
     a, b = codes(after), codes(before)
-    new = a[~np.isin(a, b, assume_unique=True)]
-    gone = b[~np.isin(b, a, assume_unique=True)]
-    return np.bincount(new // n, minlength=p), np.bincount(gone // n, minlength=p)
+    return a[~np.isin(a, b, assume_unique=True)], b[~np.isin(b, a, assume_unique=True)]
 
 
 def _movement(ctx: _Ctx, before: _Flat, after: _Flat) -> dict:
@@ -525,18 +533,31 @@ def _roles(ctx: _Ctx, flat: _Flat) -> dict[int, tuple[int, int, int]]:
     return {b: (int(l), int(t - l), int(t)) for b, l, t in zip(ctx.ids.tolist(), leader, total)}
 
 
-def _storage_lines(plan: Plan, before: dict, after: dict) -> list[str]:
-    """topicmappr's per-broker storage lines: free before -> after (change), and a warning
-    when the plan widens the range of free space."""
+def _storage_delta(ctx: _Ctx, before: _Flat, after: _Flat) -> dict[int, int]:
+    """Broker id -> bytes of free space the plan gives it (taken: negative), for the brokers
+    whose replica set changes."""
+    new, gone = _added_dropped(ctx, before, after, _changed_rows(before, after))
+    n = len(ctx.ids)
+    if len(new) + len(gone) and int(ctx.sizes.max()) * (len(new) + len(gone)) >= 1 << 62:
+        # Sums that could pass int64: Python's integers, pair by pair.
+        sizes, ids = ctx.sizes.tolist(), ctx.ids.tolist()
+        delta: dict[int, int] = {}
+        for codes, sign in ((new, -1), (gone, 1)):
+            for c in codes.tolist():
+                b = ids[c % n]
+                delta[b] = delta.get(b, 0) + sign * sizes[c // n]
+        return delta
+    moved = np.zeros(n, dtype=np.int64)
+    np.add.at(moved, gone % n, ctx.sizes[gone // n])
+    np.subtract.at(moved, new % n, ctx.sizes[new // n])
+    touched = np.union1d(new % n, gone % n)
+    return dict(zip(ctx.ids[touched].tolist(), moved[touched].tolist()))
+
+
+def _storage_lines(plan: Plan, delta: dict[int, int], before: dict, after: dict) -> list[str]:
+    """topicmappr's per-broker storage lines: free before -> after (change, `delta`), and a
+    warning when the plan widens the range of free space."""
     brokers = plan.cluster.brokers
-    delta: dict[int, int] = {}
-    for i in plan.changed():
-        p = plan.cluster.partitions[i]
-        old, new = set(p.replicas), set(plan.after[i])
-        for b in new - old:
-            delta[b] = delta.get(b, 0) - p.size
-        for b in old - new:
-            delta[b] = delta.get(b, 0) + p.size
     out = []
     shown = [b for b in plan.targets if brokers[b].storage_free is not None]
     if len(shown) > _STORAGE_LINES_MAX:
@@ -601,7 +622,8 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
     out += ["", "Movement:"] + _movement_lines(mv)
     out += ["", "Balance:"] + [f"  {label}: {b[key]} -> {a[key]}" for key, label in _BALANCE_LINES]
     if "storage_free_range_spread_pct" in a and "storage_free_range_spread_pct" in b:
-        out += ["", "Storage free change estimations:"] + _storage_estimate_lines(b, a) + _storage_lines(plan, b, a)
+        out += ["", "Storage free change estimations:"] + _storage_estimate_lines(b, a) + _storage_lines(
+            plan, _storage_delta(ctx, before, after), b, a)
     if report.get("pools"):
         out += ["", "Pools:"] + _pool_lines(report["pools"])
     if "duration" in report:

@@ -45,12 +45,13 @@ def moves_of(plan: Plan) -> list[Move]:
     """Every changed partition as a move (order-only changes have no added brokers)."""
     out = []
     dead = {b.id for b in plan.cluster.brokers.values() if not b.alive}
+    parts, after = plan.cluster.partitions, plan.after
     for i in plan.changed():
-        p = plan.cluster.partitions[i]
-        added = tuple(b for b in plan.after[i] if b not in p.replicas)
+        p = parts[i]
+        reps = p.replicas
+        added = tuple(b for b in after[i] if b not in reps)
         # Followers copy from the current leader: the first live in-sync replica.
-        live = {b for b in p.replicas if b not in dead}
-        source = leader_of(p, live) or p.replicas[0]
+        source = leader_of(p, set(reps).difference(dead)) or reps[0]
         out.append(Move(i, p.size, source, added))
     return out
 

@@ -110,3 +110,50 @@ def test_excess_by_leader_leaves_out_brokers_without_heirs():
     got = excess_by_leader(leader, follower, count, [0, 1], lambda x: np.array([1, 2, 3]) if x == 0 else np.array([]))
     assert got == {0: 3 - 0 - 1}  # 4 led over 3 heirs: spread 3, less the unavoidable 1
     assert worst_excess({}) == 0 and worst_excess({0: -1}) == 0 and worst_excess({0: -1, 1: 2}) == 2
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed):
+    # Mixed replication factors, topics out of name order, unsorted broker ids, a replica on
+    # a broker listed twice, a partial selection: every counter and bucket, order included.
+    rng = random.Random(seed)
+    ids = rng.sample(range(1, 80), rng.randint(3, 9))
+    brokers = {b: Broker(id=b, rack=rng.choice(["a", "b", None])) for b in ids}
+    parts = []
+    for n in range(rng.randint(1, 60)):
+        reps = rng.sample(ids, rng.randint(1, min(4, len(ids))))
+        if rng.random() < 0.05:
+            reps.append(reps[0])
+        parts.append(Partition(rng.choice(["z", "m", "a.b", "k"]), n, tuple(reps), tuple(reps)))
+    c = Cluster(brokers=brokers, partitions=tuple(parts))
+    selected = [i for i in range(len(parts)) if rng.random() < 0.7]
+    ws = Workspace(c, rng.sample(ids, rng.randint(1, len(ids))), selected)
+    index = {b: i for i, b in enumerate(ids)}
+    topics = sorted({p.topic for p in parts})
+    count = np.zeros(len(ids), dtype=np.int64)
+    tcount = np.zeros((len(topics), len(ids)), dtype=np.int64)
+    shared = np.zeros((len(ids), len(ids)), dtype=np.int64)
+    on_topic = [dict() for _ in ids]
+    for i, p in enumerate(parts):
+        t = topics.index(p.topic)
+        for x, b in enumerate(p.replicas):
+            count[index[b]] += 1
+            tcount[t, index[b]] += 1
+            for y, other in enumerate(p.replicas):
+                if x != y:
+                    shared[index[b], index[other]] += 1
+            if i in selected:
+                on_topic[index[b]].setdefault(t, {})[i] = None
+    assert ws.assign == [list(p.replicas) for p in parts] and ws.topic_names == topics
+    assert ws.topic.tolist() == ws.topic_list == [topics.index(p.topic) for p in parts]
+    for got, want in ((ws.count, count), (ws.tcount, tcount), (ws.shared, shared)):
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert [[(t, list(ps)) for t, ps in d.items()] for d in ws.on_topic] == \
+        [[(t, list(ps)) for t, ps in d.items()] for d in on_topic]
+
+
+def test_a_workspace_over_a_replica_on_an_unlisted_broker_is_refused():
+    c = Cluster(brokers={1: Broker(id=1), 2: Broker(id=2)},
+                partitions=(Partition("t", 0, (1, 2), (1, 2)), Partition("t", 1, (2, 9), (2,))))
+    with pytest.raises(KeyError, match="9"):
+        Workspace(c, [1, 2], [0, 1])

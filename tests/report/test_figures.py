@@ -374,3 +374,26 @@ def test_broker_figures_are_the_summary_and_assignment_figures():
     # A broker outside the targets has no degree; storage unknown stays unknown.
     assert figures.broker_figures(cluster, None, [1001, 1002])[1004]["degree"] is None
     assert figures.broker_figures(_tiny_cluster(False), None, targets)[1001]["storage_free"] is None
+
+
+@pytest.mark.parametrize("gb", [1, 2**20])  # 2**20 GB per partition: sums past int64, added as Python ints
+def test_storage_lines_change_each_broker_by_what_it_gains_and_loses(gb):
+    import re
+
+    rng = random.Random(gb)
+    ids = list(range(1, 9))
+    brokers = {b: Broker(b, "abc"[b % 3], storage_free=10**20 + b) for b in ids}
+    parts = tuple(Partition("t", n, tuple(r), tuple(r), size=rng.randint(1, 10) * gb * 10**9)
+                  for n, r in enumerate(rng.sample(ids, 3) for _ in range(600)))
+    after = [rng.sample(ids, 3) if rng.random() < 0.8 else list(p.replicas) for p in parts]
+    plan = Plan(cluster=Cluster(brokers=brokers, partitions=parts), action="rebalance", after=after,
+                targets=ids, selected=list(range(len(parts))))
+    delta = dict.fromkeys(ids, 0)
+    for p, new in zip(parts, after):
+        for b in set(new) - set(p.replicas):
+            delta[b] -= p.size
+        for b in set(p.replicas) - set(new):
+            delta[b] += p.size
+    lines = re.findall(r"Broker (\d+): [\d.]+ -> [\d.]+ \(([-+][\d.]+)GB",
+                       summary_text(plan, plan_report(plan)))
+    assert {int(b): d for b, d in lines} == {b: f"{d / 1e9:+.2f}" for b, d in delta.items()}
