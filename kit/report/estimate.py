@@ -176,6 +176,7 @@ class _FluidRun:
         self.pos = {b: k for k, b in enumerate(self.ids)}
         self.nb = nb = len(self.ids)
         self.nic = np.array([cap.get(b, math.inf) for b in self.ids])
+        self.nic2 = np.stack([self.nic, self.nic])
         self.cap = cap
         self.src = np.searchsorted(self.ids, source)
         self.dst = np.searchsorted(self.ids, dest)
@@ -195,7 +196,7 @@ class _FluidRun:
         self.src_left = np.bincount(self.src, minlength=nb)  # unfinished copies per source
         self.dst_left = np.bincount(self.dst, minlength=nb)
         self.left = len(size)
-        self.clients = ClientTraffic(cluster, figures.tolist(), live)
+        self.clients = ClientTraffic(cluster, figures, live)
         self.waiting = {i: 0 for i in targets}
         for i in self.part:
             self.waiting[i] += 1
@@ -278,15 +279,17 @@ class _FluidRun:
         `recv`), and when the `group`-th unfinished copy ends at those rates."""
         weight = self.weight
         rate = pair_rates(self.p_src, self.p_dst, weight, self.out_cap, self.in_cap)
-        if not (rate[weight > 0] > 0).any():
+        live = np.flatnonzero(weight > 0)
+        r = rate[live]
+        if not (r > 0).any():
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
         # The group-th copy to end is among the first `group` of its pair.
         k = min(group, self.left) - 1
-        at = self.head[:, None] + np.arange(k + 1)
-        sizes = self.padded_size[np.where(at < self.end[:, None], at, len(self.sorted_size))]
+        at = self.head[live, None] + np.arange(k + 1)
+        there = at < self.end[live, None]
+        sizes = self.padded_size[np.where(there, at, len(self.sorted_size))]
         with np.errstate(divide="ignore", invalid="ignore"):
-            left = np.where((rate > 0)[:, None] & (at < self.end[:, None]),
-                            (sizes - self.progress[:, None]) / rate[:, None], np.inf)
+            left = np.where((r > 0)[:, None] & there, (sizes - self.progress[live, None]) / r[:, None], np.inf)
         t_event = t + float(np.partition(left.ravel(), k)[k])
         self.send = np.bincount(self.p_src, weights=rate * weight, minlength=self.nb)
         self.recv = np.bincount(self.p_dst, weights=rate * weight, minlength=self.nb)
@@ -348,20 +351,22 @@ class _FluidRun:
         `role_rates` over the brokers; whether a cap changed."""
         inputs = (self.window, self.finished) if self.peaked and self.window is not None else None
         if inputs is not None and inputs == self.quiet:
-            self._reset_window()
-            return False  # the very inputs of the last round, which changed nothing
+            # The very inputs of the last round, which changed nothing. The window that starts
+            # would note the one state it holds first (no copy finished since, nor rate
+            # changed): the peak stays.
+            return False
         if self.peaked:
             rx, tx, r_rx, r_tx = self.peak
         else:
             rx, tx, r_rx, r_tx = self.c_rx, self.c_tx, np.zeros(self.nb), np.zeros(self.nb)
-        sources, dests = self.src_left > 0, self.dst_left > 0
-        clear = ~np.isnan(self.applied).all(axis=0) & ~sources & ~dests
+        roles = np.stack([self.src_left > 0, self.dst_left > 0])  # leaders (tx), followers (rx)
+        clear = ~np.isnan(self.applied).all(axis=0) & ~roles.any(axis=0)
         self.applied[:, clear] = np.nan
-        self.applied[0], set_out = role_rates(self.settings, self.nic, tx, r_tx, self.applied[0], sources)
-        self.applied[1], set_in = role_rates(self.settings, self.nic, rx, r_rx, self.applied[1], dests)
-        self.out_cap[set_out], self.in_cap[set_in] = self.applied[0, set_out], self.applied[1, set_in]
+        self.applied, setting = role_rates(self.settings, self.nic2, np.stack([tx, rx]), np.stack([r_tx, r_rx]),
+                                           self.applied, roles)
+        self.out_cap[setting[0]], self.in_cap[setting[1]] = self.applied[0, setting[0]], self.applied[1, setting[1]]
         self.out_cap[clear], self.in_cap[clear] = self.nic[clear], self.nic[clear]
-        changed = bool(clear.any() or set_out.any() or set_in.any())
+        changed = bool(clear.any() or setting.any())
         self.quiet = None if changed else inputs
         self._reset_window()
         return changed

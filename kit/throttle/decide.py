@@ -96,7 +96,8 @@ def headroom_rate(capacity: float, used: float, previous: float | None, share: f
 
 def role_rates(settings: Settings, capacity: np.ndarray, used: np.ndarray, replication: np.ndarray,
                old: np.ndarray, taking_part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`AutoThrottle.decide`'s rule for one role over arrays of brokers: the same floats, for
+    """`AutoThrottle.decide`'s rule for one role over arrays of brokers (any shape: both roles
+    at once, stacked): the same floats, for
     fresh metrics that measure replication and no override (kit/report/estimate.py's model
     replays thousands of rounds; tests/throttle/test_autothrottle.py checks both agree).
 
@@ -120,9 +121,9 @@ def role_rates(settings: Settings, capacity: np.ndarray, used: np.ndarray, repli
     client = np.maximum(used - replication, 0.0)
     over = np.maximum(used - capacity, 0.0)
     rate = np.maximum((capacity - client - over) * s.share, s.minimum)
-    known = ~np.isnan(old)
-    force = known & (rate < old) & (client + old > capacity * s.share)
-    small = known & ~force & (rate >= old * (1 - s.change_threshold)) & (rate <= old * (1 + s.change_threshold))
+    # Every comparison with NaN (no rate in force) is false: nothing is forced or too small.
+    force = (rate < old) & (client + old > capacity * s.share)
+    small = (rate >= old * (1 - s.change_threshold)) & (rate <= old * (1 + s.change_threshold)) & ~force
     setting = taking_part & ~small & (rate != old)
     return np.where(setting, rate, old), setting
 
