@@ -241,7 +241,7 @@ class ClientTraffic:
     ----------
     cluster : Cluster
         The cluster before the reassignment.
-    traffic : list of (bytes_in, bytes_out)
+    traffic : list of (bytes_in, bytes_out), or the (n, 2) array of `traffic_array`
         Per partition, aligned with `cluster.partitions` (`partition_traffic`).
     live : set of int
         The live brokers.

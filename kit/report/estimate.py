@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
+from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities, role_rates
 from kit.errors import BadInput
 from kit.model import Cluster
 from kit.sim.physics import bytes_per_broker, copy_arrays, flow_arrays, lower_bound, pair_rates
@@ -45,7 +45,7 @@ def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, floa
 # Over 60 lines only by its numpydoc docstring (25 of its lines).
 def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = "auto",
             client_load: float | None = None, settings: Settings | None = None, cap_map: dict | None = None,
-            max_events: int = MAX_EVENTS, first_decision_s: float = 0.0) -> dict:
+            max_events: int = MAX_EVENTS, first_decision_s: float = 0.0, replay: bool = False) -> dict:
     """Predicted completion of a reassignment run all at once, in simulated seconds.
 
     Parameters
@@ -63,6 +63,10 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         minimum rate it was applied with (the runbooks apply at the minimum; on the simulated
         cluster the loop's first round finds no samples yet, so its first decision is one
         interval in).
+    replay
+        Every auto-throttle round through `AutoThrottle.decide` itself (slow: tens of thousands
+        of rounds at 200,000 partitions), the reference the fast rounds are checked against;
+        the figures are the same.
 
     Returns
     -------
@@ -105,7 +109,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         result["estimate_s"] = max(t, bound or 0.0)
         return result
     run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap)
-    interval = run.throttle(throttle, settings, bound, first_decision_s, assumptions)
+    interval = run.throttle(throttle, settings, bound, first_decision_s, assumptions, replay)
     group = max(1, math.ceil(len(source) / max_events))
     if group > 1:
         assumptions.append(f"{len(source)} copies modelled finishing in groups of up to {group}")
@@ -155,7 +159,16 @@ def _starting_rates(cluster: Cluster, figures: np.ndarray, live: set[int], cap: 
 class _FluidRun:
     """The fluid model's state: the copies as (source, destination) pairs over broker
     positions, the bytes each pair has moved, the caps in force, the clients' traffic, and the
-    window's peak the auto-throttle decides from."""
+    window's peak the auto-throttle decides from.
+
+    A run of a few thousand copies replays tens of thousands of auto-throttle rounds, so each
+    round is kept to a few array operations, with the very floats the plain replay computes
+    (tests/report/test_estimate.py checks the two agree): a pair's copies are kept by size (the
+    smallest unfinished one is the next to end), the decision is `role_rates` over arrays,
+    and a round whose inputs are those of the previous round that changed nothing is skipped
+    (the decision is a pure function of them: the window's peak, who takes part and the rates
+    in force). With `replay` every round goes through `AutoThrottle.decide` itself.
+    """
 
     def __init__(self, cluster: Cluster, figures: np.ndarray, live: set[int], targets: dict[int, list[int]],
                  source: np.ndarray, dest: np.ndarray, size: np.ndarray, part: np.ndarray, cap: dict[int, float]):
@@ -163,15 +176,27 @@ class _FluidRun:
         self.pos = {b: k for k, b in enumerate(self.ids)}
         self.nb = nb = len(self.ids)
         self.nic = np.array([cap.get(b, math.inf) for b in self.ids])
+        self.nic2 = np.stack([self.nic, self.nic])
         self.cap = cap
         self.src = np.searchsorted(self.ids, source)
         self.dst = np.searchsorted(self.ids, dest)
-        self.size = size
         self.part = part.tolist()
         self.targets = targets
-        pair_key, self.f_pair = np.unique(self.src * nb + self.dst, return_inverse=True)
+        pair_key, f_pair = np.unique(self.src * nb + self.dst, return_inverse=True)
         self.p_src, self.p_dst = pair_key // nb, pair_key % nb
-        self.clients = ClientTraffic(cluster, figures.tolist(), live)
+        # Each pair's copies, smallest first, from `head` (the next to end) to `end`.
+        self.order = np.lexsort((np.arange(len(size)), size, f_pair))
+        self.total = float(size.sum())
+        self.sorted_size = size[self.order].tolist()
+        self.padded_size = np.append(size[self.order], math.inf)  # past a pair's end: no copy
+        self.head = np.searchsorted(f_pair[self.order], np.arange(len(pair_key)))
+        self.end = np.append(self.head[1:], len(size))
+        self.weight = (self.end - self.head).astype(float)  # unfinished copies per pair
+        self.next_size = size[self.order][self.head]
+        self.src_left = np.bincount(self.src, minlength=nb)  # unfinished copies per source
+        self.dst_left = np.bincount(self.dst, minlength=nb)
+        self.left = len(size)
+        self.clients = ClientTraffic(cluster, figures, live)
         self.waiting = {i: 0 for i in targets}
         for i in self.part:
             self.waiting[i] += 1
@@ -179,19 +204,28 @@ class _FluidRun:
             self.clients.finish(i, targets[i])
         self.c_rx = np.array([self.clients.rx[b] for b in self.ids])
         self.c_tx = np.array([self.clients.tx[b] for b in self.ids])
-        self.done = np.zeros(len(source), dtype=bool)
         self.progress = np.zeros(len(pair_key))
-        self.peak = np.zeros((4, nb))  # rx, tx, replication rx, replication tx at the window's peak
-        self.peaked = False
+        self.send = self.recv = np.zeros(nb)
+        # The window's peak: rx, tx, replication rx, replication tx. `version` counts the
+        # states (rates, clients) the run went through; `window` is the one state the window
+        # saw (None: several), `finished` the copy-finishing steps so far.
+        self.peak = np.zeros((4, nb))
+        self.peaked = self.noted = False
+        self.version, self.window, self.finished = 0, None, 0
+        self.quiet = None  # the inputs of the last round, when it changed nothing
         self.auto: AutoThrottle | None = None
+        self.settings: Settings | None = None
+        self.replay = False
+        self.applied = np.full((2, nb), np.nan)  # the auto-throttle's leader and follower rates, NaN: none
         self.out_cap = self.in_cap = None
 
     def throttle(self, throttle: float | str | None, settings: Settings, bound: float | None,
-                 first_decision_s: float, assumptions: list[str]) -> float:
+                 first_decision_s: float, assumptions: list[str], replay: bool = False) -> float:
         """Set the caps the run starts with (and the auto-throttle); returns the seconds between
         decisions modelled. What that changes is added to `assumptions`."""
         interval = settings.interval
         if throttle == "auto":
+            self.settings, self.replay = settings, replay
             self.auto = auto = AutoThrottle(settings, self.cap)
             if bound and bound / interval > MAX_DECISIONS:
                 interval = bound / MAX_DECISIONS
@@ -202,6 +236,8 @@ class _FluidRun:
                 # Applied at the minimum on every broker taking part, until the first decision.
                 self.out_cap[np.unique(self.src)] = settings.minimum
                 self.in_cap[np.unique(self.dst)] = settings.minimum
+                self.applied[0, np.unique(self.src)] = settings.minimum
+                self.applied[1, np.unique(self.dst)] = settings.minimum
                 auto.applied = {self.ids[k]: {LEADER: settings.minimum} for k in np.unique(self.src)}
                 for k in np.unique(self.dst):
                     auto.applied.setdefault(self.ids[k], {})[FOLLOWER] = settings.minimum
@@ -217,61 +253,87 @@ class _FluidRun:
     def run(self, interval: float, first_decision_s: float, group: int) -> tuple[float, int]:
         """Copy to the end, the rates recomputed when `group` copies have finished or the
         auto-throttle changed a cap; returns (seconds, rate recomputations)."""
-        tol = 1e-6 * max(1.0, float(self.size.sum()))
+        tol = 1e-6 * max(1.0, self.total)
         t, next_decision, t_event, steps = 0.0, first_decision_s if self.auto is not None else 0.0, 0.0, 0
-        rate = send = recv = None
+        rate = None
         dirty = True
-        while not self.done.all():
+        while self.left:
             if self.auto is not None and t >= next_decision - 1e-9:
-                dirty = self.decide(t) or dirty
+                dirty = (self.decide_replay(t) if self.replay else self.decide()) or dirty
                 next_decision = t + interval
             if dirty:
-                rate, send, recv, t_event = self.rates(t, group)
+                rate, t_event = self.rates(t, group)
                 dirty = False
                 steps += 1
             dt = t_event - t
             if self.auto is not None:
                 dt = min(dt, max(next_decision - t, 1e-9))
-            self.note_peak(send, recv)
+                self.note_peak()
             self.progress += rate * dt
             t += dt
             dirty = self.finish_copies(tol) or dirty
         return t, steps
 
-    def rates(self, t: float, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        """The pairs' max-min fair rates, the brokers' replication out and in, and when the
-        `group`-th unfinished copy ends at those rates."""
-        und = ~self.done
-        weight = np.bincount(self.f_pair[und], minlength=len(self.p_src)).astype(float)
+    def rates(self, t: float, group: int) -> tuple[np.ndarray, float]:
+        """The pairs' max-min fair rates (the brokers' replication out and in go to `send` and
+        `recv`), and when the `group`-th unfinished copy ends at those rates."""
+        weight = self.weight
         rate = pair_rates(self.p_src, self.p_dst, weight, self.out_cap, self.in_cap)
-        r = rate[self.f_pair[und]]
+        live = np.flatnonzero(weight > 0)
+        r = rate[live]
         if not (r > 0).any():
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
-        with np.errstate(divide="ignore"):
-            left = np.where(r > 0, (self.size[und] - self.progress[self.f_pair[und]]) / r, np.inf)
-        k = min(group, len(left)) - 1
-        t_event = t + float(np.partition(left, k)[k])
-        send = np.bincount(self.p_src, weights=rate * weight, minlength=self.nb)
-        recv = np.bincount(self.p_dst, weights=rate * weight, minlength=self.nb)
-        return rate, send, recv, t_event
+        # The group-th copy to end is among the first `group` of its pair.
+        k = min(group, self.left) - 1
+        at = self.head[live, None] + np.arange(k + 1)
+        there = at < self.end[live, None]
+        sizes = self.padded_size[np.where(there, at, len(self.sorted_size))]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            left = np.where((r > 0)[:, None] & there, (sizes - self.progress[live, None]) / r[:, None], np.inf)
+        t_event = t + float(np.partition(left.ravel(), k)[k])
+        self.send = np.bincount(self.p_src, weights=rate * weight, minlength=self.nb)
+        self.recv = np.bincount(self.p_dst, weights=rate * weight, minlength=self.nb)
+        self.version += 1
+        self.noted = False
+        return rate, t_event
 
-    def note_peak(self, send: np.ndarray, recv: np.ndarray) -> None:
-        """The auto-throttle's window peak, as the simulator's metrics show it."""
+    def note_peak(self) -> None:
+        """The auto-throttle's window peak, as the simulator's metrics show it (noting the
+        state the window already holds again changes nothing, so it is noted once)."""
+        if self.noted:
+            return
+        send, recv = self.send, self.recv
         rx_all, tx_all = self.c_rx + recv, self.c_tx + send
-        m = (rx_all >= self.peak[0]) | (not self.peaked)
-        self.peak[0, m], self.peak[2, m] = rx_all[m], recv[m]
-        m = (tx_all >= self.peak[1]) | (not self.peaked)
-        self.peak[1, m], self.peak[3, m] = tx_all[m], send[m]
-        self.peaked = True
+        if not self.peaked:
+            self.peak[0], self.peak[1], self.peak[2], self.peak[3] = rx_all, tx_all, recv, send
+            self.window = self.version
+        else:
+            m = rx_all >= self.peak[0]
+            self.peak[0, m], self.peak[2, m] = rx_all[m], recv[m]
+            m = tx_all >= self.peak[1]
+            self.peak[1, m], self.peak[3, m] = tx_all[m], send[m]
+            self.window = None
+        self.peaked = self.noted = True
 
     def finish_copies(self, tol: float) -> bool:
         """Copies within `tol` bytes of the end finish (their replicas join the ISR, their
         partitions may finish); whether any did."""
-        newly = ~self.done & (self.size - self.progress[self.f_pair] <= tol)
-        if not newly.any():
+        ending = np.flatnonzero(self.next_size - self.progress <= tol)
+        if not len(ending):
             return False
-        self.done |= newly
-        for j in np.flatnonzero(newly):
+        newly = []
+        for p in ending.tolist():
+            h, e, moved = int(self.head[p]), int(self.end[p]), self.progress[p]
+            while h < e and self.sorted_size[h] - moved <= tol:
+                newly.append(int(self.order[h]))
+                h += 1
+            self.head[p], self.weight[p] = h, e - h
+            self.next_size[p] = self.sorted_size[h] if h < e else math.inf
+        newly.sort()  # the clients' traffic changes in plan order, as copy by copy
+        self.left -= len(newly)
+        self.src_left -= np.bincount(self.src[newly], minlength=self.nb)
+        self.dst_left -= np.bincount(self.dst[newly], minlength=self.nb)
+        for j in newly:
             i = self.part[j]
             self.clients.join(i, self.ids[self.dst[j]])
             self.waiting[i] -= 1
@@ -279,14 +341,41 @@ class _FluidRun:
                 self.clients.finish(i, self.targets[i])
         self.c_rx = np.array([self.clients.rx[b] for b in self.ids])
         self.c_tx = np.array([self.clients.tx[b] for b in self.ids])
+        self.version += 1
+        self.finished += 1
+        self.noted = False
         return True
 
-    def decide(self, now: float) -> bool:
-        """One auto-throttle decision from the window's peak (the clients' traffic before any);
-        whether a cap changed."""
-        und = ~self.done
-        sources = {self.ids[k] for k in np.unique(self.src[und])}
-        dests = {self.ids[k] for k in np.unique(self.dst[und])}
+    def decide(self) -> bool:
+        """One auto-throttle decision from the window's peak (the clients' traffic before any),
+        `role_rates` over the brokers; whether a cap changed."""
+        inputs = (self.window, self.finished) if self.peaked and self.window is not None else None
+        if inputs is not None and inputs == self.quiet:
+            # The very inputs of the last round, which changed nothing. The window that starts
+            # would note the one state it holds first (no copy finished since, nor rate
+            # changed): the peak stays.
+            return False
+        if self.peaked:
+            rx, tx, r_rx, r_tx = self.peak
+        else:
+            rx, tx, r_rx, r_tx = self.c_rx, self.c_tx, np.zeros(self.nb), np.zeros(self.nb)
+        roles = np.stack([self.src_left > 0, self.dst_left > 0])  # leaders (tx), followers (rx)
+        clear = ~np.isnan(self.applied).all(axis=0) & ~roles.any(axis=0)
+        self.applied[:, clear] = np.nan
+        self.applied, setting = role_rates(self.settings, self.nic2, np.stack([tx, rx]), np.stack([r_tx, r_rx]),
+                                           self.applied, roles)
+        self.out_cap[setting[0]], self.in_cap[setting[1]] = self.applied[0, setting[0]], self.applied[1, setting[1]]
+        self.out_cap[clear], self.in_cap[clear] = self.nic[clear], self.nic[clear]
+        changed = bool(clear.any() or setting.any())
+        self.quiet = None if changed else inputs
+        self._reset_window()
+        return changed
+
+    def decide_replay(self, now: float) -> bool:
+        """`decide` by `AutoThrottle.decide` itself, every round (the reference `decide` is
+        checked against)."""
+        sources = {self.ids[k] for k in np.flatnonzero(self.src_left)}
+        dests = {self.ids[k] for k in np.flatnonzero(self.dst_left)}
         metrics = {}
         for k, b in enumerate(self.ids):
             if self.peaked:
@@ -304,9 +393,13 @@ class _FluidRun:
         for b in d.clear:
             k = self.pos[b]
             self.out_cap[k], self.in_cap[k], changed = self.nic[k], self.nic[k], True
-        self.peak[:] = 0.0
-        self.peaked = False
+        self._reset_window()
         return changed
+
+    def _reset_window(self) -> None:
+        self.peak[:] = 0.0
+        self.peaked = self.noted = False
+        self.window = None
 
 
 __all__ = ["predict", "analytic_estimate", "MAX_EVENTS", "MAX_DECISIONS", "MAX_COPIES"]

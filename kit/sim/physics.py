@@ -67,31 +67,40 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
     """Max-min fair rate of each flow of each (source, destination) pair.
 
     Flows between the same two brokers always get the same rate, so the progressive filling
-    runs over pairs, each weighted by its number of flows (`weight`). `src`/`dst` index the
-    cap arrays. Returns the rate of one flow of each pair (0 for pairs of weight 0).
+    runs over pairs, each weighted by its number of flows (`weight`, whole numbers). `src`/`dst`
+    index the cap arrays. Returns the rate of one flow of each pair (0 for pairs of weight 0).
     """
     n = len(out_cap)
     rate = np.zeros(len(src))
-    active = weight > 0
-    room_out, room_in = out_cap.astype(float).copy(), in_cap.astype(float).copy()
-    while active.any():
-        w_out = np.bincount(src[active], weights=weight[active], minlength=n)
-        w_in = np.bincount(dst[active], weights=weight[active], minlength=n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lo = np.where(w_out > 0, room_out / w_out, np.inf)
-            li = np.where(w_in > 0, room_in / w_in, np.inf)
-        level = min(lo.min(), li.min())
-        if not math.isfinite(level):
-            break
-        level = max(level, 0.0)
-        room_out -= level * w_out
-        room_in -= level * w_in
-        rate[active] += level
-        # Every resource at the level is full: its flows are frozen (a rounding margin, so a
-        # tie does not cost one more round).
-        tol = level * 1e-12 + 1e-12
-        frozen = (lo <= level + tol)[src] | (li <= level + tol)[dst]
-        active &= ~frozen
+    # The resources: each broker's out capacity (0..n-1) then its in capacity (n..2n-1); the
+    # pairs still filling (`live`), with the two resources each uses, shrink round by round.
+    live = np.flatnonzero(weight > 0)
+    s_a, d_a, w_a = src[live], dst[live] + n, weight[live]
+    room = np.concatenate([out_cap, in_cap]).astype(float)
+    w = np.bincount(np.concatenate([s_a, d_a]), weights=np.concatenate([w_a, w_a]), minlength=2 * n)
+    limit = np.empty(2 * n)
+    filled = 0.0  # the rate of every pair still filling
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while len(live):
+            limit.fill(np.inf)
+            np.divide(room, w, out=limit, where=w > 0)
+            level = float(limit.min())
+            if not math.isfinite(level):
+                break
+            level = max(level, 0.0)
+            room -= level * w
+            filled += level
+            # Every resource at the level is full: its flows are frozen (a rounding margin, so
+            # a tie does not cost one more round).
+            full = limit <= level + (level * 1e-12 + 1e-12)
+            frozen = full[s_a] | full[d_a]
+            rate[live[frozen]] = filled
+            # The weights are whole numbers: taking the frozen pairs' off is exact.
+            w -= np.bincount(np.concatenate([s_a[frozen], d_a[frozen]]),
+                             weights=np.concatenate([w_a[frozen], w_a[frozen]]), minlength=2 * n)
+            keep = ~frozen
+            live, s_a, d_a, w_a = live[keep], s_a[keep], d_a[keep], w_a[keep]
+    rate[live] = filled
     return rate
 
 

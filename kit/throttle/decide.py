@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from kit.errors import BadInput
 from kit.events import event
 
@@ -90,6 +92,40 @@ def headroom_rate(capacity: float, used: float, previous: float | None, share: f
     client = max(used - taken, 0.0)
     over = max(used - capacity, 0.0)
     return max((capacity - client - over) * share, minimum)
+
+
+def role_rates(settings: Settings, capacity: np.ndarray, used: np.ndarray, replication: np.ndarray,
+               old: np.ndarray, taking_part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`AutoThrottle.decide`'s rule for one role over arrays of brokers (any shape: both roles
+    at once, stacked): the same floats, for
+    fresh metrics that measure replication and no override (kit/report/estimate.py's model
+    replays thousands of rounds; tests/throttle/test_autothrottle.py checks both agree).
+
+    Parameters
+    ----------
+    capacity, used, replication
+        Per broker: capacity, measured traffic and its replication share in the role's
+        direction (tx for leaders, rx for followers).
+    old
+        The rate in force per broker, NaN where none.
+    taking_part
+        Which brokers have the role this round.
+
+    Returns
+    -------
+    (rates, set)
+        The rates in force after the round (NaN where none) and which brokers' rate was set.
+        Brokers leaving every role are cleared by the caller.
+    """
+    s = settings
+    client = np.maximum(used - replication, 0.0)
+    over = np.maximum(used - capacity, 0.0)
+    rate = np.maximum((capacity - client - over) * s.share, s.minimum)
+    # Every comparison with NaN (no rate in force) is false: nothing is forced or too small.
+    force = (rate < old) & (client + old > capacity * s.share)
+    small = (rate >= old * (1 - s.change_threshold)) & (rate <= old * (1 + s.change_threshold)) & ~force
+    setting = taking_part & ~small & (rate != old)
+    return np.where(setting, rate, old), setting
 
 
 def capacities(brokers: dict, cap_map: dict[str, float] | None = None) -> dict[int, float]:

@@ -97,3 +97,26 @@ def test_the_what_if_puts_the_busier_direction_at_f_on_average(parts, load):
     carrying = {b for b in rx if rx[b] > 0 or tx.get(b, 0) > 0}
     busier = max(sum(rx.values()), sum(tx.values()))
     assert busier == pytest.approx(load * 100e6 * len(carrying), rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.floats(0, 6e7), st.floats(0, 6e7), st.permutations(range(1, 7)),
+                          st.integers(1, 3), st.integers(0, 4)), min_size=1, max_size=25),
+       st.sampled_from([10.0, 30.0, 120.0]), st.sampled_from([0.0, 0.1]), st.sampled_from([0.0, 30.0]),
+       st.sampled_from([3, 1500]))
+def test_the_fast_rounds_give_the_round_by_round_replay_figures(parts, interval, threshold, first, max_events):
+    # Rounds skipped when their inputs repeat, the decision over arrays and the per-pair
+    # finishing: the same floats as every round through AutoThrottle.decide itself.
+    raw, moves = [], {}
+    for i, (gb, b_in, b_out, order, rf, shift) in enumerate(parts):
+        replicas = list(order[:rf])
+        raw.append({"topic": "t", "partition": i, "replicas": replicas, "size": gb * 10**9 // 4,
+                    "bytes_in": b_in, "bytes_out": b_out})
+        if shift:
+            moves[i] = list(order[shift:shift + rf]) or replicas[::-1]
+    c = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "net_capacity": (80e6, 125e6)[b % 2]}
+                                                         for b in range(1, 7)], "partitions": raw})
+    s = Settings(interval=interval, change_threshold=threshold)
+    fast = predict(c, moves, settings=s, first_decision_s=first, max_events=max_events)
+    slow = predict(c, moves, settings=s, first_decision_s=first, max_events=max_events, replay=True)
+    assert (fast["estimate_s"], fast["steps"]) == (slow["estimate_s"], slow["steps"])

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import run_kit as kit
-from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities, headroom_rate
+from kit.throttle.decide import (FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities, headroom_rate,
+                                 role_rates)
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot
 from kit.sim.physics import simulate
@@ -77,6 +81,48 @@ def test_missing_metrics_hold_the_rate_then_fail_safe_to_the_minimum_loudly():
     # An old sample that never changes is as bad as none.
     d = auto.decide(150, "t5", {1}, set(), {1: sample(150, tx=50)})
     assert d.rates[1][LEADER] == pytest.approx(67.5 * MB)
+
+
+_MBS = st.floats(0, 200).map(lambda x: round(x, 1) * MB)  # rounded: ties and exact thresholds happen
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([50 * MB, CAP, 1e9]), _MBS, _MBS, _MBS, _MBS,
+                          st.one_of(st.none(), _MBS), st.one_of(st.none(), _MBS), st.booleans(), st.booleans()),
+                min_size=1, max_size=8),
+       st.sampled_from([0.0, 0.1, 0.25]), st.sampled_from([0.5, 0.9, 1.0]))
+def test_the_rule_over_arrays_decides_as_the_auto_throttle(brokers, threshold, share):
+    # role_rates is what the duration estimate replays; it must set the rates decide sets.
+    s = Settings(interval=30, share=share, change_threshold=threshold)
+    cap = {b: c for b, (c, *_) in enumerate(brokers)}
+    auto = AutoThrottle(s, cap)
+    for b, (_, _, _, _, _, lead, follow, _, _) in enumerate(brokers):
+        for role, rate in ((LEADER, lead), (FOLLOWER, follow)):
+            if rate is not None:
+                auto.applied.setdefault(b, {})[role] = rate
+    sources = {b for b, x in enumerate(brokers) if x[7]}
+    dests = {b for b, x in enumerate(brokers) if x[8]}
+    metrics = {b: NetSample(90, rx, tx, r_rx, r_tx) for b, (_, rx, tx, r_rx, r_tx, *_) in enumerate(brokers)}
+    old = {b: dict(r) for b, r in auto.applied.items()}
+    d = auto.decide(90, "t", sources, dests, metrics)
+
+    col = [np.array(x, dtype=float) for x in zip(*[(c, tx, r_tx, rx, r_rx, np.nan if lead is None else lead,
+                                                    np.nan if follow is None else follow)
+                                                   for c, rx, tx, r_rx, r_tx, lead, follow, _, _ in brokers])]
+    c, tx, r_tx, rx, r_rx, lead, follow = col
+    n = len(brokers)
+    roles = np.array([[b in sources for b in range(n)], [b in dests for b in range(n)]])
+    applied = np.stack([lead, follow])
+    cleared = ~np.isnan(applied).all(axis=0) & ~roles.any(axis=0)
+    applied[:, cleared] = np.nan
+    rates, setting = role_rates(s, np.stack([c, c]), np.stack([tx, rx]), np.stack([r_tx, r_rx]), applied, roles)
+    assert sorted(d.clear) == np.flatnonzero(cleared).tolist()
+    got = {b: {role: float(rates[k, b]) for k, role in enumerate((LEADER, FOLLOWER)) if setting[k, b]}
+           for b in range(n) if setting[:, b].any()}
+    assert got == d.rates
+    after = {b: {role: float(rates[k, b]) for k, role in enumerate((LEADER, FOLLOWER)) if not np.isnan(rates[k, b])}
+             for b in range(n) if not np.isnan(rates[:, b]).all()}
+    assert after == auto.applied, old
 
 
 def test_overrides_win_and_a_broker_override_holds_even_outside_a_reassignment():
