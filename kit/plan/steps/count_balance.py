@@ -97,21 +97,23 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
         reps = assign[p]
         if b_id in reps or a_id not in reps:
             return
-        members = [m for m in reps if m != a_id]
         # The rack rule (`Workspace.rack_ok`) inlined: asked for every candidate.
         if check_rack:
-            member_racks = [rack_num_of[m] for m in members]
+            member_racks = [rack_num_of[m] for m in reps if m != a_id]
             if rb_num in member_racks and not spans(member_racks, need(len(reps))):
                 return
         pairs = 0
         loss = 0
-        for m in members:
+        for m in reps:  # the other members (a list of them only where a move loses a peer)
+            if m == a_id:
+                continue
             j = index[m]
             sa = shared_a[j]
             pairs += shared_b[j] - sa
             if sa == 1 and is_target[j]:
                 loss += 1
         if loss and degree_floor:
+            members = [m for m in reps if m != a_id]
             tg = ws.target_idx
             if int((ws.shared[a][tg] > 0).sum()) - loss < degree_floor:
                 return
