@@ -65,13 +65,15 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     if tcount_t is None:
         tcount_t = ws.tcount.T
     # Broker-major rows, masked whole: the same ascending topics as gathering columns, cheaper.
-    cand_t = np.flatnonzero(movable[a])
+    cand_t = None
     if quotas is not None:
         planned = np.flatnonzero((movable[a] != 0) & (quotas[0][a] > 0) & (quotas[1][b] > 0))
         if planned.size:
             cand_t = planned
+    if cand_t is None:
+        cand_t = np.flatnonzero(movable[a])
     row_a, row_b = tcount_t[a], tcount_t[b]
-    diff = row_a[cand_t] - row_b[cand_t]
+    diff = (row_a - row_b)[cand_t]
     if cand_t.size > 32 and not exhaustive:
         # Only the topics with the largest differences can be chosen: sort just those.
         keep = np.argpartition(-diff, 31)[:32]
@@ -168,10 +170,13 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     moves = 0
     while max_moves is None or moves < max_moves:
         c = ws.count[tidx]
-        if int(c.max()) - int(c.min()) <= 1:
+        c_max, c_min = int(c.max()), int(c.min())
+        if c_max - c_min <= 1:
             break
         desc = tidx[np.lexsort((tidx, -c))].tolist()
         asc = tidx[np.lexsort((tidx, c))].tolist()
+        # Some target above hi / below lo: what step asks, answered from the extremes.
+        run.surplus, run.deficit = c_max > run.hi, c_min < run.lo
         done = run.step(desc, asc, True) or run.step(desc, asc, False)
         if not done and run.own_pool:
             done = run.two_step(desc, asc)
@@ -216,6 +221,7 @@ class _CountBalance:
         total = int(ws.count[ws.target_idx].sum())
         self.lo, self.hi = total // ws.target_idx.size, -(-total // ws.target_idx.size)
         self.floor = ws.degree_floor
+        self.surplus = self.deficit = False  # some target above hi / below lo (set before each step)
 
     def pick(self, a: int, b: int) -> int | None:
         """A partition whose replica on broker index a may move to b, or None (remembered)."""
@@ -276,8 +282,7 @@ class _CountBalance:
     def step(self, desc: list[int], asc: list[int], strict: bool) -> int:
         """One move from the fullest brokers (`desc`) to the emptiest (`asc`); 1 if made, else 0."""
         ws, lo, hi = self.ws, self.lo, self.hi
-        c = ws.count[ws.target_idx]
-        surplus, deficit = bool((c > hi).any()), bool((c < lo).any())
+        surplus, deficit = self.surplus, self.deficit
         count = ws.count.tolist()  # unchanged until the one move this makes
         for a in desc:
             ca = count[a]
