@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.plan.racks import may_join
+from kit.plan.racks import spans
 from kit.plan.workspace import LARGE, Workspace
 
 # Candidates looked at per move (in all, per topic, recently moved): wide enough on small
@@ -24,19 +24,26 @@ def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
 
     In the common layout (one replica per rack, RF = racks) none can: this answers that
     with one pass over the broker's partitions instead of one failed search per broker pair.
+    The rack rule (`may_join` for a broker with a rack) is inlined: this pass reads every
+    partition on the broker, and the calls were most of its time.
     """
-    a_id = ws.ids[a]
+    a_id, assign, rack_num_of, need = ws.ids[a], ws.assign, ws.rack_num_of, ws.need
     for bucket in pool[a].values():
         for p in bucket:
-            reps = ws.assign[p]
-            if may_join(rack, ws.racks_of([m for m in reps if m != a_id]), ws.need(len(reps))):
+            reps = assign[p]
+            member_racks = [rack_num_of[m] for m in reps if m != a_id]
+            if rack not in member_racks:
+                return True
+            # Fewer other members than racks needed cannot span them (spans would say no).
+            n_need = need(len(reps))
+            if len(member_racks) >= n_need and spans(member_racks, n_need):
                 return True
     return False
 
 
-# One candidate scan kept whole (91 lines): the count balance's hot loop, its test inlined in `consider`.
+# One candidate scan kept whole (101 lines): the count balance's hot loop, its test inlined in `consider`.
 def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, recent: list[int] = (),
-                    exhaustive: bool = False, degree_floor: int = 0, quotas=None) -> int | None:
+                    exhaustive: bool = False, degree_floor: int = 0, quotas=None, tcount_t=None) -> int | None:
     """A movable partition on broker index `a` that may move to broker index `b`.
 
     Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
@@ -48,18 +55,25 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     The search looks at a few dozen candidates unless `exhaustive`. A move that would
     leave a target broker with fewer peers than `degree_floor` is never taken.
     `movable[x, t]` counts the pool's partitions of topic t on broker x.
-    `quotas` = (leave, arrive), per (topic, broker index) the moves a topic flow planned:
+    `quotas` = (leave, arrive), per (broker index, topic) the moves a topic flow planned:
     when some topic has both a quota to leave `a` and one to reach `b`, only those are tried.
+    `tcount_t` is `ws.tcount` broker-major (rows are read per pick; default: transposed here).
     """
     topics = pool[a]
     if not topics:
         return None
-    cand_t = np.flatnonzero(movable[a])
+    if tcount_t is None:
+        tcount_t = ws.tcount.T
+    # Broker-major rows, masked whole: the same ascending topics as gathering columns, cheaper.
+    cand_t = None
     if quotas is not None:
-        planned = cand_t[(quotas[0][cand_t, a] > 0) & (quotas[1][cand_t, b] > 0)]
+        planned = np.flatnonzero((movable[a] != 0) & (quotas[0][a] > 0) & (quotas[1][b] > 0))
         if planned.size:
             cand_t = planned
-    diff = ws.tcount[cand_t, a] - ws.tcount[cand_t, b]
+    if cand_t is None:
+        cand_t = np.flatnonzero(movable[a])
+    row_a, row_b = tcount_t[a], tcount_t[b]
+    diff = (row_a - row_b)[cand_t]
     if cand_t.size > 32 and not exhaustive:
         # Only the topics with the largest differences can be chosen: sort just those.
         keep = np.argpartition(-diff, 31)[:32]
@@ -76,24 +90,32 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     # Within one rack a move never changes which racks a replica set spans (the rule's
     # `replaces`, asked once per pick instead of once per candidate).
     same_rack = ws.rack[a] >= 0 and ws.rack[a] == ws.rack[b]
+    rack_num_of, need = ws.rack_num_of, ws.need
+    rb_num = rack_num_of[b_id]
+    check_rack = not same_rack and rb_num is not None
 
     def consider(p, d):
         nonlocal best
         reps = assign[p]
         if b_id in reps or a_id not in reps:
             return
-        members = [m for m in reps if m != a_id]
-        if not same_rack and not ws.rack_ok(b_id, members, len(reps)):
-            return
+        # The rack rule (`Workspace.rack_ok`) inlined: asked for every candidate.
+        if check_rack:
+            member_racks = [rack_num_of[m] for m in reps if m != a_id]
+            if rb_num in member_racks and not spans(member_racks, need(len(reps))):
+                return
         pairs = 0
         loss = 0
-        for m in members:
+        for m in reps:  # the other members (a list of them only where a move loses a peer)
+            if m == a_id:
+                continue
             j = index[m]
             sa = shared_a[j]
             pairs += shared_b[j] - sa
             if sa == 1 and is_target[j]:
                 loss += 1
         if loss and degree_floor:
+            members = [m for m in reps if m != a_id]
             tg = ws.target_idx
             if int((ws.shared[a][tg] > 0).sum()) - loss < degree_floor:
                 return
@@ -109,16 +131,15 @@ def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, re
     topic_of = ws.topic_list
     for p in recent[-scan[2]:]:
         t = topic_of[p]
-        d = int(ws.tcount[t, a] - ws.tcount[t, b])
+        d = int(row_a[t] - row_b[t])
         if d >= 1 and p in topics.get(t, ()):
             consider(p, d)
-    for rank, t in enumerate(cand_t[order]):
-        d = int(diff[order[rank]])
+    for t, d in zip(cand_t[order].tolist(), diff[order].tolist()):
         # Stay with topics that a holds clearly more of than b, once some candidate exists.
         if best is not None and (d < min(top - 2, 1) or seen >= scan[0]):
             break
         in_topic = 0
-        for p in topics[int(t)]:
+        for p in topics[t]:
             consider(p, d)
             seen += 1
             in_topic += 1
@@ -149,10 +170,13 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     moves = 0
     while max_moves is None or moves < max_moves:
         c = ws.count[tidx]
-        if int(c.max()) - int(c.min()) <= 1:
+        c_max, c_min = int(c.max()), int(c.min())
+        if c_max - c_min <= 1:
             break
-        desc = tidx[np.lexsort((tidx, -c))]
-        asc = tidx[np.lexsort((tidx, c))]
+        desc = tidx[np.lexsort((tidx, -c))].tolist()
+        asc = tidx[np.lexsort((tidx, c))].tolist()
+        # Some target above hi / below lo: what step asks, answered from the extremes.
+        run.surplus, run.deficit = c_max > run.hi, c_min < run.lo
         done = run.step(desc, asc, True) or run.step(desc, asc, False)
         if not done and run.own_pool:
             done = run.two_step(desc, asc)
@@ -181,6 +205,10 @@ class _CountBalance:
         self.own_pool = pool is not None
         self.pool = ws.on_topic if pool is None else pool
         self.quotas = quotas
+        # Broker-major copies of the quotas and of ws.tcount, kept up by `move`: each pick
+        # reads the rows of two brokers, and a row is cheaper to read than a column.
+        self.quotas_t = None if quotas is None else tuple(np.ascontiguousarray(q.T) for q in quotas)
+        self.tcount_t = np.ascontiguousarray(ws.tcount.T)
         self.spread_touched = spread_touched
         self.failed: dict[int, set[int]] = {}  # source -> destinations with no allowed move
         self.reach: dict[int, dict[int, bool]] = {}  # source -> rack -> some replica may move there
@@ -193,6 +221,7 @@ class _CountBalance:
         total = int(ws.count[ws.target_idx].sum())
         self.lo, self.hi = total // ws.target_idx.size, -(-total // ws.target_idx.size)
         self.floor = ws.degree_floor
+        self.surplus = self.deficit = False  # some target above hi / below lo (set before each step)
 
     def pick(self, a: int, b: int) -> int | None:
         """A partition whose replica on broker index a may move to b, or None (remembered)."""
@@ -208,22 +237,26 @@ class _CountBalance:
                 self.failed.setdefault(a, set()).add(b)
                 return None
         p = _pick_partition(ws, a, b, self.pool, self.movable, self.recent.get(a, ()), exhaustive=self.fresh,
-                            degree_floor=self.floor, quotas=self.quotas)
+                            degree_floor=self.floor, quotas=self.quotas_t, tcount_t=self.tcount_t)
         if p is None:
             self.failed.setdefault(a, set()).add(b)
         return p
 
     def move(self, p: int, a: int, b: int) -> None:
         """Move partition p's replica from broker index a to b, and keep the state up."""
-        ws, pool, quotas = self.ws, self.pool, self.quotas
+        ws, pool, quotas, quotas_t = self.ws, self.pool, self.quotas, self.quotas_t
         t = int(ws.topic[p])
         pos = ws.assign[p].index(ws.ids[a])
         ws.replace_slot(p, pos, ws.ids[b], self.reason)
         if quotas is not None:
             quotas[0][t, a] = max(0, quotas[0][t, a] - 1)
             quotas[1][t, b] = max(0, quotas[1][t, b] - 1)
+            quotas_t[0][a, t] = quotas[0][t, a]
+            quotas_t[1][b, t] = quotas[1][t, b]
         self.movable[a, t] -= 1
         self.movable[b, t] += 1
+        self.tcount_t[a, t] -= 1
+        self.tcount_t[b, t] += 1
         if self.own_pool:
             bucket = pool[a][t]
             del bucket[p]
@@ -246,17 +279,17 @@ class _CountBalance:
         self.reach.pop(b, None)
         self.failed.pop(b, None)
 
-    def step(self, desc: np.ndarray, asc: np.ndarray, strict: bool) -> int:
+    def step(self, desc: list[int], asc: list[int], strict: bool) -> int:
         """One move from the fullest brokers (`desc`) to the emptiest (`asc`); 1 if made, else 0."""
         ws, lo, hi = self.ws, self.lo, self.hi
-        c = ws.count[ws.target_idx]
-        surplus, deficit = bool((c > hi).any()), bool((c < lo).any())
+        surplus, deficit = self.surplus, self.deficit
+        count = ws.count.tolist()  # unchanged until the one move this makes
         for a in desc:
-            ca = int(ws.count[a])
-            if ca - int(ws.count[asc[0]]) < 2:
+            ca = count[a]
+            if ca - count[asc[0]] < 2:
                 return 0
             for b in asc:
-                cb = int(ws.count[b])
+                cb = count[b]
                 if ca - cb < 2:
                     break
                 # Every copy should shrink the surplus and the deficit at once while both
@@ -271,7 +304,7 @@ class _CountBalance:
                     return 1
         return 0
 
-    def two_step(self, desc: np.ndarray, asc: np.ndarray) -> int:
+    def two_step(self, desc: list[int], asc: list[int]) -> int:
         """Two moves through a third broker, where the rack rule blocks the direct one (only
         for replicas this plan places anyway: moving one twice costs no copy); 2 or 0."""
         ws = self.ws
