@@ -53,7 +53,8 @@ def add_parser(sub) -> None:
     p.add_argument("--cap-map", metavar="JSON|FILE",
                    help="NIC capacity in MB/s by instance type, as kit throttle run's (e.g. '{\"*\": 125}'): "
                         "bounds the copy rate behind the ETA")
-    p.add_argument("--port", type=whole(1), default=5006, help="port (default 5006)")
+    p.add_argument("--port", type=whole(0), default=5006,
+                   help="port (default 5006; 0: a free port the system picks, printed on start)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--basic-auth", metavar="USER:PASSWORD",
                    help=f"ask for a login (default: ${AUTH_ENV}; prefer the variable: arguments show in ps)")
@@ -112,7 +113,7 @@ def run(a) -> int:
                        bootstrap=a.bootstrap, command_config=live["command_config"],
                        samples=a.samples, interval=a.interval, metrics=a.metrics, cap_map=cap_map)
     shown = "localhost" if a.address in ("127.0.0.1", "::1") else a.address
-    print(f"kit dashboard: http://{shown}:{a.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",
+    print(f"kit dashboard: http://{shown}:{server.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",
           flush=True)
     try:
         server.start()

@@ -297,7 +297,7 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
     Parameters
     ----------
     port, address : int, str
-        Where to listen (loopback unless told otherwise).
+        Where to listen (loopback unless told otherwise); port 0 takes a free port (`Server.port`).
     basic_auth : (str, str), optional
         USER and PASSWORD for Panel's login page. Never printed, never sent to the page.
     records : str, optional
@@ -314,6 +314,7 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
     try:
         with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as s:
             s.bind((address, port))
+            port = s.getsockname()[1]  # port 0: the free port the system chose, served from here on
     except OSError as e:
         raise BadInput(f"--address {address} --port {port}: cannot listen there ({e.strerror or e})") from None
     shared_poller(page.get("zk"), page.get("zk_auth"), page.get("events"), page.get("samples"), records,

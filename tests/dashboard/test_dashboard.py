@@ -714,7 +714,6 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
         {"runbook": "replace", "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:05:00Z",
          "outcome": "succeeded", "reason": "", "parameters": {}, "html": "20260101T000000Z-replace.html"}))
     (records / "20260101T000000Z-replace.html").write_text("<html><body>the record</body></html>")
-    port = _free_port()
     env = {**os.environ, "KIT_DASHBOARD_AUTH": "oncall:night-shift-secret"}
     logs = tmp_path / "dashboard.log"
     procs = []
@@ -723,13 +722,30 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
         with open(logs, "w") as log:
             procs.append(subprocess.Popen(
                 [*kit_command(), "dashboard", "--zk", root, "--plan", big["plan"], "--events", events, "--samples",
-                 samples, "--records", records, "--port", str(port), "--interval", "0.5"],
+                 samples, "--records", records, "--port", "0", "--interval", "0.5"],
                 stdout=log, stderr=subprocess.STDOUT, env=env))
+        dashboard = procs[0]
+
+        def printed_port():
+            # --port 0: the dashboard binds a port the system picks and prints it, so no other test's
+            # process can take the port between choosing it and listening on it (stop 26's CI failure
+            # left the reason unknown; the log now says it).
+            if dashboard.poll() is not None:
+                raise AssertionError(f"kit dashboard exited {dashboard.returncode}: {logs.read_text()[-1500:]}")
+            found = re.search(r"kit dashboard: http://localhost:(\d+)/", logs.read_text())
+            return found and int(found[1])
+        try:
+            # Generous: importing Panel and HoloViews and reading 150 brokers takes a minute on loaded cores.
+            port = _wait(printed_port, 300, "the dashboard to start")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\ndashboard log: {logs.read_text()[-1500:]}") from None
         base = f"http://127.0.0.1:{port}"
 
         def up():
+            if dashboard.poll() is not None:
+                raise AssertionError(f"kit dashboard exited {dashboard.returncode}: {logs.read_text()[-1500:]}")
             try:
-                return urllib.request.urlopen(base + "/login", timeout=2).status == 200
+                return urllib.request.urlopen(base + "/login", timeout=5).status == 200
             except (urllib.error.URLError, ConnectionError):
                 return False
         _wait(up, 120, "the dashboard to listen")
