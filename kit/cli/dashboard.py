@@ -101,7 +101,7 @@ def run(a) -> int:
         raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
     live = cluster_args(a)
     if a.zk or a.bootstrap:
-        with backends.open_backend(**live, timeout=5.0) as backend:
+        with backends.open_backend(**live) as backend:  # the same wait as every command (DEFAULT_TIMEOUT)
             cluster, _ = backend.read()
     else:
         cluster = load_snapshot(a.snapshot)
