@@ -277,12 +277,14 @@ class Workspace:
 
     def orphan_slots(self) -> list[tuple[int, int]]:
         """(partition, position) of every selected replica on a broker outside the targets."""
-        out = []
-        # Plain lists, not the numpy mask: this reads every selected replica (600,000 at
-        # 200,000 partitions), and a numpy scalar read costs several times a list's.
-        tgt, index, assign = self.is_target_list, self.index, self.assign
-        for p in self.selected:
-            for pos, b in enumerate(assign[p]):
-                if not tgt[index[b]]:
-                    out.append((p, pos))
-        return out
+        # In numpy over the replicas flattened: a loop read 600,000 of them at 200,000
+        # partitions, half a second where a lost rack leaves a third of them to place.
+        reps = [self.assign[p] for p in self.selected]
+        lens = np.fromiter(map(len, reps), dtype=np.int64, count=len(reps))
+        ids = np.fromiter(chain.from_iterable(reps), dtype=np.int64, count=int(lens.sum()))
+        away = [b for b, t in zip(self.ids, self.is_target_list) if not t]
+        at = np.flatnonzero(np.isin(ids, np.array(away, dtype=np.int64)))
+        row = np.repeat(np.arange(len(reps)), lens)[at]
+        pos = at - (np.cumsum(lens) - lens)[row]
+        part = np.array(self.selected, dtype=np.int64)[row]
+        return list(zip(part.tolist(), pos.tolist()))

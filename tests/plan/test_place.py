@@ -58,6 +58,8 @@ def _cluster(rng: random.Random, topics: list[str], parts_n: int) -> tuple[Clust
     parts = []
     for n in range(parts_n):
         reps = rng.sample(ids, rng.randint(1, min(3, len(ids))))
+        if rng.random() < 0.05:
+            reps.append(reps[0])  # a broker listed twice: counted as replace_slot counts it
         parts.append(Partition(rng.choice(topics), n, tuple(reps), tuple(reps)))
     return Cluster(brokers=brokers, partitions=tuple(parts)), ids
 
