@@ -9,6 +9,7 @@ by the count balance (`count_balance.balance_counts`).
 from __future__ import annotations
 
 import heapq
+from itertools import chain
 
 import numpy as np
 
@@ -179,11 +180,12 @@ class _Placer:
 def _pair_codes(ws: Workspace, lists: list[list[int]], n: int) -> np.ndarray:
     """Ordered pairs of slots with different brokers in `lists`, counted by i * n + j."""
     out = np.zeros(n * n, dtype=np.int64)
-    by_len: dict[int, list[int]] = {}
-    for reps in lists:
-        by_len.setdefault(len(reps), []).extend(map(ws.index.__getitem__, reps))
-    for k, flat in by_len.items():
-        rows = np.array(flat, dtype=np.int64).reshape(-1, k)
+    lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    flat = np.fromiter(map(ws.index.__getitem__, chain.from_iterable(lists)), dtype=np.int64,
+                       count=int(lens.sum()))
+    starts = np.cumsum(lens) - lens
+    for k in np.unique(lens).tolist():
+        rows = flat[starts[lens == k][:, None] + np.arange(k)]
         for a in range(k):
             for b in range(k):
                 if a != b:
