@@ -277,10 +277,14 @@ class Workspace:
 
     def orphan_slots(self) -> list[tuple[int, int]]:
         """(partition, position) of every selected replica on a broker outside the targets."""
-        out = []
-        tgt = self.is_target
-        for p in self.selected:
-            for pos, b in enumerate(self.assign[p]):
-                if not tgt[self.index[b]]:
-                    out.append((p, pos))
-        return out
+        # In numpy over the selected replicas flattened: a loop over them (600,000 at
+        # 200,000 partitions) took about half a second.
+        reps = [self.assign[p] for p in self.selected]
+        lens = np.fromiter(map(len, reps), dtype=np.int64, count=len(reps))
+        ids = np.fromiter(chain.from_iterable(reps), dtype=np.int64, count=int(lens.sum()))
+        away = [b for b, t in zip(self.ids, self.is_target_list) if not t]
+        at = np.flatnonzero(np.isin(ids, np.array(away, dtype=np.int64)))
+        row = np.repeat(np.arange(len(reps)), lens)[at]
+        pos = at - (np.cumsum(lens) - lens)[row]
+        part = np.array(self.selected, dtype=np.int64)[row]
+        return list(zip(part.tolist(), pos.tolist()))
