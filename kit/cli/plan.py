@@ -174,16 +174,18 @@ def run(a) -> int:
         # The review and the outputs make hundreds of thousands of objects and no cycles.
         with collector.paused():
             waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
+            arrays = figures.PlanArrays(plan)  # read by the review and the summary alike
             report = review.review_plan(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval),
-                                        stage=progress.stage)  # PlanRefused (exit 3): problems
+                                        stage=progress.stage, arrays=arrays)  # PlanRefused (exit 3): problems
+            max_changes = a.max_changes or len(plan.after)
             if plan.warnings and not a.ignore_warns:
                 progress.close()  # a terminal's bar line is cleared before the summary
-                print(figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after)))
+                print(figures.summary_text(plan, report, max_changes=max_changes, arrays=arrays))
                 raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} "
                              "(use --ignore-warns to write the plan)")
             progress.stage(f"writing {a.out}")
             write_outputs(a, plan, report, waves)
-            summary = figures.summary_text(plan, report, max_changes=a.max_changes or len(plan.after))
+            summary = figures.summary_text(plan, report, max_changes=max_changes, arrays=arrays)
     print(summary)
     return 0
 

@@ -24,7 +24,7 @@ from kit.plan.failover import excess_by_leader, heirs, worst_excess
 from kit.plan.racks import racks_needed
 from kit.report.waves import duration_lines
 
-__all__ = ["assignment_figures", "broker_figures", "movement_figures", "plan_report", "summary_text"]
+__all__ = ["PlanArrays", "assignment_figures", "broker_figures", "movement_figures", "plan_report", "summary_text"]
 
 # Above this many cells a (row, column) count table is built sparsely (sort) instead of
 # densely (bincount); dense is several times faster but costs 8 bytes per cell.
@@ -330,11 +330,11 @@ def _changed_rows(before: _Flat, after: _Flat) -> np.ndarray:
     return changed
 
 
-def _set_changes(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray):
-    """Per partition: distinct brokers added, distinct brokers dropped (changed rows only)."""
+def _set_changes(ctx: _Ctx, added_dropped: tuple[np.ndarray, np.ndarray], p: int):
+    """Per partition (`p` of them): distinct brokers added, distinct brokers dropped, from
+    `_added_dropped`'s codes."""
     n = len(ctx.ids)
-    p = len(changed)
-    new, gone = _added_dropped(ctx, before, after, changed)
+    new, gone = added_dropped
     return np.bincount(new // n, minlength=p), np.bincount(gone // n, minlength=p)
 
 
@@ -354,9 +354,11 @@ def _added_dropped(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray) 
     return a[~np.isin(a, b, assume_unique=True)], b[~np.isin(b, a, assume_unique=True)]
 
 
-def _movement(ctx: _Ctx, before: _Flat, after: _Flat) -> dict:
-    changed = _changed_rows(before, after)
-    new, gone = _set_changes(ctx, before, after, changed)
+def _movement(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray,
+              added_dropped: tuple[np.ndarray, np.ndarray]) -> dict:
+    """evaluate_plan's ``movement()``; `changed` is `_changed_rows`, `added_dropped` its
+    `_added_dropped`."""
+    new, gone = _set_changes(ctx, added_dropped, len(changed))
     n = len(ctx.ids)
     n_t = len(ctx.target_set)
     on = ctx.is_target[before.idx]
@@ -426,7 +428,8 @@ def movement_figures(cluster: Cluster, before, after, targets) -> dict:
         Changes, replica additions, bytes moved, and their lower bounds.
     """
     ctx, (b, a) = _context(cluster, targets, [before, after])
-    return _movement(ctx, b, a)
+    changed = _changed_rows(b, a)
+    return _movement(ctx, b, a, changed, _added_dropped(ctx, b, a, changed))
 
 
 def _problems(ctx: _Ctx, after: _Flat, changed: np.ndarray) -> tuple[list[str], int]:
@@ -462,13 +465,40 @@ def _problems(ctx: _Ctx, after: _Flat, changed: np.ndarray) -> tuple[list[str], 
     return listed[:_PROBLEMS_LISTED], count
 
 
-def plan_report(plan: Plan) -> dict:
+class PlanArrays:
+    """A plan's assignments before and after as arrays, and what both `plan_report` and
+    `summary_text` read of them (which partitions change, the brokers each gains and loses):
+    made once per plan and given to both, as `kit plan` does, they are computed once.
+
+    Parameters
+    ----------
+    plan : Plan
+        The plan; it must not change while this is in use.
+    """
+
+    def __init__(self, plan: Plan):
+        self.ctx, (self.before, self.after) = _context(plan.cluster, plan.targets, [None, plan.after])
+
+    @cached_property
+    def changed(self) -> np.ndarray:
+        """Per partition, whether its replica list changes (order included)."""
+        return _changed_rows(self.before, self.after)
+
+    @cached_property
+    def added_dropped(self) -> tuple[np.ndarray, np.ndarray]:
+        """`_added_dropped`: the (partition, broker) codes each changed partition gains and loses."""
+        return _added_dropped(self.ctx, self.before, self.after, self.changed)
+
+
+def plan_report(plan: Plan, arrays: PlanArrays | None = None) -> dict:
     """Everything `kit plan --report` writes: problems, figures before and after, movement.
 
     Parameters
     ----------
     plan : Plan
         The plan; its cluster's assignment is "before".
+    arrays : PlanArrays, optional
+        ``PlanArrays(plan)``, when the caller has it already (it shares it with `summary_text`).
 
     Returns
     -------
@@ -477,9 +507,9 @@ def plan_report(plan: Plan) -> dict:
         warnings, notes, broker_changes``. ``problems`` lists at most 20 (as evaluate_plan);
         ``problem_count`` counts them all.
     """
-    cluster = plan.cluster
-    ctx, (before, after) = _context(cluster, plan.targets, [None, plan.after])
-    problems, count = _problems(ctx, after, _changed_rows(before, after))
+    arrays = arrays or PlanArrays(plan)
+    ctx, before, after = arrays.ctx, arrays.before, arrays.after
+    problems, count = _problems(ctx, after, arrays.changed)
     report = {
         "action": plan.action,
         "targets": sorted(ctx.target_set),
@@ -487,7 +517,7 @@ def plan_report(plan: Plan) -> dict:
         "problem_count": count,
         "before": _figures(ctx, before),
         "after": _figures(ctx, after),
-        "movement": _movement(ctx, before, after),
+        "movement": _movement(ctx, before, after, arrays.changed, arrays.added_dropped),
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),
         "broker_changes": {k: list(v) for k, v in plan.broker_changes.items()},
@@ -533,10 +563,10 @@ def _roles(ctx: _Ctx, flat: _Flat) -> dict[int, tuple[int, int, int]]:
     return {b: (int(l), int(t - l), int(t)) for b, l, t in zip(ctx.ids.tolist(), leader, total)}
 
 
-def _storage_delta(ctx: _Ctx, before: _Flat, after: _Flat) -> dict[int, int]:
+def _storage_delta(ctx: _Ctx, added_dropped: tuple[np.ndarray, np.ndarray]) -> dict[int, int]:
     """Broker id -> bytes of free space the plan gives it (taken: negative), for the brokers
-    whose replica set changes."""
-    new, gone = _added_dropped(ctx, before, after, _changed_rows(before, after))
+    whose replica set changes (`_added_dropped`'s codes)."""
+    new, gone = added_dropped
     n = len(ctx.ids)
     if len(new) + len(gone) and int(ctx.sizes.max()) * (len(new) + len(gone)) >= 1 << 62:
         # Sums that could pass int64: Python's integers, pair by pair.
@@ -580,7 +610,7 @@ def _storage_lines(plan: Plan, delta: dict[int, int], before: dict, after: dict)
     return out
 
 
-def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
+def summary_text(plan: Plan, report: dict, max_changes: int = 100, arrays: PlanArrays | None = None) -> str:
     """A topicmappr-style text summary of a plan.
 
     Parameters
@@ -591,6 +621,8 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
         ``plan_report(plan)``; the figures are taken from it, not recomputed.
     max_changes : int
         Partition map changes listed before the rest is only counted.
+    arrays : PlanArrays, optional
+        ``PlanArrays(plan)``, when the caller has it already (`plan_report` read it too).
 
     Returns
     -------
@@ -605,7 +637,8 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
     brokers) and ``missing`` (dead brokers still in the map); "Replacing N" counts the
     brokers being vacated, removed or replaced.
     """
-    ctx, (before, after) = _context(plan.cluster, plan.targets, [None, plan.after])
+    arrays = arrays or PlanArrays(plan)
+    ctx, before, after = arrays.ctx, arrays.before, arrays.after
     holders = set(ctx.ids[np.bincount(before.idx, minlength=len(ctx.ids)) > 0].tolist())
     out = _topic_lines(plan)
     out += ["", "Broker change summary:"] + _broker_change_lines(plan, ctx, holders)
@@ -613,7 +646,7 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
     out += ["", "WARN:"] + ([f"  {w}" for w in plan.warnings] or ["  [none]"])
     if plan.notes:
         out += ["", "NOTE:"] + [f"  {n}" for n in plan.notes]
-    out += ["", "Partition map changes:"] + _change_lines(plan, before, after, max_changes)
+    out += ["", "Partition map changes:"] + _change_lines(plan, arrays.changed, max_changes)
     b, a, mv = report["before"], report["after"], report["movement"]
     out += ["", "Broker distribution:",
             f"  degree [min/max/avg]: {b['degree_min']}/{b['degree_max']}/{b['degree_avg']:.2f}"
@@ -623,7 +656,7 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100) -> str:
     out += ["", "Balance:"] + [f"  {label}: {b[key]} -> {a[key]}" for key, label in _BALANCE_LINES]
     if "storage_free_range_spread_pct" in a and "storage_free_range_spread_pct" in b:
         out += ["", "Storage free change estimations:"] + _storage_estimate_lines(b, a) + _storage_lines(
-            plan, _storage_delta(ctx, before, after), b, a)
+            plan, _storage_delta(ctx, arrays.added_dropped), b, a)
     if report.get("pools"):
         out += ["", "Pools:"] + _pool_lines(report["pools"])
     if "duration" in report:
@@ -665,11 +698,12 @@ def _broker_change_lines(plan: Plan, ctx: _Ctx, holders: set[int]) -> list[str]:
     return out
 
 
-def _change_lines(plan: Plan, before: _Flat, after: _Flat, max_changes: int) -> list[str]:
-    """Each changed partition, old -> new replica list and why, the first `max_changes`."""
+def _change_lines(plan: Plan, changed_rows: np.ndarray, max_changes: int) -> list[str]:
+    """Each changed partition (`_changed_rows`), old -> new replica list and why, the first
+    `max_changes`."""
     parts = plan.cluster.partitions
     out = []
-    changed = np.flatnonzero(_changed_rows(before, after)).tolist()
+    changed = np.flatnonzero(changed_rows).tolist()
     for i in changed[:max_changes]:
         old, new = list(parts[i].replicas), list(plan.after[i])
         why = plan.reasons.get(i) or _reason(old, new)

@@ -19,7 +19,7 @@ class PlanRefused(Unsafe):
 
 def review_plan(plan: Plan, waves: list[list[Move]] | None = None, throttle: float | str | None = None,
                 client_load: float | None = None, settings: Settings | None = None,
-                first_decision_s: float = 0.0, stage=None) -> dict:
+                first_decision_s: float = 0.0, stage=None, arrays: figures.PlanArrays | None = None) -> dict:
     """The plan's figures before and after, its duration estimate, and the verdict.
 
     Parameters
@@ -32,6 +32,8 @@ def review_plan(plan: Plan, waves: list[list[Move]] | None = None, throttle: flo
         `throttle`, `client_load`, `settings` and `first_decision_s`).
     stage : callable, optional
         Called with the name of each stage as it starts (a progress display).
+    arrays : kit.report.figures.PlanArrays, optional
+        The plan as arrays, when the caller has them (to give `figures.summary_text` too).
 
     Returns
     -------
@@ -45,7 +47,7 @@ def review_plan(plan: Plan, waves: list[list[Move]] | None = None, throttle: flo
     """
     if stage:
         stage("figures before and after")
-    report = figures.plan_report(plan)
+    report = figures.plan_report(plan, arrays)
     if waves is not None:
         if stage:
             stage("waves and the duration estimate")

@@ -80,6 +80,33 @@ class Decision:
     events: list[dict] = field(default_factory=list)
 
 
+# The rule, once: `AutoThrottle.decide` applies it to one broker and role at a time (numbers),
+# `role_rates` to every broker at once (numpy arrays, for the duration estimate's thousands of
+# rounds). The expressions work on both, so the two compute the very same floats.
+
+
+def headroom(capacity, used, taken, share: float, minimum: float, maximum=max):
+    """(rate, client traffic) in one direction: the client traffic is what `used` carries
+    beyond `taken` (the replication measured, or the previous throttle), and the rate is
+    `share` of the capacity the clients leave (less any excess over the capacity), at least
+    `minimum`. `maximum` is `max` for numbers, `np.maximum` for arrays."""
+    client = maximum(used - taken, 0.0)
+    over = maximum(used - capacity, 0.0)
+    return maximum((capacity - client - over) * share, minimum), client
+
+
+def cut_needed(rate, old, client, capacity, share: float):
+    """Whether a new rate under the one in force (`old`) must be applied whatever the change
+    threshold says: the clients plus the old rate exceed the share of the NIC."""
+    return (rate < old) & (client + old > capacity * share)
+
+
+def small_change(rate, old, threshold: float):
+    """Whether `rate` is within `threshold` (a fraction) of the rate in force `old`: too small a
+    change to be worth a config update."""
+    return (rate >= old * (1 - threshold)) & (rate <= old * (1 + threshold))
+
+
 def headroom_rate(capacity: float, used: float, previous: float | None, share: float = 0.9,
                   minimum: float = 10e6, replication: float | None = None) -> float:
     """The replication rate a broker can take in one direction.
@@ -89,9 +116,7 @@ def headroom_rate(capacity: float, used: float, previous: float | None, share: f
     otherwise (kafka-kit) `used - previous`.
     """
     taken = replication if replication is not None else (previous or 0.0)
-    client = max(used - taken, 0.0)
-    over = max(used - capacity, 0.0)
-    return max((capacity - client - over) * share, minimum)
+    return headroom(capacity, used, taken, share, minimum)[0]
 
 
 def role_rates(settings: Settings, capacity: np.ndarray, used: np.ndarray, replication: np.ndarray,
@@ -118,12 +143,10 @@ def role_rates(settings: Settings, capacity: np.ndarray, used: np.ndarray, repli
         Brokers leaving every role are cleared by the caller.
     """
     s = settings
-    client = np.maximum(used - replication, 0.0)
-    over = np.maximum(used - capacity, 0.0)
-    rate = np.maximum((capacity - client - over) * s.share, s.minimum)
+    rate, client = headroom(capacity, used, replication, s.share, s.minimum, np.maximum)
     # Every comparison with NaN (no rate in force) is false: nothing is forced or too small.
-    force = (rate < old) & (client + old > capacity * s.share)
-    small = (rate >= old * (1 - s.change_threshold)) & (rate <= old * (1 + s.change_threshold)) & ~force
+    force = cut_needed(rate, old, client, capacity, s.share)
+    small = small_change(rate, old, s.change_threshold) & ~force
     setting = taking_part & ~small & (rate != old)
     return np.where(setting, rate, old), setting
 
@@ -203,8 +226,7 @@ class AutoThrottle:
             for role in rs:
                 new, kind, reason, force = self._rate(now, b, role, metrics.get(b), global_override)
                 old = self.applied.get(b, {}).get(role)
-                if old is not None and not force and new >= old * (1 - s.change_threshold) \
-                        and new <= old * (1 + s.change_threshold):
+                if old is not None and not force and small_change(new, old, s.change_threshold):
                     continue  # too small a change to be worth a config update
                 if old == new and not (force and kind == "failsafe"):
                     continue  # (the fail-safe is said once even when the rate was already the minimum)
@@ -233,11 +255,11 @@ class AutoThrottle:
         self.failsafe.discard(b)
         cap = self.capacity[b]
         used, repl = (sample.tx, sample.replication_tx) if role == LEADER else (sample.rx, sample.replication_rx)
-        rate = headroom_rate(cap, used, old, s.share, s.minimum, repl)
-        client = max(used - (repl if repl is not None else (old or 0.0)), 0.0)
+        # kafka-kit takes the previous throttle for the replication when it is not measured.
+        rate, client = headroom(cap, used, repl if repl is not None else (old or 0.0), s.share, s.minimum)
         direction = "tx" if role == LEADER else "rx"
         reason = (f"{direction} {_mb(used)} of {_mb(cap)}, clients {_mb(client)}; "
                   f"{s.share:.0%} of the free capacity")
         # Never let the change threshold hold back a cut the NIC needs.
-        force = old is not None and rate < old and client + old > cap * s.share
+        force = old is not None and cut_needed(rate, old, client, cap, s.share)
         return rate, "rate", reason, force
