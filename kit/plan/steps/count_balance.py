@@ -144,6 +144,11 @@ class _CountBalance:
             self.leave = self.nz & (quotas[0].T > 0)
             self.arrive = np.ascontiguousarray(quotas[1].T > 0)
             self.leave_rows, self.arrive_rows = list(self.leave), list(self.arrive)
+            # How many topics each broker may send or receive under the quotas: a pick between
+            # two brokers only looks for planned topics where both have some.
+            self.n_leave = self.leave.sum(axis=1).tolist()
+            self.n_arrive = self.arrive.sum(axis=1).tolist()
+        self.movable_topics: dict[int, np.ndarray] = {}  # broker index -> nonzero(nz row), while it holds
         total = int(ws.count[ws.target_idx].sum())
         self.lo, self.hi = total // ws.target_idx.size, -(-total // ws.target_idx.size)
         self.floor = ws.degree_floor
@@ -175,17 +180,24 @@ class _CountBalance:
         only the 32 with the largest d (as numpy's argpartition picks them among equals).
         """
         cand_t = None
-        if self.quotas is not None:
+        if self.quotas is not None and self.n_leave[a] and self.n_arrive[b]:
             planned = (self.leave_rows[a] & self.arrive_rows[b]).nonzero()[0]
             if planned.size:
                 cand_t = planned
         if cand_t is None:
-            cand_t = self.nz_rows[a].nonzero()[0]
-        diff = (self.tc_rows[a] - self.tc_rows[b])[cand_t]
+            cand_t = self.movable_topics.get(a)
+            if cand_t is None:
+                cand_t = self.movable_topics[a] = self.nz_rows[a].nonzero()[0]
+        # -d, by topic: the array argpartition orders (b's row minus a's, the same values
+        # as negating a's minus b's); where every topic is a candidate, no gather.
+        neg_d = self.tc_rows[b] - self.tc_rows[a]
+        every = cand_t.size == neg_d.size
+        if not every:
+            neg_d = neg_d[cand_t]
         if cand_t.size > 32 and not self.fresh:
-            keep = (-diff).argpartition(31)[:32]
-            cand_t, diff = cand_t[keep], diff[keep]
-        return sorted(zip((-diff).tolist(), cand_t.tolist()))
+            keep = neg_d.argpartition(31)[:32]
+            return sorted(zip(neg_d[keep].tolist(), (keep if every else cand_t[keep]).tolist()))
+        return sorted(zip(neg_d.tolist(), cand_t.tolist()))
 
     # One candidate scan kept whole (80 lines): the count balance's hot loop, its test inlined in `scan`.
     def pick_partition(self, a: int, b: int) -> int | None:
@@ -307,8 +319,10 @@ class _CountBalance:
         movable[b][t] += 1
         if not movable[a][t]:
             self.nz[a, t] = False
+            self.movable_topics.pop(a, None)
         if movable[b][t] == 1:
             self.nz[b, t] = True
+            self.movable_topics.pop(b, None)
         if self.quotas is not None:
             self._use_quotas(t, a, b)
         if self.own_pool:
@@ -359,9 +373,13 @@ class _CountBalance:
         q_leave, q_arrive, movable = self.q_leave, self.q_arrive, self.movable
         q_leave[a][t] = leave[t, a] = max(0, q_leave[a][t] - 1)
         q_arrive[b][t] = arrive[t, b] = max(0, q_arrive[b][t] - 1)
-        self.leave[a, t] = movable[a][t] != 0 and q_leave[a][t] > 0
-        self.leave[b, t] = movable[b][t] != 0 and q_leave[b][t] > 0
-        self.arrive[b, t] = q_arrive[b][t] > 0
+        for x, ok in ((a, movable[a][t] != 0 and q_leave[a][t] > 0), (b, movable[b][t] != 0 and q_leave[b][t] > 0)):
+            if self.leave[x, t] != ok:
+                self.leave[x, t] = ok
+                self.n_leave[x] += 1 if ok else -1
+        if self.arrive[b, t] and not q_arrive[b][t] > 0:
+            self.arrive[b, t] = False
+            self.n_arrive[b] -= 1
 
     def step(self, strict: bool) -> int:
         """One move from the fullest brokers to the emptiest; 1 if made, else 0."""
