@@ -199,7 +199,7 @@ class _CountBalance:
             return sorted(zip(neg_d[keep].tolist(), (keep if every else cand_t[keep]).tolist()))
         return sorted(zip(neg_d.tolist(), cand_t.tolist()))
 
-    # One candidate scan kept whole (80 lines): the count balance's hot loop, its test inlined in `scan`.
+    # One candidate scan kept whole (90 lines): the count balance's hot loop, its test inlined in `scan`.
     def pick_partition(self, a: int, b: int) -> int | None:
         """A movable partition on broker index `a` that may move to broker index `b`.
 
