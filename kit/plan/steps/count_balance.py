@@ -7,6 +7,9 @@ exact refinement (`exact_refinement`) checks the result by min-cost flow.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+from itertools import repeat
+
 import numpy as np
 
 from kit.plan.racks import spans
@@ -20,7 +23,8 @@ _SCAN_LARGE = (12, 4, 8)
 
 
 def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
-    """Whether some movable replica on broker index `a` may move to a broker in `rack`.
+    """Whether some movable replica on broker index `a` (not in `rack`) may move to a broker
+    in `rack`.
 
     In the common layout (one replica per rack, RF = racks) none can: this answers that
     with one pass over the broker's partitions instead of one failed search per broker pair.
@@ -28,125 +32,25 @@ def _reaches_rack(ws: Workspace, a: int, rack: int, pool) -> bool:
     partition on the broker, and the calls were most of its time.
     """
     a_id, assign, rack_num_of, need = ws.ids[a], ws.assign, ws.rack_num_of, ws.need
+    # The brokers in `rack`: a replica set with none of them (a is not one) may take one.
+    in_rack = {m for m, r in rack_num_of.items() if r == rack}
+    needs: dict[int, int] = {}
     for bucket in pool[a].values():
         for p in bucket:
             reps = assign[p]
-            member_racks = [rack_num_of[m] for m in reps if m != a_id]
-            if rack not in member_racks:
+            if in_rack.isdisjoint(reps):
                 return True
-            # Fewer other members than racks needed cannot span them (spans would say no).
-            n_need = need(len(reps))
-            if len(member_racks) >= n_need and spans(member_racks, n_need):
-                return True
+            n = len(reps)
+            n_need = needs.get(n)
+            if n_need is None:
+                n_need = needs[n] = need(n)
+            # Fewer other members than racks needed cannot span them (spans would say no);
+            # the list of them is made only where they may.
+            if n > n_need or (n == n_need and a_id not in reps):
+                member_racks = [rack_num_of[m] for m in reps if m != a_id]
+                if len(member_racks) >= n_need and spans(member_racks, n_need):
+                    return True
     return False
-
-
-# One candidate scan kept whole (101 lines): the count balance's hot loop, its test inlined in `consider`.
-def _pick_partition(ws: Workspace, a: int, b: int, pool, movable: np.ndarray, recent: list[int] = (),
-                    exhaustive: bool = False, degree_floor: int = 0, quotas=None, tcount_t=None) -> int | None:
-    """A movable partition on broker index `a` that may move to broker index `b`.
-
-    Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
-    the count balance); among its partitions, the one whose other replicas `b` shares
-    least with and `a` shares most with, so every pair of brokers keeps enough common
-    partitions for leadership to fail over evenly (and no broker loses a peer).
-    `recent` are partitions on `a` that an earlier move gave an underfull broker: they are
-    the only way for two underfull (often new) brokers to come to share partitions.
-    The search looks at a few dozen candidates unless `exhaustive`. A move that would
-    leave a target broker with fewer peers than `degree_floor` is never taken.
-    `movable[x, t]` counts the pool's partitions of topic t on broker x.
-    `quotas` = (leave, arrive), per (broker index, topic) the moves a topic flow planned:
-    when some topic has both a quota to leave `a` and one to reach `b`, only those are tried.
-    `tcount_t` is `ws.tcount` broker-major (rows are read per pick; default: transposed here).
-    """
-    topics = pool[a]
-    if not topics:
-        return None
-    if tcount_t is None:
-        tcount_t = ws.tcount.T
-    # Broker-major rows, masked whole: the same ascending topics as gathering columns, cheaper.
-    cand_t = None
-    if quotas is not None:
-        planned = np.flatnonzero((movable[a] != 0) & (quotas[0][a] > 0) & (quotas[1][b] > 0))
-        if planned.size:
-            cand_t = planned
-    if cand_t is None:
-        cand_t = np.flatnonzero(movable[a])
-    row_a, row_b = tcount_t[a], tcount_t[b]
-    diff = (row_a - row_b)[cand_t]
-    if cand_t.size > 32 and not exhaustive:
-        # Only the topics with the largest differences can be chosen: sort just those.
-        keep = np.argpartition(-diff, 31)[:32]
-        cand_t, diff = cand_t[keep], diff[keep]
-    order = np.lexsort((cand_t, -diff))
-    a_id, b_id = ws.ids[a], ws.ids[b]
-    # Plain lists: element access on them is several times faster than on numpy rows.
-    shared_a, shared_b = ws.shared[a].tolist(), ws.shared[b].tolist()
-    best = None
-    seen = 0
-    top = int(diff[order[0]])
-
-    index, assign, is_target = ws.index, ws.assign, ws.is_target_list
-    # Within one rack a move never changes which racks a replica set spans (the rule's
-    # `replaces`, asked once per pick instead of once per candidate).
-    same_rack = ws.rack[a] >= 0 and ws.rack[a] == ws.rack[b]
-    rack_num_of, need = ws.rack_num_of, ws.need
-    rb_num = rack_num_of[b_id]
-    check_rack = not same_rack and rb_num is not None
-
-    def consider(p, d):
-        nonlocal best
-        reps = assign[p]
-        if b_id in reps or a_id not in reps:
-            return
-        # The rack rule (`Workspace.rack_ok`) inlined: asked for every candidate.
-        if check_rack:
-            member_racks = [rack_num_of[m] for m in reps if m != a_id]
-            if rb_num in member_racks and not spans(member_racks, need(len(reps))):
-                return
-        pairs = 0
-        loss = 0
-        for m in reps:  # the other members (a list of them only where a move loses a peer)
-            if m == a_id:
-                continue
-            j = index[m]
-            sa = shared_a[j]
-            pairs += shared_b[j] - sa
-            if sa == 1 and is_target[j]:
-                loss += 1
-        if loss and degree_floor:
-            members = [m for m in reps if m != a_id]
-            tg = ws.target_idx
-            if int((ws.shared[a][tg] > 0).sum()) - loss < degree_floor:
-                return
-            lost = [index[m] for m in members if shared_a[index[m]] == 1 and is_target[index[m]]]
-            if any(int((ws.shared[j][tg] > 0).sum()) - 1 < degree_floor for j in lost):
-                return
-        # A move of topic t from a to b evens t out when a holds at least two more of it.
-        key = (loss, 0 if d >= 2 else (1 if d == 1 else 2), pairs, -d)
-        if best is None or key < best[0]:
-            best = (key, p)
-
-    scan = _SCAN_LARGE if len(ws.selected) > LARGE else _SCAN_SMALL
-    topic_of = ws.topic_list
-    for p in recent[-scan[2]:]:
-        t = topic_of[p]
-        d = int(row_a[t] - row_b[t])
-        if d >= 1 and p in topics.get(t, ()):
-            consider(p, d)
-    for t, d in zip(cand_t[order].tolist(), diff[order].tolist()):
-        # Stay with topics that a holds clearly more of than b, once some candidate exists.
-        if best is not None and (d < min(top - 2, 1) or seen >= scan[0]):
-            break
-        in_topic = 0
-        for p in topics[t]:
-            consider(p, d)
-            seen += 1
-            in_topic += 1
-            # A few per topic spread the choice over topics; keep looking while nothing fits.
-            if in_topic >= scan[1] and best is not None and not exhaustive:
-                break
-    return None if best is None else best[1]
 
 
 def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None = None, pool=None,
@@ -163,23 +67,20 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     lists, so the moves spread over many replica sets instead of several moves landing on
     one set.
     """
-    tidx = ws.target_idx
-    if tidx.size < 2:
+    if ws.target_idx.size < 2:
         return 0
     run = _CountBalance(ws, reason, pool, quotas, spread_touched)
+    asc, desc = run.asc, run.desc
     moves = 0
     while max_moves is None or moves < max_moves:
-        c = ws.count[tidx]
-        c_max, c_min = int(c.max()), int(c.min())
+        c_max, c_min = -desc[0][0], asc[0][0]
         if c_max - c_min <= 1:
             break
-        desc = tidx[np.lexsort((tidx, -c))].tolist()
-        asc = tidx[np.lexsort((tidx, c))].tolist()
         # Some target above hi / below lo: what step asks, answered from the extremes.
         run.surplus, run.deficit = c_max > run.hi, c_min < run.lo
-        done = run.step(desc, asc, True) or run.step(desc, asc, False)
+        done = run.step(True) or run.step(False)
         if not done and run.own_pool:
-            done = run.two_step(desc, asc)
+            done = run.two_step()
         if not done:
             if run.fresh:
                 break
@@ -197,7 +98,13 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
 class _CountBalance:
     """One count balance's state: which replicas may move (`pool`, and `movable` counted by
     broker and topic), what the search has learnt (pairs with no move, racks a broker's
-    replicas cannot reach, partitions recently moved), and the balanced band [lo, hi]."""
+    replicas cannot reach, partitions recently moved), and the balanced band [lo, hi].
+
+    A move must cost microseconds (a large rebalance makes a hundred thousand), so the
+    counters a pick reads are kept here as plain lists (element access on them is several
+    times faster than on numpy), updated by `move` alongside the workspace's arrays, and the
+    targets stay sorted by count instead of being sorted again for every move.
+    """
 
     def __init__(self, ws: Workspace, reason: str, pool, quotas, spread_touched: bool):
         self.ws = ws
@@ -205,19 +112,43 @@ class _CountBalance:
         self.own_pool = pool is not None
         self.pool = ws.on_topic if pool is None else pool
         self.quotas = quotas
-        # Broker-major copies of the quotas and of ws.tcount, kept up by `move`: each pick
-        # reads the rows of two brokers, and a row is cheaper to read than a column.
-        self.quotas_t = None if quotas is None else tuple(np.ascontiguousarray(q.T) for q in quotas)
-        self.tcount_t = np.ascontiguousarray(ws.tcount.T)
         self.spread_touched = spread_touched
         self.failed: dict[int, set[int]] = {}  # source -> destinations with no allowed move
         self.reach: dict[int, dict[int, bool]] = {}  # source -> rack -> some replica may move there
         self.recent: dict[int, list[int]] = {}
         self.fresh = False  # searching thoroughly, caches cleared
-        self.movable = np.zeros(ws.tcount.shape[::-1], dtype=np.int64)  # broker-major: rows are read per pick
+        self.scan = _SCAN_LARGE if len(ws.selected) > LARGE else _SCAN_SMALL
+        self.rack = ws.rack.tolist()
+        self.count = ws.count.tolist()
+        tidx = ws.target_idx.tolist()
+        # Targets as (count, index) and (-count, index), ascending: the emptiest and the
+        # fullest first, ties by index.
+        self.asc = sorted((self.count[x], x) for x in tidx)
+        self.desc = sorted((-self.count[x], x) for x in tidx)
+        # Broker-major: a pick reads the rows of two brokers. The numpy rows feed the one
+        # vectorised part of a pick (ordering the topics), the lists everything else.
+        self.tcount_t = np.ascontiguousarray(ws.tcount.T)
+        self.tc_rows = list(self.tcount_t)
+        self.tc = self.tcount_t.tolist()
+        self.shared = ws.shared.tolist()
+        movable = np.zeros(self.tcount_t.shape, dtype=np.int64)
         for x, by_topic in enumerate(self.pool):
             for t, bucket in by_topic.items():
-                self.movable[x, t] = len(bucket)
+                movable[x, t] = len(bucket)
+        self.movable = movable.tolist()
+        self.nz = movable != 0  # topics with a movable replica, by broker
+        self.nz_rows = list(self.nz)
+        if quotas is not None:
+            self.q_leave, self.q_arrive = (np.ascontiguousarray(q.T).tolist() for q in quotas)
+            # Topics with a movable replica and a quota to leave, and topics with a quota to arrive.
+            self.leave = self.nz & (quotas[0].T > 0)
+            self.arrive = np.ascontiguousarray(quotas[1].T > 0)
+            self.leave_rows, self.arrive_rows = list(self.leave), list(self.arrive)
+            # How many topics each broker may send or receive under the quotas: a pick between
+            # two brokers only looks for planned topics where both have some.
+            self.n_leave = self.leave.sum(axis=1).tolist()
+            self.n_arrive = self.arrive.sum(axis=1).tolist()
+        self.movable_topics: dict[int, np.ndarray] = {}  # broker index -> nonzero(nz row), while it holds
         total = int(ws.count[ws.target_idx].sum())
         self.lo, self.hi = total // ws.target_idx.size, -(-total // ws.target_idx.size)
         self.floor = ws.degree_floor
@@ -225,53 +156,196 @@ class _CountBalance:
 
     def pick(self, a: int, b: int) -> int | None:
         """A partition whose replica on broker index a may move to b, or None (remembered)."""
-        ws = self.ws
         if b in self.failed.get(a, ()):
             return None
-        rb = int(ws.rack[b])
-        if rb >= 0 and rb != ws.rack[a]:
+        rb = self.rack[b]
+        if rb >= 0 and rb != self.rack[a]:
             by_rack = self.reach.setdefault(a, {})
             if rb not in by_rack:
-                by_rack[rb] = _reaches_rack(ws, a, rb, self.pool)
+                by_rack[rb] = _reaches_rack(self.ws, a, rb, self.pool)
             if not by_rack[rb]:
                 self.failed.setdefault(a, set()).add(b)
                 return None
-        p = _pick_partition(ws, a, b, self.pool, self.movable, self.recent.get(a, ()), exhaustive=self.fresh,
-                            degree_floor=self.floor, quotas=self.quotas_t, tcount_t=self.tcount_t)
+        p = self.pick_partition(a, b)
         if p is None:
             self.failed.setdefault(a, set()).add(b)
         return p
 
+    def topic_order(self, a: int, b: int) -> list[tuple[int, int]]:
+        """(-d, topic) for the topics a pick from broker index a to b looks at, in the order it
+        looks (d: how many more of the topic a holds than b).
+
+        The topics with a planned move (`quotas`: a quota to leave a and one to reach b) if
+        any, else every topic with a movable replica on a; unless the search is exhaustive,
+        only the 32 with the largest d (as numpy's argpartition picks them among equals).
+        """
+        cand_t = None
+        if self.quotas is not None and self.n_leave[a] and self.n_arrive[b]:
+            planned = (self.leave_rows[a] & self.arrive_rows[b]).nonzero()[0]
+            if planned.size:
+                cand_t = planned
+        if cand_t is None:
+            cand_t = self.movable_topics.get(a)
+            if cand_t is None:
+                cand_t = self.movable_topics[a] = self.nz_rows[a].nonzero()[0]
+        # -d, by topic: the array argpartition orders (b's row minus a's, the same values
+        # as negating a's minus b's); where every topic is a candidate, no gather.
+        neg_d = self.tc_rows[b] - self.tc_rows[a]
+        every = cand_t.size == neg_d.size
+        if not every:
+            neg_d = neg_d[cand_t]
+        if cand_t.size > 32 and not self.fresh:
+            keep = neg_d.argpartition(31)[:32]
+            return sorted(zip(neg_d[keep].tolist(), (keep if every else cand_t[keep]).tolist()))
+        return sorted(zip(neg_d.tolist(), cand_t.tolist()))
+
+    # One candidate scan kept whole (90 lines): the count balance's hot loop, its test inlined in `scan`.
+    def pick_partition(self, a: int, b: int) -> int | None:
+        """A movable partition on broker index `a` that may move to broker index `b`.
+
+        Prefers the topic `a` holds most more of than `b` (per-topic balance comes with
+        the count balance); among its partitions, the one whose other replicas `b` shares
+        least with and `a` shares most with, so every pair of brokers keeps enough common
+        partitions for leadership to fail over evenly (and no broker loses a peer).
+        Partitions on `a` that an earlier move gave an underfull broker (`recent`) are
+        looked at first: they are the only way for two underfull (often new) brokers to come
+        to share partitions. The search looks at a few dozen candidates unless exhaustive
+        (`fresh`). A move that would leave a target broker with fewer peers than the degree
+        floor is never taken.
+        """
+        topics = self.pool[a]
+        if not topics:
+            return None
+        ws = self.ws
+        exhaustive, degree_floor = self.fresh, self.floor
+        order = self.topic_order(a, b)
+        a_id, b_id = ws.ids[a], ws.ids[b]
+        shared_a, shared_b = self.shared[a], self.shared[b]
+        best = best_key = None
+
+        index, assign, is_target = ws.index, ws.assign, ws.is_target_list
+        # Within one rack a move never changes which racks a replica set spans (the rule's
+        # `replaces`, asked once per pick instead of once per candidate).
+        same_rack = self.rack[a] >= 0 and self.rack[a] == self.rack[b]
+        rack_num_of, need = ws.rack_num_of, ws.need
+        rb_num = rack_num_of[b_id]
+        check_rack = not same_rack and rb_num is not None
+
+        def scan(cands, limit: int) -> int:
+            """Look at the (partition, d) in `cands` (the best so far kept in `best`) until
+            `limit` are seen and some candidate fits; how many were seen. One call per topic,
+            not per candidate: a call costs as much as the test."""
+            nonlocal best, best_key
+            p_best, k_best = best, best_key
+            n = 0
+            for p, d in cands:
+                n += 1
+                reps = assign[p]
+                if b_id in reps or a_id not in reps:
+                    pass
+                # The rack rule (`Workspace.rack_ok`) inlined: asked for every candidate.
+                elif check_rack and rb_num in (member_racks := [rack_num_of[m] for m in reps if m != a_id]) \
+                        and not spans(member_racks, need(len(reps))):
+                    pass
+                else:
+                    pairs = 0
+                    loss = 0
+                    for m in reps:  # the other members (a list of them only where a move loses a peer)
+                        if m == a_id:
+                            continue
+                        j = index[m]
+                        sa = shared_a[j]
+                        pairs += shared_b[j] - sa
+                        if sa == 1 and is_target[j]:
+                            loss += 1
+                    if not (loss and degree_floor and self.loses_peers(a, reps, loss)):
+                        # A move of topic t from a to b evens t out when a holds at least two more of it.
+                        key = (loss, 0 if d >= 2 else (1 if d == 1 else 2), pairs, -d)
+                        if p_best is None or key < k_best:
+                            p_best, k_best = p, key
+                if n >= limit and p_best is not None:
+                    break
+            best, best_key = p_best, k_best
+            return n
+
+        scan_all, scan_topic, scan_recent = self.scan
+        topic_of = ws.topic_list
+        tc_a, tc_b = self.tc[a], self.tc[b]
+        recent = []
+        for p in self.recent.get(a, ())[-scan_recent:]:
+            t = topic_of[p]
+            d = tc_a[t] - tc_b[t]
+            if d >= 1 and p in topics.get(t, ()):
+                recent.append((p, d))
+        if recent:
+            scan(recent, len(recent))
+        # Stay with topics that a holds clearly more of than b, once some candidate exists.
+        least = min(-order[0][0] - 2, 1)
+        per_topic = len(ws.assign) if exhaustive else scan_topic
+        seen = 0
+        for neg_d, t in order:
+            d = -neg_d
+            if best is not None and (d < least or seen >= scan_all):
+                break
+            # A few per topic spread the choice over topics; keep looking while nothing fits.
+            seen += scan(zip(topics[t], repeat(d)), per_topic)
+        return best
+
+    def loses_peers(self, a: int, reps: list[int], loss: int) -> bool:
+        """Whether moving broker index a's replica out of `reps` leaves a or one of the other
+        members it shares nothing else with (`loss` of them) with fewer target peers than
+        the degree floor."""
+        ws = self.ws
+        index, is_target, shared_a, tg = ws.index, ws.is_target_list, self.shared[a], ws.target_idx
+        a_id = ws.ids[a]
+        if int((ws.shared[a][tg] > 0).sum()) - loss < self.floor:
+            return True
+        lost = [index[m] for m in reps if m != a_id and shared_a[index[m]] == 1 and is_target[index[m]]]
+        return any(int((ws.shared[j][tg] > 0).sum()) - 1 < self.floor for j in lost)
+
     def move(self, p: int, a: int, b: int) -> None:
         """Move partition p's replica from broker index a to b, and keep the state up."""
-        ws, pool, quotas, quotas_t = self.ws, self.pool, self.quotas, self.quotas_t
-        t = int(ws.topic[p])
-        pos = ws.assign[p].index(ws.ids[a])
-        ws.replace_slot(p, pos, ws.ids[b], self.reason)
-        if quotas is not None:
-            quotas[0][t, a] = max(0, quotas[0][t, a] - 1)
-            quotas[1][t, b] = max(0, quotas[1][t, b] - 1)
-            quotas_t[0][a, t] = quotas[0][t, a]
-            quotas_t[1][b, t] = quotas[1][t, b]
-        self.movable[a, t] -= 1
-        self.movable[b, t] += 1
+        ws, pool = self.ws, self.pool
+        t = ws.topic_list[p]
+        a_id, b_id = ws.ids[a], ws.ids[b]
+        ws.replace_slot(p, ws.assign[p].index(a_id), b_id, self.reason)
+        self._count_moved(a, b)
         self.tcount_t[a, t] -= 1
         self.tcount_t[b, t] += 1
+        tc, movable = self.tc, self.movable
+        tc[a][t] -= 1
+        tc[b][t] += 1
+        movable[a][t] -= 1
+        movable[b][t] += 1
+        if not movable[a][t]:
+            self.nz[a, t] = False
+            self.movable_topics.pop(a, None)
+        if movable[b][t] == 1:
+            self.nz[b, t] = True
+            self.movable_topics.pop(b, None)
+        if self.quotas is not None:
+            self._use_quotas(t, a, b)
         if self.own_pool:
             bucket = pool[a][t]
             del bucket[p]
             if not bucket:
                 del pool[a][t]
             pool[b].setdefault(t, {})[p] = None
+        index, shared = ws.index, self.shared
         for m in ws.assign[p]:
-            if m != ws.ids[b]:
-                self.recent.setdefault(ws.index[m], []).append(p)
+            if m != b_id:
+                j = index[m]
+                shared[a][j] -= 1
+                shared[j][a] -= 1
+                shared[b][j] += 1
+                shared[j][b] += 1
+                self.recent.setdefault(j, []).append(p)
                 # To the back of the other members' lists: the candidates a search looks
                 # at first are then partitions no move has touched yet, so successive
                 # moves out of different brokers do not keep landing on the same replica
                 # sets (which carries whole sets to the new brokers together, and a dead
                 # broker's leadership then has only its few partners to go to).
-                bucket = pool[ws.index[m]].get(t) if self.spread_touched else None
+                bucket = pool[j].get(t) if self.spread_touched else None
                 if bucket is not None and p in bucket:
                     del bucket[p]
                     bucket[p] = None
@@ -279,17 +353,45 @@ class _CountBalance:
         self.reach.pop(b, None)
         self.failed.pop(b, None)
 
-    def step(self, desc: list[int], asc: list[int], strict: bool) -> int:
-        """One move from the fullest brokers (`desc`) to the emptiest (`asc`); 1 if made, else 0."""
-        ws, lo, hi = self.ws, self.lo, self.hi
+    def _count_moved(self, a: int, b: int) -> None:
+        """One replica fewer on broker index a, one more on b: the counts and the sorted targets."""
+        count, asc, desc = self.count, self.asc, self.desc
+        ca, cb = count[a], count[b]
+        count[a], count[b] = ca - 1, cb + 1
+        del asc[bisect_left(asc, (ca, a))]
+        insort(asc, (ca - 1, a))
+        del asc[bisect_left(asc, (cb, b))]
+        insort(asc, (cb + 1, b))
+        del desc[bisect_left(desc, (-ca, a))]
+        insort(desc, (1 - ca, a))
+        del desc[bisect_left(desc, (-cb, b))]
+        insort(desc, (-cb - 1, b))
+
+    def _use_quotas(self, t: int, a: int, b: int) -> None:
+        """A move of topic t from broker index a to b uses up one of each quota it follows."""
+        leave, arrive = self.quotas
+        q_leave, q_arrive, movable = self.q_leave, self.q_arrive, self.movable
+        q_leave[a][t] = leave[t, a] = max(0, q_leave[a][t] - 1)
+        q_arrive[b][t] = arrive[t, b] = max(0, q_arrive[b][t] - 1)
+        for x, ok in ((a, movable[a][t] != 0 and q_leave[a][t] > 0), (b, movable[b][t] != 0 and q_leave[b][t] > 0)):
+            if self.leave[x, t] != ok:
+                self.leave[x, t] = ok
+                self.n_leave[x] += 1 if ok else -1
+        if self.arrive[b, t] and not q_arrive[b][t] > 0:
+            self.arrive[b, t] = False
+            self.n_arrive[b] -= 1
+
+    def step(self, strict: bool) -> int:
+        """One move from the fullest brokers to the emptiest; 1 if made, else 0."""
+        lo, hi = self.lo, self.hi
         surplus, deficit = self.surplus, self.deficit
-        count = ws.count.tolist()  # unchanged until the one move this makes
-        for a in desc:
-            ca = count[a]
-            if ca - count[asc[0]] < 2:
+        asc = self.asc
+        c_least = asc[0][0]
+        for neg_ca, a in self.desc:
+            ca = -neg_ca
+            if ca - c_least < 2:
                 return 0
-            for b in asc:
-                cb = count[b]
+            for cb, b in asc:
                 if ca - cb < 2:
                     break
                 # Every copy should shrink the surplus and the deficit at once while both
@@ -300,17 +402,18 @@ class _CountBalance:
                     continue
                 p = self.pick(a, b)
                 if p is not None:
-                    self.move(p, a, b)
+                    self.move(p, a, b)  # ends the loops over asc and desc, which it reorders
                     return 1
         return 0
 
-    def two_step(self, desc: list[int], asc: list[int]) -> int:
+    def two_step(self) -> int:
         """Two moves through a third broker, where the rack rule blocks the direct one (only
         for replicas this plan places anyway: moving one twice costs no copy); 2 or 0."""
-        ws = self.ws
-        for a in desc[:4]:
+        count = self.count
+        asc = [x for _, x in self.asc]
+        for _, a in self.desc[:4]:
             for b in asc[:4]:
-                if int(ws.count[a]) - int(ws.count[b]) < 2:
+                if count[a] - count[b] < 2:
                     continue
                 for c in asc:
                     if c in (a, b):
