@@ -16,10 +16,11 @@ from itertools import chain
 
 import numpy as np
 
+from kit import collector
 from kit.plan.failover import excess_by_leader, heirs
 from kit.plan.objectives import LeaderFigures
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
-from kit.plan.solvers.flow import bounded_assignment, soft_assignment, water_fill
+from kit.plan.solvers.flow import bounds_met, soft_assignment, water_fill
 from kit.plan.workspace import LARGE, Workspace
 
 
@@ -117,6 +118,7 @@ class _Frame:
             self.elig[k, self.pos_of[heirs_of(ws, x)]] = True
         self._first = (lens, mat)
         self._feasible = None
+        self._sets = None
 
     def pos_matrix(self, mat: np.ndarray) -> np.ndarray:
         """`replica_matrix`'s matrix in target positions: -1 for a broker off the targets and
@@ -135,17 +137,28 @@ class _Frame:
             out.append((rows, pos[rows, :k]))
         return out
 
+    def replica_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The movable partitions' replica sets in target positions, each once: (partitions
+        per set, set of each arc, broker of each arc), for `bounds_met`. Which brokers a
+        partition's leader may be on depends on its set only, not on the order (200,000
+        partitions have some 15,000 sets on the benchmark's clusters)."""
+        if self._sets is None:
+            weight, it, br = [], [], []
+            for _, pos in self.positions(*self._first):
+                k = pos.shape[1]
+                sets, counts = np.unique(np.sort(pos, axis=1), axis=0, return_counts=True) if k else (
+                    np.zeros((1, 0), dtype=np.int64), np.array([len(pos)]))
+                it.append(sum(map(len, weight)) + np.repeat(np.arange(len(sets)), k))
+                weight.append(counts)
+                br.append(sets.ravel())
+            self._sets = tuple(np.concatenate(x).astype(np.int64) for x in (weight, it, br))
+        return self._sets
+
     def leaders_feasible(self) -> bool:
         """Whether the movable partitions can take leaders within `leader_bounds(0)`: one max
         flow, asked once per frame (reordering replicas leaves the answer as it is)."""
         if self._feasible is None:
-            it, br = [], []
-            for rows, pos in self.positions(*self._first):
-                it.append(np.repeat(rows, pos.shape[1]))
-                br.append(pos.ravel())
-            lo, hi = self.leader_bounds(0)
-            self._feasible = bounded_assignment(len(self.items), np.concatenate(it), np.concatenate(br),
-                                                lo, hi) is not None
+            self._feasible = bounds_met(*self.replica_sets(), *self.leader_bounds(0))
         return self._feasible
 
     def leader_bounds(self, widen: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -234,14 +247,15 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
     t_lo, t_hi = water_fill(avail_t, n_t)
 
-    # The overall bound does not depend on topics: its probes group the arcs by broker only
-    # (150 groups instead of one per topic and broker, so each max flow is smaller).
-    br_a = gr_a % nt
+    # The overall bound does not depend on topics nor on the order: its probes group the
+    # arcs by broker only (150 groups instead of one per topic and broker) and take each
+    # replica set once, so each max flow is far smaller.
     own = np.arange(nt)
+    s_weight, s_it, s_br = fr.replica_sets()
+    s_hi = np.bincount(gr_a % nt, minlength=nt)
 
     def overall(lo, hi, cut=None):
-        return bounded_assignment(len(items), it_a, br_a, np.zeros(nt, dtype=np.int64),
-                                  np.bincount(br_a, minlength=nt), own, lo, hi, cut=cut)
+        return bounds_met(s_weight, s_it, s_br, np.zeros(nt, dtype=np.int64), s_hi, own, lo, hi, cut=cut)
 
     # Leader balance overall is a hard bound (the tightest the replica sets allow); per
     # topic, deviations are penalised, so one min-cost flow settles both.
@@ -265,7 +279,8 @@ def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
     lack room (or lack partitions) and how much they lack together, which rules out every
     bound up to the first one that could supply it, so the first bound that passes is the
     tightest. Fixed leaders count in every broker's total. `even_feasible`: whether the
-    water-filled shares are (`_Frame.leaders_feasible`).
+    water-filled shares are (`_Frame.leaders_feasible`); `solve(lo, hi, cut)`: whether the
+    movable partitions can take leaders within (lo, hi), filling `cut` when not (`bounds_met`).
     """
     items = len(fr.items)
     if even_feasible:
@@ -282,7 +297,7 @@ def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
         if not (b_lo.sum() <= items <= b_hi.sum() and (b_lo <= b_hi).all()):
             return ()
         cut: list = []
-        return None if solve(b_lo, b_hi, cut) is not None else (cut[0] if cut else ())
+        return None if solve(b_lo, b_hi, cut) else (cut[0] if cut else ())
 
     top = int(fr.fixed_lead.max()) + items
     # No probe for (0, top): every broker may then take every movable partition it holds,
@@ -531,6 +546,7 @@ def _take(ws: Workspace, lens: np.ndarray, old: np.ndarray, new: np.ndarray) -> 
     rows = np.flatnonzero((old != new).any(axis=1))
     ids = np.asarray(ws.ids, dtype=np.int64)
     width = new.shape[1]
-    for p, reps, k in zip(rows.tolist(), ids[new[rows]].tolist(), lens[rows].tolist()):
-        ws.reasons.setdefault(p, "leadership")
-        ws.assign[p] = reps if k == width else reps[:k]
+    with collector.paused():  # up to a list per partition, no cycles
+        for p, reps, k in zip(rows.tolist(), ids[new[rows]].tolist(), lens[rows].tolist()):
+            ws.reasons.setdefault(p, "leadership")
+            ws.assign[p] = reps if k == width else reps[:k]
