@@ -116,3 +116,15 @@ def test_bounds_met_agrees_with_the_items_listed_one_by_one(seed):
     if one:
         assert one[0][0] == once[0][0]
         assert one[0][1].tolist() == once[0][1].tolist() and one[0][2] == once[0][2]
+
+
+@pytest.mark.parametrize("base, k", [(150, 3), (7, 1), (10, 5), (2 ** 21, 3)])
+def test_replica_sets_are_the_distinct_rows_in_order_with_their_counts(base, k):
+    # Leadership's replica sets for `bounds_met`: rows read as numbers where they fit,
+    # np.unique over rows where they do not (2**21 ** 3 is over 62 bits); the same answer.
+    from kit.plan.steps.leadership import _distinct_rows
+
+    rows = np.sort(np.random.default_rng(k).integers(0, min(base, 12), (500, k)), axis=1)
+    got, counts = _distinct_rows(rows, base)
+    want, want_counts = np.unique(rows, axis=0, return_counts=True)
+    assert got.tolist() == want.tolist() and counts.tolist() == want_counts.tolist()
