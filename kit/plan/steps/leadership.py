@@ -487,7 +487,7 @@ def _exact_pass(ws: Workspace) -> bool:
     return True
 
 
-# Two routes kept as closures over one best order so far (66 lines): split, they would pass it around.
+# Two routes kept as closures over one best order so far (62 lines): split, they would pass it around.
 def _leadership_pass(ws: Workspace) -> bool:
     """Reorder the selected partitions' replicas for leader, per-topic and failover balance.
 
