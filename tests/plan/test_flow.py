@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kit.plan.solvers.flow import bounded_assignment, soft_assignment
+from kit.plan.solvers.flow import bounded_assignment, bounds_met, soft_assignment
 
 
 def _ring(m: int):
@@ -71,3 +71,60 @@ def test_a_failed_flow_names_the_brokers_short_of_room_and_by_how_much():
     assert not sink_on_source_side
     # with the room the cut asks for, it fits
     assert bounded_assignment(5, it, gr, zeros, np.full(3, 5), np.arange(3), zeros, np.array([2, 2, 5])) is not None
+
+
+def test_items_with_the_same_candidates_counted_once_give_the_same_answer_and_cut():
+    # The same four items (candidates 0 and 1) listed once with weight 4, beside the item
+    # that can only go to 2: the same shortfall and the same brokers on the source side.
+    it = np.array([0, 0, 1])
+    gr = np.array([0, 1, 2])
+    weight = np.array([4, 1])
+    zeros = np.zeros(3, dtype=np.int64)
+    cut: list = []
+    assert not bounds_met(weight, it, gr, zeros, np.full(3, 5), np.arange(3), zeros, np.array([1, 1, 5]), cut=cut)
+    shortfall, source_side, sink_on_source_side = cut[0]
+    assert shortfall == 2
+    assert source_side.tolist() == [True, True, False]
+    assert not sink_on_source_side
+    assert bounds_met(weight, it, gr, zeros, np.full(3, 5), np.arange(3), zeros, np.array([2, 2, 5]))
+    # too few partitions for broker 2's minimum: short on the other side
+    cut = []
+    assert not bounds_met(weight, it, gr, zeros, np.full(3, 5), np.arange(3), np.array([0, 0, 2]),
+                          np.array([5, 5, 5]), cut=cut)
+    assert cut[0][0] == 1 and cut[0][2]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_bounds_met_agrees_with_the_items_listed_one_by_one(seed):
+    rng = np.random.default_rng(seed)
+    n_sets, n_par = 6, 4
+    sets = [rng.choice(n_par, size=int(rng.integers(1, 4)), replace=False) for _ in range(n_sets)]
+    weight = rng.integers(1, 5, n_sets)
+    lo = rng.integers(0, 4, n_par)
+    hi = lo + rng.integers(0, 5, n_par)
+    s_it = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
+    s_gr = np.concatenate(sets)
+    copies = np.repeat(np.arange(n_sets), weight)
+    it = np.concatenate([np.full(len(sets[c]), k) for k, c in enumerate(copies)])
+    gr = np.concatenate([sets[c] for c in copies])
+    zeros = np.zeros(n_par, dtype=np.int64)
+    cap = np.full(n_par, int(weight.sum()))
+    one: list = []
+    each = bounded_assignment(len(copies), it, gr, zeros, cap, np.arange(n_par), lo, hi, cut=one)
+    once: list = []
+    assert bounds_met(weight, s_it, s_gr, zeros, cap, np.arange(n_par), lo, hi, cut=once) == (each is not None)
+    if one:
+        assert one[0][0] == once[0][0]
+        assert one[0][1].tolist() == once[0][1].tolist() and one[0][2] == once[0][2]
+
+
+@pytest.mark.parametrize("base, k", [(150, 3), (7, 1), (10, 5), (2 ** 21, 3)])
+def test_replica_sets_are_the_distinct_rows_in_order_with_their_counts(base, k):
+    # Leadership's replica sets for `bounds_met`: rows read as numbers where they fit,
+    # np.unique over rows where they do not (2**21 ** 3 is over 62 bits); the same answer.
+    from kit.plan.steps.leadership import _distinct_rows
+
+    rows = np.sort(np.random.default_rng(k).integers(0, min(base, 12), (500, k)), axis=1)
+    got, counts = _distinct_rows(rows, base)
+    want, want_counts = np.unique(rows, axis=0, return_counts=True)
+    assert got.tolist() == want.tolist() and counts.tolist() == want_counts.tolist()

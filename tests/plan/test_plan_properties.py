@@ -547,7 +547,7 @@ def assert_best_order(c):
 def test_leader_flow_reaches_the_tightest_spread_the_replica_sets_allow(case):
     """The leader flow alone (no integer program behind it) finds the least leader count
     spread: where the even shares cannot be met, its bounds come from minimum cuts."""
-    from kit.plan.steps.leadership import _choose_leaders, _Frame, _with_leaders, leader_figures
+    from kit.plan.steps.leadership import _choose_leaders, _figures, _Frame, _reordered, replica_matrix
     from kit.plan.workspace import Workspace
 
     _, c = case
@@ -555,11 +555,12 @@ def test_leader_flow_reaches_the_tightest_spread_the_replica_sets_allow(case):
     tset = set(plan.targets)
     movable = [p for p in range(len(c.partitions)) if all(b in tset for b in c.partitions[p].replicas)]
     ws = Workspace(c, plan.targets, movable)
-    fr = _Frame(ws, ws.assign)
+    lens, mat = replica_matrix(ws, ws.assign)
+    fr = _Frame(ws, lens, mat)
     if not fr.items:
         return
-    order = _with_leaders(ws.assign, _choose_leaders(ws, ws.assign, fr))
-    assert leader_figures(ws, order)[0] <= max(1, best_leader_spread(plan))
+    order = _reordered(lens, mat, _choose_leaders(ws, lens, mat, fr))
+    assert _figures(ws, lens, order)[0] <= max(1, best_leader_spread(plan))
 
 
 # Clusters where the copies the count balance chose leave failover (RF 2) or a topic's

@@ -12,7 +12,6 @@ import numpy as np
 from ortools.graph.python import max_flow, min_cost_flow
 
 
-# Over 60 lines only by its numpydoc docstring (24 of its lines); the rest builds one flow network.
 def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray,
                        group_lo: np.ndarray, group_hi: np.ndarray,
                        parent_of_group: np.ndarray | None = None,
@@ -42,6 +41,35 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
     ndarray or None
         The group chosen for each item, or None when the bounds cannot all be met.
     """
+    weight = np.ones(n_items, dtype=np.int64)
+    mf = _bounded_flow(weight, item_of_arc, group_of_arc, group_lo, group_hi, parent_of_group, parent_lo, parent_hi,
+                       cut)
+    if mf is None:
+        return None
+    flows = mf.flows(np.arange(len(item_of_arc)))
+    return _chosen(n_items, item_of_arc, group_of_arc, flows)
+
+
+def bounds_met(item_weight: np.ndarray, item_of_arc: np.ndarray, group_of_arc: np.ndarray,
+               group_lo: np.ndarray, group_hi: np.ndarray,
+               parent_of_group: np.ndarray | None = None,
+               parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
+               cut: list | None = None) -> bool:
+    """Whether `bounded_assignment` would find an assignment, each item standing for
+    `item_weight` interchangeable items (the same candidate groups).
+
+    The answer and the cut certificate are those of the items listed one by one: the
+    network's maximum flow is the same, and so is its least minimum cut (nodes reachable
+    from the source in the residual network), since copies of an item are never split by it.
+    Only the network is smaller."""
+    return _bounded_flow(np.asarray(item_weight, dtype=np.int64), item_of_arc, group_of_arc, group_lo, group_hi,
+                         parent_of_group, parent_lo, parent_hi, cut) is not None
+
+
+def _bounded_flow(weight, item_of_arc, group_of_arc, group_lo, group_hi, parent_of_group, parent_lo, parent_hi, cut):
+    """`bounded_assignment`'s max flow, solved; None when the bounds cannot all be met."""
+    n_items = weight.size
+    n_all = int(weight.sum())
     n_groups = len(group_lo)
     n_par = 0 if parent_of_group is None else len(parent_lo)
     s2, t2, src, sink = 0, 1, 2, 3
@@ -56,10 +84,10 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
         heads.append(np.asarray(h, dtype=np.int64))
         caps.append(np.asarray(c, dtype=np.int64))
 
-    # src -> item with bounds [1, 1]: only the demands remain.
-    excess[item0:item0 + n_items] += 1
-    excess[src] -= n_items
-    arcs(item0 + item_of_arc, grp0 + group_of_arc, np.ones(len(item_of_arc)))
+    # src -> item with bounds [w, w] (w = 1 but for `bounds_met`): only the demands remain.
+    excess[item0:item0 + n_items] += weight
+    excess[src] -= n_all
+    arcs(item0 + item_of_arc, grp0 + group_of_arc, weight[item_of_arc])
     g = np.arange(n_groups)
     if parent_of_group is None:
         arcs(grp0 + g, np.full(n_groups, sink), group_hi - group_lo)
@@ -72,7 +100,7 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
         excess[par0:par0 + n_par] -= parent_lo
         excess[sink] += int(parent_lo.sum())
     excess[grp0:grp0 + n_groups] -= group_lo
-    arcs([sink], [src], [n_items + 1])
+    arcs([sink], [src], [n_all + 1])
     pos = np.flatnonzero(excess > 0)
     neg = np.flatnonzero(excess < 0)
     arcs(np.full(pos.size, s2), pos, excess[pos])
@@ -89,8 +117,7 @@ def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.n
             side[np.asarray(mf.get_source_side_min_cut(), dtype=np.int64)] = True
             cut.append((int(excess[pos].sum()) - int(mf.optimal_flow()), side[par0:], bool(side[sink])))
         return None
-    flows = mf.flows(np.arange(len(item_of_arc)))
-    return _chosen(n_items, item_of_arc, group_of_arc, flows)
+    return mf
 
 
 def _chosen(n_items, item_of_arc, group_of_arc, flows) -> np.ndarray:

@@ -16,10 +16,11 @@ from itertools import chain
 
 import numpy as np
 
+from kit import collector
 from kit.plan.failover import excess_by_leader, heirs
 from kit.plan.objectives import LeaderFigures
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
-from kit.plan.solvers.flow import bounded_assignment, soft_assignment, water_fill
+from kit.plan.solvers.flow import bounds_met, soft_assignment, water_fill
 from kit.plan.workspace import LARGE, Workspace
 
 
@@ -39,9 +40,13 @@ def replica_matrix(ws: Workspace, assign: list[list[int]]) -> tuple[np.ndarray, 
 def leader_figures(ws: Workspace, assign: list[list[int]]) -> LeaderFigures:
     """Leader count spread, worst per-topic leader excess and failover excess over the
     targets, as evaluate_plan.py defines them."""
+    return _figures(ws, *replica_matrix(ws, assign))
+
+
+def _figures(ws: Workspace, lens: np.ndarray, mat: np.ndarray) -> LeaderFigures:
+    """`leader_figures` of an order given as `replica_matrix`'s output."""
     tidx = ws.target_idx
     n = len(ws.ids)
-    lens, mat = replica_matrix(ws, assign)
     lead_idx = mat[:, 0]
     leaders = np.bincount(lead_idx, minlength=n)
     lspread = int(leaders[tidx].max() - leaders[tidx].min())
@@ -84,19 +89,23 @@ def heirs_of(ws: Workspace, x: int) -> np.ndarray:
 
 
 class _Frame:
-    """Target positions, movable partitions and fixed load shared by the three stages."""
+    """Target positions, movable partitions and fixed load shared by the three stages.
 
-    def __init__(self, ws: Workspace, assign: list[list[int]]):
+    Orders are passed around as `replica_matrix`'s output (lens, mat), not as lists: a
+    stage's result is a new matrix, so no list is converted twice."""
+
+    def __init__(self, ws: Workspace, lens: np.ndarray, mat: np.ndarray):
         self.nt = nt = len(ws.target_idx)
         self.pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
         self.pos_of[ws.target_idx] = np.arange(nt)
-        lens, pos = self.pos_matrix(ws, assign)
+        pos = self.pos_matrix(mat)
         past_end = np.arange(pos.shape[1]) >= lens[:, None]
         on_targets = ((pos >= 0) | past_end).all(axis=1)
         selected = np.asarray(ws.selected, dtype=np.int64)
-        self.items = selected[on_targets[selected]].tolist()
-        is_item = np.zeros(len(assign), dtype=bool)
-        is_item[self.items] = True
+        self.item_rows = selected[on_targets[selected]]
+        self.items = self.item_rows.tolist()
+        is_item = np.zeros(len(lens), dtype=bool)
+        is_item[self.item_rows] = True
         lead = pos[~is_item, 0]
         self.fixed_lead = np.bincount(lead[lead >= 0], minlength=nt)
         item_reps = pos[is_item][~past_end[is_item]]
@@ -107,36 +116,47 @@ class _Frame:
         self.elig = np.zeros((nt, nt), dtype=bool)
         for k, x in enumerate(ws.target_idx):
             self.elig[k, self.pos_of[heirs_of(ws, x)]] = True
+        self._first = (lens, mat)
         self._feasible = None
+        self._sets = None
 
-    def pos_matrix(self, ws: Workspace, assign: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """`replica_matrix` in target positions: -1 for a broker off the targets and past the end."""
-        lens, mat = replica_matrix(ws, assign)
-        return lens, np.where(mat >= 0, self.pos_of[mat], -1)
+    def pos_matrix(self, mat: np.ndarray) -> np.ndarray:
+        """`replica_matrix`'s matrix in target positions: -1 for a broker off the targets and
+        past the end."""
+        return np.where(mat >= 0, self.pos_of[mat], -1)
 
-    def positions(self, ws: Workspace, assign: list[list[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def positions(self, lens: np.ndarray, mat: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """The movable partitions' replicas as target positions, grouped by replication factor:
         [(item numbers, matrix items x RF)], so arcs can be built with array operations."""
-        lens, pos = self.pos_matrix(ws, assign)
-        items = np.asarray(self.items, dtype=np.int64)
+        items = self.item_rows
+        pos = self.pos_matrix(mat[items])
         lens = lens[items]
         out = []
         for k in np.unique(lens):
             rows = np.flatnonzero(lens == k)
-            out.append((rows, pos[items[rows], :k]))
+            out.append((rows, pos[rows, :k]))
         return out
 
-    def leaders_feasible(self, ws: Workspace, assign: list[list[int]]) -> bool:
+    def replica_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The movable partitions' replica sets in target positions, each once: (partitions
+        per set, set of each arc, broker of each arc), for `bounds_met`. Which brokers a
+        partition's leader may be on depends on its set only, not on the order (200,000
+        partitions have some 15,000 sets on the benchmark's clusters)."""
+        if self._sets is None:
+            weight, it, br = [], [], []
+            for _, pos in self.positions(*self._first):
+                sets, counts = _distinct_rows(np.sort(pos, axis=1), self.nt)
+                it.append(sum(map(len, weight)) + np.repeat(np.arange(len(sets)), pos.shape[1]))
+                weight.append(counts)
+                br.append(sets.ravel())
+            self._sets = tuple(np.concatenate(x).astype(np.int64) for x in (weight, it, br))
+        return self._sets
+
+    def leaders_feasible(self) -> bool:
         """Whether the movable partitions can take leaders within `leader_bounds(0)`: one max
         flow, asked once per frame (reordering replicas leaves the answer as it is)."""
         if self._feasible is None:
-            it, br = [], []
-            for rows, pos in self.positions(ws, assign):
-                it.append(np.repeat(rows, pos.shape[1]))
-                br.append(pos.ravel())
-            lo, hi = self.leader_bounds(0)
-            self._feasible = bounded_assignment(len(self.items), np.concatenate(it), np.concatenate(br),
-                                                lo, hi) is not None
+            self._feasible = bounds_met(*self.replica_sets(), *self.leader_bounds(0))
         return self._feasible
 
     def leader_bounds(self, widen: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -145,6 +165,26 @@ class _Frame:
             return np.zeros(self.nt, dtype=np.int64), np.full(self.nt, len(self.items))
         return (np.maximum(self.lo - widen - self.fixed_lead, 0),
                 np.maximum(self.hi + widen - self.fixed_lead, 0))
+
+
+# What a stage chose: (partitions, the replica to put first, the one to put second), broker
+# indices; the other replicas keep their order behind them.
+_Choice = tuple[np.ndarray, np.ndarray, np.ndarray]
+_NONE: _Choice = (np.zeros(0, dtype=np.int64),) * 3
+
+
+def _distinct_rows(rows: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a matrix of numbers in [0, base), and how often each occurs.
+    Rows are read as numbers in that base where they fit in 62 bits (one sort of integers,
+    far faster than `np.unique` over rows, which it falls back to)."""
+    k = rows.shape[1]
+    if not k:
+        return rows[:1], np.array([len(rows)] if len(rows) else [], dtype=np.int64)
+    if base ** k >= 2 ** 62:
+        return np.unique(rows, axis=0, return_counts=True)
+    key = rows @ (base ** np.arange(k - 1, -1, -1, dtype=np.int64))
+    _, first, counts = np.unique(key, return_index=True, return_counts=True)
+    return rows[first], counts
 
 
 def _pair_bounds(avail: np.ndarray, elig: np.ndarray, total_lo, total_hi, fixed: np.ndarray):
@@ -159,17 +199,16 @@ def _pair_bounds(avail: np.ndarray, elig: np.ndarray, total_lo, total_hi, fixed:
     return np.maximum(glo - fixed, 0), np.maximum(ghi - fixed, 0)
 
 
-def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, tuple[int, int]]:
+def _choose_pairs(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) -> _Choice:
     """Leader and first follower together: even leaders overall and an even failover per leader."""
     # The pairs' leaders are bound to `leader_bounds(0)`, and any replica may lead: where
     # no choice of leaders alone meets those bounds, no choice of pairs does (one max flow
     # says so, instead of a min-cost flow or a widening sequence of max flows that all fail).
-    if not fr.leaders_feasible(ws, assign):
-        return {}
+    if not fr.leaders_feasible():
+        return _NONE
     nt = fr.nt
-    tg = ws.targets
     it, gr, cost = [], [], []
-    for rows, pos in fr.positions(ws, assign):
+    for rows, pos in fr.positions(lens, mat):
         k = pos.shape[1]
         if k == 1:
             it.append(rows)
@@ -184,11 +223,10 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
                     cost.append(np.full(rows.size, 0 if (a, c) == (0, 1) else (1 if a == 0 else 2)))
     it_a, gr_a, cost_a = np.concatenate(it), np.concatenate(gr), np.concatenate(cost)
     # Fixed partitions' inherited leadership counts against each pair's share.
-    lens, pos = fr.pos_matrix(ws, assign)
-    fixed = np.ones(len(assign), dtype=bool)
-    fixed[fr.items] = False
-    fixed &= lens > 1
-    follower = pos[:, 1] if pos.shape[1] > 1 else np.full(len(assign), -1)
+    pos = fr.pos_matrix(mat)
+    fixed = lens > 1
+    fixed[fr.item_rows] = False
+    follower = pos[:, 1] if pos.shape[1] > 1 else np.full(len(lens), -1)
     x, y = pos[fixed, 0], follower[fixed]
     both = (x >= 0) & (y >= 0)
     fixed_pair = np.bincount(x[both] * nt + y[both], minlength=nt * nt)
@@ -198,23 +236,20 @@ def _choose_pairs(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[in
     base_lo, base_hi = _pair_bounds(avail, fr.elig, fr.lo, fr.hi, fixed_pair)
     choice = soft_assignment(len(fr.items), it_a, gr_a, cost_a, base_lo, base_hi, avail, parent, plo, phi)
     if choice is None:
-        return {}
-    return {p: (tg[int(choice[i]) // nt], tg[int(choice[i]) % nt]) for i, p in enumerate(fr.items)}
+        return _NONE
+    return fr.item_rows, ws.target_idx[choice // nt], ws.target_idx[choice % nt]
 
 
-def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
+def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) -> _Choice:
     """New leaders for even leadership overall and per topic, changing as few as possible."""
     nt = fr.nt
     items = fr.items
     if not items:
-        return {}
-    topics = sorted({int(ws.topic[p]) for p in items})
-    t_num = np.full(len(ws.topic_names), -1, dtype=np.int64)
-    t_num[topics] = np.arange(len(topics))
-    item_topic = t_num[ws.topic[np.array(items)]]
+        return _NONE
+    topics, item_topic = np.unique(ws.topic[fr.item_rows], return_inverse=True)
     n_t = np.bincount(item_topic, minlength=len(topics))
     it, gr, cost = [], [], []
-    for rows, pos in fr.positions(ws, assign):
+    for rows, pos in fr.positions(lens, mat):
         for a in range(pos.shape[1]):
             it.append(rows)
             gr.append(item_topic[rows] * nt + pos[:, a])
@@ -224,28 +259,27 @@ def _choose_leaders(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
     t_lo, t_hi = water_fill(avail_t, n_t)
 
-    # The overall bound does not depend on topics: its probes group the arcs by broker only
-    # (150 groups instead of one per topic and broker, so each max flow is smaller).
-    br_a = gr_a % nt
+    # The overall bound does not depend on topics nor on the order: its probes group the
+    # arcs by broker only (150 groups instead of one per topic and broker) and take each
+    # replica set once, so each max flow is far smaller.
     own = np.arange(nt)
+    s_weight, s_it, s_br = fr.replica_sets()
+    s_hi = np.bincount(gr_a % nt, minlength=nt)
 
     def overall(lo, hi, cut=None):
-        return bounded_assignment(len(items), it_a, br_a, np.zeros(nt, dtype=np.int64),
-                                  np.bincount(br_a, minlength=nt), own, lo, hi, cut=cut)
+        return bounds_met(s_weight, s_it, s_br, np.zeros(nt, dtype=np.int64), s_hi, own, lo, hi, cut=cut)
 
     # Leader balance overall is a hard bound (the tightest the replica sets allow); per
     # topic, deviations are penalised, so one min-cost flow settles both.
-    found = _tightest_overall(overall, fr, fr.leaders_feasible(ws, assign))
+    found = _tightest_overall(overall, fr, fr.leaders_feasible())
     choice = soft_assignment(len(items), it_a, gr_a, cost_a, t_lo.ravel(), t_hi.ravel(), avail_t.ravel(),
                              parent, *found, upward=True)
     if choice is None:
-        return {}
-    out = {}
-    for i, p in enumerate(items):
-        leader = ws.targets[int(choice[i] % nt)]
-        if leader != assign[p][0]:
-            out[p] = leader
-    return out
+        return _NONE
+    leader = ws.target_idx[choice % nt]
+    old = mat[fr.item_rows, 0]
+    new = leader != old
+    return fr.item_rows[new], leader[new], old[new]
 
 
 def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
@@ -257,7 +291,8 @@ def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
     lack room (or lack partitions) and how much they lack together, which rules out every
     bound up to the first one that could supply it, so the first bound that passes is the
     tightest. Fixed leaders count in every broker's total. `even_feasible`: whether the
-    water-filled shares are (`_Frame.leaders_feasible`).
+    water-filled shares are (`_Frame.leaders_feasible`); `solve(lo, hi, cut)`: whether the
+    movable partitions can take leaders within (lo, hi), filling `cut` when not (`bounds_met`).
     """
     items = len(fr.items)
     if even_feasible:
@@ -274,7 +309,7 @@ def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
         if not (b_lo.sum() <= items <= b_hi.sum() and (b_lo <= b_hi).all()):
             return ()
         cut: list = []
-        return None if solve(b_lo, b_hi, cut) is not None else (cut[0] if cut else ())
+        return None if solve(b_lo, b_hi, cut) else (cut[0] if cut else ())
 
     top = int(fr.fixed_lead.max()) + items
     # No probe for (0, top): every broker may then take every movable partition it holds,
@@ -322,12 +357,12 @@ def _last(low: int, high: int, ok) -> int:
     return low
 
 
-def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dict[int, int]:
+def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) -> _Choice:
     """New first followers so each leader's failover spreads evenly, changing as few as possible."""
     nt = fr.nt
-    lens, pos = fr.pos_matrix(ws, assign)
+    pos = fr.pos_matrix(mat)
     if pos.shape[1] < 2:
-        return {}
+        return _NONE
     lead = pos[:, 0]
     led_by = (lens > 1) & (lead >= 0)
     led = np.bincount(lead[led_by], minlength=nt)
@@ -336,9 +371,9 @@ def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dic
     cand = led_by[:, None] & (fol >= 0) & fr.elig[lead[:, None], fol]
     movable = ws.is_selected & cand.any(axis=1)
     rows, cols = np.nonzero(cand & movable[:, None])  # row-major: by partition, then position
-    items = np.flatnonzero(movable).tolist()
-    if not items:
-        return {}
+    items = np.flatnonzero(movable)
+    if not items.size:
+        return _NONE
     it_a = np.cumsum(movable)[rows] - 1
     gr_a = lead[rows] * nt + fol[rows, cols]
     cost_a = (cols > 0).astype(np.int64)
@@ -361,47 +396,36 @@ def _choose_followers(ws: Workspace, assign: list[list[int]], fr: _Frame) -> dic
         sub = soft_assignment(local_items.size, local_it, gr_a[arcs] - x * nt, cost_a[arcs],
                               base_lo[groups], base_hi[groups], avail[groups])
         if sub is None:
-            return {}
+            return _NONE
         choice[local_items] = sub + x * nt
-    out = {}
-    for i, p in enumerate(items):
-        f = ws.targets[int(choice[i]) % nt]
-        if f != assign[p][1]:
-            out[p] = f
-    return out
+    follower = ws.target_idx[choice % nt]
+    new = follower != mat[items, 1]
+    rows = items[new]
+    return rows, mat[rows, 0], follower[new]
 
 
-def _with_leaders(assign, chosen: dict[int, int]) -> list[list[int]]:
-    """Copy of `assign` with new leaders; the old leader becomes the first follower."""
-    out = [list(r) for r in assign]
-    for p, b in chosen.items():
-        reps = out[p]
-        old = reps[0]
-        reps.remove(b)
-        reps.insert(0, b)
-        if len(reps) > 2:
-            reps.remove(old)
-            reps.insert(1, old)
-    return out
+def _reordered(lens: np.ndarray, mat: np.ndarray, chosen: _Choice) -> np.ndarray:
+    """Copy of `mat` with the chosen partitions' two replicas first (one if the partition has
+    only one), the others behind them in their order.
 
-
-def _with_followers(assign, chosen: dict[int, int]) -> list[list[int]]:
-    out = [list(r) for r in assign]
-    for p, b in chosen.items():
-        reps = out[p]
-        reps.remove(b)
-        reps.insert(1, b)
-    return out
-
-
-def _with_pairs(assign, chosen: dict[int, tuple[int, int]]) -> list[list[int]]:
-    out = [list(r) for r in assign]
-    for p, (x, y) in chosen.items():
-        reps = out[p]
-        if reps[0] == x and (len(reps) == 1 or reps[1] == y):
-            continue
-        rest = [b for b in reps if b not in (x, y)]
-        out[p] = [x] + ([y] if y != x else []) + rest
+    A new leader takes the old one as first follower; a new first follower keeps the leader;
+    a chosen pair takes both places."""
+    rows, first, second = chosen
+    out = mat.copy()
+    if not rows.size:
+        return out
+    width = mat.shape[1]
+    sub = mat[rows]
+    a = (sub == first[:, None]).argmax(axis=1)
+    c = (sub == second[:, None]).argmax(axis=1)
+    key = (lens[rows] * width + a) * width + c
+    # One fancy-indexed copy per (replication factor, first place, second place).
+    for kk in np.unique(key).tolist():
+        k, av, cv = kk // (width * width), kk // width % width, kk % width
+        head = [av] if av == cv else [av, cv]
+        idx = head + [i for i in range(k) if i not in head]
+        sel = key == kk
+        out[rows[sel], :k] = sub[sel][:, idx]
     return out
 
 
@@ -463,7 +487,7 @@ def _exact_pass(ws: Workspace) -> bool:
     return True
 
 
-# Two routes kept as closures over one best order so far (63 lines): split, they would pass it around.
+# Two routes kept as closures over one best order so far (62 lines): split, they would pass it around.
 def _leadership_pass(ws: Workspace) -> bool:
     """Reorder the selected partitions' replicas for leader, per-topic and failover balance.
 
@@ -475,40 +499,42 @@ def _leadership_pass(ws: Workspace) -> bool:
     """
     if not ws.selected or ws.target_idx.size < 2:
         return False
-    before = leader_figures(ws, ws.assign)
+    lens, cur = replica_matrix(ws, ws.assign)
+    before = _figures(ws, lens, cur)
     if before.met():
         return False
-    fr = _Frame(ws, ws.assign)
+    fr = _Frame(ws, lens, cur)
     if not fr.items:
         return False
-    best = (before.rank(), ws.assign)
+    best = (before.rank(), cur)
 
-    def consider(assign):
+    def consider(order):
         nonlocal best
-        figs = leader_figures(ws, assign)
+        figs = _figures(ws, lens, order)
         key = figs.rank()
         if key < best[0]:
-            best = (key, assign)
+            best = (key, order)
         return figs
 
-    cur = ws.assign
+    def step(choose, order):
+        return _reordered(lens, order, choose(ws, lens, order, fr))
 
     def leaders_first():
         trial = cur
         if before.shortfall().leader_spread or before.shortfall().topic_leader_excess:
-            trial = _with_leaders(cur, _choose_leaders(ws, cur, fr))
+            trial = step(_choose_leaders, cur)
             if not consider(trial).shortfall().failover_excess:
                 return
-        consider(_with_followers(trial, _choose_followers(ws, trial, fr)))
+        consider(step(_choose_followers, trial))
 
     def pairs_first():
-        joint = _with_pairs(cur, _choose_pairs(ws, cur, fr))
+        joint = step(_choose_pairs, cur)
         figs = consider(joint)
         if figs.shortfall().topic_leader_excess:
-            joint = _with_leaders(joint, _choose_leaders(ws, joint, fr))
+            joint = step(_choose_leaders, joint)
             figs = consider(joint)
         if figs.shortfall().failover_excess:
-            consider(_with_followers(joint, _choose_followers(ws, joint, fr)))
+            consider(step(_choose_followers, joint))
 
     # Failover already fine: fixing leaders alone is cheapest. Otherwise leader and
     # first follower have to be chosen together; the other route is the fallback.
@@ -520,10 +546,19 @@ def _leadership_pass(ws: Workspace) -> bool:
         route()
         if not any(best[0][:3]):  # every shortfall 0
             break
-    if best[1] is ws.assign:
+    if best[1] is cur:
         return False
-    for p in ws.selected:
-        if best[1][p] != ws.assign[p]:
-            ws.reasons.setdefault(p, "leadership")
-            ws.assign[p] = best[1][p]
+    _take(ws, lens, cur, best[1])
     return True
+
+
+def _take(ws: Workspace, lens: np.ndarray, old: np.ndarray, new: np.ndarray) -> None:
+    """Write the partitions whose order differs between `old` and `new` (broker-index
+    matrices) into `ws.assign` as broker ids, each with the reason "leadership"."""
+    rows = np.flatnonzero((old != new).any(axis=1))
+    ids = np.asarray(ws.ids, dtype=np.int64)
+    width = new.shape[1]
+    with collector.paused():  # up to a list per partition, no cycles
+        for p, reps, k in zip(rows.tolist(), ids[new[rows]].tolist(), lens[rows].tolist()):
+            ws.reasons.setdefault(p, "leadership")
+            ws.assign[p] = reps if k == width else reps[:k]
