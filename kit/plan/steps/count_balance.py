@@ -199,8 +199,8 @@ class _CountBalance:
             # The 32 least (-d, -topic): one key per topic, unique, so the kept set does not
             # depend on how numpy's partition (SIMD code on some CPUs) orders equal values.
             # Among equal d the higher topic numbers are kept: on the 200k benchmark clusters
-            # that ends no figure worse than the old arbitrary choice (the lower ones left a
-            # rebalance's failover excess one higher).
+            # the lower ones left a rebalance's failover excess one higher than the old
+            # arbitrary choice; this rule keeps it (and moves 0.14% more bytes, within bound).
             topics = np.arange(neg_d.size) if every else cand_t
             keep = (neg_d * self.n_topics - topics).argpartition(31)[:32]
             return sorted(zip(neg_d[keep].tolist(), topics[keep].tolist()))
