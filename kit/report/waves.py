@@ -53,7 +53,9 @@ def moves_of(plan: Plan) -> list[Move]:
         reps = p.replicas
         added = tuple(b for b in after[i] if b not in reps)
         # Followers copy from the current leader: the first live in-sync replica.
-        source = leader_of(p, set(reps).difference(dead)) or reps[0]
+        source = leader_of(p, set(reps).difference(dead))
+        if source is None:  # no live in-sync replica: the preferred one (broker 0 is a real id)
+            source = reps[0]
         out.append(Move(i, p.size, source, added))
     return out
 

@@ -115,6 +115,16 @@ def test_moves_copy_from_the_first_live_in_sync_replica():
     assert (m.source, m.added) == (2, (3,))
 
 
+def test_broker_0_leading_is_the_source_of_the_copy():
+    # Kafka's broker ids start at 0: a leader numbered 0 is a leader, not "none".
+    c = cluster_from_snapshot({"version": 1, "brokers": [{"id": 0}, {"id": 1}, {"id": 2}],
+                               "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 0], "isr": [0],
+                                               "leader": 0, "size": 10}]})
+    plan = Plan(cluster=c, action="test", after=[[2, 0]], targets=[0, 1, 2], selected=[0])
+    (m,) = moves_of(plan)
+    assert (m.source, m.added) == (0, (2,))
+
+
 def test_wave_documents_together_are_the_plan():
     c = two_partition_cluster()
     plan = planners.plan_replace(c, [(1, 3)])
