@@ -365,8 +365,8 @@ def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     plan = plan_replace(cluster, [(1009, 1013)])
     real = figures.plan_report
 
-    def with_a_problem(p):
-        report = real(p)
+    def with_a_problem(p, *arrays):
+        report = real(p, *arrays)
         return {**report, "problems": ["topic-0000 p0 lists broker 1013 twice"], "problem_count": 1}
     monkeypatch.setattr(figures, "plan_report", with_a_problem)
     with pytest.raises(runbook_steps.CheckFailed, match="the plan failed its own checks: topic-0000 p0 lists"):
