@@ -72,35 +72,51 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
     """
     n = len(out_cap)
     rate = np.zeros(len(src))
-    # The resources: each broker's out capacity (0..n-1) then its in capacity (n..2n-1); the
-    # pairs still filling (`live`), with the two resources each uses, shrink round by round.
     live = np.flatnonzero(weight > 0)
-    s_a, d_a, w_a = src[live], dst[live] + n, weight[live]
+    s_l, d_l = src[live], dst[live]
+    # The flows as a source x destination matrix of weights: a full resource (broker out,
+    # broker in) freezes its row or column, and the others' weights lose its sum (whole
+    # numbers: exact). A round costs a few operations on the brokers, none on the pairs
+    # (a rate estimate replays thousands of fillings of tens of rounds each).
+    m = np.zeros((n, n))
+    np.add.at(m, (s_l, d_l), weight[live])
+    # The resources: each broker's out capacity (0..n-1) then its in capacity (n..2n-1).
+    w = np.concatenate([m.sum(axis=1), m.sum(axis=0)])
+    w_out, w_in = w[:n], w[n:]
     room = np.concatenate([out_cap, in_cap]).astype(float)
-    w = np.bincount(np.concatenate([s_a, d_a]), weights=np.concatenate([w_a, w_a]), minlength=2 * n)
-    limit = np.empty(2 * n)
-    filled = 0.0  # the rate of every pair still filling
+    room[w == 0] = np.inf  # no flows or full: never the level (inf / 0 is inf too)
+    limit, taken = np.empty(2 * n), np.empty(2 * n)
+    when = np.full(2 * n, len(live) + 1)  # the round a resource filled (past the end: never)
+    levels = []  # the rate of every pair still filling, after each round
+    filled = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        while len(live):
-            limit.fill(np.inf)
-            np.divide(room, w, out=limit, where=w > 0)
-            level = float(limit.min())
-            if not math.isfinite(level):
+        while True:
+            np.divide(room, w, out=limit)
+            level = float(np.minimum.reduce(limit))
+            if level == math.inf:
                 break
             level = max(level, 0.0)
-            room -= level * w
+            np.multiply(w, level, out=taken)
+            np.subtract(room, taken, out=room)
             filled += level
             # Every resource at the level is full: its flows are frozen (a rounding margin, so
             # a tie does not cost one more round).
-            full = limit <= level + (level * 1e-12 + 1e-12)
-            frozen = full[s_a] | full[d_a]
-            rate[live[frozen]] = filled
-            # The weights are whole numbers: taking the frozen pairs' off is exact.
-            w -= np.bincount(np.concatenate([s_a[frozen], d_a[frozen]]),
-                             weights=np.concatenate([w_a[frozen], w_a[frozen]]), minlength=2 * n)
-            keep = ~frozen
-            live, s_a, d_a, w_a = live[keep], s_a[keep], d_a[keep], w_a[keep]
-    rate[live] = filled
+            full = (limit <= level + (level * 1e-12 + 1e-12)).nonzero()[0]
+            when[full] = len(levels)
+            levels.append(filled)
+            room[full] = np.inf
+            if full[0] < n:
+                rows = full[full < n]
+                w_in -= m[rows].sum(axis=0)
+                m[rows] = 0.0
+            if full[-1] >= n:
+                cols = full[full >= n] - n
+                w_out -= m[:, cols].sum(axis=1)
+                m[:, cols] = 0.0
+    levels.append(filled)
+    # A pair's rate: the level when the first of its two resources filled.
+    first = np.minimum(np.minimum(when[s_l], when[n + d_l]), len(levels) - 1)
+    rate[live] = np.array(levels)[first]
     return rate
 
 
