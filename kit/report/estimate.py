@@ -200,8 +200,7 @@ class _FluidRun:
         self.waiting = {i: 0 for i in targets}
         for i in self.part:
             self.waiting[i] += 1
-        for i in sorted(i for i, n in self.waiting.items() if n == 0):
-            self.clients.finish(i, targets[i])
+        self.clients.finish_all(sorted(i for i, n in self.waiting.items() if n == 0), targets)
         self.c_rx = np.array([self.clients.rx[b] for b in self.ids])
         self.c_tx = np.array([self.clients.tx[b] for b in self.ids])
         self.progress = np.zeros(len(pair_key))
