@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from operator import attrgetter, mul
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,9 +30,9 @@ DEFAULT_MAX_MOVES_PER_BROKER = 5
 MIN_RATE = 10_000_000.0  # bytes/s
 
 
-@dataclass(frozen=True)
-class Move:
-    """One partition reassignment: where its data comes from and goes to."""
+class Move(NamedTuple):
+    """One partition reassignment: where its data comes from and goes to (a named tuple: a
+    200,000-partition plan makes 200,000 of them, and a frozen dataclass took 0.4 s)."""
 
     index: int  # partition index in the cluster
     size: int  # bytes copied to each added replica
@@ -51,12 +52,11 @@ def moves_of(plan: Plan) -> list[Move]:
     for i in plan.changed():
         p = parts[i]
         reps = p.replicas
-        added = tuple(b for b in after[i] if b not in reps)
         # Followers copy from the current leader: the first live in-sync replica.
         source = leader_of(p, set(reps).difference(dead))
         if source is None:  # no live in-sync replica: the preferred one (broker 0 is a real id)
             source = reps[0]
-        out.append(Move(i, p.size, source, added))
+        out.append(Move(i, p.size, source, tuple([b for b in after[i] if b not in reps])))
     return out
 
 
