@@ -276,7 +276,7 @@ class ClientTraffic:
 
     def _apply(self, i: int, sign: float) -> None:
         holders, leader = self._state(i)
-        b_in, b_out = self.traffic[i]
+        b_in, b_out = map(float, self.traffic[i])  # Python floats (the same values) from an array's row too
         for b, r, t in partition_load(self.cluster.partitions[i], b_in, b_out, self.live, holders, leader):
             self.rx[b] += sign * r
             self.tx[b] += sign * t

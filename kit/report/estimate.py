@@ -193,19 +193,21 @@ class _FluidRun:
         self.end = np.append(self.head[1:], len(size))
         self.weight = (self.end - self.head).astype(float)  # unfinished copies per pair
         self.next_size = size[self.order][self.head]
-        self.src_left = np.bincount(self.src, minlength=nb)  # unfinished copies per source
-        self.dst_left = np.bincount(self.dst, minlength=nb)
+        # Unfinished copies per source and per destination: who takes part, leaders (tx) then
+        # followers (rx), the auto-throttle's two roles (the rows of the arrays below alike).
+        self.taking = np.stack([np.bincount(self.src, minlength=nb), np.bincount(self.dst, minlength=nb)])
         self.left = len(size)
         self.clients = ClientTraffic(cluster, figures, live)
         self.waiting = {i: 0 for i in targets}
         for i in self.part:
             self.waiting[i] += 1
         self.clients.finish_all(sorted(i for i, n in self.waiting.items() if n == 0), targets)
-        self.c_rx = np.array([self.clients.rx[b] for b in self.ids])
-        self.c_tx = np.array([self.clients.tx[b] for b in self.ids])
+        self.client = np.empty((2, nb))  # the clients' tx and rx
+        self.note_clients()
         self.progress = np.zeros(len(pair_key))
-        self.send = self.recv = np.zeros(nb)
-        # The window's peak: rx, tx, replication rx, replication tx. `version` counts the
+        self.pair_ends = np.concatenate([self.p_src, self.p_dst + nb])
+        self.sent = np.zeros((2, nb))  # replication out (tx) and in (rx)
+        # The window's peak: tx, rx, replication tx, replication rx. `version` counts the
         # states (rates, clients) the run went through; `window` is the one state the window
         # saw (None: several), `finished` the copy-finishing steps so far.
         self.peak = np.zeros((4, nb))
@@ -216,7 +218,8 @@ class _FluidRun:
         self.settings: Settings | None = None
         self.replay = False
         self.applied = np.full((2, nb), np.nan)  # the auto-throttle's leader and follower rates, NaN: none
-        self.out_cap = self.in_cap = None
+        self.caps = np.empty((2, nb))  # the caps in force: out (leaders) then in (followers)
+        self.out_cap, self.in_cap = self.caps
 
     def throttle(self, throttle: float | str | None, settings: Settings, bound: float | None,
                  first_decision_s: float, assumptions: list[str], replay: bool = False) -> float:
@@ -230,7 +233,7 @@ class _FluidRun:
                 interval = bound / MAX_DECISIONS
                 assumptions.append(f"modelled with a decision every {interval:.0f} s (a long run: at most "
                                    f"{MAX_DECISIONS} rounds computed)")
-            self.out_cap, self.in_cap = self.nic.copy(), self.nic.copy()
+            self.caps[:] = self.nic
             if first_decision_s > 0:
                 # Applied at the minimum on every broker taking part, until the first decision.
                 self.out_cap[np.unique(self.src)] = settings.minimum
@@ -243,10 +246,9 @@ class _FluidRun:
                 assumptions.append(f"applied at the {settings.minimum / 1e6:.0f} MB/s minimum until the "
                                    f"auto-throttle's first decision at {first_decision_s:g} s")
         elif throttle is None:
-            self.out_cap, self.in_cap = self.nic.copy(), self.nic.copy()
+            self.caps[:] = self.nic
         else:
-            self.out_cap = np.full(self.nb, float(throttle))
-            self.in_cap = self.out_cap.copy()
+            self.caps[:] = float(throttle)
         return interval
 
     def run(self, interval: float, first_decision_s: float, group: int) -> tuple[float, int]:
@@ -274,8 +276,8 @@ class _FluidRun:
         return t, steps
 
     def rates(self, t: float, group: int) -> tuple[np.ndarray, float]:
-        """The pairs' max-min fair rates (the brokers' replication out and in go to `send` and
-        `recv`), and when the `group`-th unfinished copy ends at those rates."""
+        """The pairs' max-min fair rates (the brokers' replication out and in go to `sent`),
+        and when the `group`-th unfinished copy ends at those rates."""
         weight = self.weight
         rate = pair_rates(self.p_src, self.p_dst, weight, self.out_cap, self.in_cap)
         live = np.flatnonzero(weight > 0)
@@ -290,8 +292,10 @@ class _FluidRun:
         with np.errstate(divide="ignore", invalid="ignore"):
             left = np.where((r > 0)[:, None] & there, (sizes - self.progress[live, None]) / r[:, None], np.inf)
         t_event = t + float(np.partition(left.ravel(), k)[k])
-        self.send = np.bincount(self.p_src, weights=rate * weight, minlength=self.nb)
-        self.recv = np.bincount(self.p_dst, weights=rate * weight, minlength=self.nb)
+        flows = rate * weight
+        # One bincount over sources then destinations: each broker's sum in pair order, as two.
+        self.sent = np.bincount(self.pair_ends, weights=np.concatenate([flows, flows]),
+                                minlength=2 * self.nb).reshape(2, self.nb)
         self.version += 1
         self.noted = False
         return rate, t_event
@@ -301,16 +305,13 @@ class _FluidRun:
         state the window already holds again changes nothing, so it is noted once)."""
         if self.noted:
             return
-        send, recv = self.send, self.recv
-        rx_all, tx_all = self.c_rx + recv, self.c_tx + send
+        total = self.client + self.sent
         if not self.peaked:
-            self.peak[0], self.peak[1], self.peak[2], self.peak[3] = rx_all, tx_all, recv, send
+            self.peak[:2], self.peak[2:] = total, self.sent
             self.window = self.version
         else:
-            m = rx_all >= self.peak[0]
-            self.peak[0, m], self.peak[2, m] = rx_all[m], recv[m]
-            m = tx_all >= self.peak[1]
-            self.peak[1, m], self.peak[3, m] = tx_all[m], send[m]
+            m = total >= self.peak[:2]
+            self.peak[:2][m], self.peak[2:][m] = total[m], self.sent[m]
             self.window = None
         self.peaked = self.noted = True
 
@@ -330,16 +331,15 @@ class _FluidRun:
             self.next_size[p] = self.sorted_size[h] if h < e else math.inf
         newly.sort()  # the clients' traffic changes in plan order, as copy by copy
         self.left -= len(newly)
-        self.src_left -= np.bincount(self.src[newly], minlength=self.nb)
-        self.dst_left -= np.bincount(self.dst[newly], minlength=self.nb)
+        self.taking[0] -= np.bincount(self.src[newly], minlength=self.nb)
+        self.taking[1] -= np.bincount(self.dst[newly], minlength=self.nb)
         for j in newly:
             i = self.part[j]
             self.clients.join(i, self.ids[self.dst[j]])
             self.waiting[i] -= 1
             if not self.waiting[i]:
                 self.clients.finish(i, self.targets[i])
-        self.c_rx = np.array([self.clients.rx[b] for b in self.ids])
-        self.c_tx = np.array([self.clients.tx[b] for b in self.ids])
+        self.note_clients()
         self.version += 1
         self.finished += 1
         self.noted = False
@@ -354,17 +354,13 @@ class _FluidRun:
             # would note the one state it holds first (no copy finished since, nor rate
             # changed): the peak stays.
             return False
-        if self.peaked:
-            rx, tx, r_rx, r_tx = self.peak
-        else:
-            rx, tx, r_rx, r_tx = self.c_rx, self.c_tx, np.zeros(self.nb), np.zeros(self.nb)
-        roles = np.stack([self.src_left > 0, self.dst_left > 0])  # leaders (tx), followers (rx)
+        used, replication = (self.peak[:2], self.peak[2:]) if self.peaked else (self.client, np.zeros((2, self.nb)))
+        roles = self.taking > 0  # leaders (tx), followers (rx)
         clear = ~np.isnan(self.applied).all(axis=0) & ~roles.any(axis=0)
         self.applied[:, clear] = np.nan
-        self.applied, setting = role_rates(self.settings, self.nic2, np.stack([tx, rx]), np.stack([r_tx, r_rx]),
-                                           self.applied, roles)
-        self.out_cap[setting[0]], self.in_cap[setting[1]] = self.applied[0, setting[0]], self.applied[1, setting[1]]
-        self.out_cap[clear], self.in_cap[clear] = self.nic[clear], self.nic[clear]
+        self.applied, setting = role_rates(self.settings, self.nic2, used, replication, self.applied, roles)
+        self.caps[setting] = self.applied[setting]
+        self.caps[:, clear] = self.nic[clear]
         changed = bool(clear.any() or setting.any())
         self.quiet = None if changed else inputs
         self._reset_window()
@@ -373,14 +369,14 @@ class _FluidRun:
     def decide_replay(self, now: float) -> bool:
         """`decide` by `AutoThrottle.decide` itself, every round (the reference `decide` is
         checked against)."""
-        sources = {self.ids[k] for k in np.flatnonzero(self.src_left)}
-        dests = {self.ids[k] for k in np.flatnonzero(self.dst_left)}
+        sources = {self.ids[k] for k in np.flatnonzero(self.taking[0])}
+        dests = {self.ids[k] for k in np.flatnonzero(self.taking[1])}
         metrics = {}
         for k, b in enumerate(self.ids):
             if self.peaked:
-                metrics[b] = NetSample(now, self.peak[0, k], self.peak[1, k], self.peak[2, k], self.peak[3, k])
+                metrics[b] = NetSample(now, self.peak[1, k], self.peak[0, k], self.peak[3, k], self.peak[2, k])
             else:
-                metrics[b] = NetSample(now, self.c_rx[k], self.c_tx[k], 0.0, 0.0)
+                metrics[b] = NetSample(now, self.client[1, k], self.client[0, k], 0.0, 0.0)
         d = self.auto.decide(now, "", sources, dests, metrics)
         changed = False
         for b, rates in d.rates.items():
@@ -394,6 +390,11 @@ class _FluidRun:
             self.out_cap[k], self.in_cap[k], changed = self.nic[k], self.nic[k], True
         self._reset_window()
         return changed
+
+    def note_clients(self) -> None:
+        """The clients' traffic per broker position, from `ClientTraffic`'s dicts."""
+        self.client[0] = np.fromiter(map(self.clients.tx.__getitem__, self.ids), float, self.nb)
+        self.client[1] = np.fromiter(map(self.clients.rx.__getitem__, self.ids), float, self.nb)
 
     def _reset_window(self) -> None:
         self.peak[:] = 0.0
