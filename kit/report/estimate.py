@@ -72,14 +72,16 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     -------
     dict
         ``estimate_s`` (None when a broker's capacity is unknown), ``lower_bound_s``,
-        ``assumptions`` (short strings), ``steps`` (rate recomputations), ``unknown`` (brokers
+        ``lower_bound_leaves_out`` (copying brokers whose clients leave no NIC capacity free:
+        the bound does not cover them), ``assumptions`` (short strings), ``steps`` (rate recomputations), ``unknown`` (brokers
         without a capacity).
     """
     settings = settings or Settings()
     try:
         figures = traffic_array(cluster, client_load)
     except BadInput as e:  # a what-if load needs the brokers' capacities: unknown, and said
-        return {"estimate_s": None, "lower_bound_s": None, "steps": 0, "assumptions": [str(e)],
+        return {"estimate_s": None, "lower_bound_s": None, "lower_bound_leaves_out": [], "steps": 0,
+                "assumptions": [str(e)],
                 "unknown": sorted(b.id for b in cluster.brokers.values() if b.alive and b.net_capacity is None)}
     brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
     live = set(brokers)
@@ -93,12 +95,13 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     involved = set(np.unique(np.concatenate([source, dest])).tolist())
     # A fixed throttle is a rate for every broker: only the others need the capacities.
     unknown = sorted(b for b in involved if b not in cap) if throttle == "auto" or throttle is None else []
-    result = {"estimate_s": None, "lower_bound_s": None, "assumptions": assumptions, "steps": 0,
-              "unknown": unknown}
+    result = {"estimate_s": None, "lower_bound_s": None, "lower_bound_leaves_out": [], "assumptions": assumptions,
+              "steps": 0, "unknown": unknown}
     if unknown:
         return result
-    bound = lower_bound(cluster, targets, copies, figures, cap) if all(b in cap for b in involved) else None
-    result["lower_bound_s"] = bound
+    left_out: list[int] = []
+    bound = lower_bound(cluster, targets, copies, figures, cap, left_out) if all(b in cap for b in involved) else None
+    result.update(lower_bound_s=bound, lower_bound_leaves_out=left_out)
     if not len(source):
         result["estimate_s"] = 0.0
         return result

@@ -265,6 +265,7 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
     return {
         "estimate_s": _round(pred["estimate_s"]) if not missing else None,
         "lower_bound_s": _round(pred["lower_bound_s"]),
+        "lower_bound_leaves_out": pred["lower_bound_leaves_out"],
         "assumptions": pred["assumptions"],
         "throttle": mode,
         "interval_s": settings.interval if mode == "auto" else None,
@@ -298,10 +299,8 @@ def duration_lines(d: dict, max_waves: int = 10) -> list[str]:
     mode = d.get("throttle", "auto")
     how = ("with the auto-throttle" if mode == "auto" else "unthrottled" if mode == "none"
            else f"at a fixed throttle of {_human_rate(d['throttle_bytes_per_sec'])}")
-    bound = d.get("lower_bound_s")
     out.append(f"  estimate:    {human_duration(d['seconds_all_at_once'])} (simulated cluster time, apply to last "
-               f"replica in sync, all at once {how})"
-               + (f"; physical lower bound {human_duration(bound)}" if bound is not None else ""))
+               f"replica in sync, all at once {how}){_bound_text(d)}")
     for a in d.get("assumptions", []):
         out.append(f"    assumes {a}")
     if d["busiest_broker"] is not None:
@@ -315,6 +314,22 @@ def duration_lines(d: dict, max_waves: int = 10) -> list[str]:
             break
         out.append(f"    wave {n}: {parts} partition(s), {human_duration(secs)}")
     return out
+
+
+def _bound_text(d: dict) -> str:
+    """The physical lower bound as the estimate line's tail, saying which brokers it leaves out:
+    on a broker whose clients fill its NIC no copy is safe, so the bound has nothing to say
+    there (a bare "0s" would read as "could be instant")."""
+    bound, out = d.get("lower_bound_s"), d.get("lower_bound_leaves_out") or []
+    if bound is None:
+        return ""
+    if not out:
+        return f"; physical lower bound {human_duration(bound)}"
+    if not bound:
+        return (f"; no physical lower bound: the clients of every copying broker ({len(out)}) leave no NIC "
+                "capacity free")
+    return (f"; physical lower bound {human_duration(bound)} over the copying brokers with NIC capacity free "
+            f"({len(out)} have none)")
 
 
 def _human_rate(x: float) -> str:

@@ -231,11 +231,14 @@ def flow_arrays(flows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flow] | tuple,
-                traffic: list[tuple[float, float]], capacity: dict[int, float]) -> float | None:
+                traffic: list[tuple[float, float]], capacity: dict[int, float],
+                left_out: list[int] | None = None) -> float | None:
     """design.md's lower_bound_s: max over brokers and directions of replication bytes over the
     capacity the broker's client traffic leaves free, that traffic taken at its lightest during
     the reassignment (kit/traffic.py's floor_traffic). None when a broker's capacity is unknown;
-    a broker whose clients leave nothing free is left out (its copies displace clients).
+    a broker whose clients leave nothing free is left out (its copies displace clients: no
+    duration is safe there) and, with `left_out`, named in it, so a reader is told the bound
+    does not cover it.
 
     `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`.
     """
@@ -250,6 +253,10 @@ def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flo
             free = capacity[b] - client.get(b, 0.0)
             if n > 0 and free > 0:
                 worst = max(worst, n / free)
+            elif n > 0 and left_out is not None and b not in left_out:
+                left_out.append(b)
+    if left_out is not None:
+        left_out.sort()
     return worst
 
 

@@ -12,7 +12,7 @@ from kit.report.estimate import predict
 from kit.formats import cluster_from_snapshot, load_snapshot
 from kit.sim.physics import simulate
 from kit.traffic import ClientTraffic, broker_traffic, partition_traffic
-from kit.report.waves import duration_lines, duration_report, moves_of, split_waves
+from kit.report.waves import duration_lines, duration_report, human_duration, moves_of, split_waves
 
 SMALL = ("--brokers", "9", "--racks", "3", "--partitions", "150", "--seed", "3")
 
@@ -152,3 +152,25 @@ def test_finishing_many_partitions_at_once_gives_the_one_by_one_floats(parts, de
             clients.join(i, min(live))
     figures = [[float(x[b]).hex() for b in sorted(live)] for x in (one.rx, one.tx)]
     assert [[float(x[b]).hex() for b in sorted(live)] for x in (many.rx, many.tx)] == figures
+
+
+@pytest.mark.parametrize("load, left_out", [(0.3, "none"), (1.3, "some"), (5.0, "all")])
+def test_the_lower_bound_names_the_brokers_it_leaves_out(make_snapshot, load, left_out):
+    # Where clients fill a broker's NIC no copy there is safe: the bound leaves the broker out and
+    # the summary says so, instead of a bare "physical lower bound 0s".
+    c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", "az-loss", "--client-load", str(load))))
+    plan = _plan(c, "az-loss")
+    d = duration_report(plan, split_waves(moves_of(plan)))
+    line = next(x for x in duration_lines(d) if x.strip().startswith("estimate:"))
+    out = d["lower_bound_leaves_out"]
+    assert out == sorted(out)
+    if left_out == "none":
+        assert out == [] and d["lower_bound_s"] > 0
+        assert line.endswith(f"; physical lower bound {human_duration(d['lower_bound_s'])}")
+    elif left_out == "some":
+        assert out and d["lower_bound_s"] > 0
+        assert f"over the copying brokers with NIC capacity free ({len(out)} have none)" in line
+    else:
+        assert d["lower_bound_s"] == 0 and len(out) == 6  # the six live brokers all copy
+        assert line.endswith("no physical lower bound: the clients of every copying broker (6) leave no NIC "
+                             "capacity free")
