@@ -127,12 +127,16 @@ class _CountBalance:
         self.desc = sorted((-self.count[x], x) for x in tidx)
         # Broker-major: a pick reads the rows of two brokers. The numpy rows feed the one
         # vectorised part of a pick (ordering the topics), the lists everything else.
-        self.tcount_t = np.ascontiguousarray(ws.tcount.T)
-        self.tc_rows = list(self.tcount_t)
-        self.n_topics = self.tcount_t.shape[1]  # the key (-d, topic) is -d * n_topics + topic
-        self.tc = self.tcount_t.tolist()
+        tcount_t = np.ascontiguousarray(ws.tcount.T)
+        n_topics = self.n_topics = tcount_t.shape[1]
+        # A topic's key for a pick from a to b, -d * n_topics - topic, is one subtraction of
+        # rows kept for it: count * n_topics for b, count * n_topics + topic for a.
+        self.scaled = tcount_t * n_topics
+        self.scaled_t = self.scaled + np.arange(n_topics)
+        self.sc_rows, self.sct_rows = list(self.scaled), list(self.scaled_t)
+        self.tc = tcount_t.tolist()
         self.shared = ws.shared.tolist()
-        movable = np.zeros(self.tcount_t.shape, dtype=np.int64)
+        movable = np.zeros(tcount_t.shape, dtype=np.int64)
         for x, by_topic in enumerate(self.pool):
             for t, bucket in by_topic.items():
                 movable[x, t] = len(bucket)
@@ -172,9 +176,9 @@ class _CountBalance:
             self.failed.setdefault(a, set()).add(b)
         return p
 
-    def topic_order(self, a: int, b: int) -> list[tuple[int, int]]:
-        """(-d, topic) for the topics a pick from broker index a to b looks at, in the order it
-        looks (d: how many more of the topic a holds than b).
+    def topic_order(self, a: int, b: int) -> list[int]:
+        """The topics a pick from broker index a to b looks at, in the order it looks, as
+        -d * n_topics + topic (d: how many more of the topic a holds than b), ascending.
 
         The topics with a planned move (`quotas`: a quota to leave a and one to reach b) if
         any, else every topic with a movable replica on a; unless the search is exhaustive,
@@ -189,22 +193,21 @@ class _CountBalance:
             cand_t = self.movable_topics.get(a)
             if cand_t is None:
                 cand_t = self.movable_topics[a] = self.nz_rows[a].nonzero()[0]
-        # -d, by topic: the array argpartition orders (b's row minus a's, the same values
-        # as negating a's minus b's); where every topic is a candidate, no gather.
-        neg_d = self.tc_rows[b] - self.tc_rows[a]
-        every = cand_t.size == neg_d.size
-        if not every:
-            neg_d = neg_d[cand_t]
+        # -d * n_topics - topic, by topic (the key names its topic: a gather keeps it).
+        key = self.sc_rows[b] - self.sct_rows[a]
+        if cand_t.size != key.size:
+            key = key[cand_t]
         if cand_t.size > 32 and not self.fresh:
             # The 32 least (-d, -topic): one key per topic, unique, so the kept set does not
             # depend on how numpy's partition (SIMD code on some CPUs) orders equal values.
             # Among equal d the higher topic numbers are kept: on the 200k benchmark clusters
             # the lower ones left a rebalance's failover excess one higher than the old
             # arbitrary choice; this rule keeps it (and moves 0.14% more bytes, within bound).
-            topics = np.arange(neg_d.size) if every else cand_t
-            keep = (neg_d * self.n_topics - topics).argpartition(31)[:32]
-            return sorted(zip(neg_d[keep].tolist(), topics[keep].tolist()))
-        return sorted(zip(neg_d.tolist(), cand_t.tolist()))
+            key = np.partition(key, 31)[:32]
+        # To -d * n_topics + topic (topic = -key mod n_topics): the order in which a pick
+        # looks, one int each (a sort of ints, not of pairs).
+        n_topics = self.n_topics
+        return sorted([k + 2 * (-k % n_topics) for k in key.tolist()])
 
     # One candidate scan kept whole (90 lines): the count balance's hot loop, its test inlined in `scan`.
     def pick_partition(self, a: int, b: int) -> int | None:
@@ -225,6 +228,7 @@ class _CountBalance:
             return None
         ws = self.ws
         exhaustive, degree_floor = self.fresh, self.floor
+        n_topics = self.n_topics
         order = self.topic_order(a, b)
         a_id, b_id = ws.ids[a], ws.ids[b]
         shared_a, shared_b = self.shared[a], self.shared[b]
@@ -287,10 +291,11 @@ class _CountBalance:
         if recent:
             scan(recent, len(recent))
         # Stay with topics that a holds clearly more of than b, once some candidate exists.
-        least = min(-order[0][0] - 2, 1)
+        least = min(-(order[0] // n_topics) - 2, 1)
         per_topic = len(ws.assign) if exhaustive else scan_topic
         seen = 0
-        for neg_d, t in order:
+        for key in order:
+            neg_d, t = divmod(key, n_topics)
             d = -neg_d
             if best is not None and (d < least or seen >= scan_all):
                 break
@@ -317,8 +322,11 @@ class _CountBalance:
         a_id, b_id = ws.ids[a], ws.ids[b]
         ws.replace_slot(p, ws.assign[p].index(a_id), b_id, self.reason)
         self._count_moved(a, b)
-        self.tcount_t[a, t] -= 1
-        self.tcount_t[b, t] += 1
+        n_topics = self.n_topics
+        self.scaled[a, t] -= n_topics
+        self.scaled_t[a, t] -= n_topics
+        self.scaled[b, t] += n_topics
+        self.scaled_t[b, t] += n_topics
         tc, movable = self.tc, self.movable
         tc[a][t] -= 1
         tc[b][t] += 1
