@@ -160,13 +160,13 @@ def water_fill(avail: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.nda
 # the next dearer, the rest dearest, so deviations spread thin instead of piling up.
 _TIER_COSTS = (16, 4, 1)
 _TIER_UNIT = 8  # one step of deviation costs more than any change-of-order cost on an item
-# From this many items, `soft_assignment` may solve by parts and repair (see there): 4x faster
+# From this many items, `soft_assignment` may solve by parts and repair (see there): 2-3x faster
 # on the 200,000-partition leader flows of az-loss, rebalance and scale-out, but off (None) for
-# now, since the other optimum it picks made two of those plans' figures worse (issue 19).
+# now: the other optimum it picks left az-loss's failover spread worse (issue 19).
 SPLIT_LIMIT: int | None = None
 
 
-# One min-cost-flow network built and solved whole (68 lines): its node numbering runs through it all.
+# One min-cost-flow network built and solved whole (73 lines): its node numbering runs through it all.
 def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
                     group_lo: np.ndarray, group_hi: np.ndarray, group_cap: np.ndarray,
                     parent_of_group: np.ndarray | None = None,
