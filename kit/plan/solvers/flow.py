@@ -161,9 +161,9 @@ def water_fill(avail: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.nda
 _TIER_COSTS = (16, 4, 1)
 _TIER_UNIT = 8  # one step of deviation costs more than any change-of-order cost on an item
 # From this many items, `soft_assignment` may solve by parts and repair (see there): 2-3x faster
-# on the 200,000-partition leader flows of az-loss, rebalance and scale-out, but off (None) for
-# now: the other optimum it picks left az-loss's failover spread worse (issue 19).
-SPLIT_LIMIT: int | None = None
+# on the 200,000-partition leader flows of az-loss, rebalance and scale-out, whose plans it
+# leaves equal or better on every evaluate_plan figure (issue 19); None turns it off.
+SPLIT_LIMIT: int | None = 50_000
 
 
 # One min-cost-flow network built and solved whole (73 lines): its node numbering runs through it all.
@@ -172,7 +172,7 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
                     parent_of_group: np.ndarray | None = None,
                     parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
                     exact_limit: int = 700_000, upward: bool = False,
-                    split_limit: int | None = SPLIT_LIMIT):
+                    split_limit: int | None = SPLIT_LIMIT, tie_cost: np.ndarray | None = None):
     """Like `bounded_assignment`, but group bounds are soft: one min-cost flow in which each
     unit below `group_lo` or above `group_hi` costs a convex penalty. Parent bounds are hard.
 
@@ -187,7 +187,8 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
 
     From `split_limit` items on (with parents; None: never), the network is first solved
     component by component and repaired to the parent bounds (`split_flow.repaired_assignment`): the same
-    optimal cost, though where optima tie it may pick another.
+    optimal cost, though where optima tie it may pick another: the one with the least
+    `tie_cost` (per arc; default the fewest changed items).
 
     Returns the group chosen for each item, or None when the parent bounds cannot be met.
     """
@@ -199,7 +200,7 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
         choice = repaired_assignment(n_items, item_of_arc, group_of_arc, arc_cost,
                                      np.stack([cap for cap, _ in tiers], axis=1),
                                      np.array([cost for _, cost in tiers], dtype=np.int64),
-                                     parent_of_group, parent_lo, parent_hi)
+                                     parent_of_group, parent_lo, parent_hi, tie_cost=tie_cost)
         if choice is not None:
             return choice
     n_groups = len(group_lo)

@@ -36,7 +36,7 @@ _MAX_EXCESS = 1 / 20
 def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
                         tier_cap: np.ndarray, tier_cost: np.ndarray, parent_of_group: np.ndarray,
                         parent_lo: np.ndarray, parent_hi: np.ndarray, max_rounds: int = 20,
-                        max_excess: float = _MAX_EXCESS):
+                        max_excess: float = _MAX_EXCESS, tie_cost: np.ndarray | None = None):
     """An optimal choice of group per item for `soft_assignment`'s network, or None.
 
     Parameters
@@ -48,6 +48,9 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
     max_rounds, max_excess : int, float
         Give up after this many repair rounds, or when the components leave more units than
         this share of the items over the parents' bounds.
+    tie_cost : ndarray, optional
+        Per arc, a second objective (small non-negative integers) minimised among the
+        optima of the first; default 1 on a costly arc (a change), 0 elsewhere.
     Other parameters as `flow.soft_assignment`.
 
     Returns
@@ -58,11 +61,13 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
     """
     if (parent_hi < parent_lo).any():
         return None
-    # Optima tie massively (small integer costs); among them, take one with the fewest items
-    # on a costly arc (a change), as a second objective below every unit of the first.
+    # Optima tie massively (small integer costs); among them, take one with the least second
+    # objective (by default the fewest items on a costly arc, a change), scaled below every
+    # unit of the first.
     arc_cost = np.asarray(arc_cost, dtype=np.int64)
-    scale = n_items + 1
-    arc_cost = arc_cost * scale + (arc_cost > 0)
+    tie = (arc_cost > 0).astype(np.int64) if tie_cost is None else np.asarray(tie_cost, dtype=np.int64)
+    scale = n_items * int(tie.max(initial=0)) + 1
+    arc_cost = arc_cost * scale + tie
     tier_cost = np.asarray(tier_cost, dtype=np.int64) * scale
     choice = _component_optima(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost)
     if choice is None:
