@@ -248,13 +248,17 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
         return _NONE
     topics, item_topic = np.unique(ws.topic[fr.item_rows], return_inverse=True)
     n_t = np.bincount(item_topic, minlength=len(topics))
-    it, gr, cost = [], [], []
+    it, gr, cost, tie = [], [], [], []
     for rows, pos in fr.positions(lens, mat):
+        # How many of a partition's other replicas are heirs (`heirs_of`) of each candidate leader.
+        n_heirs = fr.elig[pos[:, :, None], pos[:, None, :]].sum(axis=2)
         for a in range(pos.shape[1]):
             it.append(rows)
             gr.append(item_topic[rows] * nt + pos[:, a])
             cost.append(np.full(rows.size, min(a, 2)))
+            tie.append((a > 0) | (n_heirs[:, a] <= 1))
     it_a, gr_a, cost_a = np.concatenate(it), np.concatenate(gr), np.concatenate(cost)
+    tie_a = np.concatenate(tie).astype(np.int64)
     parent = np.tile(np.arange(nt), len(topics))
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
     t_lo, t_hi = water_fill(avail_t, n_t)
@@ -270,10 +274,16 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
         return bounds_met(s_weight, s_it, s_br, np.zeros(nt, dtype=np.int64), s_hi, own, lo, hi, cut=cut)
 
     # Leader balance overall is a hard bound (the tightest the replica sets allow); per
-    # topic, deviations are penalised, so one min-cost flow settles both.
+    # topic, deviations are penalised, so one min-cost flow settles both. Its optima tie by
+    # the thousand; where it is solved by parts (`soft_assignment`'s split_limit) the one
+    # taken has the fewest partitions that change leader or whose leader leaves
+    # `_choose_followers` no choice of heir: many of those on one (leader, heir) pair are a
+    # failover excess no follower choice undoes (az-loss, 200,000 partitions: 14 with the
+    # fewest changes alone, 7 so). One unit per partition at most keeps the split's scaled
+    # costs exact in a float (a sum of the two gave up there).
     found = _tightest_overall(overall, fr, fr.leaders_feasible())
     choice = soft_assignment(len(items), it_a, gr_a, cost_a, t_lo.ravel(), t_hi.ravel(), avail_t.ravel(),
-                             parent, *found, upward=True)
+                             parent, *found, upward=True, tie_cost=tie_a)
     if choice is None:
         return _NONE
     leader = ws.target_idx[choice % nt]

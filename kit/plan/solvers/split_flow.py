@@ -1,0 +1,260 @@
+"""`soft_assignment`'s min-cost flow solved part by part, then repaired to the parents' bounds.
+
+The network's groups are coupled only through their parents: each connected component of
+items and groups (a topic's partitions and its (topic, broker) groups) is a small problem of
+its own. At 200,000 items OR-Tools' cost scaling is slow on the whole network (the parents are
+hubs every component passes through), while the components alone solve fast. So each
+component is solved without the parent bounds, and the parents' excess (units over their upper
+bound) is then moved to their deficits by a primal-dual method: node potentials keep every
+residual arc's reduced cost nonnegative (the flow stays optimal for its own imbalances); a
+Dijkstra from the excess nodes raises them so that shortest paths cost nothing; a max flow on
+the zero-cost arcs moves what it can. Once no excess is left the flow is an optimum of the
+whole network, the potentials its certificate. The rounds grow with the units to move (at
+200,000 items, the leader flows: 6-12 rounds for 750-3,500 units, some 100 for 33,000, each a
+Dijkstra and a max flow over the whole network), so the method gives up (None) when the
+components leave more than a twentieth of the items to move or `max_rounds` rounds do not
+suffice; the caller then solves the network whole.
+"""
+from __future__ import annotations
+
+import numpy as np
+from ortools.graph.python import max_flow, min_cost_flow
+from scipy.sparse import bmat, csr_matrix
+from scipy.sparse.csgraph import connected_components, dijkstra
+
+# Components are solved together up to this many arcs per OR-Tools call: one call per topic
+# costs more in Python overhead than it saves, and far larger calls grow super-linearly.
+_BATCH_ARCS = 3000
+# Dijkstra takes float weights; a reduced cost r is given as r * hop + 1 (hop: a power of two
+# above the node count), so zero-cost arcs still count as arcs and the distance is the quotient.
+# Distances must stay exact in a float's 53 bits.
+_EXACT = float(1 << 52)
+# Most units over the parents' bounds, as a share of the items, worth repairing (see above).
+_MAX_EXCESS = 1 / 20
+
+
+def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
+                        tier_cap: np.ndarray, tier_cost: np.ndarray, parent_of_group: np.ndarray,
+                        parent_lo: np.ndarray, parent_hi: np.ndarray, max_rounds: int = 20,
+                        max_excess: float = _MAX_EXCESS, tie_cost: np.ndarray | None = None):
+    """An optimal choice of group per item for `soft_assignment`'s network, or None.
+
+    Parameters
+    ----------
+    tier_cap : ndarray
+        Groups x tiers: how many units each group sends to its parent at each tier's cost.
+    tier_cost : ndarray
+        Cost per unit of each tier, increasing (the penalties are convex).
+    max_rounds, max_excess : int, float
+        Give up after this many repair rounds, or when the components leave more units than
+        this share of the items over the parents' bounds.
+    tie_cost : ndarray, optional
+        Per arc, a second objective (small non-negative integers) minimised among the
+        optima of the first; default 1 on a costly arc (a change), 0 elsewhere.
+    Other parameters as `flow.soft_assignment`.
+
+    Returns
+    -------
+    ndarray or None
+        The group chosen for each item; None when the components cannot be solved, a parent
+        deficit cannot be reached, or the repair would be long (`max_excess`, `max_rounds`).
+    """
+    if (parent_hi < parent_lo).any():
+        return None
+    # Optima tie massively (small integer costs); among them, take one with the least second
+    # objective (by default the fewest items on a costly arc, a change), scaled below every
+    # unit of the first.
+    arc_cost = np.asarray(arc_cost, dtype=np.int64)
+    tie = (arc_cost > 0).astype(np.int64) if tie_cost is None else np.asarray(tie_cost, dtype=np.int64)
+    scale = n_items * int(tie.max(initial=0)) + 1
+    arc_cost = arc_cost * scale + tie
+    tier_cost = np.asarray(tier_cost, dtype=np.int64) * scale
+    choice = _component_optima(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost)
+    if choice is None:
+        return None
+    net = _Network(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost,
+                   parent_of_group, parent_lo, parent_hi)
+    return _repair(net, choice, max_rounds, max_excess)
+
+
+# One OR-Tools network per batch of components (49 lines).
+def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost):
+    """Each component's optimum with the parents unbounded (all of them one sink); None if infeasible."""
+    n_groups = tier_cap.shape[0]
+    inc = csr_matrix((np.ones(len(it)), (it, gr)), shape=(n_items, n_groups))
+    _, label = connected_components(bmat([[None, inc], [inc.T, None]]).tocsr(), directed=False)
+    comp_of_arc = label[it]
+    order = np.argsort(comp_of_arc, kind="stable")
+    starts = np.searchsorted(comp_of_arc[order], np.arange(label.max() + 2))
+    choice = np.full(n_items, -1, dtype=np.int64)
+    n_comp = starts.size - 1
+    c0 = 0
+    while c0 < n_comp:
+        c1 = c0 + 1
+        while c1 < n_comp and starts[c1 + 1] - starts[c0] <= _BATCH_ARCS:
+            c1 += 1
+        arcs = order[starts[c0]:starts[c1]]
+        c0 = c1
+        if arcs.size and not _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, choice):
+            return None
+    return choice if (choice >= 0).all() else None
+
+
+def _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, choice) -> bool:
+    """Solve the components holding `arcs` into `choice`; whether they were feasible."""
+    items, local_item = np.unique(it[arcs], return_inverse=True)
+    groups, local_group = np.unique(gr[arcs], return_inverse=True)
+    ni, ng = items.size, groups.size
+    caps = tier_cap[groups]
+    keep = caps > 0
+    tier_tail = np.broadcast_to(np.arange(ng)[:, None], caps.shape)[keep]
+    sink = 0  # then the items, then the groups
+    tails = np.concatenate([1 + local_item, 1 + ni + tier_tail])
+    heads = np.concatenate([1 + ni + local_group, np.full(tier_tail.size, sink)])
+    mcf = min_cost_flow.SimpleMinCostFlow()
+    mcf.add_arcs_with_capacity_and_unit_cost(tails, heads, np.concatenate([np.ones(arcs.size, np.int64), caps[keep]]),
+                                             np.concatenate([cost[arcs], np.broadcast_to(tier_cost, caps.shape)[keep]]))
+    supply = np.zeros(1 + ni + ng, dtype=np.int64)
+    supply[1:1 + ni] = 1
+    supply[sink] = -ni
+    mcf.set_nodes_supplies(np.arange(supply.size), supply)
+    if mcf.solve() != mcf.OPTIMAL:
+        return False
+    used = np.flatnonzero(mcf.flows(np.arange(arcs.size)))
+    choice[items[local_item[used]]] = gr[arcs[used]]
+    return True
+
+
+class _Network:
+    """The residual network of a choice: nodes are the items, groups, parents and the sink.
+
+    A group's units fill its tiers cheapest first (the penalties are convex, so an optimum
+    does too), hence only the tier being filled has room forward and only the last filled one
+    can give back: two residual arcs per group. The parent's flow to the sink `f` lies within
+    the parent's bounds; what reaches a parent beyond it is that parent's excess or deficit.
+    """
+
+    def __init__(self, n_items, it, gr, cost, tier_cap, tier_cost, parent, parent_lo, parent_hi):
+        self.it, self.gr, self.cost = it, gr, cost
+        self.parent, self.lo, self.hi = parent, parent_lo, parent_hi
+        self.bound = np.cumsum(tier_cap, axis=1)
+        self.tier_cost = np.asarray(tier_cost, dtype=np.int64)
+        self.n_items = n_items
+        self.grp0 = self.n_items
+        self.par0 = self.grp0 + tier_cap.shape[0]
+        self.sink = self.par0 + len(parent_lo)
+        self.size = self.sink + 1
+
+    def counts(self, choice, f):
+        """Units per group, and the imbalance of every node (excess > 0, deficit < 0)."""
+        x = np.bincount(choice, minlength=self.bound.shape[0])
+        imb = np.zeros(self.size, dtype=np.int64)
+        imb[self.par0:self.sink] = np.bincount(self.parent, weights=x, minlength=len(self.lo)).astype(np.int64) - f
+        imb[self.sink] = int(f.sum()) - choice.size
+        return x, imb
+
+    # The five kinds of residual arc, each a few array operations (41 lines).
+    def residual(self, choice, x, f):
+        """Arcs (tail, head, cost, capacity, kind, index): kind 0 an item arc (index: the arc),
+        1 a group's next tier, 2 its last filled tier (index: the group), 3 parent to sink,
+        4 sink to parent (index: the parent)."""
+        on = self.gr == choice[self.it]
+        grp = self.grp0 + self.gr
+        parts = [(np.where(on, grp, self.it), np.where(on, self.it, grp), np.where(on, -self.cost, self.cost),
+                  np.ones(self.it.size, dtype=np.int64), 0, np.arange(self.it.size))]
+        k_up = (self.bound <= x[:, None]).sum(axis=1)
+        k_down = (self.bound < x[:, None]).sum(axis=1)
+        up = np.flatnonzero(k_up < self.bound.shape[1])
+        parts.append((self.grp0 + up, self.par0 + self.parent[up], self.tier_cost[k_up[up]],
+                      self.bound[up, k_up[up]] - x[up], 1, up))
+        down = np.flatnonzero(x > 0)
+        below = np.where(k_down[down] > 0, self.bound[down, np.maximum(k_down[down] - 1, 0)], 0)
+        parts.append((self.par0 + self.parent[down], self.grp0 + down, -self.tier_cost[k_down[down]],
+                      x[down] - below, 2, down))
+        p = np.flatnonzero(self.hi > f)
+        parts.append((self.par0 + p, np.full(p.size, self.sink), np.zeros(p.size, np.int64), (self.hi - f)[p], 3, p))
+        p = np.flatnonzero(f > self.lo)
+        parts.append((np.full(p.size, self.sink), self.par0 + p, np.zeros(p.size, np.int64), (f - self.lo)[p], 4, p))
+        tail, head, cost, cap, kind, index = (np.concatenate(v) for v in zip(*[
+            (t, h, c, cp, np.full(t.size, k, dtype=np.int8), i) for t, h, c, cp, k, i in parts]))
+        return tail, head, cost, cap, kind, index
+
+    def potentials(self, choice, arcs):
+        """Node potentials under which every residual arc costs >= 0 (Bellman-Ford), or None.
+
+        Items are taken out first (an item at g0 that may go to g is an arc g0 -> g), which
+        halves the nodes; an item's potential then follows from its group's."""
+        tail, head, cost, _, kind, index = arcs
+        item = kind == 0
+        rev = item & (tail >= self.grp0)
+        c0 = np.zeros(choice.size, dtype=np.int64)
+        c0[self.it[index[rev]]] = self.cost[index[rev]]
+        alt = item & ~rev
+        t = np.concatenate([self.grp0 + choice[tail[alt]], tail[~item]])
+        h = np.concatenate([head[alt], head[~item]])
+        w = np.concatenate([cost[alt] - c0[tail[alt]], cost[~item]])
+        pot = _bellman_ford(t, h, w, self.size)
+        if pot is not None:
+            pot[:self.n_items] = pot[self.grp0 + choice] - c0
+        return pot
+
+
+def _bellman_ford(tail, head, cost, size):
+    """Shortest distances from a root joined to every node at cost 0; None on a negative cycle."""
+    order = np.argsort(head, kind="stable")
+    tail, head, cost = tail[order], head[order], cost[order]
+    first = np.flatnonzero(np.r_[True, head[1:] != head[:-1]])
+    heads = head[first]
+    dist = np.zeros(size, dtype=np.int64)
+    for _ in range(size + 1):
+        best = np.minimum(dist[heads], np.minimum.reduceat(dist[tail] + cost, first))
+        if (best == dist[heads]).all():
+            return dist
+        dist[heads] = best
+    return None
+
+
+# The primal-dual loop: potentials, shortest paths, a max flow, the choice updated (45 lines).
+def _repair(net: _Network, choice: np.ndarray, max_rounds: int, max_excess: float):
+    """Move the parents' excess to their deficits, keeping the flow optimal; None if it fails."""
+    x = np.bincount(choice, minlength=net.bound.shape[0])
+    f = np.clip(np.bincount(net.parent, weights=x, minlength=len(net.lo)).astype(np.int64), net.lo, net.hi)
+    x, imb = net.counts(choice, f)
+    if imb[imb > 0].sum() > max_excess * choice.size:
+        return None
+    arcs = net.residual(choice, x, f)
+    pot = net.potentials(choice, arcs)
+    if pot is None:
+        return None
+    for _ in range(max_rounds + 1):
+        src, dst = np.flatnonzero(imb > 0), np.flatnonzero(imb < 0)
+        if not src.size:
+            return choice
+        tail, head, cost, cap, kind, index = arcs
+        reduced = cost + pot[tail] - pot[head]
+        hop = float(1 << net.size.bit_length())
+        graph = csr_matrix((reduced * hop + 1.0, (tail, head)), shape=(net.size, net.size))
+        dist = dijkstra(graph, directed=True, indices=src, min_only=True)
+        if not np.isfinite(dist[dst]).any() or dist[np.isfinite(dist)].max() >= _EXACT:
+            return None
+        dist = np.floor(dist / hop)
+        # Nodes out of reach rise with the farthest reached, so no arc's reduced cost turns negative.
+        pot = pot + np.where(np.isfinite(dist), dist, dist[np.isfinite(dist)].max()).astype(np.int64)
+        zero = np.flatnonzero(cost + pot[tail] - pot[head] == 0)
+        mf = max_flow.SimpleMaxFlow()
+        s, t = net.size, net.size + 1
+        mf.add_arcs_with_capacity(np.concatenate([tail[zero], np.full(src.size, s), dst]),
+                                  np.concatenate([head[zero], src, np.full(dst.size, t)]),
+                                  np.concatenate([cap[zero], imb[src], -imb[dst]]))
+        mf.solve(s, t)
+        flow = mf.flows(np.arange(zero.size))
+        moved, amount = zero[flow > 0], flow[flow > 0]
+        to_group = moved[(kind[moved] == 0) & (tail[moved] < net.grp0)]
+        choice = choice.copy()
+        choice[net.it[index[to_group]]] = net.gr[index[to_group]]
+        f = f.copy()
+        np.add.at(f, index[moved[kind[moved] == 3]], amount[kind[moved] == 3])
+        np.subtract.at(f, index[moved[kind[moved] == 4]], amount[kind[moved] == 4])
+        x, imb = net.counts(choice, f)
+        arcs = net.residual(choice, x, f)
+    return None

@@ -1,0 +1,87 @@
+"""The split-and-repair solve of `soft_assignment`'s network (kit/plan/solvers/split_flow.py)
+finds an optimum of the same cost as OR-Tools' solve of the whole network."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kit.plan.solvers.flow import penalty_tiers, soft_assignment, water_fill
+from kit.plan.solvers.split_flow import repaired_assignment
+
+
+@st.composite
+def networks(draw):
+    """Topics of items, each item choosing among 1-3 brokers (its group: topic x broker),
+    costs 0-2; group bounds an even split of the topic, parent (broker) bounds around an
+    even split of all items, sometimes too tight to meet."""
+    nb = draw(st.integers(2, 6))
+    nt = draw(st.integers(1, 5))
+    it, gr, cost, topic_of_item = [], [], [], []
+    for t in range(nt):
+        for _ in range(draw(st.integers(1, 10))):
+            i = len(topic_of_item)
+            topic_of_item.append(t)
+            brokers = draw(st.lists(st.integers(0, nb - 1), min_size=1, max_size=3, unique=True))
+            for pos, b in enumerate(brokers):
+                it.append(i)
+                gr.append(t * nb + b)
+                cost.append(draw(st.integers(0, 2)) if draw(st.booleans()) else pos)
+    n = len(topic_of_item)
+    it, gr, cost = np.array(it), np.array(gr), np.array(cost)
+    avail = np.bincount(gr, minlength=nt * nb).reshape(nt, nb)
+    lo, hi = water_fill(avail, np.bincount(topic_of_item, minlength=nt))
+    plo, phi = water_fill(np.bincount(gr % nb, minlength=nb), n)
+    slack = draw(st.integers(-1, 2))
+    plo, phi = np.maximum(plo - max(slack, 0), 0), phi + slack
+    return (n, it, gr, cost, lo.ravel(), hi.ravel(), avail.ravel(), np.tile(np.arange(nb), nt), plo, phi)
+
+
+def _cost(args, choice, upward):
+    n, it, gr, cost, lo, hi, cap = args[:7]
+    count = np.bincount(choice, minlength=len(lo))
+    total = int(cost[gr == choice[it]].sum())
+    filled = np.zeros(len(lo), dtype=np.int64)
+    for units, unit_cost in penalty_tiers(lo, hi, cap, upward):
+        used = np.clip(count - filled, 0, units)
+        total += int(used.sum()) * unit_cost
+        filled += units
+    return total
+
+
+@settings(max_examples=150, deadline=None)
+@given(networks(), st.booleans())
+def test_the_repair_finds_an_optimum_of_the_whole_networks_cost(args, upward):
+    whole = soft_assignment(*args, upward=upward)
+    tiers = penalty_tiers(*args[4:7], upward)
+    split = repaired_assignment(*args[:4], np.stack([c for c, _ in tiers], axis=1),
+                                np.array([c for _, c in tiers]), *args[7:], max_rounds=10**6, max_excess=1.0)
+    if whole is None:
+        assert split is None
+        return
+    assert split is not None
+    n, it, gr = args[:3]
+    assert (np.bincount(it[gr == split[it]], minlength=n) == 1).all()  # each item on one of its groups
+    parents = np.bincount(args[7][split], minlength=len(args[8]))
+    assert ((parents >= args[8]) & (parents <= args[9])).all()
+    assert _cost(args, split, upward) == _cost(args, whole, upward)
+    # and through soft_assignment, the split path gives an answer of the same cost
+    assert _cost(args, soft_assignment(*args, upward=upward, split_limit=0), upward) == _cost(args, whole, upward)
+
+
+@settings(max_examples=100, deadline=None)
+@given(networks(), st.booleans(), st.data())
+def test_among_the_optima_the_repair_takes_one_with_the_least_tie_cost(args, upward, data):
+    n, it, gr = args[:3]
+    tie = np.array(data.draw(st.lists(st.integers(0, 2), min_size=len(it), max_size=len(it))), dtype=np.int64)
+    whole = soft_assignment(*args, upward=upward, split_limit=None)
+    tiers = penalty_tiers(*args[4:7], upward)
+    split = repaired_assignment(*args[:4], np.stack([c for c, _ in tiers], axis=1),
+                                np.array([c for _, c in tiers]), *args[7:], max_rounds=10**6, max_excess=1.0,
+                                tie_cost=tie)
+    if whole is None:
+        assert split is None
+        return
+    assert _cost(args, split, upward) == _cost(args, whole, upward)
+    # OR-Tools' answer is an optimum of the first cost too, so it cannot have a lesser tie cost.
+    assert int(tie[gr == split[it]].sum()) <= int(tie[gr == whole[it]].sum())
