@@ -160,10 +160,11 @@ def water_fill(avail: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.nda
 # the next dearer, the rest dearest, so deviations spread thin instead of piling up.
 _TIER_COSTS = (16, 4, 1)
 _TIER_UNIT = 8  # one step of deviation costs more than any change-of-order cost on an item
-# From this many items, `soft_assignment` may solve by parts and repair (see there): 2-3x faster
-# on the 200,000-partition leader flows of az-loss, rebalance and scale-out, whose plans it
-# leaves equal or better on every evaluate_plan figure (issue 19); None turns it off.
-SPLIT_LIMIT: int | None = 50_000
+# From this many items the leader flow (leadership._choose_leaders passes it to `soft_assignment`)
+# is solved by parts and repaired (see there): 2-3x faster on the 200,000-partition leader flows
+# of az-loss, rebalance and scale-out, whose plans it leaves equal or better on every
+# evaluate_plan figure (issue 19). Other flows are not split: no comparison covers them.
+SPLIT_LIMIT = 50_000
 
 
 # One min-cost-flow network built and solved whole (73 lines): its node numbering runs through it all.
@@ -172,7 +173,7 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
                     parent_of_group: np.ndarray | None = None,
                     parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
                     exact_limit: int = 700_000, upward: bool = False,
-                    split_limit: int | None = SPLIT_LIMIT, tie_cost: np.ndarray | None = None):
+                    split_limit: int | None = None, tie_cost: np.ndarray | None = None):
     """Like `bounded_assignment`, but group bounds are soft: one min-cost flow in which each
     unit below `group_lo` or above `group_hi` costs a convex penalty. Parent bounds are hard.
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 from ortools.graph.python import max_flow, min_cost_flow
-from scipy.sparse import bmat, csr_matrix
-from scipy.sparse.csgraph import connected_components, dijkstra
+
+# scipy loads in the two functions that use it, not here: importing it takes most of a second
+# and only networks of `flow.SPLIT_LIMIT` items or more come this way (tests/test_imports.py).
 
 # Components are solved together up to this many arcs per OR-Tools call: one call per topic
 # costs more in Python overhead than it saves, and far larger calls grow super-linearly.
@@ -80,6 +81,8 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
 # One OR-Tools network per batch of components (49 lines).
 def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost):
     """Each component's optimum with the parents unbounded (all of them one sink); None if infeasible."""
+    from scipy.sparse import bmat, csr_matrix
+    from scipy.sparse.csgraph import connected_components
     n_groups = tier_cap.shape[0]
     inc = csr_matrix((np.ones(len(it)), (it, gr)), shape=(n_items, n_groups))
     _, label = connected_components(bmat([[None, inc], [inc.T, None]]).tocsr(), directed=False)
@@ -217,6 +220,8 @@ def _bellman_ford(tail, head, cost, size):
 # The primal-dual loop: potentials, shortest paths, a max flow, the choice updated (45 lines).
 def _repair(net: _Network, choice: np.ndarray, max_rounds: int, max_excess: float):
     """Move the parents' excess to their deficits, keeping the flow optimal; None if it fails."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
     x = np.bincount(choice, minlength=net.bound.shape[0])
     f = np.clip(np.bincount(net.parent, weights=x, minlength=len(net.lo)).astype(np.int64), net.lo, net.hi)
     x, imb = net.counts(choice, f)

@@ -20,7 +20,7 @@ from kit import collector
 from kit.plan.failover import excess_by_leader, heirs
 from kit.plan.objectives import LeaderFigures
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
-from kit.plan.solvers.flow import bounds_met, soft_assignment, water_fill
+from kit.plan.solvers.flow import SPLIT_LIMIT, bounds_met, soft_assignment, water_fill
 from kit.plan.workspace import LARGE, Workspace
 
 
@@ -283,7 +283,7 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
     # costs exact in a float (a sum of the two gave up there).
     found = _tightest_overall(overall, fr, fr.leaders_feasible())
     choice = soft_assignment(len(items), it_a, gr_a, cost_a, t_lo.ravel(), t_hi.ravel(), avail_t.ravel(),
-                             parent, *found, upward=True, tie_cost=tie_a)
+                             parent, *found, upward=True, split_limit=SPLIT_LIMIT, tie_cost=tie_a)
     if choice is None:
         return _NONE
     leader = ws.target_idx[choice % nt]
