@@ -199,15 +199,15 @@ def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int
     flat = list(itertools.chain.from_iterable(reps))
     if not _exact_ints_within(flat, 0, top) or _repeats_a_broker(reps, flat):
         return None
-    given_isrs = [isr for isr in isrs if isr is not None]
+    given_isrs = _given(isrs)
     if not set(map(type, given_isrs)) <= {list}:
         return None
     if not _exact_ints_within(list(itertools.chain.from_iterable(given_isrs)), 0, top):
         return None
-    if not _exact_ints_within([b for b in leaders if b is not None], -1, top):
+    if not _exact_ints_within(_given(leaders), -1, top):
         return None
     for column in figures:
-        given = [v for v in column if v is not None]
+        given = _given(column)
         if not set(map(type, given)) <= {int, float} or not all(map(math.isfinite, given)):
             return None
         if given and not (0 <= min(given) and max(given) <= validate.MAX_BYTES):
@@ -222,20 +222,32 @@ def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int
     return _built(order, topics, nums, reps, isrs, leaders, figures), set(flat)
 
 
+def _given(column: list) -> list:
+    """The column's non-null values (the column itself when none is null: most snapshots)."""
+    return [v for v in column if v is not None] if None in column else column
+
+
 def _built(order, topics, nums, reps, isrs, leaders, figures) -> tuple[Partition, ...]:
     """The partitions `_checked_partitions` checked, column by column, in `order`: the
-    defaults and types `_partitions_of` gives."""
-    sizes, ins, outs = figures
-    partitions = []
-    for i in order:
-        r = tuple(reps[i])
-        isr = isrs[i]
-        size, bytes_in, bytes_out = sizes[i], ins[i], outs[i]
-        partitions.append(Partition(topics[i], nums[i], r, r if isr is None else tuple(isr),
-                                    0 if size is None else int(size),
-                                    0.0 if bytes_in is None else float(bytes_in),
-                                    0.0 if bytes_out is None else float(bytes_out), leaders[i]))
-    return tuple(partitions)
+    defaults and types `_partitions_of` gives, each column converted in one pass in C."""
+    columns = [topics, nums, reps, isrs, leaders, *figures]
+    if not isinstance(order, range):
+        columns = [list(map(column.__getitem__, order)) for column in columns]
+    topics, nums, reps, isrs, leaders, sizes, ins, outs = columns
+    replicas = list(map(tuple, reps))
+    if None in isrs:  # no isr given: the replicas are in sync
+        isrs = [r if isr is None else tuple(isr) for r, isr in zip(replicas, isrs)]
+    else:
+        isrs = list(map(tuple, isrs))
+    return tuple(Partition.many(topics, nums, replicas, isrs, _filled(sizes, 0, int), _filled(ins, 0.0, float),
+                                _filled(outs, 0.0, float), leaders))
+
+
+def _filled(column: list, default: float, kind: type) -> list:
+    """`column` converted to `kind`, `default` where null."""
+    if None in column:
+        return [default if v is None else kind(v) for v in column]
+    return list(map(kind, column))
 
 
 def _repeats_a_broker(reps: list[list[int]], flat: list[int]) -> bool:

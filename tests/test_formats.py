@@ -5,6 +5,7 @@ import dataclasses
 import inspect
 import json
 import os
+import pickle
 import random
 import re
 
@@ -154,6 +155,19 @@ def test_partition_takes_its_fields_in_order_with_their_defaults():
         p.size = 6
     assert hash(p) == hash(Partition("t", 1, (1, 2), (1,), 5))
 
+
+
+def test_partitions_built_many_at_once_are_the_ones_built_one_by_one():
+    # Partition.many sets each slot column-wise, bypassing __init__: the same objects, as
+    # immutable, hashable and picklable, and no per-instance dict (slots: memory per partition).
+    rows = [("a", 0, (1, 2), (1,), 5, 1.5, 0.0, None), ("b", 3, (2,), (), 0, 0.0, 2.0, 2)]
+    many = Partition.many(*map(list, zip(*rows)))
+    assert many == [Partition(*r) for r in rows]
+    assert list(map(hash, many)) == [hash(Partition(*r)) for r in rows]
+    assert pickle.loads(pickle.dumps(many)) == many
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        many[0].topic = "c"
+    assert not hasattr(many[0], "__dict__")
 
 # -- bad input: one BadInput naming the problem each --------------------------------------
 

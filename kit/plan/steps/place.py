@@ -24,11 +24,17 @@ from kit.plan.workspace import Workspace
 _BARRED = np.int64(1) << 60
 
 
+def count_weight(ws: Workspace) -> int:
+    """What one replica on a broker weighs in the placement key ``count * weight +
+    tcount[topic]`` (`best_broker`, `_Placer`): the count decides, the topic's count breaks ties."""
+    return ws.tcount.shape[1] * 64 + 1
+
+
 def best_broker(ws: Workspace, p: int, members: list[int], rf: int) -> int | None:
     """The target broker a new replica of partition `p` should go to, or None."""
     # Fewest replicas first, then fewest of this topic (spreads topics), then lowest id (the
     # first of equal keys): one key over every broker, the barred ones lifted out of reach.
-    key = ws.count * (ws.tcount.shape[1] * 64 + 1) + ws.tcount[int(ws.topic[p])]
+    key = ws.count * count_weight(ws) + ws.tcount[int(ws.topic[p])]
     key[~ws.may_take(members, rf)] = _BARRED
     for m in members:
         key[ws.index[m]] = _BARRED
@@ -39,7 +45,7 @@ def best_broker(ws: Workspace, p: int, members: list[int], rf: int) -> int | Non
 class _Placer:
     """`best_broker` and `Workspace.replace_slot` over every orphan in turn, made cheap.
 
-    Every choice is `best_broker`'s (least key ``count * (n * 64 + 1) + tcount[topic]``,
+    Every choice is `best_broker`'s (least key ``count * count_weight(ws) + tcount[topic]``,
     then lowest index, among the brokers `may_take` allows and the members do not hold),
     and every counter ends as `replace_slot` leaves it; only how they are kept differs.
     A 150-wide numpy expression and argmin per replica cost more in call overhead than in
@@ -51,7 +57,7 @@ class _Placer:
 
     def __init__(self, ws: Workspace, reason: str, by_part: dict[int, list[int]]):
         self.ws, self.reason, self.by_part = ws, reason, by_part
-        self.mult = ws.tcount.shape[1] * 64 + 1
+        self.mult = count_weight(ws)
         self.cnt = ws.count.tolist()
         self.targets = ws.target_idx.tolist()
         self.rows: dict[int, list[int]] = {}  # tcount rows touched, by topic

@@ -35,13 +35,12 @@ def _groups(ws: Workspace) -> list[tuple[int, np.ndarray]]:
     n_topics = len(ws.topic_names)
     tidx = ws.target_idx
     racks = ws.rack[tidx]
+    sel_topics = ws.topic[ws.selected]
+    sizes = np.fromiter(map(len, map(ws.assign.__getitem__, ws.selected)), dtype=np.int64, count=sel_topics.size)
     spans = np.ones(n_topics, dtype=bool)
+    spans[sel_topics[sizes != ws.n_racks]] = False
     present = np.zeros(n_topics, dtype=bool)
-    for p in ws.selected:
-        t = ws.topic[p]
-        present[t] = True
-        if len(ws.assign[p]) != ws.n_racks:
-            spans[t] = False
+    present[sel_topics] = True
     pinned = ws.n_racks >= 2 and (racks >= 0).all()
     rack_ids = sorted({int(r) for r in racks})
     groups: list[tuple[int, np.ndarray]] = []
@@ -53,26 +52,90 @@ def _groups(ws: Workspace) -> list[tuple[int, np.ndarray]]:
     return groups
 
 
-def _tier_arcs(units: int, gain: int) -> list[tuple[int, int]]:
-    """(capacity, cost) arcs for moving `units` through a (group, broker) node: the first
-    `gain` units bring the broker's count towards its even share (negative cost, largest
-    gain first), the rest push it away (escalating cost)."""
-    arcs = []
-    for k in range(gain, 0, -1):
-        if units <= 0:
-            break
-        arcs.append((1, -min(k, _TIERS)))
-        units -= 1
-    k = 1
-    while units > 0:
-        cap = 1 if k < _TIERS else units
-        arcs.append((cap, min(k, _TIERS)))
-        units -= cap
-        k += 1
-    return arcs
+def _runs(n: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For runs of lengths `n` starting at positions `first`: each element's run and position."""
+    run = np.repeat(np.arange(n.size), n)
+    return run, first[run] + np.arange(run.size) - (np.cumsum(n) - n)[run]
 
 
-# One min-cost-flow network built and read whole (92 lines): its node numbering runs through it all.
+def _tier_arcs(units: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Arcs moving `units` through each (group, broker) node: per node how many, then all
+    nodes' capacities and costs in node order. The first `gain` units bring the broker's
+    count towards its even share (the k-th costs -min(k, _TIERS), largest gain first), the
+    rest push it away (costs 1, 2, ... _TIERS, one unit each, the last tier taking the rest)."""
+    towards_n = np.minimum(gain, units)
+    rest = units - towards_n
+    n = towards_n + np.minimum(rest, _TIERS)
+    run, j = _runs(n, np.zeros(n.size, dtype=np.int64))
+    towards = j < towards_n[run]
+    k = j - towards_n[run] + 1  # the escalating tier, where not towards
+    caps = np.where(towards | (k < _TIERS), 1, rest[run] - (_TIERS - 1))
+    costs = np.where(towards, -np.minimum(gain[run] - j, _TIERS), np.minimum(k, _TIERS))
+    return n, caps.astype(np.int64), costs.astype(np.int64)
+
+
+def _range_arcs(ws: Workspace, counts, lo, hi, zero: int) -> tuple[np.ndarray, ...]:
+    """Each target's supply (its excess over `hi` less its deficit below `lo`), and the arcs
+    between it and the `zero` node for the slack inside its range: target by target, first
+    the room up to `hi` (target -> zero), then the room down to `lo` (zero -> target)."""
+    tidx = ws.target_idx.astype(np.int64)
+    counts, lo, hi = (np.asarray(a, dtype=np.int64) for a in (counts, lo, hi))
+    settled = np.minimum(np.maximum(counts, lo), hi)
+    supply = np.maximum(0, counts - hi) - np.maximum(0, lo - counts)
+    up, down = hi - settled, settled - lo
+    keep = np.stack([up > 0, down > 0], axis=1)  # row-major: a target's two arcs together
+    zeros = np.full(tidx.size, zero, dtype=np.int64)
+    tails = np.stack([tidx, zeros], axis=1)[keep]
+    heads = np.stack([zeros, tidx], axis=1)[keep]
+    return supply, tails, heads, np.stack([up, down], axis=1)[keep]
+
+
+def _pair_arcs(groups, held: np.ndarray, hub0: int, node0: int):
+    """The arcs through every (group, broker) pair, pairs in group order then broker order,
+    pair i owning nodes node0 + 2i (out) and node0 + 2i + 1 (in). Per pair, in this order:
+    broker -> out (the group's replicas there, if any), out -> hub (the leaving tiers, each
+    costing _MOVE more), hub -> in (the arriving tiers), in -> broker.
+
+    Returns
+    -------
+    arcs : tuple of np.ndarray
+        Tails, heads, capacities and costs.
+    pairs : tuple of np.ndarray
+        Per pair: its group, its broker index, the position of its broker -> out arc (-1
+        where it has none) and of its in -> broker arc.
+    """
+    sizes = np.array([sub.size for _, sub in groups], dtype=np.int64)
+    g = np.repeat(np.arange(len(groups)), sizes)
+    x = np.concatenate([sub for _, sub in groups]).astype(np.int64)
+    c = held[np.array([t for t, _ in groups], dtype=np.int64)[g], x]
+    n_g = np.add.reduceat(c, np.cumsum(sizes) - sizes)
+    share_lo, share_hi = n_g // sizes, -(-n_g // sizes)
+    room = n_g[g]  # arrivals are bounded by the broker's own range anyway
+    n_out, out_caps, out_costs = _tier_arcs(c, np.maximum(0, c - share_hi[g]))
+    n_in, in_caps, in_costs = _tier_arcs(room, np.maximum(0, share_lo[g] - c))
+    has = (c > 0).astype(np.int64)
+    per_pair = has + n_out + n_in + 1
+    first = np.cumsum(per_pair) - per_pair
+    last = first + per_pair - 1
+    out_node = node0 + 2 * np.arange(x.size, dtype=np.int64)
+    in_node, hub = out_node + 1, hub0 + g
+    total = int(per_pair.sum())
+    tails, heads = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+    caps, costs = np.empty(total, dtype=np.int64), np.zeros(total, dtype=np.int64)
+
+    def put(at, tail, head, cap, cost=0):
+        tails[at], heads[at], caps[at], costs[at] = tail, head, cap, cost
+
+    m = has > 0
+    put(first[m], x[m], out_node[m], c[m])
+    run, at = _runs(n_out, first + has)
+    put(at, out_node[run], hub[run], out_caps, out_costs + _MOVE)
+    run, at = _runs(n_in, first + has + n_out)
+    put(at, hub[run], in_node[run], in_caps, in_costs)
+    put(last, in_node, x, room)
+    return (tails, heads, caps, costs), (g, x, np.where(m, first, -1), last)
+
+
 def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] | None:
     """Per group: (topic, replicas leaving, replicas arriving per broker index), for the
     fewest moves that bring every target's count into the balanced range. None when the
@@ -88,83 +151,45 @@ def plan_topic_moves(ws: Workspace) -> list[tuple[int, np.ndarray, np.ndarray]] 
     if ((counts >= lo) & (counts <= hi)).all():
         return None
     groups = _groups(ws)
+    if not groups:
+        return None  # nothing selected can move
     held = np.zeros(ws.tcount.shape, dtype=np.int64)  # movable replicas per (topic, broker)
     for x in tidx:
         for t, bucket in ws.on_topic[x].items():
             held[t, x] = len(bucket)
-    n_groups = len(groups)
     if sum(sub.size for _, sub in groups) * 2 * (_TIERS + 2) > _MAX_ARCS:
         return None
 
-    flow = min_cost_flow.SimpleMinCostFlow()
+    # Nodes: brokers, the zero node, one hub per group, then two per (group, broker) pair.
+    # OR-Tools picks among equal optima by arc order: this order is the plans' contract.
     n_b = len(ws.ids)
-    zero = n_b  # balances the range slack
+    zero = n_b
     hub0 = zero + 1
-    node = hub0 + n_groups
+    node0 = hub0 + len(groups)
+    target_supply, r_tails, r_heads, r_caps = _range_arcs(ws, counts, lo, hi, zero)
+    (tails, heads, caps, costs), (g, x, leave_at, arrive_at) = _pair_arcs(groups, held, hub0, node0)
+    node = node0 + 2 * x.size
     supply = np.zeros(node, dtype=np.int64)
-    tails, heads, caps, costs = [], [], [], []
-
-    def arc(u, v, cap, cost):
-        tails.append(u)
-        heads.append(v)
-        caps.append(cap)
-        costs.append(cost)
-
-    for k, x in enumerate(tidx):
-        c, l, h = int(counts[k]), int(lo[k]), int(hi[k])
-        excess, deficit = max(0, c - h), max(0, l - c)
-        supply[x] = excess - deficit
-        settled = min(max(c, l), h)
-        if h > settled:
-            arc(x, zero, h - settled, 0)
-        if settled > l:
-            arc(zero, x, settled - l, 0)
+    supply[tidx] = target_supply
     supply[zero] = -int(supply[:n_b].sum())
-
-    pair_nodes = []  # (group, broker, out node, in node)
-    for g, (t, sub) in enumerate(groups):
-        n_g = int(held[t, sub].sum())
-        share_lo, share_hi = n_g // sub.size, -(-n_g // sub.size)
-        hub = hub0 + g
-        for x in sub:
-            c = int(held[t, x])
-            out_node, in_node = node, node + 1
-            node += 2
-            pair_nodes.append((g, int(x), out_node, in_node))
-            if c:
-                arc(int(x), out_node, c, 0)
-                for cap, cost in _tier_arcs(c, max(0, c - share_hi)):
-                    arc(out_node, hub, cap, cost + _MOVE)
-            room = n_g  # arrivals are bounded by the broker's own range anyway
-            for cap, cost in _tier_arcs(room, max(0, share_lo - c)):
-                arc(hub, in_node, cap, cost)
-            arc(in_node, int(x), room, 0)
-    supply = np.concatenate([supply, np.zeros(node - supply.size, dtype=np.int64)])
-    flow.add_arcs_with_capacity_and_unit_cost(np.array(tails), np.array(heads), np.array(caps), np.array(costs))
+    flow = min_cost_flow.SimpleMinCostFlow()
+    flow.add_arcs_with_capacity_and_unit_cost(np.concatenate([r_tails, tails]), np.concatenate([r_heads, heads]),
+                                              np.concatenate([r_caps, caps]),
+                                              np.concatenate([np.zeros(r_caps.size, dtype=np.int64), costs]))
     flow.set_nodes_supplies(np.arange(node), supply)
     if flow.solve() != flow.OPTIMAL:
         return None
-    flows = flow.flows(np.arange(len(tails)))
-    # Units through each pair node's first arc (broker -> out) and last arc (in -> broker).
-    through: dict[int, int] = {}
-    for i in np.flatnonzero(flows):
-        u, v = tails[i], heads[i]
-        if u < n_b and v >= hub0 + n_groups:
-            through[v] = through.get(v, 0) + int(flows[i])
-        elif v < n_b and u >= hub0 + n_groups:
-            through[u] = through.get(u, 0) + int(flows[i])
-    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for g, x, out_node, in_node in pair_nodes:
-        leave, arrive = through.get(out_node, 0), through.get(in_node, 0)
-        if leave == arrive:
-            continue  # a topic passing through a broker is no move at all
-        if g not in out:
-            out[g] = (np.zeros(n_b, dtype=np.int64), np.zeros(n_b, dtype=np.int64))
-        if leave > arrive:
-            out[g][0][x] = leave - arrive
-        else:
-            out[g][1][x] = arrive - leave
-    return [(groups[g][0], leave, arrive) for g, (leave, arrive) in sorted(out.items())]
+    flows = flow.flows(np.arange(r_caps.size + caps.size))[r_caps.size:]
+    # A pair's net move: units leaving its broker by its first arc less units arriving by
+    # its last; a topic passing through a broker is no move at all.
+    net = np.where(leave_at >= 0, flows[leave_at], 0) - flows[arrive_at]
+    moved = np.flatnonzero(net)
+    moved_groups, row = np.unique(g[moved], return_inverse=True)
+    leave = np.zeros((moved_groups.size, n_b), dtype=np.int64)
+    arrive = np.zeros((moved_groups.size, n_b), dtype=np.int64)
+    leave[row, x[moved]] = np.maximum(net[moved], 0)
+    arrive[row, x[moved]] = np.maximum(-net[moved], 0)
+    return [(groups[k][0], leave[i], arrive[i]) for i, k in enumerate(moved_groups.tolist())]
 
 
 def _rack_balanced(ws: Workspace, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
