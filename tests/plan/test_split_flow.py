@@ -85,3 +85,21 @@ def test_among_the_optima_the_repair_takes_one_with_the_least_tie_cost(args, upw
     assert _cost(args, split, upward) == _cost(args, whole, upward)
     # OR-Tools' answer is an optimum of the first cost too, so it cannot have a lesser tie cost.
     assert int(tie[gr == split[it]].sum()) <= int(tie[gr == whole[it]].sum())
+
+
+def test_items_standing_far_over_the_bounds_are_left_to_the_whole_solve():
+    # Ten items all standing (cost 0) on parent 0, whose bound is 2: eight units over, more
+    # than a twentieth of the items, so the repair is not tried (None) -- the whole solve
+    # still finds the optimum.
+    n = 10
+    it = np.repeat(np.arange(n), 2)
+    gr = np.tile([0, 1], n)
+    cost = np.tile([0, 1], n)
+    tiers = penalty_tiers(np.zeros(2, dtype=np.int64), np.full(2, n), np.full(2, n), False)
+    args = (n, it, gr, cost, np.stack([c for c, _ in tiers], axis=1), np.array([c for _, c in tiers]),
+            np.array([0, 1]), np.array([0, 0]), np.array([2, n]))
+    assert repaired_assignment(*args) is None
+    assert repaired_assignment(*args, max_excess=1.0) is not None
+    whole = soft_assignment(n, it, gr, cost, np.zeros(2, dtype=np.int64), np.full(2, n), np.full(2, n),
+                            np.array([0, 1]), np.array([0, 0]), np.array([2, n]))
+    assert (whole == 0).sum() == 2
