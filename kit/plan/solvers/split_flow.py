@@ -14,11 +14,12 @@ the units must climb (at 200,000 items, the leader flows: 6-12 rounds for 750-3,
 
 Where the items as they stand (on their free arc) are far over some parents' upper bounds
 (`kit plan leaders` and `remove` on a drifted cluster: 32,867 units at 200,000 items), the
-repair from the unpriced components would climb some 260 cost levels, 75-175 rounds. So
-those parents are priced: the components pay `_over_price` per unit into them, dearer than
-any one move off them, and shed what they can; such a start is still optimal for its own
-imbalances (a priced parent's flow to the sink sits at its upper bound, the price its
-potential), and the repair only moves the remainder (some 1,650 units, 12-23 rounds there).
+repair from the unpriced components would climb some 260 cost levels, 75-175 rounds. So the
+parents the items stand over are priced: the components pay `_over_price` per unit into
+them, dearer than any one move off them, and shed what they can; such a start is still
+optimal for its own imbalances (a priced parent's flow to the sink sits at its upper bound,
+the price its potential), and the repair only moves the remainder (some 1,650 units, 12-23
+rounds there).
 The method gives up (None) when the components' optima are more than a twentieth of the
 items over the bounds, or `max_rounds` rounds do not suffice; the caller then solves the
 network whole.
@@ -105,14 +106,14 @@ def _standing_count(n_items, it, gr, cost, parent, n_parents) -> np.ndarray:
 
 
 def _over_price(arc_cost, tier_cost) -> int:
-    """The price per unit into a parent the items stand far over: more than one item's move
+    """The price per unit into a parent the items stand over: more than one item's move
     off it can cost (its dearest arc, a tier step on the group it leaves and on the one it
     joins), so every component sheds what it can there.
 
     Any price leaves the answer exact (the repair starts from an optimum for its own
     imbalances); it only sets how much is left to repair. Too low, moves that pay in the end
     are not made and the repair climbs to them level by level (the drifted 200,000-partition
-    leader flow: the parents' final prices are 258-259 units, 256 left 9,357 units and 18
+    leader flow: the parents' final prices are 258-259 cost units, 256 left 9,357 units and 18
     rounds); higher, the excess left stayed some 1,650 units and 11 rounds up to a price
     of 1,000."""
     return 2 * int(np.abs(tier_cost).max(initial=0)) + int(arc_cost.max(initial=0)) + 1
