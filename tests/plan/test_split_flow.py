@@ -87,10 +87,47 @@ def test_among_the_optima_the_repair_takes_one_with_the_least_tie_cost(args, upw
     assert int(tie[gr == split[it]].sum()) <= int(tie[gr == whole[it]].sum())
 
 
-def test_items_standing_far_over_the_bounds_are_left_to_the_whole_solve():
-    # Ten items all standing (cost 0) on parent 0, whose bound is 2: eight units over, more
-    # than a twentieth of the items, so the repair is not tried (None) -- the whole solve
-    # still finds the optimum.
+@st.composite
+def piled_networks(draw):
+    """`networks` with every item standing (its cost-0 arc) on its lowest-numbered broker, the
+    rest of its arcs costing 1-2: the items as they stand pile onto the first brokers, far
+    over their bounds, so the components are solved with those parents priced."""
+    n, it, gr, cost, *rest = draw(networks())
+    nb = len(rest[-1])
+    broker = gr % nb
+    first = np.zeros(len(it), dtype=bool)
+    for i in range(n):
+        arcs = np.flatnonzero(it == i)
+        first[arcs[np.argmin(broker[arcs])]] = True
+    moved = np.array(draw(st.lists(st.integers(1, 2), min_size=len(it), max_size=len(it))), dtype=np.int64)
+    return (n, it, gr, np.where(first, 0, moved), *rest)
+
+
+@settings(max_examples=150, deadline=None)
+@given(piled_networks(), st.booleans(), st.data())
+def test_from_items_standing_far_over_the_bounds_the_priced_repair_finds_an_optimum(args, upward, data):
+    n, it, gr = args[:3]
+    tie = np.array(data.draw(st.lists(st.integers(0, 2), min_size=len(it), max_size=len(it))), dtype=np.int64)
+    whole = soft_assignment(*args, upward=upward)
+    tiers = penalty_tiers(*args[4:7], upward)
+    split = repaired_assignment(*args[:4], np.stack([c for c, _ in tiers], axis=1),
+                                np.array([c for _, c in tiers]), *args[7:], max_rounds=10**6, max_excess=1.0,
+                                tie_cost=tie)
+    if whole is None:
+        assert split is None
+        return
+    assert split is not None
+    assert (np.bincount(it[gr == split[it]], minlength=n) == 1).all()
+    parents = np.bincount(args[7][split], minlength=len(args[8]))
+    assert ((parents >= args[8]) & (parents <= args[9])).all()
+    assert _cost(args, split, upward) == _cost(args, whole, upward)
+    assert int(tie[gr == split[it]].sum()) <= int(tie[gr == whole[it]].sum())
+
+
+def test_items_standing_far_over_the_bounds_start_from_priced_components():
+    # Ten items all standing (cost 0) on parent 0, whose bound is 2: eight units over. The
+    # components pay a price into parent 0 that sheds them all, the repair brings two back:
+    # the optimum the whole solve finds, from a start two units (a fifth of the items) off.
     n = 10
     it = np.repeat(np.arange(n), 2)
     gr = np.tile([0, 1], n)
@@ -98,8 +135,8 @@ def test_items_standing_far_over_the_bounds_are_left_to_the_whole_solve():
     tiers = penalty_tiers(np.zeros(2, dtype=np.int64), np.full(2, n), np.full(2, n), False)
     args = (n, it, gr, cost, np.stack([c for c, _ in tiers], axis=1), np.array([c for _, c in tiers]),
             np.array([0, 1]), np.array([0, 0]), np.array([2, n]))
-    assert repaired_assignment(*args) is None
-    assert repaired_assignment(*args, max_excess=1.0) is not None
+    split = repaired_assignment(*args, max_rounds=2, max_excess=0.2)
+    assert split is not None and (split == 0).sum() == 2
     whole = soft_assignment(n, it, gr, cost, np.zeros(2, dtype=np.int64), np.full(2, n), np.full(2, n),
                             np.array([0, 1]), np.array([0, 0]), np.array([2, n]))
     assert (whole == 0).sum() == 2

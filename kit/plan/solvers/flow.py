@@ -162,8 +162,9 @@ _TIER_COSTS = (16, 4, 1)
 _TIER_UNIT = 8  # one step of deviation costs more than any change-of-order cost on an item
 # From this many items the leader flow (leadership._choose_leaders passes it to `soft_assignment`)
 # is solved by parts and repaired (see there): 2-3x faster on the 200,000-partition leader flows
-# of az-loss, rebalance and scale-out, whose plans it leaves equal or better on every
-# evaluate_plan figure (issue 19). Other flows are not split: no comparison covers them.
+# of az-loss, rebalance and scale-out, and (from priced components) of leaders and remove on the
+# drifted cluster, whose plans it leaves equal or better on every evaluate_plan figure (issue
+# 19). Other flows are not split: no comparison covers them.
 SPLIT_LIMIT = 50_000
 
 

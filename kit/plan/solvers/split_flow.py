@@ -9,12 +9,20 @@ bound) is then moved to their deficits by a primal-dual method: node potentials 
 residual arc's reduced cost nonnegative (the flow stays optimal for its own imbalances); a
 Dijkstra from the excess nodes raises them so that shortest paths cost nothing; a max flow on
 the zero-cost arcs moves what it can. Once no excess is left the flow is an optimum of the
-whole network, the potentials its certificate. The rounds grow with the units to move (at
-200,000 items, the leader flows: 6-12 rounds for 750-3,500 units, some 100 for 33,000, each a
-Dijkstra and a max flow over the whole network), so the method gives up (None) when the
-items as they stand (asked first, for free) or the components' optima are more than a
-twentieth of the items over the bounds, or `max_rounds` rounds do not suffice; the caller then
-solves the network whole.
+whole network, the potentials its certificate. The rounds grow with the distinct path costs
+the units must climb (at 200,000 items, the leader flows: 6-12 rounds for 750-3,500 units).
+
+Where the items as they stand (on their free arc) are far over some parents' upper bounds
+(`kit plan leaders` and `remove` on a drifted cluster: 32,867 units at 200,000 items), the
+repair from the unpriced components would climb some 260 cost levels, 75-175 rounds. So the
+parents the items stand over are priced: the components pay `_over_price` per unit into
+them, dearer than any one move off them, and shed what they can; such a start is still
+optimal for its own imbalances (a priced parent's flow to the sink sits at its upper bound,
+the price its potential), and the repair only moves the remainder (some 1,650 units, 12-23
+rounds there).
+The method gives up (None) when the components' optima are more than a twentieth of the
+items over the bounds, or `max_rounds` rounds do not suffice; the caller then solves the
+network whole.
 """
 from __future__ import annotations
 
@@ -33,11 +41,14 @@ _BATCH_ARCS = 3000
 _EXACT = float(1 << 52)
 # Most units over the parents' bounds, as a share of the items, worth repairing (see above).
 _MAX_EXCESS = 1 / 20
+# Rounds of the repair before the whole solve is cheaper (about 0.2 CPU s each at 200,000 items,
+# against some 10 s for the whole solve there); the priced drifted leader flows need 12-23.
+_MAX_ROUNDS = 30
 
 
 def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
                         tier_cap: np.ndarray, tier_cost: np.ndarray, parent_of_group: np.ndarray,
-                        parent_lo: np.ndarray, parent_hi: np.ndarray, max_rounds: int = 20,
+                        parent_lo: np.ndarray, parent_hi: np.ndarray, max_rounds: int = _MAX_ROUNDS,
                         max_excess: float = _MAX_EXCESS, tie_cost: np.ndarray | None = None):
     """An optimal choice of group per item for `soft_assignment`'s network, or None.
 
@@ -48,8 +59,8 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
     tier_cost : ndarray
         Cost per unit of each tier, increasing (the penalties are convex).
     max_rounds, max_excess : int, float
-        Give up after this many repair rounds, or when the components leave more units than
-        this share of the items over the parents' bounds.
+        Give up after this many repair rounds, or when the components (priced) leave more
+        units than this share of the items over the parents' bounds.
     tie_cost : ndarray, optional
         Per arc, a second objective (small non-negative integers) minimised among the
         optima of the first; default 1 on a costly arc (a change), 0 elsewhere.
@@ -64,9 +75,7 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
     if (parent_hi < parent_lo).any():
         return None
     arc_cost = np.asarray(arc_cost, dtype=np.int64)
-    if _standing_excess(n_items, item_of_arc, group_of_arc, arc_cost, parent_of_group, parent_hi) > \
-            max_excess * n_items:
-        return None
+    over = _standing_count(n_items, item_of_arc, group_of_arc, arc_cost, parent_of_group, len(parent_hi)) > parent_hi
     # Optima tie massively (small integer costs); among them, take one with the least second
     # objective (by default the fewest items on a costly arc, a change), scaled below every
     # unit of the first.
@@ -74,33 +83,46 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
     scale = n_items * int(tie.max(initial=0)) + 1
     arc_cost = arc_cost * scale + tie
     tier_cost = np.asarray(tier_cost, dtype=np.int64) * scale
-    choice = _component_optima(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost)
+    price = np.where(over, _over_price(arc_cost, tier_cost), 0)
+    choice = _component_optima(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost,
+                               price[parent_of_group])
     if choice is None:
         return None
     net = _Network(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost,
                    parent_of_group, parent_lo, parent_hi)
-    return _repair(net, choice, max_rounds, max_excess)
+    return _repair(net, choice, price, max_rounds, max_excess)
 
 
-def _standing_excess(n_items, it, gr, cost, parent, parent_hi) -> int:
-    """Units over the parents' upper bounds with every item on its free (cost 0) arc, if any.
+def _standing_count(n_items, it, gr, cost, parent, n_parents) -> np.ndarray:
+    """Items per parent with every item on its free (cost 0) arc, if it has one.
 
-    A change costs, so the components' optima keep most items where they stand: when the
-    items as they stand are far over the bounds (a leader flow whose leaders are skewed,
-    `kit plan leaders` on a drifted cluster: 32,867 units at 200,000 partitions, against 0
-    in the actions the split pays in), so are the optima, and the repair would give up after
-    the components' solves (about 1.5 s wasted at 200,000 items). Asked first, it is free."""
+    A change costs, so the components' optima keep most items where they stand: the parents
+    these counts put over their upper bound are the ones the unpriced optima leave over it."""
     free = np.flatnonzero(cost == 0)
     stand = np.full(n_items, -1, dtype=np.int64)
     stand[it[free]] = gr[free]
     placed = stand[stand >= 0]
-    count = np.bincount(parent[placed], minlength=len(parent_hi))
-    return int(np.maximum(count - parent_hi, 0).sum())
+    return np.bincount(parent[placed], minlength=n_parents)
+
+
+def _over_price(arc_cost, tier_cost) -> int:
+    """The price per unit into a parent the items stand over: more than one item's move
+    off it can cost (its dearest arc, a tier step on the group it leaves and on the one it
+    joins), so every component sheds what it can there.
+
+    Any price leaves the answer exact (the repair starts from an optimum for its own
+    imbalances); it only sets how much is left to repair. Too low, moves that pay in the end
+    are not made and the repair climbs to them level by level (the drifted 200,000-partition
+    leader flow: the parents' final prices are 258-259 cost units, 256 left 9,357 units and 18
+    rounds); higher, the excess left stayed some 1,650 units and 11 rounds up to a price
+    of 1,000."""
+    return 2 * int(np.abs(tier_cost).max(initial=0)) + int(arc_cost.max(initial=0)) + 1
 
 
 # One OR-Tools network per batch of components (49 lines).
-def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost):
-    """Each component's optimum with the parents unbounded (all of them one sink); None if infeasible."""
+def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost, group_price):
+    """Each component's optimum with the parents unbounded (all of them one sink), each unit a
+    group sends to its parent paying `group_price` more; None if infeasible."""
     from scipy.sparse import bmat, csr_matrix
     from scipy.sparse.csgraph import connected_components
     n_groups = tier_cap.shape[0]
@@ -118,12 +140,12 @@ def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost):
             c1 += 1
         arcs = order[starts[c0]:starts[c1]]
         c0 = c1
-        if arcs.size and not _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, choice):
+        if arcs.size and not _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, group_price, choice):
             return None
     return choice if (choice >= 0).all() else None
 
 
-def _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, choice) -> bool:
+def _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, group_price, choice) -> bool:
     """Solve the components holding `arcs` into `choice`; whether they were feasible."""
     items, local_item = np.unique(it[arcs], return_inverse=True)
     groups, local_group = np.unique(gr[arcs], return_inverse=True)
@@ -131,12 +153,13 @@ def _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, choice) -> bool:
     caps = tier_cap[groups]
     keep = caps > 0
     tier_tail = np.broadcast_to(np.arange(ng)[:, None], caps.shape)[keep]
+    tier_unit = tier_cost[None, :] + group_price[groups][:, None]
     sink = 0  # then the items, then the groups
     tails = np.concatenate([1 + local_item, 1 + ni + tier_tail])
     heads = np.concatenate([1 + ni + local_group, np.full(tier_tail.size, sink)])
     mcf = min_cost_flow.SimpleMinCostFlow()
     mcf.add_arcs_with_capacity_and_unit_cost(tails, heads, np.concatenate([np.ones(arcs.size, np.int64), caps[keep]]),
-                                             np.concatenate([cost[arcs], np.broadcast_to(tier_cost, caps.shape)[keep]]))
+                                             np.concatenate([cost[arcs], tier_unit[keep]]))
     supply = np.zeros(1 + ni + ng, dtype=np.int64)
     supply[1:1 + ni] = 1
     supply[sink] = -ni
@@ -238,12 +261,17 @@ def _bellman_ford(tail, head, cost, size):
 
 
 # The primal-dual loop: potentials, shortest paths, a max flow, the choice updated (45 lines).
-def _repair(net: _Network, choice: np.ndarray, max_rounds: int, max_excess: float):
-    """Move the parents' excess to their deficits, keeping the flow optimal; None if it fails."""
+def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: int, max_excess: float):
+    """Move the parents' excess to their deficits, keeping the flow optimal; None if it fails.
+
+    `choice` is the components' optimum with `price` paid per unit into each parent: a priced
+    parent's flow to the sink starts at its upper bound, so that arc's reduced cost (minus the
+    price) needs no residual room; the others start as near their count as their bounds allow."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import dijkstra
     x = np.bincount(choice, minlength=net.bound.shape[0])
     f = np.clip(np.bincount(net.parent, weights=x, minlength=len(net.lo)).astype(np.int64), net.lo, net.hi)
+    f = np.where(price > 0, net.hi, f)
     x, imb = net.counts(choice, f)
     if imb[imb > 0].sum() > max_excess * choice.size:
         return None
