@@ -14,11 +14,11 @@ exact refinement   small clusters: redo the placement as a        steps/exact_re
                    min-cost flow where it needs fewer copies
 leadership         replica order: leaders even overall and per    steps/leadership.py
                    topic, failover even (flows, then an           (solvers/flow.py,
-                   integer program where they stop short)         solvers/exact_order.py)
-spare copies       other replica sets, and up to 5% more copies,  steps/spare_copies.py,
-                   where no order meets a leadership target;      steps/pair_balance.py
-                   an RF-2 evacuation onto two racks re-places
+                   integer program where they stop short);        solvers/exact_order.py),
+                   an RF-2 evacuation onto two racks re-places    steps/pair_balance.py
                    its moved replicas for even failover
+spare copies       other replica sets, and up to 5% more copies,  steps/spare_copies.py,
+                   where no order meets a leadership target       steps/pair_balance.py
 finish             the workspace becomes a Plan                   select.py
 =================  =============================================  ==============================
 

@@ -11,6 +11,7 @@ import io
 import os
 import json
 from contextlib import redirect_stdout
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,9 @@ from hypothesis import strategies as st
 import numpy as np
 
 from kit import plan as planners
+from kit.plan.actions import remove as remove_action
+from kit.plan.steps.leadership import balance_leadership
+from kit.plan.steps.pair_balance import even_pairs
 from kit.report.figures import assignment_figures, movement_figures
 from kit.formats import cluster_from_snapshot, plan_text
 
@@ -697,3 +701,28 @@ def test_rf2_az_loss_meets_failover_target_or_proves_the_least(case):
             plan.notes
     assert_targets_met_or_proved_least(plan, after)
     assert planners.plan_az_loss(cluster_from_snapshot(_snapshot_after(plan)), lost).changed() == []
+
+
+@settings(SETTINGS, max_examples=max(1, SETTINGS.max_examples // 3))
+@given(rf2_az_loss_clusters())
+def test_rf2_az_loss_leaves_the_program_out_only_for_a_plan_meeting_every_target(case):
+    """`lead_then_even_pairs` skips the integer program on the placement before `even_pairs`
+    only when the re-placed order meets every leadership target; otherwise its plan is the
+    one of the sequence it shortcuts (the program where the flows stop, then `even_pairs`)."""
+    _, c = case
+    lost = sorted({b.rack for b in c.brokers.values() if not b.alive and b.rack})[0]
+    plan = planners.plan_az_loss(c, lost)
+
+    def program_first(ws, reason):
+        balance_leadership(ws)
+        even_pairs(ws, reason)
+
+    with mock.patch.object(remove_action, "lead_then_even_pairs", program_first):
+        reference = planners.plan_az_loss(c, lost)
+    if plan.after != reference.after:
+        _, after, mv = figures(plan)
+        assert after["leader_count_spread"] <= 1 and after["topic_leader_excess_spread_max"] <= 1
+        assert after["failover_excess_spread_max"] <= 2
+        assert mv["replica_additions"] == figures(reference)[2]["replica_additions"]
+    else:
+        assert plan.notes == reference.notes

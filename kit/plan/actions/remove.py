@@ -6,7 +6,7 @@ from kit.model import Cluster, Plan
 from kit.plan.pipeline import Stages, run
 from kit.plan.select import broker_changes, resolve_brokers, select_partitions
 from kit.plan.steps.exact_refinement import exact_evacuate
-from kit.plan.steps.pair_balance import even_pairs, prove_failover
+from kit.plan.steps.pair_balance import lead_then_even_pairs, prove_failover
 from kit.plan.steps.place import place_orphans
 from kit.plan.steps.spare_copies import place_within_copies
 from kit.plan.workspace import Workspace
@@ -24,8 +24,8 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
     # they land, the exact refinement further); the spare copies spend no copy beyond them.
     stages = Stages(place=lambda ws: place_orphans(ws, reason, allow_rack_violation=ignore_warns),
                     exact_refinement=lambda ws: exact_evacuate(ws, reason),
-                    spare_copies=lambda ws: (even_pairs(ws, reason), place_within_copies(ws, reason),
-                                             prove_failover(ws, reason)))
+                    leadership=lambda ws: lead_then_even_pairs(ws, reason),
+                    spare_copies=lambda ws: (place_within_copies(ws, reason), prove_failover(ws, reason)))
     return run(ws, stages, action, broker_changes(cluster, targets, removed=removed))
 
 
