@@ -36,7 +36,7 @@ _COMPILED = None
 
 
 def compiled():
-    """(pick_partition, move, bucket_orders) compiled by numba, cached on disk."""
+    """(balance, bucket_orders) compiled by numba, cached on disk."""
     global _COMPILED
     if _COMPILED is None:
         # Imported here: numba takes about half a second to load, which only a balance with
@@ -47,10 +47,11 @@ def compiled():
         # module's names in which the helpers it calls are compiled too (the module's own
         # names stay plain Python, for the small balances).
         scope = dict(globals())
-        for f in (topic_order, _in_list, _consider, _breaks_racks, _loses_peers, _peers, _relink, _use_quotas,
-                  pick_partition, move, bucket_orders):
+        for f in (topic_order, pick_partition, _in_list, _consider, _breaks_racks, _spanned, _loses_peers, _peers,
+                  _step, _two_step, _pick, _reaches_rack, _move, _reorder, _relink, _use_quotas, balance,
+                  bucket_orders):
             scope[f.__name__] = jit(FunctionType(f.__code__, scope, f.__name__))
-        _COMPILED = scope["pick_partition"], scope["move"], scope["bucket_orders"]
+        _COMPILED = scope["balance"], scope["bucket_orders"]
     return _COMPILED
 
 
@@ -174,23 +175,29 @@ def _consider(p, d, a, b, best, key, check_rack, floor, reps, peers):
 def _breaks_racks(p, a, rb, rf, reps, rack, need):
     """Whether a replica in rack `rb` may not take broker index a's place in p's set of `rf`
     (the rack rule, `racks.may_join`): rb is among the other members' racks and those do
-    not span `need` racks (a member without a rack counts as one of its own)."""
+    not span `need` racks."""
     among = False
+    for s in range(rf):
+        among = among or (reps[p, s] != a and rack[reps[p, s]] == rb)
+    return among and _spanned(p, a, rf, reps, rack) < need
+
+
+def _spanned(p, a, rf, reps, rack):
+    """Racks p's members other than broker index a span (`racks.spans`: a member without a
+    rack counts as one of its own)."""
     spanned = 0
     for s in range(rf):
         m = reps[p, s]
         if m == a:
             continue
-        r = rack[m]
-        among = among or r == rb
         new = True
-        if r >= 0:
+        if rack[m] >= 0:
             for u in range(s):
-                if reps[p, u] != a and rack[reps[p, u]] == r:
+                if reps[p, u] != a and rack[reps[p, u]] == rack[m]:
                     new = False
         if new:
             spanned += 1
-    return among and spanned < need
+    return spanned
 
 
 def _loses_peers(a, p, rf, loss, floor, reps, peers):
@@ -216,16 +223,161 @@ def _peers(x, shared, target_idx):
     return n
 
 
-def move(p, a, b, spread, lists, counts, quotas):
-    """Partition p's replica moved from broker index a to b (the workspace already says so):
-    its slot, the pool's lists, the counters, the quotas, the recent rings. With `spread`
-    the other members' nodes of p go to the back of their lists, so the candidates a search
-    looks at first are partitions no move has touched yet (successive moves out of different
-    brokers then do not keep landing on the same replica sets, which carries whole sets to
-    the new brokers together, and a dead broker's leadership has only its few partners to go
-    to)."""
+def balance(max_moves, own_pool, spread, scan, band, lists, counts, quotas, peers, targets, state, log):
+    """Moves from the fullest target brokers to the emptiest until the spread is at most one,
+    no allowed move narrows it, `max_moves` (-1: no limit) are made, or `log` is full; each
+    logged as (partition, from, to) broker indices. Returns how many were logged; state[2]
+    is 1 when the balance is done (else call again once the log is read).
+
+    `band` = (lo, hi, degree floor); `targets` = (count, asc, desc, failed, reach): the
+    replicas per broker, the targets by (count, index) and (-count, index), pairs found to
+    have no move and, by broker and rack, whether its replicas may reach the rack (-1:
+    unknown); `state` = (searching thoroughly, moves made, done).
+    """
+    count, asc, desc, failed, reach = targets
+    lo, hi = band[0], band[1]
+    logged = 0
+    while max_moves < 0 or state[1] < max_moves:
+        if logged + 2 > log.shape[0]:
+            return logged
+        c_max, c_min = count[desc[0]], count[asc[0]]
+        if c_max - c_min <= 1:
+            break
+        # Some target above hi / below lo: what a step asks, answered from the extremes.
+        surplus, deficit = c_max > hi, c_min < lo
+        done = 0
+        for strict in (True, False):
+            if not done:
+                done = _step(strict, surplus, deficit, scan, band, lists, counts, quotas, peers, targets, state,
+                             log, logged, spread)
+        if not done and own_pool:
+            done = _two_step(scan, band, lists, counts, quotas, peers, targets, state, log, logged, spread)
+        if not done:
+            if state[0]:
+                break
+            # The caches and the short search may hide a move: look once more, thoroughly,
+            # so that planning again on the result finds nothing either.
+            failed[:] = False
+            reach[:] = -1
+            state[0] = 1
+            continue
+        state[0] = 0
+        state[1] += done
+        logged += done
+    state[2] = 1
+    return logged
+
+
+def _step(strict, surplus, deficit, scan, band, lists, counts, quotas, peers, targets, state, log, logged, spread):
+    """One move from the fullest brokers to the emptiest; 1 if made, else 0."""
+    count, asc, desc, failed, reach = targets
+    lo, hi = band[0], band[1]
+    c_least = count[asc[0]]
+    for a in desc:
+        ca = count[a]
+        if ca - c_least < 2:
+            return 0
+        for b in asc:
+            cb = count[b]
+            if ca - cb < 2:
+                break
+            # Every copy should shrink the surplus and the deficit at once while both
+            # remain (that is what makes the count minimal); failing that, at least one.
+            if strict and ((surplus and ca <= hi) or (deficit and cb >= lo)):
+                continue
+            if ca <= hi and cb >= lo:
+                continue
+            p = _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state)
+            if p >= 0:
+                _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, logged)
+                return 1
+    return 0
+
+
+def _two_step(scan, band, lists, counts, quotas, peers, targets, state, log, logged, spread):
+    """Two moves through a third broker, where the rack rule blocks the direct one (only for
+    replicas this plan places anyway: moving one twice costs no copy); 2 or 0."""
+    count, asc, desc, failed, reach = targets
+    order = asc.copy()
+    for a in desc[:4].copy():
+        for b in order[:4]:
+            if count[a] - count[b] < 2:
+                continue
+            for c in order:
+                if c == a or c == b:
+                    continue
+                p2 = _pick(c, b, scan, band, lists, counts, quotas, peers, targets, state)
+                p1 = _pick(a, c, scan, band, lists, counts, quotas, peers, targets, state) if p2 >= 0 else -1
+                if p1 >= 0 and p2 >= 0:
+                    _move(p1, a, c, spread, lists, counts, quotas, peers, targets, log, logged)
+                    _move(p2, c, b, spread, lists, counts, quotas, peers, targets, log, logged + 1)
+                    return 2
+    return 0
+
+
+def _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state):
+    """A partition whose replica on broker index a may move to b, or -1 (remembered)."""
+    failed, reach = targets[3], targets[4]
+    if failed[a, b]:
+        return -1
+    rack = peers[3]
+    rb = rack[b]
+    if rb >= 0 and rb != rack[a]:
+        if reach[a, rb] < 0:
+            reach[a, rb] = 1 if _reaches_rack(a, rb, lists, counts, peers) else 0
+        if reach[a, rb] == 0:
+            failed[a, b] = True
+            return -1
+    p = -1
+    if counts[3][a].any():
+        p = pick_partition(a, b, state[0] == 1, scan, band[2], lists, counts, quotas, peers)
+    if p < 0:
+        failed[a, b] = True
+    return p
+
+
+def _reaches_rack(a, rb, lists, counts, peers):
+    """Whether some movable replica on broker index `a` (not in rack `rb`) may move to a
+    broker in `rb`. In the common layout (one replica per rack, RF = racks) none can: this
+    answers that with one pass over the broker's partitions instead of one failed search
+    per broker pair."""
+    reps, nxt, head = lists[0], lists[2], lists[4]
+    rack, need = peers[3], peers[4]
+    width = reps.shape[1]
+    for t in np.flatnonzero(counts[3][a]):
+        node = head[a, t]
+        while node >= 0:
+            p = node // width
+            node = nxt[node]
+            rf = 0
+            has_a = in_rb = False
+            for s in range(width):
+                m = reps[p, s]
+                if m < 0:
+                    break
+                rf += 1
+                has_a = has_a or m == a
+                in_rb = in_rb or rack[m] == rb
+            if not in_rb:
+                return True
+            if (rf > need[rf] or (rf == need[rf] and not has_a)) and _spanned(p, a, rf, reps, rack) >= need[rf]:
+                return True
+    return False
+
+
+def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
+    """Partition p's replica moved from broker index a to b, logged at `at`: its slot, the
+    pool's lists, the counters, the quotas, the recent rings, the targets' order and the
+    caches. With `spread` the other members' nodes of p go to the back of their lists, so the
+    candidates a search looks at first are partitions no move has touched yet (successive
+    moves out of different brokers then do not keep landing on the same replica sets, which
+    carries whole sets to the new brokers together, and a dead broker's leadership has only
+    its few partners to go to)."""
     reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
     scaled, scaled_t, movable, nz = counts
+    shared = peers[0]
+    count, asc, desc, failed, reach = targets
+    log[at, 0], log[at, 1], log[at, 2] = p, a, b
     width = reps.shape[1]
     n_topics = scaled.shape[1]
     t = topic[p]
@@ -238,6 +390,8 @@ def move(p, a, b, spread, lists, counts, quotas):
         scaled_t[x, t] += step * n_topics
         movable[x, t] += step
         nz[x, t] = movable[x, t] != 0
+        count[x] += step
+        _reorder(asc, desc, x, count)
     if quotas[0]:
         _use_quotas(t, a, b, movable, quotas)
     size = recent.shape[1]
@@ -247,11 +401,35 @@ def move(p, a, b, spread, lists, counts, quotas):
             break
         if j == b:
             continue
+        shared[a, j] -= 1
+        shared[j, a] -= 1
+        shared[b, j] += 1
+        shared[j, b] += 1
         recent[j, n_recent[j] % size] = p
         n_recent[j] += 1
         if spread and inlist[p * width + s]:
             _relink(p * width + s, j, j, t, nxt, prv, head, tail)
             touched[j, t] = True
+    # b gained a partition, so moves out of b may now exist; a only lost options.
+    failed[b, :] = False
+    reach[b, :] = -1
+
+
+def _reorder(asc, desc, x, count):
+    """Broker index x back in its place in `asc` (by count, index) and `desc` (by -count,
+    index) after its count changed by one."""
+    for order, sign in ((asc, 1), (desc, -1)):
+        i = 0
+        while order[i] != x:
+            i += 1
+        key = (sign * count[x], x)
+        while i > 0 and (sign * count[order[i - 1]], order[i - 1]) > key:
+            order[i] = order[i - 1]
+            i -= 1
+        while i + 1 < order.size and (sign * count[order[i + 1]], order[i + 1]) < key:
+            order[i] = order[i + 1]
+            i += 1
+        order[i] = x
 
 
 def _relink(node, x, y, t, nxt, prv, head, tail):
