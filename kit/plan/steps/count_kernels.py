@@ -1,13 +1,14 @@
-"""The count balance's hot loops over arrays: a pick's candidate search (`pick_partition`)
-and a move's bookkeeping (`move`), for `count_balance.balance_counts`.
+"""The count balance's loop over arrays (`balance`): which pairs of brokers to try, a pick's
+candidate search (`pick_partition`), a move's bookkeeping (`_move`); the moves it chooses
+are logged for `count_balance` to make on the workspace.
 
-They are plain Python over numpy arrays, written in the subset numba compiles: a large
-rebalance makes a hundred thousand picks of some twenty candidates each, about 120 us of
-Python per move, and compiled they take a few. `compiled` returns them compiled (numba is
+Plain Python over numpy arrays, written in the subset numba compiles: a large rebalance
+makes a hundred thousand moves of some twenty candidates each, about 120 us of Python per
+move, and compiled they take a few. `compiled` returns the kernels compiled (numba is
 imported there, only when a balance has enough moves ahead to pay for its import); small
 balances run them as they are. Both give the same moves (tests/plan/test_count_balance.py).
 
-The state, built by `count_balance._CountBalance` and kept up by `move`:
+The state, built by `count_balance._CountBalance` and kept up by `_move`:
 
 - `lists`: (reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched). `reps`
   holds each partition's replicas as broker indices (-1 pads to the widest set). The movable
@@ -21,8 +22,10 @@ The state, built by `count_balance._CountBalance` and kept up by `move`:
 - `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive): the topic quotas
   (topic x broker) and, by broker and topic, whether a replica may leave / arrive under
   them, and how many topics may per broker.
-- `peers`: (shared, is_target, target_idx, rack, need): co-replica counts, the targets,
-  rack numbers (-1: none), racks a set of each size must span.
+- `peers`: (shared, is_target, target_idx, rack, need): co-replica counts (a copy: the
+  workspace's own are kept up as it makes the moves), the targets, rack numbers (-1:
+  none), racks a set of each size must span.
+- `targets`: (count, asc, desc, failed, reach), see `balance`.
 """
 from __future__ import annotations
 
