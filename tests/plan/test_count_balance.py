@@ -47,7 +47,7 @@ def _drifted(seed: int) -> Cluster:
 def _balanced(cluster: Cluster, compiled: bool, monkeypatch, how: str):
     """The workspace's state after a count balance run compiled or as plain Python: `how` is
     a rebalance with quotas and spread moves, one without, or placing a dead broker's replicas."""
-    monkeypatch.setattr(count_balance, "_COMPILE_FROM", 0 if compiled else 10 ** 9)
+    monkeypatch.setattr(count_balance, "_PLAIN_MOVES", 0 if compiled else 10 ** 9)
     ids = sorted(cluster.brokers)
     targets = ids[1:] if how == "place" else ids
     ws = Workspace(cluster, targets=targets, selected=range(len(cluster.partitions)))

@@ -22,9 +22,10 @@ from kit.plan.workspace import LARGE, Workspace
 # where the choice is rich anyway.
 _SCAN_SMALL = (24, 8, 16)
 _SCAN_LARGE = (12, 4, 8)
-# Moves ahead from which a balance runs compiled: importing numba and loading the cached
-# kernels costs about as much as this many moves in plain Python.
-_COMPILE_FROM = 2000
+# Moves a balance makes as plain Python before it runs compiled: importing numba and
+# loading the cached kernels costs about as much as this many moves on a large cluster,
+# and most balances (placing a few replicas, a small cluster) end before.
+_PLAIN_MOVES = 500
 _LOG_ROWS = 1 << 16  # moves the kernel chooses before the workspace makes them
 
 
@@ -73,22 +74,21 @@ class _CountBalance:
         # Targets by (count, index) and (-count, index): the emptiest and the fullest first.
         self.targets = (count, tidx[np.lexsort((tidx, count[tidx]))], tidx[np.lexsort((tidx, -count[tidx]))],
                         np.zeros((n, n), dtype=bool), np.full((n, max(len(ws.rack_names), 1)), -1, dtype=np.int8))
-        # Compiled only where enough moves are ahead to pay for numba's import (about half a
-        # second); the same functions run as they are otherwise.
-        ahead = max(np.maximum(count[tidx] - hi, 0).sum(), np.maximum(lo - count[tidx], 0).sum())
-        self.kernels = (count_kernels.compiled() if ahead >= _COMPILE_FROM
-                        else (count_kernels.balance, count_kernels.bucket_orders))
 
     def run(self, max_moves: int | None) -> int:
-        """Balance; the number of moves."""
-        balance, bucket_orders = self.kernels
+        """Balance; the number of moves. The first `_PLAIN_MOVES` as plain Python, the rest
+        compiled."""
+        kernels = count_kernels.balance, count_kernels.bucket_orders
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         log = np.empty((_LOG_ROWS, 3), dtype=np.int64)
+        rows = min(_PLAIN_MOVES, _LOG_ROWS)
         while not state[2]:
-            n = balance(-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan,
-                        self.band, self.lists, self.counts, self.quotas, self.peers, self.targets, state, log)
+            n = kernels[0](-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan,
+                           self.band, self.lists, self.counts, self.quotas, self.peers, self.targets, state, log[:rows])
             self.make(log[:n].tolist())
-        self.reorder(bucket_orders(self.lists))
+            if not state[2] and rows < _LOG_ROWS:
+                kernels, rows = count_kernels.compiled(), _LOG_ROWS
+        self.reorder(kernels[1](self.lists))
         return int(state[1])
 
     def _lists(self):

@@ -5,7 +5,7 @@ are logged for `count_balance` to make on the workspace.
 Plain Python over numpy arrays, written in the subset numba compiles: a large rebalance
 makes a hundred thousand moves of some twenty candidates each, about 120 us of Python per
 move, and compiled they take a few. `compiled` returns the kernels compiled (numba is
-imported there, only when a balance has enough moves ahead to pay for its import); small
+imported there, only once a balance has made enough moves to pay for its import); small
 balances run them as they are. Both give the same moves (tests/plan/test_count_balance.py).
 
 The state, built by `count_balance._CountBalance` and kept up by `_move`:
@@ -43,7 +43,7 @@ def compiled():
     global _COMPILED
     if _COMPILED is None:
         # Imported here: numba takes about half a second to load, which only a balance with
-        # many moves ahead pays back (kit.plan imports no heavy dependency: tests/test_imports.py).
+        # many moves pays back (kit.plan imports no heavy dependency: tests/test_imports.py).
         import numba
         jit = numba.njit(cache=True)
         # Compiled code calls compiled code only: each kernel is compiled over a copy of this
