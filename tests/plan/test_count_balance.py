@@ -1,8 +1,16 @@
-"""The count balance's choices depend on the cluster only, never on how numpy orders equal values."""
+"""The count balance's choices depend on the cluster only, never on how numpy orders equal values nor on
+whether its kernels run compiled."""
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from kit.model import Broker, Cluster, Partition
+from kit.plan.steps import count_balance
 from kit.plan.steps.count_balance import balance_counts
+from kit.plan.steps.place import place_orphans
+from kit.plan.steps.topic_quotas import topic_quotas
 from kit.plan.workspace import Workspace
 
 
@@ -18,3 +26,45 @@ def test_among_equally_uneven_topics_the_highest_numbered_32_are_searched_first(
     assert balance_counts(ws, "balance", max_moves=1) == 1
     moved = [p for p, reps in enumerate(ws.assign) if reps != [1]]
     assert [(parts[p].topic, ws.assign[p]) for p in moved] == [("t08", [2])]
+
+
+def _drifted(seed: int) -> Cluster:
+    """A small cluster whose replicas sit mostly on its first brokers, in random racks."""
+    rng = random.Random(seed)
+    ids = list(range(1, rng.randint(5, 13)))
+    racks = rng.choice([["a", "b", "c"], ["a", "b"], ["a", "b", None], [None]])
+    brokers = {b: Broker(id=b, rack=rng.choice(racks)) for b in ids}
+    heavy = ids[:len(ids) // 2 + 1]
+    parts = []
+    for t in range(rng.randint(1, 8)):
+        for n in range(rng.randint(3, 40)):
+            rf = rng.randint(1, 3)
+            reps = tuple(rng.sample(heavy if rng.random() < 0.7 else ids, rf))
+            parts.append(Partition(topic=f"t{t}", partition=n, replicas=reps, isr=reps, leader=reps[0]))
+    return Cluster(brokers=brokers, partitions=tuple(parts))
+
+
+def _balanced(cluster: Cluster, compiled: bool, monkeypatch, how: str):
+    """The workspace's state after a count balance run compiled or as plain Python: `how` is
+    a rebalance with quotas and spread moves, one without, or placing a dead broker's replicas."""
+    monkeypatch.setattr(count_balance, "_PLAIN_MOVES", 0 if compiled else 10 ** 9)
+    ids = sorted(cluster.brokers)
+    targets = ids[1:] if how == "place" else ids
+    ws = Workspace(cluster, targets=targets, selected=range(len(cluster.partitions)))
+    quotas = topic_quotas(ws) if how == "quotas" else None
+    if how == "place":
+        moves = place_orphans(ws, "placed", allow_rack_violation=True)
+    else:
+        moves = balance_counts(ws, "balance", quotas=quotas, spread_touched=how == "quotas")
+    return (moves, ws.assign, list(ws.reasons.items()), ws.count.tolist(), ws.shared.tolist(),
+            [[(t, list(ps)) for t, ps in d.items()] for d in ws.on_topic],
+            None if quotas is None else [q.tolist() for q in quotas])
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_compiled_kernels_make_the_same_moves_as_plain_python(seed, monkeypatch):
+    # Large balances run count_kernels compiled by numba, small ones as plain Python: one
+    # source, and numba's integer and array semantics must not make it choose differently.
+    cluster = _drifted(seed)
+    for how in ("quotas", "plain", "place"):
+        assert _balanced(cluster, True, monkeypatch, how) == _balanced(cluster, False, monkeypatch, how), how

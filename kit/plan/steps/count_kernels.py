@@ -1,0 +1,495 @@
+"""The count balance's loop over arrays (`balance`): which pairs of brokers to try, a pick's
+candidate search (`pick_partition`), a move's bookkeeping (`_move`); the moves it chooses
+are logged for `count_balance` to make on the workspace.
+
+Plain Python over numpy arrays, written in the subset numba compiles: a large rebalance
+makes a hundred thousand moves of some twenty candidates each, about 120 us of Python per
+move, and compiled they take a few. `compiled` returns the kernels compiled (numba is
+imported there, only once a balance has made enough moves to pay for its import); small
+balances run them as they are. Both give the same moves (tests/plan/test_count_balance.py).
+
+The state, built by `count_balance._CountBalance` and kept up by `_move`:
+
+- `lists`: (reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched). `reps`
+  holds each partition's replicas as broker indices (-1 pads to the widest set). The movable
+  replicas of broker x and topic t are a linked list of nodes p * width + slot, from
+  head[x, t] to tail[x, t] through nxt / prv (-1 ends), in the order the pool's dicts keep
+  them; inlist marks the nodes in the pool. recent[x] is a ring of the last partitions a
+  move shared with x (n_recent[x] pushed in all); touched marks the lists a move reordered
+  (the pool's dicts are reordered once at the end, from these lists).
+- `counts`: (scaled, scaled_t, movable, nz), by broker and topic: count * n_topics,
+  count * n_topics + topic, the movable replicas, and whether there are some.
+- `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive): the topic quotas
+  (topic x broker) and, by broker and topic, whether a replica may leave / arrive under
+  them, and how many topics may per broker.
+- `peers`: (shared, is_target, target_idx, rack, need): co-replica counts (a copy: the
+  workspace's own are kept up as it makes the moves), the targets, rack numbers (-1:
+  none), racks a set of each size must span.
+- `targets`: (count, asc, desc, failed, reach), see `balance`.
+"""
+from __future__ import annotations
+
+from types import FunctionType
+
+import numpy as np
+
+SEARCHED_TOPICS = 32  # topics a pick looks at unless the search is exhaustive
+
+_COMPILED = None
+
+
+def compiled():
+    """(balance, bucket_orders) compiled by numba, cached on disk."""
+    global _COMPILED
+    if _COMPILED is None:
+        # Imported here: numba takes about half a second to load, which only a balance with
+        # many moves pays back (kit.plan imports no heavy dependency: tests/test_imports.py).
+        import numba
+        jit = numba.njit(cache=True)
+        # Compiled code calls compiled code only: each kernel is compiled over a copy of this
+        # module's names in which the helpers it calls are compiled too (the module's own
+        # names stay plain Python, for the small balances).
+        scope = dict(globals())
+        for f in (topic_order, pick_partition, _in_list, _consider, _breaks_racks, _spanned, _loses_peers, _peers,
+                  _step, _two_step, _pick, _reaches_rack, _move, _reorder, _relink, _use_quotas, balance,
+                  bucket_orders):
+            scope[f.__name__] = jit(FunctionType(f.__code__, scope, f.__name__))
+        _COMPILED = scope["balance"], scope["bucket_orders"]
+    return _COMPILED
+
+
+def topic_order(a, b, fresh, counts, quotas):
+    """The topics a pick from broker index a to b looks at, in the order it looks, as
+    -d * n_topics + topic (d: how many more of the topic a holds than b), ascending.
+
+    The topics with a planned move (a quota to leave a and one to reach b) if any, else every
+    topic with a movable replica on a; unless the search is exhaustive (`fresh`), only the 32
+    with the largest d (the highest topic numbers among equals: on the 200k benchmark
+    clusters the lower ones left a rebalance's failover excess one higher).
+    """
+    scaled, scaled_t, movable, nz = counts
+    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive = quotas
+    n_topics = scaled.shape[1]
+    cand = np.flatnonzero(nz[a])
+    if use and n_leave[a] > 0 and n_arrive[b] > 0:
+        planned = np.flatnonzero(leave[a] & arrive[b])
+        if planned.size:
+            cand = planned
+    # -d * n_topics - topic: one key per topic, unique, so the 32 kept do not depend on
+    # how a partition orders equal values.
+    key = scaled[b][cand] - scaled_t[a][cand]
+    if cand.size > SEARCHED_TOPICS and not fresh:
+        key = np.partition(key, SEARCHED_TOPICS - 1)[:SEARCHED_TOPICS]
+    # To -d * n_topics + topic (topic = -key mod n_topics): one int each, sorted.
+    return np.sort(key + 2 * ((-key) % n_topics))
+
+
+def pick_partition(a, b, fresh, scan, floor, lists, counts, quotas, peers):
+    """A movable partition on broker index `a` that may move to broker index `b`, or -1.
+
+    Prefers the topic `a` holds most more of than `b` (per-topic balance comes with the count
+    balance); among its partitions, the one whose other replicas `b` shares least with and
+    `a` shares most with, so every pair of brokers keeps enough common partitions for
+    leadership to fail over evenly (and no broker loses a peer). Partitions on `a` that an
+    earlier move gave an underfull broker (`recent`) are looked at first: they are the only
+    way for two underfull (often new) brokers to come to share partitions. The search looks
+    at a few dozen candidates, `scan` = (in all, per topic, recently moved), unless
+    exhaustive (`fresh`).
+    """
+    reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
+    scaled = counts[0]
+    scan_all, scan_topic, scan_recent = scan
+    n_topics = scaled.shape[1]
+    width = reps.shape[1]
+    rack = peers[3]
+    # Within one rack a move never changes which racks a replica set spans.
+    check_rack = rack[b] >= 0 and rack[b] != rack[a]
+    best, key = -1, (0, 0, 0, 0)
+    last = n_recent[a]
+    for i in range(last - min(last, scan_recent), last):
+        p = recent[a, i % scan_recent]
+        t = topic[p]
+        d = (scaled[a, t] - scaled[b, t]) // n_topics
+        if d >= 1 and _in_list(p, a, reps, inlist):
+            best, key = _consider(p, d, a, b, best, key, check_rack, floor, reps, peers)
+    order = topic_order(a, b, fresh, counts, quotas)
+    # Stay with topics that a holds clearly more of than b, once some candidate exists.
+    least = min(-(order[0] // n_topics) - 2, 1)
+    per_topic = reps.shape[0] if fresh else scan_topic
+    seen = 0
+    for k in range(order.size):
+        t = order[k] % n_topics
+        d = -(order[k] // n_topics)
+        if best >= 0 and (d < least or seen >= scan_all):
+            break
+        # A few per topic spread the choice over topics; keep looking while nothing fits.
+        node, n = head[a, t], 0
+        while node >= 0:
+            n += 1
+            best, key = _consider(node // width, d, a, b, best, key, check_rack, floor, reps, peers)
+            if n >= per_topic and best >= 0:
+                break
+            node = nxt[node]
+        seen += n
+    return best
+
+
+def _in_list(p, x, reps, inlist):
+    """Whether partition p's replica on broker index x is in the pool."""
+    width = reps.shape[1]
+    for s in range(width):
+        if reps[p, s] == x:
+            return inlist[p * width + s]
+    return False
+
+
+def _consider(p, d, a, b, best, key, check_rack, floor, reps, peers):
+    """The better of (best, key) and partition p moving from broker index a to b (its topic
+    d more on a than on b), if that move is allowed: b not in the set yet, the rack rule,
+    no target left with fewer peers than the degree `floor`."""
+    shared, is_target, target_idx, rack, need = peers
+    rf = 0
+    for s in range(reps.shape[1]):
+        m = reps[p, s]
+        if m < 0:
+            break
+        if m == b:
+            return best, key
+        rf += 1
+    if check_rack and _breaks_racks(p, a, rack[b], rf, reps, rack, need[rf]):
+        return best, key
+    pairs = loss = 0
+    for s in range(rf):
+        j = reps[p, s]
+        if j != a:
+            sa = shared[a, j]
+            pairs += shared[b, j] - sa
+            if sa == 1 and is_target[j]:
+                loss += 1
+    if loss and floor and _loses_peers(a, p, rf, loss, floor, reps, peers):
+        return best, key
+    # A move of topic t from a to b evens t out when a holds at least two more of it.
+    new = (loss, 0 if d >= 2 else (1 if d == 1 else 2), pairs, -d)
+    if best < 0 or new < key:
+        return p, new
+    return best, key
+
+
+def _breaks_racks(p, a, rb, rf, reps, rack, need):
+    """Whether a replica in rack `rb` may not take broker index a's place in p's set of `rf`
+    (the rack rule, `racks.may_join`): rb is among the other members' racks and those do
+    not span `need` racks."""
+    among = False
+    for s in range(rf):
+        among = among or (reps[p, s] != a and rack[reps[p, s]] == rb)
+    return among and _spanned(p, a, rf, reps, rack) < need
+
+
+def _spanned(p, a, rf, reps, rack):
+    """Racks p's members other than broker index a span (`racks.spans`: a member without a
+    rack counts as one of its own)."""
+    spanned = 0
+    for s in range(rf):
+        m = reps[p, s]
+        if m == a:
+            continue
+        new = True
+        if rack[m] >= 0:
+            for u in range(s):
+                if reps[p, u] != a and rack[reps[p, u]] == rack[m]:
+                    new = False
+        if new:
+            spanned += 1
+    return spanned
+
+
+def _loses_peers(a, p, rf, loss, floor, reps, peers):
+    """Whether moving broker index a's replica out of p's set leaves a or one of the other
+    members it shares nothing else with (`loss` of them) with fewer target peers than the
+    degree floor."""
+    shared, is_target, target_idx = peers[0], peers[1], peers[2]
+    if _peers(a, shared, target_idx) - loss < floor:
+        return True
+    for s in range(rf):
+        j = reps[p, s]
+        if j != a and shared[a, j] == 1 and is_target[j] and _peers(j, shared, target_idx) - 1 < floor:
+            return True
+    return False
+
+
+def _peers(x, shared, target_idx):
+    """Target brokers broker index x shares some partition with."""
+    n = 0
+    for j in target_idx:
+        if shared[x, j] > 0:
+            n += 1
+    return n
+
+
+def balance(max_moves, own_pool, spread, scan, band, lists, counts, quotas, peers, targets, state, log):
+    """Moves from the fullest target brokers to the emptiest until the spread is at most one,
+    no allowed move narrows it, `max_moves` (-1: no limit) are made, or `log` is full; each
+    logged as (partition, from, to) broker indices. Returns how many were logged; state[2]
+    is 1 when the balance is done (else call again once the log is read).
+
+    `band` = (lo, hi, degree floor); `targets` = (count, asc, desc, failed, reach): the
+    replicas per broker, the targets by (count, index) and (-count, index), pairs found to
+    have no move and, by broker and rack, whether its replicas may reach the rack (-1:
+    unknown); `state` = (searching thoroughly, moves made, done).
+    """
+    count, asc, desc, failed, reach = targets
+    lo, hi = band[0], band[1]
+    logged = 0
+    while max_moves < 0 or state[1] < max_moves:
+        if logged + 2 > log.shape[0]:
+            return logged
+        c_max, c_min = count[desc[0]], count[asc[0]]
+        if c_max - c_min <= 1:
+            break
+        # Some target above hi / below lo: what a step asks, answered from the extremes.
+        surplus, deficit = c_max > hi, c_min < lo
+        done = 0
+        for strict in (True, False):
+            if not done:
+                done = _step(strict, surplus, deficit, scan, band, lists, counts, quotas, peers, targets, state,
+                             log, logged, spread)
+        if not done and own_pool:
+            done = _two_step(scan, band, lists, counts, quotas, peers, targets, state, log, logged, spread)
+        if not done:
+            if state[0]:
+                break
+            # The caches and the short search may hide a move: look once more, thoroughly,
+            # so that planning again on the result finds nothing either.
+            failed[:] = False
+            reach[:] = -1
+            state[0] = 1
+            continue
+        state[0] = 0
+        state[1] += done
+        logged += done
+    state[2] = 1
+    return logged
+
+
+def _step(strict, surplus, deficit, scan, band, lists, counts, quotas, peers, targets, state, log, logged, spread):
+    """One move from the fullest brokers to the emptiest; 1 if made, else 0."""
+    count, asc, desc, failed, reach = targets
+    lo, hi = band[0], band[1]
+    c_least = count[asc[0]]
+    for a in desc:
+        ca = count[a]
+        if ca - c_least < 2:
+            return 0
+        for b in asc:
+            cb = count[b]
+            if ca - cb < 2:
+                break
+            # Every copy should shrink the surplus and the deficit at once while both
+            # remain (that is what makes the count minimal); failing that, at least one.
+            if strict and ((surplus and ca <= hi) or (deficit and cb >= lo)):
+                continue
+            if ca <= hi and cb >= lo:
+                continue
+            p = _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state)
+            if p >= 0:
+                _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, logged)
+                return 1
+    return 0
+
+
+def _two_step(scan, band, lists, counts, quotas, peers, targets, state, log, logged, spread):
+    """Two moves through a third broker, where the rack rule blocks the direct one (only for
+    replicas this plan places anyway: moving one twice costs no copy); 2 or 0."""
+    count, asc, desc, failed, reach = targets
+    order = asc.copy()
+    for a in desc[:4].copy():
+        for b in order[:4]:
+            if count[a] - count[b] < 2:
+                continue
+            for c in order:
+                if c == a or c == b:
+                    continue
+                p2 = _pick(c, b, scan, band, lists, counts, quotas, peers, targets, state)
+                p1 = _pick(a, c, scan, band, lists, counts, quotas, peers, targets, state) if p2 >= 0 else -1
+                if p1 >= 0 and p2 >= 0:
+                    _move(p1, a, c, spread, lists, counts, quotas, peers, targets, log, logged)
+                    _move(p2, c, b, spread, lists, counts, quotas, peers, targets, log, logged + 1)
+                    return 2
+    return 0
+
+
+def _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state):
+    """A partition whose replica on broker index a may move to b, or -1 (remembered)."""
+    failed, reach = targets[3], targets[4]
+    if failed[a, b]:
+        return -1
+    rack = peers[3]
+    rb = rack[b]
+    if rb >= 0 and rb != rack[a]:
+        if reach[a, rb] < 0:
+            reach[a, rb] = 1 if _reaches_rack(a, rb, lists, counts, peers) else 0
+        if reach[a, rb] == 0:
+            failed[a, b] = True
+            return -1
+    p = -1
+    if counts[3][a].any():
+        p = pick_partition(a, b, state[0] == 1, scan, band[2], lists, counts, quotas, peers)
+    if p < 0:
+        failed[a, b] = True
+    return p
+
+
+def _reaches_rack(a, rb, lists, counts, peers):
+    """Whether some movable replica on broker index `a` (not in rack `rb`) may move to a
+    broker in `rb`. In the common layout (one replica per rack, RF = racks) none can: this
+    answers that with one pass over the broker's partitions instead of one failed search
+    per broker pair."""
+    reps, nxt, head = lists[0], lists[2], lists[4]
+    rack, need = peers[3], peers[4]
+    width = reps.shape[1]
+    for t in np.flatnonzero(counts[3][a]):
+        node = head[a, t]
+        while node >= 0:
+            p = node // width
+            node = nxt[node]
+            rf = 0
+            has_a = in_rb = False
+            for s in range(width):
+                m = reps[p, s]
+                if m < 0:
+                    break
+                rf += 1
+                has_a = has_a or m == a
+                in_rb = in_rb or rack[m] == rb
+            if not in_rb:
+                return True
+            if (rf > need[rf] or (rf == need[rf] and not has_a)) and _spanned(p, a, rf, reps, rack) >= need[rf]:
+                return True
+    return False
+
+
+def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
+    """Partition p's replica moved from broker index a to b, logged at `at`: its slot, the
+    pool's lists, the counters, the quotas, the recent rings, the targets' order and the
+    caches. With `spread` the other members' nodes of p go to the back of their lists, so the
+    candidates a search looks at first are partitions no move has touched yet (successive
+    moves out of different brokers then do not keep landing on the same replica sets, which
+    carries whole sets to the new brokers together, and a dead broker's leadership has only
+    its few partners to go to)."""
+    reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
+    scaled, scaled_t, movable, nz = counts
+    shared = peers[0]
+    count, asc, desc, failed, reach = targets
+    log[at, 0], log[at, 1], log[at, 2] = p, a, b
+    width = reps.shape[1]
+    n_topics = scaled.shape[1]
+    t = topic[p]
+    for s in range(width):
+        if reps[p, s] == a:
+            reps[p, s] = b
+            _relink(p * width + s, a, b, t, nxt, prv, head, tail)
+    for x, step in ((a, -1), (b, 1)):
+        scaled[x, t] += step * n_topics
+        scaled_t[x, t] += step * n_topics
+        movable[x, t] += step
+        nz[x, t] = movable[x, t] != 0
+        count[x] += step
+        _reorder(asc, desc, x, count)
+    if quotas[0]:
+        _use_quotas(t, a, b, movable, quotas)
+    size = recent.shape[1]
+    for s in range(width):
+        j = reps[p, s]
+        if j < 0:
+            break
+        if j == b:
+            continue
+        shared[a, j] -= 1
+        shared[j, a] -= 1
+        shared[b, j] += 1
+        shared[j, b] += 1
+        recent[j, n_recent[j] % size] = p
+        n_recent[j] += 1
+        if spread and inlist[p * width + s]:
+            _relink(p * width + s, j, j, t, nxt, prv, head, tail)
+            touched[j, t] = True
+    # b gained a partition, so moves out of b may now exist; a only lost options.
+    failed[b, :] = False
+    reach[b, :] = -1
+
+
+def _reorder(asc, desc, x, count):
+    """Broker index x back in its place in `asc` (by count, index) and `desc` (by -count,
+    index) after its count changed by one."""
+    for order, sign in ((asc, 1), (desc, -1)):
+        i = 0
+        while order[i] != x:
+            i += 1
+        key = (sign * count[x], x)
+        while i > 0 and (sign * count[order[i - 1]], order[i - 1]) > key:
+            order[i] = order[i - 1]
+            i -= 1
+        while i + 1 < order.size and (sign * count[order[i + 1]], order[i + 1]) < key:
+            order[i] = order[i + 1]
+            i += 1
+        order[i] = x
+
+
+def _relink(node, x, y, t, nxt, prv, head, tail):
+    """Node out of list (x, t), onto the back of list (y, t)."""
+    before, after = prv[node], nxt[node]
+    if before >= 0:
+        nxt[before] = after
+    else:
+        head[x, t] = after
+    if after >= 0:
+        prv[after] = before
+    else:
+        tail[x, t] = before
+    last = tail[y, t]
+    prv[node], nxt[node] = last, -1
+    if last >= 0:
+        nxt[last] = node
+    else:
+        head[y, t] = node
+    tail[y, t] = node
+
+
+def _use_quotas(t, a, b, movable, quotas):
+    """A move of topic t from broker index a to b uses up one of each quota it follows."""
+    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive = quotas
+    q_leave[t, a] = max(0, q_leave[t, a] - 1)
+    q_arrive[t, b] = max(0, q_arrive[t, b] - 1)
+    for x in (a, b):
+        ok = movable[x, t] != 0 and q_leave[t, x] > 0
+        if leave[x, t] != ok:
+            leave[x, t] = ok
+            n_leave[x] += 1 if ok else -1
+    if arrive[b, t] and not q_arrive[t, b] > 0:
+        arrive[b, t] = False
+        n_arrive[b] -= 1
+
+
+def bucket_orders(lists):
+    """The lists a move reordered (`touched`), flattened: (broker, topic, end) per list,
+    ends into the partitions, which follow one another list after list."""
+    reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
+    width = reps.shape[1]
+    where = np.argwhere(touched)
+    ends = np.empty(where.shape[0], dtype=np.int64)
+    size = 0
+    for i in range(where.shape[0]):
+        node = head[where[i, 0], where[i, 1]]
+        while node >= 0:
+            size += 1
+            node = nxt[node]
+        ends[i] = size
+    parts = np.empty(size, dtype=np.int64)
+    k = 0
+    for i in range(where.shape[0]):
+        node = head[where[i, 0], where[i, 1]]
+        while node >= 0:
+            parts[k] = node // width
+            k += 1
+            node = nxt[node]
+    return where, ends, parts
