@@ -1,0 +1,39 @@
+"""Compile the count balance's kernels (kit/plan/steps/count_kernels.py) into numba's cache.
+
+numba compiles them on the first balance of more than a few hundred moves on a machine (about
+40 CPU s on 2 cores) and keeps the result on disk; `make venv` runs this once after installing,
+so that no `kit plan` and no test pays it. Running it again loads the cache (about a second).
+
+    python scripts/warm_kernels.py
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from kit.model import Broker, Cluster, Partition
+from kit.plan.steps.count_balance import balance_counts
+from kit.plan.workspace import Workspace
+
+
+def piled_cluster() -> Cluster:
+    """Twelve brokers in three racks, 1,200 RF-3 partitions all on the first three: a count
+    balance of some 2,700 moves, past those it makes as plain Python before it compiles."""
+    brokers = {b: Broker(id=b, rack="abc"[(b - 1) % 3]) for b in range(1, 13)}
+    parts = tuple(Partition(topic=f"t{t}", partition=n, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1)
+                  for t in range(4) for n in range(300))
+    return Cluster(brokers=brokers, partitions=parts)
+
+
+def main() -> int:
+    started = time.process_time()
+    cluster = piled_cluster()
+    ws = Workspace(cluster, targets=sorted(cluster.brokers), selected=range(len(cluster.partitions)))
+    moves = balance_counts(ws, "warm-up")
+    print(f"count balance kernels ready: {moves} moves, {time.process_time() - started:.1f} CPU s",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
