@@ -30,6 +30,7 @@ MAX_DECISIONS = 5000  # auto-throttle rounds modelled; past this, the rounds are
 # Past this many copies the fluid model costs minutes (measured: 200,000 copies on 150 brokers,
 # 14 min): the estimate is then the analytic figure of `analytic_estimate`, and says so.
 MAX_COPIES = 20_000
+CHUNK = 1 << 20  # numbers in one running sum of the copies' progress (rounds x pairs)
 
 
 def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, float]) -> float:
@@ -262,6 +263,10 @@ class _FluidRun:
         rate = None
         dirty = True
         while self.left:
+            if not dirty and self.coasting():
+                t, next_decision = self.coast(t, next_decision, t_event, interval, tol)
+                dirty = self.finish_copies(tol)
+                continue
             if self.auto is not None and t >= next_decision - 1e-9:
                 dirty = (self.decide_replay(t) if self.replay else self.decide()) or dirty
                 next_decision = t + interval
@@ -295,6 +300,7 @@ class _FluidRun:
         with np.errstate(divide="ignore", invalid="ignore"):
             left = np.where((r > 0)[:, None] & there, (sizes - self.progress[live, None]) / r[:, None], np.inf)
         t_event = t + float(np.partition(left.ravel(), k)[k])
+        self.moving, self.moving_rate = live, r
         flows = rate * weight
         # One bincount over sources then destinations: each broker's sum in pair order, as two.
         self.sent = np.bincount(self.pair_ends, weights=np.concatenate([flows, flows]),
@@ -302,6 +308,43 @@ class _FluidRun:
         self.version += 1
         self.noted = False
         return rate, t_event
+
+    def coasting(self) -> bool:
+        """Whether the rounds ahead change nothing but the copies' progress until a copy ends:
+        every decision would be skipped (the inputs of the last round, which changed nothing)
+        and the window's peak is noted."""
+        return (self.auto is not None and not self.replay and self.peaked and self.noted
+                and self.window is not None and (self.window, self.finished) == self.quiet)
+
+    def coast(self, t: float, next_decision: float, t_event: float, interval: float,
+              tol: float) -> tuple[float, float]:
+        """The rounds of `run` while `coasting`, up to the first that ends a copy (or a chunk
+        of rounds): the clock and the decisions' times step by step in Python, the progress
+        of all those rounds in one running sum (`np.add.accumulate` adds row after row, so
+        each pair gets the very floats of one addition per round). Returns (t, next decision)
+        after the last round taken; `finish_copies` then ends what it reached."""
+        rate, moving = self.moving_rate, self.moving
+        # How many rounds the first copy to end needs, roughly: the chunk's length only (the
+        # check below is exact).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ahead = float(np.min((self.next_size[moving] - self.progress[moving] - tol) / rate))
+        rounds = int(min(ahead / interval, CHUNK / len(moving))) + 2 if ahead > 0 else 2
+        clock, dts = [], []
+        for _ in range(rounds):
+            if t >= next_decision - 1e-9:
+                next_decision = t + interval
+            dt = min(t_event - t, max(next_decision - t, 1e-9))
+            t += dt
+            dts.append(dt)
+            clock.append((t, next_decision))
+        run = np.empty((rounds + 1, len(moving)))
+        run[0] = self.progress[moving]
+        np.multiply.outer(dts, rate, out=run[1:])
+        np.add.accumulate(run, axis=0, out=run)
+        ends = (self.next_size[moving] - run[1:] <= tol).any(axis=1)
+        last = int(ends.argmax()) if ends.any() else rounds - 1
+        self.progress[moving] = run[last + 1]
+        return clock[last]
 
     def note_peak(self) -> None:
         """The auto-throttle's window peak, as the simulator's metrics show it (noting the
