@@ -262,6 +262,9 @@ class _FluidRun:
         t, next_decision, t_event, steps = 0.0, first_decision_s if self.auto is not None else 0.0, 0.0, 0
         rate = None
         dirty = True
+        # Each pair's next `group` copies to end, smallest first (inf past its last).
+        at = self.head[:, None] + np.arange(group)
+        self.upcoming = self.padded_size[np.where(at < self.end[:, None], at, len(self.sorted_size))]
         while self.left:
             if not dirty and self.coasting():
                 t, next_decision = self.coast(t, next_decision, t_event, interval, tol)
@@ -286,25 +289,29 @@ class _FluidRun:
     def rates(self, t: float, group: int) -> tuple[np.ndarray, float]:
         """The pairs' max-min fair rates (the brokers' replication out and in go to `sent`),
         and when the `group`-th unfinished copy ends at those rates."""
-        weight = self.weight
-        rate = pair_rates(self.p_src, self.p_dst, weight, self.out_cap, self.in_cap)
-        live = np.flatnonzero(weight > 0)
-        r = rate[live]
+        live = np.flatnonzero(self.weight > 0)
+        weight = self.weight[live]
+        r = pair_rates(self.p_src[live], self.p_dst[live], weight, self.out_cap, self.in_cap)
         if not (r > 0).any():
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
         # The group-th copy to end is among the first `group` of its pair.
         k = min(group, self.left) - 1
-        at = self.head[live, None] + np.arange(k + 1)
-        there = at < self.end[live, None]
-        sizes = self.padded_size[np.where(there, at, len(self.sorted_size))]
         with np.errstate(divide="ignore", invalid="ignore"):
-            left = np.where((r > 0)[:, None] & there, (sizes - self.progress[live, None]) / r[:, None], np.inf)
-        t_event = t + float(np.partition(left.ravel(), k)[k])
+            if k == 0:  # the next copy to end: each pair's smallest
+                left = np.where(r > 0, (self.next_size[live] - self.progress[live]) / r, np.inf)
+                t_event = t + float(left.min())
+            else:
+                sizes = self.upcoming[live, :k + 1]
+                left = np.where((r > 0)[:, None], (sizes - self.progress[live, None]) / r[:, None], np.inf)
+                t_event = t + float(np.partition(left.ravel(), k)[k])
         self.moving, self.moving_rate = live, r
-        flows = rate * weight
-        # One bincount over sources then destinations: each broker's sum in pair order, as two.
-        self.sent = np.bincount(self.pair_ends, weights=np.concatenate([flows, flows]),
-                                minlength=2 * self.nb).reshape(2, self.nb)
+        rate = np.zeros(len(self.weight))
+        rate[live] = r
+        flows = r * weight
+        # One bincount over sources then destinations: each broker's sum in pair order, as two
+        # (the finished pairs would add nothing).
+        self.sent = np.bincount(self.pair_ends[np.concatenate([live, live + len(self.weight)])],
+                                weights=np.concatenate([flows, flows]), minlength=2 * self.nb).reshape(2, self.nb)
         self.version += 1
         self.noted = False
         return rate, t_event
@@ -368,6 +375,7 @@ class _FluidRun:
         if not len(ending):
             return False
         newly = []
+        group = self.upcoming.shape[1]
         for p in ending.tolist():
             h, e, moved = int(self.head[p]), int(self.end[p]), self.progress[p]
             while h < e and self.sorted_size[h] - moved <= tol:
@@ -375,6 +383,8 @@ class _FluidRun:
                 h += 1
             self.head[p], self.weight[p] = h, e - h
             self.next_size[p] = self.sorted_size[h] if h < e else math.inf
+            row = self.sorted_size[h:min(e, h + group)]
+            self.upcoming[p] = row + [math.inf] * (group - len(row))
         newly.sort()  # the clients' traffic changes in plan order, as copy by copy
         self.left -= len(newly)
         self.taking[0] -= np.bincount(self.src[newly], minlength=self.nb)
