@@ -184,7 +184,9 @@ class _FluidRun:
         self.cap = cap
         self.src = np.searchsorted(self.ids, source)
         self.dst = np.searchsorted(self.ids, dest)
+        self.src_pos, self.dst_pos = self.src.tolist(), self.dst.tolist()
         self.part = part.tolist()
+        self.replicas = [p.replicas for p in cluster.partitions]
         self.targets = targets
         pair_key, f_pair = np.unique(self.src * nb + self.dst, return_inverse=True)
         self.p_src, self.p_dst = pair_key // nb, pair_key % nb
@@ -387,15 +389,18 @@ class _FluidRun:
             self.upcoming[p] = row + [math.inf] * (group - len(row))
         newly.sort()  # the clients' traffic changes in plan order, as copy by copy
         self.left -= len(newly)
-        self.taking[0] -= np.bincount(self.src[newly], minlength=self.nb)
-        self.taking[1] -= np.bincount(self.dst[newly], minlength=self.nb)
+        out, into = self.taking
+        touched = set()  # brokers whose clients' traffic may change: the partitions' old and new replicas
         for j in newly:
-            i = self.part[j]
-            self.clients.join(i, self.ids[self.dst[j]])
+            i, s, d = self.part[j], self.src_pos[j], self.dst_pos[j]
+            out[s] -= 1
+            into[d] -= 1
+            self.clients.join(i, self.ids[d])
             self.waiting[i] -= 1
             if not self.waiting[i]:
                 self.clients.finish(i, self.targets[i])
-        self.note_clients()
+            touched.update(self.replicas[i], self.targets[i])
+        self.note_clients(touched)
         self.version += 1
         self.finished += 1
         self.noted = False
@@ -447,10 +452,18 @@ class _FluidRun:
         self._reset_window()
         return changed
 
-    def note_clients(self) -> None:
-        """The clients' traffic per broker position, from `ClientTraffic`'s dicts."""
-        self.client[0] = np.fromiter(map(self.clients.tx.__getitem__, self.ids), float, self.nb)
-        self.client[1] = np.fromiter(map(self.clients.rx.__getitem__, self.ids), float, self.nb)
+    def note_clients(self, brokers: set[int] | None = None) -> None:
+        """The clients' traffic per broker position, from `ClientTraffic`'s dicts: every
+        broker's, or those of `brokers` (the others have not changed)."""
+        if brokers is None:
+            self.client[0] = np.fromiter(map(self.clients.tx.__getitem__, self.ids), float, self.nb)
+            self.client[1] = np.fromiter(map(self.clients.rx.__getitem__, self.ids), float, self.nb)
+            return
+        tx, rx = self.client
+        for b in brokers:
+            k = self.pos.get(b)
+            if k is not None:  # live
+                tx[k], rx[k] = self.clients.tx[b], self.clients.rx[b]
 
     def _reset_window(self) -> None:
         self.peak[:] = 0.0
