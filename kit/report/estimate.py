@@ -202,6 +202,8 @@ class _FluidRun:
         # Unfinished copies per source and per destination: who takes part, leaders (tx) then
         # followers (rx), the auto-throttle's two roles (the rows of the arrays below alike).
         self.taking = np.stack([np.bincount(self.src, minlength=nb), np.bincount(self.dst, minlength=nb)])
+        self.roles = self.taking > 0
+        self.role_ended = True  # since the last decision (the first one looks at every broker)
         self.left = len(size)
         self.clients = ClientTraffic(cluster, figures, live)
         self.waiting = {i: 0 for i in targets}
@@ -395,6 +397,8 @@ class _FluidRun:
             i, s, d = self.part[j], self.src_pos[j], self.dst_pos[j]
             out[s] -= 1
             into[d] -= 1
+            if not out[s] or not into[d]:
+                self.role_ended = True
             self.clients.join(i, self.ids[d])
             self.waiting[i] -= 1
             if not self.waiting[i]:
@@ -416,13 +420,20 @@ class _FluidRun:
             # changed): the peak stays.
             return False
         used, replication = (self.peak[:2], self.peak[2:]) if self.peaked else (self.client, np.zeros((2, self.nb)))
-        roles = self.taking > 0  # leaders (tx), followers (rx)
-        clear = ~np.isnan(self.applied).all(axis=0) & ~roles.any(axis=0)
-        self.applied[:, clear] = np.nan
-        self.applied, setting = role_rates(self.settings, self.nic2, used, replication, self.applied, roles)
+        cleared = False
+        if self.role_ended:
+            # Only a broker that left its last role since the last decision has a rate to clear
+            # (a broker without a role is never given one).
+            self.roles = self.taking > 0  # leaders (tx), followers (rx)
+            clear = ~np.isnan(self.applied).all(axis=0) & ~self.roles.any(axis=0)
+            cleared = bool(clear.any())
+            if cleared:
+                self.applied[:, clear] = np.nan
+                self.caps[:, clear] = self.nic[clear]
+            self.role_ended = False
+        self.applied, setting = role_rates(self.settings, self.nic2, used, replication, self.applied, self.roles)
         self.caps[setting] = self.applied[setting]
-        self.caps[:, clear] = self.nic[clear]
-        changed = bool(clear.any() or setting.any())
+        changed = cleared or bool(setting.any())
         self.quiet = None if changed else inputs
         self._reset_window()
         return changed
