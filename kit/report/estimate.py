@@ -30,6 +30,7 @@ MAX_DECISIONS = 5000  # auto-throttle rounds modelled; past this, the rounds are
 # Past this many copies the fluid model costs minutes (measured: 200,000 copies on 150 brokers,
 # 14 min): the estimate is then the analytic figure of `analytic_estimate`, and says so.
 MAX_COPIES = 20_000
+CHUNK = 1 << 20  # numbers in one running sum of the copies' progress (rounds x pairs)
 
 
 def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, float]) -> float:
@@ -183,7 +184,9 @@ class _FluidRun:
         self.cap = cap
         self.src = np.searchsorted(self.ids, source)
         self.dst = np.searchsorted(self.ids, dest)
+        self.src_pos, self.dst_pos = self.src.tolist(), self.dst.tolist()
         self.part = part.tolist()
+        self.replicas = [p.replicas for p in cluster.partitions]
         self.targets = targets
         pair_key, f_pair = np.unique(self.src * nb + self.dst, return_inverse=True)
         self.p_src, self.p_dst = pair_key // nb, pair_key % nb
@@ -199,6 +202,8 @@ class _FluidRun:
         # Unfinished copies per source and per destination: who takes part, leaders (tx) then
         # followers (rx), the auto-throttle's two roles (the rows of the arrays below alike).
         self.taking = np.stack([np.bincount(self.src, minlength=nb), np.bincount(self.dst, minlength=nb)])
+        self.roles = self.taking > 0
+        self.role_ended = True  # since the last decision (the first one looks at every broker)
         self.left = len(size)
         self.clients = ClientTraffic(cluster, figures, live)
         self.waiting = {i: 0 for i in targets}
@@ -261,7 +266,14 @@ class _FluidRun:
         t, next_decision, t_event, steps = 0.0, first_decision_s if self.auto is not None else 0.0, 0.0, 0
         rate = None
         dirty = True
+        # Each pair's next `group` copies to end, smallest first (inf past its last).
+        at = self.head[:, None] + np.arange(group)
+        self.upcoming = self.padded_size[np.where(at < self.end[:, None], at, len(self.sorted_size))]
         while self.left:
+            if not dirty and self.coasting():
+                t, next_decision = self.coast(t, next_decision, t_event, interval, tol)
+                dirty = self.finish_copies(tol)
+                continue
             if self.auto is not None and t >= next_decision - 1e-9:
                 dirty = (self.decide_replay(t) if self.replay else self.decide()) or dirty
                 next_decision = t + interval
@@ -281,27 +293,69 @@ class _FluidRun:
     def rates(self, t: float, group: int) -> tuple[np.ndarray, float]:
         """The pairs' max-min fair rates (the brokers' replication out and in go to `sent`),
         and when the `group`-th unfinished copy ends at those rates."""
-        weight = self.weight
-        rate = pair_rates(self.p_src, self.p_dst, weight, self.out_cap, self.in_cap)
-        live = np.flatnonzero(weight > 0)
-        r = rate[live]
+        live = np.flatnonzero(self.weight > 0)
+        weight = self.weight[live]
+        r = pair_rates(self.p_src[live], self.p_dst[live], weight, self.out_cap, self.in_cap)
         if not (r > 0).any():
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
         # The group-th copy to end is among the first `group` of its pair.
         k = min(group, self.left) - 1
-        at = self.head[live, None] + np.arange(k + 1)
-        there = at < self.end[live, None]
-        sizes = self.padded_size[np.where(there, at, len(self.sorted_size))]
         with np.errstate(divide="ignore", invalid="ignore"):
-            left = np.where((r > 0)[:, None] & there, (sizes - self.progress[live, None]) / r[:, None], np.inf)
-        t_event = t + float(np.partition(left.ravel(), k)[k])
-        flows = rate * weight
-        # One bincount over sources then destinations: each broker's sum in pair order, as two.
-        self.sent = np.bincount(self.pair_ends, weights=np.concatenate([flows, flows]),
-                                minlength=2 * self.nb).reshape(2, self.nb)
+            if k == 0:  # the next copy to end: each pair's smallest
+                left = np.where(r > 0, (self.next_size[live] - self.progress[live]) / r, np.inf)
+                t_event = t + float(left.min())
+            else:
+                sizes = self.upcoming[live, :k + 1]
+                left = np.where((r > 0)[:, None], (sizes - self.progress[live, None]) / r[:, None], np.inf)
+                t_event = t + float(np.partition(left.ravel(), k)[k])
+        self.moving, self.moving_rate = live, r
+        rate = np.zeros(len(self.weight))
+        rate[live] = r
+        flows = r * weight
+        # One bincount over sources then destinations: each broker's sum in pair order, as two
+        # (the finished pairs would add nothing).
+        self.sent = np.bincount(self.pair_ends[np.concatenate([live, live + len(self.weight)])],
+                                weights=np.concatenate([flows, flows]), minlength=2 * self.nb).reshape(2, self.nb)
         self.version += 1
         self.noted = False
         return rate, t_event
+
+    def coasting(self) -> bool:
+        """Whether the rounds ahead change nothing but the copies' progress until a copy ends:
+        every decision would be skipped (the inputs of the last round, which changed nothing)
+        and the window's peak is noted."""
+        return (self.auto is not None and not self.replay and self.peaked and self.noted
+                and self.window is not None and (self.window, self.finished) == self.quiet)
+
+    def coast(self, t: float, next_decision: float, t_event: float, interval: float,
+              tol: float) -> tuple[float, float]:
+        """The rounds of `run` while `coasting`, up to the first that ends a copy (or a chunk
+        of rounds): the clock and the decisions' times step by step in Python, the progress
+        of all those rounds in one running sum (`np.add.accumulate` adds row after row, so
+        each pair gets the very floats of one addition per round). Returns (t, next decision)
+        after the last round taken; `finish_copies` then ends what it reached."""
+        rate, moving = self.moving_rate, self.moving
+        # How many rounds the first copy to end needs, roughly: the chunk's length only (the
+        # check below is exact).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ahead = float(np.min((self.next_size[moving] - self.progress[moving] - tol) / rate))
+        rounds = int(min(ahead / interval, CHUNK / len(moving))) + 2 if ahead > 0 else 2
+        clock, dts = [], []
+        for _ in range(rounds):
+            if t >= next_decision - 1e-9:
+                next_decision = t + interval
+            dt = min(t_event - t, max(next_decision - t, 1e-9))
+            t += dt
+            dts.append(dt)
+            clock.append((t, next_decision))
+        run = np.empty((rounds + 1, len(moving)))
+        run[0] = self.progress[moving]
+        np.multiply.outer(dts, rate, out=run[1:])
+        np.add.accumulate(run, axis=0, out=run)
+        ends = (self.next_size[moving] - run[1:] <= tol).any(axis=1)
+        last = int(ends.argmax()) if ends.any() else rounds - 1
+        self.progress[moving] = run[last + 1]
+        return clock[last]
 
     def note_peak(self) -> None:
         """The auto-throttle's window peak, as the simulator's metrics show it (noting the
@@ -325,6 +379,7 @@ class _FluidRun:
         if not len(ending):
             return False
         newly = []
+        group = self.upcoming.shape[1]
         for p in ending.tolist():
             h, e, moved = int(self.head[p]), int(self.end[p]), self.progress[p]
             while h < e and self.sorted_size[h] - moved <= tol:
@@ -332,17 +387,24 @@ class _FluidRun:
                 h += 1
             self.head[p], self.weight[p] = h, e - h
             self.next_size[p] = self.sorted_size[h] if h < e else math.inf
+            row = self.sorted_size[h:min(e, h + group)]
+            self.upcoming[p] = row + [math.inf] * (group - len(row))
         newly.sort()  # the clients' traffic changes in plan order, as copy by copy
         self.left -= len(newly)
-        self.taking[0] -= np.bincount(self.src[newly], minlength=self.nb)
-        self.taking[1] -= np.bincount(self.dst[newly], minlength=self.nb)
+        out, into = self.taking
+        touched = set()  # brokers whose clients' traffic may change: the partitions' old and new replicas
         for j in newly:
-            i = self.part[j]
-            self.clients.join(i, self.ids[self.dst[j]])
+            i, s, d = self.part[j], self.src_pos[j], self.dst_pos[j]
+            out[s] -= 1
+            into[d] -= 1
+            if not out[s] or not into[d]:
+                self.role_ended = True
+            self.clients.join(i, self.ids[d])
             self.waiting[i] -= 1
             if not self.waiting[i]:
                 self.clients.finish(i, self.targets[i])
-        self.note_clients()
+            touched.update(self.replicas[i], self.targets[i])
+        self.note_clients(touched)
         self.version += 1
         self.finished += 1
         self.noted = False
@@ -358,13 +420,20 @@ class _FluidRun:
             # changed): the peak stays.
             return False
         used, replication = (self.peak[:2], self.peak[2:]) if self.peaked else (self.client, np.zeros((2, self.nb)))
-        roles = self.taking > 0  # leaders (tx), followers (rx)
-        clear = ~np.isnan(self.applied).all(axis=0) & ~roles.any(axis=0)
-        self.applied[:, clear] = np.nan
-        self.applied, setting = role_rates(self.settings, self.nic2, used, replication, self.applied, roles)
+        cleared = False
+        if self.role_ended:
+            # Only a broker that left its last role since the last decision has a rate to clear
+            # (a broker without a role is never given one).
+            self.roles = self.taking > 0  # leaders (tx), followers (rx)
+            clear = ~np.isnan(self.applied).all(axis=0) & ~self.roles.any(axis=0)
+            cleared = bool(clear.any())
+            if cleared:
+                self.applied[:, clear] = np.nan
+                self.caps[:, clear] = self.nic[clear]
+            self.role_ended = False
+        self.applied, setting = role_rates(self.settings, self.nic2, used, replication, self.applied, self.roles)
         self.caps[setting] = self.applied[setting]
-        self.caps[:, clear] = self.nic[clear]
-        changed = bool(clear.any() or setting.any())
+        changed = cleared or bool(setting.any())
         self.quiet = None if changed else inputs
         self._reset_window()
         return changed
@@ -394,10 +463,18 @@ class _FluidRun:
         self._reset_window()
         return changed
 
-    def note_clients(self) -> None:
-        """The clients' traffic per broker position, from `ClientTraffic`'s dicts."""
-        self.client[0] = np.fromiter(map(self.clients.tx.__getitem__, self.ids), float, self.nb)
-        self.client[1] = np.fromiter(map(self.clients.rx.__getitem__, self.ids), float, self.nb)
+    def note_clients(self, brokers: set[int] | None = None) -> None:
+        """The clients' traffic per broker position, from `ClientTraffic`'s dicts: every
+        broker's, or those of `brokers` (the others have not changed)."""
+        if brokers is None:
+            self.client[0] = np.fromiter(map(self.clients.tx.__getitem__, self.ids), float, self.nb)
+            self.client[1] = np.fromiter(map(self.clients.rx.__getitem__, self.ids), float, self.nb)
+            return
+        tx, rx = self.client
+        for b in brokers:
+            k = self.pos.get(b)
+            if k is not None:  # live
+                tx[k], rx[k] = self.clients.tx[b], self.clients.rx[b]
 
     def _reset_window(self) -> None:
         self.peak[:] = 0.0

@@ -73,20 +73,21 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
     n = len(out_cap)
     rate = np.zeros(len(src))
     live = np.flatnonzero(weight > 0)
-    s_l, d_l = src[live], dst[live]
+    s_l, d_l, w_l = src[live], dst[live], weight[live]
     # The flows as a source x destination matrix of weights: a full resource (broker out,
     # broker in) freezes its row or column, and the others' weights lose its sum (whole
-    # numbers: exact). A round costs a few operations on the brokers, none on the pairs
-    # (a rate estimate replays thousands of fillings of tens of rounds each).
-    m = np.zeros((n, n))
-    np.add.at(m, (s_l, d_l), weight[live])
+    # numbers: exact, in any order). A round costs a few operations on the brokers, none on
+    # the pairs (a rate estimate replays thousands of fillings of tens of rounds each). A
+    # resource fills once, so its row or column is subtracted once and never cleared: what
+    # the full resources lose afterwards is never read.
+    m = np.bincount(s_l * n + d_l, weights=w_l, minlength=n * n).reshape(n, n)
     # The resources: each broker's out capacity (0..n-1) then its in capacity (n..2n-1).
-    w = np.concatenate([m.sum(axis=1), m.sum(axis=0)])
+    w = np.concatenate([np.bincount(s_l, w_l, n), np.bincount(d_l, w_l, n)])
     w_out, w_in = w[:n], w[n:]
     room = np.concatenate([out_cap, in_cap]).astype(float)
     room[w == 0] = np.inf  # no flows or full: never the level (inf / 0 is inf too)
     limit, taken = np.empty(2 * n), np.empty(2 * n)
-    when = np.full(2 * n, len(live) + 1)  # the round a resource filled (past the end: never)
+    fills = []  # the resources that filled, round by round
     levels = []  # the rate of every pair still filling, after each round
     filled = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -102,21 +103,26 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
             # Every resource at the level is full: its flows are frozen (a rounding margin, so
             # a tie does not cost one more round).
             full = (limit <= level + (level * 1e-12 + 1e-12)).nonzero()[0]
-            when[full] = len(levels)
+            fills.append(full)
             levels.append(filled)
             room[full] = np.inf
+            if len(full) == 1:  # the usual round: one resource, its row or column as a view
+                j = int(full[0])
+                if j < n:
+                    w_in -= m[j]
+                else:
+                    w_out -= m[:, j - n]
+                continue
             if full[0] < n:
-                rows = full[full < n]
-                w_in -= m[rows].sum(axis=0)
-                m[rows] = 0.0
+                w_in -= m[full[full < n]].sum(axis=0)
             if full[-1] >= n:
-                cols = full[full >= n] - n
-                w_out -= m[:, cols].sum(axis=1)
-                m[:, cols] = 0.0
+                w_out -= m[:, full[full >= n] - n].sum(axis=1)
     levels.append(filled)
-    # A pair's rate: the level when the first of its two resources filled.
-    first = np.minimum(np.minimum(when[s_l], when[n + d_l]), len(levels) - 1)
-    rate[live] = np.array(levels)[first]
+    # A pair's rate: the level when the first of its two resources filled (never: the last).
+    when = np.full(2 * n, len(levels) - 1)
+    if fills:
+        when[np.concatenate(fills)] = np.repeat(np.arange(len(fills)), [len(f) for f in fills])
+    rate[live] = np.array(levels)[np.minimum(when[s_l], when[n + d_l])]
     return rate
 
 
