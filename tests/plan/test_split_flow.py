@@ -69,16 +69,23 @@ def test_the_repair_finds_an_optimum_of_the_whole_networks_cost(args, upward):
     assert _cost(args, soft_assignment(*args, upward=upward, split_limit=0), upward) == _cost(args, whole, upward)
 
 
-@settings(max_examples=100, deadline=None)
-@given(networks(), st.booleans(), st.data())
-def test_among_the_optima_the_repair_takes_one_with_the_least_tie_cost(args, upward, data):
-    n, it, gr = args[:3]
+def _whole_and_repaired(args, upward, data):
+    """Random tie costs, OR-Tools' whole solve of `args` and the repair's answer (unlimited rounds)."""
+    it = args[1]
     tie = np.array(data.draw(st.lists(st.integers(0, 2), min_size=len(it), max_size=len(it))), dtype=np.int64)
     whole = soft_assignment(*args, upward=upward, split_limit=None)
     tiers = penalty_tiers(*args[4:7], upward)
     split = repaired_assignment(*args[:4], np.stack([c for c, _ in tiers], axis=1),
                                 np.array([c for _, c in tiers]), *args[7:], max_rounds=10**6, max_excess=1.0,
                                 tie_cost=tie)
+    return tie, whole, split
+
+
+@settings(max_examples=100, deadline=None)
+@given(networks(), st.booleans(), st.data())
+def test_among_the_optima_the_repair_takes_one_with_the_least_tie_cost(args, upward, data):
+    tie, whole, split = _whole_and_repaired(args, upward, data)
+    it, gr = args[1:3]
     if whole is None:
         assert split is None
         return
@@ -106,13 +113,8 @@ def piled_networks(draw):
 @settings(max_examples=150, deadline=None)
 @given(piled_networks(), st.booleans(), st.data())
 def test_from_items_standing_far_over_the_bounds_the_priced_repair_finds_an_optimum(args, upward, data):
+    tie, whole, split = _whole_and_repaired(args, upward, data)
     n, it, gr = args[:3]
-    tie = np.array(data.draw(st.lists(st.integers(0, 2), min_size=len(it), max_size=len(it))), dtype=np.int64)
-    whole = soft_assignment(*args, upward=upward)
-    tiers = penalty_tiers(*args[4:7], upward)
-    split = repaired_assignment(*args[:4], np.stack([c for c, _ in tiers], axis=1),
-                                np.array([c for _, c in tiers]), *args[7:], max_rounds=10**6, max_excess=1.0,
-                                tie_cost=tie)
     if whole is None:
         assert split is None
         return
