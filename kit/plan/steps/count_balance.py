@@ -10,11 +10,10 @@ this module builds them from the workspace and makes the moves they choose.
 """
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 
 from kit.plan.steps import count_kernels
+from kit.plan.steps.leadership import replica_matrix
 from kit.plan.workspace import LARGE, Workspace
 
 # Candidates looked at per move (in all, per topic, recently moved): wide enough on small
@@ -96,14 +95,8 @@ class _CountBalance:
         as linked lists in its dicts' order; and the movable replicas by broker and topic."""
         ws = self.ws
         n, n_topics, n_parts = len(ws.ids), len(ws.topic_names), len(ws.assign)
-        lens = np.fromiter(map(len, ws.assign), dtype=np.int64, count=n_parts)
-        width = max(int(lens.max(initial=0)), 1)
-        ids = np.array(ws.ids, dtype=np.int64)
-        by_id = np.argsort(ids, kind="stable")
-        flat_ids = np.fromiter(chain.from_iterable(ws.assign), dtype=np.int64, count=int(lens.sum()))
-        row = np.repeat(np.arange(n_parts), lens)
-        reps = np.full((n_parts, width), -1, dtype=np.int64)
-        reps[row, np.arange(row.size) - (np.cumsum(lens) - lens)[row]] = by_id[np.searchsorted(ids[by_id], flat_ids)]
+        _, reps = replica_matrix(ws, ws.assign)
+        width = reps.shape[1]
         owners, topics, sizes, parts = [], [], [], []
         for x, by_topic in enumerate(self.pool):
             for t, bucket in by_topic.items():
