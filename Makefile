@@ -5,6 +5,8 @@
 #   make test    run the test suite
 #   make bench   time `kit plan` on 200,000-partition clusters, median of 3, into
 #                docs/bench/plan-200000p-150b.md (slow: ~15 minutes on 2 cores)
+#   make bench-1m  the same at 1,000,000 partitions / 500 brokers, one run each, into
+#                docs/bench/plan-1000000p-500b.md (~40 minutes on 2 cores, ~3 GiB per run)
 #   make lab     JupyterLab on the repository (runbooks/, notebooks/), kernel "kit" = this .venv
 #   make clean   remove build output and caches (make distclean also removes .venv)
 #
@@ -30,7 +32,7 @@ PYTEST_ARGS ?=
 # overlap well even on two cores (`make test TEST_WORKERS=0` runs them one at a time).
 TEST_WORKERS ?= 3
 
-.PHONY: venv .venv zookeeper demo test bench lab clean distclean
+.PHONY: venv .venv zookeeper demo test bench bench-1m lab clean distclean
 
 venv .venv: $(STAMP)
 
@@ -69,6 +71,9 @@ test: venv zookeeper
 bench: venv
 	$(PY) bench/reference_table.py --shared $(SHARED) --docs
 	$(PY) bench/bench_plan.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS)
+
+bench-1m: venv
+	$(PY) bench/bench_plan.py --shared $(SHARED) --partitions 1000000 --brokers 500 --topics 5000 --repeat 1 --docs $(BENCH_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .hypothesis *.egg-info
