@@ -247,7 +247,10 @@ def test_brokers_must_be_a_list(tmp_path):
     ("partition", 2**31, "outside"), ("replicas", [1, 2**31], "outside"), ("replicas", [1, -2], "outside"),
     ("replicas", [2, 2], "broker 2 twice"), ("replicas", [], "non-empty list"), ("replicas", {"1": 2}, "non-empty list"),
     ("replicas", [1, True], "expected an integer"), ("isr", [1, "2"], "isr"), ("isr", {}, "isr must be a list"),
-    ("isr", [-1], "isr"), ("leader", -2, "leader"), ("leader", 1.0, "leader"), ("leader", False, "leader"),
+    ("isr", [-1], "isr"),
+    # Equal to the replica list [3, 1] (True == 1, 1.0 == 1) but not broker ids:
+    ("isr", [3, True], "isr"), ("isr", [3, 1.0], "isr"),
+    ("leader", -2, "leader"), ("leader", 1.0, "leader"), ("leader", False, "leader"),
     ("size", -1, "size"), ("size", 1e300, "size"), ("size", 2**53 + 1, "size"), ("size", "1", "size"),
     ("size", True, "size"), ("bytes_in", -0.5, "bytes_in"), ("bytes_out", "-1e999", "bytes_out"),
     ("bytes_out", [], "bytes_out"), ("bytes_out", "1e999", "bytes_out"),
