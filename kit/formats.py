@@ -305,9 +305,12 @@ def _repeats_a_broker(reps: list[list[int]], ids: np.ndarray) -> bool:
     lengths = np.fromiter(map(len, reps), dtype=np.int64, count=len(reps))
     starts = np.zeros(len(reps), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
-    for k in np.unique(lengths).tolist():
+    kinds = np.unique(lengths).tolist()
+    for k in kinds:
         if k > 1:
-            rows = np.sort(ids[starts[lengths == k][:, None] + np.arange(k)], axis=1)
+            # Every list of one length (the usual replication factor): the ids are the rows.
+            rows = ids.reshape(-1, k) if len(kinds) == 1 else ids[starts[lengths == k][:, None] + np.arange(k)]
+            rows = np.sort(rows, axis=1)
             if (rows[:, 1:] == rows[:, :-1]).any():
                 return True
     return False

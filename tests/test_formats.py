@@ -284,6 +284,13 @@ def test_the_first_bad_partition_is_named(tmp_path):
     bad(tmp_path, snap(partitions=parts), "t-20 size")
 
 
+def test_a_broker_twice_among_lists_of_several_lengths_is_named(tmp_path):
+    # Lists of one length are checked as the rows of one array, of several lengths length by length.
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2, 3][:1 + n % 3]} for n in range(100)]
+    parts[50]["replicas"] = [3, 1, 3]
+    bad(tmp_path, snap(partitions=parts), "t-50", "broker 3 twice")
+
+
 def test_a_partition_listed_twice_among_many(tmp_path):
     parts = [{"topic": "t", "partition": n, "replicas": [1, 2]} for n in range(100)]
     parts.append({"topic": "t", "partition": 42, "replicas": [2, 3]})
