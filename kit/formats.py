@@ -159,9 +159,42 @@ def _brokers_of(raw_brokers: list, source: str) -> dict[int, Broker]:
     return brokers
 
 
-def _exact_ints_within(values: list, low: int, high: int) -> bool:
-    """Whether every value is an int (not a bool) from `low` to `high` (true for none)."""
-    return not values or (set(map(type, values)) == {int} and low <= min(values) and max(values) <= high)
+def _int_array_within(values: list, low: int, high: int) -> np.ndarray | None:
+    """The values as an int64 array when every one is an int (not a bool) from `low` to `high`
+    (`low` and `high` within int64), None otherwise: the bounds checked on the array, faster
+    than Python's min and max over a long list."""
+    if values and set(map(type, values)) != {int}:
+        return None
+    try:
+        array = np.fromiter(values, dtype=np.int64, count=len(values))
+    except OverflowError:  # beyond int64: beyond `high` too
+        return None
+    return array if not len(array) or (low <= array.min() and array.max() <= high) else None
+
+
+def _figures_fit(column: list) -> bool:
+    """Whether every non-null value of a figure's column is a finite int or float from 0 to
+    `validate.MAX_BYTES`, checked on an array when the column is of one type."""
+    given = _given(column)
+    kinds = set(map(type, given))
+    if not given:
+        return True
+    if not kinds <= {int, float}:
+        return False
+    if kinds == {float}:
+        array = np.fromiter(given, dtype=np.float64, count=len(given))
+        return bool(np.isfinite(array).all()) and 0 <= array.min() and array.max() <= validate.MAX_BYTES
+    if kinds == {int}:
+        return _int_array_within(given, 0, validate.MAX_BYTES) is not None
+    return all(map(math.isfinite, given)) and 0 <= min(given) and max(given) <= validate.MAX_BYTES
+
+
+def _column(rows: list[dict], key: str, required: bool) -> list:
+    """`key` of every row, one pass in C: `KeyError` when `required` and a row lacks it, else
+    None for it."""
+    if required:
+        return list(map(operator.itemgetter(key), rows))
+    return list(map(dict.get, rows, itertools.repeat(key)))
 
 
 def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int]] | None:
@@ -178,16 +211,14 @@ def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int
     if set(map(type, raw_parts)) != {dict}:
         return None
     try:
-        topics = [p["topic"] for p in raw_parts]
-        nums = [p["partition"] for p in raw_parts]
-        reps = [p["replicas"] for p in raw_parts]
+        topics, nums, reps = (_column(raw_parts, key, True) for key in ("topic", "partition", "replicas"))
     except KeyError:
         return None
-    isrs = [p.get("isr") for p in raw_parts]
-    leaders = [p.get("leader") for p in raw_parts]
-    figures = [[p.get(key) for p in raw_parts] for key in ("size", "bytes_in", "bytes_out")]
+    isrs, leaders, *figures = (_column(raw_parts, key, False)
+                               for key in ("isr", "leader", "size", "bytes_in", "bytes_out"))
     top = validate.INT32_MAX
-    if set(map(type, topics)) != {str} or not _exact_ints_within(nums, 0, top):
+    numbers = _int_array_within(nums, 0, top)
+    if set(map(type, topics)) != {str} or numbers is None:
         return None
     try:
         for t in set(topics):
@@ -197,29 +228,45 @@ def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int
     if set(map(type, reps)) != {list} or not all(reps):
         return None
     flat = list(itertools.chain.from_iterable(reps))
-    if not _exact_ints_within(flat, 0, top) or _repeats_a_broker(reps, flat):
+    ids = _int_array_within(flat, 0, top)
+    if ids is None or _repeats_a_broker(reps, ids):
         return None
-    given_isrs = _given(isrs)
-    if not set(map(type, given_isrs)) <= {list}:
+    if not (_isrs_fit(isrs, reps, top) and _int_array_within(_given(leaders), -1, top) is not None):
         return None
-    if not _exact_ints_within(list(itertools.chain.from_iterable(given_isrs)), 0, top):
+    if not all(map(_figures_fit, figures)):
         return None
-    if not _exact_ints_within(_given(leaders), -1, top):
-        return None
-    for column in figures:
-        given = _given(column)
-        if not set(map(type, given)) <= {int, float} or not all(map(math.isfinite, given)):
-            return None
-        if given and not (0 <= min(given) and max(given) <= validate.MAX_BYTES):
-            return None
-    keys = list(zip(topics, nums))
-    if all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
-        order = range(n)  # in order already, as kit writes snapshots: none listed twice
-    else:
-        order = sorted(range(n), key=keys.__getitem__)
-        if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
-            return None  # a partition listed twice
+    order = _order(topics, numbers)
+    if order is None:
+        return None  # a partition listed twice
     return _built(order, topics, nums, reps, isrs, leaders, figures), set(flat)
+
+
+def _isrs_fit(isrs: list, reps: list[list[int]], top: int) -> bool:
+    """Whether every given isr is a list of ints from 0 to `top`: the types of all of them are
+    looked at, the values only of those that differ from their (checked) replica list."""
+    given = _given(isrs)
+    if not set(map(type, given)) <= {list}:
+        return False
+    if not set(map(type, itertools.chain.from_iterable(given))) <= {int}:
+        return False  # a bool or a float equals an int, so types are checked before equality
+    differ = list(itertools.compress(isrs, map(operator.ne, isrs, reps)))
+    return _int_array_within(list(itertools.chain.from_iterable(_given(differ))), 0, top) is not None
+
+
+def _order(topics: list[str], numbers: np.ndarray) -> range | list[int] | None:
+    """The positions of the partitions in (topic, partition) order, None when one is listed
+    twice: a range when they are in order already, as kit writes snapshots."""
+    n = len(topics)
+    if all(map(operator.le, topics, itertools.islice(topics, 1, None))):
+        # Topics in order: numbers must rise within each topic (compared as arrays, not pairs).
+        same = np.fromiter(map(operator.eq, topics, itertools.islice(topics, 1, None)), dtype=bool, count=n - 1)
+        if (np.diff(numbers)[same] > 0).all():
+            return range(n)
+    keys = list(zip(topics, numbers.tolist()))
+    order = sorted(range(n), key=keys.__getitem__)
+    if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
+        return None
+    return order
 
 
 def _given(column: list) -> list:
@@ -235,30 +282,35 @@ def _built(order, topics, nums, reps, isrs, leaders, figures) -> tuple[Partition
         columns = [list(map(column.__getitem__, order)) for column in columns]
     topics, nums, reps, isrs, leaders, sizes, ins, outs = columns
     replicas = list(map(tuple, reps))
-    if None in isrs:  # no isr given: the replicas are in sync
-        isrs = [r if isr is None else tuple(isr) for r, isr in zip(replicas, isrs)]
-    else:
-        isrs = list(map(tuple, isrs))
+    # An isr equal to its replica list (or none given: all in sync) shares its tuple: one
+    # tuple a partition fewer (64 MB at 1,000,000 partitions).
+    isrs = [r if same or isr is None else tuple(isr)
+            for r, isr, same in zip(replicas, isrs, map(operator.eq, isrs, reps))]
     return tuple(Partition.many(topics, nums, replicas, isrs, _filled(sizes, 0, int), _filled(ins, 0.0, float),
                                 _filled(outs, 0.0, float), leaders))
 
 
 def _filled(column: list, default: float, kind: type) -> list:
-    """`column` converted to `kind`, `default` where null."""
+    """`column` converted to `kind`, `default` where null (itself when it is all of `kind`)."""
     if None in column:
         return [default if v is None else kind(v) for v in column]
+    if set(map(type, column)) == {kind}:
+        return column
     return list(map(kind, column))
 
 
-def _repeats_a_broker(reps: list[list[int]], flat: list[int]) -> bool:
-    """Whether any replica list names a broker twice (ids already checked: int32)."""
+def _repeats_a_broker(reps: list[list[int]], ids: np.ndarray) -> bool:
+    """Whether any replica list names a broker twice (`ids`: every list's ids, one after the
+    other)."""
     lengths = np.fromiter(map(len, reps), dtype=np.int64, count=len(reps))
-    ids = np.array(flat, dtype=np.int64)
     starts = np.zeros(len(reps), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
-    for k in np.unique(lengths).tolist():
+    kinds = np.unique(lengths).tolist()
+    for k in kinds:
         if k > 1:
-            rows = np.sort(ids[starts[lengths == k][:, None] + np.arange(k)], axis=1)
+            # Every list of one length (the usual replication factor): the ids are the rows.
+            rows = ids.reshape(-1, k) if len(kinds) == 1 else ids[starts[lengths == k][:, None] + np.arange(k)]
+            rows = np.sort(rows, axis=1)
             if (rows[:, 1:] == rows[:, :-1]).any():
                 return True
     return False

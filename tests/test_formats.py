@@ -247,7 +247,10 @@ def test_brokers_must_be_a_list(tmp_path):
     ("partition", 2**31, "outside"), ("replicas", [1, 2**31], "outside"), ("replicas", [1, -2], "outside"),
     ("replicas", [2, 2], "broker 2 twice"), ("replicas", [], "non-empty list"), ("replicas", {"1": 2}, "non-empty list"),
     ("replicas", [1, True], "expected an integer"), ("isr", [1, "2"], "isr"), ("isr", {}, "isr must be a list"),
-    ("isr", [-1], "isr"), ("leader", -2, "leader"), ("leader", 1.0, "leader"), ("leader", False, "leader"),
+    ("isr", [-1], "isr"),
+    # Equal to the replica list [3, 1] (True == 1, 1.0 == 1) but not broker ids:
+    ("isr", [3, True], "isr"), ("isr", [3, 1.0], "isr"),
+    ("leader", -2, "leader"), ("leader", 1.0, "leader"), ("leader", False, "leader"),
     ("size", -1, "size"), ("size", 1e300, "size"), ("size", 2**53 + 1, "size"), ("size", "1", "size"),
     ("size", True, "size"), ("bytes_in", -0.5, "bytes_in"), ("bytes_out", "-1e999", "bytes_out"),
     ("bytes_out", [], "bytes_out"), ("bytes_out", "1e999", "bytes_out"),
@@ -279,6 +282,13 @@ def test_the_first_bad_partition_is_named(tmp_path):
     parts[80]["replicas"] = [3, 3]
     parts[20]["size"] = -5
     bad(tmp_path, snap(partitions=parts), "t-20 size")
+
+
+def test_a_broker_twice_among_lists_of_several_lengths_is_named(tmp_path):
+    # Lists of one length are checked as the rows of one array, of several lengths length by length.
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2, 3][:1 + n % 3]} for n in range(100)]
+    parts[50]["replicas"] = [3, 1, 3]
+    bad(tmp_path, snap(partitions=parts), "t-50", "broker 3 twice")
 
 
 def test_a_partition_listed_twice_among_many(tmp_path):

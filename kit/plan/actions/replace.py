@@ -45,8 +45,11 @@ def _substitute(ws: Workspace, mapping: dict[int, int], ignore_warns: bool) -> N
     """Put each NEW broker in its OLD broker's slot in every selected partition (`mapping`
     OLD -> NEW); a slot that breaks the rack rule is refused, or with `ignore_warns` warned of."""
     cluster = ws.cluster
+    olds = mapping.keys()
     for p in ws.selected:
         reps = ws.assign[p]
+        if olds.isdisjoint(reps):
+            continue  # most partitions: one test in C, not a look-up per replica
         for pos, b in enumerate(list(reps)):
             new = mapping.get(b)
             if new is None:
