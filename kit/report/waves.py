@@ -11,7 +11,7 @@ wave's busiest broker over its rate at the start.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import accumulate, chain
+from itertools import accumulate, chain, repeat
 from operator import attrgetter, mul
 from typing import NamedTuple
 
@@ -46,18 +46,27 @@ class Move(NamedTuple):
 
 def moves_of(plan: Plan) -> list[Move]:
     """Every changed partition as a move (order-only changes have no added brokers)."""
-    out = []
     dead = {b.id for b in plan.cluster.brokers.values() if not b.alive}
     parts, after = plan.cluster.partitions, plan.after
-    for i in plan.changed():
+    changed = plan.changed()
+    sources, added = [], []
+    for i in changed:
         p = parts[i]
         reps = p.replicas
-        # Followers copy from the current leader: the first live in-sync replica.
-        source = leader_of(p, set(reps).difference(dead))
-        if source is None:  # no live in-sync replica: the preferred one (broker 0 is a real id)
-            source = reps[0]
-        out.append(Move(i, p.size, source, tuple([b for b in after[i] if b not in reps])))
-    return out
+        # Followers copy from the current leader: the first live in-sync replica. The usual
+        # case (the leader is a live in-sync replica) first, as `leader_of` tests it: a set and
+        # a call per partition were a third of this loop's time at 200,000 partitions.
+        source = p.leader
+        if source is None or source in dead or source not in reps or source not in p.isr:
+            source = leader_of(p, set(reps).difference(dead))
+            if source is None:  # no live in-sync replica: the preferred one (broker 0 is a real id)
+                source = reps[0]
+        sources.append(source)
+        added.append(tuple([b for b in after[i] if b not in reps]))
+    # The moves made in C (`tuple.__new__`, as a named tuple's own constructor does, without
+    # its Python frame): 200,000 of them.
+    sizes = map(attrgetter("size"), map(parts.__getitem__, changed))
+    return list(map(tuple.__new__, repeat(Move), zip(changed, sizes, sources, added)))
 
 
 def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES_PER_BROKER,
