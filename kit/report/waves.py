@@ -227,14 +227,29 @@ class _Copies:
 
     @classmethod
     def of(cls, moves: list[Move]) -> _Copies:
+        # The fields are read with the moves sorted by partition index, the order `moves_of`
+        # made them in, then put back in the given order: read in wave order (biggest first),
+        # each field took several times as long (the objects lie far apart in memory).
         n = len(moves)
-        added = list(map(attrgetter("added"), moves))
+        by_index = np.argsort(np.fromiter(map(attrgetter("index"), moves), dtype=np.int64, count=n), kind="stable")
+        ordered = list(map(moves.__getitem__, by_index.tolist()))
+        added = list(map(attrgetter("added"), ordered))
         per_move = np.fromiter(map(len, added), dtype=np.int64, count=n)
-        sizes = list(map(attrgetter("size"), moves))
-        return cls(per_move, list(map(mul, sizes, per_move.tolist())),
-                   np.repeat(np.fromiter(map(attrgetter("source"), moves), dtype=np.int64, count=n), per_move),
-                   np.fromiter(chain.from_iterable(added), dtype=np.int64, count=int(per_move.sum())),
-                   np.repeat(np.array(sizes, dtype=float), per_move))
+        sizes = list(map(attrgetter("size"), ordered))
+        copied = list(map(mul, sizes, per_move.tolist()))
+        source = np.fromiter(map(attrgetter("source"), ordered), dtype=np.int64, count=n)
+        dest = np.fromiter(chain.from_iterable(added), dtype=np.int64, count=int(per_move.sum()))
+        size = np.array(sizes, dtype=float)
+        # Back in the given order: move k of `moves` is move rank[k] here.
+        rank = np.empty(n, dtype=np.int64)
+        rank[by_index] = np.arange(n)
+        starts = np.cumsum(per_move) - per_move  # each move's first copy in `dest`
+        per_move = per_move[rank]
+        # Where each copy is in `dest`, in the given order: its move's start plus its place.
+        first = np.cumsum(per_move) - per_move
+        copies = np.repeat(starts[rank] - first, per_move) + np.arange(int(per_move.sum()))
+        return cls(per_move, list(map(copied.__getitem__, rank.tolist())), np.repeat(source[rank], per_move),
+                   dest[copies], np.repeat(size[rank], per_move))
 
     def twice(self) -> _Copies:
         """The same moves twice over (all at once, then in waves)."""
