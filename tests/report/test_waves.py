@@ -57,6 +57,33 @@ def test_waves_hold_every_move_once_and_respect_the_per_broker_limit(raw, limit,
                 assert any(load[b] >= limit for b in m.brokers) or not any(x.added for x in earlier)
 
 
+def _first_fit_one_by_one(moves: list[Move], limit: int, biggest: bool) -> list[list[Move]]:
+    """split_waves as its docstring says it, move by move: the reference."""
+    data = [m for m in moves if m.added]
+    if biggest:
+        data.sort(key=lambda m: (-m.size, m.index))
+    waves: list[list[Move]] = []
+    for m in data:
+        w = 0
+        while w < len(waves) and any(sum(b in x.brokers for x in waves[w]) >= limit for b in m.brokers):
+            w += 1
+        if w == len(waves):
+            waves.append([])
+        waves[w].append(m)
+    order_only = [m for m in moves if not m.added]
+    return ([order_only] if order_only else []) + waves
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 3, 7, 10**9]),
+                          st.lists(st.sampled_from([0, 3, 5, 7, 10**9]), max_size=3, unique=True)), max_size=60),
+       st.integers(1, 3), st.booleans())
+def test_waves_are_the_first_fit_of_each_move_in_turn(raw, limit, biggest):
+    # Equal sizes (ties go by index), broker 0 and a large id, moves with 0 to 3 copies.
+    moves = [Move(i, size, src, tuple(b for b in added if b != src)) for i, (size, src, added) in enumerate(raw)]
+    assert split_waves(moves, limit, biggest) == _first_fit_one_by_one(moves, limit, biggest)
+
+
 def test_biggest_moves_go_first():
     moves = [Move(0, 10, 1, (2,)), Move(1, 500, 1, (2,)), Move(2, 50, 1, (2,))]
     waves = split_waves(moves, 1, biggest_first=True)

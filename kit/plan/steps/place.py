@@ -50,7 +50,8 @@ class _Placer:
     and every counter ends as `replace_slot` leaves it; only how they are kept differs.
     A 150-wide numpy expression and argmin per replica cost more in call overhead than in
     work, so the targets' keys for the current topic sit in a heap: a placement changes
-    one target's key (the old broker is not a target), so it is one pop and one push.
+    one target's key (the old broker is not a target), so it is one `heapq.heapreplace`
+    where the least-keyed target may take the replica (nearly always), a `search` where not.
     Partitions come in (topic, partition) order, so the heap is built once per topic.
     Counts are kept in lists and the numpy counters written once, in `flush`.
     """
@@ -62,6 +63,7 @@ class _Placer:
         self.targets = ws.target_idx.tolist()
         self.rows: dict[int, list[int]] = {}  # tcount rows touched, by topic
         self.masks: dict[tuple, list[bool]] = {}  # may_take by (rf, member racks)
+        self.choices: dict[tuple, tuple] = {}  # `choice` by (rf, members)
         # The replica lists as they were: `flush` counts co-replicas from them and the new ones.
         self.before = [list(ws.assign[p]) for p in by_part]
 
@@ -96,45 +98,37 @@ class _Placer:
         ws = self.ws
         assign, index, ids, on_topic, reasons = ws.assign, ws.index, ws.ids, ws.on_topic, ws.reasons
         topic_list, is_target, reason = ws.topic_list, ws.is_target_list, self.reason
-        is_selected = ws.is_selected
+        is_selected = ws.is_selected.tolist()  # a list: indexing a numpy array per replica costs more
         cnt, step = self.cnt, self.mult + 1
-        heappop, heappush = heapq.heappop, heapq.heappush
+        heapreplace, choice = heapq.heapreplace, self.choice
         heap_topic, heap, row = None, [], []
         for p, positions in self.by_part.items():
             reps = assign[p]
-            rf = len(reps)
             t = topic_list[p]
-            leaving = {reps[pos] for pos in positions}
+            if len(positions) == 1:  # the usual orphan: one replica of its partition to re-place
+                pos = positions[0]
+                leaving = (reps[pos],)
+            else:
+                leaving = {reps[pos] for pos in positions}
             for pos in positions:
                 if t != heap_topic:
                     heap, row, heap_topic = self.heap(t), self.row(t), t
-                members = [b for b in reps if b not in leaving]
-                mask = self.mask(rf, members)
-                held = [index[m] for m in members]
-                aside = []
-                entry = None
-                while heap:
-                    entry = heappop(heap)
-                    if mask[entry[1]] and entry[1] not in held:
-                        break
-                    aside.append(entry)
-                    entry = None
-                if entry is not None and entry[0] >= _BARRED:
-                    aside.append(entry)  # the least allowed key is barred: best_broker's None
-                    entry = None
-                for e in aside:
-                    heappush(heap, e)
+                mask, held = choice(len(reps), tuple([b for b in reps if b not in leaving]))
+                top = heap[0]
+                new = top[1]
+                if mask[new] and new not in held:
+                    heapreplace(heap, (top[0] + step, new))  # one more replica, of this topic too
+                else:
+                    new = self.search(heap, mask, held, step)
+                    if new is None:
+                        new = self.fallback(p, [b for b in reps if b not in leaving], allow_rack_violation)
+                        heap_topic = None  # a key the heap holds changes: build it again
                 old_id = reps[pos]
                 old = index[old_id]
-                if entry is None:
-                    new = self.fallback(p, members, allow_rack_violation)
-                    heap_topic = None  # a key the heap holds changes: build it again
-                else:
-                    new = entry[1]
-                    heappush(heap, (entry[0] + step, new))  # one more replica, of this topic too
                 if is_target[old]:
                     heap_topic = None  # never for an orphan; but then the heap's key is stale
-                leaving.discard(old_id)
+                if len(positions) > 1:
+                    leaving.discard(old_id)
                 # replace_slot's bookkeeping, in its order; co-replicas are counted in `flush`.
                 cnt[old] -= 1
                 row[old] -= 1
@@ -149,6 +143,37 @@ class _Placer:
                 if is_selected[p]:
                     on_topic[new].setdefault(t, {})[p] = None
                 reasons.setdefault(p, reason)
+
+    def choice(self, rf: int, members: tuple[int, ...]) -> tuple[list[bool], tuple[int, ...]]:
+        """(`mask`, the members' indices) for a replica joining `members` (broker ids), kept by
+        the members: at 200,000 orphans most member sets come back many times."""
+        got = self.choices.get((rf, members))
+        if got is None:
+            got = self.choices[rf, members] = (self.mask(rf, list(members)),
+                                               tuple([self.ws.index[m] for m in members]))
+        return got
+
+    @staticmethod
+    def search(heap: list[tuple[int, int]], mask: list[bool], held: tuple[int, ...], step: int) -> int | None:
+        """The least-keyed target in `heap` that `mask` allows and the members do not hold,
+        its key raised by one replica (`step`); None if there is none. The targets passed
+        over go back in the heap. (No key in the heap is barred: keys are counts, far below
+        `_BARRED`, so where `best_broker` finds none, so does this.)"""
+        heappop, heappush = heapq.heappop, heapq.heappush
+        aside = []
+        entry = None
+        while heap:
+            entry = heappop(heap)
+            if mask[entry[1]] and entry[1] not in held:
+                break
+            aside.append(entry)
+            entry = None
+        for e in aside:
+            heappush(heap, e)
+        if entry is None:
+            return None
+        heappush(heap, (entry[0] + step, entry[1]))
+        return entry[1]
 
     def fallback(self, p: int, members: list[int], allow_rack_violation: bool) -> int:
         """Where no broker is rack-safe: the least-loaded target the members do not hold
