@@ -2,6 +2,8 @@
 with placement="storage"); `count_rebalance` is shared with scale-out."""
 from __future__ import annotations
 
+import numpy as np
+
 from kit.model import Cluster, Plan
 from kit.plan.objectives import COUNT_SPREAD
 from kit.plan.pipeline import Stages, rank, run, run_stages
@@ -10,7 +12,7 @@ from kit.plan.steps.count_balance import balance_counts
 from kit.plan.steps.exact_refinement import refine_counts, small
 from kit.plan.steps.leadership import leader_figures
 from kit.plan.steps.place import place_orphans
-from kit.plan.steps.spare_copies import spend_copies_on_leadership
+from kit.plan.steps.spare_copies import may_spend_copies, spend_copies_on_leadership
 from kit.plan.steps.storage import StorageBook, balance_storage, place_orphans_by_storage
 from kit.plan.steps.topic_quotas import topic_quotas
 from kit.plan.workspace import LARGE, Workspace
@@ -36,20 +38,26 @@ def count_rebalance(cluster: Cluster, action: str, reason: str, topics, exclude,
     # failover excess 13 -> 2); where new (empty) brokers are filling up, with the topic
     # quotas too (scale-out failover 3 -> 2, where spread alone gave 11; on the drifted
     # cluster the quotas gave 3 instead of 2).
+    first = Workspace(cluster, targets, selected)
+    # Replicas each target holds and replicas in all, before any stage moves one.
+    held, total = first.count[first.target_idx].copy(), int(first.count.sum())
     if len(selected) > LARGE:
-        empty = 0 in _counts(cluster, targets)
-        placements = [dict(quotas=empty, spread_touched=True, spread_topics=False)]
+        placements = [dict(quotas=bool((held == 0).any()), spread_touched=True, spread_topics=False)]
     else:
         placements = [dict(quotas=True, spread_touched=True, spread_topics=False),
                       dict(quotas=False, spread_touched=False, spread_topics=False),
                       dict(quotas=False, spread_touched=False, spread_topics=True)]
     ws = figs = None
-    for how in placements:
+    spends = may_spend_copies(first)
+    for i, how in enumerate(placements):
         if how["spread_topics"] and not small(ws):
             break
-        alt = run_stages(Workspace(cluster, targets, selected), count_stages(reason, ignore_warns, **how))
+        fresh = first if ws is None else Workspace(cluster, targets, selected)
+        alt = run_stages(fresh, count_stages(reason, ignore_warns, **how))
         if ws is None or rank(alt) < rank(ws):
             ws = alt
+        if i == len(placements) - 1 and not spends:
+            break  # the figures would go unused: ~0.5 s at 200,000 partitions, ~2 s at 1M
         figs = leader_figures(ws, ws.assign)
         # Done when balanced and every leadership target is met. The quotas can leave the
         # counts a step short where the greedy pass alone would not (hypothesis found one).
@@ -58,8 +66,8 @@ def count_rebalance(cluster: Cluster, action: str, reason: str, topics, exclude,
     # The spare copies stage. A target still missed: other replica sets (the 5% allowance
     # over the fewest copies included) may give a dying broker's leadership, or a topic's,
     # brokers to go to.
-    if not figs.met():
-        spend_copies_on_leadership(ws, ws.copies_made(), _additions_bound(cluster, targets), reason, figs)
+    if spends and not figs.met():
+        spend_copies_on_leadership(ws, _additions_bound(held, total), reason, figs)
     return finish(ws, action, broker_changes(cluster, targets))
 
 
@@ -77,24 +85,13 @@ def count_stages(reason: str, ignore_warns: bool, quotas: bool, spread_touched: 
                   exact_refinement=lambda ws: refine_counts(ws, reason, spread_topics=spread_topics))
 
 
-def _additions_bound(cluster: Cluster, targets) -> int:
+def _additions_bound(held: np.ndarray, total: int) -> int:
     """The fewest copies any count-balanced result needs (evaluate_plan's lower bound):
-    replicas off the targets, and the surplus above or the deficit below an even share."""
-    held = _counts(cluster, targets)
-    total = sum(len(p.replicas) for p in cluster.partitions)
-    lo, hi = total // len(held), -(-total // len(held))
-    forced = total - sum(held)
-    return max(forced + sum(max(0, c - hi) for c in held), sum(max(0, lo - c) for c in held))
-
-
-def _counts(cluster: Cluster, targets) -> list[int]:
-    """Replicas each target broker holds now."""
-    held = dict.fromkeys(targets, 0)
-    for p in cluster.partitions:
-        for b in p.replicas:
-            if b in held:
-                held[b] += 1
-    return list(held.values())
+    replicas off the targets, and the surplus above or the deficit below an even share.
+    `held` is what each target broker holds now, `total` the replicas of every partition."""
+    lo, hi = total // held.size, -(-total // held.size)
+    forced = total - int(held.sum())
+    return max(forced + int(np.maximum(0, held - hi).sum()), int(np.maximum(0, lo - held).sum()))
 
 
 def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
