@@ -253,6 +253,35 @@ class _Network:
             pot[:self.n_items] = pot[self.grp0 + choice] - c0
         return pot
 
+    def distances(self, choice, arcs, pot, src):
+        """Each node's least reduced cost from the nodes `src` (inf out of reach), or None
+        when a distance might not be exact.
+
+        The items are left out of the Dijkstra: an item's one arc in comes from its group, so
+        a move from group g0 to g through item i is an arc g0 -> g, its reduced cost the sum
+        of the two (the item's potential cancels), and the item's distance follows from its
+        group's. The same distances with half the nodes and a fifth fewer arcs."""
+        from scipy.sparse.csgraph import dijkstra
+        tail, head, cost = arcs[:3]
+        reduced = cost + pot[tail] - pot[head]
+        n = self.it.size  # the item arcs come first
+        into = np.flatnonzero(tail[:n] >= self.grp0)  # group -> item: the item's arc in
+        reach = np.empty(self.n_items, dtype=np.int64)
+        reach[head[into]] = reduced[into]
+        out = np.flatnonzero(tail[:n] < self.grp0)  # item -> group
+        item = tail[out]
+        t = np.concatenate([self.grp0 + choice[item], tail[n:]])
+        h = np.concatenate([head[out], head[n:]])
+        r = np.concatenate([reduced[out] + reach[item], reduced[n:]])
+        # Float weights, r * hop + 1 (see `_EXACT`).
+        hop = float(1 << self.size.bit_length())
+        dist = dijkstra(_graph(t, h, r * hop + 1.0, self.size), directed=True, indices=src, min_only=True)
+        if dist[np.isfinite(dist)].max(initial=0.0) >= _EXACT:
+            return None
+        dist = np.floor(dist / hop)
+        dist[:self.n_items] = dist[self.grp0 + choice] + reach
+        return dist
+
 
 def _bellman_ford(tail, head, cost, size):
     """Shortest distances from a root joined to every node at cost 0; None on a negative cycle."""
@@ -290,7 +319,6 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
     `choice` is the components' optimum with `price` paid per unit into each parent: a priced
     parent's flow to the sink starts at its upper bound, so that arc's reduced cost (minus the
     price) needs no residual room; the others start as near their count as their bounds allow."""
-    from scipy.sparse.csgraph import dijkstra
     x = np.bincount(choice, minlength=net.bound.shape[0])
     f = np.clip(np.bincount(net.parent, weights=x, minlength=len(net.lo)).astype(np.int64), net.lo, net.hi)
     f = np.where(price > 0, net.hi, f)
@@ -306,13 +334,9 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
         if not src.size:
             return choice
         tail, head, cost, cap, kind, index = arcs
-        reduced = cost + pot[tail] - pot[head]
-        hop = float(1 << net.size.bit_length())
-        graph = _graph(tail, head, reduced * hop + 1.0, net.size)
-        dist = dijkstra(graph, directed=True, indices=src, min_only=True)
-        if not np.isfinite(dist[dst]).any() or dist[np.isfinite(dist)].max() >= _EXACT:
+        dist = net.distances(choice, arcs, pot, src)
+        if dist is None or not np.isfinite(dist[dst]).any():
             return None
-        dist = np.floor(dist / hop)
         # Nodes out of reach rise with the farthest reached, so no arc's reduced cost turns negative.
         pot = pot + np.where(np.isfinite(dist), dist, dist[np.isfinite(dist)].max()).astype(np.int64)
         zero = np.flatnonzero(cost + pot[tail] - pot[head] == 0)
