@@ -182,6 +182,7 @@ class _Network:
 
     def __init__(self, n_items, it, gr, cost, tier_cap, tier_cost, parent, parent_lo, parent_hi):
         self.it, self.gr, self.cost = it, gr, cost
+        self.grp, self.arc = n_items + gr, np.arange(it.size)  # an item arc's group node, its number
         self.parent, self.lo, self.hi = parent, parent_lo, parent_hi
         self.bound = np.cumsum(tier_cap, axis=1)
         self.tier_cost = np.asarray(tier_cost, dtype=np.int64)
@@ -199,30 +200,38 @@ class _Network:
         imb[self.sink] = int(f.sum()) - choice.size
         return x, imb
 
-    # The five kinds of residual arc, each a few array operations (41 lines).
+    # The five kinds of residual arc, each a few array operations, written in place (31 lines).
     def residual(self, choice, x, f):
         """Arcs (tail, head, cost, capacity, kind, index): kind 0 an item arc (index: the arc),
         1 a group's next tier, 2 its last filled tier (index: the group), 3 parent to sink,
         4 sink to parent (index: the parent)."""
-        on = self.gr == choice[self.it]
-        grp = self.grp0 + self.gr
-        parts = [(np.where(on, grp, self.it), np.where(on, self.it, grp), np.where(on, -self.cost, self.cost),
-                  np.ones(self.it.size, dtype=np.int64), 0, np.arange(self.it.size))]
         k_up = (self.bound <= x[:, None]).sum(axis=1)
         k_down = (self.bound < x[:, None]).sum(axis=1)
         up = np.flatnonzero(k_up < self.bound.shape[1])
-        parts.append((self.grp0 + up, self.par0 + self.parent[up], self.tier_cost[k_up[up]],
-                      self.bound[up, k_up[up]] - x[up], 1, up))
         down = np.flatnonzero(x > 0)
         below = np.where(k_down[down] > 0, self.bound[down, np.maximum(k_down[down] - 1, 0)], 0)
-        parts.append((self.par0 + self.parent[down], self.grp0 + down, -self.tier_cost[k_down[down]],
-                      x[down] - below, 2, down))
-        p = np.flatnonzero(self.hi > f)
-        parts.append((self.par0 + p, np.full(p.size, self.sink), np.zeros(p.size, np.int64), (self.hi - f)[p], 3, p))
-        p = np.flatnonzero(f > self.lo)
-        parts.append((np.full(p.size, self.sink), self.par0 + p, np.zeros(p.size, np.int64), (f - self.lo)[p], 4, p))
-        tail, head, cost, cap, kind, index = (np.concatenate(v) for v in zip(*[
-            (t, h, c, cp, np.full(t.size, k, dtype=np.int8), i) for t, h, c, cp, k, i in parts]))
+        p_up, p_down = np.flatnonzero(self.hi > f), np.flatnonzero(f > self.lo)
+        parts = [(self.grp0 + up, self.par0 + self.parent[up], self.tier_cost[k_up[up]],
+                  self.bound[up, k_up[up]] - x[up], 1, up),
+                 (self.par0 + self.parent[down], self.grp0 + down, -self.tier_cost[k_down[down]],
+                  x[down] - below, 2, down),
+                 (self.par0 + p_up, self.sink, 0, (self.hi - f)[p_up], 3, p_up),
+                 (self.sink, self.par0 + p_down, 0, (f - self.lo)[p_down], 4, p_down)]
+        # Written into arrays of the final size: the item arcs (most of them) are copied once,
+        # not built and then concatenated.
+        n = self.it.size
+        size = n + sum(part[-1].size for part in parts)
+        tail, head, cost = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64)
+        cap, kind, index = np.empty(size, np.int64), np.empty(size, np.int8), np.empty(size, np.int64)
+        on = self.gr == choice[self.it]
+        tail[:n], head[:n], cost[:n], cap[:n], kind[:n], index[:n] = self.it, self.grp, self.cost, 1, 0, self.arc
+        np.copyto(tail[:n], self.grp, where=on)
+        np.copyto(head[:n], self.it, where=on)
+        np.negative(self.cost, out=cost[:n], where=on)
+        for t, h, c, cp, k, i in parts:
+            part = slice(n, n + i.size)
+            tail[part], head[part], cost[part], cap[part], kind[part], index[part] = t, h, c, cp, k, i
+            n += i.size
         return tail, head, cost, cap, kind, index
 
     def potentials(self, choice, arcs):
@@ -244,6 +253,35 @@ class _Network:
             pot[:self.n_items] = pot[self.grp0 + choice] - c0
         return pot
 
+    def distances(self, choice, arcs, pot, src):
+        """Each node's least reduced cost from the nodes `src` (inf out of reach), or None
+        when a distance might not be exact.
+
+        The items are left out of the Dijkstra: an item's one arc in comes from its group, so
+        a move from group g0 to g through item i is an arc g0 -> g, its reduced cost the sum
+        of the two (the item's potential cancels), and the item's distance follows from its
+        group's. The same distances with half the nodes and a fifth fewer arcs."""
+        from scipy.sparse.csgraph import dijkstra
+        tail, head, cost = arcs[:3]
+        reduced = cost + pot[tail] - pot[head]
+        n = self.it.size  # the item arcs come first
+        into = np.flatnonzero(tail[:n] >= self.grp0)  # group -> item: the item's arc in
+        reach = np.empty(self.n_items, dtype=np.int64)
+        reach[head[into]] = reduced[into]
+        out = np.flatnonzero(tail[:n] < self.grp0)  # item -> group
+        item = tail[out]
+        t = np.concatenate([self.grp0 + choice[item], tail[n:]])
+        h = np.concatenate([head[out], head[n:]])
+        r = np.concatenate([reduced[out] + reach[item], reduced[n:]])
+        # Float weights, r * hop + 1 (see `_EXACT`).
+        hop = float(1 << self.size.bit_length())
+        dist = dijkstra(_graph(t, h, r * hop + 1.0, self.size), directed=True, indices=src, min_only=True)
+        if dist[np.isfinite(dist)].max(initial=0.0) >= _EXACT:
+            return None
+        dist = np.floor(dist / hop)
+        dist[:self.n_items] = dist[self.grp0 + choice] + reach
+        return dist
+
 
 def _bellman_ford(tail, head, cost, size):
     """Shortest distances from a root joined to every node at cost 0; None on a negative cycle."""
@@ -260,6 +298,20 @@ def _bellman_ford(tail, head, cost, size):
     return None
 
 
+def _graph(tail, head, weight, size):
+    """The arcs as a sparse matrix for scipy's Dijkstra, grouped by tail.
+
+    `csr_matrix((weight, (tail, head)))` would also sort each row's heads (to add up arcs
+    with both ends alike: none here, and two such arcs are two ways, not one of their summed
+    weight), which the Dijkstra does not need. The arcs' numbers, in order in each row by
+    their counting sort, leave nothing to sort or add."""
+    from scipy.sparse import csr_matrix
+    order = csr_matrix((np.ones(tail.size, dtype=np.int8), (tail, np.arange(tail.size))),
+                       shape=(size, tail.size))
+    arc = order.indices
+    return csr_matrix((weight[arc], head[arc], order.indptr), shape=(size, size))
+
+
 # The primal-dual loop: potentials, shortest paths, a max flow, the choice updated (45 lines).
 def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: int, max_excess: float):
     """Move the parents' excess to their deficits, keeping the flow optimal; None if it fails.
@@ -267,8 +319,6 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
     `choice` is the components' optimum with `price` paid per unit into each parent: a priced
     parent's flow to the sink starts at its upper bound, so that arc's reduced cost (minus the
     price) needs no residual room; the others start as near their count as their bounds allow."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import dijkstra
     x = np.bincount(choice, minlength=net.bound.shape[0])
     f = np.clip(np.bincount(net.parent, weights=x, minlength=len(net.lo)).astype(np.int64), net.lo, net.hi)
     f = np.where(price > 0, net.hi, f)
@@ -284,13 +334,9 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
         if not src.size:
             return choice
         tail, head, cost, cap, kind, index = arcs
-        reduced = cost + pot[tail] - pot[head]
-        hop = float(1 << net.size.bit_length())
-        graph = csr_matrix((reduced * hop + 1.0, (tail, head)), shape=(net.size, net.size))
-        dist = dijkstra(graph, directed=True, indices=src, min_only=True)
-        if not np.isfinite(dist[dst]).any() or dist[np.isfinite(dist)].max() >= _EXACT:
+        dist = net.distances(choice, arcs, pot, src)
+        if dist is None or not np.isfinite(dist[dst]).any():
             return None
-        dist = np.floor(dist / hop)
         # Nodes out of reach rise with the farthest reached, so no arc's reduced cost turns negative.
         pot = pot + np.where(np.isfinite(dist), dist, dist[np.isfinite(dist)].max()).astype(np.int64)
         zero = np.flatnonzero(cost + pot[tail] - pot[head] == 0)
