@@ -148,11 +148,11 @@ class _CountBalance:
     def make(self, moves: list[list[int]]) -> None:
         """Make the moves (partition, from, to) on the workspace, and on the pool if it is
         this balance's own (the workspace keeps its own, `on_topic`)."""
-        ws, pool, ids, reason = self.ws, self.pool, self.ws.ids, self.reason
-        for p, a, b in moves:
-            ws.replace_slot(p, ws.assign[p].index(ids[a]), ids[b], reason)
-            if self.own_pool:
-                t = ws.topic_list[p]
+        self.ws.replace_slots(moves, self.reason)
+        if self.own_pool:
+            pool, topic_list = self.pool, self.ws.topic_list
+            for p, a, b in moves:
+                t = topic_list[p]
                 bucket = pool[a][t]
                 del bucket[p]
                 if not bucket:
