@@ -76,11 +76,14 @@ class _CountBalance:
 
     def run(self, max_moves: int | None) -> int:
         """Balance; the number of moves. The first `_PLAIN_MOVES` as plain Python, the rest
-        compiled."""
+        compiled; all compiled when the counts alone ask for more moves than that (the plain
+        moves' searches cost most on large clusters, where the balances are long)."""
         kernels = count_kernels.balance, count_kernels.bucket_orders
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         log = np.empty((_LOG_ROWS, 3), dtype=np.int64)
         rows = min(_PLAIN_MOVES, _LOG_ROWS)
+        if self.fewest_moves() > _PLAIN_MOVES:
+            kernels, rows = count_kernels.compiled(), _LOG_ROWS
         while not state[2]:
             n = kernels[0](-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan,
                            self.band, self.lists, self.counts, self.quotas, self.peers, self.targets, state, log[:rows])
@@ -89,6 +92,14 @@ class _CountBalance:
                 kernels, rows = count_kernels.compiled(), _LOG_ROWS
         self.reorder(kernels[1](self.lists))
         return int(state[1])
+
+    def fewest_moves(self) -> int:
+        """The moves the counts ask for at least: the targets' surplus above the band or
+        their deficit below it, whichever is larger."""
+        count, tidx = self.targets[0], self.ws.target_idx
+        lo, hi = self.band[0], self.band[1]
+        c = count[tidx]
+        return int(max(np.maximum(c - hi, 0).sum(), np.maximum(lo - c, 0).sum()))
 
     def _lists(self):
         """The kernels' `lists` (see `count_kernels`): replica sets as broker indices, the pool
