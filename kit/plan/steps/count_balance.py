@@ -70,9 +70,18 @@ class _CountBalance:
         self.peers = (ws.shared.copy(), ws.is_target, tidx, ws.rack,
                       np.array([ws.need(rf) for rf in range(width + 1)], dtype=np.int64))
         n = len(ws.ids)
-        # Targets by (count, index) and (-count, index): the emptiest and the fullest first.
-        self.targets = (count, tidx[np.lexsort((tidx, count[tidx]))], tidx[np.lexsort((tidx, -count[tidx]))],
-                        np.zeros((n, n), dtype=bool), np.full((n, max(len(ws.rack_names), 1)), -1, dtype=np.int8))
+        # Targets by (count, index) and (-count, index): the emptiest and the fullest first;
+        # and by (count, index) within each rack group (rack + 1; 0: no rack).
+        asc = tidx[np.lexsort((tidx, count[tidx]))]
+        group = ws.rack[asc] + 1
+        n_groups = len(ws.rack_names) + 1
+        by_group = np.full((n_groups, tidx.size), -1, dtype=np.int64)
+        sizes = np.bincount(group, minlength=n_groups).astype(np.int64)
+        for g in range(n_groups):
+            by_group[g, :sizes[g]] = asc[group == g]
+        self.targets = (count, asc, tidx[np.lexsort((tidx, -count[tidx]))], np.zeros((n, n), dtype=bool),
+                        np.full((n, max(len(ws.rack_names), 1)), -1, dtype=np.int8), by_group, sizes,
+                        np.zeros(n_groups, dtype=np.int64))
 
     def run(self, max_moves: int | None) -> int:
         """Balance; the number of moves. The first `_PLAIN_MOVES` as plain Python, the rest
