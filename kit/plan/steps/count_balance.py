@@ -70,17 +70,29 @@ class _CountBalance:
         self.peers = (ws.shared.copy(), ws.is_target, tidx, ws.rack,
                       np.array([ws.need(rf) for rf in range(width + 1)], dtype=np.int64))
         n = len(ws.ids)
-        # Targets by (count, index) and (-count, index): the emptiest and the fullest first.
-        self.targets = (count, tidx[np.lexsort((tidx, count[tidx]))], tidx[np.lexsort((tidx, -count[tidx]))],
-                        np.zeros((n, n), dtype=bool), np.full((n, max(len(ws.rack_names), 1)), -1, dtype=np.int8))
+        # Targets by (count, index) and (-count, index): the emptiest and the fullest first;
+        # and by (count, index) within each rack group (rack + 1; 0: no rack).
+        asc = tidx[np.lexsort((tidx, count[tidx]))]
+        group = ws.rack[asc] + 1
+        n_groups = len(ws.rack_names) + 1
+        by_group = np.full((n_groups, tidx.size), -1, dtype=np.int64)
+        sizes = np.bincount(group, minlength=n_groups).astype(np.int64)
+        for g in range(n_groups):
+            by_group[g, :sizes[g]] = asc[group == g]
+        self.targets = (count, asc, tidx[np.lexsort((tidx, -count[tidx]))], np.zeros((n, n), dtype=bool),
+                        np.full((n, max(len(ws.rack_names), 1)), -1, dtype=np.int8), by_group, sizes,
+                        np.zeros(n_groups, dtype=np.int64))
 
     def run(self, max_moves: int | None) -> int:
         """Balance; the number of moves. The first `_PLAIN_MOVES` as plain Python, the rest
-        compiled."""
+        compiled; all compiled when the counts alone ask for more moves than that (the plain
+        moves' searches cost most on large clusters, where the balances are long)."""
         kernels = count_kernels.balance, count_kernels.bucket_orders
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         log = np.empty((_LOG_ROWS, 3), dtype=np.int64)
         rows = min(_PLAIN_MOVES, _LOG_ROWS)
+        if self.fewest_moves() > _PLAIN_MOVES:
+            kernels, rows = count_kernels.compiled(), _LOG_ROWS
         while not state[2]:
             n = kernels[0](-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan,
                            self.band, self.lists, self.counts, self.quotas, self.peers, self.targets, state, log[:rows])
@@ -89,6 +101,14 @@ class _CountBalance:
                 kernels, rows = count_kernels.compiled(), _LOG_ROWS
         self.reorder(kernels[1](self.lists))
         return int(state[1])
+
+    def fewest_moves(self) -> int:
+        """The moves the counts ask for at least: the targets' surplus above the band or
+        their deficit below it, whichever is larger."""
+        count, tidx = self.targets[0], self.ws.target_idx
+        lo, hi = self.band[0], self.band[1]
+        c = count[tidx]
+        return int(max(np.maximum(c - hi, 0).sum(), np.maximum(lo - c, 0).sum()))
 
     def _lists(self):
         """The kernels' `lists` (see `count_kernels`): replica sets as broker indices, the pool
@@ -148,11 +168,11 @@ class _CountBalance:
     def make(self, moves: list[list[int]]) -> None:
         """Make the moves (partition, from, to) on the workspace, and on the pool if it is
         this balance's own (the workspace keeps its own, `on_topic`)."""
-        ws, pool, ids, reason = self.ws, self.pool, self.ws.ids, self.reason
-        for p, a, b in moves:
-            ws.replace_slot(p, ws.assign[p].index(ids[a]), ids[b], reason)
-            if self.own_pool:
-                t = ws.topic_list[p]
+        self.ws.replace_slots(moves, self.reason)
+        if self.own_pool:
+            pool, topic_list = self.pool, self.ws.topic_list
+            for p, a, b in moves:
+                t = topic_list[p]
                 bucket = pool[a][t]
                 del bucket[p]
                 if not bucket:

@@ -25,7 +25,7 @@ The state, built by `count_balance._CountBalance` and kept up by `_move`:
 - `peers`: (shared, is_target, target_idx, rack, need): co-replica counts (a copy: the
   workspace's own are kept up as it makes the moves), the targets, rack numbers (-1:
   none), racks a set of each size must span.
-- `targets`: (count, asc, desc, failed, reach), see `balance`.
+- `targets`: (count, asc, desc, failed, reach, by_group, sizes, at), see `balance`.
 """
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ def compiled():
         # names stay plain Python, for the small balances).
         scope = dict(globals())
         for f in (topic_order, pick_partition, _in_list, _consider, _breaks_racks, _spanned, _loses_peers, _peers,
-                  _step, _two_step, _pick, _reaches_rack, _move, _reorder, _relink, _use_quotas, balance,
-                  bucket_orders):
+                  _step, _next_reachable, _two_step, _pick, _reaches_rack, _move, _resort, _relink, _use_quotas,
+                  balance, bucket_orders):
             scope[f.__name__] = jit(FunctionType(f.__code__, scope, f.__name__))
         _COMPILED = scope["balance"], scope["bucket_orders"]
     return _COMPILED
@@ -232,12 +232,14 @@ def balance(max_moves, own_pool, spread, scan, band, lists, counts, quotas, peer
     logged as (partition, from, to) broker indices. Returns how many were logged; state[2]
     is 1 when the balance is done (else call again once the log is read).
 
-    `band` = (lo, hi, degree floor); `targets` = (count, asc, desc, failed, reach): the
-    replicas per broker, the targets by (count, index) and (-count, index), pairs found to
-    have no move and, by broker and rack, whether its replicas may reach the rack (-1:
-    unknown); `state` = (searching thoroughly, moves made, done).
+    `band` = (lo, hi, degree floor); `targets` = (count, asc, desc, failed, reach, by_group,
+    sizes, at): the replicas per broker, the targets by (count, index) and (-count, index),
+    pairs found to have no move, by broker and rack whether its replicas may reach the rack
+    (-1: unknown), the targets of each rack group (rack + 1; 0: no rack) by (count, index),
+    how many each group holds, and a cursor per group (scratch); `state` = (searching
+    thoroughly, moves made, done).
     """
-    count, asc, desc, failed, reach = targets
+    count, asc, desc, failed, reach = targets[:5]
     lo, hi = band[0], band[1]
     logged = 0
     while max_moves < 0 or state[1] < max_moves:
@@ -273,23 +275,27 @@ def balance(max_moves, own_pool, spread, scan, band, lists, counts, quotas, peer
 
 def _step(strict, surplus, deficit, scan, band, lists, counts, quotas, peers, targets, state, log, logged, spread):
     """One move from the fullest brokers to the emptiest; 1 if made, else 0."""
-    count, asc, desc, failed, reach = targets
+    count, asc, desc, by_group, sizes, at = targets[0], targets[1], targets[2], targets[5], targets[6], targets[7]
+    rack, reach = peers[3], targets[4]
     lo, hi = band[0], band[1]
     c_least = count[asc[0]]
     for a in desc:
         ca = count[a]
-        if ca - c_least < 2:
+        # Every copy should shrink the surplus and the deficit at once while both remain
+        # (that is what makes the count minimal); failing that, at least one. `desc` and
+        # `asc` go by count, so once a broker fails these, every later one does: the loops
+        # stop there instead of trying every remaining pair (a quarter of a million pairs
+        # per move at 500 brokers).
+        if ca - c_least < 2 or (strict and surplus and ca <= hi):
             return 0
-        for b in asc:
-            cb = count[b]
-            if ca - cb < 2:
+        at[:] = 0
+        while True:
+            b = _next_reachable(a, count, rack, reach, by_group, sizes, at)
+            if b < 0:
                 break
-            # Every copy should shrink the surplus and the deficit at once while both
-            # remain (that is what makes the count minimal); failing that, at least one.
-            if strict and ((surplus and ca <= hi) or (deficit and cb >= lo)):
-                continue
-            if ca <= hi and cb >= lo:
-                continue
+            cb = count[b]
+            if ca - cb < 2 or (cb >= lo and (ca <= hi or (strict and deficit))):
+                break
             p = _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state)
             if p >= 0:
                 _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, logged)
@@ -297,10 +303,30 @@ def _step(strict, surplus, deficit, scan, band, lists, counts, quotas, peers, ta
     return 0
 
 
+def _next_reachable(a, count, rack, reach, by_group, sizes, at):
+    """The next target (by count, index: `asc`'s order) that broker index a's replicas may
+    reach, or -1; `at` holds each rack group's cursor, advanced past it.
+
+    The rack groups' lists merged, leaving out the racks a's replicas are known not to reach
+    (where a pick would only fail): at the end of a large balance most pairs are such, and
+    walking `asc` past them cost most of its time (500 brokers: thousands per move)."""
+    best, best_g = -1, -1
+    for g in range(sizes.size):
+        r = g - 1
+        if at[g] >= sizes[g] or (r >= 0 and r != rack[a] and reach[a, r] == 0):
+            continue
+        b = by_group[g, at[g]]
+        if best < 0 or (count[b], b) < (count[best], best):
+            best, best_g = b, g
+    if best_g >= 0:
+        at[best_g] += 1
+    return best
+
+
 def _two_step(scan, band, lists, counts, quotas, peers, targets, state, log, logged, spread):
     """Two moves through a third broker, where the rack rule blocks the direct one (only for
     replicas this plan places anyway: moving one twice costs no copy); 2 or 0."""
-    count, asc, desc, failed, reach = targets
+    count, asc, desc = targets[0], targets[1], targets[2]
     order = asc.copy()
     for a in desc[:4].copy():
         for b in order[:4]:
@@ -379,7 +405,8 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
     scaled, scaled_t, movable, nz = counts
     shared = peers[0]
-    count, asc, desc, failed, reach = targets
+    count, asc, desc, failed, reach, by_group, sizes = targets[:7]
+    rack = peers[3]
     log[at, 0], log[at, 1], log[at, 2] = p, a, b
     width = reps.shape[1]
     n_topics = scaled.shape[1]
@@ -394,7 +421,10 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
         movable[x, t] += step
         nz[x, t] = movable[x, t] != 0
         count[x] += step
-        _reorder(asc, desc, x, count)
+        g = rack[x] + 1
+        _resort(asc, 1, x, count)
+        _resort(desc, -1, x, count)
+        _resort(by_group[g, :sizes[g]], 1, x, count)
     if quotas[0]:
         _use_quotas(t, a, b, movable, quotas)
     size = recent.shape[1]
@@ -418,21 +448,20 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     reach[b, :] = -1
 
 
-def _reorder(asc, desc, x, count):
-    """Broker index x back in its place in `asc` (by count, index) and `desc` (by -count,
-    index) after its count changed by one."""
-    for order, sign in ((asc, 1), (desc, -1)):
-        i = 0
-        while order[i] != x:
-            i += 1
-        key = (sign * count[x], x)
-        while i > 0 and (sign * count[order[i - 1]], order[i - 1]) > key:
-            order[i] = order[i - 1]
-            i -= 1
-        while i + 1 < order.size and (sign * count[order[i + 1]], order[i + 1]) < key:
-            order[i] = order[i + 1]
-            i += 1
-        order[i] = x
+def _resort(order, sign, x, count):
+    """Broker index x back in its place in `order` (by sign * count, index) after its count
+    changed by one."""
+    i = 0
+    while order[i] != x:
+        i += 1
+    key = (sign * count[x], x)
+    while i > 0 and (sign * count[order[i - 1]], order[i - 1]) > key:
+        order[i] = order[i - 1]
+        i -= 1
+    while i + 1 < order.size and (sign * count[order[i + 1]], order[i + 1]) < key:
+        order[i] = order[i + 1]
+        i += 1
+    order[i] = x
 
 
 def _relink(node, x, y, t, nxt, prv, head, tail):
