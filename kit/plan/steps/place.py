@@ -9,7 +9,6 @@ by the count balance (`count_balance.balance_counts`).
 from __future__ import annotations
 
 import heapq
-from itertools import chain
 
 import numpy as np
 
@@ -199,31 +198,11 @@ class _Placer:
         pairs of the replica list as it is, less those of the list as it was.
         """
         ws = self.ws
-        n = len(ws.ids)
         ws.count[:] = self.cnt
         for t, row in self.rows.items():
             ws.tcount[t] = row
         after = [ws.assign[p] for p in self.by_part]
-        delta = _pair_codes(ws, after, n) - _pair_codes(ws, self.before, n)
-        ws.shared += delta.reshape(n, n)
-
-
-def _pair_codes(ws: Workspace, lists: list[list[int]], n: int) -> np.ndarray:
-    """Ordered pairs of slots with different brokers in `lists`, counted by i * n + j."""
-    out = np.zeros(n * n, dtype=np.int64)
-    lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    flat = np.fromiter(map(ws.index.__getitem__, chain.from_iterable(lists)), dtype=np.int64,
-                       count=int(lens.sum()))
-    starts = np.cumsum(lens) - lens
-    for k in np.unique(lens).tolist():
-        rows = flat[starts[lens == k][:, None] + np.arange(k)]
-        for a in range(k):
-            for b in range(k):
-                if a != b:
-                    x, y = rows[:, a], rows[:, b]
-                    differ = x != y
-                    out += np.bincount(x[differ] * n + y[differ], minlength=n * n)
-    return out
+        ws.shared += ws.pair_counts(after) - ws.pair_counts(self.before)
 
 
 def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False) -> int:
