@@ -61,7 +61,10 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
     """
     if len(ws.selected) > MAX_VARIABLES:
         return None
-    return _solve(ws, assign, assign, lambda p: [tuple(assign[p])], eligible, caps, MAX_VARIABLES)
+    # No relative gap: HiGHS's default (1e-4 of an objective weighted in the millions) let it stop
+    # short of the proof, so a plan at the least its replica sets allow could not say so. This
+    # program is small; the placement program, larger, keeps the default.
+    return _solve(ws, assign, assign, lambda p: [tuple(assign[p])], eligible, caps, MAX_VARIABLES, gap=0.0)
 
 
 def best_placement(ws, eligible, caps: tuple[int, int, int], budget: int, count_lo, count_hi):
@@ -113,11 +116,12 @@ def _replica_sets(ws, p: int) -> list[tuple[int, ...]]:
     return out
 
 
-def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None):
+def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None, gap=None):
     """The program over `sets_of(p)` for each selected partition; a choice differing from
     `base` in set or (leader, first follower) counts as a change. Copies are
     counted against `base` too. `limits` = (copies budget, count range) turns on the
-    replica-count, degree and copy constraints."""
+    replica-count, degree and copy constraints. `gap`: the relative gap at which HiGHS may
+    stop searching (None: its default)."""
     tidx = ws.target_idx
     pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
     pos_of[tidx] = np.arange(tidx.size)
@@ -142,7 +146,7 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     res = milp(cost, constraints=LinearConstraint(rows.matrix(var.n), rows.lo, rows.hi), integrality=np.ones(var.n),
-               bounds=Bounds(lower, upper), options={"node_limit": NODE_LIMIT, "presolve": True})
+               bounds=Bounds(lower, upper), options={"node_limit": NODE_LIMIT, "presolve": True, "mip_rel_gap": gap})
     if res.x is None:
         return None
     xs = np.round(res.x).astype(np.int64)
