@@ -213,7 +213,6 @@ class _FluidRun:
         self.client = np.empty((2, nb))  # the clients' tx and rx
         self.note_clients()
         self.progress = np.zeros(len(pair_key))
-        self.pair_ends = np.concatenate([self.p_src, self.p_dst + nb])
         self.sent = np.zeros((2, nb))  # replication out (tx) and in (rx)
         # The window's peak: tx, rx, replication tx, replication rx. `version` counts the
         # states (rates, clients) the run went through; `window` is the one state the window
@@ -295,7 +294,8 @@ class _FluidRun:
         and when the `group`-th unfinished copy ends at those rates."""
         live = np.flatnonzero(self.weight > 0)
         weight = self.weight[live]
-        r = pair_rates(self.p_src[live], self.p_dst[live], weight, self.out_cap, self.in_cap)
+        src, dst = self.p_src[live], self.p_dst[live]
+        r = pair_rates(src, dst, weight, self.out_cap, self.in_cap)
         if not (r > 0).any():
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
         # The group-th copy to end is among the first `group` of its pair.
@@ -312,10 +312,8 @@ class _FluidRun:
         rate = np.zeros(len(self.weight))
         rate[live] = r
         flows = r * weight
-        # One bincount over sources then destinations: each broker's sum in pair order, as two
-        # (the finished pairs would add nothing).
-        self.sent = np.bincount(self.pair_ends[np.concatenate([live, live + len(self.weight)])],
-                                weights=np.concatenate([flows, flows]), minlength=2 * self.nb).reshape(2, self.nb)
+        # Each broker's sum in pair order (the finished pairs would add nothing).
+        self.sent = np.stack([np.bincount(src, flows, self.nb), np.bincount(dst, flows, self.nb)])
         self.version += 1
         self.noted = False
         return rate, t_event
