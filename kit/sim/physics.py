@@ -62,7 +62,7 @@ class Flow:
     partition: int = -1
 
 
-# One progressive filling (62 lines): its loop's arrays are shared by every step of a round.
+# One progressive filling (67 lines): its loop's arrays are shared by every step of a round.
 def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
                in_cap: np.ndarray) -> np.ndarray:
     """Max-min fair rate of each flow of each (source, destination) pair.
