@@ -11,7 +11,7 @@ wave's busiest broker over its rate at the start.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import accumulate, chain, filterfalse, repeat
+from itertools import accumulate, chain, repeat
 from operator import attrgetter, mul
 from typing import NamedTuple
 
@@ -64,7 +64,7 @@ def moves_of(plan: Plan) -> list[Move]:
             else:  # no live in-sync replica: the preferred one (broker 0 is a real id)
                 source = reps[0]
         sources.append(source)
-        added.append(tuple(filterfalse(reps.__contains__, after[i])))
+        added.append(tuple([b for b in after[i] if b not in reps]))
     # The moves made in C (`tuple.__new__`, as a named tuple's own constructor does, without
     # its Python frame): 200,000 of them.
     sizes = map(attrgetter("size"), map(parts.__getitem__, changed))
