@@ -213,7 +213,8 @@ class _FluidRun:
         self.client = np.empty((2, nb))  # the clients' tx and rx
         self.note_clients()
         self.progress = np.zeros(len(pair_key))
-        self.pair_ends = np.concatenate([self.p_src, self.p_dst + nb])
+        self.pair_ended = True  # `rates` takes the pairs still copying again
+        self.live = self.live_src = self.live_dst = np.zeros(0, dtype=np.int64)
         self.sent = np.zeros((2, nb))  # replication out (tx) and in (rx)
         # The window's peak: tx, rx, replication tx, replication rx. `version` counts the
         # states (rates, clients) the run went through; `window` is the one state the window
@@ -293,29 +294,39 @@ class _FluidRun:
     def rates(self, t: float, group: int) -> tuple[np.ndarray, float]:
         """The pairs' max-min fair rates (the brokers' replication out and in go to `sent`),
         and when the `group`-th unfinished copy ends at those rates."""
-        live = np.flatnonzero(self.weight > 0)
+        if self.pair_ended:  # the pairs still copying change only when one ends
+            self.live = np.flatnonzero(self.weight > 0)
+            self.live_src, self.live_dst = self.p_src[self.live], self.p_dst[self.live]
+            self.pair_ended = False
+        live = self.live
         weight = self.weight[live]
-        r = pair_rates(self.p_src[live], self.p_dst[live], weight, self.out_cap, self.in_cap)
-        if not (r > 0).any():
+        r = pair_rates(self.live_src, self.live_dst, weight, self.out_cap, self.in_cap)
+        moving = r > 0
+        if moving.all():  # the usual step: no pair at rate 0, nothing to keep apart
+            ahead = None
+        elif moving.any():
+            ahead = moving
+        else:
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
         # The group-th copy to end is among the first `group` of its pair.
         k = min(group, self.left) - 1
         with np.errstate(divide="ignore", invalid="ignore"):
             if k == 0:  # the next copy to end: each pair's smallest
-                left = np.where(r > 0, (self.next_size[live] - self.progress[live]) / r, np.inf)
+                left = (self.next_size[live] - self.progress[live]) / r
+                if ahead is not None:
+                    left = np.where(ahead, left, np.inf)
                 t_event = t + float(left.min())
             else:
-                sizes = self.upcoming[live, :k + 1]
-                left = np.where((r > 0)[:, None], (sizes - self.progress[live, None]) / r[:, None], np.inf)
+                left = (self.upcoming[live, :k + 1] - self.progress[live, None]) / r[:, None]
+                if ahead is not None:
+                    left = np.where(ahead[:, None], left, np.inf)
                 t_event = t + float(np.partition(left.ravel(), k)[k])
         self.moving, self.moving_rate = live, r
         rate = np.zeros(len(self.weight))
         rate[live] = r
         flows = r * weight
-        # One bincount over sources then destinations: each broker's sum in pair order, as two
-        # (the finished pairs would add nothing).
-        self.sent = np.bincount(self.pair_ends[np.concatenate([live, live + len(self.weight)])],
-                                weights=np.concatenate([flows, flows]), minlength=2 * self.nb).reshape(2, self.nb)
+        # Each broker's sum in pair order (the finished pairs would add nothing).
+        self.sent = np.stack([np.bincount(self.live_src, flows, self.nb), np.bincount(self.live_dst, flows, self.nb)])
         self.version += 1
         self.noted = False
         return rate, t_event
@@ -386,6 +397,7 @@ class _FluidRun:
                 newly.append(int(self.order[h]))
                 h += 1
             self.head[p], self.weight[p] = h, e - h
+            self.pair_ended = self.pair_ended or h == e
             self.next_size[p] = self.sorted_size[h] if h < e else math.inf
             row = self.sorted_size[h:min(e, h + group)]
             self.upcoming[p] = row + [math.inf] * (group - len(row))

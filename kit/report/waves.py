@@ -22,7 +22,7 @@ from kit.errors import BadInput
 from kit.report.estimate import predict
 from kit.model import Cluster, Plan
 from kit.traffic import broker_traffic as client_traffic
-from kit.traffic import leader_of, traffic_array
+from kit.traffic import traffic_array
 
 DEFAULT_MAX_MOVES_PER_BROKER = 5
 # kafka-kit's autothrottle never throttles replication below this; a broker whose NIC is
@@ -53,13 +53,15 @@ def moves_of(plan: Plan) -> list[Move]:
     for i in changed:
         p = parts[i]
         reps = p.replicas
-        # Followers copy from the current leader: the first live in-sync replica. The usual
-        # case (the leader is a live in-sync replica) first, as `leader_of` tests it: a set and
-        # a call per partition were a third of this loop's time at 200,000 partitions.
+        # Followers copy from the current leader: `leader_of` over the replicas not dead, written
+        # out (a set and a call per partition were a third of this loop's time at 200,000
+        # partitions, and snapshots without leaders take the second branch every time).
         source = p.leader
         if source is None or source in dead or source not in reps or source not in p.isr:
-            source = leader_of(p, set(reps).difference(dead))
-            if source is None:  # no live in-sync replica: the preferred one (broker 0 is a real id)
+            for source in p.isr:  # the first in-sync replica that is a replica and not dead
+                if source not in dead and source in reps:
+                    break
+            else:  # no live in-sync replica: the preferred one (broker 0 is a real id)
                 source = reps[0]
         sources.append(source)
         added.append(tuple([b for b in after[i] if b not in reps]))
@@ -96,7 +98,7 @@ def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES
     return waves
 
 
-def _placing_order(data: list[Move], biggest_first: bool) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+def _placing_order(data: list[Move], biggest_first: bool) -> tuple[np.ndarray, list[list[int]]]:
     """The order `split_waves` places `data` in (positions into it), and each move's brokers
     (its source first) as numbers from 0, in that order.
 
@@ -118,16 +120,20 @@ def _placing_order(data: list[Move], biggest_first: bool) -> tuple[np.ndarray, l
     _, codes = np.unique(np.concatenate([source, dest]), return_inverse=True)
     src, dst = codes[:n][order], codes[n:]
     lens, starts = lens[order], (np.cumsum(lens) - lens)[order]
-    brokers: list[tuple[int, ...]] = [()] * n
-    for k in np.unique(lens).tolist():
-        at = np.flatnonzero(lens == k)
-        rows = np.concatenate([src[at][:, None], dst[starts[at][:, None] + np.arange(k)]], axis=1)
-        for i, row in zip(at.tolist(), map(tuple, rows.tolist())):
-            brokers[i] = row
+    # One row per move as wide as the widest, made lists at once; the shorter rows (few: most
+    # moves add as many replicas) are then cut to their length.
+    width = int(lens.max())
+    rows = np.empty((n, 1 + width), dtype=np.int64)
+    rows[:, 0] = src
+    at = np.minimum(starts[:, None] + np.arange(width), len(dst) - 1)  # past a row's end: cut below
+    rows[:, 1:] = dst[at]
+    brokers = rows.tolist()
+    for i, k in zip(np.flatnonzero(lens < width).tolist(), lens[lens < width].tolist()):
+        del brokers[i][1 + k:]
     return order, brokers
 
 
-def _first_fit(brokers: list[tuple[int, ...]], cap: int) -> list[int]:
+def _first_fit(brokers: list[list[int]], cap: int) -> list[int]:
     """The data wave (from 0) of each move, given as its brokers' numbers, placed in turn in
     the earliest wave where none of its brokers takes part in `cap` moves yet."""
     # Per broker, its full waves as the bits of one integer: the earliest wave where all of a

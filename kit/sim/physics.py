@@ -62,7 +62,7 @@ class Flow:
     partition: int = -1
 
 
-# One progressive filling (62 lines): its loop's arrays are shared by every step of a round.
+# One progressive filling (67 lines): its loop's arrays are shared by every step of a round.
 def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
                in_cap: np.ndarray) -> np.ndarray:
     """Max-min fair rate of each flow of each (source, destination) pair.
@@ -74,7 +74,10 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
     n = len(out_cap)
     rate = np.zeros(len(src))
     live = np.flatnonzero(weight > 0)
-    s_l, d_l, w_l = src[live], dst[live], weight[live]
+    if len(live) == len(src):  # the estimate passes only live pairs: no copies to take
+        s_l, d_l, w_l = src, dst, weight
+    else:
+        s_l, d_l, w_l = src[live], dst[live], weight[live]
     # The flows as a source x destination matrix of weights: a full resource (broker out,
     # broker in) freezes its row or column, and the others' weights lose its sum (whole
     # numbers: exact, in any order). A round costs a few operations on the brokers, none on
@@ -85,11 +88,13 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
     # The resources: each broker's out capacity (0..n-1) then its in capacity (n..2n-1).
     w = np.concatenate([np.bincount(s_l, w_l, n), np.bincount(d_l, w_l, n)])
     w_out, w_in = w[:n], w[n:]
-    room = np.concatenate([out_cap, in_cap]).astype(float)
+    room = np.concatenate([out_cap, in_cap], dtype=float)
     room[w == 0] = np.inf  # no flows or full: never the level (inf / 0 is inf too)
     limit, taken = np.empty(2 * n), np.empty(2 * n)
-    fills = []  # the resources that filled, round by round
-    levels = []  # the rate of every pair still filling, after each round
+    # The round each resource filled in (the last round's number: never), and the rate of
+    # every pair still filling after each round.
+    when = np.full(2 * n, -1)
+    levels = []
     filled = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         while True:
@@ -104,25 +109,25 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
             # Every resource at the level is full: its flows are frozen (a rounding margin, so
             # a tie does not cost one more round).
             full = (limit <= level + (level * 1e-12 + 1e-12)).nonzero()[0]
-            fills.append(full)
             levels.append(filled)
-            room[full] = np.inf
             if len(full) == 1:  # the usual round: one resource, its row or column as a view
                 j = int(full[0])
+                when[j] = len(levels) - 1
+                room[j] = np.inf
                 if j < n:
                     w_in -= m[j]
                 else:
                     w_out -= m[:, j - n]
                 continue
+            when[full] = len(levels) - 1
+            room[full] = np.inf
             if full[0] < n:
                 w_in -= m[full[full < n]].sum(axis=0)
             if full[-1] >= n:
                 w_out -= m[:, full[full >= n] - n].sum(axis=1)
     levels.append(filled)
+    when[when < 0] = len(levels) - 1
     # A pair's rate: the level when the first of its two resources filled (never: the last).
-    when = np.full(2 * n, len(levels) - 1)
-    if fills:
-        when[np.concatenate(fills)] = np.repeat(np.arange(len(fills)), [len(f) for f in fills])
     rate[live] = np.array(levels)[np.minimum(when[s_l], when[n + d_l])]
     return rate
 
