@@ -15,7 +15,11 @@ from contextlib import contextmanager
 
 @contextmanager
 def paused() -> Iterator[None]:
-    """No cyclic collection inside the block (it runs again after, if it ran before)."""
+    """No cyclic collection inside the block (it runs again after, if it ran before).
+
+    What the block made joins the oldest generation, as if it had survived the scans: else the
+    first collection after the block scans all of it at once (1.7 CPU s after planning
+    1,000,000 partitions), finding nothing. The next full collection still frees any cycle."""
     if not gc.isenabled():
         yield
         return
@@ -23,5 +27,7 @@ def paused() -> Iterator[None]:
     try:
         yield
     finally:
+        gc.freeze()  # every tracked object to the permanent generation (a list merge, no scan)
+        gc.unfreeze()  # and from there to the oldest generation
         gc.enable()
 

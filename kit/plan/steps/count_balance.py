@@ -10,6 +10,8 @@ this module builds them from the workspace and makes the moves they choose.
 """
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from kit.plan.steps import count_kernels
@@ -117,16 +119,18 @@ class _CountBalance:
         n, n_topics, n_parts = len(ws.ids), len(ws.topic_names), len(ws.assign)
         _, reps = replica_matrix(ws, ws.assign)
         width = reps.shape[1]
-        owners, topics, sizes, parts = [], [], [], []
-        for x, by_topic in enumerate(self.pool):
-            for t, bucket in by_topic.items():
-                if bucket:
-                    owners.append(x)
-                    topics.append(t)
-                    sizes.append(len(bucket))
-                    parts.extend(bucket)
-        part = np.array(parts, dtype=np.int64)
-        owner = np.repeat(np.array(owners, dtype=np.int64), sizes)
+        # The pool's buckets in its dicts' order, flattened in C (a loop over the 1.5 million
+        # buckets of 1,000,000 partitions took a second); empty buckets left out.
+        pool = self.pool
+        per_broker = np.fromiter(map(len, pool), dtype=np.int64, count=len(pool))
+        buckets = list(chain.from_iterable(map(dict.values, pool)))
+        sizes = np.fromiter(map(len, buckets), dtype=np.int64, count=len(buckets))
+        part = np.fromiter(chain.from_iterable(buckets), dtype=np.int64, count=int(sizes.sum()))
+        full = sizes > 0
+        owners = np.repeat(np.arange(len(pool), dtype=np.int64), per_broker)[full]
+        topics = np.fromiter(chain.from_iterable(pool), dtype=np.int64, count=len(buckets))[full]
+        sizes = sizes[full]
+        owner = np.repeat(owners, sizes)
         node = part * width + np.argmax(reps[part] == owner[:, None], axis=1) if part.size else part
         nxt = np.full(n_parts * width, -1, dtype=np.int64)
         prv = np.full(n_parts * width, -1, dtype=np.int64)

@@ -27,11 +27,15 @@ from kit.plan.workspace import LARGE, Workspace
 def replica_matrix(ws: Workspace, assign: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     """Every partition's replicas as broker indices, in order, built with array operations:
     (replication factor per partition, partitions x largest factor matrix, -1 past the end)."""
-    lens = np.fromiter((len(r) for r in assign), dtype=np.int64, count=len(assign))
+    lens = np.fromiter(map(len, assign), dtype=np.int64, count=len(assign))
     flat = np.fromiter(chain.from_iterable(assign), dtype=np.int64, count=int(lens.sum()))
     lut = np.full(max(ws.ids, default=0) + 1, -1, dtype=np.int64)
     lut[ws.ids] = np.arange(len(ws.ids))
-    mat = np.full((len(assign), int(lens.max(initial=1))), -1, dtype=np.int64)
+    width = int(lens.max(initial=1))
+    if lens.size and lens.min() == width:
+        # Every list of one length (the usual case): the rows are the flat ids as they come.
+        return lens, lut[flat].reshape(len(assign), width)
+    mat = np.full((len(assign), width), -1, dtype=np.int64)
     starts = np.cumsum(lens) - lens
     mat[np.repeat(np.arange(len(assign)), lens), np.arange(flat.size) - np.repeat(starts, lens)] = lut[flat]
     return lens, mat
