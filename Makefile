@@ -42,7 +42,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --progress-bar off -e '.[test]'
 	$(PY) -m ipykernel install --sys-prefix --name kit --display-name "kit (.venv)"
-	@echo "== compiling the count balance's kernels into numba's cache (once; ~40 s on 2 cores)"
+	@echo "== compiling the count balance's kernels and the estimate's filling into numba's cache (once; ~40 s on 2 cores)"
 	$(PY) scripts/warm_kernels.py
 	@touch $@
 

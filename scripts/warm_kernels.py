@@ -1,8 +1,10 @@
-"""Compile the count balance's kernels (kit/plan/steps/count_kernels.py) into numba's cache.
+"""Compile the count balance's kernels (kit/plan/steps/count_kernels.py) and the duration
+estimate's filling (kit/sim/fill_kernel.py) into numba's cache.
 
-numba compiles them on the first balance of more than a few hundred moves on a machine (about
-40 CPU s on 2 cores) and keeps the result on disk; `make venv` runs this once after installing,
-so that no `kit plan` and no test pays it. Running it again loads the cache (about a second).
+numba compiles them on first use on a machine (the count balance's about 40 CPU s on 2 cores,
+the filling's about 1) and keeps the result on disk; `make venv` runs this once after
+installing, so that no `kit plan` and no test pays it. Running it again loads the cache
+(about a second).
 
     python scripts/warm_kernels.py
 """
@@ -11,9 +13,12 @@ from __future__ import annotations
 import sys
 import time
 
+import numpy as np
+
 from kit.model import Broker, Cluster, Partition
 from kit.plan.steps.count_balance import balance_counts
 from kit.plan.workspace import Workspace
+from kit.sim import fill_kernel
 
 
 def piled_cluster() -> Cluster:
@@ -30,7 +35,9 @@ def main() -> int:
     cluster = piled_cluster()
     ws = Workspace(cluster, targets=sorted(cluster.brokers), selected=range(len(cluster.partitions)))
     moves = balance_counts(ws, "warm-up")
-    print(f"count balance kernels ready: {moves} moves, {time.process_time() - started:.1f} CPU s",
+    # The estimate's filling, with the argument types the estimate passes.
+    fill_kernel.compiled()(np.array([0, 1]), np.array([1, 2]), np.array([1.0, 2.0]), np.full(3, 1e8), np.full(3, 1e8))
+    print(f"count balance kernels and the filling ready: {moves} moves, {time.process_time() - started:.1f} CPU s",
           file=sys.stderr)
     return 0
 

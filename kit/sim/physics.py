@@ -20,6 +20,7 @@ Pure: a cluster and a plan in, figures out.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from itertools import chain
@@ -28,6 +29,7 @@ import numpy as np
 
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from kit.errors import BadInput
+from kit.sim import fill_kernel
 from kit.model import Cluster
 from kit.traffic import ClientTraffic, floor_traffic, layout, leader_of, member, pair_keys, partition_traffic
 
@@ -62,7 +64,6 @@ class Flow:
     partition: int = -1
 
 
-# One progressive filling (67 lines): its loop's arrays are shared by every step of a round.
 def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
                in_cap: np.ndarray) -> np.ndarray:
     """Max-min fair rate of each flow of each (source, destination) pair.
@@ -70,7 +71,21 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
     Flows between the same two brokers always get the same rate, so the progressive filling
     runs over pairs, each weighted by its number of flows (`weight`, whole numbers). `src`/`dst`
     index the cap arrays. Returns the rate of one flow of each pair (0 for pairs of weight 0).
+
+    Compiled (`fill_kernel`, the same floats) once numba is loaded, as a large plan's count
+    balance loads it: a long estimate then fills thousands of times for nothing more.
     """
+    if "numba" in sys.modules and len(src) and (weight > 0).all():
+        return fill_kernel.compiled()(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64),
+                                      np.asarray(weight, dtype=float), np.asarray(out_cap, dtype=float),
+                                      np.asarray(in_cap, dtype=float))
+    return filled_rates(src, dst, weight, out_cap, in_cap)
+
+
+# One progressive filling (67 lines): its loop's arrays are shared by every step of a round.
+def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
+                 in_cap: np.ndarray) -> np.ndarray:
+    """`pair_rates` in numpy operations on the brokers (none on the pairs within a round)."""
     n = len(out_cap)
     rate = np.zeros(len(src))
     live = np.flatnonzero(weight > 0)
@@ -433,5 +448,5 @@ def _stamp(seconds: float) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond // 1000:03d}" if t.microsecond else "") + "Z"
 
 
-__all__ = ["SAMPLE_EPOCH", "SPIKE", "STEP", "client_factor", "Flow", "pair_rates", "fair_rates", "copies_of",
+__all__ = ["SAMPLE_EPOCH", "SPIKE", "STEP", "client_factor", "Flow", "pair_rates", "filled_rates", "fair_rates", "copies_of",
            "copy_arrays", "flow_arrays", "bytes_per_broker", "lower_bound", "simulate"]
