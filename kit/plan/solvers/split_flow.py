@@ -119,7 +119,7 @@ def _over_price(arc_cost, tier_cost) -> int:
     return 2 * int(np.abs(tier_cost).max(initial=0)) + int(arc_cost.max(initial=0)) + 1
 
 
-# One OR-Tools network per batch of components (49 lines).
+# One OR-Tools network per batch of components (58 lines).
 def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost, group_price):
     """Each component's optimum with the parents unbounded (all of them one sink), each unit a
     group sends to its parent paying `group_price` more; None if infeasible."""
@@ -131,24 +131,43 @@ def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost, group_price):
     comp_of_arc = label[it]
     order = np.argsort(comp_of_arc, kind="stable")
     starts = np.searchsorted(comp_of_arc[order], np.arange(label.max() + 2))
-    choice = np.full(n_items, -1, dtype=np.int64)
+    # Components in order, as many as fit in `_BATCH_ARCS` arcs per batch (at least one); a
+    # search per batch, not a step per component (most are groups without arcs, one alone).
     n_comp = starts.size - 1
-    c0 = 0
-    while c0 < n_comp:
-        c1 = c0 + 1
-        while c1 < n_comp and starts[c1 + 1] - starts[c0] <= _BATCH_ARCS:
-            c1 += 1
-        arcs = order[starts[c0]:starts[c1]]
-        c0 = c1
-        if arcs.size and not _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, group_price, choice):
+    first = [0]
+    while first[-1] < n_comp:
+        c0 = first[-1]
+        beyond = int(np.searchsorted(starts, starts[c0] + _BATCH_ARCS, side="right"))  # starts[beyond] > ...
+        first.append(min(max(c0 + 2, beyond) - 1, n_comp))
+    n_batches = len(first) - 1
+    batch_of_comp = np.repeat(np.arange(n_batches), np.diff(first))
+    # Each batch's items and groups, numbered in the batch in increasing order (the nodes of its network).
+    items, item_start, local_item = _batch_nodes(batch_of_comp[label[:n_items]], it, n_batches)
+    groups, group_start, local_group = _batch_nodes(batch_of_comp[label[n_items:]], gr, n_batches)
+    choice = np.full(n_items, -1, dtype=np.int64)
+    for b in range(n_batches):
+        arcs = order[starts[first[b]]:starts[first[b + 1]]]
+        if arcs.size and not _solve_batch(arcs, items[item_start[b]:item_start[b + 1]], local_item[it[arcs]],
+                                          groups[group_start[b]:group_start[b + 1]], local_group[gr[arcs]],
+                                          gr, cost, tier_cap, tier_cost, group_price, choice):
             return None
     return choice if (choice >= 0).all() else None
 
 
-def _solve_batch(arcs, it, gr, cost, tier_cap, tier_cost, group_price, choice) -> bool:
+def _batch_nodes(batch, end_of_arc, n_batches):
+    """The nodes (items or groups) of each batch in increasing order, where each batch's run
+    starts in them, and each node's number in its batch; a node without arcs is in none."""
+    batch = np.where(np.bincount(end_of_arc, minlength=batch.size) > 0, batch, n_batches)
+    nodes = np.argsort(batch, kind="stable")
+    start = np.searchsorted(batch[nodes], np.arange(n_batches + 1))
+    local = np.empty(batch.size, dtype=np.int64)
+    local[nodes] = np.arange(batch.size) - start[batch[nodes]]
+    return nodes, start, local
+
+
+def _solve_batch(arcs, items, local_item, groups, local_group, gr, cost, tier_cap, tier_cost, group_price,
+                 choice) -> bool:
     """Solve the components holding `arcs` into `choice`; whether they were feasible."""
-    items, local_item = np.unique(it[arcs], return_inverse=True)
-    groups, local_group = np.unique(gr[arcs], return_inverse=True)
     ni, ng = items.size, groups.size
     caps = tier_cap[groups]
     keep = caps > 0
@@ -178,13 +197,21 @@ class _Network:
     does too), hence only the tier being filled has room forward and only the last filled one
     can give back: two residual arcs per group. The parent's flow to the sink `f` lies within
     the parent's bounds; what reaches a parent beyond it is that parent's excess or deficit.
+
+    The residual arcs are numbered the item arcs first, in their order (an item's arc to its
+    chosen group turned back, group -> item), then `residual`'s. The item arcs are not built
+    each round: only their direction changes with the choice, and their reduced cost as item
+    -> group (`reduced_items`) only with the potentials.
     """
 
     def __init__(self, n_items, it, gr, cost, tier_cap, tier_cost, parent, parent_lo, parent_hi):
         self.it, self.gr, self.cost = it, gr, cost
-        self.grp, self.arc = n_items + gr, np.arange(it.size)  # an item arc's group node, its number
+        self.grp = n_items + gr  # an item arc's group node
         self.parent, self.lo, self.hi = parent, parent_lo, parent_hi
         self.bound = np.cumsum(tier_cap, axis=1)
+        # Tiers x groups, for counting a group's full tiers along the first axis: summing the
+        # few tiers of each row along the second is several times slower.
+        self.bound_t = np.ascontiguousarray(self.bound.T)
         self.tier_cost = np.asarray(tier_cost, dtype=np.int64)
         self.n_items = n_items
         self.grp0 = self.n_items
@@ -200,13 +227,17 @@ class _Network:
         imb[self.sink] = int(f.sum()) - choice.size
         return x, imb
 
-    # The five kinds of residual arc, each a few array operations, written in place (31 lines).
-    def residual(self, choice, x, f):
-        """Arcs (tail, head, cost, capacity, kind, index): kind 0 an item arc (index: the arc),
-        1 a group's next tier, 2 its last filled tier (index: the group), 3 parent to sink,
-        4 sink to parent (index: the parent)."""
-        k_up = (self.bound <= x[:, None]).sum(axis=1)
-        k_down = (self.bound < x[:, None]).sum(axis=1)
+    def reduced_items(self, pot):
+        """Each item arc's reduced cost taken item -> group (turned back, its negation)."""
+        return self.cost + pot[self.it] - pot[self.grp]
+
+    # The four kinds of group and parent arc, each a few array operations (26 lines).
+    def residual(self, x, f):
+        """The residual arcs other than the items' (tail, head, cost, capacity, kind, index):
+        kind 1 a group's next tier, 2 its last filled tier (index: the group), 3 parent to
+        sink, 4 sink to parent (index: the parent)."""
+        k_up = (self.bound_t <= x).sum(axis=0)
+        k_down = (self.bound_t < x).sum(axis=0)
         up = np.flatnonzero(k_up < self.bound.shape[1])
         down = np.flatnonzero(x > 0)
         below = np.where(k_down[down] > 0, self.bound[down, np.maximum(k_down[down] - 1, 0)], 0)
@@ -217,45 +248,37 @@ class _Network:
                   x[down] - below, 2, down),
                  (self.par0 + p_up, self.sink, 0, (self.hi - f)[p_up], 3, p_up),
                  (self.sink, self.par0 + p_down, 0, (f - self.lo)[p_down], 4, p_down)]
-        # Written into arrays of the final size: the item arcs (most of them) are copied once,
-        # not built and then concatenated.
-        n = self.it.size
-        size = n + sum(part[-1].size for part in parts)
+        size = sum(part[-1].size for part in parts)
         tail, head, cost = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64)
         cap, kind, index = np.empty(size, np.int64), np.empty(size, np.int8), np.empty(size, np.int64)
-        on = self.gr == choice[self.it]
-        tail[:n], head[:n], cost[:n], cap[:n], kind[:n], index[:n] = self.it, self.grp, self.cost, 1, 0, self.arc
-        np.copyto(tail[:n], self.grp, where=on)
-        np.copyto(head[:n], self.it, where=on)
-        np.negative(self.cost, out=cost[:n], where=on)
+        n = 0
         for t, h, c, cp, k, i in parts:
             part = slice(n, n + i.size)
             tail[part], head[part], cost[part], cap[part], kind[part], index[part] = t, h, c, cp, k, i
             n += i.size
         return tail, head, cost, cap, kind, index
 
-    def potentials(self, choice, arcs):
+    def potentials(self, choice, on, arcs):
         """Node potentials under which every residual arc costs >= 0 (Bellman-Ford), or None.
 
         Items are taken out first (an item at g0 that may go to g is an arc g0 -> g), which
         halves the nodes; an item's potential then follows from its group's."""
-        tail, head, cost, _, kind, index = arcs
-        item = kind == 0
-        rev = item & (tail >= self.grp0)
+        tail, head, cost = arcs[:3]
         c0 = np.zeros(choice.size, dtype=np.int64)
-        c0[self.it[index[rev]]] = self.cost[index[rev]]
-        alt = item & ~rev
-        t = np.concatenate([self.grp0 + choice[tail[alt]], tail[~item]])
-        h = np.concatenate([head[alt], head[~item]])
-        w = np.concatenate([cost[alt] - c0[tail[alt]], cost[~item]])
+        c0[self.it[on]] = self.cost[on]
+        alt = ~on
+        item = self.it[alt]
+        t = np.concatenate([self.grp0 + choice[item], tail])
+        h = np.concatenate([self.grp[alt], head])
+        w = np.concatenate([self.cost[alt] - c0[item], cost])
         pot = _bellman_ford(t, h, w, self.size)
         if pot is not None:
             pot[:self.n_items] = pot[self.grp0 + choice] - c0
         return pot
 
-    def distances(self, choice, arcs, pot, src):
+    def distances(self, choice, on, reduced, arcs, pot, src):
         """Each node's least reduced cost from the nodes `src` (inf out of reach), or None
-        when a distance might not be exact.
+        when a distance might not be exact. `reduced`: `reduced_items(pot)`.
 
         The items are left out of the Dijkstra: an item's one arc in comes from its group, so
         a move from group g0 to g through item i is an arc g0 -> g, its reduced cost the sum
@@ -263,16 +286,13 @@ class _Network:
         group's. The same distances with half the nodes and a fifth fewer arcs."""
         from scipy.sparse.csgraph import dijkstra
         tail, head, cost = arcs[:3]
-        reduced = cost + pot[tail] - pot[head]
-        n = self.it.size  # the item arcs come first
-        into = np.flatnonzero(tail[:n] >= self.grp0)  # group -> item: the item's arc in
-        reach = np.empty(self.n_items, dtype=np.int64)
-        reach[head[into]] = reduced[into]
-        out = np.flatnonzero(tail[:n] < self.grp0)  # item -> group
-        item = tail[out]
-        t = np.concatenate([self.grp0 + choice[item], tail[n:]])
-        h = np.concatenate([head[out], head[n:]])
-        r = np.concatenate([reduced[out] + reach[item], reduced[n:]])
+        reach = np.empty(self.n_items, dtype=np.int64)  # the item's arc in, turned back
+        reach[self.it[on]] = -reduced[on]
+        out = np.flatnonzero(~on)  # item -> group
+        item = self.it[out]
+        t = np.concatenate([self.grp0 + choice[item], tail])
+        h = np.concatenate([self.grp[out], head])
+        r = np.concatenate([reduced[out] + reach[item], cost + pot[tail] - pot[head]])
         # Float weights, r * hop + 1 (see `_EXACT`).
         hop = float(1 << self.size.bit_length())
         dist = dijkstra(_graph(t, h, r * hop + 1.0, self.size), directed=True, indices=src, min_only=True)
@@ -312,7 +332,7 @@ def _graph(tail, head, weight, size):
     return csr_matrix((weight[arc], head[arc], order.indptr), shape=(size, size))
 
 
-# The primal-dual loop: potentials, shortest paths, a max flow, the choice updated (45 lines).
+# The primal-dual loop: potentials, shortest paths, a max flow, the choice updated (50 lines).
 def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: int, max_excess: float):
     """Move the parents' excess to their deficits, keeping the flow optimal; None if it fails.
 
@@ -325,35 +345,45 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
     x, imb = net.counts(choice, f)
     if imb[imb > 0].sum() > max_excess * choice.size:
         return None
-    arcs = net.residual(choice, x, f)
-    pot = net.potentials(choice, arcs)
+    on = net.gr == choice[net.it]  # the item arcs turned back
+    arcs = net.residual(x, f)
+    pot = net.potentials(choice, on, arcs)
     if pot is None:
         return None
+    reduced = net.reduced_items(pot)
+    n = net.it.size
     for _ in range(max_rounds + 1):
         src, dst = np.flatnonzero(imb > 0), np.flatnonzero(imb < 0)
         if not src.size:
             return choice
         tail, head, cost, cap, kind, index = arcs
-        dist = net.distances(choice, arcs, pot, src)
+        dist = net.distances(choice, on, reduced, arcs, pot, src)
         if dist is None or not np.isfinite(dist[dst]).any():
             return None
         # Nodes out of reach rise with the farthest reached, so no arc's reduced cost turns negative.
         pot = pot + np.where(np.isfinite(dist), dist, dist[np.isfinite(dist)].max()).astype(np.int64)
+        reduced = net.reduced_items(pot)
+        # The arcs that cost nothing now, numbered as in the whole residual network.
+        zero_item = np.flatnonzero(reduced == 0)
         zero = np.flatnonzero(cost + pot[tail] - pot[head] == 0)
+        back = on[zero_item]
         mf = max_flow.SimpleMaxFlow()
         s, t = net.size, net.size + 1
-        mf.add_arcs_with_capacity(np.concatenate([tail[zero], np.full(src.size, s), dst]),
-                                  np.concatenate([head[zero], src, np.full(dst.size, t)]),
-                                  np.concatenate([cap[zero], imb[src], -imb[dst]]))
+        mf.add_arcs_with_capacity(
+            np.concatenate([np.where(back, net.grp[zero_item], net.it[zero_item]), tail[zero], np.full(src.size, s), dst]),
+            np.concatenate([np.where(back, net.it[zero_item], net.grp[zero_item]), head[zero], src, np.full(dst.size, t)]),
+            np.concatenate([np.ones(zero_item.size, np.int64), cap[zero], imb[src], -imb[dst]]))
         mf.solve(s, t)
-        flow = mf.flows(np.arange(zero.size))
-        moved, amount = zero[flow > 0], flow[flow > 0]
-        to_group = moved[(kind[moved] == 0) & (tail[moved] < net.grp0)]
+        flow = mf.flows(np.arange(zero_item.size + zero.size))
+        to_group = zero_item[(flow[:zero_item.size] > 0) & ~back]
         choice = choice.copy()
-        choice[net.it[index[to_group]]] = net.gr[index[to_group]]
+        choice[net.it[to_group]] = net.gr[to_group]
+        flow = flow[zero_item.size:]
+        moved, amount = zero[flow > 0], flow[flow > 0]
         f = f.copy()
         np.add.at(f, index[moved[kind[moved] == 3]], amount[kind[moved] == 3])
         np.subtract.at(f, index[moved[kind[moved] == 4]], amount[kind[moved] == 4])
         x, imb = net.counts(choice, f)
-        arcs = net.residual(choice, x, f)
+        on = net.gr == choice[net.it]
+        arcs = net.residual(x, f)
     return None
