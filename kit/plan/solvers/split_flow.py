@@ -367,12 +367,13 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
         zero_item = np.flatnonzero(reduced == 0)
         zero = np.flatnonzero(cost + pot[tail] - pot[head] == 0)
         back = on[zero_item]
+        item, group = net.it[zero_item], net.grp[zero_item]
+        item_tail = item + back * (group - item)  # np.where(back, group, item), without its branches
         mf = max_flow.SimpleMaxFlow()
         s, t = net.size, net.size + 1
-        mf.add_arcs_with_capacity(
-            np.concatenate([np.where(back, net.grp[zero_item], net.it[zero_item]), tail[zero], np.full(src.size, s), dst]),
-            np.concatenate([np.where(back, net.it[zero_item], net.grp[zero_item]), head[zero], src, np.full(dst.size, t)]),
-            np.concatenate([np.ones(zero_item.size, np.int64), cap[zero], imb[src], -imb[dst]]))
+        mf.add_arcs_with_capacity(np.concatenate([item_tail, tail[zero], np.full(src.size, s), dst]),
+                                  np.concatenate([item + group - item_tail, head[zero], src, np.full(dst.size, t)]),
+                                  np.concatenate([np.ones(zero_item.size, np.int64), cap[zero], imb[src], -imb[dst]]))
         mf.solve(s, t)
         flow = mf.flows(np.arange(zero_item.size + zero.size))
         to_group = zero_item[(flow[:zero_item.size] > 0) & ~back]
