@@ -131,13 +131,14 @@ def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost, group_price):
     comp_of_arc = label[it]
     order = np.argsort(comp_of_arc, kind="stable")
     starts = np.searchsorted(comp_of_arc[order], np.arange(label.max() + 2))
-    # Components in order, as many as fit in `_BATCH_ARCS` arcs per batch (at least one); a
-    # search per batch, not a step per component (most are groups without arcs, one alone).
+    # Components in order, as many as fit in `_BATCH_ARCS` arcs per batch (at least one): the
+    # next batch begins with the first component to end beyond them. One search per batch, not
+    # a step per component (most components are groups without arcs, one each).
     n_comp = starts.size - 1
     first = [0]
     while first[-1] < n_comp:
         c0 = first[-1]
-        beyond = int(np.searchsorted(starts, starts[c0] + _BATCH_ARCS, side="right"))  # starts[beyond] > ...
+        beyond = int(np.searchsorted(starts, starts[c0] + _BATCH_ARCS, side="right"))  # its end
         first.append(min(max(c0 + 2, beyond) - 1, n_comp))
     n_batches = len(first) - 1
     batch_of_comp = np.repeat(np.arange(n_batches), np.diff(first))
