@@ -95,8 +95,9 @@ def pair_keys(part: np.ndarray, broker: np.ndarray) -> np.ndarray:
 
 
 def member(keys: np.ndarray, pool: np.ndarray) -> np.ndarray:
-    """Whether each of `keys` is in `pool` (by sorting and binary search: numpy's hashed
-    `isin` is several times slower on `pair_keys`)."""
+    """Whether each of `keys` is in `pool`: by a table over the pool's range when it is short,
+    else by sorting and binary search (numpy's hashed `isin` is several times slower on
+    `pair_keys`)."""
     # A stable sort (timsort) of pools that come nearly sorted, as `pair_keys` of rows in
     # order do: 13x faster than the default quicksort on 600,000 replicas, the same array.
     pool = np.sort(pool, kind="stable")
@@ -420,5 +421,5 @@ def floor_traffic(cluster: Cluster, traffic: list[tuple[float, float]], live: se
     return _per_broker(lay.ids, pos[keep], b_in[part][keep], tx[keep])
 
 
-__all__ = ["leader_of", "in_sync", "dense_codes", "appearance_order", "traffic_array", "partition_traffic", "partition_load", "broker_traffic", "ClientTraffic",
-           "floor_traffic", "Layout", "layout", "pair_keys", "member"]
+__all__ = ["leader_of", "in_sync", "traffic_array", "partition_traffic", "partition_load", "broker_traffic", "ClientTraffic",
+           "floor_traffic", "Layout", "layout", "pair_keys", "member", "dense_codes", "appearance_order"]
