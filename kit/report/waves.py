@@ -22,7 +22,7 @@ from kit.errors import BadInput
 from kit.report.estimate import predict
 from kit.model import Cluster, Plan
 from kit.traffic import broker_traffic as client_traffic
-from kit.traffic import traffic_array
+from kit.traffic import dense_codes, traffic_array
 
 DEFAULT_MAX_MOVES_PER_BROKER = 5
 # kafka-kit's autothrottle never throttles replication below this; a broker whose NIC is
@@ -117,7 +117,7 @@ def _placing_order(data: list[Move], biggest_first: bool) -> tuple[np.ndarray, l
     else:
         order = np.arange(n)
     # Small numbers instead of broker ids: the packing keeps its state in lists indexed by them.
-    _, codes = np.unique(np.concatenate([source, dest]), return_inverse=True)
+    _, codes = dense_codes(np.concatenate([source, dest]))
     src, dst = codes[:n][order], codes[n:]
     lens, starts = lens[order], (np.cumsum(lens) - lens)[order]
     # One row per move as wide as the widest, made lists at once; the shorter rows (few: most
@@ -270,12 +270,12 @@ def _estimates(copies: _Copies, lengths: list[int], rates: dict[int, tuple[float
     ng = len(lengths)
     g = np.repeat(np.repeat(np.arange(ng, dtype=np.int64), lengths), copies.per_move)
     source, dest = copies.source, copies.dest
-    ids = np.unique(np.concatenate([source, dest]))
+    ids, codes = dense_codes(np.concatenate([source, dest]))
     nb = len(ids)
     # Per group and broker: bytes sent (columns 0..nb-1), then bytes received.
     per = np.concatenate([
-        np.bincount(g * nb + np.searchsorted(ids, brokers), weights=copies.weight,
-                    minlength=ng * nb).reshape(ng, nb) for brokers in (source, dest)], axis=1)
+        np.bincount(g * nb + at, weights=copies.weight, minlength=ng * nb).reshape(ng, nb)
+        for at in (codes[:len(source)], codes[len(source):])], axis=1)
     rate = np.array([rates.get(b, (0.0, 0.0))[0] for b in ids.tolist()]
                     + [rates.get(b, (0.0, 0.0))[1] for b in ids.tolist()])
     busy = per > 0

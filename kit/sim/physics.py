@@ -31,7 +31,8 @@ from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Setti
 from kit.errors import BadInput
 from kit.sim import fill_kernel
 from kit.model import Cluster
-from kit.traffic import ClientTraffic, floor_traffic, layout, leader_of, member, pair_keys, partition_traffic
+from kit.traffic import (ClientTraffic, appearance_order, dense_codes, floor_traffic, layout, leader_of, member,
+                         pair_keys, partition_traffic)
 
 # Simulated time starts here (events, metric samples), so runs give the same timestamps.
 SAMPLE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -240,10 +241,9 @@ def bytes_per_broker(source: np.ndarray, dest: np.ndarray, size: np.ndarray) -> 
     added in copy order; every source and destination appears, in order of first appearance."""
     out: list[dict[int, float]] = []
     for ends in (source, dest):
-        ids, pos = np.unique(ends, return_inverse=True)
+        ids, pos = dense_codes(ends)
         total = np.bincount(pos, weights=size, minlength=len(ids))
-        _, first = np.unique(pos, return_index=True)
-        order = np.argsort(first, kind="stable")
+        order = appearance_order(pos, len(ids))
         out.append(dict(zip(ids[order].tolist(), total[order].tolist())))
     return out[0], out[1]
 
