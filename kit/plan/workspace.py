@@ -249,15 +249,22 @@ class Workspace:
         flat = np.fromiter(map(self.index.__getitem__, chain.from_iterable(lists)), dtype=np.int64,
                            count=int(lens.sum()))
         starts = np.cumsum(lens) - lens
-        codes = [np.zeros(0, dtype=np.int64)]
+        table = np.zeros((n, n), dtype=np.int64)
         for k in np.unique(lens).tolist():
-            rows = flat[starts[lens == k][:, None] + np.arange(k)]
-            for i in range(k):
-                for j in range(k):
-                    if i != j:
-                        x, y = rows[:, i], rows[:, j]
-                        differ = x != y
-                        codes.append(x[differ] * n + y[differ])
+            table += self.row_pair_counts(flat[starts[lens == k][:, None] + np.arange(k)])
+        return table
+
+    def row_pair_counts(self, rows: np.ndarray) -> np.ndarray:
+        """`pair_counts` of replica lists given as rows of broker indices (-1: no slot)."""
+        n = len(self.ids)
+        codes = [np.zeros(0, dtype=np.int64)]
+        k = rows.shape[1]
+        for i in range(k):
+            for j in range(k):
+                if i != j:
+                    x, y = rows[:, i], rows[:, j]
+                    differ = (x != y) & (x >= 0) & (y >= 0)
+                    codes.append(x[differ] * n + y[differ])
         return np.bincount(np.concatenate(codes), minlength=n * n).reshape(n, n)
 
     def restore(self, p: int, reps: list[int]) -> None:

@@ -199,7 +199,8 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
                     parent_of_group: np.ndarray | None = None,
                     parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
                     exact_limit: int = 700_000, upward: bool = False,
-                    split_limit: int | None = None, tie_cost: np.ndarray | None = None):
+                    split_limit: int | None = None, tie_cost: np.ndarray | None = None,
+                    item_kind: np.ndarray | None = None):
     """Like `bounded_assignment`, but group bounds are soft: one min-cost flow in which each
     unit below `group_lo` or above `group_hi` costs a convex penalty. Parent bounds are hard.
 
@@ -217,11 +218,14 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
     optimal cost, though where optima tie it may pick another: the one with the least
     `tie_cost` (per arc; default the fewest changed items).
 
+    `item_kind` (optional, a number per item): items of one number have the same candidate
+    groups, which spares the widened path comparing their arcs to find that out.
+
     Returns the group chosen for each item, or None when the parent bounds cannot be met.
     """
     if len(item_of_arc) > exact_limit:
         return _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,
-                                   parent_of_group, parent_lo, parent_hi)
+                                   parent_of_group, parent_lo, parent_hi, item_kind)
     tiers = penalty_tiers(group_lo, group_hi, group_cap, upward)
     if parent_of_group is not None and split_limit is not None and n_items >= split_limit:
         choice = repaired_assignment(n_items, item_of_arc, group_of_arc, arc_cost,
@@ -288,7 +292,7 @@ def penalty_tiers(group_lo, group_hi, group_cap, upward):
 
 
 def _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,
-                        parent_of_group, parent_lo, parent_hi):
+                        parent_of_group, parent_lo, parent_hi, item_kind=None):
     """`soft_assignment` above its exact limit: hard group bounds widened by w = 0, 1, 2, 4, ...
     until the max flow meets them (None when even the full width does not).
 
@@ -305,7 +309,7 @@ def _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, 
     """
     lo = np.minimum(group_lo, group_cap)
     hi = np.minimum(np.maximum(group_hi, lo), group_cap)
-    merged = _merged_items(n_items, item_of_arc, group_of_arc)
+    merged = _merged_items(n_items, item_of_arc, group_of_arc, item_kind)
     probe = merged if merged is not None else (np.ones(n_items, dtype=np.int64), item_of_arc, group_of_arc)
     parents = (parent_of_group, parent_lo, parent_hi)
     side = []  # the last failed probe's minimum cut (source side), on the probe's network
@@ -342,28 +346,44 @@ _MERGE_RATIO = 0.5
 _MERGE_MAX_DEGREE = 16  # items are compared as rows of this many candidates at most
 
 
-def _merged_items(n_items, item_of_arc, group_of_arc):
+def _merged_items(n_items, item_of_arc, group_of_arc, item_kind=None):
     """Items with the same candidate groups merged, as `bounds_met`'s (weight, item_of_arc,
-    group_of_arc); None when that would not halve them (or an item has too many candidates)."""
+    group_of_arc); None when that would not halve them (or an item has too many candidates).
+    `item_kind`: as `soft_assignment`'s (numbers from 0); then the candidates of one item of
+    each kind are compared (kinds with the same candidates are merged too)."""
     degree = np.bincount(item_of_arc, minlength=n_items)
     width = int(degree.max()) if n_items else 0
     if width > _MERGE_MAX_DEGREE or len(item_of_arc) == 0:
         return None
-    # Each item's candidate groups sorted, as one row padded with -1 (equal rows, equal sets).
+    count = np.ones(n_items, dtype=np.int64)  # items each row stands for
+    if item_kind is not None:
+        count = np.bincount(item_kind)
+        one = np.full(count.size, -1, dtype=np.int64)
+        one[item_kind] = np.arange(n_items)  # an item of each kind (any will do)
+        # In item order: runs of arcs by rising item stay runs by rising row (a fast sort below).
+        one = np.sort(one[count > 0])
+        count = count[item_kind[one]]
+        row_of = np.full(n_items, -1, dtype=np.int64)
+        row_of[one] = np.arange(one.size)
+        row = row_of[item_of_arc]
+        on = row >= 0
+        item_of_arc, group_of_arc, degree = row[on], group_of_arc[on], degree[one]
+    n_rows = degree.size
+    # Each row's candidate groups sorted, padded with -1 (equal rows, equal sets).
     key = item_of_arc * (int(group_of_arc.max()) + 1) + group_of_arc
     order = np.argsort(key, kind="stable")
     start = np.cumsum(degree) - degree
     col = np.arange(len(order)) - np.repeat(start, degree)
-    rows = np.full((n_items, width), -1, dtype=np.int64)
+    rows = np.full((n_rows, width), -1, dtype=np.int64)
     rows[item_of_arc[order], col] = group_of_arc[order]
     by_row = np.lexsort(rows.T[::-1])
     sorted_rows = rows[by_row]
-    first = np.ones(n_items, dtype=bool)
+    first = np.ones(n_rows, dtype=bool)
     first[1:] = (sorted_rows[1:] != sorted_rows[:-1]).any(axis=1)
     n_kinds = int(first.sum())
     if n_kinds > _MERGE_RATIO * n_items:
         return None
-    weight = np.bincount(np.cumsum(first) - 1, minlength=n_kinds)
+    weight = np.add.reduceat(count[by_row], np.flatnonzero(first))
     kinds = sorted_rows[first]
     kind, slot = np.nonzero(kinds >= 0)
     return weight, kind, kinds[kind, slot]

@@ -123,6 +123,7 @@ class _Frame:
         self._first = (lens, mat)
         self._feasible = None
         self._sets = None
+        self._set_of = None
 
     def pos_matrix(self, mat: np.ndarray) -> np.ndarray:
         """`replica_matrix`'s matrix in target positions: -1 for a broker off the targets and
@@ -148,13 +149,21 @@ class _Frame:
         partitions have some 15,000 sets on the benchmark's clusters)."""
         if self._sets is None:
             weight, it, br = [], [], []
-            for _, pos in self.positions(*self._first):
-                sets, counts = _distinct_rows(np.sort(pos, axis=1), self.nt)
-                it.append(sum(map(len, weight)) + np.repeat(np.arange(len(sets)), pos.shape[1]))
+            self._set_of = np.zeros(len(self.items), dtype=np.int64)  # see `set_of_item`
+            for rows, pos in self.positions(*self._first):
+                sets, counts, inverse = _distinct_rows(np.sort(pos, axis=1), self.nt)
+                offset = sum(map(len, weight))
+                self._set_of[rows] = offset + inverse
+                it.append(offset + np.repeat(np.arange(len(sets)), pos.shape[1]))
                 weight.append(counts)
                 br.append(sets.ravel())
             self._sets = tuple(np.concatenate(x).astype(np.int64) for x in (weight, it, br))
         return self._sets
+
+    def set_of_item(self) -> np.ndarray:
+        """The replica set (numbered as in `replica_sets`) of each movable partition."""
+        self.replica_sets()
+        return self._set_of
 
     def leaders_feasible(self) -> bool:
         """Whether the movable partitions can take leaders within `leader_bounds(0)`: one max
@@ -177,18 +186,20 @@ _Choice = tuple[np.ndarray, np.ndarray, np.ndarray]
 _NONE: _Choice = (np.zeros(0, dtype=np.int64),) * 3
 
 
-def _distinct_rows(rows: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of a matrix of numbers in [0, base), and how often each occurs.
-    Rows are read as numbers in that base where they fit in 62 bits (one sort of integers,
-    far faster than `np.unique` over rows, which it falls back to)."""
+def _distinct_rows(rows: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of a matrix of numbers in [0, base), how often each occurs, and which
+    one each row is. Rows are read as numbers in that base where they fit in 62 bits (one sort
+    of integers, far faster than `np.unique` over rows, which it falls back to)."""
     k = rows.shape[1]
     if not k:
-        return rows[:1], np.array([len(rows)] if len(rows) else [], dtype=np.int64)
+        counts = np.array([len(rows)] if len(rows) else [], dtype=np.int64)
+        return rows[:1], counts, np.zeros(len(rows), dtype=np.int64)
     if base ** k >= 2 ** 62:
-        return np.unique(rows, axis=0, return_counts=True)
+        distinct, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+        return distinct, counts, inverse.reshape(-1)
     key = rows @ (base ** np.arange(k - 1, -1, -1, dtype=np.int64))
-    _, first, counts = np.unique(key, return_index=True, return_counts=True)
-    return rows[first], counts
+    _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    return rows[first], counts, inverse.reshape(-1)
 
 
 def _pair_bounds(avail: np.ndarray, elig: np.ndarray, total_lo, total_hi, fixed: np.ndarray):
@@ -238,7 +249,10 @@ def _choose_pairs(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) 
     avail = np.bincount(gr_a, minlength=nt * nt)
     plo, phi = fr.leader_bounds(0)
     base_lo, base_hi = _pair_bounds(avail, fr.elig, fr.lo, fr.hi, fixed_pair)
-    choice = soft_assignment(len(fr.items), it_a, gr_a, cost_a, base_lo, base_hi, avail, parent, plo, phi)
+    # A partition's candidate pairs are those of its replica set: partitions of one set are
+    # interchangeable in the flow (`soft_assignment`'s item_kind).
+    choice = soft_assignment(len(fr.items), it_a, gr_a, cost_a, base_lo, base_hi, avail, parent, plo, phi,
+                             item_kind=fr.set_of_item())
     if choice is None:
         return _NONE
     return fr.item_rows, ws.target_idx[choice // nt], ws.target_idx[choice % nt]
