@@ -182,15 +182,18 @@ def exact_rebalance(ws: Workspace, reason: str, max_arcs: int = 300_000, spread_
     if current == 0:
         return False
     counts = ws.count[ws.target_idx]
-    lo, hi, pinned = count_range(ws, counts, int(counts.min()), int(counts.max()))
-    if not pinned and int(counts.max() - counts.min()) > COUNT_SPREAD.target:
+    if int(counts.max() - counts.min()) > COUNT_SPREAD.target:
         # Where the rack rule leaves the greedy pass few broker pairs, it can stop above the
         # even range (hypothesis: 8 brokers, RF 3 and 2, spread 2 after 211 copies where 215
         # reach 1, and planning again moved 3 more). The spread ranks before the copies
         # (kit.plan.objectives): the narrowest range the flow reaches is taken first.
-        narrower = _narrowest_flow(ws, counts, spread_topics)
-        if narrower is not None and _take(ws, narrower[1], reason):
-            return True
+        for lo, hi in _narrower_ranges(ws, counts):
+            found = _exact_flow(ws, lo, hi, spread_topics)
+            if found is not None:
+                if _take(ws, found[1], reason):
+                    return True
+                break
+    lo, hi, _ = count_range(ws, counts, int(counts.min()), int(counts.max()))
     found = _exact_flow(ws, lo, hi, spread_topics)
     if found is None or found[0] > current:
         return False
@@ -200,21 +203,18 @@ def exact_rebalance(ws: Workspace, reason: str, max_arcs: int = 300_000, spread_
     return _take(ws, found[1], reason)
 
 
-def _narrowest_flow(ws: Workspace, counts: np.ndarray, spread_topics: bool):
-    """The exact flow in the narrowest global count range, from the even one up to one short
-    of the spread `counts` has; None when none of them can be reached."""
+def _narrower_ranges(ws: Workspace, counts: np.ndarray):
+    """Global count ranges (lo, hi per target) from the even one outwards, while narrower than
+    the spread `counts` has; none where racks pin each rack's total (`count_range`: the greedy
+    fill is then already as even as it gets)."""
     total = int(counts.sum())
     mean_lo, mean_hi = total // counts.size, -(-total // counts.size)
     spread = int(counts.max() - counts.min())
     for w in range(spread):
-        lo = np.full(counts.size, mean_lo - w, dtype=np.int64)
-        hi = np.full(counts.size, mean_hi + w, dtype=np.int64)
-        if mean_hi - mean_lo + 2 * w >= spread:
-            return None
-        found = _exact_flow(ws, lo, hi, spread_topics)
-        if found is not None:
-            return found
-    return None
+        lo, hi, pinned = count_range(ws, counts, mean_lo - w, mean_hi + w)
+        if pinned or int(hi.max() - lo.min()) >= spread:
+            return
+        yield lo, hi
 
 
 def exact_evacuate(ws: Workspace, reason: str, max_arcs: int = 300_000) -> bool:
@@ -224,15 +224,7 @@ def exact_evacuate(ws: Workspace, reason: str, max_arcs: int = 300_000) -> bool:
         return False
     cluster = ws.cluster
     forced = sum(len(set(ws.assign[p]) - set(cluster.partitions[p].replicas)) for p in ws.selected)
-    counts = ws.count[ws.target_idx]
-    total = int(counts.sum())
-    mean_lo, mean_hi = total // counts.size, -(-total // counts.size)
-    for w in range(int(counts.max() - counts.min())):
-        lo, hi, pinned = count_range(ws, counts, mean_lo - w, mean_hi + w)
-        if pinned:
-            return False  # rack totals are fixed: the greedy fill is already as even as it gets
-        if int(hi.max() - lo.min()) >= int(counts.max() - counts.min()):
-            return False
+    for lo, hi in _narrower_ranges(ws, ws.count[ws.target_idx]):
         found = _exact_flow(ws, lo, hi)
         if found is not None and found[0] == forced:
             return _take(ws, found[1], reason)

@@ -151,7 +151,7 @@ class _Frame:
             weight, it, br = [], [], []
             self._set_of = np.zeros(len(self.items), dtype=np.int64)  # see `set_of_item`
             for rows, pos in self.positions(*self._first):
-                sets, counts, inverse = _distinct_rows(np.sort(pos, axis=1), self.nt)
+                sets, counts, inverse = distinct_rows(np.sort(pos, axis=1), self.nt)
                 offset = sum(map(len, weight))
                 self._set_of[rows] = offset + inverse
                 it.append(offset + np.repeat(np.arange(len(sets)), pos.shape[1]))
@@ -186,7 +186,7 @@ _Choice = tuple[np.ndarray, np.ndarray, np.ndarray]
 _NONE: _Choice = (np.zeros(0, dtype=np.int64),) * 3
 
 
-def _distinct_rows(rows: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def distinct_rows(rows: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct rows of a matrix of numbers in [0, base), how often each occurs, and which
     one each row is. Rows are read as numbers in that base where they fit in 62 bits (one sort
     of integers, far faster than `np.unique` over rows, which it falls back to)."""

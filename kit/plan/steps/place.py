@@ -16,7 +16,7 @@ from kit import collector
 from kit.errors import Unsafe
 from kit.plan.racks import spans
 from kit.plan.steps.count_balance import balance_counts
-from kit.plan.steps.leadership import replica_matrix
+from kit.plan.steps.leadership import distinct_rows, replica_matrix
 from kit.plan.workspace import Workspace
 
 
@@ -89,15 +89,10 @@ class _Placer:
         # Each lone slot's members in order (-1 past the end), after its replication factor.
         members = mat[rows][np.arange(width) != q[:, None]].reshape(rows.size, width - 1)
         keyed = np.column_stack([(mat[rows] >= 0).sum(axis=1), members + 1])
-        base = max(len(self.ws.ids), width) + 1
-        if base ** keyed.shape[1] < 2 ** 62:
-            _, first, kind = np.unique(keyed @ base ** np.arange(keyed.shape[1], dtype=np.int64),
-                                       return_index=True, return_inverse=True)
-        else:
-            _, first, kind = np.unique(keyed, axis=0, return_index=True, return_inverse=True)
+        distinct, _, kind = distinct_rows(keyed, max(len(self.ws.ids), width) + 1)
         ids = self.ws.ids
-        kinds = [self.choice(rf, tuple([ids[i] for i in m if i >= 0]))
-                 for rf, m in zip(keyed[first, 0].tolist(), members[first].tolist())]
+        kinds = [self.choice(rf, tuple([ids[i - 1] for i in m if i > 0]))
+                 for rf, *m in distinct.tolist()]
         kinds.append(None)  # for the partitions with more than one slot to fill
         which = np.full(len(mat), len(kinds) - 1)
         which[rows] = kind.ravel()
