@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from kit.model import Broker, Cluster, Partition
+from kit.plan.steps import count_kernels
 from kit.plan.steps.count_balance import balance_counts
 from kit.plan.workspace import Workspace
 from kit.sim import fill_kernel
@@ -35,6 +36,7 @@ def main() -> int:
     cluster = piled_cluster()
     ws = Workspace(cluster, targets=sorted(cluster.brokers), selected=range(len(cluster.partitions)))
     moves = balance_counts(ws, "warm-up")
+    count_kernels.preload()
     # The estimate's filling, with the argument types the estimate passes.
     fill_kernel.compiled()(np.array([0, 1]), np.array([1, 2]), np.array([1.0, 2.0]), np.full(3, 1e8), np.full(3, 1e8))
     print(f"count balance kernels and the filling ready: {moves} moves, {time.process_time() - started:.1f} CPU s",

@@ -6,8 +6,9 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 #    used: the options every action shares, then the action's own inputs (SPELLING).
 # 2) check_request refuses unwritable outputs and options that do not go together, before
 #    anything is read.
-# 3) The cluster is read from a snapshot (kit.formats) or from the cluster itself
-#    (kit.cluster.backend.open_backend).
+# 3) A second process is forked for the planner's shares on large clusters
+#    (kit.plan.solvers.second_core). The cluster is read from a snapshot (kit.formats) or
+#    from the cluster itself (kit.cluster.backend.open_backend).
 # 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
 #    (kit.plan.pooled).
 # 5) The plan is reviewed (kit.report.review, as the runbooks and the doctor review theirs):
@@ -34,6 +35,7 @@ from kit.throttle.decide import Settings
 planner = lazy_module("kit.plan")
 pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")
+second_core = lazy_module("kit.plan.solvers.second_core")
 figures = lazy_module("kit.report.figures")
 review = lazy_module("kit.report.review")
 backends = lazy_module("kit.cluster.backend")
@@ -169,7 +171,9 @@ def run(a) -> int:
     """`kit plan ACTION`: plan, review, write, print the summary; returns the exit code."""
     action = planner.ACTIONS[a.action]
     check_request(a, action)
-    with Progress("kit plan") as progress:  # stderr, and only when it takes a while
+    # The second process for the planner's shares on large clusters is forked first, while
+    # this one is small and has no other thread (kit.plan.solvers.second_core).
+    with second_core.second_process(), Progress("kit plan") as progress:  # stderr, when it takes a while
         # Planning, the review and the outputs make millions of objects and no cycles: the
         # collector's scans of them found nothing and took 4.5 CPU s of a 1,000,000-partition
         # rebalance (three full scans of the loaded cluster, 2,700 young ones).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from kit.model import Broker, Cluster, Partition
@@ -68,3 +69,35 @@ def test_the_compiled_kernels_make_the_same_moves_as_plain_python(seed, monkeypa
     cluster = _drifted(seed)
     for how in ("quotas", "plain", "place"):
         assert _balanced(cluster, True, monkeypatch, how) == _balanced(cluster, False, monkeypatch, how), how
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_moves_are_the_same_in_batches_of_any_size(seed, monkeypatch):
+    # The compiled kernel chooses the moves in a thread, a batch at a time, while the
+    # workspace makes the previous batch (`moves_aside`): where a batch ends must not matter.
+    cluster = _drifted(seed)
+    want = _balanced(cluster, True, monkeypatch, "quotas")
+    monkeypatch.setattr(count_balance, "_LOG_ROWS", 2)  # the fewest a batch may hold (a two-step move)
+    assert _balanced(cluster, True, monkeypatch, "quotas") == want
+
+
+def test_an_error_in_the_kernel_reaches_the_caller_and_its_thread_ends():
+    import threading
+
+    state = np.zeros(3, dtype=np.int64)
+    calls = []
+
+    def kernel(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("the second batch")
+        log = args[-1]
+        log[:2] = [[0, 1, 2], [3, 4, 5]]
+        return 2
+
+    seen = []
+    with pytest.raises(ValueError, match="the second batch"):
+        for batch in count_balance.moves_aside(kernel, (state,), 4):
+            seen.append(batch.tolist())
+    assert seen == [[[0, 1, 2], [3, 4, 5]]]
+    assert not [t for t in threading.enumerate() if t.name == "kit-count-balance"]

@@ -26,8 +26,12 @@ network whole.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from ortools.graph.python import max_flow, min_cost_flow
+
+from kit.plan.solvers import second_core
 
 # scipy loads in the two functions that use it, not here: importing it takes most of a second
 # and only networks of `flow.SPLIT_LIMIT` items or more come this way (tests/test_imports.py).
@@ -145,14 +149,52 @@ def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost, group_price):
     # Each batch's items and groups, numbered in the batch in increasing order (the nodes of its network).
     items, item_start, local_item = _batch_nodes(batch_of_comp[label[:n_items]], it, n_batches)
     groups, group_start, local_group = _batch_nodes(batch_of_comp[label[n_items:]], gr, n_batches)
-    choice = np.full(n_items, -1, dtype=np.int64)
-    for b in range(n_batches):
-        arcs = order[starts[first[b]]:starts[first[b + 1]]]
-        if arcs.size and not _solve_batch(arcs, items[item_start[b]:item_start[b + 1]], local_item[it[arcs]],
-                                          groups[group_start[b]:group_start[b + 1]], local_group[gr[arcs]],
-                                          gr, cost, tier_cap, tier_cost, group_price, choice):
-            return None
+    batches = _Batches(n_items, it, gr, cost, tier_cap, tier_cost, group_price, order, starts, np.asarray(first),
+                       items, item_start, local_item, groups, group_start, local_group)
+    # The batches up to half the arcs here, the rest in the second process (large networks).
+    half = int(np.searchsorted(starts[first], len(it) // 2))
+    mine, theirs = second_core.run_both(lambda: batches.solve(0, half), batches.solve, half, n_batches,
+                                        split=len(it) >= second_core.WORTH_SPLITTING)
+    if mine is None or theirs is None:
+        return None
+    choice = np.maximum(mine, theirs)  # each -1 where the other's batches are
     return choice if (choice >= 0).all() else None
+
+
+class _Batches(NamedTuple):
+    """`_component_optima`'s batches of components, each solved by one OR-Tools network."""
+
+    n_items: int
+    it: np.ndarray
+    gr: np.ndarray
+    cost: np.ndarray
+    tier_cap: np.ndarray
+    tier_cost: np.ndarray
+    group_price: np.ndarray
+    order: np.ndarray  # the arcs by component
+    starts: np.ndarray  # each component's first position in `order`
+    first: np.ndarray  # each batch's first component
+    items: np.ndarray  # `_batch_nodes`' answers, for the items and for the groups
+    item_start: np.ndarray
+    local_item: np.ndarray
+    groups: np.ndarray
+    group_start: np.ndarray
+    local_group: np.ndarray
+
+    def solve(self, start: int, stop: int) -> np.ndarray | None:
+        """The choice of the items of batches start..stop-1 (-1 for the others); None if one
+        is infeasible."""
+        choice = np.full(self.n_items, -1, dtype=np.int64)
+        it, gr, starts, first = self.it, self.gr, self.starts, self.first
+        for b in range(start, stop):
+            arcs = self.order[starts[first[b]]:starts[first[b + 1]]]
+            if arcs.size and not _solve_batch(arcs, self.items[self.item_start[b]:self.item_start[b + 1]],
+                                              self.local_item[it[arcs]],
+                                              self.groups[self.group_start[b]:self.group_start[b + 1]],
+                                              self.local_group[gr[arcs]], gr, self.cost, self.tier_cap,
+                                              self.tier_cost, self.group_price, choice):
+                return None
+        return choice
 
 
 def _batch_nodes(batch, end_of_arc, n_batches):

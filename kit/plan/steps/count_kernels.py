@@ -36,16 +36,18 @@ import numpy as np
 SEARCHED_TOPICS = 32  # topics a pick looks at unless the search is exhaustive
 
 _COMPILED = None
+_READY = None
 
 
 def compiled():
     """(balance, bucket_orders) compiled by numba, cached on disk."""
-    global _COMPILED
+    global _COMPILED, _READY
     if _COMPILED is None:
         # Imported here: numba takes about half a second to load, which only a balance with
         # many moves pays back (kit.plan imports no heavy dependency: tests/test_imports.py).
         import numba
-        jit = numba.njit(cache=True)
+        # nogil: `count_balance.moves_aside` runs the balance beside the workspace's updates.
+        jit = numba.njit(cache=True, nogil=True)
         # Compiled code calls compiled code only: each kernel is compiled over a copy of this
         # module's names in which the helpers it calls are compiled too (the module's own
         # names stay plain Python, for the small balances).
@@ -55,7 +57,21 @@ def compiled():
                   balance, bucket_orders):
             scope[f.__name__] = jit(FunctionType(f.__code__, scope, f.__name__))
         _COMPILED = scope["balance"], scope["bucket_orders"]
+        _READY = jit(_ready)
     return _COMPILED
+
+
+def preload() -> None:
+    """Import numba and load its compiler's state now, from the disk cache: about 0.6 s that
+    the first compiled balance would otherwise spend before its first move (loading any
+    kernel loads numba's registries; this one is the smallest). A caller with work for the
+    second core meanwhile (`second_core.run_both`) makes it free."""
+    compiled()
+    _READY(0)
+
+
+def _ready(x):
+    return x + 1
 
 
 def topic_order(a, b, fresh, counts, quotas):

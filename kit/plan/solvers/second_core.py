@@ -1,0 +1,239 @@
+"""Two independent shares of a planner's work at once: one in a second process on the
+second core, the other here (`run_both`).
+
+The planner's slow parts on large clusters are OR-Tools solves, which hold the GIL, so
+threads would only take turns. `kit plan` forks the second process at its start
+(`second_process`), while it is still small: a fork of the loaded 600 MB planner would
+cost more than the share it takes, because the parent then faults on every page it writes
+afterwards (three such forks cost a 200,000-partition scale-out 155,000 page faults, some
+0.3-0.8 s). Each share goes over a pipe as a pickled function and its arguments (arrays),
+and comes back pickled.
+
+The answer never depends on the second process, and every wait has an end. Without one
+(library callers, notebooks, the dashboard: nothing forks there), or where it fails or has
+not answered within `WAIT_FACTOR` times the time the share here took (at least
+`MIN_WAIT_S`), the share is computed here, with a warning when the process failed; it is
+then killed and not used again. The shares are deterministic, so the plan is the same
+either way: only the time differs. `kit plan` forks nothing with ``KIT_PLAN_PROCESSES=1``
+in the environment or on a machine with one core.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+# Candidate arcs from which a solve is worth splitting over two processes: about 0.1 s of
+# OR-Tools at 100,000 arcs, against some 10 ms to send the arrays and the answer over.
+WORTH_SPLITTING = 100_000
+# The wait for the second process once the share here is done: this many times that share's
+# time, and at least MIN_WAIT_S (the shares are halves of one job; a loaded machine may starve
+# one of them for a while).
+WAIT_FACTOR = 10.0
+MIN_WAIT_S = 60.0
+_STOP_WAIT_S = 5.0  # for the second process to exit once told to, before it is killed
+
+Here = TypeVar("Here")
+There = TypeVar("There")
+
+
+class _Failed(Exception):
+    """The second process did not do its share (the reason is the message)."""
+
+
+class _Process:
+    """The second process, forked: it reads (function, arguments) from one pipe and writes
+    (ok, answer) back on another until its task pipe closes."""
+
+    def __init__(self):
+        task_r, task_w = os.pipe()
+        answer_r, answer_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(task_w)
+            os.close(answer_r)
+            _serve(task_r, answer_w)  # never returns
+        os.close(task_r)
+        os.close(answer_w)
+        os.set_blocking(task_w, False)  # a send waits for room with a deadline
+        self.pid, self.tasks, self.answers = pid, task_w, answer_r
+
+    def share(self, there: Callable, args: tuple, wait_s: float) -> None:
+        """Send one share."""
+        _write_message(self.tasks, pickle.dumps((there, args), protocol=pickle.HIGHEST_PROTOCOL),
+                       time.monotonic() + wait_s)
+
+    def answer(self, deadline: float):
+        """The share's answer, once it comes (by `deadline`, monotonic seconds)."""
+        message = _read_message(self.answers, deadline)
+        if message is None:
+            raise _Failed("ended")
+        ok, answer = pickle.loads(message)
+        if not ok:
+            raise _Failed(f"failed ({answer})")
+        return answer
+
+    def stop(self, kill: bool = False) -> None:
+        """Close the pipes (the process exits when its task pipe closes), reap it; killed
+        when `kill` or when it has not exited within `_STOP_WAIT_S`."""
+        for fd in (self.tasks, self.answers):
+            os.close(fd)
+        if not kill:
+            deadline = time.monotonic() + _STOP_WAIT_S
+            while time.monotonic() < deadline:
+                if os.waitpid(self.pid, os.WNOHANG)[0]:
+                    return
+                time.sleep(0.01)
+        os.kill(self.pid, signal.SIGKILL)  # not reaped yet: the pid is still this process's child
+        os.waitpid(self.pid, 0)
+
+
+_process: _Process | None = None
+
+
+def available() -> bool:
+    """Whether `second_process` forks: a POSIX fork, more than one core for this process,
+    and not turned off (KIT_PLAN_PROCESSES=1)."""
+    if not hasattr(os, "fork") or os.environ.get("KIT_PLAN_PROCESSES", "").strip() == "1":
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores > 1
+
+
+@contextmanager
+def second_process() -> Iterator[bool]:
+    """Within the block, `run_both` gives shares to a second process, forked now (call it
+    before loading a large cluster, and before starting threads); yields whether it did."""
+    global _process
+    if _process is not None or not available():
+        yield False
+        return
+    _process = _Process()
+    try:
+        yield True
+    finally:
+        process, _process = _process, None
+        if process is not None:
+            process.stop()
+
+
+def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split: bool = True) -> tuple[Here, There]:
+    """``(here(), there(*args))``, `there` computed in the second process while `here` runs.
+
+    Parameters
+    ----------
+    here : callable
+        The share done here.
+    there, args : callable and its arguments
+        The other share: a module-level function (or method) and arguments that pickle
+        (arrays); it must not need what `here` changes.
+    split : bool
+        False computes both here, one after the other (small work: sending it over would
+        not pay).
+
+    Returns
+    -------
+    tuple
+        Both answers, the same whichever process computed `there`.
+    """
+    process = _process
+    if not (split and process is not None):
+        return here(), there(*args)
+    try:
+        process.share(there, args, MIN_WAIT_S)
+    except (_Failed, OSError) as exc:
+        _give_up(process)
+        return here(), _here_instead(there, args, str(exc))
+    started = time.monotonic()
+    try:
+        mine = here()
+    except BaseException:
+        _give_up(process)  # its answer would otherwise be read as the next share's
+        raise
+    wait = max(MIN_WAIT_S, WAIT_FACTOR * (time.monotonic() - started))
+    try:
+        theirs = process.answer(time.monotonic() + wait)
+    except (_Failed, OSError, pickle.UnpicklingError, EOFError) as exc:
+        _give_up(process)
+        return mine, _here_instead(there, args, str(exc) or f"did not answer within {wait:.0f} s")
+    return mine, theirs
+
+
+def _give_up(process: _Process) -> None:
+    """Kill the second process; `run_both` computes every later share here."""
+    global _process
+    if _process is process:
+        _process = None
+    process.stop(kill=True)
+
+
+def _here_instead(there: Callable[..., There], args: tuple, what: str) -> There:
+    warnings.warn(f"kit: the planner's second process {what}; its share was computed in this one "
+                  "(the same plan, in more time)", RuntimeWarning, stacklevel=3)
+    return there(*args)
+
+
+def _serve(tasks: int, answers: int) -> None:
+    """The second process's loop: each share's answer, or why it failed; exits (without the
+    parent's exit handlers or buffers) when the task pipe closes or on any other error."""
+    code = 1
+    try:
+        while (message := _read_message(tasks, None)) is not None:
+            there, args = pickle.loads(message)
+            try:
+                out = (True, there(*args))
+            except Exception as exc:  # noqa: BLE001 - reported to the parent, which computes it itself
+                out = (False, f"{type(exc).__name__}: {exc}")
+            _write_message(answers, pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL), None)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+_HEADER = struct.Struct(">Q")  # a message's length, before it
+
+
+def _write_message(fd: int, data: bytes, deadline: float | None) -> None:
+    """Write `data` with its length before it; by `deadline` (monotonic s) on a non-blocking fd."""
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise _Failed("did not take its share in time")
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            continue
+
+
+def _read_message(fd: int, deadline: float | None) -> bytes | None:
+    """One message (see `_write_message`); None when the pipe closed before it began."""
+    header = _read_exactly(fd, _HEADER.size, deadline, may_end=True)
+    if header is None:
+        return None
+    return _read_exactly(fd, _HEADER.unpack(header)[0], deadline, may_end=False)
+
+
+def _read_exactly(fd: int, size: int, deadline: float | None, may_end: bool) -> bytes | None:
+    chunks, got = [], 0
+    while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise _Failed("")
+        chunk = os.read(fd, min(size - got, 1 << 22))
+        if not chunk:
+            if may_end and not got:
+                return None
+            raise _Failed("ended")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)

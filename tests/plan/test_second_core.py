@@ -1,0 +1,109 @@
+"""The planner's second process (`kit.plan.solvers.second_core`): its answers are the ones
+computed here, and whatever happens to it, the share is computed here instead and every
+wait ends."""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from kit.formats import plan_text
+from kit.model import Broker, Cluster
+from kit.plan import plan_rebalance
+from kit.plan.actions import rebalance
+from kit.plan.solvers import second_core
+from kit.plan.steps import leadership
+
+
+def _pid_and(x):
+    return os.getpid(), x * 2
+
+
+def _only_here(parent: int, how: str):
+    """x's answer here; in the second process, it fails as `how` says."""
+    if os.getpid() != parent:
+        if how == "raise":
+            raise RuntimeError("only in the second process")
+        if how == "exit":
+            os._exit(7)
+        time.sleep(3600)  # "hang"
+    return "answered here"
+
+
+@pytest.fixture
+def process(monkeypatch):
+    monkeypatch.delenv("KIT_PLAN_PROCESSES", raising=False)
+    if not second_core.available():
+        pytest.skip("needs fork and two cores")
+    with second_core.second_process() as forked:
+        assert forked
+        yield
+
+
+def test_without_a_second_process_both_shares_are_computed_here():
+    assert second_core.run_both(lambda: 1, _pid_and, 4) == (1, (os.getpid(), 8))
+
+
+def test_a_share_is_computed_in_the_second_process(process):
+    here, (pid, answer) = second_core.run_both(lambda: os.getpid(), _pid_and, np.arange(3))
+    assert here == os.getpid() and pid != os.getpid()
+    assert answer.tolist() == [0, 2, 4]
+    # The same process takes the next share.
+    assert second_core.run_both(lambda: None, _pid_and, 5)[1] == (pid, 10)
+
+
+@pytest.mark.parametrize("how", ["raise", "exit", "hang"])
+def test_a_failed_share_is_computed_here_with_a_warning_and_the_process_is_dropped(process, monkeypatch, how):
+    monkeypatch.setattr(second_core, "MIN_WAIT_S", 2.0)  # the hanging share: waited for 2 s, then killed
+    with pytest.warns(RuntimeWarning, match="second process"):
+        mine, theirs = second_core.run_both(lambda: "mine", _only_here, os.getpid(), how)
+    assert (mine, theirs) == ("mine", "answered here")
+    if how != "raise":  # dead or killed: every later share is computed here, without waiting
+        assert second_core.run_both(lambda: None, _pid_and, 1)[1] == (os.getpid(), 2)
+
+
+def test_an_error_here_kills_the_second_process_and_is_raised(process):
+    with pytest.raises(ZeroDivisionError):
+        second_core.run_both(lambda: 1 / 0, _pid_and, 1)
+    assert second_core.run_both(lambda: None, _pid_and, 1)[1] == (os.getpid(), 2)
+
+
+def test_one_core_or_kit_plan_processes_1_forks_nothing(monkeypatch):
+    monkeypatch.setenv("KIT_PLAN_PROCESSES", "1")
+    with second_core.second_process() as forked:
+        assert not forked
+        assert second_core.run_both(lambda: 1, _pid_and, 1) == (1, (os.getpid(), 2))
+
+
+def test_the_plan_is_the_same_with_its_shares_in_a_second_process(monkeypatch):
+    # Every split (the components of the leader flow, the follower flows, the topic flow beside
+    # numba's loading) taken on a small cluster: the same bytes as planned in one process.
+    from tests.plan.test_count_balance import _drifted
+
+    monkeypatch.delenv("KIT_PLAN_PROCESSES", raising=False)
+    if not second_core.available():
+        pytest.skip("needs fork and two cores")
+    monkeypatch.setattr(second_core, "WORTH_SPLITTING", 1)
+    monkeypatch.setattr(rebalance, "LARGE", 0)  # one placement, with the topic flow where brokers are empty
+    monkeypatch.setattr(leadership, "SPLIT_LIMIT", 1)  # the leader flow solved by components
+    shares = []
+    run_both = second_core.run_both
+
+    def counted(here, there, *args, split=True):
+        shares.append(there.__qualname__ if split else None)
+        return run_both(here, there, *args, split=split)
+
+    monkeypatch.setattr(second_core, "run_both", counted)
+    for seed in range(4):
+        cluster = _drifted(seed)
+        if seed % 2:  # an empty broker: the topic flow runs
+            new = Broker(id=99, rack=cluster.brokers[1].rack)
+            cluster = Cluster(brokers={**cluster.brokers, 99: new}, partitions=cluster.partitions)
+        want = plan_text(plan_rebalance(cluster))
+        with second_core.second_process(), warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # no share fell back to this process
+            assert plan_text(plan_rebalance(cluster)) == want
+    assert {"_Batches.solve", "_FollowerFlows.solve", "TopicFlow.quotas"} <= set(shares)
