@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import datetime, timezone
 from typing import IO, Iterable, Iterator
 
@@ -51,7 +52,8 @@ def human_line(e: dict) -> str:
 
 class EventLog:
     """Append events to a JSON-lines file (and optionally a human log stream); flushed per event
-    so a dashboard tailing the file sees each decision at once."""
+    so a dashboard tailing the file sees each decision at once. Threads may write at once (a
+    connection watch reports from its own thread): each event stays one whole line."""
 
     def __init__(self, path: str | None = None, human: IO[str] | None = None):
         self.path, self.human = path, human
@@ -60,21 +62,24 @@ class EventLog:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._fh = open(path, "a", encoding="utf-8")
         self.events: list[dict] = []
+        self._lock = threading.Lock()
 
     def write(self, e: dict) -> dict:
-        self.events.append(e)
-        if self._fh:
-            self._fh.write(json.dumps(e, sort_keys=False, separators=(",", ":")) + "\n")
-            self._fh.flush()
-        if self.human:
-            self.human.write(human_line(e) + "\n")
-            self.human.flush()
+        with self._lock:
+            self.events.append(e)
+            if self._fh:
+                self._fh.write(json.dumps(e, sort_keys=False, separators=(",", ":")) + "\n")
+                self._fh.flush()
+            if self.human:
+                self.human.write(human_line(e) + "\n")
+                self.human.flush()
         return e
 
     def close(self) -> None:
-        if self._fh:
-            self._fh.close()
-            self._fh = None
+        with self._lock:
+            if self._fh:
+                self._fh.close()
+                self._fh = None
 
 
 def read_events(path: str, newest_first: bool = False) -> list[dict]:

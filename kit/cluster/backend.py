@@ -170,10 +170,14 @@ class ClusterBackend(Protocol):
     """The errors any call raises while the cluster cannot be reached (the connection or the
     session lost): a long-running caller retries on them, the state it set left in force."""
 
-    def watch_connection(self, patience: float) -> ConnectionWatch:
+    def watch_connection(self, patience: float, on_change: Callable[[str | None], None] | None = None
+                         ) -> ConnectionWatch:
         """Start watching the connection for a long-running caller: after `patience` seconds
         without the cluster, calls still waiting for it fail (`connection_lost`) and the watch
-        says it gave up. Closed by the caller before it closes the backend."""
+        says it gave up. `on_change`, if given, is called from the watch's own thread when the
+        connection goes (with what was seen, e.g. "connection lost") and when it is back (None):
+        a call already waiting for the cluster says nothing until then. Closed by the caller
+        before it closes the backend."""
 
     def throttle_overrides(self) -> dict[str, tuple[str | None, bytes]]:
         """The override rates stored for an auto-throttle, unparsed, where kafka-kit's keeps them.

@@ -483,8 +483,17 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     stamp = (lambda: getattr(metrics, "newest_stamp", None) or utc_now()) if sample_clock else utc_now
     loop = ThrottleLoop(backend, settings, metrics, log, cap_map, stamp=stamp)
     # A call made while the cluster is away waits for the connection; the watch ends that wait
-    # after `patience` (the call fails) so that the loop's wait has an end too.
-    outage = backend.watch_connection(patience)
+    # after `patience` (the call fails) so that the loop's wait has an end too. Meanwhile the
+    # call says nothing: the watch's thread tells the events file that the cluster went (and
+    # came back), whichever of the two noticed first.
+
+    def said_by_watch(lost: str | None) -> None:
+        if lost is None:
+            log.write(event(stamp(), "throttle", "reconnected", f"{backend.reached_through} reachable again"))
+        else:
+            log.write(event(stamp(), "throttle", "unreachable", f"{backend.reached_through} unreachable ({lost}); "
+                            f"waiting for it up to {patience:.0f} s, rates in force unchanged"))
+    outage = backend.watch_connection(patience, said_by_watch)
     try:
         if sample_clock:
             _await_first_samples(metrics, settings, stop)

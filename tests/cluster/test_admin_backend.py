@@ -284,24 +284,43 @@ def test_a_cluster_that_stops_answering_is_said_by_the_watch_and_raised_as_conne
 
     bootstrap, _, _ = kraft
     with open_backend(bootstrap=bootstrap) as backend:
-        watch = backend.watch_connection(1.0)
+        said = []
+        watch = backend.watch_connection(1.0, said.append)
         try:
             assert isinstance(watch, ConnectionWatch) and not watch.down
             watch.raise_if_down()  # answering: nothing to say
 
             def gone(*_, **__):
                 raise KafkaConnectionError("connection refused")  # as when every broker's listener closes
-            backend.admin.describe_cluster = gone
+            answering, backend.admin.describe_cluster = backend.admin.describe_cluster, gone
             for _ in range(120):  # the probe notices: bounded polls
                 if watch.down:
                     break
                 time.sleep(0.25)
-            assert watch.down
+            assert watch.down and said == ["DescribeCluster unanswered: KafkaConnectionError"]
             with pytest.raises(backend.connection_lost):
                 watch.raise_if_down()
             with pytest.raises(backend.connection_lost, match="unreachable"):
                 backend.status()
             assert watch.gave_up.wait(60)  # its patience ran out: every wait has an end
+            assert said == ["DescribeCluster unanswered: KafkaConnectionError"]  # once, not per probe
+
+            backend.admin.describe_cluster = answering
+            back = backend.watch_connection(600.0, said.append)  # a patient watch sees the cluster back
+            try:
+                backend.admin.describe_cluster = gone
+                for _ in range(240):
+                    if back.down:
+                        break
+                    time.sleep(0.25)
+                backend.admin.describe_cluster = answering
+                for _ in range(240):
+                    if not back.down:
+                        break
+                    time.sleep(0.25)
+                assert not back.down and said[1:] == ["DescribeCluster unanswered: KafkaConnectionError", None]
+            finally:
+                back.close()
 
             def slow(*_, **__):
                 raise KafkaTimeoutError("request timed out")

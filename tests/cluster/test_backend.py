@@ -246,12 +246,13 @@ def test_kafka_kits_broker_metrics_are_read_gunzipped_with_when_they_were_writte
 def test_a_lost_connection_is_said_by_the_watch_and_raised_as_connection_lost(kafka):
     root, _ = kafka
     with open_backend(zk=root) as backend:
-        watch = backend.watch_connection(0.1)
+        said = []
+        watch = backend.watch_connection(0.1, said.append)
         try:
             assert isinstance(watch, ConnectionWatch) and not watch.down and not watch.gave_up.is_set()
             watch.raise_if_down()  # connected: nothing to say
             backend.client.stop()  # as when ZooKeeper goes: the session is lost
-            assert watch.down
+            assert watch.down and said == ["session lost"]  # told at once, by kazoo's thread
             with pytest.raises(backend.connection_lost):
                 watch.raise_if_down()
             with pytest.raises(backend.connection_lost):

@@ -523,9 +523,10 @@ class AdminBackend:
     reached_through = "Kafka (Admin API)"
     connection_lost = (Unreachable,)
 
-    def watch_connection(self, patience: float) -> AdminWatch:
+    def watch_connection(self, patience: float, on_change: Callable[[str | None], None] | None = None
+                         ) -> AdminWatch:
         """An `AdminWatch` probing the cluster every `POLL_SECONDS`."""
-        return AdminWatch(self, patience)
+        return AdminWatch(self, patience, on_change)
 
     # ------------------------------------------------------------------ kept beside the cluster
 
@@ -557,10 +558,13 @@ def _broker_name(b: int | str) -> str:
 class AdminWatch:
     """`kit.cluster.backend.ConnectionWatch` over an admin client: a thread asks the cluster
     (DescribeCluster) every `POLL_SECONDS`; `down` while it does not answer, `gave_up` after
-    `patience` seconds of that. Calls made meanwhile fail on their own request timeout."""
+    `patience` seconds of that. Calls made meanwhile fail on their own request timeout.
+    `on_change` hears of the first unanswered probe (what failed) and of the first answer after
+    it (None)."""
 
-    def __init__(self, backend: AdminBackend, patience: float):
-        self.backend, self.patience = backend, patience
+    def __init__(self, backend: AdminBackend, patience: float,
+                 on_change: Callable[[str | None], None] | None = None):
+        self.backend, self.patience, self.on_change = backend, patience, on_change
         self.since: float | None = None
         self.gave_up = threading.Event()
         self._closed = threading.Event()
@@ -570,9 +574,13 @@ class AdminWatch:
         while not self._closed.is_set() and not self.backend._closed.is_set():
             try:
                 self.backend.admin.describe_cluster()
-                self.since = None
-            except Exception:  # noqa: BLE001  (any failure to answer is the cluster away)
-                self.since = self.since or time.monotonic()
+                was_down, self.since = self.since is not None, None
+                if was_down and self.on_change is not None:
+                    self.on_change(None)
+            except Exception as e:  # noqa: BLE001  (any failure to answer is the cluster away)
+                first, self.since = self.since is None, self.since or time.monotonic()
+                if first and self.on_change is not None:
+                    self.on_change(f"DescribeCluster unanswered: {type(e).__name__}")
                 if time.monotonic() - self.since > self.patience:
                     self.gave_up.set()
                     return

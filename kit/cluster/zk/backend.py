@@ -163,9 +163,10 @@ class ZkBackend:
     reached_through = "ZooKeeper"
     connection_lost = (Unreachable, *LOST)
 
-    def watch_connection(self, patience: float) -> ZkOutage:
+    def watch_connection(self, patience: float, on_change: Callable[[str | None], None] | None = None
+                         ) -> ZkOutage:
         """A `ZkOutage` on the session (it stops the client after `patience` seconds without ZooKeeper)."""
-        return ZkOutage(self.client, patience)
+        return ZkOutage(self.client, patience, on_change=on_change)
 
     def throttle_overrides(self) -> dict[str, tuple[str | None, bytes]]:
         """/autothrottle/override_rate and its children (kafka-kit's layout), read one by one."""

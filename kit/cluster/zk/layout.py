@@ -17,6 +17,7 @@ import re
 import threading
 import time
 import warnings
+from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (ConnectionClosedError, ConnectionLoss, KazooException, NoAuthError, NoNodeError,
@@ -167,11 +168,14 @@ class Outage:
     counts those; their ephemeral znodes went with them), and a call made meanwhile waits for
     the connection. After `patience` seconds without one the client is stopped, so that every
     such call fails (ConnectionLoss), and `gave_up` is set: every wait has an end. `wake`, if
-    given, is set on every change of the connection's state.
+    given, is set on every change of the connection's state; `on_change`, if given, is called
+    (in kazoo's connection thread) with what happened when the connection goes and with None
+    when it is back: a call queued by kazoo meanwhile waits without a word until then.
     """
 
-    def __init__(self, client: KazooClient, patience: float, wake: threading.Event | None = None):
-        self.client, self.patience, self.wake = client, patience, wake
+    def __init__(self, client: KazooClient, patience: float, wake: threading.Event | None = None,
+                 on_change: Callable[[str | None], None] | None = None):
+        self.client, self.patience, self.wake, self.on_change = client, patience, wake, on_change
         self.since: float | None = None  # when the connection went (monotonic); None while connected
         self.sessions_lost = 0
         self.gave_up = threading.Event()
@@ -180,6 +184,7 @@ class Outage:
         threading.Thread(target=self._watch, name="kit-zookeeper-outage", daemon=True).start()
 
     def _on_state(self, state) -> None:
+        was_down = self.since is not None
         if state == KazooState.CONNECTED:
             self.since = None
         else:
@@ -187,6 +192,9 @@ class Outage:
             self.sessions_lost += state == KazooState.LOST
         if self.wake is not None:
             self.wake.set()
+        if self.on_change is not None and (was_down != self.down or state == KazooState.LOST):
+            self.on_change(None if state == KazooState.CONNECTED else
+                           "session lost" if state == KazooState.LOST else "connection lost")
 
     def _watch(self) -> None:
         while not self._closed.wait(min(1.0, self.patience / 4)):
