@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+import numpy as np
+
 # Candidate arcs from which a solve is worth splitting over two processes: about 0.1 s of
 # OR-Tools at 100,000 arcs, against some 10 ms to send the arrays and the answer over.
 WORTH_SPLITTING = 100_000
@@ -164,6 +166,24 @@ def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split
         _give_up(process)
         return mine, _here_instead(there, args, str(exc) or f"did not answer within {wait:.0f} s")
     return mine, theirs
+
+
+def solve_in_halves(solve: Callable[[int, int], np.ndarray | None], part_starts: np.ndarray
+                    ) -> np.ndarray | None:
+    """``solve(0, n)`` for parts 0..n-1 whose arcs begin at `part_starts` (n + 1 offsets, the
+    last one the number of arcs): the parts up to half the arcs here, the others in the second
+    process when there are `WORTH_SPLITTING` arcs.
+
+    `solve(a, b)` gives one choice per item, -1 for the items of parts outside ``[a, b)``, or
+    None when a part has no answer; so the halves merge by their maximum.
+    """
+    n_arcs = int(part_starts[-1])
+    half = int(np.searchsorted(part_starts, n_arcs // 2))
+    mine, theirs = run_both(lambda: solve(0, half), solve, half, len(part_starts) - 1,
+                            split=n_arcs >= WORTH_SPLITTING)
+    if mine is None or theirs is None:
+        return None
+    return np.maximum(mine, theirs)
 
 
 def _give_up(process: _Process) -> None:

@@ -152,13 +152,8 @@ def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost, group_price):
     batches = _Batches(n_items, it, gr, cost, tier_cap, tier_cost, group_price, order, starts, np.asarray(first),
                        items, item_start, local_item, groups, group_start, local_group)
     # The batches up to half the arcs here, the rest in the second process (large networks).
-    half = int(np.searchsorted(starts[first], len(it) // 2))
-    mine, theirs = second_core.run_both(lambda: batches.solve(0, half), batches.solve, half, n_batches,
-                                        split=len(it) >= second_core.WORTH_SPLITTING)
-    if mine is None or theirs is None:
-        return None
-    choice = np.maximum(mine, theirs)  # each -1 where the other's batches are
-    return choice if (choice >= 0).all() else None
+    choice = second_core.solve_in_halves(batches.solve, starts[first])
+    return choice if choice is not None and (choice >= 0).all() else None
 
 
 class _Batches(NamedTuple):

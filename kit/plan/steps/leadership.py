@@ -418,12 +418,9 @@ def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Fra
     flows = _FollowerFlows(nt, len(items), order, np.searchsorted(by_leader[order], np.arange(nt + 1)), it_a,
                            gr_a, cost_a, base_lo, base_hi, avail)
     # The leaders up to half the arcs here, the others in the second process (large clusters).
-    half = int(np.searchsorted(flows.bounds, gr_a.size // 2))
-    mine, theirs = second_core.run_both(lambda: flows.solve(0, half), flows.solve, half, nt,
-                                        split=gr_a.size >= second_core.WORTH_SPLITTING)
-    if mine is None or theirs is None:
+    choice = second_core.solve_in_halves(flows.solve, flows.bounds)
+    if choice is None:
         return _NONE
-    choice = np.maximum(mine, theirs)  # each -1 where the other's leaders are
     follower = ws.target_idx[choice % nt]
     new = follower != mat[items, 1]
     rows = items[new]
