@@ -18,6 +18,7 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 
@@ -37,6 +38,7 @@ pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")
 second_core = lazy_module("kit.plan.solvers.second_core")
 figures = lazy_module("kit.report.figures")
+estimate = lazy_module("kit.report.estimate")
 review = lazy_module("kit.report.review")
 backends = lazy_module("kit.cluster.backend")
 
@@ -147,6 +149,9 @@ def make_plan(a, action, progress):
     else:
         with backends.open_backend(**cluster_args(a)) as backend:
             cluster, _ = backend.read()
+    # The review's view of the cluster read, made while the planner waits for its second
+    # process, if it does (the same figures either way).
+    second_core.while_waiting(functools.partial(estimate.prepare, cluster))
     progress.stage(f"planning {a.action} over {len(cluster.partitions):,} partitions")
     if a.pools:
         def plan_pool(c, topics, brokers):

@@ -71,6 +71,37 @@ def test_an_error_here_kills_the_second_process_and_is_raised(process):
     assert second_core.run_both(lambda: None, _pid_and, 1)[1] == (os.getpid(), 2)
 
 
+def _once_seen(path: str) -> bool:
+    """Whether `path` appears within 60 s (it is made by a task run here while this waits)."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_tasks_given_to_while_waiting_are_done_here_while_the_second_process_works(process, tmp_path):
+    flag = tmp_path / "done-here"
+    done = []
+    second_core.while_waiting(lambda: done.append(os.getpid()))
+    second_core.while_waiting(flag.touch)
+    # The share in the second process ends only once the tasks ran here: they ran during the wait.
+    assert second_core.run_both(lambda: "mine", _once_seen, str(flag)) == ("mine", True)
+    assert done == [os.getpid()]
+    failed = tmp_path / "failed-here"
+    second_core.while_waiting(lambda: (failed.touch(), 1 / 0))  # an error in a task is raised; the process is dropped
+    with pytest.raises(ZeroDivisionError):
+        second_core.run_both(lambda: None, _once_seen, str(failed))
+    assert second_core.run_both(lambda: None, _pid_and, 1)[1] == (os.getpid(), 2)
+
+
+def test_without_a_second_process_while_waiting_does_nothing():
+    done = []
+    second_core.while_waiting(lambda: done.append(1))
+    assert second_core.run_both(lambda: 1, _pid_and, 1) == (1, (os.getpid(), 2)) and done == []
+
+
 def test_one_core_or_kit_plan_processes_1_forks_nothing(monkeypatch):
     monkeypatch.setenv("KIT_PLAN_PROCESSES", "1")
     with second_core.second_process() as forked:
