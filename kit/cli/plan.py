@@ -37,6 +37,7 @@ planner = lazy_module("kit.plan")
 pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")
 second_core = lazy_module("kit.plan.solvers.second_core")
+idle = lazy_module("kit.plan.solvers.idle")
 figures = lazy_module("kit.report.figures")
 estimate = lazy_module("kit.report.estimate")
 review = lazy_module("kit.report.review")
@@ -151,7 +152,7 @@ def make_plan(a, action, progress):
             cluster, _ = backend.read()
     # The review's view of the cluster read, made while the planner waits for its second
     # process, if it does (the same figures either way).
-    second_core.while_waiting(functools.partial(estimate.prepare, cluster))
+    idle.while_waiting(functools.partial(estimate.prepare, cluster))
     progress.stage(f"planning {a.action} over {len(cluster.partitions):,} partitions")
     if a.pools:
         def plan_pool(c, topics, brokers):
@@ -178,7 +179,7 @@ def run(a) -> int:
     check_request(a, action)
     # The second process for the planner's shares on large clusters is forked first, while
     # this one is small and has no other thread (kit.plan.solvers.second_core).
-    with second_core.second_process(), Progress("kit plan") as progress:  # stderr, when it takes a while
+    with second_core.second_process(), idle.tasks_kept(), Progress("kit plan") as progress:  # stderr, when it takes a while
         # Planning, the review and the outputs make millions of objects and no cycles: the
         # collector's scans of them found nothing and took 4.5 CPU s of a 1,000,000-partition
         # rebalance (three full scans of the loaded cluster, 2,700 young ones).

@@ -3,6 +3,7 @@ whether its kernels run compiled."""
 from __future__ import annotations
 
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -103,6 +104,26 @@ def test_an_error_in_the_kernel_reaches_the_caller_and_its_thread_ends():
             seen.append(batch.tolist())
     assert seen == [[[0, 1, 2], [3, 4, 5]]]
     assert not [t for t in threading.enumerate() if t.name == "kit-count-balance"]
+
+
+def test_tasks_kept_for_an_idle_moment_are_done_while_the_kernel_chooses():
+    # `moves_aside` waits for the kernel's thread: meanwhile the caller's thread does the
+    # tasks kept (`kit.plan.solvers.idle`). This kernel chooses only once a task has run.
+    from kit.plan.solvers import idle
+
+    state = np.zeros(3, dtype=np.int64)
+    ran = threading.Event()
+
+    def kernel(*args):
+        state[2] = 1
+        log = args[-1]
+        log[0] = [0, 1, 2] if ran.wait(60) else [-1, -1, -1]
+        return 1
+
+    with idle.tasks_kept():
+        idle.while_waiting(ran.set)
+        batches = [b.tolist() for b in count_balance.moves_aside(kernel, (state,), 4)]
+    assert batches == [[[0, 1, 2]]]
 
 
 @settings(max_examples=200, deadline=None)

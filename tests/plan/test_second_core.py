@@ -14,7 +14,7 @@ from kit.formats import plan_text
 from kit.model import Broker, Cluster
 from kit.plan import plan_rebalance
 from kit.plan.actions import rebalance
-from kit.plan.solvers import second_core
+from kit.plan.solvers import idle, second_core
 from kit.plan.steps import leadership
 
 
@@ -81,25 +81,28 @@ def _once_seen(path: str) -> bool:
     return True
 
 
-def test_tasks_given_to_while_waiting_are_done_here_while_the_second_process_works(process, tmp_path):
+def test_tasks_kept_for_an_idle_moment_are_done_here_while_the_second_process_works(process, tmp_path):
     flag = tmp_path / "done-here"
     done = []
-    second_core.while_waiting(lambda: done.append(os.getpid()))
-    second_core.while_waiting(flag.touch)
-    # The share in the second process ends only once the tasks ran here: they ran during the wait.
-    assert second_core.run_both(lambda: "mine", _once_seen, str(flag)) == ("mine", True)
-    assert done == [os.getpid()]
-    failed = tmp_path / "failed-here"
-    second_core.while_waiting(lambda: (failed.touch(), 1 / 0))  # an error in a task is raised; the process is dropped
-    with pytest.raises(ZeroDivisionError):
-        second_core.run_both(lambda: None, _once_seen, str(failed))
+    with idle.tasks_kept():
+        idle.while_waiting(lambda: done.append(os.getpid()))
+        idle.while_waiting(flag.touch)
+        # The share in the second process ends only once the tasks ran here: they ran during the wait.
+        assert second_core.run_both(lambda: "mine", _once_seen, str(flag)) == ("mine", True)
+        assert done == [os.getpid()]
+        failed = tmp_path / "failed-here"
+        idle.while_waiting(lambda: (failed.touch(), 1 / 0))  # an error in a task is raised; the process is dropped
+        with pytest.raises(ZeroDivisionError):
+            second_core.run_both(lambda: None, _once_seen, str(failed))
     assert second_core.run_both(lambda: None, _pid_and, 1)[1] == (os.getpid(), 2)
 
 
-def test_without_a_second_process_while_waiting_does_nothing():
+def test_outside_tasks_kept_while_waiting_keeps_nothing(process, tmp_path):
     done = []
-    second_core.while_waiting(lambda: done.append(1))
-    assert second_core.run_both(lambda: 1, _pid_and, 1) == (1, (os.getpid(), 2)) and done == []
+    idle.while_waiting(lambda: done.append(1))  # a library caller: nothing is kept
+    with idle.tasks_kept():
+        assert second_core.run_both(lambda: 1, _pid_and, 1)[0] == 1
+    assert done == []
 
 
 def test_one_core_or_kit_plan_processes_1_forks_nothing(monkeypatch):

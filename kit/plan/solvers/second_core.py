@@ -9,9 +9,9 @@ afterwards (three such forks cost a 200,000-partition scale-out 155,000 page fau
 0.3-0.8 s). Each share goes over a pipe as a pickled function and its arguments (arrays),
 and comes back pickled.
 
-While this process waits for a share's answer it does the tasks given to `while_waiting`
-(work done ahead for later, such as the review's view of the cluster read): a scale-out
-waits some 1.6 s for its topic flow at 200,000 partitions.
+While this process waits for a share's answer it does the tasks given to
+`idle.while_waiting` (work done ahead for later): a scale-out waits some 1.6 s for its topic
+flow at 200,000 partitions.
 
 The answer never depends on the second process, and every wait has an end. Without one
 (library callers, notebooks, the dashboard: nothing forks there), or where it fails or has
@@ -35,6 +35,8 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 import numpy as np
+
+from kit.plan.solvers import idle
 
 # Candidate arcs from which a solve is worth splitting over two processes: about 0.1 s of
 # OR-Tools at 100,000 arcs, against some 10 ms to send the arrays and the answer over.
@@ -102,7 +104,6 @@ class _Process:
 
 
 _process: _Process | None = None
-_idle_tasks: list[Callable[[], object]] = []
 
 
 def available() -> bool:
@@ -127,18 +128,8 @@ def second_process() -> Iterator[bool]:
         yield True
     finally:
         process, _process = _process, None
-        _idle_tasks.clear()
         if process is not None:
             process.stop()
-
-
-def while_waiting(task: Callable[[], object]) -> None:
-    """Do `task` here the next time `run_both` waits for the second process (within
-    `second_process`; otherwise, or if no such wait comes, it is never done). For work
-    whose result is kept for later and that later would be done anyway, such as filling a
-    cache: what it returns is dropped, what it raises is raised from `run_both`."""
-    if _process is not None:
-        _idle_tasks.append(task)
 
 
 def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split: bool = True) -> tuple[Here, There]:
@@ -177,8 +168,7 @@ def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split
     wait = max(MIN_WAIT_S, WAIT_FACTOR * (time.monotonic() - started))
     deadline = time.monotonic() + wait
     try:
-        while _idle_tasks and not select.select([process.answers], [], [], 0)[0]:
-            _idle_tasks.pop(0)()
+        idle.work_until(lambda: bool(select.select([process.answers], [], [], 0)[0]))
     except BaseException:
         _give_up(process)
         raise

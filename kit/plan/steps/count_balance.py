@@ -17,6 +17,7 @@ from itertools import chain
 
 import numpy as np
 
+from kit.plan.solvers import idle
 from kit.plan.steps import count_kernels
 from kit.plan.steps.leadership import replica_matrix
 from kit.plan.workspace import LARGE, Workspace
@@ -229,7 +230,12 @@ def moves_aside(kernel, args: tuple, rows: int) -> Iterator[np.ndarray]:
     worker = threading.Thread(target=choose, name="kit-count-balance", daemon=True)
     worker.start()
     try:
-        while (batch := batches.get()) is not None:
+        while True:
+            # While the kernel chooses, the tasks kept for an idle moment (`idle`) are done here.
+            idle.work_until(lambda: not batches.empty())
+            batch = batches.get()
+            if batch is None:
+                break
             if isinstance(batch, BaseException):
                 raise batch
             yield batch
