@@ -150,8 +150,8 @@ def make_plan(a, action, progress):
     else:
         with backends.open_backend(**cluster_args(a)) as backend:
             cluster, _ = backend.read()
-    # The review's view of the cluster read, made while the planner waits for its second
-    # process, if it does (the same figures either way).
+    # The review's view of the cluster read, made where the planner would only wait (for its
+    # second process, for the count kernel), if it does: the same figures either way.
     idle.while_waiting(functools.partial(estimate.prepare, cluster))
     progress.stage(f"planning {a.action} over {len(cluster.partitions):,} partitions")
     if a.pools:
@@ -179,7 +179,8 @@ def run(a) -> int:
     check_request(a, action)
     # The second process for the planner's shares on large clusters is forked first, while
     # this one is small and has no other thread (kit.plan.solvers.second_core).
-    with second_core.second_process(), idle.tasks_kept(), Progress("kit plan") as progress:  # stderr, when it takes a while
+    # Progress goes to stderr, when it takes a while.
+    with second_core.second_process(), idle.tasks_kept(), Progress("kit plan") as progress:
         # Planning, the review and the outputs make millions of objects and no cycles: the
         # collector's scans of them found nothing and took 4.5 CPU s of a 1,000,000-partition
         # rebalance (three full scans of the loaded cluster, 2,700 young ones).
