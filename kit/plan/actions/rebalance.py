@@ -10,7 +10,7 @@ from kit.plan.pipeline import Stages, rank, run, run_stages
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
 from kit.plan.solvers import second_core
 from kit.plan.steps import count_kernels
-from kit.plan.steps.count_balance import balance_counts
+from kit.plan.steps.count_balance import CountBalance, balance_counts
 from kit.plan.steps.exact_refinement import refine_counts, small
 from kit.plan.steps.leadership import leader_figures
 from kit.plan.steps.place import place_orphans
@@ -80,21 +80,24 @@ def count_stages(reason: str, ignore_warns: bool, quotas: bool, spread_touched: 
     sets with `spread_touched`), then on small clusters the exact flow (spreading each topic
     with `spread_topics`)."""
     def balance(ws: Workspace) -> None:
-        found = flow = topic_flow(ws) if quotas else None
-        if flow is not None:
-            # Large clusters: the topic flow (some 2 s at 200,000 partitions) solved in the
-            # second process while numba loads here for the balance that follows.
-            large = len(ws.selected) > LARGE
-            _, found = second_core.run_both(count_kernels.preload if large else _nothing, flow.quotas, split=large)
-        balance_counts(ws, reason, quotas=found, spread_touched=spread_touched)
+        flow = topic_flow(ws) if quotas else None
+        if flow is None or ws.target_idx.size < 2:
+            balance_counts(ws, reason, spread_touched=spread_touched)
+            return
+        # Large clusters: the topic flow (some 2 s at 200,000 partitions) solved in the
+        # second process while numba loads here and the balance that follows is built.
+        large = len(ws.selected) > LARGE
+
+        def meanwhile() -> CountBalance:
+            if large:
+                count_kernels.preload()
+            return CountBalance(ws, reason, spread_touched=spread_touched)
+        balancer, found = second_core.run_both(meanwhile, flow.quotas, split=large)
+        balancer.run(quotas=found)
 
     return Stages(place=lambda ws: place_orphans(ws, "broker not in target set", allow_rack_violation=ignore_warns),
                   balance=balance,
                   exact_refinement=lambda ws: refine_counts(ws, reason, spread_topics=spread_topics))
-
-
-def _nothing() -> None:
-    pass
 
 
 def _additions_bound(held: np.ndarray, total: int) -> int:

@@ -53,14 +53,17 @@ def balance_counts(ws: Workspace, reason: str = "balance", max_moves: int | None
     """
     if ws.target_idx.size < 2:
         return 0
-    return _CountBalance(ws, reason, pool, quotas, spread_touched).run(max_moves)
+    return CountBalance(ws, reason, pool, spread_touched).run(max_moves, quotas)
 
 
-class _CountBalance:
-    """One count balance: the arrays the kernels (`count_kernels`) search and keep up, built
-    from the workspace and the pool; the moves they choose, made on the workspace."""
+class CountBalance:
+    """One count balance (`balance_counts`): the arrays the kernels (`count_kernels`) search
+    and keep up, built from the workspace and the pool; the moves they choose, made on the
+    workspace by `run`. Built apart from its run so that it can be built while the topic
+    flow's quotas are still being solved (`actions.rebalance.count_stages`); the workspace
+    must not change in between. It needs two targets or more."""
 
-    def __init__(self, ws: Workspace, reason: str, pool, quotas, spread_touched: bool):
+    def __init__(self, ws: Workspace, reason: str, pool=None, spread_touched: bool = False):
         self.ws = ws
         self.reason = reason
         self.own_pool = pool is not None
@@ -74,7 +77,7 @@ class _CountBalance:
         self.band = (lo, hi, ws.degree_floor)
         self.lists, movable = self._lists()
         self.counts = self._counts(movable)
-        self.quotas = self._quotas(quotas)
+        self.quotas = self._quotas(None)
         width = self.lists[0].shape[1]
         self.peers = (ws.shared.copy(), ws.is_target, tidx, ws.rack,
                       np.array([ws.need(rf) for rf in range(width + 1)], dtype=np.int64))
@@ -92,10 +95,13 @@ class _CountBalance:
                         np.full((n, max(len(ws.rack_names), 1)), -1, dtype=np.int8), by_group, sizes,
                         np.zeros(n_groups, dtype=np.int64))
 
-    def run(self, max_moves: int | None) -> int:
-        """Balance; the number of moves. The first `_PLAIN_MOVES` as plain Python, the rest
-        compiled; all compiled when the counts alone ask for more moves than that (the plain
-        moves' searches cost most on large clusters, where the balances are long)."""
+    def run(self, max_moves: int | None = None, quotas=None) -> int:
+        """Balance, following `quotas` if given (`balance_counts`); the number of moves. The
+        first `_PLAIN_MOVES` as plain Python, the rest compiled; all compiled when the counts
+        alone ask for more moves than that (the plain moves' searches cost most on large
+        clusters, where the balances are long)."""
+        if quotas is not None:
+            self.quotas = self._quotas(quotas)
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         args = (-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan, self.band,
                 self.lists, self.counts, self.quotas, self.peers, self.targets, state)
@@ -208,7 +214,7 @@ def moves_aside(kernel, args: tuple, rows: int) -> Iterator[np.ndarray]:
     calls run in a thread, and each batch is yielded as soon as it is chosen.
 
     The compiled kernel releases the GIL and keeps its own arrays (the workspace's counters
-    are copied in `_CountBalance`), so it chooses the next batch on the second core while
+    are copied in `CountBalance`), so it chooses the next batch on the second core while
     the caller makes this one on the workspace: a 200,000-partition rebalance's 110,000
     moves cost about 0.6 s to make. The thread always ends: after the kernel is done, after
     an error (raised here), or after the batch it is on once the caller stops reading.

@@ -8,7 +8,7 @@ move, and compiled they take a few. `compiled` returns the kernels compiled (num
 imported there, only once a balance has made enough moves to pay for its import); small
 balances run them as they are. Both give the same moves (tests/plan/test_count_balance.py).
 
-The state, built by `count_balance._CountBalance` and kept up by `_move`:
+The state, built by `count_balance.CountBalance` and kept up by `_move`:
 
 - `lists`: (reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched). `reps`
   holds each partition's replicas as broker indices (-1 pads to the widest set). The movable
