@@ -60,7 +60,7 @@ def record_of(stdout: str) -> dict:
 def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name, cluster, tmp_path):
     from kit.sim.kraft import cluster as kraft
 
-    r = kit("run", name, "-p", "cluster", cluster, "--record-dir", tmp_path, timeout=300,
+    r = kit("run", name, "-p", "cluster", cluster, "--record-dir", tmp_path, timeout=600,
             env=dict(os.environ, KIT_STATE_DIR=str(tmp_path / "state")))
     assert r.returncode == 0, r.stdout + r.stderr
     rec = record_of(r.stdout)

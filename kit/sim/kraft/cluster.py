@@ -37,6 +37,13 @@ from kit.sim.kraft import faults
 PROCESSES = ("server", "controller", "holder")  # stopped in this order: listeners first
 CONFIG = "cluster.json"
 FACTS = "facts.json"
+# How long `start` waits for every live broker's listener. Quiet, the cluster answers in about
+# 5 s (a ZooKeeper JVM and three Python processes); on two cores shared with other work each of
+# them gets a small share and the same start took over 60 s. The bound is for a start that
+# will never come up, not for a slow one.
+START_WAIT_S = 240.0
+# After this long without every listener answering, `start` says on stderr what it waits for.
+START_QUIET_S = 15.0
 
 
 def _pid_path(state_dir: str, name: str) -> str:
@@ -110,7 +117,7 @@ def _spawn(state_dir: str, name: str, argv: list[str]) -> int:
 
 
 def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float | None = None,
-          wait: float = 60.0, sample_every: float | None = None) -> str:
+          wait: float = START_WAIT_S, sample_every: float | None = None) -> str:
     """Start the cluster; returns the bootstrap line ("127.0.0.1:PORT,...", live brokers).
 
     `sample_every` (simulated seconds between the controller's metric samples; `kit sim run`'s
@@ -170,6 +177,7 @@ def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: 
     _spawn(state_dir, "controller", run)
     _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)])
     waiting = dict(ports)
+    said = time.monotonic() + START_QUIET_S
     while waiting:
         for name in PROCESSES:
             if _pid(state_dir, name) is None:
@@ -178,6 +186,11 @@ def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: 
         if waiting and time.monotonic() > deadline:
             raise Stuck(f"broker {min(waiting)}'s listener (port {waiting[min(waiting)]}) did not answer within "
                         f"{wait:.0f} s")
+        if waiting and time.monotonic() > said:
+            print(f"kit: the simulated KRaft cluster is starting: {len(ports) - len(waiting)} of {len(ports)} "
+                  f"broker listeners answer; waiting up to {max(deadline - time.monotonic(), 0):.0f} s more",
+                  file=sys.stderr, flush=True)
+            said = time.monotonic() + START_QUIET_S
         if waiting:
             time.sleep(0.2)
     line = ",".join(f"127.0.0.1:{p}" for p in ports.values())
