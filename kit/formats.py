@@ -147,6 +147,8 @@ def _brokers_of(raw_brokers: list, source: str) -> dict[int, Broker]:
             raise BadInput(f"{where}.alive: expected true or false, got {json.dumps(alive)}")
         storage_total = _num(b.get("storage_total"), f"{where}.storage_total", None)
         storage_free = _num(b.get("storage_free"), f"{where}.storage_free", None)
+        if storage_total is not None and storage_free is not None and storage_free > storage_total:
+            raise BadInput(f"{where}: storage_free {storage_free:g} is more than storage_total {storage_total:g}")
         brokers[bid] = Broker(
             id=bid,
             rack=rack or None,
@@ -235,6 +237,8 @@ def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int
         return None
     if not all(map(_figures_fit, figures)):
         return None
+    if not _within_replicas(isrs, leaders, reps):
+        return None
     order = _order(topics, numbers)
     if order is None:
         return None  # a partition listed twice
@@ -251,6 +255,21 @@ def _isrs_fit(isrs: list, reps: list[list[int]], top: int) -> bool:
         return False  # a bool or a float equals an int, so types are checked before equality
     differ = list(itertools.compress(isrs, map(operator.ne, isrs, reps)))
     return _int_array_within(list(itertools.chain.from_iterable(_given(differ))), 0, top) is not None
+
+
+def _within_replicas(isrs: list, leaders: list, reps: list[list[int]]) -> bool:
+    """Whether every given leader (other than Kafka's -1, no leader) and every member of a given
+    isr is one of its partition's replicas, as Kafka keeps them: only the leaders that are not
+    the first replica and the isrs that differ from their replica list are looked at."""
+    if _given(leaders):
+        firsts = map(operator.itemgetter(0), reps)
+        for i in itertools.compress(range(len(reps)), map(operator.ne, leaders, firsts)):
+            if leaders[i] is not None and leaders[i] != -1 and leaders[i] not in reps[i]:
+                return False
+    for i in itertools.compress(range(len(reps)), map(operator.ne, isrs, reps)):
+        if isrs[i] is not None and not set(isrs[i]) <= set(reps[i]):
+            return False
+    return True
 
 
 def _order(topics: list[str], numbers: np.ndarray) -> range | list[int] | None:
@@ -355,10 +374,16 @@ def _partitions_of(raw_parts: list, source: str) -> dict[tuple[str, int], Partit
             raise BadInput(f"{source}: {topic}-{num} isr must be a list of broker ids")
         else:
             isr = tuple(validate.broker_id(r, f"{source}: {topic}-{num} isr") for r in isr)
+        stray = next((r for r in isr if r not in reps), None)
+        if stray is not None:
+            raise BadInput(f"{source}: {topic}-{num} isr names broker {stray}, which is not one of its replicas "
+                           f"{list(reps)} (Kafka's isr is a subset of the replicas)")
         leader = p.get("leader")
         if leader is not None and (type(leader) is not int or not -1 <= leader <= validate.INT32_MAX):
             # -1 is Kafka's "no leader" (every replica offline)
             leader = validate.whole(leader, f"{source}: {topic}-{num} leader", -1)
+        if leader is not None and leader != -1 and leader not in reps:
+            raise BadInput(f"{source}: {topic}-{num} leader {leader} is not one of its replicas {list(reps)}")
         if (topic, num) in parts:
             raise BadInput(f"{source}: partition {topic}-{num} listed twice")
         figures = []

@@ -127,9 +127,9 @@ def test_every_optional_field_in_every_form_is_read_as_the_format_says(tmp_path,
             e = {"topic": f"topic.{t}_x-{seed}", "partition": n,
                  "replicas": rng.sample([1, 2, 3, 4, 9], rng.choice([1, 2, 3, 4]))}
             if rng.random() < 0.5:
-                e["isr"] = rng.choice([None, [], e["replicas"][:1], [7, 7]])
+                e["isr"] = rng.choice([None, [], e["replicas"][:1], e["replicas"][::-1][:2]])
             if rng.random() < 0.5:
-                e["leader"] = rng.choice([None, -1, 0, e["replicas"][0]])
+                e["leader"] = rng.choice([None, -1, e["replicas"][0], e["replicas"][-1]])
             for key in ("size", "bytes_in", "bytes_out"):
                 if rng.random() < 0.7:
                     e[key] = rng.choice([None, 0, 12, 2**53, 1.5, 0.0, 3e9])
@@ -139,7 +139,7 @@ def test_every_optional_field_in_every_form_is_read_as_the_format_says(tmp_path,
     assert c.partitions == _reference_partitions(entries)
     assert [type(p.size) for p in c.partitions] == [int] * len(entries)
     assert {type(p.bytes_in) for p in c.partitions} | {type(p.bytes_out) for p in c.partitions} == {float}
-    assert c.brokers[9].known is False and c.brokers[9].alive is False and 7 not in c.brokers
+    assert c.brokers[9].known is False and c.brokers[9].alive is False
 
 
 def test_partition_takes_its_fields_in_order_with_their_defaults():
@@ -237,6 +237,17 @@ def test_alive_must_be_a_boolean(tmp_path):
     bad(tmp_path, snap(brokers=[{"id": 1, "alive": "false"}]), "brokers[0].alive", "true or false")
 
 
+def test_free_storage_above_the_total_is_refused(tmp_path):
+    brokers = [{"id": 1, "storage_total": 1000, "storage_free": 1001}, {"id": 2}, {"id": 3}]
+    bad(tmp_path, snap(brokers=brokers), "brokers[0]", "storage_free 1001 is more than storage_total 1000")
+
+
+def test_no_leader_is_a_leader_of_minus_one(tmp_path):
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2], "leader": -1 if n == 7 else 2} for n in range(50)]
+    cluster = load_snapshot(write(tmp_path, snap(partitions=parts)))
+    assert cluster.partitions[7].leader == -1 and cluster.partitions[8].leader == 2
+
+
 def test_brokers_must_be_a_list(tmp_path):
     bad(tmp_path, snap(brokers={"1": {}}), "'brokers' must be a list")
 
@@ -248,6 +259,10 @@ def test_brokers_must_be_a_list(tmp_path):
     ("replicas", [2, 2], "broker 2 twice"), ("replicas", [], "non-empty list"), ("replicas", {"1": 2}, "non-empty list"),
     ("replicas", [1, True], "expected an integer"), ("isr", [1, "2"], "isr"), ("isr", {}, "isr must be a list"),
     ("isr", [-1], "isr"),
+    # Kafka keeps the isr within the replicas and the leader among them (-1: none): a stray
+    # broker is refused by name, not read later as "no live in-sync replica".
+    ("isr", [4242], "isr names broker 4242, which is not one of its replicas"),
+    ("isr", [3, 1, 2], "isr names broker 2"), ("leader", 2, "leader 2 is not one of its replicas"),
     # Equal to the replica list [3, 1] (True == 1, 1.0 == 1) but not broker ids:
     ("isr", [3, True], "isr"), ("isr", [3, 1.0], "isr"),
     ("leader", -2, "leader"), ("leader", 1.0, "leader"), ("leader", False, "leader"),
