@@ -562,4 +562,6 @@ def load_cap_map(text: str | None) -> dict[str, float] | None:
     if not isinstance(doc, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                                             for v in doc.values()):
         raise BadInput("--cap-map: expected {\"instance_type\": positive MB/s, ...}")
+    for k, v in doc.items():  # Python's JSON reads Infinity and NaN: no NIC carries them
+        validate.number(v, f"--cap-map {k!r}", maximum=validate.MAX_BYTES / 1e6)
     return {str(k): float(v) * 1e6 for k, v in doc.items()}

@@ -261,6 +261,8 @@ def option_cases(snap: str, plan: str, tmp: str) -> dict[str, tuple[list[str], s
                                      "--cap-map"),
         "throttle-run-nan-cap-map": (["throttle", "run", "--zk", DEAD, "--samples", tmp, "--cap-map", '{"*": NaN}'],
                                      "--cap-map"),
+        "throttle-run-infinite-cap-map": (["throttle", "run", "--zk", DEAD, "--samples", tmp, "--cap-map",
+                                           '{"*": Infinity}'], "--cap-map '*': expected a finite number"),
         "size-factor-inf": (["plan", "rebalance", "--placement", "storage", *plan_args,
                              "--partition-size-factor", "inf"], "--partition-size-factor"),
         "size-factor-nan": (["plan", "rebalance", "--placement", "storage", *plan_args,
