@@ -67,6 +67,15 @@ def parse_pools(doc, source: str = "pools") -> list[Pool]:
         except re.error as e:
             raise BadInput(f"{where}: topics {spec['topics']!r} is not a valid regular expression ({e})") from None
         pools.append(Pool(str(name), str(spec["topics"]), _brokers(spec["brokers"], where)))
+    # A pool is balanced over its own brokers alone: a broker in two pools would be filled by
+    # each plan as if the other's replicas were not there.
+    holder: dict[int, str] = {}
+    for pool in pools:
+        for b in pool.brokers:
+            if b in holder:
+                raise BadInput(f"{source}: broker {b} is in two pools, {holder[b]} and {pool.name} "
+                               "(a pool's brokers are its own)")
+            holder[b] = pool.name
     return pools
 
 
@@ -91,6 +100,8 @@ def topics_by_pool(cluster: Cluster, pools: list[Pool]) -> dict[str, list[str]]:
                     raise BadInput(f"topic {t} is in two pools: {owner[t]} and {pool.name}")
                 owner[t] = pool.name
                 out[pool.name].append(t)
+        if not out[pool.name]:
+            raise BadInput(f"pool {pool.name}: topics {pool.topics!r} match no topic of the cluster")
     return out
 
 

@@ -30,6 +30,9 @@ def test_ranges_and_ids_expand_and_pools_come_sorted_by_name():
     ({"pools": {"a": {"topics": "x(", "brokers": [1]}}}, "not a valid regular expression"),
     ({"pools": {"a": {"topics": "x", "brokers": ["9-1"]}}}, "neither an id nor"),
     ([], "expected a mapping"),
+    # A pool's brokers are its own: each pool's plan would fill a shared broker as if alone.
+    ({"a": {"topics": "x", "brokers": ["1-3"]}, "b": {"topics": "y", "brokers": [3, 4]}},
+     "broker 3 is in two pools, a and b"),
 ])
 def test_malformed_pools_are_bad_input(doc, match):
     with pytest.raises(BadInput, match=match):
@@ -42,6 +45,21 @@ def test_a_topic_in_two_pools_is_bad_input():
                          "b": {"topics": "topic-0001", "brokers": ["1007-1012"]}})
     with pytest.raises(BadInput, match="topic-0001 is in two pools"):
         topics_by_pool(c, pools)
+
+
+def test_a_pool_matching_no_topic_is_bad_input_naming_it(tmp_path, snapshots):
+    c = generate(brokers=12, racks=3, partitions=200, topics=4, scenario="balanced", seed=1)
+    pools = parse_pools({"a": {"topics": "topic-000[01]", "brokers": ["1001-1006"]},
+                         "typo": {"topics": "topci-.*", "brokers": ["1007-1012"]}})
+    with pytest.raises(BadInput, match="pool typo: topics 'topci-.\\*' match no topic"):
+        topics_by_pool(c, pools)
+    # From the command line: one line, exit 2, no traceback (it was a ValueError's).
+    path = tmp_path / "pools.json"
+    path.write_text(json.dumps({"pools": {"typo": {"topics": "topci-.*", "brokers": ["1001-1015"]}}}))
+    r = kit("plan", "rebalance", "--snapshot", str(snapshots["scale-out"]), "--pools", str(path),
+            "--out", str(tmp_path / "x.json"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()] and "match no topic" in r.stderr
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_an_unreadable_pools_file_is_bad_input(tmp_path):
