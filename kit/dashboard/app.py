@@ -17,6 +17,7 @@ import holoviews as hv
 import pandas as pd
 import panel as pn
 import param
+import tornado.routing
 import tornado.web
 
 from kit.errors import BadInput
@@ -290,6 +291,38 @@ def _records_handler(folder: str, auth: bool):
     return (r"/records/(.*)", RecordsHandler, {"path": folder})
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def served_hosts(address: str, port: int) -> list[str] | None:
+    """The `Host` headers (and websocket origins) the dashboard answers: on a loopback address,
+    the loopback names with the port; None (any) where it listens on another address, whose
+    names kit cannot know. A page on another site that a rebound DNS name points at loopback
+    sends its own name, and is refused: it cannot read the page or the incident records."""
+    if address not in LOOPBACK:
+        return None
+    return [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+
+
+class _HostNotServed(tornado.routing.Matcher):
+    """Matches a request whose `Host` is none of the served ones."""
+
+    def __init__(self, hosts: list[str]):
+        self.hosts = {h.lower() for h in hosts}
+
+    def match(self, request):
+        return None if request.host.lower() in self.hosts else {}
+
+
+class _ForeignHost(tornado.web.RequestHandler):
+    def prepare(self):
+        raise tornado.web.HTTPError(403, reason="Host not served")
+
+    def log_exception(self, typ, value, tb):
+        # A refused foreign Host is the check working: one access-log line, no traceback.
+        pass
+
+
 def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, str] | None = None,
           records: str | None = None, start: bool = True, **page):
     """Serve the dashboard; one poller is shared by every session.
@@ -321,11 +354,19 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
                   page.get("interval", 2.0), page.get("metrics"), page.get("cap_map"), page.get("bootstrap"),
                   page.get("command_config"))
     extra = [_records_handler(os.path.abspath(records), bool(basic_auth))] if records else []
-    origins = ["*"] if address not in ("127.0.0.1", "localhost", "::1") else \
-        [f"127.0.0.1:{port}", f"localhost:{port}"]
+    hosts = served_hosts(address, port)
     kwargs = {}
     if basic_auth:
         kwargs = {"basic_auth": {basic_auth[0]: basic_auth[1]}, "cookie_secret": secrets.token_hex(32)}
-    return pn.serve({"/": lambda: dashboard(records=records, **page)}, port=port, address=address,
-                    websocket_origin=origins, show=False, start=start, title="kit dashboard", verbose=False,
-                    extra_patterns=extra, **kwargs)
+    server = pn.serve({"/": lambda: dashboard(records=records, **page)}, port=port, address=address,
+                      # Bokeh's origin list takes no bracketed IPv6 address
+                      websocket_origin=[h for h in hosts if not h.startswith("[")] if hosts else ["*"], show=False, start=False, title="kit dashboard",
+                      verbose=False, extra_patterns=extra, **kwargs)
+    if hosts:
+        # Ahead of every route (the page, the websocket, /records/): Bokeh checks a websocket's
+        # Origin but no request's Host. Bokeh's Server keeps its tornado Application in `_tornado`.
+        server._tornado.default_router.rules.insert(0, tornado.routing.Rule(_HostNotServed(hosts), _ForeignHost))
+    if start:
+        server.start()
+        server.io_loop.start()
+    return server

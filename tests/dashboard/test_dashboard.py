@@ -704,6 +704,55 @@ def _wait(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}: last saw {str(got)[:300]}")
 
 
+def test_a_request_naming_another_host_is_refused_page_and_records(snapshots, tmp_path):
+    """DNS rebinding: a page on evil.example whose name is made to point at 127.0.0.1 sends
+    `Host: evil.example:PORT`. The dashboard on loopback answers only its loopback names, so that
+    page can read neither the dashboard nor the incident records."""
+    import http.client
+
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "r.html").write_text("<html><body>incident record</body></html>")
+    logs = tmp_path / "dashboard.log"
+    with open(logs, "w") as log:
+        proc = subprocess.Popen([*kit_command(), "dashboard", "--snapshot", str(snapshots["balanced"]), "--records",
+                                 str(records), "--port", "0"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def printed_port():
+            if proc.poll() is not None:
+                raise AssertionError(f"kit dashboard exited {proc.returncode}: {logs.read_text()[-1500:]}")
+            found = re.search(r"kit dashboard: http://localhost:(\d+)/", logs.read_text())
+            return found and int(found[1])
+        port = _wait(printed_port, 300, "the dashboard to start")
+
+        def status(path, host):
+            # Generous: the first page builds the whole view (43 s seen on loaded cores).
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            try:
+                conn.request("GET", path, headers={"Host": host})
+                response = conn.getresponse()
+                return response.status, response.read()
+            finally:
+                conn.close()
+
+        def served():
+            try:
+                return status("/records/r.html", f"localhost:{port}")
+            except OSError:
+                return None
+        assert _wait(served, 120, "the dashboard to listen") == (200, b"<html><body>incident record</body></html>")
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            assert status("/", host)[0] == 200, host
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}"):
+            for path in ("/", "/records/r.html", "/ws"):
+                code, body = status(path, host)
+                assert code == 403 and b"incident record" not in body, (host, path, code)
+        assert "Traceback" not in logs.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path):
     root = f"{zookeeper}/kit-dashboard"
     assert kit("sim", "seed", "--zk", root, "--snapshot", big["snapshot"]).returncode == 0
