@@ -847,6 +847,8 @@ def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait
     stamp of the end (None when the wait ran out)."""
     env, auto = change.env, change.throttle == "auto"
     progress, total, warned, drawn = [], None, False, 0.0
+    looks: list[tuple[float, int]] = []  # (seconds since apply on the cluster's clock, bytes left)
+    estimate = ((record.doc.get("plan") or {}).get("estimate_s") if record is not None else None)
     while time.monotonic() - t0 < max_wait_s:
         st = _status(env)
         if st is None:  # the cluster did not answer this time: the copy goes on, look again
@@ -856,7 +858,8 @@ def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait
         elapsed = time.monotonic() - t0
         progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
                          "partitions_left": st["reassigning_partitions"]})
-        shown.text(progress_line(st, total, elapsed, simulated_now(change.samples) if env.simulated else None))
+        looks.append((simulated_now(change.samples) if env.simulated else elapsed, st["bytes_left"]))
+        shown.text(progress_line(st, total, looks, estimate, change.clock))
         if auto and elapsed - drawn >= 5.0 and os.path.exists(change.events):
             drawn = elapsed  # the live throttle chart, redrawn every few seconds
             shown.chart(throttle_chart(ChangeResult(False, elapsed, None, change.events, change.samples,
@@ -967,19 +970,73 @@ def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
     return ["--samples", where or samples]
 
 
-def progress_line(st: dict, total: int, elapsed: float, cluster_s: float | None = None) -> str:
-    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 61.2 MB/s, ETA 3h 10m'. The rate and
-    the ETA are on the cluster's clock: `cluster_s` seconds of it since apply (the simulated
-    controller's, from its latest sample), else the wall clock's `elapsed`."""
+# The measured copy rate times the rest of a change only once it is steady (`steady_rate`):
+# over the latest STEADY_WINDOW of the time since apply, seen at STEADY_LOOKS distinct moments
+# or more, at least STEADY_SHARE of the bytes copied (a partition counts only once in sync,
+# so early on few have), and the rates of the window's two halves within STEADY_SPREAD of
+# the window's. Until then (the first auto-throttle decisions, the first partitions in sync)
+# the ETA is the plan's estimate: at 0.9% a rate since apply said 58h for a run of 3h 23m.
+STEADY_WINDOW = 1 / 3
+STEADY_LOOKS = 6
+STEADY_SHARE = 0.05
+STEADY_SPREAD = 0.25
+CLOCK_NAMES = {"simulated": "the simulated cluster's clock", "wall": "wall clock"}
+
+
+def steady_rate(history: list[tuple[float, int]]) -> float | None:
+    """The copy rate (bytes per second of the history's clock) over the latest third of the
+    time since apply, when it is steady; else None. `history` is (seconds since apply, bytes
+    left) for each look at the cluster, oldest first (the first look: everything left)."""
+    if len(history) < 2 or history[-1][0] <= 0:
+        return None
+    now, left = history[-1]
+    start = now * (1 - STEADY_WINDOW)
+    if len({t for t, _ in history if t >= start}) < STEADY_LOOKS:
+        return None
+    (t0, first), (t1, middle) = _look_at(history, start), _look_at(history, (start + now) / 2)
+    if not now > t1 > t0 or first - left < STEADY_SHARE * history[0][1]:
+        return None
+    early, late = (first - middle) / (t1 - t0), (middle - left) / (now - t1)
+    rate = (first - left) / (now - t0)
+    if early <= 0 or late <= 0 or abs(early - late) > STEADY_SPREAD * rate:
+        return None
+    return rate
+
+
+def _look_at(history: list[tuple[float, int]], t: float) -> tuple[float, int]:
+    """The latest look at or before clock `t` (the first look, if none was)."""
+    look = history[0]
+    for when, left in history:
+        if when > t:
+            break
+        look = (when, left)
+    return look
+
+
+def progress_line(st: dict, total: int, history: list[tuple[float, int]], estimate_s: float | None = None,
+                  clock: str = "wall") -> str:
+    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 1h 02m since apply, 61.2 MB/s, ETA
+    3h 10m (measured rate; wall clock)'. `history` is every look so far, (seconds since apply
+    on the cluster's `clock`, bytes left), the latest last. The ETA is the measured rate's once
+    it is steady (`steady_rate`); until then what is left of the plan's `estimate_s`, said so."""
     left = st["bytes_left"]
     share = 1 - left / total if total else 1.0
-    spent = cluster_s if cluster_s is not None else elapsed
-    rate = (total - left) / spent if spent > 0 and total > left else 0.0
-    eta = left / rate if rate else None
+    share = min(max(share, 0.0), 1.0)
+    now = history[-1][0] if history else 0.0
+    rate = steady_rate(history)
+    on = CLOCK_NAMES.get(clock, clock)
+    if rate:
+        eta = f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(left / rate)} (measured rate; {on})"
+    elif estimate_s is not None and estimate_s > now:
+        eta = f"ETA {human_duration(estimate_s - now)} (the plan's estimate; measured rate not steady yet; {on})"
+    elif estimate_s is not None:
+        eta = (f"ETA - (past the plan's estimate of {human_duration(estimate_s)}; measured rate not steady yet; "
+               f"{on})")
+    else:
+        eta = f"ETA - (measured rate not steady yet; {on})"
     bar = "#" * int(share * 30) + "." * (30 - int(share * 30))
     return (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s), "
-            f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(eta) if eta else '-'}"
-            + (" (the simulated cluster's clock)" if cluster_s is not None else ""))
+            f"{human_duration(now)} since apply, {eta}")
 
 
 def simulated_now(samples_dir: str) -> float:
