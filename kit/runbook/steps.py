@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -32,7 +33,7 @@ from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.cluster.kafka.connect import parse_bootstrap
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
-from kit.errors import BadInput, Unreachable
+from kit.errors import BadInput, Unreachable, Unsafe
 from kit.events import read_events
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster, Plan
@@ -210,6 +211,68 @@ def _simulator(env: Environment):
     return session(env.sim_zk or env.zk)
 
 
+# The file that marks a workdir's simulated cluster as kit's own (who started it, when): only
+# what it marks is ever stopped and removed to make way for a new one.
+SIMULATED_MARKER = "kit-simulated-cluster.json"
+# A simulated cluster's own folders in its workdir (`open_environment`), and what a run on it
+# leaves there (`_apply`, `_start_processes`, `write_plan`): a new simulated cluster starts its
+# clock again, so these would be read as its own (events appended, samples, the report).
+SIMULATED_STATE = ("zookeeper", "kraft")
+SIMULATED_RUN_FILES = ("samples", "plan.json", "rollback.json", "events.jsonl", "throttle.log", "throttle.err",
+                       "controller.json")
+# The simulated clusters this process started, by workdir: replaced, they are closed first.
+_STARTED: dict[str, Environment] = {}
+
+
+def replace_simulated(workdir: str) -> str | None:
+    """Make way for a new simulated cluster in `workdir`. One kit started there before (its
+    marker says so: a run before this one, a kernel since restarted) is stopped if it still
+    runs and its files are removed; returns the line that says so, None when there was none.
+    Unsafe, nothing touched, when the workdir holds a cluster's folder kit did not mark, or
+    one whose starter (another kernel, another `kit run`) is still running."""
+    marker = os.path.join(workdir, SIMULATED_MARKER)
+    where = os.path.abspath(workdir)
+    if not os.path.exists(marker):
+        foreign = [n for n in SIMULATED_STATE if os.path.exists(os.path.join(workdir, n))]
+        if foreign:
+            raise Unsafe(f"{where} holds {', '.join(foreign)}, which kit did not mark as its simulated "
+                         f"cluster's ({SIMULATED_MARKER}); give the runbook another workdir, or remove them")
+        return None
+    try:
+        with open(marker, encoding="utf-8") as fh:
+            info = json.load(fh)
+        info = info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        info = {}
+    owner = info.get("pid")
+    if isinstance(owner, int) and owner != os.getpid() and _alive(owner):
+        raise Unsafe(f"the simulated cluster in {where} belongs to a run still going (process {owner}, started "
+                     f"{info.get('started') or '?'}); give this one another workdir")
+    old = _STARTED.pop(where, None)
+    if old is not None:
+        old.close()
+    stopped = stop_simulated(workdir)
+    for name in SIMULATED_STATE + SIMULATED_RUN_FILES:
+        path = os.path.join(workdir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+    os.unlink(marker)
+    return (f"Replacing the simulated cluster kit started in {where} at {info.get('started') or '?'} "
+            f"({'stopped it, ' if stopped else ''}removed its files) with a fresh one.")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stop_simulated(workdir: str) -> bool:
     """Stop an embedded simulated cluster a runbook left running in `workdir` (its kernel ended
     before `Environment.close`: a failed cell under papermill); True when one was running."""
@@ -254,7 +317,9 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     with its brokers running (the simulated controller starts with the change); "kraft", the
     simulated KRaft cluster of `kit sim start --kraft` in workdir/kraft, its controller
     running from now on at `speed` with `client_load` (the runbook's own parameters, which
-    the change would otherwise give the controller when it starts)."""
+    the change would otherwise give the controller when it starts). A simulated cluster kit
+    started in `workdir` before (a run before this one, a kernel since restarted) is replaced
+    by a fresh one (`replace_simulated`), said in one line; the new one is marked as kit's."""
     check_address(zk, bootstrap, cluster)
     os.makedirs(workdir, exist_ok=True)
     if zk or bootstrap:
@@ -266,17 +331,24 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     if not snapshot.exists():
         raise BadInput(f"no simulated cluster for {situation!r} in {snapshot.parent}")
     caps = dict(cap_map or SIMULATED_CAP_MAP)
+    replaced = replace_simulated(workdir)
+    if replaced:
+        print(replaced)
+    write_atomic(os.path.join(workdir, SIMULATED_MARKER),
+                 dumps({"cluster": cluster, "situation": situation, "started": _now(), "pid": os.getpid()}))
     if cluster == "kraft":
         state = os.path.join(workdir, "kraft")
         line = kraft_sim.start(str(snapshot), state, speed, client_load, sample_every=simulated_sample_every(speed))
         env = Environment("", True, workdir, cap_map=caps, bootstrap=line, kraft_state=state,
                           sim_zk=kraft_sim.read_config(state)["zk"], samples=os.path.join(state, "samples"))
         atexit.register(env.close)
+        _STARTED[os.path.abspath(workdir)] = env
         return env
     data = os.path.join(workdir, "zookeeper")
     server = localzk.start(localzk.free_port(), data)
     env = Environment(f"{server.connect}/kafka", True, workdir, data, caps)
     atexit.register(env.close)
+    _STARTED[os.path.abspath(workdir)] = env
     with _simulator(env) as c:
         write_cluster(c, load_snapshot(str(snapshot)))
     start_holder(env.zk)
