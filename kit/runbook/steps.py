@@ -66,18 +66,25 @@ class Record:
     """The machine-readable record of one run, rewritten (atomically) after every change so
     that a run cut short still leaves what it did. Parameters are stored as given: the
     runbooks take no credentials (ZooKeeper auth comes from KIT_ZK_AUTH, the Admin API's client
-    settings from the file named by KIT_KAFKA_COMMAND_CONFIG)."""
+    settings from the file named by KIT_KAFKA_COMMAND_CONFIG).
+
+    What a notebook shows of the record's state (the record itself, the gate's line, the
+    unapplied line) is displayed through `watch`, and updated in place on every save: after
+    Apply in a live notebook, the saved notebook, its HTML and the JSON tell the same story."""
 
     def __init__(self, path: str, runbook: str, parameters: dict):
         self.path = path or ""
         self.doc = {"runbook": runbook, "started": _now(), "finished": None, "outcome": "running",
                     "reason": None, "parameters": _public(parameters), "steps": [], "checks": [],
                     "command": command_line(runbook, parameters)}
+        self._views: list[tuple] = []  # (display handle, render) kept in step with the record
         self.save()
 
     @contextlib.contextmanager
     def step(self, name: str):
-        """Time one step; an exception is recorded against it and goes on."""
+        """Time one step; an exception is recorded against it and goes on. An error closes a
+        record still running (stopped or failed, and why): in a live notebook nothing else
+        would, and `kit run` reads the same outcome from the error."""
         entry = {"step": name, "started": _now(), "seconds": None, "ok": None}
         self.doc["steps"].append(entry)
         t0 = time.monotonic()
@@ -87,6 +94,9 @@ class Record:
         except BaseException as e:
             entry["ok"] = False
             entry["error"] = f"{type(e).__name__}: {e}"
+            if isinstance(e, Exception) and self.doc.get("outcome") == "running":
+                outcome, reason = error_outcome(type(e).__name__, str(e))
+                self.doc.update(outcome=outcome, reason=reason, finished=_now())
             raise
         finally:
             entry["seconds"] = round(time.monotonic() - t0, 3)
@@ -104,6 +114,54 @@ class Record:
     def save(self) -> None:
         if self.path:
             write_atomic(self.path, dumps(self.doc))
+        for handle, render in list(self._views):
+            handle.update(_displayable(render(self.doc)))
+
+    def watch(self, render) -> None:
+        """Display `render(doc)` (plain text, or anything IPython displays) here, in the running
+        cell's output, and update it in place whenever the record changes. Outside a kernel,
+        print it once."""
+        shown = render(self.doc)
+        if not _in_kernel():
+            print(shown)
+            return
+        from IPython.display import display
+
+        self._views.append((display(_displayable(shown), display_id=True), render))
+
+    def detach(self) -> None:
+        """Stop updating what `watch` displayed (the kernel is ending)."""
+        self._views.clear()
+
+    def show(self) -> None:
+        """The record as its JSON file has it, kept up to date (the runbooks' last cell)."""
+        self.watch(record_view)
+
+
+# The errors that stop a runbook safely (a pre-check failed, a change refused as unsafe) rather
+# than fail it: outcome "stopped", `kit run`'s exit code 3.
+STOPPING_ERRORS = ("CheckFailed", "Unsafe")
+
+
+def error_outcome(name: str, message: str) -> tuple[str, str]:
+    """The outcome and reason of a runbook ended by the error `name` with `message`."""
+    if name in STOPPING_ERRORS:
+        return "stopped", message
+    return "failed", f"{name}: {message}"
+
+
+def record_view(doc: dict) -> str:
+    """The record as the notebook shows it: its JSON, indented."""
+    return json.dumps(doc, indent=1, ensure_ascii=False)
+
+
+def _displayable(shown):
+    """Text as plain text output (as `print` shows it, not a quoted string); anything else as is."""
+    if isinstance(shown, str):
+        from IPython.display import Pretty
+
+        return Pretty(shown)
+    return shown
 
 
 def _now() -> str:
@@ -668,9 +726,10 @@ def preview_text(record: Record | None, env: Environment | None) -> str:
 def gate(apply: bool, on_apply, record: Record | None = None, env: Environment | None = None) -> bool:
     """True when the runbook may change the cluster now (`apply=True`). Otherwise, in a live
     notebook, show what Apply will do and an Apply button that runs `on_apply()` when
-    pressed (its progress, charts and headline show below the button; the headline also
-    replaces the "waiting" line, so the saved notebook keeps it); under papermill nothing is
-    applied and `finish_unapplied` records that the run only planned."""
+    pressed (its progress, charts and headline show below the button); the line below the
+    preview follows the record (waiting, applying, then the headline), so the saved notebook
+    keeps the outcome. Under papermill nothing is applied and `finish_unapplied` records that
+    the run only planned."""
     print(preview_text(record, env))
     if apply:
         print("apply=True: applying the plan")
@@ -685,18 +744,15 @@ def gate(apply: bool, on_apply, record: Record | None = None, env: Environment |
     button = widgets.Button(description="Apply", button_style="danger", icon="play")
     out = widgets.Output()
     # In the cell's own output (not the button's widget), so its last state is saved with the notebook.
-    slot = display(HTML("<b>Waiting for Apply</b>: nothing has changed yet."), display_id=True)
+    if record is not None:
+        record.watch(lambda doc: gate_view(doc, record.path))
+    else:
+        display(HTML(f"<b>Waiting for Apply</b>: {NOTHING_CHANGED}."))
 
     def clicked(_):
         button.disabled = True
         if record is not None:
-            if not record.path:
-                record.path = default_record_path(record.doc["runbook"])
-            # The record says how the change was started, and the command that repeats it applies.
-            record.doc.update(applied_by="the Apply button in a live notebook",
-                              command=command_line(record.doc["runbook"], {**record.doc["parameters"], "apply": True}))
-            record.save()
-        slot.update(HTML(f"<b>Applying</b> since {_now()} UTC; progress below. Record: {record.path if record else ''}"))
+            applied(record)
         with out:
             try:
                 on_apply()
@@ -705,19 +761,85 @@ def gate(apply: bool, on_apply, record: Record | None = None, env: Environment |
                 if record is not None and record.doc.get("outcome") == "running":
                     record.finish("failed", f"{type(e).__name__}: {e}")
             if record is not None:
-                head = headline(record)
-                display(head)
-                slot.update(head)
+                display(headline(record))
                 keep_html_record(record)
     button.on_click(clicked)
     display(widgets.VBox([button, out]))
     return False
 
 
+NOTHING_CHANGED = "nothing has changed yet"
+WAITING = "waiting for the Apply button in a live notebook"
+APPLY_BUTTON = "the Apply button in a live notebook"
+
+
+def applied(record: Record) -> None:
+    """Record that the Apply button was pressed: who pressed it and when, the parameters and
+    the command as the run now is (apply true). Written before anything changes."""
+    if not record.path:
+        record.path = default_record_path(record.doc["runbook"])
+    parameters = {**record.doc["parameters"], "apply": True}
+    record.doc.update(parameters=parameters, command=command_line(record.doc["runbook"], parameters),
+                      applied_by=APPLY_BUTTON, applied_by_user=_user(), applied_at=_now(),
+                      reason=None if record.doc.get("reason") == WAITING else record.doc.get("reason"))
+    record.save()
+
+
+def _user() -> str:
+    """Who is at the notebook: JupyterHub's user, else the kernel's OS user."""
+    import getpass
+
+    try:
+        return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return str(os.getuid())
+
+
+def gate_view(doc: dict, path: str = ""):
+    """The gate's line as the record stands (its JSON at `path`): waiting, applying, or the
+    headline once the run ended."""
+    from IPython.display import HTML
+
+    if doc.get("outcome") != "running":
+        return Headline(doc)
+    if doc.get("applied_at"):
+        return HTML(f"<b>Applying</b> since {escape(doc['applied_at'])} UTC; progress below. "
+                    f"Record: {escape(path)}")
+    return HTML(f"<b>Waiting for Apply</b>: {NOTHING_CHANGED}.")
+
+
+def unapplied_view(doc: dict) -> str:
+    """The line below the gate in a live notebook, as the record stands."""
+    if doc.get("outcome") != "running":
+        return outcome_text(doc)
+    if doc.get("applied_at"):
+        return f"Applied with the Apply button above at {doc['applied_at']} UTC; the change is running (progress above)."
+    return f"Not applied yet: press Apply above to change the cluster; until then {NOTHING_CHANGED}."
+
+
+def outcome_text(doc: dict) -> str:
+    """'outcome: succeeded (every partition done, throttles cleared)': how a run ended, in one line."""
+    reason = doc.get("reason")
+    return f"outcome: {outcome_line(doc)}" + (f" ({reason})" if reason else "")
+
+
+def live_record_path(runbook: str) -> str:
+    """In a live notebook, the record's path (`default_record_path`): a run there keeps its
+    record from the start, so one that stops before the gate says why. Elsewhere "" (the
+    caller gives `record_path`, as `kit run` does, or keeps none)."""
+    return default_record_path(runbook) if live_notebook() else ""
+
+
 def default_record_path(runbook: str) -> str:
-    """A live notebook's record: <UTC timestamp>-<runbook>.json beside the notebook."""
+    """A live notebook's record: <UTC timestamp>-<runbook>.json beside the notebook (-2, -3, …
+    after the stamp when a run in the same second has it: a record is never overwritten)."""
     where = os.path.dirname(os.environ.get("JPY_SESSION_NAME") or "") or os.getcwd()
-    return os.path.join(where, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{runbook}.json")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path, n = os.path.join(where, f"{stamp}-{runbook}.json"), 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(where, f"{stamp}-{n}-{runbook}.json")
+    return path
 
 
 def keep_html_record(record: Record, wait_s: float = 1800.0) -> None:
@@ -1251,15 +1373,33 @@ def finish(record: Record, env: Environment, outcome: str, reason: str | None = 
     doc = record.finish(outcome, reason)
     if not keep:
         env.close()
-    print(f"outcome: {outcome_line(doc)}" + (f" ({reason})" if reason else ""))
+    print(outcome_text(doc))
     return doc
 
 
 def finish_unapplied(record: Record, env: Environment, reason: str = "apply=False: the plan was not applied") -> dict:
-    """The gate said no. Under papermill the run ends here as "planned"; in a live notebook the
-    operator has not decided yet (the Apply button may still be pressed), so nothing is closed."""
+    """The gate said no. Under papermill the run ends here as "planned". In a live notebook the
+    operator has not decided yet (the Apply button may still be pressed): the line shown here
+    follows the record (waiting, applied, the outcome), and a kernel that ends before Apply is
+    pressed closes the record as "planned" then."""
     if live_notebook():
-        print("Not applied yet: press Apply above to change the cluster; until then nothing has changed.")
+        if record.doc.get("outcome") == "running" and not record.doc.get("applied_at"):
+            record.put("reason", WAITING)
+            atexit.register(_close_at_exit, record, env)
+        record.watch(unapplied_view)
+        return record.doc
+    return _close_unapplied(record, env, reason)
+
+
+def _close_at_exit(record: Record, env: Environment) -> None:
+    record.detach()  # the kernel is ending: no notebook to update any more
+    _close_unapplied(record, env, "the notebook's kernel ended before Apply was pressed; the plan was not applied")
+
+
+def _close_unapplied(record: Record, env: Environment, reason: str) -> dict:
+    """Close a record whose plan was not applied as "planned" (nothing done if it was applied
+    or has ended since)."""
+    if record.doc.get("outcome") != "running" or record.doc.get("applied_at"):
         return record.doc
     plan = record.doc.get("plan") or {}
     if plan:
