@@ -8,6 +8,7 @@
 #   make bench-1m  the same at 1,000,000 partitions / 500 brokers, one run each, into
 #                docs/bench/plan-1000000p-500b.md (~40 minutes on 2 cores, ~3 GiB per run)
 #   make lab     JupyterLab on the repository (runbooks/, notebooks/), kernel "kit" = this .venv
+#                (LAB_ARGS=... passes more options, e.g. --port=8889 --ip=0.0.0.0)
 #   make clean   remove build output and caches (make distclean also removes .venv)
 #
 # The first target that needs Python creates .venv and installs kit from
@@ -58,8 +59,14 @@ demo: venv zookeeper
 	echo "                  then open http://127.0.0.1:5006"; \
 	echo "JupyterLab:       make lab  (open runbooks/broker_replacement.ipynb and press Apply at the gate)"
 
+# Jupyter refuses to start as root without --allow-root (containers and these machines run as
+# root); with no display to open a browser on, it prints the URL (with its token) instead.
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+LAB_BROWSER := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),,--no-browser)
+LAB_ARGS ?=
+
 lab: venv
-	$(VENV)/bin/jupyter lab --notebook-dir=.
+	$(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_ROOT) $(LAB_BROWSER) $(LAB_ARGS)
 
 zookeeper:
 	@bash scripts/ensure_debian_package.sh zookeeper /usr/share/java/zookeeper.jar "the ZooKeeper server's jars; no service is started"

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -32,7 +33,7 @@ from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.cluster.kafka.connect import parse_bootstrap
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
-from kit.errors import BadInput, Unreachable
+from kit.errors import BadInput, Unreachable, Unsafe
 from kit.events import read_events
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster, Plan
@@ -65,18 +66,25 @@ class Record:
     """The machine-readable record of one run, rewritten (atomically) after every change so
     that a run cut short still leaves what it did. Parameters are stored as given: the
     runbooks take no credentials (ZooKeeper auth comes from KIT_ZK_AUTH, the Admin API's client
-    settings from the file named by KIT_KAFKA_COMMAND_CONFIG)."""
+    settings from the file named by KIT_KAFKA_COMMAND_CONFIG).
+
+    What a notebook shows of the record's state (the record itself, the gate's line, the
+    unapplied line) is displayed through `watch`, and updated in place on every save: after
+    Apply in a live notebook, the saved notebook, its HTML and the JSON tell the same story."""
 
     def __init__(self, path: str, runbook: str, parameters: dict):
         self.path = path or ""
         self.doc = {"runbook": runbook, "started": _now(), "finished": None, "outcome": "running",
                     "reason": None, "parameters": _public(parameters), "steps": [], "checks": [],
                     "command": command_line(runbook, parameters)}
+        self._views: list[tuple] = []  # (display handle, render) kept in step with the record
         self.save()
 
     @contextlib.contextmanager
     def step(self, name: str):
-        """Time one step; an exception is recorded against it and goes on."""
+        """Time one step; an exception is recorded against it and goes on. An error closes a
+        record still running (stopped or failed, and why): in a live notebook nothing else
+        would, and `kit run` reads the same outcome from the error."""
         entry = {"step": name, "started": _now(), "seconds": None, "ok": None}
         self.doc["steps"].append(entry)
         t0 = time.monotonic()
@@ -86,6 +94,9 @@ class Record:
         except BaseException as e:
             entry["ok"] = False
             entry["error"] = f"{type(e).__name__}: {e}"
+            if isinstance(e, Exception) and self.doc.get("outcome") == "running":
+                outcome, reason = error_outcome(type(e).__name__, str(e))
+                self.doc.update(outcome=outcome, reason=reason, finished=_now())
             raise
         finally:
             entry["seconds"] = round(time.monotonic() - t0, 3)
@@ -103,6 +114,54 @@ class Record:
     def save(self) -> None:
         if self.path:
             write_atomic(self.path, dumps(self.doc))
+        for handle, render in list(self._views):
+            handle.update(_displayable(render(self.doc)))
+
+    def watch(self, render) -> None:
+        """Display `render(doc)` (plain text, or anything IPython displays) here, in the running
+        cell's output, and update it in place whenever the record changes. Outside a kernel,
+        print it once."""
+        shown = render(self.doc)
+        if not _in_kernel():
+            print(shown)
+            return
+        from IPython.display import display
+
+        self._views.append((display(_displayable(shown), display_id=True), render))
+
+    def detach(self) -> None:
+        """Stop updating what `watch` displayed (the kernel is ending)."""
+        self._views.clear()
+
+    def show(self) -> None:
+        """The record as its JSON file has it, kept up to date (the runbooks' last cell)."""
+        self.watch(record_view)
+
+
+# The errors that stop a runbook safely (a pre-check failed, a change refused as unsafe) rather
+# than fail it: outcome "stopped", `kit run`'s exit code 3.
+STOPPING_ERRORS = ("CheckFailed", "Unsafe")
+
+
+def error_outcome(name: str, message: str) -> tuple[str, str]:
+    """The outcome and reason of a runbook ended by the error `name` with `message`."""
+    if name in STOPPING_ERRORS:
+        return "stopped", message
+    return "failed", f"{name}: {message}"
+
+
+def record_view(doc: dict) -> str:
+    """The record as the notebook shows it: its JSON, indented."""
+    return json.dumps(doc, indent=1, ensure_ascii=False)
+
+
+def _displayable(shown):
+    """Text as plain text output (as `print` shows it, not a quoted string); anything else as is."""
+    if isinstance(shown, str):
+        from IPython.display import Pretty
+
+        return Pretty(shown)
+    return shown
 
 
 def _now() -> str:
@@ -210,6 +269,68 @@ def _simulator(env: Environment):
     return session(env.sim_zk or env.zk)
 
 
+# The file that marks a workdir's simulated cluster as kit's own (who started it, when): only
+# what it marks is ever stopped and removed to make way for a new one.
+SIMULATED_MARKER = "kit-simulated-cluster.json"
+# A simulated cluster's own folders in its workdir (`open_environment`), and what a run on it
+# leaves there (`_apply`, `_start_processes`, `write_plan`): a new simulated cluster starts its
+# clock again, so these would be read as its own (events appended, samples, the report).
+SIMULATED_STATE = ("zookeeper", "kraft")
+SIMULATED_RUN_FILES = ("samples", "plan.json", "rollback.json", "events.jsonl", "throttle.log", "throttle.err",
+                       "controller.json")
+# The simulated clusters this process started, by workdir: replaced, they are closed first.
+_STARTED: dict[str, Environment] = {}
+
+
+def replace_simulated(workdir: str) -> str | None:
+    """Make way for a new simulated cluster in `workdir`. One kit started there before (its
+    marker says so: a run before this one, a kernel since restarted) is stopped if it still
+    runs and its files are removed; returns the line that says so, None when there was none.
+    Unsafe, nothing touched, when the workdir holds a cluster's folder kit did not mark, or
+    one whose starter (another kernel, another `kit run`) is still running."""
+    marker = os.path.join(workdir, SIMULATED_MARKER)
+    where = os.path.abspath(workdir)
+    if not os.path.exists(marker):
+        foreign = [n for n in SIMULATED_STATE if os.path.exists(os.path.join(workdir, n))]
+        if foreign:
+            raise Unsafe(f"{where} holds {', '.join(foreign)}, which kit did not mark as its simulated "
+                         f"cluster's ({SIMULATED_MARKER}); give the runbook another workdir, or remove them")
+        return None
+    try:
+        with open(marker, encoding="utf-8") as fh:
+            info = json.load(fh)
+        info = info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        info = {}
+    owner = info.get("pid")
+    if isinstance(owner, int) and owner != os.getpid() and _alive(owner):
+        raise Unsafe(f"the simulated cluster in {where} belongs to a run still going (process {owner}, started "
+                     f"{info.get('started') or '?'}); give this one another workdir")
+    old = _STARTED.pop(where, None)
+    if old is not None:
+        old.close()
+    stopped = stop_simulated(workdir)
+    for name in SIMULATED_STATE + SIMULATED_RUN_FILES:
+        path = os.path.join(workdir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+    os.unlink(marker)
+    return (f"Replacing the simulated cluster kit started in {where} at {info.get('started') or '?'} "
+            f"({'stopped it, ' if stopped else ''}removed its files) with a fresh one.")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stop_simulated(workdir: str) -> bool:
     """Stop an embedded simulated cluster a runbook left running in `workdir` (its kernel ended
     before `Environment.close`: a failed cell under papermill); True when one was running."""
@@ -254,7 +375,9 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     with its brokers running (the simulated controller starts with the change); "kraft", the
     simulated KRaft cluster of `kit sim start --kraft` in workdir/kraft, its controller
     running from now on at `speed` with `client_load` (the runbook's own parameters, which
-    the change would otherwise give the controller when it starts)."""
+    the change would otherwise give the controller when it starts). A simulated cluster kit
+    started in `workdir` before (a run before this one, a kernel since restarted) is replaced
+    by a fresh one (`replace_simulated`), said in one line; the new one is marked as kit's."""
     check_address(zk, bootstrap, cluster)
     os.makedirs(workdir, exist_ok=True)
     if zk or bootstrap:
@@ -266,17 +389,24 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     if not snapshot.exists():
         raise BadInput(f"no simulated cluster for {situation!r} in {snapshot.parent}")
     caps = dict(cap_map or SIMULATED_CAP_MAP)
+    replaced = replace_simulated(workdir)
+    if replaced:
+        print(replaced)
+    write_atomic(os.path.join(workdir, SIMULATED_MARKER),
+                 dumps({"cluster": cluster, "situation": situation, "started": _now(), "pid": os.getpid()}))
     if cluster == "kraft":
         state = os.path.join(workdir, "kraft")
         line = kraft_sim.start(str(snapshot), state, speed, client_load, sample_every=simulated_sample_every(speed))
         env = Environment("", True, workdir, cap_map=caps, bootstrap=line, kraft_state=state,
                           sim_zk=kraft_sim.read_config(state)["zk"], samples=os.path.join(state, "samples"))
         atexit.register(env.close)
+        _STARTED[os.path.abspath(workdir)] = env
         return env
     data = os.path.join(workdir, "zookeeper")
     server = localzk.start(localzk.free_port(), data)
     env = Environment(f"{server.connect}/kafka", True, workdir, data, caps)
     atexit.register(env.close)
+    _STARTED[os.path.abspath(workdir)] = env
     with _simulator(env) as c:
         write_cluster(c, load_snapshot(str(snapshot)))
     start_holder(env.zk)
@@ -596,9 +726,10 @@ def preview_text(record: Record | None, env: Environment | None) -> str:
 def gate(apply: bool, on_apply, record: Record | None = None, env: Environment | None = None) -> bool:
     """True when the runbook may change the cluster now (`apply=True`). Otherwise, in a live
     notebook, show what Apply will do and an Apply button that runs `on_apply()` when
-    pressed (its progress, charts and headline show below the button; the headline also
-    replaces the "waiting" line, so the saved notebook keeps it); under papermill nothing is
-    applied and `finish_unapplied` records that the run only planned."""
+    pressed (its progress, charts and headline show below the button); the line below the
+    preview follows the record (waiting, applying, then the headline), so the saved notebook
+    keeps the outcome. Under papermill nothing is applied and `finish_unapplied` records that
+    the run only planned."""
     print(preview_text(record, env))
     if apply:
         print("apply=True: applying the plan")
@@ -613,18 +744,15 @@ def gate(apply: bool, on_apply, record: Record | None = None, env: Environment |
     button = widgets.Button(description="Apply", button_style="danger", icon="play")
     out = widgets.Output()
     # In the cell's own output (not the button's widget), so its last state is saved with the notebook.
-    slot = display(HTML("<b>Waiting for Apply</b>: nothing has changed yet."), display_id=True)
+    if record is not None:
+        record.watch(lambda doc: gate_view(doc, record.path))
+    else:
+        display(HTML(f"<b>Waiting for Apply</b>: {NOTHING_CHANGED}."))
 
     def clicked(_):
         button.disabled = True
         if record is not None:
-            if not record.path:
-                record.path = default_record_path(record.doc["runbook"])
-            # The record says how the change was started, and the command that repeats it applies.
-            record.doc.update(applied_by="the Apply button in a live notebook",
-                              command=command_line(record.doc["runbook"], {**record.doc["parameters"], "apply": True}))
-            record.save()
-        slot.update(HTML(f"<b>Applying</b> since {_now()} UTC; progress below. Record: {record.path if record else ''}"))
+            applied(record)
         with out:
             try:
                 on_apply()
@@ -633,19 +761,85 @@ def gate(apply: bool, on_apply, record: Record | None = None, env: Environment |
                 if record is not None and record.doc.get("outcome") == "running":
                     record.finish("failed", f"{type(e).__name__}: {e}")
             if record is not None:
-                head = headline(record)
-                display(head)
-                slot.update(head)
+                display(headline(record))
                 keep_html_record(record)
     button.on_click(clicked)
     display(widgets.VBox([button, out]))
     return False
 
 
+NOTHING_CHANGED = "nothing has changed yet"
+WAITING = "waiting for the Apply button in a live notebook"
+APPLY_BUTTON = "the Apply button in a live notebook"
+
+
+def applied(record: Record) -> None:
+    """Record that the Apply button was pressed: who pressed it and when, the parameters and
+    the command as the run now is (apply true). Written before anything changes."""
+    if not record.path:
+        record.path = default_record_path(record.doc["runbook"])
+    parameters = {**record.doc["parameters"], "apply": True}
+    record.doc.update(parameters=parameters, command=command_line(record.doc["runbook"], parameters),
+                      applied_by=APPLY_BUTTON, applied_by_user=_user(), applied_at=_now(),
+                      reason=None if record.doc.get("reason") == WAITING else record.doc.get("reason"))
+    record.save()
+
+
+def _user() -> str:
+    """Who is at the notebook: JupyterHub's user, else the kernel's OS user."""
+    import getpass
+
+    try:
+        return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return str(os.getuid())
+
+
+def gate_view(doc: dict, path: str = ""):
+    """The gate's line as the record stands (its JSON at `path`): waiting, applying, or the
+    headline once the run ended."""
+    from IPython.display import HTML
+
+    if doc.get("outcome") != "running":
+        return Headline(doc)
+    if doc.get("applied_at"):
+        return HTML(f"<b>Applying</b> since {escape(doc['applied_at'])} UTC; progress below. "
+                    f"Record: {escape(path)}")
+    return HTML(f"<b>Waiting for Apply</b>: {NOTHING_CHANGED}.")
+
+
+def unapplied_view(doc: dict) -> str:
+    """The line below the gate in a live notebook, as the record stands."""
+    if doc.get("outcome") != "running":
+        return outcome_text(doc)
+    if doc.get("applied_at"):
+        return f"Applied with the Apply button above at {doc['applied_at']} UTC; the change is running (progress above)."
+    return f"Not applied yet: press Apply above to change the cluster; until then {NOTHING_CHANGED}."
+
+
+def outcome_text(doc: dict) -> str:
+    """'outcome: succeeded (every partition done, throttles cleared)': how a run ended, in one line."""
+    reason = doc.get("reason")
+    return f"outcome: {outcome_line(doc)}" + (f" ({reason})" if reason else "")
+
+
+def live_record_path(runbook: str) -> str:
+    """In a live notebook, the record's path (`default_record_path`): a run there keeps its
+    record from the start, so one that stops before the gate says why. Elsewhere "" (the
+    caller gives `record_path`, as `kit run` does, or keeps none)."""
+    return default_record_path(runbook) if live_notebook() else ""
+
+
 def default_record_path(runbook: str) -> str:
-    """A live notebook's record: <UTC timestamp>-<runbook>.json beside the notebook."""
+    """A live notebook's record: <UTC timestamp>-<runbook>.json beside the notebook (-2, -3, …
+    after the stamp when a run in the same second has it: a record is never overwritten)."""
     where = os.path.dirname(os.environ.get("JPY_SESSION_NAME") or "") or os.getcwd()
-    return os.path.join(where, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{runbook}.json")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path, n = os.path.join(where, f"{stamp}-{runbook}.json"), 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(where, f"{stamp}-{n}-{runbook}.json")
+    return path
 
 
 def keep_html_record(record: Record, wait_s: float = 1800.0) -> None:
@@ -847,6 +1041,8 @@ def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait
     stamp of the end (None when the wait ran out)."""
     env, auto = change.env, change.throttle == "auto"
     progress, total, warned, drawn = [], None, False, 0.0
+    looks: list[tuple[float, int]] = []  # (seconds since apply on the cluster's clock, bytes left)
+    estimate = ((record.doc.get("plan") or {}).get("estimate_s") if record is not None else None)
     while time.monotonic() - t0 < max_wait_s:
         st = _status(env)
         if st is None:  # the cluster did not answer this time: the copy goes on, look again
@@ -856,7 +1052,8 @@ def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait
         elapsed = time.monotonic() - t0
         progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
                          "partitions_left": st["reassigning_partitions"]})
-        shown.text(progress_line(st, total, elapsed, simulated_now(change.samples) if env.simulated else None))
+        looks.append((simulated_now(change.samples) if env.simulated else elapsed, st["bytes_left"]))
+        shown.text(progress_line(st, total, looks, estimate, change.clock))
         if auto and elapsed - drawn >= 5.0 and os.path.exists(change.events):
             drawn = elapsed  # the live throttle chart, redrawn every few seconds
             shown.chart(throttle_chart(ChangeResult(False, elapsed, None, change.events, change.samples,
@@ -967,19 +1164,73 @@ def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
     return ["--samples", where or samples]
 
 
-def progress_line(st: dict, total: int, elapsed: float, cluster_s: float | None = None) -> str:
-    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 61.2 MB/s, ETA 3h 10m'. The rate and
-    the ETA are on the cluster's clock: `cluster_s` seconds of it since apply (the simulated
-    controller's, from its latest sample), else the wall clock's `elapsed`."""
+# The measured copy rate times the rest of a change only once it is steady (`steady_rate`):
+# over the latest STEADY_WINDOW of the time since apply, seen at STEADY_LOOKS distinct moments
+# or more, at least STEADY_SHARE of the bytes copied (a partition counts only once in sync,
+# so early on few have), and the rates of the window's two halves within STEADY_SPREAD of
+# the window's. Until then (the first auto-throttle decisions, the first partitions in sync)
+# the ETA is the plan's estimate: at 0.9% a rate since apply said 58h for a run of 3h 23m.
+STEADY_WINDOW = 1 / 3
+STEADY_LOOKS = 6
+STEADY_SHARE = 0.05
+STEADY_SPREAD = 0.25
+CLOCK_NAMES = {"simulated": "the simulated cluster's clock", "wall": "wall clock"}
+
+
+def steady_rate(history: list[tuple[float, int]]) -> float | None:
+    """The copy rate (bytes per second of the history's clock) over the latest third of the
+    time since apply, when it is steady; else None. `history` is (seconds since apply, bytes
+    left) for each look at the cluster, oldest first (the first look: everything left)."""
+    if len(history) < 2 or history[-1][0] <= 0:
+        return None
+    now, left = history[-1]
+    start = now * (1 - STEADY_WINDOW)
+    if len({t for t, _ in history if t >= start}) < STEADY_LOOKS:
+        return None
+    (t0, first), (t1, middle) = _look_at(history, start), _look_at(history, (start + now) / 2)
+    if not now > t1 > t0 or first - left < STEADY_SHARE * history[0][1]:
+        return None
+    early, late = (first - middle) / (t1 - t0), (middle - left) / (now - t1)
+    rate = (first - left) / (now - t0)
+    if early <= 0 or late <= 0 or abs(early - late) > STEADY_SPREAD * rate:
+        return None
+    return rate
+
+
+def _look_at(history: list[tuple[float, int]], t: float) -> tuple[float, int]:
+    """The latest look at or before clock `t` (the first look, if none was)."""
+    look = history[0]
+    for when, left in history:
+        if when > t:
+            break
+        look = (when, left)
+    return look
+
+
+def progress_line(st: dict, total: int, history: list[tuple[float, int]], estimate_s: float | None = None,
+                  clock: str = "wall") -> str:
+    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 1h 02m since apply, 61.2 MB/s, ETA
+    3h 10m (measured rate; wall clock)'. `history` is every look so far, (seconds since apply
+    on the cluster's `clock`, bytes left), the latest last. The ETA is the measured rate's once
+    it is steady (`steady_rate`); until then what is left of the plan's `estimate_s`, said so."""
     left = st["bytes_left"]
     share = 1 - left / total if total else 1.0
-    spent = cluster_s if cluster_s is not None else elapsed
-    rate = (total - left) / spent if spent > 0 and total > left else 0.0
-    eta = left / rate if rate else None
+    share = min(max(share, 0.0), 1.0)
+    now = history[-1][0] if history else 0.0
+    rate = steady_rate(history)
+    on = CLOCK_NAMES.get(clock, clock)
+    if rate:
+        eta = f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(left / rate)} (measured rate; {on})"
+    elif estimate_s is not None and estimate_s > now:
+        eta = f"ETA {human_duration(estimate_s - now)} (the plan's estimate; measured rate not steady yet; {on})"
+    elif estimate_s is not None:
+        eta = (f"ETA - (past the plan's estimate of {human_duration(estimate_s)}; measured rate not steady yet; "
+               f"{on})")
+    else:
+        eta = f"ETA - (measured rate not steady yet; {on})"
     bar = "#" * int(share * 30) + "." * (30 - int(share * 30))
     return (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s), "
-            f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(eta) if eta else '-'}"
-            + (" (the simulated cluster's clock)" if cluster_s is not None else ""))
+            f"{human_duration(now)} since apply, {eta}")
 
 
 def simulated_now(samples_dir: str) -> float:
@@ -1122,15 +1373,33 @@ def finish(record: Record, env: Environment, outcome: str, reason: str | None = 
     doc = record.finish(outcome, reason)
     if not keep:
         env.close()
-    print(f"outcome: {outcome_line(doc)}" + (f" ({reason})" if reason else ""))
+    print(outcome_text(doc))
     return doc
 
 
 def finish_unapplied(record: Record, env: Environment, reason: str = "apply=False: the plan was not applied") -> dict:
-    """The gate said no. Under papermill the run ends here as "planned"; in a live notebook the
-    operator has not decided yet (the Apply button may still be pressed), so nothing is closed."""
+    """The gate said no. Under papermill the run ends here as "planned". In a live notebook the
+    operator has not decided yet (the Apply button may still be pressed): the line shown here
+    follows the record (waiting, applied, the outcome), and a kernel that ends before Apply is
+    pressed closes the record as "planned" then."""
     if live_notebook():
-        print("Not applied yet: press Apply above to change the cluster; until then nothing has changed.")
+        if record.doc.get("outcome") == "running" and not record.doc.get("applied_at"):
+            record.put("reason", WAITING)
+            atexit.register(_close_at_exit, record, env)
+        record.watch(unapplied_view)
+        return record.doc
+    return _close_unapplied(record, env, reason)
+
+
+def _close_at_exit(record: Record, env: Environment) -> None:
+    record.detach()  # the kernel is ending: no notebook to update any more
+    _close_unapplied(record, env, "the notebook's kernel ended before Apply was pressed; the plan was not applied")
+
+
+def _close_unapplied(record: Record, env: Environment, reason: str) -> dict:
+    """Close a record whose plan was not applied as "planned" (nothing done if it was applied
+    or has ended since)."""
+    if record.doc.get("outcome") != "running" or record.doc.get("applied_at"):
         return record.doc
     plan = record.doc.get("plan") or {}
     if plan:

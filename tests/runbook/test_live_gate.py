@@ -1,0 +1,101 @@
+"""The live notebook path without a browser: a real "kit" kernel that believes it runs in
+JupyterLab (JPY_SESSION_NAME set), the runbook run to its gate, then the Apply button pressed
+from an extra cell, as a person presses it. The saved notebook, the JSON record and its HTML
+must then tell one story; and running the notebook again (a fresh kernel, as after a kernel
+restart) on the same workdir must work with no hand clean-up."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+papermill = pytest.importorskip("papermill")
+
+from kit.runbook import runner  # noqa: E402
+from kit.runbook.steps import headline, record_notebook  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+CLICK = """\
+import ipywidgets.widgets.widget as _w
+_buttons = [w for w in list(_w._instances.values()) if getattr(w, "description", "") == "Apply"]
+assert len(_buttons) == 1, _buttons
+_buttons[0].click()
+"""
+
+
+def run_live(notebook: Path, parameters: dict, press_apply: bool, timeout: float = 600.0):
+    """Execute the runbook in a live-notebook kernel (optionally pressing Apply at the end)."""
+    nb = papermill.iorw.load_notebook_node(str(ROOT / "runbooks" / "broker_replacement.ipynb"))
+    nb = papermill.parameterize.parameterize_notebook(nb, parameters)
+    if press_apply:
+        nb.cells.append(nbformat.v4.new_code_cell(CLICK))
+    env = {**os.environ, "JPY_SESSION_NAME": str(notebook),
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=runner.kernel_name(),
+                                     resources={"metadata": {"path": str(notebook.parent)}})
+    client.execute(env=env)
+    nbformat.write(nb, str(notebook))
+    return nb
+
+
+def texts(cell) -> str:
+    out = []
+    for o in cell.get("outputs", []):
+        out.append("".join(o.get("text", "")))
+        data = o.get("data", {})
+        out.append(str(data.get("text/plain", "")) + str(data.get("text/html", "")))
+    return "\n".join(out)
+
+
+def cell_with(nb, source: str):
+    return next(c for c in nb.cells if c.cell_type == "code" and source in c.source)
+
+
+def test_apply_pressed_leaves_one_story_and_a_second_run_on_the_same_workdir_works(tmp_path):
+    workdir = tmp_path / "work"
+    notebook = tmp_path / "broker_replacement.ipynb"
+    params = {"speed": 20000.0, "workdir": str(workdir)}
+    nb = run_live(notebook, params, press_apply=True)
+
+    records = sorted(tmp_path.glob("*-broker_replacement.json"))
+    assert len(records) == 1, records  # written from the start, beside the notebook
+    record = json.loads(records[0].read_text())
+    assert record["outcome"] == "succeeded", record.get("reason")
+    # Applied with the button: the parameters, the command and who pressed it say so.
+    assert record["parameters"]["apply"] is True and "-p apply true" in record["command"]
+    assert record["applied_by"] == "the Apply button in a live notebook" and record["applied_by_user"]
+    assert record["finished"] and record["timing"]["actual_s"] > 0
+
+    # Every output that describes the state shows the final state.
+    gate = texts(cell_with(nb, "rb.gate("))
+    assert "broker_replacement: succeeded" in gate and "Waiting for Apply" not in gate
+    unapplied = texts(cell_with(nb, "rb.finish_unapplied("))
+    assert "outcome: succeeded" in unapplied and "Not applied yet" not in unapplied
+    shown = json.loads(cell_with(nb, "record.show()").outputs[-1]["data"]["text/plain"])
+    assert shown == record  # the notebook's record cell is the JSON record
+    everything = "\n".join(texts(c) for c in nb.cells)
+    assert "'outcome': 'running'" not in everything and "apply=False: nothing is changed" not in everything
+
+    # The HTML record, made from the saved notebook as the save watcher makes it, agrees too.
+    html = tmp_path / "record.html"
+    record_notebook(str(notebook), dict(record, json=str(records[0])), str(tmp_path / "record.ipynb"), str(html))
+    page = html.read_text()
+    assert "<title>broker_replacement: succeeded" in page and "Not applied yet" not in page
+    assert headline(record).title().startswith("broker_replacement: succeeded")
+
+    # Run again on the same workdir in a new kernel (a kernel restart, Run All): the simulated
+    # cluster kit left there is replaced, said in one line; the kernel ending closes the record.
+    nb2 = run_live(notebook, params, press_apply=False)
+    situation = texts(cell_with(nb2, "rb.open_environment("))
+    assert situation.count("Replacing the simulated cluster kit started in") == 1, situation
+    assert "broker_replacement: succeeded" not in texts(cell_with(nb2, "rb.gate("))
+    second = [p for p in sorted(tmp_path.glob("*-broker_replacement.json")) if p != records[0]]
+    assert len(second) == 1
+    rec2 = json.loads(second[0].read_text())
+    assert all(s["ok"] for s in rec2["steps"]) and rec2["plan"]["partitions"] > 0
+    assert rec2["outcome"] == "planned" and "kernel ended before Apply" in rec2["reason"]
+    assert json.loads(records[0].read_text()) == record  # the first record is untouched

@@ -1,0 +1,98 @@
+"""The live progress line: a pure function of the looks at the cluster so far, the plan's
+estimate and the clock. Its ETA leans on the plan's estimate until the measured rate is steady."""
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kit.report.waves import human_duration
+from kit.runbook.steps import STEADY_LOOKS, STEADY_WINDOW, progress_line, steady_rate
+
+TOTAL = 1_200_000_000_000  # 1.2 TB to copy
+
+
+def line(history, estimate_s=None, clock="simulated", partitions=87):
+    return progress_line({"bytes_left": history[-1][1], "reassigning_partitions": partitions}, TOTAL, history,
+                         estimate_s, clock)
+
+
+def test_a_slow_start_shows_the_plans_estimate_not_a_wild_eta():
+    # As seen: 0.9% done 1900 s (cluster clock) into a run the plan estimated at 3h 36m. The
+    # copy ran at the 10 MB/s minimum until the auto-throttle's first decision, and a partition
+    # counts as copied only once in sync: the rate since apply said "ETA 58h 04m".
+    history = [(float(t), TOTAL - int(0.009 * TOTAL * (t / 1900) ** 3)) for t in range(0, 1901, 100)]
+    text = line(history, estimate_s=3 * 3600 + 36 * 60)
+    assert "ETA 3h 04m (the plan's estimate; measured rate not steady yet; the simulated cluster's clock)" in text
+    assert "58h" not in text and "0.9%" in text and "31m 40s since apply" in text
+
+
+def test_before_anything_is_measured_the_line_says_so():
+    first = [(0.0, TOTAL)]
+    assert line(first, 12960).endswith("ETA 3h 36m (the plan's estimate; measured rate not steady yet; "
+                                       "the simulated cluster's clock)")
+    assert line(first, None, "wall").endswith("ETA - (measured rate not steady yet; wall clock)")
+    assert "0.0 MB/s" not in line(first, 12960)
+
+
+def test_past_the_estimate_without_a_steady_rate_the_eta_is_not_invented():
+    history = [(float(t), TOTAL) for t in range(0, 20001, 500)]  # nothing in sync yet
+    assert "ETA - (past the plan's estimate of 3h 36m; measured rate not steady yet; wall clock)" in \
+        line(history, 12960, "wall")
+
+
+def test_a_steady_rate_times_the_rest_on_its_clock():
+    rate = 100e6  # 100 MB/s from the start, looked at every 60 s
+    history = [(float(t), TOTAL - int(rate * t)) for t in range(0, 3601, 60)]
+    assert abs(steady_rate(history) - rate) < 1.0
+    left = history[-1][1]
+    assert line(history, 12960, "wall").endswith(f"100.0 MB/s, ETA {human_duration(left / rate)} (measured rate; "
+                                                 "wall clock)")
+
+
+@settings(max_examples=200, deadline=None)
+@given(rate=st.floats(1e6, 1e9), every=st.floats(0.5, 600), looks=st.integers(2, 400),
+       estimate=st.one_of(st.none(), st.floats(1, 1e6)), clock=st.sampled_from(["simulated", "wall"]))
+def test_a_constant_rate_is_measured_exactly_once_there_are_enough_looks(rate, every, looks, estimate, clock):
+    history = [(i * every, TOTAL - int(rate * i * every)) for i in range(looks) if rate * i * every < TOTAL]
+    measured = steady_rate(history)
+    text = line(history, estimate, clock)
+    assert text.endswith(("the simulated cluster's clock)" if clock == "simulated" else "wall clock)"))
+    bar = re.match(r"\[([#.]{30})\] +(\d+\.\d)%", text)
+    assert bar and 0.0 <= float(bar.group(2)) <= 100.0
+    if measured is not None:
+        assert abs(measured - rate) <= 1e-6 * rate + 2 / every  # bytes are whole numbers
+        assert "(measured rate;" in text
+    else:
+        assert "measured rate not steady yet" in text
+        now = history[-1][0]
+        window = {t for t, _ in history if t >= now * (1 - STEADY_WINDOW)}
+        copied_share = 1 - history[-1][1] / TOTAL
+        # only too few looks in the window, or too little copied, keep a constant rate unmeasured
+        assert len(window) < STEADY_LOOKS or copied_share < 0.05 * 3
+        if estimate is not None and estimate > now:
+            assert f"ETA {human_duration(estimate - now)} (the plan's estimate;" in text
+
+
+@settings(max_examples=200, deadline=None)
+@given(slow=st.floats(1e6, 5e7), factor=st.floats(2.0, 20.0), every=st.floats(1, 120), looks=st.integers(30, 300))
+def test_a_rate_that_changes_within_the_window_is_not_steady(slow, factor, every, looks):
+    # The first half of the latest third at one rate, the second at `factor` times it.
+    now = looks * every
+    switch = now * 5 / 6
+    def left_at(t):
+        copied = slow * min(t, switch) + slow * factor * max(t - switch, 0)
+        return max(TOTAL - int(copied), 1)
+    history = [(i * every, left_at(i * every)) for i in range(looks + 1)]
+    assert steady_rate(history) is None
+    assert "measured rate not steady yet" in line(history, 7200)
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e5), st.integers(0, TOTAL)), min_size=1, max_size=60),
+       st.one_of(st.none(), st.floats(0, 1e6)))
+def test_any_history_gives_one_line_that_names_its_clock(looks, estimate):
+    history = sorted(looks)
+    text = line(history, estimate, "wall")
+    assert "\n" not in text and text.endswith("wall clock)") and "ETA " in text
+    assert line(history, estimate, "wall") == text  # the same inputs, the same line
