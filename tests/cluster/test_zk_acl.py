@@ -93,6 +93,7 @@ def test_a_bad_auth_file_is_refused_without_printing_it(protected, tmp_path, con
     root, _, _ = protected
     bad = tmp_path / "bad-auth"
     bad.write_bytes(content + SECRET.encode())
+    bad.chmod(0o600)
     before = sorted(os.listdir(tmp_path))
     r = kit("status", "--zk", root, "--zk-auth-file", bad)
     assert r.returncode == 2
@@ -106,3 +107,28 @@ def test_a_missing_auth_file_is_refused(protected, tmp_path):
     r = kit("status", "--zk", root, "--zk-auth-file", tmp_path / "nope")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize("auth, said", [
+    (f"digest:kit:wrong-{SECRET}", "the password of digest user 'kit' is not the one the chroot's ACL holds"),
+    ("digest:alice", "digest credentials are USER:PASSWORD"),
+    ("bogus:x", "ZooKeeper refused authentication with scheme 'bogus'"),
+])
+def test_wrong_credentials_are_named_in_one_line_without_a_traceback(protected, tmp_path, auth, said):
+    # Each said "refused access (no auth)", and an unknown scheme printed kazoo's 36-line traceback.
+    root, _, _ = protected
+    auth_file = tmp_path / "zk-auth"
+    auth_file.write_text(auth + "\n")
+    auth_file.chmod(0o600)
+    r = kit("status", "--zk", root, "--zk-auth-file", auth_file, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert SECRET not in r.stdout + r.stderr
+
+
+def test_an_auth_file_others_can_read_is_refused(protected, tmp_path):
+    root, auth_file, _ = protected
+    auth_file.chmod(0o644)
+    r = kit("status", "--zk", root, "--zk-auth-file", auth_file)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "chmod 600" in r.stderr and "0644" in r.stderr
+    assert SECRET not in r.stdout + r.stderr

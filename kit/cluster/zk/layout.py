@@ -20,10 +20,10 @@ import warnings
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (ConnectionClosedError, ConnectionLoss, KazooException, NoAuthError, NoNodeError,
-                              SessionExpiredError)
+from kazoo.exceptions import (AuthFailedError, ConnectionClosedError, ConnectionLoss, KazooException, NoAuthError,
+                              NoNodeError, SessionExpiredError)
 from kazoo.retry import KazooRetry
-from kazoo.security import make_acl
+from kazoo.security import make_acl, make_digest_acl_credential
 
 from kit.errors import BadInput, Unreachable, Unsafe
 from kit.formats import cluster_from_snapshot, read_input
@@ -49,6 +49,10 @@ def read_auth_file(path: str) -> str:
         raise BadInput(f"--zk-auth-file {path}: not UTF-8 text") from None
     if ":" not in line:
         raise BadInput(f"--zk-auth-file {path}: expected one line SCHEME:CREDENTIALS, e.g. digest:user:password")
+    mode = os.stat(path).st_mode & 0o777
+    if mode & 0o077:
+        raise BadInput(f"--zk-auth-file {path}: readable by others than its owner (mode {mode:04o}); "
+                       f"chmod 600 {path}")
     return line
 
 
@@ -62,6 +66,35 @@ def resolve_auth(auth: str | None = None, auth_file: str | None = None) -> str |
     if os.environ.get(AUTH_FILE_ENV):
         return read_auth_file(os.environ[AUTH_FILE_ENV])
     return os.environ.get(AUTH_ENV) or None
+
+
+def parse_auth(auth: str) -> list[tuple[str, str]]:
+    """kazoo's auth_data for SCHEME:CREDENTIALS; BadInput (never quoting the credentials) when
+    they cannot be right: digest's are USER:PASSWORD, both given."""
+    scheme, _, cred = auth.partition(":")
+    if not scheme or not cred:
+        raise BadInput("ZooKeeper auth (--zk-auth-file, $KIT_ZK_AUTH): expected SCHEME:CREDENTIALS, "
+                       "e.g. digest:user:password")
+    user, colon, password = cred.partition(":")
+    if scheme == "digest" and not (user and colon and password):
+        raise BadInput("ZooKeeper auth (--zk-auth-file, $KIT_ZK_AUTH): digest credentials are USER:PASSWORD, "
+                       "e.g. digest:user:password")
+    return [(scheme, cred)]
+
+
+def check_digest_password(acl: list, auth_data: list[tuple[str, str]]) -> None:
+    """BadInput when an ACL names the digest user of `auth_data` with another password: the
+    password is wrong. ZooKeeper itself accepts any digest and answers NoAuth later, for
+    every path, which cannot tell a wrong password from a user without rights."""
+    for scheme, cred in auth_data:
+        if scheme != "digest":
+            continue
+        user, _, password = cred.partition(":")
+        ours = make_digest_acl_credential(user, password)
+        theirs = [a.id.id for a in acl if a.id.scheme == "digest" and a.id.id.split(":", 1)[0] == user]
+        if theirs and ours not in theirs:
+            raise BadInput(f"ZooKeeper auth: the password of digest user {user!r} is not the one the chroot's ACL "
+                           "holds (a wrong password)")
 
 
 def _inherit_acl(client: KazooClient) -> None:
@@ -84,13 +117,7 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
     the chroot's ACL (`_inherit_acl`).
     """
     auth = resolve_auth(auth)
-    auth_data = None
-    if auth:
-        scheme, _, cred = auth.partition(":")
-        if not scheme or not cred:
-            raise BadInput("ZooKeeper auth (--zk-auth-file, $KIT_ZK_AUTH): expected SCHEME:CREDENTIALS, "
-                           "e.g. digest:user:password")
-        auth_data = [(scheme, cred)]
+    auth_data = parse_auth(auth) if auth else None
     m = _SPEC.match(spec or "")
     hosts = m.group("hosts").split(",") if m else []
     if not m or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
@@ -108,12 +135,26 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
             # A chroot that does not exist yet is normal before write_cluster creates it.
             warnings.simplefilter("ignore", UserWarning)
             client.start(timeout=timeout)
-    except Exception:
+    except Exception as e:
+        with contextlib.suppress(Exception):  # kazoo closes only a stopped client
+            client.stop()
         client.close()
+        if isinstance(e, AuthFailedError):
+            raise _refused_scheme(spec, auth_data) from None
         raise BadInput(f"--zk {spec}: no ZooKeeper answers there") from None
     if auth_data:
-        _inherit_acl(client)
+        try:
+            _inherit_acl(client)  # the first request: a scheme ZooKeeper does not know fails here
+            check_digest_password(client.default_acl, auth_data)
+        except (AuthFailedError, BadInput) as e:
+            close(client)
+            raise (_refused_scheme(spec, auth_data) if isinstance(e, AuthFailedError) else e) from None
     return client
+
+
+def _refused_scheme(spec: str, auth_data: list[tuple[str, str]]) -> BadInput:
+    return BadInput(f"--zk {spec}: ZooKeeper refused authentication with scheme {auth_data[0][0]!r} "
+                    "(for a user and password: digest:USER:PASSWORD)")
 
 
 @contextlib.contextmanager
@@ -153,7 +194,8 @@ def translate(e: BaseException) -> BadInput | Unsafe | None:
     """kit's error for one of kazoo's (None for any other): no credentials is `BadInput`, a lost
     connection `Unreachable`, any other ZooKeeper error `Unsafe` (one line, never a traceback)."""
     if isinstance(e, NoAuthError):
-        return BadInput("ZooKeeper refused access (no auth): give credentials with --zk-auth-file or $KIT_ZK_AUTH")
+        return BadInput("ZooKeeper refused access (no auth): give credentials with --zk-auth-file or $KIT_ZK_AUTH, "
+                        "or, where given, they have no rights there")
     if isinstance(e, LOST):
         return Unreachable(f"ZooKeeper connection lost ({type(e).__name__}); nothing more was written")
     if isinstance(e, KazooException):
