@@ -44,6 +44,7 @@ from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.kraft import cluster as kraft_sim
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.throttle.decide import Settings
+from kit.throttle.loop import reassignment_roles
 
 # pandas, matplotlib, IPython/ipywidgets and nbformat/nbconvert are imported where they are
 # used: they are heavy, and only the tables, charts, widgets and the HTML record need them.
@@ -797,9 +798,15 @@ def _apply(env: Environment, plan: Plan | list[dict], throttle: str | float) -> 
     rollback = rollback_path(env)
     static = Settings().minimum if throttle == "auto" else float(throttle)
     with _backend(env) as backend:
+        cluster, _ = backend.read()
         urp_before = len(backend.status()["under_replicated"])
         backend.apply(moves, static, rollback)
-        applied_to = backend.status()["throttled_brokers"]  # held at `static` until the loop decides
+        throttled = backend.status()["throttled_brokers"]
+    # Held at `static` until the loop decides: the brokers that send or receive a copy, as the
+    # loop counts them. The apply throttles every replica of a moving partition, as Kafka's tool
+    # does, but a dead broker or a follower that stays copies nothing.
+    sources, dests, _ = reassignment_roles(cluster, {"partitions": moves})
+    applied_to = sorted(b for b in throttled if b in sources | dests)
     # The cluster's clock: the simulated controller counts from the moment it picks the plan up.
     applied_wall = _now()
     started = _stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
@@ -1245,10 +1252,11 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     minimum before the first decision) until a higher rate, a `clear`, `done`, or `end`. With
     `failsafe_only`, only the fail-safe proper counts (metrics missing or stale).
 
-    `applied_to` are the brokers the plan was applied to at the minimum: one the loop never set
-    a rate for (a copy that ended before the loop's first round, a loop slow to start that
-    found the broker's partitions done and cleared it) copied at that rate, for want of
-    metrics, until the loop cleared it or the copy ended. Returns
+    `applied_to` are the brokers the plan was applied to at the minimum that send or receive a
+    copy (never a dead broker, nor a follower that stays: throttled with the plan, they copy
+    nothing): one the loop never set a rate for (a copy that ended before the loop's first
+    round, a loop slow to start that found the broker's partitions done and cleared it) copied
+    at that rate, for want of metrics, until the loop cleared it or the copy ended. Returns
     {"seconds": time any broker was held, "brokers": {broker: seconds}, "rate": bytes/s}."""
     floor = Settings().minimum if minimum is None else minimum
     events = [e for e in read_events(events_path) if e.get("source") == "throttle"]

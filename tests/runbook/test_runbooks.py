@@ -354,6 +354,47 @@ def test_brokers_the_loop_never_decided_for_count_as_held_at_the_fail_safe(tmp_p
     assert held["brokers"] == {1001: 7200, 1013: 3600}, held
 
 
+def test_the_fail_safe_is_never_blamed_on_a_broker_that_copies_nothing(zookeeper, snapshots, tmp_path):
+    """The apply throttles every replica of a moving partition at the minimum, as Kafka's tool
+    does, the dead broker's included; the loop then takes the dead broker's rate off at its
+    first round, as late as its start allows (10,000 simulated seconds at 20,000x). The dead
+    broker copied nothing: it is not among the brokers held at the minimum from apply, and the
+    fail-safe time names only brokers that send or receive."""
+    from datetime import datetime, timedelta, timezone
+
+    from kit.formats import load_snapshot
+    from kit.plan import plan_replace
+    from kit.plan.actions.replace import pair_dead_with_new
+    from kit.runbook.steps import Environment, _apply, floor_time
+
+    root = f"{zookeeper}/kit-runbook-floor"
+    assert kit("sim", "seed", "--zk", root, "--snapshot", snapshots["replace"]).returncode == 0
+    cluster = load_snapshot(str(snapshots["replace"]))
+    (dead, new), = pair_dead_with_new(cluster)
+    plan = plan_replace(cluster, [(dead, new)])
+    change = _apply(Environment(root, False, str(tmp_path)), plan.reassignment()["partitions"], "auto")
+    moves = plan.reassignment()["partitions"]
+    sources = {next(b for b in p.isr if b != dead) for p in cluster.partitions
+               if any((m["topic"], m["partition"]) == p.key for m in moves)}
+    assert set(change.applied_to) == sources | {new}, change.applied_to
+    assert dead not in change.applied_to
+
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    end = start + timedelta(hours=8)
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in [
+        {"source": "throttle", "kind": "clear", "time": "2026-01-01T02:46:40Z", "brokers": [dead],
+         "reason": "the reassignment in flight does not need them; dead, copying nothing"},
+        *({"source": "throttle", "kind": "rate", "time": "2026-01-01T02:49:14Z", "brokers": [b],
+           "role": "leader" if b != new else "follower", "old": 10e6, "new": 50e6, "reason": "measured"}
+          for b in sorted(sources | {new})),
+        {"source": "throttle", "kind": "done", "time": "2026-01-01T08:00:00Z", "brokers": [], "reason": "done"}]))
+    failsafe = floor_time(str(events), start, end, failsafe_only=True, applied_to=change.applied_to)
+    assert failsafe["seconds"] == 0 and failsafe["brokers"] == {}, failsafe
+    minimum = floor_time(str(events), start, end, applied_to=change.applied_to)
+    assert dead not in minimum["brokers"] and set(minimum["brokers"]) == sources | {new}, minimum
+
+
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (kit.report.review.review_plan) for `kit plan`, the runbooks and the doctor."""
     from kit.report import figures
