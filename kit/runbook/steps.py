@@ -10,9 +10,11 @@ monitors until done, verifies, and keeps a `Record` (JSON beside the executed no
 """
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import dataclasses
+import functools
 import glob
 import io
 import json
@@ -72,7 +74,7 @@ class Record:
         self.path = path or ""
         self.doc = {"runbook": runbook, "started": _now(), "finished": None, "outcome": "running",
                     "reason": None, "parameters": _public(parameters), "steps": [], "checks": [],
-                    "command": command_line(runbook, parameters)}
+                    "command": command_line(runbook, parameters, self.path)}
         self.save()
 
     @contextlib.contextmanager
@@ -116,12 +118,53 @@ def _public(parameters: dict) -> dict:
             if k != "record_path"}
 
 
-def command_line(runbook: str, parameters: dict) -> str:
-    """The `kit run` command that reproduces a run."""
+def command_line(runbook: str, parameters: dict, record_path: str = "") -> str:
+    """The `kit run` command that reproduces a run, with only the parameters that matter: not
+    those at the runbook's declared default (`declared_defaults`), not the simulated cluster's
+    (`SIMULATED_ONLY`) when the run was on a cluster of yours (zk or bootstrap), and not the
+    working directory the run derived from its record (`default_workdir`): a rerun then gets
+    its own, instead of overwriting this run's plan and rollback files."""
+    defaults = declared_defaults(runbook)
+    yours = bool(parameters.get("zk") or parameters.get("bootstrap"))
     args = ["kit", "run", runbook]
     for k, v in sorted(_public(parameters).items()):
+        if (k in defaults and defaults[k] == v and type(defaults[k]) is type(v) or k in SIMULATED_ONLY and yours
+                or k == "workdir" and v == default_workdir(runbook, record_path)):
+            continue
         args += ["-p", k, v if isinstance(v, str) else json.dumps(v)]
     return " ".join(shlex.quote(a) for a in args)
+
+
+# The runbooks' parameters that only the embedded simulated cluster reads.
+SIMULATED_ONLY = ("cluster", "speed", "client_load")
+
+
+def default_workdir(runbook: str, record_path: str = "") -> str:
+    """Where a runbook keeps its files when its `workdir` parameter is empty, as the runbooks'
+    first cell derives it: beside the record (<record>-files), else <runbook>-files."""
+    return os.path.splitext(record_path)[0] + "-files" if record_path else f"{runbook}-files"
+
+
+@functools.lru_cache(maxsize=None)
+def declared_defaults(runbook: str) -> dict:
+    """The default of each parameter the runbook's parameters cell declares (`name: type =
+    value  # help`, the cell papermill fills in), read without running it; {} for a runbook
+    kit does not ship (a copy of one saved elsewhere)."""
+    try:
+        with open(RUNBOOKS / f"{runbook}.ipynb", encoding="utf-8") as fh:
+            cells = json.load(fh)["cells"]
+        source = next("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+        tree = ast.parse(source)
+    except (OSError, ValueError, KeyError, StopIteration, SyntaxError):
+        return {}
+    out = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign)
+                                                                      and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and node.value is not None:
+            with contextlib.suppress(ValueError, TypeError, SyntaxError):
+                out[target.id] = ast.literal_eval(node.value)
+    return out
 
 
 # -- the environment -------------------------------------------------------------------------

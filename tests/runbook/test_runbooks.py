@@ -395,6 +395,33 @@ def test_the_fail_safe_is_never_blamed_on_a_broker_that_copies_nothing(zookeeper
     assert dead not in minimum["brokers"] and set(minimum["brokers"]) == sources | {new}, minimum
 
 
+def test_the_reproduce_command_names_only_the_parameters_that_matter():
+    """A run on a cluster of yours drops what only the simulated cluster reads, every parameter
+    at its declared default, and the working directory derived from the record (a rerun must
+    not overwrite this run's rollback file); what was given stays."""
+    from kit.runbook.steps import command_line
+
+    # A run from a live notebook (no record path yet: its workdir is <runbook>-files).
+    given = dict(zk="", bootstrap="10.0.0.1:9092,10.0.0.2:9092", cluster="zookeeper", replace="", apply=False,
+                 throttle="auto", cap_map={}, throttle_metrics="", speed=2000.0, client_load=0.5, max_wait_s=900.0,
+                 workdir="broker_replacement-files")
+    assert command_line("broker_replacement", given) == "kit run broker_replacement -p bootstrap 10.0.0.1:9092,10.0.0.2:9092"
+    # `kit run`'s: the workdir beside the record.
+    record = "/records/20260101T000000Z-broker_replacement.json"
+    given["workdir"] = "/records/20260101T000000Z-broker_replacement-files"
+    assert command_line("broker_replacement", given, record) == \
+        "kit run broker_replacement -p bootstrap 10.0.0.1:9092,10.0.0.2:9092"
+    on_zk = dict(given, bootstrap="", zk="10.0.0.1:2181/kafka", speed=20000.0, apply=True, cap_map={"*": 125},
+                 workdir="/var/kit/replace")
+    assert command_line("broker_replacement", on_zk, record) == ("kit run broker_replacement -p apply true -p cap_map "
+                                                                 "'{\"*\": 125}' -p workdir /var/kit/replace -p zk "
+                                                                 "10.0.0.1:2181/kafka")
+    simulated = dict(given, bootstrap="", speed=20000.0, apply=True)
+    assert command_line("broker_replacement", simulated, record) == \
+        "kit run broker_replacement -p apply true -p speed 20000.0"
+    assert command_line("broker_replacement", dict(given, bootstrap=""), record) == "kit run broker_replacement"
+
+
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (kit.report.review.review_plan) for `kit plan`, the runbooks and the doctor."""
     from kit.report import figures
