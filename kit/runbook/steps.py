@@ -536,11 +536,12 @@ def common_checks(env: Environment, checks: Checks) -> tuple[Cluster, dict | Non
     """The cluster answers (ZooKeeper, or the Admin API) and no reassignment is running;
     returns the cluster."""
     cluster, running = env.read()
+    # The address in full (every bootstrap broker; ZooKeeper's chroot too): what `kit dashboard`,
+    # `kit throttle` or a rerun need to find the same cluster.
     if env.bootstrap:
-        checks.check("the Admin API answers", True,
-                     env.bootstrap.split(",")[0] + (" (simulated KRaft cluster)" if env.simulated else ""))
+        checks.check("the Admin API answers", True, env.bootstrap + (" (simulated KRaft cluster)" if env.simulated else ""))
     else:
-        checks.check("ZooKeeper answers", True, env.zk.split("/")[0] + (" (simulated cluster)" if env.simulated else ""))
+        checks.check("ZooKeeper answers", True, env.zk + (" (simulated cluster)" if env.simulated else ""))
     checks.check("no reassignment in progress", running is None,
                  "" if running is None else f"{len(running.get('partitions', []))} partition(s) moving now")
     return cluster, running

@@ -422,6 +422,22 @@ def test_the_reproduce_command_names_only_the_parameters_that_matter():
     assert command_line("broker_replacement", dict(given, bootstrap=""), record) == "kit run broker_replacement"
 
 
+@pytest.mark.parametrize("address", ["zk", "bootstrap"])
+def test_the_pre_check_shows_the_whole_address(address, capsys):
+    """`kit dashboard --zk` needs the chroot, `--bootstrap` every broker: the check shows the
+    address as the runbook was given it."""
+    from kit.formats import load_snapshot
+    from kit.runbook.steps import Checks, Environment, common_checks
+
+    where = "10.0.0.1:2181,10.0.0.2:2181/kafka/prod" if address == "zk" else "10.0.0.1:9092,10.0.0.2:9092"
+    env = Environment(where if address == "zk" else "", False, "unused", bootstrap=where if address == "bootstrap" else "")
+    env.read = lambda: (load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json")), None)
+    checks = Checks()
+    common_checks(env, checks)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("PASS") and first.endswith(f" — {where}"), first
+
+
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (kit.report.review.review_plan) for `kit plan`, the runbooks and the doctor."""
     from kit.report import figures
