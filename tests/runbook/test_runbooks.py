@@ -438,6 +438,29 @@ def test_the_pre_check_shows_the_whole_address(address, capsys):
     assert first.startswith("PASS") and first.endswith(f" — {where}"), first
 
 
+def test_a_dead_brokers_unknown_rack_is_not_called_another_rack():
+    """Read from ZooKeeper a dead broker has no rack (its registration is gone): the plan's
+    NOTE says the rack is unknown, never "from another rack (None)"; a known other rack is
+    still named."""
+    import dataclasses
+
+    from kit.formats import load_snapshot
+    from kit.plan import plan_replace
+
+    cluster = load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json"))
+    assert cluster.rack_of(1009) == cluster.rack_of(1013) == "rack-c"
+    as_zookeeper_has_it = dataclasses.replace(cluster, brokers={**cluster.brokers, 1009: dataclasses.replace(
+        cluster.brokers[1009], rack=None)})
+    (note,) = plan_replace(as_zookeeper_has_it, [(1009, 1013)]).notes
+    assert note.startswith("broker 1013 (rack rack-c) replaces 1009, whose rack is unknown"), note
+    assert "another rack" not in note and "None" not in note
+    assert plan_replace(cluster, [(1009, 1013)]).notes == []
+    moved = dataclasses.replace(cluster, brokers={**cluster.brokers, 1009: dataclasses.replace(
+        cluster.brokers[1009], rack="rack-a")})
+    assert plan_replace(moved, [(1009, 1013)], ignore_warns=True).notes[0] == \
+        "broker 1013 (rack rack-c) replaces 1009 from another rack (rack-a)"
+
+
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (kit.report.review.review_plan) for `kit plan`, the runbooks and the doctor."""
     from kit.report import figures
