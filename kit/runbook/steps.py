@@ -41,7 +41,7 @@ from kit.model import Cluster, Plan
 from kit.plan.actions.replace import pair_dead_with_new
 from kit.report import figures
 from kit.report.review import PlanRefused, review_plan
-from kit.report.waves import duration_lines, human_duration, moves_of, split_waves
+from kit.report.waves import human_duration, moves_of, split_waves
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.kraft import cluster as kraft_sim
 from kit.sim.physics import SAMPLE_EPOCH
@@ -563,7 +563,8 @@ def loop_interval(env: Environment | None, speed: float, interval: float = 30.0)
 
 def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | None = None,
                  speed: float = 2000.0, client_load: float = 0.5) -> dict:
-    """Print the topicmappr-style summary with the duration estimate; return the figures.
+    """Print the topicmappr-style summary with the duration estimate; return the figures
+    (`estimate_unknown` says why there is no estimate, when there is none).
 
     The estimate predicts the run `apply_and_monitor` makes with the same arguments: the same
     `throttle`, and on the simulated cluster (`env.simulated`) the same what-if `client_load`
@@ -582,8 +583,16 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
         print(f"FAIL  the plan passes its own checks — {e}")
         raise CheckFailed(str(e)) from None
     duration = report["duration"]
-    print(figures.summary_text(plan, report, max_changes=20))
-    print("\n".join(duration_lines(duration, max_waves=5)))
+    # One Duration section, on the cluster's clock, for the run the runbook makes: the whole plan at once.
+    text = figures.summary_text(plan, report, max_changes=20,
+                                duration_options={"clock": "simulated" if simulated else "wall", "at_once": True})
+    unknown = None
+    if duration["brokers_without_rate"]:
+        # ZooKeeper and the Admin API give no NIC capacity, nor an instance type to look one up by.
+        hint = "the cap_map parameter's \"*\" entry (MB/s) gives every broker's"
+        text += f"  {hint}\n"
+        unknown = f"no NIC capacity known for broker(s) {brokers_text(duration['brokers_without_rate'], 6)}: {hint}"
+    print(text)
     after, movement = report["after"], report["movement"]
     gaining, losing = set(), set()
     for i in plan.changed():
@@ -594,6 +603,7 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
             "bytes_moved_gb": movement["bytes_moved_gb"], "duration_s": duration["estimate_s"],
             "estimate_s": duration["estimate_s"], "lower_bound_s": duration["lower_bound_s"],
             "estimate_assumptions": duration["assumptions"],
+            "estimate_unknown": unknown,
             "brokers_in": sorted(gaining), "brokers_out": sorted(losing),
             "failover_excess_spread_max": after["failover_excess_spread_max"],
             "replica_count_spread": after["replica_count_spread"],
@@ -1413,8 +1423,9 @@ def _headline_rows(record: dict) -> list[tuple[str, str]]:
         clock = timing.get("clock")
         which = ("the simulated cluster's clock" if clock == "simulated" else "wall clock") if clock else ""
         actual = timing.get("actual_s")
+        why = plan.get("estimate_unknown") if timing.get("estimate_s") is None else None
         rows.append((f"duration ({which})" if which else "duration",
-                     f"estimated {human_duration(timing.get('estimate_s'))}, actual "
+                     f"estimated {human_duration(timing.get('estimate_s'))}{f' ({why})' if why else ''}, actual "
                      + (human_duration(actual) if actual is not None else
                         "not finished" if change else "not applied")))
         floor = timing.get("failsafe") or {}

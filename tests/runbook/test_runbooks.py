@@ -461,6 +461,44 @@ def test_a_dead_brokers_unknown_rack_is_not_called_another_rack():
         "broker 1013 (rack rack-c) replaces 1009 from another rack (rack-a)"
 
 
+def test_the_plan_summary_says_the_duration_once_for_the_run_the_runbook_makes(capsys):
+    """One Duration section (summary_text's, not a second copy), on the cluster's clock, for
+    the run the runbook makes: the whole plan at once, said so, with no waves' figure beside
+    it. The movement figures' bounds say what result they bound (a replacement keeps the old
+    counts: it copies less than a balancing plan could), and no model's jargon is left."""
+    import dataclasses
+
+    from kit.formats import load_snapshot
+    from kit.plan import plan_replace
+    from kit.runbook.steps import Environment, headline, plan_summary
+
+    cluster = load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json"))
+    plan = plan_replace(cluster, [(1009, 1013)])
+    figures = plan_summary(plan, env=Environment("127.0.0.1:2181/kafka", True, "unused"), speed=20000.0)
+    out = capsys.readouterr().out
+    assert out.count("Duration estimate:") == 1 and out.count("  estimate:  ") == 1, out
+    assert "on the simulated cluster's clock" in out and "simulated cluster time" not in out
+    assert "applied all at once, not in waves" in out and "  in waves:" not in out and "wave 1" not in out
+    assert "a result with even replica counts would need at least" in out
+    assert "a result with no broker above the mean storage would move at least" in out
+    for jargon in ("lower bound for a count-balanced result", "lower bound to the mean", "fluid model", "analytic",
+                   "physical lower bound", "snapshot's"):
+        assert jargon not in out, jargon
+    assert figures["estimate_s"] > 0 and figures["estimate_unknown"] is None
+
+    # A cluster of yours that gives no NIC capacity: no estimate, on the wall clock, and why.
+    blind = dataclasses.replace(cluster, brokers={b: dataclasses.replace(x, net_capacity=None)
+                                                  for b, x in cluster.brokers.items()})
+    figures = plan_summary(plan_replace(blind, [(1009, 1013)]), env=Environment("10.0.0.1:2181/kafka", False, "unused"))
+    out = capsys.readouterr().out
+    assert figures["estimate_s"] is None and "cap_map" in figures["estimate_unknown"], figures
+    assert out.count("duration unknown: no NIC capacity is known for broker(s) 1001") == 1, out
+    head = headline({"runbook": "broker_replacement", "outcome": "planned", "plan": figures,
+                     "timing": {"estimate_s": None, "actual_s": None, "clock": "wall"}}).text()
+    row = next(line for line in head.splitlines() if line.strip().startswith("duration (wall clock)"))
+    assert "estimated unknown (no NIC capacity known for broker(s) 1001" in row and "cap_map" in row, row
+
+
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (kit.report.review.review_plan) for `kit plan`, the runbooks and the doctor."""
     from kit.report import figures
