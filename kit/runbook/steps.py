@@ -1429,15 +1429,18 @@ def _headline_rows(record: dict) -> list[tuple[str, str]]:
                      + (human_duration(actual) if actual is not None else
                         "not finished" if change else "not applied")))
         floor = timing.get("failsafe") or {}
-        if change:
+        # A fixed throttle has no auto-throttle: no fail-safe, no minimum to speak of.
+        auto = (record.get("parameters") or {}).get("throttle", "auto") == "auto"
+        if change and (auto or timing.get("failsafe_s")):
             rows.append(("at the fail-safe (metrics missing)",
                          f"{human_duration(timing.get('failsafe_s') or 0)}"
                          + (f" ({floor['rate'] / 1e6:.0f} MB/s; brokers "
                             f"{brokers_text(sorted(int(b) for b in floor.get('brokers', {})))})"
                             if timing.get("failsafe_s") else "")))
-            if timing.get("minimum_s") is not None:
-                rows.append(("at the minimum rate", f"{human_duration(timing['minimum_s'])} (the fail-safe, the plan's "
-                             "applied rate until the auto-throttle's first decision, or a NIC its clients fill)"))
+        if change and timing.get("minimum_s") is not None and (auto or timing["minimum_s"]):
+            rows.append(("at the minimum rate", f"{human_duration(timing['minimum_s'])} with some broker copying at "
+                         f"the auto-throttle's {Settings().minimum / 1e6:.0f} MB/s minimum (the rate the plan is "
+                         "applied with, until its first decision; the fail-safe; or a NIC its clients fill)"))
     urp = record.get("under_replicated") or {}
     if urp:
         after = urp.get("after")

@@ -499,6 +499,25 @@ def test_the_plan_summary_says_the_duration_once_for_the_run_the_runbook_makes(c
     assert "estimated unknown (no NIC capacity known for broker(s) 1001" in row and "cap_map" in row, row
 
 
+def test_the_headline_names_the_minimum_rate_and_says_nothing_of_it_under_a_fixed_throttle():
+    """The time at the minimum says which rate (the auto-throttle's, in MB/s); a run at a fixed
+    throttle has no auto-throttle, so neither its fail-safe nor its minimum is shown."""
+    from kit.runbook.steps import headline
+
+    record = {"runbook": "broker_replacement", "outcome": "succeeded", "parameters": {"throttle": "auto"},
+              "change": {"rollback": "/r/rollback.json"},
+              "timing": {"estimate_s": 100.0, "actual_s": 120.0, "clock": "simulated", "failsafe_s": 0.0,
+                         "minimum_s": 50.0, "failsafe": {"seconds": 0.0, "rate": 10e6, "brokers": {}}}}
+    rows = dict(line.strip().split("  ", 1) for line in headline(record).text().splitlines()[1:])
+    assert rows["at the minimum rate"].strip().startswith("50s with some broker copying at the auto-throttle's "
+                                                           "10 MB/s minimum"), rows
+    assert rows["at the fail-safe (metrics missing)"].strip() == "0s"
+    fixed = dict(record, parameters={"throttle": "50000000"},
+                 timing=dict(record["timing"], minimum_s=0.0, failsafe={"seconds": 0.0, "rate": 50e6, "brokers": {}}))
+    text = headline(fixed).text()
+    assert "minimum" not in text and "fail-safe" not in text, text
+
+
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (kit.report.review.review_plan) for `kit plan`, the runbooks and the doctor."""
     from kit.report import figures
