@@ -416,7 +416,8 @@ def _bound_text(d: dict) -> str:
     if bound is None:
         return ""
     if not out:
-        return f"; at best {human_duration(bound)} (every copying broker at all the NIC capacity its clients leave free)"
+        return (f"; at best {human_duration(bound)} (every copying broker at all the NIC capacity its clients "
+                "leave free)")
     if not bound:
         return (f"; no best case: the clients of every copying broker ({len(out)}) leave no NIC "
                 "capacity free")

@@ -539,7 +539,8 @@ def common_checks(env: Environment, checks: Checks) -> tuple[Cluster, dict | Non
     # The address in full (every bootstrap broker; ZooKeeper's chroot too): what `kit dashboard`,
     # `kit throttle` or a rerun need to find the same cluster.
     if env.bootstrap:
-        checks.check("the Admin API answers", True, env.bootstrap + (" (simulated KRaft cluster)" if env.simulated else ""))
+        checks.check("the Admin API answers", True,
+                     env.bootstrap + (" (simulated KRaft cluster)" if env.simulated else ""))
     else:
         checks.check("ZooKeeper answers", True, env.zk + (" (simulated cluster)" if env.simulated else ""))
     checks.check("no reassignment in progress", running is None,

@@ -405,7 +405,8 @@ def test_the_reproduce_command_names_only_the_parameters_that_matter():
     given = dict(zk="", bootstrap="10.0.0.1:9092,10.0.0.2:9092", cluster="zookeeper", replace="", apply=False,
                  throttle="auto", cap_map={}, throttle_metrics="", speed=2000.0, client_load=0.5, max_wait_s=900.0,
                  workdir="broker_replacement-files")
-    assert command_line("broker_replacement", given) == "kit run broker_replacement -p bootstrap 10.0.0.1:9092,10.0.0.2:9092"
+    assert command_line("broker_replacement", given) == \
+        "kit run broker_replacement -p bootstrap 10.0.0.1:9092,10.0.0.2:9092"
     # `kit run`'s: the workdir beside the record.
     record = "/records/20260101T000000Z-broker_replacement.json"
     given["workdir"] = "/records/20260101T000000Z-broker_replacement-files"
@@ -430,7 +431,8 @@ def test_the_pre_check_shows_the_whole_address(address, capsys):
     from kit.runbook.steps import Checks, Environment, common_checks
 
     where = "10.0.0.1:2181,10.0.0.2:2181/kafka/prod" if address == "zk" else "10.0.0.1:9092,10.0.0.2:9092"
-    env = Environment(where if address == "zk" else "", False, "unused", bootstrap=where if address == "bootstrap" else "")
+    env = Environment(where if address == "zk" else "", False, "unused",
+                      bootstrap=where if address == "bootstrap" else "")
     env.read = lambda: (load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json")), None)
     checks = Checks()
     common_checks(env, checks)
