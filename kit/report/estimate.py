@@ -96,7 +96,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     live = set(brokers)
     targets, source, dest, size, part = copy_arrays(cluster, moves, live)
     copies = (source, dest, size)
-    assumptions = _assumptions(len(moves), client_load, throttle, settings)
+    assumptions = _assumptions(len(moves), client_load, throttle, settings, bool(figures.any()))
     try:
         cap = capacities(brokers, cap_map)
     except BadInput:
@@ -116,36 +116,42 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         return result
     if len(source) > MAX_COPIES:
         t = analytic_estimate(copies, *_starting_rates(cluster, figures, live, cap, throttle, settings))
-        assumptions.append(f"{len(source)} copies: more than the fluid model's {MAX_COPIES}; analytic figure (the "
-                           "busiest broker at its starting rate, no tails), at least the lower bound; expect longer")
+        assumptions.append(f"{len(source):,} copies, too many to follow one by one (past {MAX_COPIES:,}): the figure "
+                           "is the busiest broker's bytes at its starting rate, as if no rate changed while copies "
+                           "end, and never below the best case; expect longer")
         result["estimate_s"] = max(t, bound or 0.0)
         return result
     run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap)
     interval = run.throttle(throttle, settings, bound, first_decision_s, assumptions, replay)
     group = max(1, math.ceil(len(source) / max_events))
     if group > 1:
-        assumptions.append(f"{len(source)} copies modelled finishing in groups of up to {group}")
+        assumptions.append(f"{len(source):,} copies followed finishing in groups of up to {group} (for speed; "
+                           "within 10% of one by one)")
     estimate, steps = run.run(interval, first_decision_s, group)
     if bound is not None and estimate < bound:
         # Only a rate floor above the free capacity (the minimum rate on a broker its clients
         # nearly fill) gets here: such copies displace clients; the figure stays at the bound.
-        assumptions.append("raised to the physical bound (minimum rates above some brokers' free capacity)")
+        assumptions.append("raised to the best case (the minimum rate is above what some brokers' clients leave "
+                           "free: those copies take NIC capacity from their clients)")
         estimate = bound
     result.update(estimate_s=estimate, steps=steps)
     return result
 
 
 def _assumptions(moves: int, client_load: float | None, throttle: float | str | None,
-                 settings: Settings) -> list[str]:
-    """What every estimate assumes: the moves at once, the client traffic, the throttle."""
+                 settings: Settings, traffic: bool = True) -> list[str]:
+    """What every estimate assumes, in plain words: the moves at once, the client traffic (the
+    partitions' own figures, none when the cluster gives none, or the what-if load), the throttle."""
     out = [f"all {moves} partition(s) moved at once"]
     if client_load is None:
-        out.append("client traffic: the snapshot's bytes_in/bytes_out, flat")
+        out.append("client traffic as the partitions' bytes_in/bytes_out give it, steady" if traffic else
+                   "no client traffic (the cluster gives no traffic figures)")
     else:
-        out.append(f"client traffic: what-if {client_load:.0%} of capacity on average, flat")
+        out.append(f"client traffic at the what-if {client_load:.0%} of the brokers' NIC capacity on average, steady")
     if throttle == "auto":
-        out.append(f"auto-throttle every {settings.interval:g} s: {settings.share:.0%} of the capacity "
-                   f"clients leave free, at least {settings.minimum / 1e6:.0f} MB/s")
+        out.append(f"the auto-throttle deciding every {settings.interval:g} s, each broker copying at "
+                   f"{settings.share:.0%} of the NIC capacity its clients leave free, at least "
+                   f"{settings.minimum / 1e6:.0f} MB/s")
     elif throttle is None:
         out.append("no throttle: copies may take the whole NIC")
     else:
@@ -248,8 +254,8 @@ class _FluidRun:
             self.auto = auto = AutoThrottle(settings, self.cap)
             if bound and bound / interval > MAX_DECISIONS:
                 interval = bound / MAX_DECISIONS
-                assumptions.append(f"modelled with a decision every {interval:.0f} s (a long run: at most "
-                                   f"{MAX_DECISIONS} rounds computed)")
+                assumptions.append(f"the auto-throttle's decisions followed every {interval:.0f} s, not every "
+                                   f"{settings.interval:g} s (a long run: at most {MAX_DECISIONS} rounds, for speed)")
             self.caps[:] = self.nic
             if first_decision_s > 0:
                 # Applied at the minimum on every broker taking part, until the first decision.
@@ -260,8 +266,9 @@ class _FluidRun:
                 auto.applied = {self.ids[k]: {LEADER: settings.minimum} for k in np.unique(self.src)}
                 for k in np.unique(self.dst):
                     auto.applied.setdefault(self.ids[k], {})[FOLLOWER] = settings.minimum
-                assumptions.append(f"applied at the {settings.minimum / 1e6:.0f} MB/s minimum until the "
-                                   f"auto-throttle's first decision at {first_decision_s:g} s")
+                assumptions.append(f"copies at the {settings.minimum / 1e6:.0f} MB/s minimum the plan is applied "
+                                   f"with until the auto-throttle's first decision, {first_decision_s:g} s after "
+                                   "apply")
         elif throttle is None:
             self.caps[:] = self.nic
         else:

@@ -611,7 +611,8 @@ def _storage_lines(plan: Plan, delta: dict[int, int], before: dict, after: dict)
     return out
 
 
-def summary_text(plan: Plan, report: dict, max_changes: int = 100, arrays: PlanArrays | None = None) -> str:
+def summary_text(plan: Plan, report: dict, max_changes: int = 100, arrays: PlanArrays | None = None,
+                 duration_options: dict | None = None) -> str:
     """A topicmappr-style text summary of a plan.
 
     Parameters
@@ -624,6 +625,9 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100, arrays: PlanA
         Partition map changes listed before the rest is only counted.
     arrays : PlanArrays, optional
         ``PlanArrays(plan)``, when the caller has it already (`plan_report` read it too).
+    duration_options : dict, optional
+        How the Duration estimate section (with ``report["duration"]``) is said:
+        `kit.report.waves.duration_lines`'s keywords (the clock, waves or all at once).
 
     Returns
     -------
@@ -661,7 +665,7 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100, arrays: PlanA
     if report.get("pools"):
         out += ["", "Pools:"] + _pool_lines(report["pools"])
     if "duration" in report:
-        out += ["", "Duration estimate:"] + duration_lines(report["duration"])
+        out += ["", "Duration estimate:"] + duration_lines(report["duration"], **(duration_options or {}))
     return "\n".join(out) + "\n"
 
 
@@ -730,11 +734,14 @@ def _distribution_lines(ctx: _Ctx, before: _Flat, after: _Flat, holders: set[int
 
 
 def _movement_lines(mv: dict) -> list[str]:
-    """Replica additions, data moved and partitions changed, with their lower bounds."""
-    return [f"  replica additions: {mv['replica_additions']} (forced {mv['forced_additions']}, "
-            f"lower bound for a count-balanced result {mv['additions_lower_bound_count_balanced']})",
-            f"  data moved: {mv['bytes_moved_gb']:.3f} GB (lower bound to the mean "
-            f"{mv['bytes_lower_bound_to_mean_gb']:.3f} GB)",
+    """Replica additions, data moved and partitions changed, each with the least a balanced
+    result would need: a bound on balancing plans, said as such, since a plan that does not
+    balance (a replacement keeps the old counts) may well copy less."""
+    return [f"  replica additions: {mv['replica_additions']} (forced {mv['forced_additions']}: replicas of brokers "
+            f"leaving; a result with even replica counts would need at least "
+            f"{mv['additions_lower_bound_count_balanced']})",
+            f"  data moved: {mv['bytes_moved_gb']:.3f} GB (a result with no broker above the mean storage would "
+            f"move at least {mv['bytes_lower_bound_to_mean_gb']:.3f} GB)",
             f"  partitions changed: {mv['partitions_changed']}",
             f"  leader-only changes: {mv['leader_only_changes']}"]
 

@@ -351,30 +351,48 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
     }
 
 
-def duration_lines(d: dict, max_waves: int = 10) -> list[str]:
-    """The duration estimate as summary lines: the figure, its bound, what it assumes."""
+def duration_lines(d: dict, max_waves: int = 10, clock: str | None = None, at_once: bool = False) -> list[str]:
+    """The duration estimate as summary lines: the figure and the clock it is on, the best any
+    run can do, what the estimate assumes, and the waves' simpler figure.
+
+    Parameters
+    ----------
+    d : dict
+        `duration_report`'s answer.
+    max_waves : int
+        Waves listed one by one before the rest is only counted.
+    clock : str, optional
+        The clock the figures are on: "simulated" (a simulated cluster's), "wall" (a real
+        cluster's); None: simulated seconds, the time `kit simulate` runs the plan in.
+    at_once : bool
+        The caller applies the whole plan at once (the runbooks): said so, and the waves'
+        figure, which its run does not follow, left out.
+    """
     gb = d["bytes_to_move"] / 1e9
-    out = [f"  {gb:.1f} GB to copy in {d['waves']} wave(s)"]
+    out = [f"  {gb:,.1f} GB to copy" + ("" if at_once else f" in {d['waves']} wave(s)")]
     if d["brokers_without_rate"]:
-        ids = " ".join(map(str, d["brokers_without_rate"][:10]))
-        out.append(f"  duration unknown: no replication rate for broker(s) {ids} (no net_capacity; pass --throttle)")
+        out.append(f"  duration unknown: {no_rate_text(d['brokers_without_rate'])}")
         return out
     if d.get("brokers_without_headroom"):
         n = len(d["brokers_without_headroom"])
-        out.append(f"  WARN: {n} broker(s) have no NIC headroom left (client traffic); they replicate at the "
-                   f"{_human_rate(MIN_RATE)} minimum")
+        out.append(f"  WARN: the clients of {n} broker(s) leave no NIC capacity free; those copy at the "
+                   f"{_human_rate(MIN_RATE)} minimum, taking it from their clients")
     mode = d.get("throttle", "auto")
     how = ("with the auto-throttle" if mode == "auto" else "unthrottled" if mode == "none"
            else f"at a fixed throttle of {_human_rate(d['throttle_bytes_per_sec'])}")
-    out.append(f"  estimate:    {human_duration(d['seconds_all_at_once'])} (simulated cluster time, apply to last "
-               f"replica in sync, all at once {how}){_bound_text(d)}")
+    on = {"simulated": "on the simulated cluster's clock", "wall": "wall clock"}.get(clock, "simulated cluster time")
+    out.append(f"  estimate:    {human_duration(d['seconds_all_at_once'])} ({on}, from apply until the last new "
+               f"replica is in sync; every partition at once {how}){_bound_text(d)}")
     for a in d.get("assumptions", []):
         out.append(f"    assumes {a}")
     if d["busiest_broker"] is not None:
         out.append(f"  busiest at the start: broker {d['busiest_broker']} "
                    f"({'sending' if d['busiest_direction'] == 'out' else 'receiving'})")
-    out.append(f"  in waves:    {human_duration(d['seconds_in_waves'])} (each wave's busiest broker at its "
-               "starting rate)")
+    if at_once:
+        out.append("  applied all at once, not in waves: the estimate above is the one this run follows")
+        return out
+    out.append(f"  in waves:    {human_duration(d['seconds_in_waves'])} (if the waves are applied one after "
+               "another: each wave's busiest broker at its starting rate, a simpler figure than the estimate)")
     for n, (secs, parts) in enumerate(zip(d["wave_seconds"], d["wave_partitions"]), 1):
         if n > max_waves:
             out.append(f"  ... and {d['waves'] - max_waves} more waves")
@@ -383,19 +401,27 @@ def duration_lines(d: dict, max_waves: int = 10) -> list[str]:
     return out
 
 
+def no_rate_text(brokers: list[int]) -> str:
+    """Why a duration is unknown: the brokers whose replication rate nothing gives."""
+    ids = " ".join(map(str, brokers[:10])) + (f" … ({len(brokers)} brokers)" if len(brokers) > 10 else "")
+    return (f"no NIC capacity is known for broker(s) {ids} (no net_capacity, no capacity map entry) and no "
+            "fixed throttle was given")
+
+
 def _bound_text(d: dict) -> str:
-    """The physical lower bound as the estimate line's tail, saying which brokers it leaves out:
+    """The best any run can do as the estimate line's tail, saying which brokers it leaves out:
     on a broker whose clients fill its NIC no copy is safe, so the bound has nothing to say
     there (a bare "0s" would read as "could be instant")."""
     bound, out = d.get("lower_bound_s"), d.get("lower_bound_leaves_out") or []
     if bound is None:
         return ""
     if not out:
-        return f"; physical lower bound {human_duration(bound)}"
+        return (f"; at best {human_duration(bound)} (every copying broker at all the NIC capacity its clients "
+                "leave free)")
     if not bound:
-        return (f"; no physical lower bound: the clients of every copying broker ({len(out)}) leave no NIC "
+        return (f"; no best case: the clients of every copying broker ({len(out)}) leave no NIC "
                 "capacity free")
-    return (f"; physical lower bound {human_duration(bound)} over the copying brokers with NIC capacity free "
+    return (f"; at best {human_duration(bound)} over the copying brokers with NIC capacity free "
             f"({len(out)} have none)")
 
 
@@ -430,4 +456,4 @@ def human_duration(seconds: float | None) -> str:
 
 
 __all__ = ["Move", "moves_of", "split_waves", "broker_traffic", "replication_rates", "estimate", "estimates", "duration_report",
-           "duration_lines", "wave_documents", "human_duration", "DEFAULT_MAX_MOVES_PER_BROKER"]
+           "duration_lines", "no_rate_text", "wave_documents", "human_duration", "DEFAULT_MAX_MOVES_PER_BROKER"]

@@ -10,9 +10,11 @@ monitors until done, verifies, and keeps a `Record` (JSON beside the executed no
 """
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import dataclasses
+import functools
 import glob
 import io
 import json
@@ -40,11 +42,12 @@ from kit.model import Cluster, Plan
 from kit.plan.actions.replace import pair_dead_with_new
 from kit.report import figures
 from kit.report.review import PlanRefused, review_plan
-from kit.report.waves import duration_lines, human_duration, moves_of, split_waves
+from kit.report.waves import human_duration, moves_of, split_waves
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.kraft import cluster as kraft_sim
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.throttle.decide import Settings
+from kit.throttle.loop import reassignment_roles
 
 # pandas, matplotlib, IPython/ipywidgets and nbformat/nbconvert are imported where they are
 # used: they are heavy, and only the tables, charts, widgets and the HTML record need them.
@@ -76,7 +79,7 @@ class Record:
         self.path = path or ""
         self.doc = {"runbook": runbook, "started": _now(), "finished": None, "outcome": "running",
                     "reason": None, "parameters": _public(parameters), "steps": [], "checks": [],
-                    "command": command_line(runbook, parameters)}
+                    "command": command_line(runbook, parameters, self.path)}
         self._views: list[tuple] = []  # (display handle, render) kept in step with the record
         self.save()
 
@@ -174,12 +177,53 @@ def _public(parameters: dict) -> dict:
             if k != "record_path"}
 
 
-def command_line(runbook: str, parameters: dict) -> str:
-    """The `kit run` command that reproduces a run."""
+def command_line(runbook: str, parameters: dict, record_path: str = "") -> str:
+    """The `kit run` command that reproduces a run, with only the parameters that matter: not
+    those at the runbook's declared default (`declared_defaults`), not the simulated cluster's
+    (`SIMULATED_ONLY`) when the run was on a cluster of yours (zk or bootstrap), and not the
+    working directory the run derived from its record (`default_workdir`): a rerun then gets
+    its own, instead of overwriting this run's plan and rollback files."""
+    defaults = declared_defaults(runbook)
+    yours = bool(parameters.get("zk") or parameters.get("bootstrap"))
     args = ["kit", "run", runbook]
     for k, v in sorted(_public(parameters).items()):
+        if (k in defaults and defaults[k] == v and type(defaults[k]) is type(v) or k in SIMULATED_ONLY and yours
+                or k == "workdir" and v == default_workdir(runbook, record_path)):
+            continue
         args += ["-p", k, v if isinstance(v, str) else json.dumps(v)]
     return " ".join(shlex.quote(a) for a in args)
+
+
+# The runbooks' parameters that only the embedded simulated cluster reads.
+SIMULATED_ONLY = ("cluster", "speed", "client_load")
+
+
+def default_workdir(runbook: str, record_path: str = "") -> str:
+    """Where a runbook keeps its files when its `workdir` parameter is empty, as the runbooks'
+    first cell derives it: beside the record (<record>-files), else <runbook>-files."""
+    return os.path.splitext(record_path)[0] + "-files" if record_path else f"{runbook}-files"
+
+
+@functools.lru_cache(maxsize=None)
+def declared_defaults(runbook: str) -> dict:
+    """The default of each parameter the runbook's parameters cell declares (`name: type =
+    value  # help`, the cell papermill fills in), read without running it; {} for a runbook
+    kit does not ship (a copy of one saved elsewhere)."""
+    try:
+        with open(RUNBOOKS / f"{runbook}.ipynb", encoding="utf-8") as fh:
+            cells = json.load(fh)["cells"]
+        source = next("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+        tree = ast.parse(source)
+    except (OSError, ValueError, KeyError, StopIteration, SyntaxError):
+        return {}
+    out = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign)
+                                                                      and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and node.value is not None:
+            with contextlib.suppress(ValueError, TypeError, SyntaxError):
+                out[target.id] = ast.literal_eval(node.value)
+    return out
 
 
 # -- the environment -------------------------------------------------------------------------
@@ -622,11 +666,13 @@ def common_checks(env: Environment, checks: Checks) -> tuple[Cluster, dict | Non
     """The cluster answers (ZooKeeper, or the Admin API) and no reassignment is running;
     returns the cluster."""
     cluster, running = env.read()
+    # The address in full (every bootstrap broker; ZooKeeper's chroot too): what `kit dashboard`,
+    # `kit throttle` or a rerun need to find the same cluster.
     if env.bootstrap:
         checks.check("the Admin API answers", True,
-                     env.bootstrap.split(",")[0] + (" (simulated KRaft cluster)" if env.simulated else ""))
+                     env.bootstrap + (" (simulated KRaft cluster)" if env.simulated else ""))
     else:
-        checks.check("ZooKeeper answers", True, env.zk.split("/")[0] + (" (simulated cluster)" if env.simulated else ""))
+        checks.check("ZooKeeper answers", True, env.zk + (" (simulated cluster)" if env.simulated else ""))
     checks.check("no reassignment in progress", running is None,
                  "" if running is None else f"{len(running.get('partitions', []))} partition(s) moving now")
     return cluster, running
@@ -648,7 +694,8 @@ def loop_interval(env: Environment | None, speed: float, interval: float = 30.0)
 
 def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | None = None,
                  speed: float = 2000.0, client_load: float = 0.5) -> dict:
-    """Print the topicmappr-style summary with the duration estimate; return the figures.
+    """Print the topicmappr-style summary with the duration estimate; return the figures
+    (`estimate_unknown` says why there is no estimate, when there is none).
 
     The estimate predicts the run `apply_and_monitor` makes with the same arguments: the same
     `throttle`, and on the simulated cluster (`env.simulated`) the same what-if `client_load`
@@ -667,8 +714,16 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
         print(f"FAIL  the plan passes its own checks — {e}")
         raise CheckFailed(str(e)) from None
     duration = report["duration"]
-    print(figures.summary_text(plan, report, max_changes=20))
-    print("\n".join(duration_lines(duration, max_waves=5)))
+    # One Duration section, on the cluster's clock, for the run the runbook makes: the whole plan at once.
+    text = figures.summary_text(plan, report, max_changes=20,
+                                duration_options={"clock": "simulated" if simulated else "wall", "at_once": True})
+    unknown = None
+    if duration["brokers_without_rate"]:
+        # ZooKeeper and the Admin API give no NIC capacity, nor an instance type to look one up by.
+        hint = "the cap_map parameter's \"*\" entry (MB/s) gives every broker's"
+        text += f"  {hint}\n"
+        unknown = f"no NIC capacity known for broker(s) {brokers_text(duration['brokers_without_rate'], 6)}: {hint}"
+    print(text)
     after, movement = report["after"], report["movement"]
     gaining, losing = set(), set()
     for i in plan.changed():
@@ -679,6 +734,7 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
             "bytes_moved_gb": movement["bytes_moved_gb"], "duration_s": duration["estimate_s"],
             "estimate_s": duration["estimate_s"], "lower_bound_s": duration["lower_bound_s"],
             "estimate_assumptions": duration["assumptions"],
+            "estimate_unknown": unknown,
             "brokers_in": sorted(gaining), "brokers_out": sorted(losing),
             "failover_excess_spread_max": after["failover_excess_spread_max"],
             "replica_count_spread": after["replica_count_spread"],
@@ -779,7 +835,7 @@ def applied(record: Record) -> None:
     if not record.path:
         record.path = default_record_path(record.doc["runbook"])
     parameters = {**record.doc["parameters"], "apply": True}
-    record.doc.update(parameters=parameters, command=command_line(record.doc["runbook"], parameters),
+    record.doc.update(parameters=parameters, command=command_line(record.doc["runbook"], parameters, record.path),
                       applied_by=APPLY_BUTTON, applied_by_user=_user(), applied_at=_now(),
                       reason=None if record.doc.get("reason") == WAITING else record.doc.get("reason"))
     record.save()
@@ -991,9 +1047,15 @@ def _apply(env: Environment, plan: Plan | list[dict], throttle: str | float) -> 
     rollback = rollback_path(env)
     static = Settings().minimum if throttle == "auto" else float(throttle)
     with _backend(env) as backend:
+        cluster, _ = backend.read()
         urp_before = len(backend.status()["under_replicated"])
         backend.apply(moves, static, rollback)
-        applied_to = backend.status()["throttled_brokers"]  # held at `static` until the loop decides
+        throttled = backend.status()["throttled_brokers"]
+    # Held at `static` until the loop decides: the brokers that send or receive a copy, as the
+    # loop counts them. The apply throttles every replica of a moving partition, as Kafka's tool
+    # does, but a dead broker or a follower that stays copies nothing.
+    sources, dests, _ = reassignment_roles(cluster, {"partitions": moves})
+    applied_to = sorted(b for b in throttled if b in sources | dests)
     # The cluster's clock: the simulated controller counts from the moment it picks the plan up.
     applied_wall = _now()
     started = _stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
@@ -1514,10 +1576,11 @@ def floor_time(events_path: str, start: datetime | None, end: datetime | None,
     minimum before the first decision) until a higher rate, a `clear`, `done`, or `end`. With
     `failsafe_only`, only the fail-safe proper counts (metrics missing or stale).
 
-    `applied_to` are the brokers the plan was applied to at the minimum: one the loop never set
-    a rate for (a copy that ended before the loop's first round, a loop slow to start that
-    found the broker's partitions done and cleared it) copied at that rate, for want of
-    metrics, until the loop cleared it or the copy ended. Returns
+    `applied_to` are the brokers the plan was applied to at the minimum that send or receive a
+    copy (never a dead broker, nor a follower that stays: throttled with the plan, they copy
+    nothing): one the loop never set a rate for (a copy that ended before the loop's first
+    round, a loop slow to start that found the broker's partitions done and cleared it) copied
+    at that rate, for want of metrics, until the loop cleared it or the copy ended. Returns
     {"seconds": time any broker was held, "brokers": {broker: seconds}, "rate": bytes/s}."""
     floor = Settings().minimum if minimum is None else minimum
     events = [e for e in read_events(events_path) if e.get("source") == "throttle"]
@@ -1630,20 +1693,24 @@ def _headline_rows(record: dict) -> list[tuple[str, str]]:
         clock = timing.get("clock")
         which = ("the simulated cluster's clock" if clock == "simulated" else "wall clock") if clock else ""
         actual = timing.get("actual_s")
+        why = plan.get("estimate_unknown") if timing.get("estimate_s") is None else None
         rows.append((f"duration ({which})" if which else "duration",
-                     f"estimated {human_duration(timing.get('estimate_s'))}, actual "
+                     f"estimated {human_duration(timing.get('estimate_s'))}{f' ({why})' if why else ''}, actual "
                      + (human_duration(actual) if actual is not None else
                         "not finished" if change else "not applied")))
         floor = timing.get("failsafe") or {}
-        if change:
+        # A fixed throttle has no auto-throttle: no fail-safe, no minimum to speak of.
+        auto = (record.get("parameters") or {}).get("throttle", "auto") == "auto"
+        if change and (auto or timing.get("failsafe_s")):
             rows.append(("at the fail-safe (metrics missing)",
                          f"{human_duration(timing.get('failsafe_s') or 0)}"
                          + (f" ({floor['rate'] / 1e6:.0f} MB/s; brokers "
                             f"{brokers_text(sorted(int(b) for b in floor.get('brokers', {})))})"
                             if timing.get("failsafe_s") else "")))
-            if timing.get("minimum_s") is not None:
-                rows.append(("at the minimum rate", f"{human_duration(timing['minimum_s'])} (the fail-safe, the plan's "
-                             "applied rate until the auto-throttle's first decision, or a NIC its clients fill)"))
+        if change and timing.get("minimum_s") is not None and (auto or timing["minimum_s"]):
+            rows.append(("at the minimum rate", f"{human_duration(timing['minimum_s'])} with some broker copying at "
+                         f"the auto-throttle's {Settings().minimum / 1e6:.0f} MB/s minimum (the rate the plan is "
+                         "applied with, until its first decision; the fail-safe; or a NIC its clients fill)"))
     urp = record.get("under_replicated") or {}
     if urp:
         after = urp.get("after")

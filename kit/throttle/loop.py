@@ -303,9 +303,9 @@ def remove_override(backend: ClusterBackend, broker: int | None = None) -> bool:
 
 @dataclasses.dataclass
 class Outcome:
-    """What one run of the loop did, for its last words: the rounds it made, the leftovers it
-    cleared when it took over, and each stored override it ignored ({znode: why}), a degraded
-    mode in which the automatic rate ran instead."""
+    """What one run of the loop did, for its last words: the rounds it made, the throttles it
+    cleared when it took over (those the reassignment in flight did not need), and each stored
+    override it ignored ({znode: why}), a degraded mode in which the automatic rate ran instead."""
 
     rounds: int = 0
     cleared_brokers: int = 0
@@ -316,14 +316,48 @@ class Outcome:
         """The outcome as the command prints it: one line, then one per degraded part."""
         out = [f"auto-throttle stopped after {self.rounds} round(s)"]
         if self.cleared_brokers or self.cleared_topics:
-            out[0] += f"; at start, cleared leftovers: {_leftovers(self.cleared_brokers, self.cleared_topics)}"
+            out[0] += f"; at start, {CLEARED}: {_cleared_counts(self.cleared_brokers, self.cleared_topics)}"
         out += [f"degraded: override ignored, the automatic rate ran instead ({why})" for why in self.ignored.values()]
         return out
 
 
-def _leftovers(brokers: int, topics: int) -> str:
+def _cleared_counts(brokers: int, topics: int) -> str:
     """The count of throttles cleared, as said in events and the outcome."""
     return f"{brokers} brokers' rates, {topics} topics' replica lists"
+
+
+# How events and the outcome name the throttles `ThrottleLoop.clear_unneeded` removes. Not
+# "leftovers": the apply that started the reassignment in flight throttles every replica of a
+# moving partition (as Kafka's tool does), a dead broker's included, and those it does not need.
+CLEARED = "cleared throttles not needed"
+
+
+def unneeded_because(cluster, running: dict | None, brokers: list[int], finished: bool = False) -> str:
+    """Why throttles on `brokers` (and on topics not moving) are not needed, from what the
+    cluster shows, claiming nothing about who set them where the cluster cannot tell.
+
+    With a reassignment running, each broker is one of: dead; holding a replica of a moving
+    partition without sending or receiving a copy (a follower that stays, or a copy done);
+    or in no partition of it (set for partitions already moved, by an earlier run or by
+    another tool)."""
+    if finished:
+        return "the reassignment finished"
+    if running is None:
+        return "no reassignment running: set for one that has ended, or by another tool"
+    moving = {(m["topic"], m["partition"]): m["replicas"] for m in running.get("partitions", [])}
+    holders = set()
+    for p in cluster.partitions:
+        if p.key in moving:
+            holders.update(p.replicas, moving[p.key])
+    dead = [b for b in brokers if b in cluster.brokers and not cluster.brokers[b].alive]
+    idle = [b for b in brokers if b in holders and b not in dead]
+    other = [b for b in brokers if b not in holders and b not in dead]
+    why = [f"{label} {', '.join(map(str, sorted(ids)))}" for label, ids in (
+        ("dead, copying nothing:", dead),
+        ("holding a replica of a moving partition, sending and receiving no copy:", idle),
+        ("in no partition of it (set for partitions already moved, by an earlier run or by another tool):", other))
+        if ids]
+    return "; ".join(["the reassignment in flight does not need them"] + why)
 
 
 def _broker_name(name: str) -> int | None:
@@ -359,18 +393,21 @@ class ThrottleLoop:
 
     def take_over(self) -> tuple[list[str], list[str]]:
         """At start: the throttles in force become this loop's, and every one the reassignment in
-        flight does not need is removed (`clear_unneeded`), whoever left it (a killed loop, a
-        crashed apply, Kafka's tool). What it needs is (re)written by the first round."""
+        flight does not need is removed (`clear_unneeded`), whoever set it (the apply that
+        started it, on a dead broker or a follower that stays; a killed loop, a crashed apply,
+        Kafka's tool). What it needs is (re)written by the first round."""
         cluster, running = self.backend.read()
         _, broker_overrides = self.overrides(cluster)
         brokers, topics = self.clear_unneeded(cluster, running, broker_overrides)
         self.outcome.cleared_brokers, self.outcome.cleared_topics = len(brokers), len(topics)
         return brokers, topics
 
-    def clear_unneeded(self, cluster, running: dict | None, broker_overrides) -> tuple[list[str], list[str]]:
-        """Remove the rates of every broker taking no part in `running` (None: nothing runs) and
-        not overridden, and the replica lists of every topic it does not move; an event says how
-        many. Returns the (brokers, topics) cleared."""
+    def clear_unneeded(self, cluster, running: dict | None, broker_overrides,
+                       finished: bool = False) -> tuple[list[str], list[str]]:
+        """Remove the rates of every broker taking no part in `running` (None: nothing runs;
+        `finished`: the reassignment this loop watched just ended) and not overridden, and the
+        replica lists of every topic it does not move; an event says how many, and why they were
+        not needed (`unneeded_because`). Returns the (brokers, topics) cleared."""
         if running is None and self.backend.reassigning():
             return [], []  # one began since the cluster was read: not ours to clear blind
         sources, dests, lists = reassignment_roles(cluster, running)
@@ -383,11 +420,10 @@ class ThrottleLoop:
         # rewrites each whole, and removes it once the topic stops moving.
         self.topics = {t: {} for t in lists}
         if brokers or topics:
-            why = "the reassignment in flight does not need them" if running else "no reassignment running"
+            ids = [b for b in map(_broker_name, brokers) if b is not None]
             self.log.write(event(self.stamp(), "throttle", "clear",
-                                 f"cleared leftovers: {_leftovers(len(brokers), len(topics))} "
-                                 f"(set for partitions already moved, by an earlier run or by another tool; {why})",
-                                 [b for b in map(_broker_name, brokers) if b is not None]))
+                                 f"{CLEARED}: {_cleared_counts(len(brokers), len(topics))} "
+                                 f"({unneeded_because(cluster, running, ids, finished)})", ids))
         return brokers, topics
 
     def prepare(self, cluster=None, metrics=None) -> None:
@@ -455,7 +491,7 @@ class ThrottleLoop:
         if self.was_running and running is None:
             # Whatever is left goes too (a rate kit apply set on a broker the loop never
             # throttled, another tool's): nothing runs, so nothing is needed.
-            self.clear_unneeded(cluster, None, broker_overrides)
+            self.clear_unneeded(cluster, None, broker_overrides, finished=True)
             self.log.write(event(self.stamp(), "throttle", "done", "the reassignment finished; throttles cleared"))
             if glob_override and glob_override["autoremove"]:
                 remove_override(self.backend)

@@ -41,7 +41,7 @@ def test_estimate_predicts_the_auto_throttled_simulation(make_snapshot, scenario
     assert sim["completion_s"] >= sim["lower_bound_s"] - 1e-3
     assert d["lower_bound_s"] == pytest.approx(sim["lower_bound_s"], abs=0.1)
     text = "\n".join(duration_lines(d))
-    assert "auto-throttle every 30 s" in text and "snapshot's bytes_in/bytes_out" in text
+    assert "auto-throttle deciding every 30 s" in text and "partitions' bytes_in/bytes_out" in text
 
 
 def test_grouped_copies_stay_close_to_the_exact_model(make_snapshot):
@@ -166,11 +166,33 @@ def test_the_lower_bound_names_the_brokers_it_leaves_out(make_snapshot, load, le
     assert out == sorted(out)
     if left_out == "none":
         assert out == [] and d["lower_bound_s"] > 0
-        assert line.endswith(f"; physical lower bound {human_duration(d['lower_bound_s'])}")
+        assert line.endswith(f"; at best {human_duration(d['lower_bound_s'])} (every copying broker at all the NIC "
+                             "capacity its clients leave free)")
     elif left_out == "some":
         assert out and d["lower_bound_s"] > 0
-        assert f"over the copying brokers with NIC capacity free ({len(out)} have none)" in line
+        assert f"; at best {human_duration(d['lower_bound_s'])} over the copying brokers with NIC capacity free " \
+               f"({len(out)} have none)" in line
     else:
         assert d["lower_bound_s"] == 0 and len(out) == 6  # the six live brokers all copy
-        assert line.endswith("no physical lower bound: the clients of every copying broker (6) leave no NIC "
+        assert line.endswith("no best case: the clients of every copying broker (6) leave no NIC "
                              "capacity free")
+
+
+def test_what_each_estimate_assumes_is_said_in_plain_words(monkeypatch):
+    """Past the copies followed one by one the figure is a simpler one: it says what it is and
+    what it leaves out, not the model's name; a cluster that gives no traffic figures is
+    assumed to carry no clients, and the estimate says so rather than naming a snapshot."""
+    from kit.report import estimate
+
+    c = _snap([{"topic": "t", "partition": i, "replicas": [1, 2], "size": 10**9} for i in range(4)])
+    moves = [{"topic": "t", "partition": i, "replicas": [3, 4]} for i in range(4)]
+    followed = predict(c, moves)
+    monkeypatch.setattr(estimate, "MAX_COPIES", 4)  # 8 copies: past it
+    simpler = predict(c, moves)
+    assert simpler["estimate_s"] > 0 and simpler["assumptions"] != followed["assumptions"]
+    said = " ".join(simpler["assumptions"])
+    assert "8 copies, too many to follow one by one (past 4)" in said, said
+    assert "the busiest broker's bytes at its starting rate" in said and "expect longer" in said, said
+    for jargon in ("fluid model", "analytic", "tails", "snapshot"):
+        assert jargon not in said, jargon
+    assert "no client traffic (the cluster gives no traffic figures)" in said, said

@@ -207,8 +207,9 @@ def test_summary_text_sections_and_changes():
         "  degree [min/max/avg]: 0/2/1.50 -> 2/3/2.50\n",
         "  Broker 1002 - leader: 0, follower: 3, total: 3 (was 1/3/4)\n",
         "  Broker 1004 - leader: 0, follower: 1, total: 1 (was 0/0/0)\n",
-        "  replica additions: 1 (forced 0, lower bound for a count-balanced result 3)\n",
-        "  data moved: 30.000 GB (lower bound to the mean 52.500 GB)\n",
+        "  replica additions: 1 (forced 0: replicas of brokers leaving; a result with even replica counts would "
+        "need at least 3)\n",
+        "  data moved: 30.000 GB (a result with no broker above the mean storage would move at least 52.500 GB)\n",
         "  partitions changed: 3\n",
         "  leader-only changes: 2\n",
         "  rack violations: 0 -> 0\n",

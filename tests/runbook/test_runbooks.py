@@ -354,6 +354,172 @@ def test_brokers_the_loop_never_decided_for_count_as_held_at_the_fail_safe(tmp_p
     assert held["brokers"] == {1001: 7200, 1013: 3600}, held
 
 
+def test_the_fail_safe_is_never_blamed_on_a_broker_that_copies_nothing(zookeeper, snapshots, tmp_path):
+    """The apply throttles every replica of a moving partition at the minimum, as Kafka's tool
+    does, the dead broker's included; the loop then takes the dead broker's rate off at its
+    first round, as late as its start allows (10,000 simulated seconds at 20,000x). The dead
+    broker copied nothing: it is not among the brokers held at the minimum from apply, and the
+    fail-safe time names only brokers that send or receive."""
+    from datetime import datetime, timedelta, timezone
+
+    from kit.formats import load_snapshot
+    from kit.plan import plan_replace
+    from kit.plan.actions.replace import pair_dead_with_new
+    from kit.runbook.steps import Environment, _apply, floor_time
+
+    root = f"{zookeeper}/kit-runbook-floor"
+    assert kit("sim", "seed", "--zk", root, "--snapshot", snapshots["replace"]).returncode == 0
+    cluster = load_snapshot(str(snapshots["replace"]))
+    (dead, new), = pair_dead_with_new(cluster)
+    plan = plan_replace(cluster, [(dead, new)])
+    change = _apply(Environment(root, False, str(tmp_path)), plan.reassignment()["partitions"], "auto")
+    moves = plan.reassignment()["partitions"]
+    sources = {next(b for b in p.isr if b != dead) for p in cluster.partitions
+               if any((m["topic"], m["partition"]) == p.key for m in moves)}
+    assert set(change.applied_to) == sources | {new}, change.applied_to
+    assert dead not in change.applied_to
+
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    end = start + timedelta(hours=8)
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in [
+        {"source": "throttle", "kind": "clear", "time": "2026-01-01T02:46:40Z", "brokers": [dead],
+         "reason": "the reassignment in flight does not need them; dead, copying nothing"},
+        *({"source": "throttle", "kind": "rate", "time": "2026-01-01T02:49:14Z", "brokers": [b],
+           "role": "leader" if b != new else "follower", "old": 10e6, "new": 50e6, "reason": "measured"}
+          for b in sorted(sources | {new})),
+        {"source": "throttle", "kind": "done", "time": "2026-01-01T08:00:00Z", "brokers": [], "reason": "done"}]))
+    failsafe = floor_time(str(events), start, end, failsafe_only=True, applied_to=change.applied_to)
+    assert failsafe["seconds"] == 0 and failsafe["brokers"] == {}, failsafe
+    minimum = floor_time(str(events), start, end, applied_to=change.applied_to)
+    assert dead not in minimum["brokers"] and set(minimum["brokers"]) == sources | {new}, minimum
+
+
+def test_the_reproduce_command_names_only_the_parameters_that_matter():
+    """A run on a cluster of yours drops what only the simulated cluster reads, every parameter
+    at its declared default, and the working directory derived from the record (a rerun must
+    not overwrite this run's rollback file); what was given stays."""
+    from kit.runbook.steps import command_line
+
+    # A run from a live notebook (no record path yet: its workdir is <runbook>-files).
+    given = dict(zk="", bootstrap="10.0.0.1:9092,10.0.0.2:9092", cluster="zookeeper", replace="", apply=False,
+                 throttle="auto", cap_map={}, throttle_metrics="", speed=2000.0, client_load=0.5, max_wait_s=900.0,
+                 workdir="broker_replacement-files")
+    assert command_line("broker_replacement", given) == \
+        "kit run broker_replacement -p bootstrap 10.0.0.1:9092,10.0.0.2:9092"
+    # `kit run`'s: the workdir beside the record.
+    record = "/records/20260101T000000Z-broker_replacement.json"
+    given["workdir"] = "/records/20260101T000000Z-broker_replacement-files"
+    assert command_line("broker_replacement", given, record) == \
+        "kit run broker_replacement -p bootstrap 10.0.0.1:9092,10.0.0.2:9092"
+    on_zk = dict(given, bootstrap="", zk="10.0.0.1:2181/kafka", speed=20000.0, apply=True, cap_map={"*": 125},
+                 workdir="/var/kit/replace")
+    assert command_line("broker_replacement", on_zk, record) == ("kit run broker_replacement -p apply true -p cap_map "
+                                                                 "'{\"*\": 125}' -p workdir /var/kit/replace -p zk "
+                                                                 "10.0.0.1:2181/kafka")
+    simulated = dict(given, bootstrap="", speed=20000.0, apply=True)
+    assert command_line("broker_replacement", simulated, record) == \
+        "kit run broker_replacement -p apply true -p speed 20000.0"
+    assert command_line("broker_replacement", dict(given, bootstrap=""), record) == "kit run broker_replacement"
+
+
+@pytest.mark.parametrize("address", ["zk", "bootstrap"])
+def test_the_pre_check_shows_the_whole_address(address, capsys):
+    """`kit dashboard --zk` needs the chroot, `--bootstrap` every broker: the check shows the
+    address as the runbook was given it."""
+    from kit.formats import load_snapshot
+    from kit.runbook.steps import Checks, Environment, common_checks
+
+    where = "10.0.0.1:2181,10.0.0.2:2181/kafka/prod" if address == "zk" else "10.0.0.1:9092,10.0.0.2:9092"
+    env = Environment(where if address == "zk" else "", False, "unused",
+                      bootstrap=where if address == "bootstrap" else "")
+    env.read = lambda: (load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json")), None)
+    checks = Checks()
+    common_checks(env, checks)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("PASS") and first.endswith(f" — {where}"), first
+
+
+def test_a_dead_brokers_unknown_rack_is_not_called_another_rack():
+    """Read from ZooKeeper a dead broker has no rack (its registration is gone): the plan's
+    NOTE says the rack is unknown, never "from another rack (None)"; a known other rack is
+    still named."""
+    import dataclasses
+
+    from kit.formats import load_snapshot
+    from kit.plan import plan_replace
+
+    cluster = load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json"))
+    assert cluster.rack_of(1009) == cluster.rack_of(1013) == "rack-c"
+    as_zookeeper_has_it = dataclasses.replace(cluster, brokers={**cluster.brokers, 1009: dataclasses.replace(
+        cluster.brokers[1009], rack=None)})
+    (note,) = plan_replace(as_zookeeper_has_it, [(1009, 1013)]).notes
+    assert note.startswith("broker 1013 (rack rack-c) replaces 1009, whose rack is unknown"), note
+    assert "another rack" not in note and "None" not in note
+    assert plan_replace(cluster, [(1009, 1013)]).notes == []
+    moved = dataclasses.replace(cluster, brokers={**cluster.brokers, 1009: dataclasses.replace(
+        cluster.brokers[1009], rack="rack-a")})
+    assert plan_replace(moved, [(1009, 1013)], ignore_warns=True).notes[0] == \
+        "broker 1013 (rack rack-c) replaces 1009 from another rack (rack-a)"
+
+
+def test_the_plan_summary_says_the_duration_once_for_the_run_the_runbook_makes(capsys):
+    """One Duration section (summary_text's, not a second copy), on the cluster's clock, for
+    the run the runbook makes: the whole plan at once, said so, with no waves' figure beside
+    it. The movement figures' bounds say what result they bound (a replacement keeps the old
+    counts: it copies less than a balancing plan could), and no model's jargon is left."""
+    import dataclasses
+
+    from kit.formats import load_snapshot
+    from kit.plan import plan_replace
+    from kit.runbook.steps import Environment, headline, plan_summary
+
+    cluster = load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json"))
+    plan = plan_replace(cluster, [(1009, 1013)])
+    figures = plan_summary(plan, env=Environment("127.0.0.1:2181/kafka", True, "unused"), speed=20000.0)
+    out = capsys.readouterr().out
+    assert out.count("Duration estimate:") == 1 and out.count("  estimate:  ") == 1, out
+    assert "on the simulated cluster's clock" in out and "simulated cluster time" not in out
+    assert "applied all at once, not in waves" in out and "  in waves:" not in out and "wave 1" not in out
+    assert "a result with even replica counts would need at least" in out
+    assert "a result with no broker above the mean storage would move at least" in out
+    for jargon in ("lower bound for a count-balanced result", "lower bound to the mean", "fluid model", "analytic",
+                   "physical lower bound", "snapshot's"):
+        assert jargon not in out, jargon
+    assert figures["estimate_s"] > 0 and figures["estimate_unknown"] is None
+
+    # A cluster of yours that gives no NIC capacity: no estimate, on the wall clock, and why.
+    blind = dataclasses.replace(cluster, brokers={b: dataclasses.replace(x, net_capacity=None)
+                                                  for b, x in cluster.brokers.items()})
+    figures = plan_summary(plan_replace(blind, [(1009, 1013)]), env=Environment("10.0.0.1:2181/kafka", False, "unused"))
+    out = capsys.readouterr().out
+    assert figures["estimate_s"] is None and "cap_map" in figures["estimate_unknown"], figures
+    assert out.count("duration unknown: no NIC capacity is known for broker(s) 1001") == 1, out
+    head = headline({"runbook": "broker_replacement", "outcome": "planned", "plan": figures,
+                     "timing": {"estimate_s": None, "actual_s": None, "clock": "wall"}}).text()
+    row = next(line for line in head.splitlines() if line.strip().startswith("duration (wall clock)"))
+    assert "estimated unknown (no NIC capacity known for broker(s) 1001" in row and "cap_map" in row, row
+
+
+def test_the_headline_names_the_minimum_rate_and_says_nothing_of_it_under_a_fixed_throttle():
+    """The time at the minimum says which rate (the auto-throttle's, in MB/s); a run at a fixed
+    throttle has no auto-throttle, so neither its fail-safe nor its minimum is shown."""
+    from kit.runbook.steps import headline
+
+    record = {"runbook": "broker_replacement", "outcome": "succeeded", "parameters": {"throttle": "auto"},
+              "change": {"rollback": "/r/rollback.json"},
+              "timing": {"estimate_s": 100.0, "actual_s": 120.0, "clock": "simulated", "failsafe_s": 0.0,
+                         "minimum_s": 50.0, "failsafe": {"seconds": 0.0, "rate": 10e6, "brokers": {}}}}
+    rows = dict(line.strip().split("  ", 1) for line in headline(record).text().splitlines()[1:])
+    assert rows["at the minimum rate"].strip().startswith("50s with some broker copying at the auto-throttle's "
+                                                           "10 MB/s minimum"), rows
+    assert rows["at the fail-safe (metrics missing)"].strip() == "0s"
+    fixed = dict(record, parameters={"throttle": "50000000"},
+                 timing=dict(record["timing"], minimum_s=0.0, failsafe={"seconds": 0.0, "rate": 50e6, "brokers": {}}))
+    text = headline(fixed).text()
+    assert "minimum" not in text and "fail-safe" not in text, text
+
+
 def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     """One verdict (kit.report.review.review_plan) for `kit plan`, the runbooks and the doctor."""
     from kit.report import figures

@@ -152,7 +152,44 @@ def test_throttles_left_behind_with_nothing_running_are_cleared_at_start(zookeep
             "--events", events, "--max-seconds", "0.5")
     assert r.returncode == 0, r.stderr
     assert not any(LEADER_RATE in c for c in configs(root, "brokers").values())
-    assert "by an earlier run or by another tool" in events.read_text()
+    assert "no reassignment running: set for one that has ended, or by another tool" in events.read_text()
+
+
+def test_a_rate_the_plan_set_on_a_dead_broker_is_cleared_and_not_called_another_runs(zookeeper, snapshots,
+                                                                                      tmp_path):
+    """A brand-new cluster, a replacement applied at the minimum rate: the apply throttles every
+    replica of a moving partition, as Kafka's tool does, the dead broker's included. The loop
+    takes that rate off at start (the dead broker copies nothing) and says why: not as a
+    leftover of an earlier run or another tool, since nothing earlier existed."""
+    from kit.events import EventLog
+    from kit.formats import load_snapshot
+    from kit.throttle.loop import ThrottleLoop
+
+    root = f"{zookeeper}/kit-dead-rate-{next(_chroots)}"
+    snap = snapshots["replace"]
+    assert kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
+    replace = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / "demo_replace_arg.py"),
+                              str(snap)], capture_output=True, text=True, check=True).stdout.strip()
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
+    assert kit("apply", plan, "--zk", root, "--throttle", str(int(Settings().minimum))).returncode == 0
+    dead = [b.id for b in load_snapshot(str(snap)).brokers.values() if not b.alive]
+    assert len(dead) == 1 and LEADER_RATE in configs(root, "brokers")[str(dead[0])]  # the apply throttled it
+    events = tmp_path / "events.jsonl"
+    log = EventLog(str(events))
+    with open_backend(zk=root) as backend:
+        loop = ThrottleLoop(backend, Settings(), SampleDirMetrics(str(tmp_path / "no-samples"), 60.0), log,
+                            cap_map={"*": CAP})
+        loop.prepare()
+        loop.take_over()
+    log.close()
+    assert LEADER_RATE not in configs(root, "brokers").get(str(dead[0]), {})
+    cleared = [e for e in read_events(str(events)) if e["kind"] == "clear"]
+    assert len(cleared) == 1 and cleared[0]["brokers"] == dead, cleared
+    reason = cleared[0]["reason"]
+    assert "earlier run" not in reason and "another tool" not in reason and "leftover" not in reason, reason
+    assert reason.startswith("cleared throttles not needed: 1 brokers' rates, 0 topics' replica lists"), reason
+    assert f"dead, copying nothing: {dead[0]}" in reason, reason
 
 
 def test_overrides_live_in_kafka_kits_znodes_and_the_loop_honours_them(running_replace, tmp_path):
@@ -417,7 +454,7 @@ def test_a_restarted_loop_takes_over_and_clears_what_the_reassignment_in_flight_
         if b.poll() is None:
             b.kill()
     assert b.returncode == 0, err
-    summary = f"cleared leftovers: {len(gone_rates)} brokers' rates, {len(gone_lists)} topics' replica lists"
+    summary = f"cleared throttles not needed: {len(gone_rates)} brokers' rates, {len(gone_lists)} topics' replica lists"
     assert summary in err and summary in out, (out, err)
     cleared = [e for e in read_events(str(second)) if summary in e["reason"]]
     assert len(cleared) == 1 and cleared[0]["kind"] == "clear"

@@ -32,9 +32,15 @@ def plan_replace(cluster: Cluster, pairs: list[tuple[int, int]], topics: str | N
     targets = sorted((set(cluster.live_ids) - set(olds)) | set(news))
     notes = []
     for o, n in pairs:
-        if cluster.rack_of(o) != cluster.rack_of(n):
-            notes.append(f"broker {n} (rack {cluster.rack_of(n)}) replaces {o} "
-                         f"from another rack ({cluster.rack_of(o)})")
+        if cluster.rack_of(o) is None and cluster.rack_of(n) is not None:
+            # Neither ZooKeeper (the registration goes with the broker) nor the Admin API (live
+            # brokers only) gives a dead broker's rack: unknown, not another rack. The rack rule
+            # is still checked slot by slot.
+            notes.append(f"broker {n} (rack {cluster.rack_of(n)}) replaces {o}, whose rack is unknown (the cluster "
+                         "reports no rack for a dead broker); the rack rule is checked partition by partition")
+        elif cluster.rack_of(o) != cluster.rack_of(n):
+            notes.append(f"broker {n} (rack {cluster.rack_of(n) or 'unknown'}) replaces {o} "
+                         f"from another rack ({cluster.rack_of(o) or 'unknown'})")
     # Unlike every other action, no leadership stage: NEW leads what OLD led.
     stages = Stages(place=lambda ws: _substitute(ws, dict(pairs), ignore_warns), leadership=None)
     changes = broker_changes(cluster, targets, replacing=olds)
