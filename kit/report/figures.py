@@ -434,11 +434,15 @@ def movement_figures(cluster: Cluster, before, after, targets) -> dict:
     return _movement(ctx, b, a, changed, _added_dropped(ctx, b, a, changed))
 
 
-def _problems(ctx: _Ctx, after: _Flat, changed: np.ndarray) -> tuple[list[str], int]:
-    """evaluate_plan's problems (unknown brokers, anywhere) and kit's own (changed partitions only)."""
+def _problems(ctx: _Ctx, after: _Flat, changed: np.ndarray, offline: list[int]) -> tuple[list[str], int]:
+    """evaluate_plan's problems (unknown brokers, anywhere but the `offline` partitions) and
+    kit's own (changed partitions only)."""
     p = len(after.lengths)
     rows = after.part_of
     unknown = np.bincount(rows[~ctx.known[after.idx]], minlength=p) > 0
+    # An offline partition stays where it is (kit.offline): the dead brokers it names, which
+    # a cluster read from ZooKeeper no longer registers, are not the plan's doing.
+    unknown[offline] = False
     dup = _duplicate_rows(after) & changed
     stray = ctx.known[after.idx] & ~ctx.is_target[after.idx]
     off = (np.bincount(rows[stray], minlength=p) > 0) & changed
@@ -513,7 +517,7 @@ def plan_report(plan: Plan, arrays: PlanArrays | None = None) -> dict:
     """
     arrays = arrays or PlanArrays(plan)
     ctx, before, after = arrays.ctx, arrays.before, arrays.after
-    problems, count = _problems(ctx, after, arrays.changed)
+    problems, count = _problems(ctx, after, arrays.changed, plan.offline)
     report = {
         "action": plan.action,
         "targets": sorted(ctx.target_set),

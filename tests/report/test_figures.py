@@ -301,6 +301,20 @@ def test_the_summary_names_the_offline_partitions_and_the_report_lists_every_one
     assert "Offline partitions" not in summary_text(healthy, plan_report(healthy))
 
 
+def test_offline_partitions_left_on_unregistered_dead_brokers_are_no_problem_of_the_plan():
+    # Read from ZooKeeper, a dead broker is only a name in replica lists (known=False): the
+    # offline partitions the plan leaves there must not make it "name an unknown broker".
+    brokers = {b: Broker(b, alive=b < 8, known=b < 8) for b in (1, 2, 3, 4, 8, 9)}
+    parts = (Partition("gone", 0, (8, 9), ()), Partition("kept", 0, (1, 8), (1,)))
+    plan = plan_remove(Cluster(brokers=brokers, partitions=parts), [8, 9], ignore_warns=True)
+    report = plan_report(plan)
+    assert plan.offline == [0] and plan.after[0] == [8, 9]
+    assert report["problems"] == [] and report["problem_count"] == 0
+    # Only partitions a planner left out as offline are spared: elsewhere the rule stays evaluate_plan's.
+    hand_made = Plan(cluster=plan.cluster, action="hand-made", after=[[8, 9], [1, 9]], targets=[1, 2, 3, 4])
+    assert plan_report(hand_made)["problems"] == ["gone-0 names an unknown broker", "kept-0 names an unknown broker"]
+
+
 # ------------------------------------------------------------------ random small clusters, in process
 
 IDS = [1, 2, 3, 7, 40, 41, 2**31 - 1]  # Kafka's largest broker id (int32)
