@@ -14,6 +14,9 @@ estimate and the simulator copy by. Pure: no I/O.
 """
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter, ne, not_
+
 import numpy as np
 
 from kit.model import Cluster, Partition
@@ -27,12 +30,19 @@ ENTRY_KEYS = ("topic", "partition", "replicas", "isr", "cause", "in_sync_dead", 
 def offline_indices(cluster: Cluster) -> list[int]:
     """Indices (in partition order) of the partitions with no live in-sync replica.
 
-    Read off the cluster's `kit.traffic.layout` for its live brokers (`leader_of` for every
-    partition at once), which the plan's duration estimate reads too and which is kept for
-    the next call on the same cluster: a planner asking first costs the review nothing.
+    Where every ISR is its partition's replica list (a cluster with nothing under-replicated),
+    an offline partition is one whose every replica is dead: one set test per partition, in C.
+    Otherwise `leader_of` for every partition at once, read off the cluster's
+    `kit.traffic.layout`, which the plan's duration estimate reads too and which is kept for
+    the next call on the same cluster (the review then finds it made).
     """
-    lay = layout(cluster, {b.id for b in cluster.brokers.values() if b.alive})
-    return np.flatnonzero(lay.lead_id < 0).tolist()
+    parts = cluster.partitions
+    live = frozenset(b.id for b in cluster.brokers.values() if b.alive)
+    if not any(map(ne, map(attrgetter("isr"), parts), map(attrgetter("replicas"), parts))):
+        # With no broker dead, only a partition without replicas has no leader.
+        test = not_ if len(live) == len(cluster.brokers) else live.isdisjoint
+        return list(compress(range(len(parts)), map(test, map(attrgetter("isr"), parts))))
+    return np.flatnonzero(layout(cluster, live).lead_id < 0).tolist()
 
 
 def _ids(brokers: list[int]) -> str:

@@ -47,6 +47,16 @@ def test_offline_means_no_live_replica_in_the_isr():
     assert offline_indices(c) == sorted(independent_offline(c)) == [1, 2, 4, 5, 6]
 
 
+@pytest.mark.parametrize("parts, dead, offline", [
+    ([((1, 2), (1, 2)), ((3, 4), (3, 4)), ((4,), (4,))], (3, 4), [1, 2]),  # every ISR its replica list
+    ([((1, 2), (1, 2)), ((3, 4), (3, 4))], (), []),  # nobody dead
+    ([((1, 2), (1, 2)), ((5, 6), (GHOST,))], (), [1]),  # nobody dead, but an ISR of a stranger
+])
+def test_offline_whether_or_not_the_isrs_are_the_replica_lists(parts, dead, offline):
+    c = _cluster(parts, dead=dead)
+    assert offline_indices(c) == sorted(independent_offline(c)) == offline
+
+
 def test_each_offline_partition_says_why_and_what_brings_it_back():
     c = _cluster([((3, 4), (3,)), ((3, 1), (3,)), ((1, 2), (GHOST,)), ((3, 4), ()), ((1, 2), ())])
     p = c.partitions
