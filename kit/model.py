@@ -132,6 +132,8 @@ class Plan:
     reasons: dict[int, str] = field(default_factory=dict)  # partition index -> why it changed
     broker_changes: dict[str, list[int]] = field(default_factory=dict)
     groups: dict[str, dict] = field(default_factory=dict)  # pool name -> its topics and brokers
+    # Selected partitions left out because they are offline (kit.offline): never reassigned.
+    offline: list[int] = field(default_factory=list)
     # `changed()` as first computed: a plan is an outcome, its `after` is not changed once built.
     _changed: list[int] | None = field(default=None, init=False, repr=False, compare=False)
 

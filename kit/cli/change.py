@@ -206,6 +206,17 @@ def rollback(a) -> int:
     return 0
 
 
+def offline_line(offline: list[str], named: int = 5) -> str:
+    """`kit status`'s line on the offline partitions (`status_doc`'s ``offline``), the first
+    `named` of them named."""
+    if not offline:
+        return "offline partitions: 0"
+    more = f" and {len(offline) - named} more" if len(offline) > named else ""
+    return (f"offline partitions: {len(offline)} ({', '.join(offline[:named])}{more}): no live in-sync replica, "
+            "so no leader; back when an in-sync replica's broker returns, or by an unclean leader election; "
+            "kit plan leaves them out, kit doctor says why each is down")
+
+
 def status(a) -> int:
     """`kit status`: brokers, under-replicated partitions, the reassignment in flight, throttles."""
     with backends.open_backend(**cluster_args(a)) as backend:
@@ -214,6 +225,7 @@ def status(a) -> int:
     dead = [b for b in res["brokers"] if not b["alive"]]
     print(f"brokers: {len(live)} live, {len(dead)} dead" + (f" ({' '.join(str(b['id']) for b in dead)})" if dead else ""))
     print(f"under-replicated partitions: {len(res['under_replicated'])}")
+    print(offline_line(res["offline"]))
     print(f"reassignment in progress: {res['reassigning_partitions']} partition(s), "
           f"{res['bytes_left'] / 1e9:.1f} GB left" if res["reassigning"] else "no reassignment in progress")
     brokers, topics = res["throttled_brokers"], res["throttled_topics"]

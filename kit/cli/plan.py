@@ -13,7 +13,8 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 #    (kit.plan.pooled).
 # 5) The plan is reviewed (kit.report.review, as the runbooks and the doctor review theirs):
 #    figures before and after, waves and the duration estimate; a plan with problems is
-#    refused (exit 3), one with warnings is shown but not written unless --ignore-warns.
+#    refused (exit 3), one with warnings is shown but not written unless --ignore-warns (offline
+#    partitions, which no plan moves, are such a warning: kit.plan.select.offline_warning).
 # 6) The plan, the report and the waves are written, all or nothing; the summary is printed.
 from __future__ import annotations
 
@@ -120,7 +121,8 @@ def shared_options(p) -> None:
     p.add_argument("--interval", type=rate, default=30.0, metavar="S",
                    help="the auto-throttle's interval the run will use, in cluster seconds (default 30)")
     p.add_argument("--max-changes", type=whole(0), default=100, metavar="N",
-                   help="partition map changes listed in the summary (default 100; 0 = all)")
+                   help="partition map changes, and offline partitions, listed in the summary (default 100; "
+                        "0 = all; the report lists every one)")
 
 
 def check_request(a, action) -> None:

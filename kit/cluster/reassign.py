@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from kit.errors import BadInput, Stuck, Unsafe
 from kit.model import Cluster
+from kit.offline import offline_indices
 
 
 def check_plan(cluster: Cluster, moves: list[dict]) -> None:
@@ -110,8 +111,10 @@ def sort_broker_names(names) -> list[str]:
 
 def status_doc(cluster: Cluster, running: dict | None, brokers: list[str], topics: list[str]) -> dict:
     """`ClusterBackend.status`'s dict from the cluster, the reassignment in flight and the names
-    of the brokers and topics carrying a throttle key."""
+    of the brokers and topics carrying a throttle key. ``offline`` names the partitions with no
+    live in-sync replica (`kit.offline`): no leader, and no reassignment can move them."""
     urp = [p for p in cluster.partitions if set(p.replicas) - set(p.isr)]
+    offline = [cluster.partitions[i].name for i in offline_indices(cluster)]
     moving = (running or {}).get("partitions", [])
     by_key = {p.key: p for p in cluster.partitions}
     # A replica not yet in the ISR still has the whole partition to copy (kit's estimate).
@@ -121,6 +124,7 @@ def status_doc(cluster: Cluster, running: dict | None, brokers: list[str], topic
     return {
         "brokers": [{"id": b.id, "rack": b.rack, "alive": b.alive} for b in cluster.brokers.values()],
         "under_replicated": [p.name for p in urp],
+        "offline": offline,
         "reassigning": running is not None,
         "reassigning_partitions": len(moving),
         "bytes_left": left,

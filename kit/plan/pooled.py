@@ -15,7 +15,7 @@ def plan_pooled(cluster: Cluster, pools: list[Pool], plan_one, action: str) -> P
     in `plan.groups`."""
     owners = topics_by_pool(cluster, pools)
     current = cluster
-    warnings, notes, reasons, selected, targets = [], [], {}, set(), set()
+    warnings, notes, reasons, selected, targets, offline = [], [], {}, set(), set(), set()
     groups = {}
     # Twice round: the first round moves each pool's topics onto its brokers, but a pool
     # planned early still counted the replicas of later pools that were about to leave.
@@ -34,9 +34,10 @@ def plan_pooled(cluster: Cluster, pools: list[Pool], plan_one, action: str) -> P
                 notes += [f"pool {pool.name}: {n}" for n in sub.notes]
             reasons.update(sub.reasons)
             selected.update(sub.selected)
+            offline.update(sub.offline)
             targets.update(sub.targets)
             groups[pool.name] = {"topics": topics, "brokers": sorted(sub.targets)}
     targets_l = sorted(targets)
     return Plan(cluster=cluster, action=f"{action} (pools)", after=[list(p.replicas) for p in current.partitions],
                 targets=targets_l, selected=sorted(selected), warnings=warnings, notes=notes, reasons=reasons,
-                broker_changes=broker_changes(cluster, targets_l), groups=groups)
+                broker_changes=broker_changes(cluster, targets_l), groups=groups, offline=sorted(offline))

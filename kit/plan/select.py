@@ -71,16 +71,24 @@ def broker_changes(cluster: Cluster, targets: list[int], removed=(), replacing=(
     }
 
 
+def offline_warning(count: int) -> str:
+    """The plan's warning for `count` offline partitions it leaves out (the warning policy,
+    ``--ignore-warns``, decides whether such a plan is written)."""
+    return (f"{count} offline partition(s) left out of the plan: no live in-sync replica to copy from "
+            "(listed under Offline partitions, with what brings each back)")
+
+
 def finish(ws: Workspace, action: str, changes: dict[str, list[int]], notes=()) -> Plan:
-    """Turn a workspace into a Plan."""
+    """Turn a workspace into a Plan; the offline partitions it left out come first in the warnings."""
     return Plan(
         cluster=ws.cluster,
         action=action,
         after=ws.assign,
         targets=ws.targets,
         selected=ws.selected,
-        warnings=list(ws.warnings),
+        warnings=([offline_warning(len(ws.offline))] if ws.offline else []) + list(ws.warnings),
         notes=list(notes) + ws.notes,
         reasons=dict(ws.reasons),
         broker_changes=changes,
+        offline=list(ws.offline),
     )

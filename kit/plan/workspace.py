@@ -15,6 +15,7 @@ import numpy as np
 from kit import collector
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster
+from kit.offline import offline_indices
 from kit.plan.racks import may_join, racks_needed, set_ok, spans
 
 # Selected partitions above which a cluster is large: there a stage's pass takes seconds,
@@ -32,7 +33,8 @@ class Workspace:
     targets : iterable of int
         Broker ids replicas may be placed on.
     selected : iterable of int
-        Indices of the partitions the planner may change; the others are fixed load.
+        Indices of the partitions the planner may change; the others are fixed load. The
+        offline ones among them (`kit.offline`) are fixed load too, listed in `offline`.
     min_rack_ids : int or None
         Distinct racks each replica set must span (topicmappr's --min-rack-ids);
         None means as many as the replication factor allows.
@@ -52,6 +54,13 @@ class Workspace:
         self.target_idx = np.flatnonzero(self.is_target)
         self.is_target_list = self.is_target.tolist()
         self._set_racks(min_rack_ids)
+        # An offline partition is planned around, never changed (kit.offline): it is left
+        # out of the selection and named in the plan.
+        offline = offline_indices(cluster)
+        self.offline = sorted(set(offline).intersection(selected)) if offline else []
+        if self.offline:
+            gone = set(self.offline)
+            selected = [p for p in selected if p not in gone]
         with collector.paused():  # hundreds of thousands of lists and dicts, no cycles
             self._count(cluster, selected)
         self.reasons: dict[int, str] = {}

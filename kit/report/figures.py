@@ -20,6 +20,7 @@ from operator import attrgetter
 import numpy as np
 
 from kit.model import Cluster, Plan
+from kit.offline import describe as describe_offline
 from kit.plan.failover import excess_by_leader, heirs, worst_excess
 from kit.plan.racks import racks_needed
 from kit.report.waves import duration_lines
@@ -433,11 +434,15 @@ def movement_figures(cluster: Cluster, before, after, targets) -> dict:
     return _movement(ctx, b, a, changed, _added_dropped(ctx, b, a, changed))
 
 
-def _problems(ctx: _Ctx, after: _Flat, changed: np.ndarray) -> tuple[list[str], int]:
-    """evaluate_plan's problems (unknown brokers, anywhere) and kit's own (changed partitions only)."""
+def _problems(ctx: _Ctx, after: _Flat, changed: np.ndarray, offline: list[int]) -> tuple[list[str], int]:
+    """evaluate_plan's problems (unknown brokers, anywhere but the `offline` partitions) and
+    kit's own (changed partitions only)."""
     p = len(after.lengths)
     rows = after.part_of
     unknown = np.bincount(rows[~ctx.known[after.idx]], minlength=p) > 0
+    # An offline partition stays where it is (kit.offline): the dead brokers it names, which
+    # a cluster read from ZooKeeper no longer registers, are not the plan's doing.
+    unknown[offline] = False
     dup = _duplicate_rows(after) & changed
     stray = ctx.known[after.idx] & ~ctx.is_target[after.idx]
     off = (np.bincount(rows[stray], minlength=p) > 0) & changed
@@ -505,12 +510,14 @@ def plan_report(plan: Plan, arrays: PlanArrays | None = None) -> dict:
     -------
     dict
         Keys ``action, targets, problems, problem_count, before, after, movement,
-        warnings, notes, broker_changes``. ``problems`` lists at most 20 (as evaluate_plan);
-        ``problem_count`` counts them all.
+        warnings, notes, broker_changes, offline_partitions``. ``problems`` lists at most 20
+        (as evaluate_plan); ``problem_count`` counts them all. ``offline_partitions`` lists
+        every partition the plan left out for having no live in-sync replica, with why and
+        what brings it back (`kit.offline.describe`).
     """
     arrays = arrays or PlanArrays(plan)
     ctx, before, after = arrays.ctx, arrays.before, arrays.after
-    problems, count = _problems(ctx, after, arrays.changed)
+    problems, count = _problems(ctx, after, arrays.changed, plan.offline)
     report = {
         "action": plan.action,
         "targets": sorted(ctx.target_set),
@@ -522,6 +529,7 @@ def plan_report(plan: Plan, arrays: PlanArrays | None = None) -> dict:
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),
         "broker_changes": {k: list(v) for k, v in plan.broker_changes.items()},
+        "offline_partitions": describe_offline(plan.cluster, plan.offline),
     }
     if plan.groups:
         report["pools"] = {name: _pool_figures(plan, g) for name, g in plan.groups.items()}
@@ -651,6 +659,7 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100, arrays: PlanA
     out += ["", "WARN:"] + ([f"  {w}" for w in plan.warnings] or ["  [none]"])
     if plan.notes:
         out += ["", "NOTE:"] + [f"  {n}" for n in plan.notes]
+    out += _offline_lines(report, max_changes)
     out += ["", "Partition map changes:"] + _change_lines(plan, arrays.changed, max_changes)
     b, a, mv = report["before"], report["after"], report["movement"]
     out += ["", "Broker distribution:",
@@ -667,6 +676,32 @@ def summary_text(plan: Plan, report: dict, max_changes: int = 100, arrays: PlanA
     if "duration" in report:
         out += ["", "Duration estimate:"] + duration_lines(report["duration"], **(duration_options or {}))
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- summary: offline partitions
+
+
+def _offline_lines(report: dict, max_listed: int) -> list[str]:
+    """The Offline partitions section (none without them): each partition the plan left out,
+    why it has no leader and what brings it back, the first `max_listed`; the report lists
+    every one. Their replicas on dead brokers stay there: the movement figures' forced
+    additions and lower bounds, which count every replica off the targets, count them too."""
+    offline = report.get("offline_partitions") or []
+    if not offline:
+        return []
+    out = ["", f"Offline partitions: {len(offline)}, left out of the plan (no live in-sync replica: no leader, "
+               "nothing to copy from; a reassignment of one could never finish and would block every later one)"]
+    for o in offline[:max_listed]:
+        out.append(f"  {o['topic']} p{o['partition']} {_brackets(o['replicas'])} isr {_brackets(o['isr'])}: "
+                   f"{o['cause']}; back with {o['recovery']}")
+    if len(offline) > max_listed:
+        out.append(f"  ... and {len(offline) - max_listed} more (every one in the report's offline_partitions)")
+    out.append("  their replicas stay where they are: the Movement section's forced additions and lower bounds "
+               "count those on dead brokers; the replica additions do not")
+    return out
+
+
+# ---------------------------------------------------------------- summary: the other sections
 
 
 # The Balance section: (figure, label), in the order printed.

@@ -738,7 +738,8 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
             "brokers_in": sorted(gaining), "brokers_out": sorted(losing),
             "failover_excess_spread_max": after["failover_excess_spread_max"],
             "replica_count_spread": after["replica_count_spread"],
-            "leader_count_spread": after["leader_count_spread"]}
+            "leader_count_spread": after["leader_count_spread"],
+            "offline_partitions": report["offline_partitions"]}
 
 
 def after_cluster(plan: Plan) -> Cluster:

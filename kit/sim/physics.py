@@ -29,6 +29,7 @@ import numpy as np
 
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from kit.errors import BadInput
+from kit import offline
 from kit.sim import fill_kernel
 from kit.model import Cluster
 from kit.traffic import (ClientTraffic, appearance_order, dense_codes, floor_traffic, layout, leader_of, member,
@@ -220,7 +221,8 @@ def _copies_checked(cluster: Cluster, moves: list[dict], live: set[int]) -> None
         source = leader_of(p, live)
         added = [d for d in m["replicas"] if d not in p.replicas]
         if added and source is None:
-            raise BadInput(f"{p.name} has no live in-sync replica to copy from")
+            raise BadInput(f"{p.name} is offline, nothing to copy from: {offline.cause(cluster, p)} "
+                           "(kit plan leaves offline partitions out)")
         for d in added:
             if d not in live:
                 raise BadInput(f"the plan puts {p.name} on broker {d}, which is not live")

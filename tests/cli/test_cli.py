@@ -484,6 +484,49 @@ def test_replace_across_racks_exit_3_but_ignore_warns_writes_it_with_warnings(tm
     assert f"two replicas in rack {other}" in warn and "[none]" not in warn
 
 
+# The cluster: three brokers dead at once and RF-2 topics, so that every replica of some
+# partitions is on a dead broker (and a new empty broker for each dead one, in its rack).
+OFFLINE_CLUSTER = ("--brokers", "12", "--racks", "3", "--partitions", "200", "--topics", "10", "--rf2-share", "0.5",
+                   "--scenario", "replace", "--dead", "3", "--seed", "3")
+
+
+def test_offline_partitions_are_planned_around_named_and_left_to_the_warning_policy(tmp_path, make_snapshot):
+    path = make_snapshot(*OFFLINE_CLUSTER)
+    snap = load(path)
+    live = {b["id"] for b in snap["brokers"] if b["alive"]}
+    offline = {(p["topic"], p["partition"]) for p in snap["partitions"]
+               if not any(b in live and b in p.get("isr", p["replicas"]) for b in p["replicas"])}
+    assert len(offline) >= 5  # the cluster the test is about
+    dead, new = dead_and_new(snap)
+    racks = rack_of(snap)
+    free, chosen = list(new), []
+    for d in dead:  # each dead broker's replacement is a new broker of its rack
+        chosen.append(f"{d}:{free.pop(next(i for i, n in enumerate(free) if racks[n] == racks[d]))}")
+    pairs = ",".join(chosen)
+
+    # Without --ignore-warns: the summary names them, one line says why nothing is written, exit 3.
+    r = run_into(tmp_path / "out", "plan", "replace", "--snapshot", path, "--replace", pairs)
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+    [line] = r.stderr.splitlines()
+    assert f"{len(offline)} offline partition(s) left out of the plan" in line and "--ignore-warns" in line
+    assert f"Offline partitions: {len(offline)}, left out of the plan" in r.stdout
+    assert list((tmp_path / "out").iterdir()) == []
+
+    # With it: every other partition is planned, the offline ones are not, and all are reported.
+    _, after, rep, stdout = plan_ok(tmp_path, "replace", path, "--replace", pairs, "--ignore-warns",
+                                    "--max-changes", "3")
+    before, mapping = replica_map(snap), dict(tuple(map(int, x.split(":"))) for x in pairs.split(","))
+    for k, reps in before.items():
+        assert after[k] == (reps if k in offline else [mapping.get(b, b) for b in reps]), k
+    listed = rep["offline_partitions"]
+    assert {(o["topic"], o["partition"]) for o in listed} == offline and len(listed) == len(offline)
+    for o in listed:
+        assert o["replicas"] == before[(o["topic"], o["partition"])] and o["recovery"]
+        assert set(o["replicas"]) <= set(dead)  # this cluster's are all on dead brokers
+    section = stdout.split("Offline partitions:")[1].split("\n\n")[0]
+    assert section.count(" back with ") == 3 and f"... and {len(offline) - 3} more" in section
+
+
 # --------------------------------------------------------------------------- help
 
 

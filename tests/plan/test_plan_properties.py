@@ -104,6 +104,20 @@ def assert_valid(plan, rf_of=None):
             assert len(set(rs)) >= min(len(reps), len(racks)), (c.partitions[i].name, reps, rs)
 
 
+def independent_offline(c) -> set[int]:
+    """The partitions with no replica both on a live broker and in the ISR (Kafka elects a
+    leader only among those), worked out here without kit: no plan may change them."""
+    live = set(c.live_ids)
+    return {i for i, p in enumerate(c.partitions) if not any(b in live and b in p.isr for b in p.replicas)}
+
+
+def forced_but_offline(plan) -> int:
+    """Replicas off the targets that no plan may move: those of offline partitions (the
+    figures' forced additions count them)."""
+    tset = set(plan.targets)
+    return sum(b not in tset for i in independent_offline(plan.cluster) for b in plan.cluster.partitions[i].replicas)
+
+
 def additions_bound(plan, mv, before):
     """evaluate_plan's lower bound, or where racks pin each rack's total (every replica set
     spans every rack), the same bound taken inside each rack."""
@@ -278,10 +292,14 @@ def test_remove_moves_exactly_the_forced_replicas_and_balances(case):
     plan = planners.plan_remove(c, gone, ignore_warns=True)
     assert_valid(plan)
     before, after, mv = figures(plan)
-    assert mv["replica_additions"] == mv["forced_additions"]
+    assert mv["replica_additions"] == mv["forced_additions"] - forced_but_offline(plan)
     assert after["rack_violations"] <= before["rack_violations"]
     assert after["leader_count_spread"] <= max(1, best_leader_spread(plan))
-    assert_targets_met_or_proved_least(plan, after, failover=False)
+    if not independent_offline(c):
+        # Offline partitions stay where they are, fixed load the figures count: an RF-1 cluster
+        # with two brokers dead keeps their partitions there, and only the removed broker's
+        # spread over the rest (hypothesis: 4 brokers, seed 0, leader spread 4, no order better).
+        assert_targets_met_or_proved_least(plan, after, failover=False)
 
 
 # Found by hypothesis (session 6): remove on this drifted RF-3/RF-2 cluster ends at topic leader
@@ -316,7 +334,7 @@ def test_az_loss_replaces_every_replica_of_the_rack_and_nothing_else(case):
     plan = planners.plan_az_loss(c, lost, ignore_warns=True)
     assert_valid(plan)
     before, after, mv = figures(plan)
-    assert mv["replica_additions"] == mv["forced_additions"]
+    assert mv["replica_additions"] == mv["forced_additions"] - forced_but_offline(plan)
     if racks_pin_totals(c, plan.targets):
         assert after["replica_count_spread_within_racks"] <= max(1, before["replica_count_spread_within_racks"])
     elif after["replica_count_spread"] > max(1, before["replica_count_spread"]):
@@ -349,10 +367,12 @@ def test_replace_gives_new_broker_exactly_the_old_slots(case):
         return
     plan = planners.plan_replace(c, pairs, ignore_warns=True)
     mapping = dict(pairs)
+    offline = independent_offline(c)  # RF 1 on a dead broker: left where it is
     for i, p in enumerate(c.partitions):
-        assert plan.after[i] == [mapping.get(b, b) for b in p.replicas]
+        assert plan.after[i] == (list(p.replicas) if i in offline else [mapping.get(b, b) for b in p.replicas])
     _, _, mv = figures(plan)
-    assert mv["replica_additions"] == sum(1 for p in c.partitions for b in p.replicas if b in mapping)
+    assert mv["replica_additions"] == sum(1 for i, p in enumerate(c.partitions) for b in p.replicas
+                                          if b in mapping and i not in offline)
 
 
 REBALANCE_SCENARIOS = ("scale-out", "drift", "balanced", "skewed-leaders")

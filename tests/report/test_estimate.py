@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from kit import plan as planners
 from kit.throttle.decide import Settings
 from kit.report.estimate import predict
+from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_snapshot
 from kit.sim.physics import simulate
 from kit.traffic import ClientTraffic, broker_traffic, partition_traffic
@@ -68,6 +69,22 @@ def test_the_what_if_and_a_fixed_throttle_are_what_the_simulator_runs(make_snaps
 def _snap(partitions, brokers=(1, 2, 3, 4), cap=100e6):
     return cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "net_capacity": cap} for b in brokers],
                                   "partitions": partitions})
+
+
+@pytest.mark.parametrize("isr, says", [
+    ([4242], "t-0 is offline, nothing to copy from: its ISR names broker 4242, which the cluster does not have; "
+             "none of its replicas is in the ISR; live brokers 1, 2 are out of sync"),
+    ([], "t-0 is offline, nothing to copy from: none of its replicas is in the ISR; live brokers 1, 2 are out of sync"),
+])
+def test_a_hand_made_plan_copying_an_offline_partition_is_refused_naming_why(isr, says):
+    # kit plan never writes such a plan; a hand-made one reaching the estimate or kit simulate
+    # is told what is wrong with the partition, not only that it has no source.
+    c = _snap([{"topic": "t", "partition": 0, "replicas": [1, 2], "isr": isr, "size": 10**6}])
+    with pytest.raises(BadInput) as e:
+        predict(c, [{"topic": "t", "partition": 0, "replicas": [1, 3]}])
+    assert str(e.value).startswith(says) and e.value.exit_code == 2
+    with pytest.raises(BadInput, match="its ISR names|none of its replicas"):
+        simulate(c, [{"topic": "t", "partition": 0, "replicas": [1, 3]}])
 
 
 def test_a_broker_holding_nothing_carries_nothing_until_its_replica_joins_the_isr():

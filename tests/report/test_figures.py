@@ -17,6 +17,7 @@ from kit.report import figures
 from kit.report.figures import assignment_figures, movement_figures, plan_report, summary_text
 from kit.formats import cluster_from_snapshot, load_snapshot, plan_text
 from kit.model import Broker, Cluster, Partition, Plan
+from kit.plan import plan_remove
 
 # shared/ sits beside the clone (as in the Makefile); SHARED points elsewhere.
 TOOLS = Path(os.environ.get("SHARED", Path(__file__).resolve().parents[3] / "shared")) / "tools"
@@ -259,13 +260,60 @@ def test_report_shape():
     plan = _tiny_plan(warnings=["w"])
     report = plan_report(plan)
     assert list(report) == ["action", "targets", "problems", "problem_count", "before", "after",
-                            "movement", "warnings", "notes", "broker_changes"]
+                            "movement", "warnings", "notes", "broker_changes", "offline_partitions"]
     assert report["targets"] == [1001, 1002, 1003, 1004]
     assert report["warnings"] == ["w"] and report["broker_changes"] == {"added": [1004]}
+    assert report["offline_partitions"] == []  # always there, empty without offline partitions
     with pytest.raises(ValueError):
         assignment_figures(plan.cluster, plan.after[:2], plan.targets)
     with pytest.raises(ValueError):
         assignment_figures(plan.cluster, plan.after, [])
+
+
+def _offline_plan(n_offline: int) -> Plan:
+    """Brokers 1-4 live, 8 and 9 dead; `n_offline` partitions wholly on the dead brokers (8
+    was the last in sync), and a partition that moves off them, planned by `remove`."""
+    brokers = {b: Broker(b, alive=b < 8, storage_free=10**12, storage_total=2 * 10**12) for b in (1, 2, 3, 4, 8, 9)}
+    parts = tuple(Partition("gone", k, (8, 9), (8,), size=10**9) for k in range(n_offline))
+    parts += (Partition("kept", 0, (1, 8), (1,), size=10**9),)
+    return plan_remove(Cluster(brokers=brokers, partitions=parts), [8, 9], ignore_warns=True)
+
+
+def test_the_summary_names_the_offline_partitions_and_the_report_lists_every_one():
+    plan = _offline_plan(5)
+    report = plan_report(plan)
+    assert [(o["topic"], o["partition"]) for o in report["offline_partitions"]] == [("gone", k) for k in range(5)]
+    assert report["offline_partitions"][0]["in_sync_dead"] == [8] and "broker 8 returning" in \
+        report["offline_partitions"][0]["recovery"]
+    text = summary_text(plan, report, max_changes=2)
+    section = text.split("\nOffline partitions: ")[1].split("\n\n")[0].splitlines()
+    assert section[0].startswith("5, left out of the plan (no live in-sync replica")
+    assert section[1] == ("  gone p0 [8 9] isr [8]: every replica is on a dead broker (8, 9); back with broker 8 "
+                          "returning (in sync: a clean election); or broker 9 returning, then an unclean leader "
+                          "election onto it (the messages it lacks are lost)")
+    assert section[2].startswith("  gone p1 [8 9]") and section[3] == \
+        "  ... and 3 more (every one in the report's offline_partitions)"
+    # The replica of "kept" on 8 moved; the offline ones' replicas stay on 8 and 9 (forced, not added).
+    assert report["movement"]["replica_additions"] == 1 and report["movement"]["forced_additions"] == 11
+    assert "forced additions and lower bounds count those on dead brokers" in section[4]
+    every = summary_text(plan, report, max_changes=5)
+    assert "... and" not in every.split("\nOffline partitions: ")[1].split("\n\n")[0]
+    healthy = _offline_plan(0)
+    assert "Offline partitions" not in summary_text(healthy, plan_report(healthy))
+
+
+def test_offline_partitions_left_on_unregistered_dead_brokers_are_no_problem_of_the_plan():
+    # Read from ZooKeeper, a dead broker is only a name in replica lists (known=False): the
+    # offline partitions the plan leaves there must not make it "name an unknown broker".
+    brokers = {b: Broker(b, alive=b < 8, known=b < 8) for b in (1, 2, 3, 4, 8, 9)}
+    parts = (Partition("gone", 0, (8, 9), ()), Partition("kept", 0, (1, 8), (1,)))
+    plan = plan_remove(Cluster(brokers=brokers, partitions=parts), [8, 9], ignore_warns=True)
+    report = plan_report(plan)
+    assert plan.offline == [0] and plan.after[0] == [8, 9]
+    assert report["problems"] == [] and report["problem_count"] == 0
+    # Only partitions a planner left out as offline are spared: elsewhere the rule stays evaluate_plan's.
+    hand_made = Plan(cluster=plan.cluster, action="hand-made", after=[[8, 9], [1, 9]], targets=[1, 2, 3, 4])
+    assert plan_report(hand_made)["problems"] == ["gone-0 names an unknown broker", "kept-0 names an unknown broker"]
 
 
 # ------------------------------------------------------------------ random small clusters, in process

@@ -17,7 +17,7 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
     """Re-place exactly the selected replicas that sit outside `targets`, then balance leadership
     (`remove`, `az-loss` and the doctor's healing)."""
     ws = Workspace(cluster, targets, selected, min_rack_ids)
-    rf_max = max((len(ws.assign[p]) for p in selected), default=0)
+    rf_max = max((len(ws.assign[p]) for p in ws.selected), default=0)
     if rf_max > len(targets):
         raise BadInput(f"replication factor {rf_max} is larger than the {len(targets)} target brokers available")
     # No count balance: only the replicas that must move do (placing them evens out where
