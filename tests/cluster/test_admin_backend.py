@@ -351,3 +351,42 @@ def test_the_auto_throttle_loop_says_the_admin_api_is_unreachable_and_gives_up_a
     said = [e for e in log.events if e["kind"] == "unreachable"]
     assert said and all(e["reason"].startswith("Kafka (Admin API) unreachable (") for e in said)
     assert not any("ZooKeeper" in json.dumps(e) for e in log.events)  # nothing names what is not there
+
+
+def _librdkafka(bootstrap: str):
+    """confluent-kafka's AdminClient (librdkafka: another implementation of the protocol) and
+    two calls through it: alter(restype, name, key, op, value) and described(broker, key) ->
+    (value, is_sensitive, is_read_only, source) or None."""
+    from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource as CkResource, ResourceType
+
+    client = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000})
+
+    def alter(restype, name, key, op, value=None):
+        entry = ConfigEntry(key, value, incremental_operation=op)
+        [future] = client.incremental_alter_configs([CkResource(restype, name, incremental_configs=[entry])]).values()
+        return future.result(timeout=60)
+
+    def described(broker, key):
+        [future] = client.describe_configs([CkResource(ResourceType.BROKER, str(broker))]).values()
+        entry = future.result(timeout=60).get(key)
+        return entry and (entry.value, entry.is_sensitive, entry.is_read_only, entry.source)
+    return alter, described
+
+
+def test_a_custom_broker_config_name_is_taken_and_its_value_hidden_as_kafka_does(kraft):
+    """Kafka takes a config name it does not know on a BROKER resource (DynamicConfig.Broker
+    allows custom names) and describes it with a null value, as sensitive and read-only (it has
+    no type for it: KafkaConfig.maybeSensitive, ConfigHelper); on a TOPIC it refuses it
+    (LogConfig.validateNames)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigSource, ResourceType
+
+    bootstrap, _, seeded = kraft
+    alter, described = _librdkafka(bootstrap)
+    broker, topic = min(seeded.live_ids), seeded.partitions[0].topic
+    alter(ResourceType.BROKER, str(broker), "kit.custom", AlterConfigOpType.SET, "1")
+    assert described(broker, "kit.custom") == (None, True, True, ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    alter(ResourceType.BROKER, str(broker), "kit.custom", AlterConfigOpType.DELETE)
+    assert described(broker, "kit.custom") is None
+    with pytest.raises(KafkaException, match="Unknown topic config name: kit.custom"):
+        alter(ResourceType.TOPIC, topic, "kit.custom", AlterConfigOpType.SET, "1")
