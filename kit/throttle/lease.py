@@ -201,7 +201,7 @@ def refusal(holder: Lease) -> str:
             f"(on {holder.host}: kill -TERM {holder.pid}){wait}; nothing was changed")
 
 
-def lost(holder: Lease) -> str:
+def lapsed(holder: Lease) -> str:
     """Why a running loop stops: its lease lapsed (it could not renew it) and another took it over."""
     return (f"this auto-throttle's lease lapsed and another took this cluster over: {holder.describe()}; "
             "stopping, the rates in force left to it")

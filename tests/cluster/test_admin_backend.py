@@ -390,3 +390,29 @@ def test_a_custom_broker_config_name_is_taken_and_its_value_hidden_as_kafka_does
     assert described(broker, "kit.custom") is None
     with pytest.raises(KafkaException, match="Unknown topic config name: kit.custom"):
         alter(ResourceType.TOPIC, topic, "kit.custom", AlterConfigOpType.SET, "1")
+
+
+def test_the_lease_marker_sits_on_the_cluster_wide_default_and_goes_when_released(kraft):
+    """The auto-throttle's lease through the Admin API: a marker on the "" broker resource
+    (which librdkafka cannot address: it sees the marker, hidden, in a broker's own
+    description, from the default), its expiry set, nothing else written, gone once released."""
+    from confluent_kafka.admin import ConfigSource
+
+    from kit.throttle.lease import Lease, holder_gone
+
+    bootstrap, _, seeded = kraft
+    _, described = _librdkafka(bootstrap)
+    broker, mine = min(seeded.live_ids), Lease.mine()
+    with open_backend(bootstrap=bootstrap) as backend:
+        before = backend.throttles()
+        assert backend.hold_lease(mine, 60.0, holder_gone) is None
+        [held] = backend.leases()
+        try:
+            assert held.same_holder(mine) and held.expires is not None
+            assert described(broker, held.marker()) == (None, True, True,
+                                                         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+            assert backend.hold_lease(mine, 60.0, holder_gone) is None  # kept, not rewritten: not due
+            assert backend.leases() == [held] and backend.throttles() == before
+        finally:
+            backend.release_lease(mine)
+        assert backend.leases() == [] and described(broker, held.marker()) is None

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kit.throttle.lease import (MARKER_PREFIX, MIN_TTL, Lease, holder_gone, lost, pid_alive, refusal, this_place,
+from kit.throttle.lease import (MARKER_PREFIX, MIN_TTL, Lease, holder_gone, lapsed, pid_alive, refusal, this_place,
                                 ttl_for)
 
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
@@ -82,7 +82,7 @@ def test_the_refusal_names_the_holder_and_what_ends_it():
                     "nothing was changed")
     with_expiry = refusal(dataclasses.replace(OTHER, expires="2026-11-28T05:21:31Z"))
     assert "or wait until its lease expires (2026-11-28T05:21:31Z)" in with_expiry
-    assert "host broker-host-7, pid 4242, since 2026-11-28T05:20:01Z" in lost(OTHER)
+    assert "host broker-host-7, pid 4242, since 2026-11-28T05:20:01Z" in lapsed(OTHER)
 
 
 def test_a_lease_outlives_several_rounds_and_at_least_a_minute():
