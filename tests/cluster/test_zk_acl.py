@@ -106,35 +106,3 @@ def test_a_missing_auth_file_is_refused(protected, tmp_path):
     r = kit("status", "--zk", root, "--zk-auth-file", tmp_path / "nope")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
     assert r.stdout == ""
-
-
-def test_the_auto_throttles_lease_inherits_the_chroots_acl_and_holds_no_credential(protected, tmp_path):
-    """A loop run with credentials: its lease znode (kit.throttle.lease) has the chroot's ACL,
-    names host, pid and start and nothing of the credentials; gone when the loop ends."""
-    import json
-    import signal
-    import subprocess
-
-    from conftest import kit_command, wait_for
-    from kit.cluster.zk.backend import LEASE
-
-    root, auth_file, chroot_acl = protected
-    loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--zk-auth-file", str(auth_file),
-                             "--samples", str(tmp_path / "none"), "--interval", "0.5", "--cap-map", '{"*": 125}'],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        with session(root) as client:
-            wait_for("the loop's lease", lambda: client.exists(LEASE) or loop.poll() is not None)
-            raw = client.get(LEASE)[0]
-        assert loop.poll() is None, loop.communicate()
-        assert _acl_of(root, LEASE) == chroot_acl
-        doc = json.loads(raw)
-        assert set(doc) == {"host", "pid", "since", "place", "token"} and doc["pid"] == loop.pid
-        assert SECRET not in raw.decode() and "kit:" not in raw.decode()
-    finally:
-        loop.send_signal(signal.SIGTERM)
-        out, err = loop.communicate(timeout=300)
-    assert loop.returncode == 0, err
-    assert SECRET not in out + err
-    with session(root) as client:
-        assert not client.exists(LEASE)

@@ -7,6 +7,7 @@ the simulated cluster keeps in its private ZooKeeper as Kafka keeps /config/brok
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import signal
 import subprocess
@@ -208,3 +209,48 @@ def test_sigterm_ends_the_loop_and_its_lease(idle, tmp_path):
     out, err = a.communicate(timeout=300)
     assert a.returncode == 0, err
     assert idle.leases() == []
+
+
+def test_the_lease_znode_inherits_a_protected_chroots_acl_and_holds_no_credential(zookeeper, snapshots, tmp_path):
+    """A loop run with ZooKeeper credentials: its lease znode has the chroot's ACL (only kit's
+    credentials may take it away), names host, pid and start and nothing of the credentials,
+    and is gone when the loop ends."""
+    from kazoo.security import make_acl, make_digest_acl
+
+    from kit.cluster.zk.layout import session, write_cluster
+    from kit.formats import load_snapshot
+    from kit.sim.brokers import sync_registrations
+
+    secret = "s3cret-do-not-print"
+    name = f"/kit-lease-protected-{next(_chroots)}"
+    admin = connect(zookeeper, auth=f"digest:kit:{secret}")
+    admin.create(name, acl=[make_digest_acl("kit", secret, all=True), make_acl("world", "anyone", read=True)])
+    root = zookeeper + name
+    holder = connect(root, auth=f"digest:kit:{secret}")  # the brokers' ephemeral registrations
+    write_cluster(holder, load_snapshot(str(snapshots["balanced"])))
+    sync_registrations(holder)
+    auth_file = tmp_path / "zk-auth"
+    auth_file.write_text(f"digest:kit:{secret}\n")
+    auth_file.chmod(0o600)
+    loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--zk-auth-file", str(auth_file),
+                             "--samples", str(tmp_path / "none"), "--interval", "0.5", "--cap-map", '{"*": 125}'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with session(root) as client:
+            wait_for("the loop's lease", lambda: client.exists(LEASE) or loop.poll() is not None)
+            raw = client.get(LEASE)[0]
+        assert loop.poll() is None, loop.communicate()
+        with session(root, auth=f"digest:kit:{secret}") as client:  # ZooKeeper shows a digest only to its owner
+            assert client.get_acls(LEASE)[0] == client.get_acls("/")[0]
+        doc = json.loads(raw)
+        assert set(doc) == {"host", "pid", "since", "place", "token"} and doc["pid"] == loop.pid
+        assert secret not in raw.decode() and "kit:" not in raw.decode()
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        out, err = loop.communicate(timeout=300)
+        close(holder)
+        close(admin)
+    assert loop.returncode == 0, err
+    assert secret not in out + err
+    with session(root) as client:
+        assert not client.exists(LEASE)
