@@ -40,7 +40,10 @@ def add_parser(sub) -> None:
                                "  kit throttle remove --zk 127.0.0.1:2181/kafka",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ops = th.add_subparsers(dest="throttle_command", metavar="run|set|remove", required=True, parser_class=Parser)
-    run = ops.add_parser("run", help="watch reassignments and set each broker's rate from its measured network")
+    run = ops.add_parser("run", help="watch reassignments and set each broker's rate from its measured network",
+                         description="Watch reassignments and set each broker's rate from its measured network. One "
+                                     "per cluster: it holds the cluster's auto-throttle lease while it runs, and a "
+                                     "second one exits 3 naming the holder, nothing changed (docs/faults.md).")
     cluster_options(run)
     src = run.add_mutually_exclusive_group(required=True)
     src.add_argument("--samples", metavar="DIR", help="broker samples as JSON lines (kit sim run --samples, collectors)")

@@ -22,6 +22,7 @@ from kit.cluster.zk import layout
 from kit.cluster.zk.backend import ZkBackend
 from kit.errors import BadInput
 from kit.model import Cluster
+from kit.throttle.lease import Lease
 
 # How long to wait for a cluster to answer when connecting (seconds), as `kit.cluster.zk.layout.connect`.
 DEFAULT_TIMEOUT = 10.0
@@ -197,6 +198,31 @@ class ClusterBackend(Protocol):
     def remove_throttle_override(self, broker: str | None = None) -> bytes | None:
         """Remove a broker's override, or empty the global one to ``{}`` (kafka-kit's way, the
         brokers' kept); returns the body it had, None when none was stored."""
+
+    def hold_lease(self, lease: Lease, ttl: float, gone: Callable[[Lease], bool]) -> Lease | None:
+        """Take, or keep, the cluster's one auto-throttle lease for `lease` (`kit.throttle.lease`).
+
+        Parameters
+        ----------
+        lease : Lease
+            The asker (no expiry: the backend sets one where its store needs it).
+        ttl : float
+            Seconds an unrenewed lease lasts where the store does not end it with its holder.
+        gone : callable
+            Whether a holder's lease may be taken over (`kit.throttle.lease.holder_gone`).
+
+        Returns
+        -------
+        Lease or None
+            None when `lease` holds it now; else the holder, nothing changed.
+        """
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the lease up if `lease` holds it (another's is left alone)."""
+
+    def leases(self) -> list[Lease]:
+        """The leases stored now, earliest first: the holder, and any asker of this moment or
+        lapsed holder not yet cleared (none: no auto-throttle holds the cluster)."""
 
     def broker_metrics(self) -> tuple[object, float] | None:
         """kafka-kit's broker metrics (``{broker: {"StorageFree", "NetRX", "NetTX", ...}}``, as

@@ -25,9 +25,10 @@ from datetime import datetime, timezone
 from kit import validate
 from kit.cluster.backend import ClusterBackend
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
-from kit.errors import BadInput
+from kit.errors import BadInput, Unsafe
 from kit.events import EventLog, event, utc_now
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from kit.throttle.lease import Lease, holder_gone, lapsed, refusal, ttl_for
 
 _ROLE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
 
@@ -513,7 +514,11 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     unreachable it gives up (the rates in force stay:
     removing them blind could flood the brokers). With `sample_clock`, events carry the
     samples' time instead of the wall clock. Returns its `Outcome`, also when interrupted
-    (Ctrl-C stops it as SIGTERM does, the rates in force staying)."""
+    (Ctrl-C stops it as SIGTERM does, the rates in force staying).
+
+    Before it changes anything it takes the cluster's auto-throttle lease (`kit.throttle.lease`;
+    `Unsafe`, nothing changed, while another loop holds it), keeps it every round (`Unsafe`
+    when it lapsed and another took over) and gives it up when it ends."""
     stop = stop or threading.Event()
     # With sample_clock, decisions carry the samples' own time (the simulator's cluster time).
     stamp = (lambda: getattr(metrics, "newest_stamp", None) or utc_now()) if sample_clock else utc_now
@@ -530,6 +535,8 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
             log.write(event(stamp(), "throttle", "unreachable", f"{backend.reached_through} unreachable ({lost}); "
                             f"waiting for it up to {patience:.0f} s, rates in force unchanged"))
     outage = backend.watch_connection(patience, said_by_watch)
+    lease: Lease | None = None
+    held = False
     try:
         if sample_clock:
             _await_first_samples(metrics, settings, stop)
@@ -543,6 +550,14 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
                 if not watching:
                     backend.watch_reassignment(wake.set)
                     watching = True
+                lease = lease or Lease.mine()  # stamped at its first asking: the earlier asker holds
+                holder = backend.hold_lease(lease, ttl_for(settings.interval), holder_gone)
+                if holder is not None and not held:
+                    raise Unsafe(refusal(holder))  # before anything changed: said once, on stderr
+                if holder is not None:  # this run's decisions end here: its events say why
+                    log.write(event(stamp(), "throttle", "alert", lapsed(holder)))
+                    raise Unsafe(lapsed(holder))
+                held = True
                 if not ready:
                     loop.prepare()
                     loop.take_over()
@@ -573,8 +588,19 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     except KeyboardInterrupt:
         pass
     finally:
+        if held and not outage.down:
+            _release(backend, lease)
         outage.close()
     return loop.outcome
+
+
+def _release(backend: ClusterBackend, lease: Lease) -> None:
+    """Give the lease up as the loop ends; a cluster that does not answer now ends it itself
+    (ZooKeeper with the session, the Admin API's marker when it expires)."""
+    try:
+        backend.release_lease(lease)
+    except (BadInput, Unsafe, *backend.connection_lost):
+        pass
 
 
 def _await_first_samples(metrics, settings: Settings, stop: threading.Event) -> None:

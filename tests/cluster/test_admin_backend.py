@@ -351,3 +351,68 @@ def test_the_auto_throttle_loop_says_the_admin_api_is_unreachable_and_gives_up_a
     said = [e for e in log.events if e["kind"] == "unreachable"]
     assert said and all(e["reason"].startswith("Kafka (Admin API) unreachable (") for e in said)
     assert not any("ZooKeeper" in json.dumps(e) for e in log.events)  # nothing names what is not there
+
+
+def _librdkafka(bootstrap: str):
+    """confluent-kafka's AdminClient (librdkafka: another implementation of the protocol) and
+    two calls through it: alter(restype, name, key, op, value) and described(broker, key) ->
+    (value, is_sensitive, is_read_only, source) or None."""
+    from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource as CkResource, ResourceType
+
+    client = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000})
+
+    def alter(restype, name, key, op, value=None):
+        entry = ConfigEntry(key, value, incremental_operation=op)
+        [future] = client.incremental_alter_configs([CkResource(restype, name, incremental_configs=[entry])]).values()
+        return future.result(timeout=60)
+
+    def described(broker, key):
+        [future] = client.describe_configs([CkResource(ResourceType.BROKER, str(broker))]).values()
+        entry = future.result(timeout=60).get(key)
+        return entry and (entry.value, entry.is_sensitive, entry.is_read_only, entry.source)
+    return alter, described
+
+
+def test_a_custom_broker_config_name_is_taken_and_its_value_hidden_as_kafka_does(kraft):
+    """Kafka takes a config name it does not know on a BROKER resource (DynamicConfig.Broker
+    allows custom names) and describes it with a null value, as sensitive and read-only (it has
+    no type for it: KafkaConfig.maybeSensitive, ConfigHelper); on a TOPIC it refuses it
+    (LogConfig.validateNames)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigSource, ResourceType
+
+    bootstrap, _, seeded = kraft
+    alter, described = _librdkafka(bootstrap)
+    broker, topic = min(seeded.live_ids), seeded.partitions[0].topic
+    alter(ResourceType.BROKER, str(broker), "kit.custom", AlterConfigOpType.SET, "1")
+    assert described(broker, "kit.custom") == (None, True, True, ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    alter(ResourceType.BROKER, str(broker), "kit.custom", AlterConfigOpType.DELETE)
+    assert described(broker, "kit.custom") is None
+    with pytest.raises(KafkaException, match="Unknown topic config name: kit.custom"):
+        alter(ResourceType.TOPIC, topic, "kit.custom", AlterConfigOpType.SET, "1")
+
+
+def test_the_lease_marker_sits_on_the_cluster_wide_default_and_goes_when_released(kraft):
+    """The auto-throttle's lease through the Admin API: a marker on the "" broker resource
+    (which librdkafka cannot address: it sees the marker, hidden, in a broker's own
+    description, from the default), its expiry set, nothing else written, gone once released."""
+    from confluent_kafka.admin import ConfigSource
+
+    from kit.throttle.lease import Lease, holder_gone
+
+    bootstrap, _, seeded = kraft
+    _, described = _librdkafka(bootstrap)
+    broker, mine = min(seeded.live_ids), Lease.mine()
+    with open_backend(bootstrap=bootstrap) as backend:
+        before = backend.throttles()
+        assert backend.hold_lease(mine, 60.0, holder_gone) is None
+        [held] = backend.leases()
+        try:
+            assert held.same_holder(mine) and held.expires is not None
+            assert described(broker, held.marker()) == (None, True, True,
+                                                         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+            assert backend.hold_lease(mine, 60.0, holder_gone) is None  # kept, not rewritten: not due
+            assert backend.leases() == [held] and backend.throttles() == before
+        finally:
+            backend.release_lease(mine)
+        assert backend.leases() == [] and described(broker, held.marker()) is None

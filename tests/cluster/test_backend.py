@@ -95,7 +95,8 @@ def test_the_protocol_covers_what_kit_does_to_a_cluster():
                                "rollback", "verify", "verify_until_done", "elect", "status", "throttles",
                                "set_throttles", "clear_throttles", "clear_leftover_throttles",
                                "watch_reassignment", "watch_connection", "throttle_overrides",
-                               "store_throttle_override", "remove_throttle_override", "broker_metrics"])
+                               "store_throttle_override", "remove_throttle_override", "broker_metrics",
+                               "hold_lease", "release_lease", "leases"])
 
 
 @pytest.mark.parametrize("backend", [ZkBackend, AdminBackend])

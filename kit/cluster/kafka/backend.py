@@ -33,12 +33,17 @@ from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
 from kit.formats import dumps, write_atomic
 from kit.model import Cluster
 from kit.throttle.configs import throttle_configs
+from kit.throttle.lease import Lease
 
 # How often the reassignment and the connection are polled (seconds): the Admin API has no watches.
 POLL_SECONDS = 1.0
 PARALLEL = 8  # brokers asked at once (DescribeLogDirs, broker configs)
 PREFERRED = 0  # ElectLeaders' election type
 ALTER_CLUSTER = "ALTER on the CLUSTER"  # the right AlterPartitionReassignments and ElectLeaders need
+# How long a lease marker just written may take to show in a broker's answer (seconds): a broker
+# describes the configs it has applied, which follow the controller's by a moment.
+LEASE_SEEN_S = 30.0
+LEASE_MARKER = "the auto-throttle's lease marker on the cluster-wide broker default"
 
 
 @translate_errors(translate)
@@ -75,6 +80,7 @@ class AdminBackend:
             self.admin.close()
             raise (e if isinstance(e, (BadInput, Unsafe)) else translate(e) or e) from None
         home = default_home(cluster_id)
+        self._held: Lease | None = None  # the lease marker this backend wrote last (`hold_lease`)
         self.store = LocalStore(state_file or os.path.join(home, "state.json"),
                                 metrics_dir or os.path.join(home, "metrics"))
 
@@ -426,10 +432,15 @@ class AdminBackend:
     def _alter(self, resources: list[ConfigResource], written: list | None = None) -> None:
         """IncrementalAlterConfigs (never the whole config: other keys kept); a refusal raised
         as one line naming the resource (and, refused for want of a right, the right). Each
-        resource the cluster took is added to `written` as (kind, name, keys) first."""
+        resource the cluster took is added to `written` as (kind, name, keys) first. The
+        cluster-wide broker default ("") is sent to any broker (`_send_to_any`)."""
         if not resources:
             return
-        results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
+        if all(r.resource_type == ConfigResourceType.BROKER and r.name == "" for r in resources):
+            response = self._send_to_any(self.admin._alter_configs_request(resources, incremental=True))  # noqa: SLF001
+            results = self.admin._alter_configs_process_responses(response.responses)  # noqa: SLF001
+        else:
+            results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
         keys = {(ConfigResourceType(r.resource_type).name.lower(), r.name): list(r.configs) for r in resources}
         failed = []
         for kind, by_name in results.items():
@@ -441,7 +452,7 @@ class AdminBackend:
                     failed.append((kind, name, result))
         if failed:
             kind, name, result = failed[0]
-            what = f"the throttle config of {kind} {name} (IncrementalAlterConfigs)"
+            what = f"{f'the throttle config of {kind} {name}' if name else LEASE_MARKER} (IncrementalAlterConfigs)"
             denied = authorization_error(result)
             if denied is not None:
                 raise refused(denied, what, "ALTER_CONFIGS on the CLUSTER" if kind == "broker"
@@ -497,6 +508,91 @@ class AdminBackend:
         brokers, topics = self.throttles()
         self._delete_keys(list(brokers), list(topics), brokers, topics)
         return len(brokers), len(topics)
+
+    def _send_to_any(self, request):
+        """One request to any broker, its answer. kafka-python's describe_configs and
+        alter_configs address a BROKER resource to the broker its name numbers, which the
+        cluster-wide default ("", answered by every broker) has not: the request they would
+        build is sent here instead."""
+        manager = self.admin._manager  # noqa: SLF001  (kafka-python 3.x's connection manager)
+
+        async def send():
+            return await manager.send(request)
+        return manager.run(send)
+
+    # ------------------------------------------------------------------ the auto-throttle's lease
+
+    def _lease_markers(self) -> dict[str, Lease]:
+        """The lease markers among the cluster-wide broker default's config names (DescribeConfigs
+        of BROKER "", to any broker; `kit.throttle.lease.Lease.marker`)."""
+        request = self.admin._describe_configs_request([ConfigResource(ConfigResourceType.BROKER, "")])  # noqa: SLF001
+        out = {}
+        for result in self._send_to_any(request).results:
+            if result.error_code:
+                error = for_code(result.error_code)
+                if issubclass(error, kerr.AuthorizationError):
+                    raise refused(error, f"{LEASE_MARKER} (DescribeConfigs)", "DESCRIBE_CONFIGS on the CLUSTER",
+                                  "; nothing was changed")
+                raise Unsafe(f"Kafka refused {LEASE_MARKER} (DescribeConfigs): {error.__name__} "
+                             f"{' '.join(str(result.error_message or '').split())}; nothing was changed")
+            for c in result.configs:
+                lease = Lease.from_marker(c.name)
+                if lease is not None:
+                    out[c.name] = lease
+        return out
+
+    def _alter_markers(self, changes: dict[str, tuple]) -> None:
+        """IncrementalAlterConfigs of lease markers on the cluster-wide broker default, in one
+        request: a renewal's new marker and the old one's removal land together."""
+        self._alter([ConfigResource(ConfigResourceType.BROKER, "", changes)])
+
+    def hold_lease(self, lease: Lease, ttl: float, gone: Callable[[Lease], bool]) -> Lease | None:
+        """Take or keep the lease as a config marker on the cluster-wide broker default: None
+        while `lease` holds it, else the holder that precedes it (nothing written then).
+
+        Kafka takes any config name on a BROKER resource and keeps no compare-and-set, so each
+        asker writes a marker of its own and the earliest live one holds (`Lease.precedes`):
+        after writing, the markers are read back (once a broker shows the new one) and a
+        later asker takes its own away. The expiry moves on when half of `ttl` is gone, the
+        old marker deleted in the same request; the markers of `gone` holders go with it.
+        """
+        markers = self._lease_markers()
+        rivals = [m for m in markers.values() if not m.same_holder(lease) and not gone(m)]
+        first = min(rivals, key=Lease.rank, default=None)
+        if first is not None and first.precedes(lease):
+            return first
+        held = self._held if self._held is not None and self._held.same_holder(lease) else None
+        if held is not None and held.marker() in markers and not held.due(ttl):
+            return None
+        new = lease.renewed(ttl)
+        changes: dict[str, tuple] = {new.marker(): (AlterConfigOp.SET, "held")}
+        changes.update({name: (AlterConfigOp.DELETE, None) for name, m in markers.items()
+                        if name != new.marker() and (m.same_holder(lease) or gone(m))})
+        self._alter_markers(changes)
+        self._held = new
+        deadline = time.monotonic() + LEASE_SEEN_S
+        while new.marker() not in (markers := self._lease_markers()):
+            if time.monotonic() > deadline:
+                raise Unsafe(f"{LEASE_MARKER}: the marker written was not shown by the brokers within "
+                             f"{LEASE_SEEN_S:.0f} s; the auto-throttle changed nothing else")
+            self._closed.wait(0.2)
+        rivals = [m for m in markers.values() if not m.same_holder(lease) and not gone(m)]
+        first = min(rivals, key=Lease.rank, default=None)
+        if first is not None and first.precedes(lease):
+            self.release_lease(lease)  # asked at the same moment as an earlier one: it holds
+            return first
+        return None
+
+    def release_lease(self, lease: Lease) -> None:
+        """Delete every marker of `lease` (none: nothing sent)."""
+        mine = [name for name, m in self._lease_markers().items() if m.same_holder(lease)]
+        if mine:
+            self._alter_markers({name: (AlterConfigOp.DELETE, None) for name in mine})
+        self._held = None
+
+    def leases(self) -> list[Lease]:
+        """The lease markers on the cluster-wide broker default, earliest first."""
+        return sorted(self._lease_markers().values(), key=Lease.rank)
 
     # ------------------------------------------------------------------ watching
 

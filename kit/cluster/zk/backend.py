@@ -8,14 +8,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk import changes
 from kit.cluster.zk.layout import (LOST, SIM_FACTS, Outage, close, connect, dump_znode_json, parse_znode_json,
                                    read_cluster, read_sim_facts, translate)
-from kit.errors import BadInput, Unreachable, translate_errors
+from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from kit.throttle.lease import Lease
 
 # The throttle keys each kind of /config/<kind>/<name> znode may carry.
 THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
@@ -24,6 +25,8 @@ THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPL
 OVERRIDES = "/autothrottle/override_rate"
 # kafka-kit's broker metrics (plain or gzipped JSON), written by its metricsfetcher.
 BROKER_METRICS = "/topicmappr/brokermetrics"
+# The auto-throttle's lease (kit.throttle.lease): an ephemeral znode, gone with its holder's session.
+LEASE = "/kit/autothrottle/lease"
 
 
 @translate_errors(translate)
@@ -204,6 +207,51 @@ class ZkBackend:
         except NoNodeError:
             return None
         return raw
+
+    def hold_lease(self, lease: Lease, ttl: float, gone: Callable[[Lease], bool]) -> Lease | None:
+        """The ephemeral znode `LEASE` holding `lease` (created when free, or when its holder is
+        `gone`: deleted at the version read, so that only one successor takes it); None once it
+        holds `lease`, else its holder. The session keeps it: no expiry, `ttl` unused."""
+        for _ in range(5):  # each pass either ends or lost a race that changed the znode: bounded
+            try:
+                raw, stat = self.client.get(LEASE)
+            except NoNodeError:
+                try:
+                    self.client.create(LEASE, lease.to_json(), ephemeral=True, makepath=True)
+                    return None
+                except NodeExistsError:
+                    continue  # another took it meanwhile: read it
+            holder = Lease.from_json(raw)
+            if holder is None:
+                raise Unsafe(f"{LEASE} holds something that is not kit's auto-throttle lease; nothing was changed "
+                             "(delete that znode if no auto-throttle runs)")
+            if holder.same_holder(lease):
+                return None
+            if not gone(holder):
+                return holder
+            try:
+                self.client.delete(LEASE, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass  # its holder's session ended meanwhile, or another successor was first
+        raise Unsafe(f"{LEASE} kept changing while the auto-throttle asked for it; nothing was changed")
+
+    def release_lease(self, lease: Lease) -> None:
+        """Delete `LEASE` if it holds `lease` (at the version read: never another's)."""
+        try:
+            raw, stat = self.client.get(LEASE)
+            holder = Lease.from_json(raw)
+            if holder is not None and holder.same_holder(lease):
+                self.client.delete(LEASE, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
+
+    def leases(self) -> list[Lease]:
+        """The lease `LEASE` holds, if any (a body that is no lease is left out)."""
+        try:
+            holder = Lease.from_json(self.client.get(LEASE)[0])
+        except NoNodeError:
+            return []
+        return [] if holder is None else [holder]
 
     def broker_metrics(self) -> tuple[object, float] | None:
         """/topicmappr/brokermetrics (gunzipped), and its modification time."""

@@ -5,8 +5,11 @@ Dynamic configs live where a ZooKeeper-mode Kafka keeps them (/config/topics/T,
 with kit.cluster.zk.changes together with their /config/changes notification: the simulated
 controller reads the brokers' throttles from there. Only the dynamic keys set are described
 beside the defaults of the dynamic keys Kafka would list for them (`TOPIC_DEFAULTS`,
-`BROKER_DEFAULTS`, source DEFAULT_CONFIG; a key outside them is refused as Kafka refuses an
-unknown config name). There are no static broker configs: no server.properties.
+`BROKER_DEFAULTS`, source DEFAULT_CONFIG). A topic key outside them is refused as Kafka
+refuses an unknown topic config name; a broker key outside them is taken as Kafka takes a
+custom broker config (DynamicConfig.Broker.validate allows custom names) and described as
+Kafka describes a name it has no type for: value null, sensitive, read-only (ConfigHelper,
+KafkaConfig.maybeSensitive). There are no static broker configs: no server.properties.
 """
 from __future__ import annotations
 
@@ -60,10 +63,11 @@ def _entity(ctx: Context, rtype: int, name: str, describing: bool) -> tuple[str 
     return None, INVALID_REQUEST, f"resource type {rtype} is not served by the simulated cluster"
 
 
-def _described(name: str, value: str, source: int, synonyms: list, version: int):
+def _described(name: str, value: str | None, source: int, synonyms: list, version: int, custom: bool = False):
+    """One described key; a `custom` (broker) key as Kafka describes a name it has no type for."""
     Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
-    return Entry(name=name, value=value, read_only=False, config_source=source, is_default=source == DEFAULT_CONFIG,
-                 is_sensitive=False,
+    return Entry(name=name, value=None if custom else value, read_only=custom, config_source=source,
+                 is_default=source == DEFAULT_CONFIG, is_sensitive=custom,
                  synonyms=synonyms if version >= 1 else [], config_type=TYPES.get(name, 0), documentation=None)
 
 
@@ -74,11 +78,12 @@ def _broker_configs(ctx: Context, name: str, synonyms: bool, version: int) -> li
     own = read_config(ctx.client, "brokers", name) if name else {}
     out = []
     for key in sorted(set(own) | set(default) | set(BROKER_DEFAULTS)):
+        custom = key not in BROKER_DEFAULTS
         chain = ([(own[key], DYNAMIC_BROKER_CONFIG)] if key in own else []) + \
                 ([(default[key], DYNAMIC_DEFAULT_BROKER_CONFIG)] if key in default else []) + \
                 ([(BROKER_DEFAULTS[key], DEFAULT_CONFIG)] if key in BROKER_DEFAULTS else [])
-        syns = [Syn(name=key, value=v, source=s) for v, s in chain] if synonyms else []
-        out.append(_described(key, chain[0][0], chain[0][1], syns, version))
+        syns = [Syn(name=key, value=None if custom else v, source=s) for v, s in chain] if synonyms else []
+        out.append(_described(key, chain[0][0], chain[0][1], syns, version, custom))
     return out
 
 
@@ -149,10 +154,9 @@ def _alter_one(ctx: Context, r, validate_only: bool) -> tuple[int, str | None]:
     if len(set(names)) != len(names):
         return INVALID_REQUEST, f"Error due to duplicate config keys in {r.resource_name!r}"
     updates, deletes = {}, []
-    known = TOPIC_DEFAULTS if kind == "topics" else BROKER_DEFAULTS
     for c in r.configs:
-        if c.name not in known:
-            return INVALID_CONFIG, f"Unknown {'topic' if kind == 'topics' else 'broker'} config name: {c.name}"
+        if kind == "topics" and c.name not in TOPIC_DEFAULTS:  # a broker takes custom names (see above)
+            return INVALID_CONFIG, f"Unknown topic config name: {c.name}"
         if c.config_operation == SET:
             why = _check_value(c.name, c.value)
             if why:
