@@ -1430,13 +1430,24 @@ def headline(record) -> Headline:
 
 
 HEADLINE_TAG = "kit-headline"
+# nbconvert's JupyterLab page less what it fetches from a CDN (require.js, MathJax, mermaid, the
+# widgets' renderer): a record opens complete with no network. The runbooks need none of them:
+# their charts are PNGs, their tables HTML, and they write no formulas.
+OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
 
 
 def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, hide_input: bool = False) -> None:
     """Turn an executed runbook into its record: a headline cell at the top (its input hidden;
     its output rendered from the JSON record), the HTML's title `<runbook>: <outcome>`, then
-    the notebook and one self-contained HTML page (charts are embedded PNGs)."""
+    the notebook and one self-contained HTML page that loads nothing from the network (charts
+    are embedded PNGs; `OFFLINE_TEMPLATE`). Both are written whole or not at all."""
     import nbformat
+    from jinja2 import DictLoader
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
@@ -1452,10 +1463,12 @@ def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, h
                                                                   "text/plain": head.text()})]
     nb.cells.insert(0, cell)
     nb.metadata["title"] = head.title()
-    nbformat.write(nb, out_notebook)
-    exporter = HTMLExporter(exclude_input=hide_input, exclude_input_prompt=hide_input)
+    exporter = HTMLExporter(exclude_input=hide_input, exclude_input_prompt=hide_input,
+                            extra_loaders=[DictLoader({"kit-offline.html.j2": OFFLINE_TEMPLATE})],
+                            template_file="kit-offline.html.j2")
     exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HEADLINE_TAG}, enabled=True), True)
     body, _ = exporter.from_notebook_node(nb)
+    write_atomic(out_notebook, nbformat.writes(nb) + "\n")
     write_atomic(html, body)
 
 
