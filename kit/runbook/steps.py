@@ -32,7 +32,7 @@ from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.cluster.kafka.connect import parse_bootstrap
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
-from kit.errors import BadInput, Unreachable
+from kit.errors import BadInput, Unreachable, Unsafe
 from kit.events import read_events
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster, Plan
@@ -76,9 +76,11 @@ class Record:
 
     @contextlib.contextmanager
     def step(self, name: str):
-        """Time one step; an exception is recorded against it and goes on."""
+        """Time one step; an exception is recorded against it, gives the run its outcome
+        (`ended_by`) and goes on."""
         entry = {"step": name, "started": _now(), "seconds": None, "ok": None}
         self.doc["steps"].append(entry)
+        self.save()  # a run cut short in this step says so
         t0 = time.monotonic()
         try:
             yield entry
@@ -86,10 +88,24 @@ class Record:
         except BaseException as e:
             entry["ok"] = False
             entry["error"] = f"{type(e).__name__}: {e}"
+            self.ended_by(e, name)
             raise
         finally:
             entry["seconds"] = round(time.monotonic() - t0, 3)
             self.save()
+
+    def ended_by(self, error: BaseException, step: str) -> None:
+        """The outcome an exception leaving `step` gives the run, unless the runbook gave one
+        already: a failed pre-check or a change refused as unsafe stops it, an interrupt
+        (Jupyter's, Ctrl-C) interrupts it, anything else fails it. `kit run` keeps it."""
+        if self.doc["outcome"] != "running":
+            return
+        if isinstance(error, (CheckFailed, Unsafe)):
+            self.finish("stopped", str(error))
+        elif isinstance(error, KeyboardInterrupt):
+            self.finish("interrupted", f"interrupted during step {step!r}")
+        else:
+            self.finish("failed", f"{type(error).__name__}: {error}")
 
     def put(self, key: str, value) -> None:
         self.doc[key] = value

@@ -72,3 +72,27 @@ def test_the_html_record_loads_nothing_from_the_network(tmp_path):
     assert "https://kafka.apache.org" in page.links
     assert "<title>broker_replacement: planned</title>" in html.read_text()
     assert nbformat.read(str(out), as_version=4).cells[0].metadata["tags"] == [steps.HEADLINE_TAG]
+
+
+# -- the record says how the run ended ---------------------------------------------------------
+
+@pytest.mark.parametrize("error, outcome", [
+    (steps.CheckFailed("pre-check failed: broker 4242 is live"), "stopped"),
+    (ValueError("no such topic"), "failed"),
+    (KeyboardInterrupt(), "interrupted"),
+])
+def test_the_record_owns_the_outcome_of_a_step_that_raised(tmp_path, error, outcome):
+    """The runbook's Record says how its run ended; `kit run` completes it, it does not work
+    the outcome out from exception class names."""
+    path = tmp_path / "record.json"
+    record = steps.Record(str(path), "broker_replacement", {"apply": True})
+    with pytest.raises(type(error)), record.step("pre-checks"):
+        saved = json.loads(path.read_text())
+        assert saved["steps"][-1] == {**saved["steps"][-1], "step": "pre-checks", "ok": None}  # cut short: known
+        raise error
+    saved = json.loads(path.read_text())
+    assert saved["outcome"] == outcome and saved["finished"], saved
+    assert saved["steps"][-1]["ok"] is False and saved["steps"][-1]["seconds"] is not None
+    with pytest.raises(RuntimeError), record.step("later"):
+        raise RuntimeError("after the outcome was given")
+    assert json.loads(path.read_text())["outcome"] == outcome  # the first one stands
