@@ -3,7 +3,8 @@
 """
 # General flow:
 # 1) add_parser declares `kit run`.
-# 2) Without NAME: list each runbook (kit.runbook.runner.available) with the parameters its
+# 2) Without NAME: list each runbook (kit.runbook.catalog: json and the parameters cell's own
+#    comments, no papermill, so the list takes no more than `kit --help`) with the parameters its
 #    notebook declares, leaving out those kit fills in itself.
 # 3) With NAME: kit.runbook.runner.run executes runbooks/NAME.ipynb into --record-dir with its
 #    parameters; the outcome line (kit.runbook.steps.outcome_line) and the record's files are
@@ -15,7 +16,8 @@ import os
 from kit.cli.lazy import lazy_module
 from kit.cli.options import command, rate
 
-runner = lazy_module("kit.runbook.runner")  # imported when used: see kit.cli.lazy
+catalog = lazy_module("kit.runbook.catalog")  # imported when used: see kit.cli.lazy
+runner = lazy_module("kit.runbook.runner")
 steps = lazy_module("kit.runbook.steps")
 
 
@@ -39,10 +41,10 @@ def add_parser(sub) -> None:
 def run(a) -> int:
     """`kit run`: the runbook's record and its exit code, or the list of runbooks."""
     if not a.name:
-        for name in runner.available():
+        for name in catalog.available():
             print(name)
-            for key, d in runner.declared_parameters(runner.runbook_path(name)).items():
-                if key not in runner.RESERVED:
+            for key, d in catalog.declared_parameters(catalog.runbook_path(name)).items():
+                if key not in catalog.RESERVED:
                     print(f"  {key}: {d['type']} = {d['default']}  # {d['help']}")
         return 0
     code, record = runner.run(a.name, [tuple(x) for x in a.parameter], a.parameters_file, a.record_dir,

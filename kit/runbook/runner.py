@@ -1,7 +1,7 @@
 """`kit run`: execute a runbook with papermill into an incident record.
 
 `kit run NAME [-p KEY VALUE]... [-f params.yaml] [--record-dir DIR]` executes
-runbooks/NAME.ipynb into DIR/<UTC timestamp>-NAME.ipynb, exports an .html beside it
+runbooks/NAME.ipynb (kit.runbook.catalog) into DIR/<UTC timestamp>-NAME.ipynb, exports an .html beside it
 (nbconvert; charts are PNGs, so it reads offline) and completes the JSON record the runbook
 keeps (DIR/<timestamp>-NAME.json). Exit 0 when the runbook succeeded (or planned without
 applying), 3 when it stopped at a pre-check, 4 on a doctor's alert, 1 when it failed; the record is written and
@@ -21,35 +21,16 @@ import yaml
 
 from kit.errors import BadInput
 from kit.formats import dumps, load_yaml, write_atomic
-from kit.runbook.steps import RUNBOOKS, check_address, record_notebook, stop_simulated
+from kit.runbook.catalog import RESERVED, declared_parameters, runbook_path
+from kit.runbook.steps import check_address, record_notebook, stop_simulated
 
 # papermill and jupyter_client are the `notebooks` extra (papermill alone takes about a second
-# to import): imported inside the functions that read or run a notebook.
+# to import): imported inside the functions that run a notebook.
 _TYPES = {"bool": bool, "int": int, "float": (int, float), "str": str, "dict": dict, "list": list}
-RESERVED = ("record_path",)
 # The runbooks' numeric parameters and the values that make sense (low, high, low excluded):
 # a negative speed or a NaN client load would apply the plan and then never copy a byte.
 RANGES = {"speed": (0.0, 1e7, True), "client_load": (0.0, 0.95, False), "max_wait_s": (0.0, 7 * 86400, True),
           "limit_in": (0.0, 1e12, False), "limit_out": (0.0, 1e12, False), "replication": (1, 100, False)}
-
-
-def available() -> list[str]:
-    return sorted(p.stem for p in RUNBOOKS.glob("*.ipynb"))
-
-
-def runbook_path(name: str) -> Path:
-    path = RUNBOOKS / f"{name}.ipynb"
-    if not path.exists():
-        raise BadInput(f"no runbook {name!r} (runbooks: {', '.join(available())})")
-    return path
-
-
-def declared_parameters(path: Path) -> dict[str, dict]:
-    """The runbook's parameters cell as papermill reads it: name -> {type, default, help}."""
-    import papermill
-
-    return {name: {"type": p["inferred_type_name"], "default": p["default"], "help": p["help"]}
-            for name, p in papermill.inspect_notebook(str(path)).items()}
 
 
 def parse_parameters(declared: dict[str, dict], pairs: list[tuple[str, str]], files: list[str]) -> dict:

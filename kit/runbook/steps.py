@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from html import escape
-from pathlib import Path
 
 from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.cluster.kafka.connect import parse_bootstrap
@@ -40,6 +39,7 @@ from kit.plan.actions.replace import pair_dead_with_new
 from kit.report import figures
 from kit.report.review import PlanRefused, review_plan
 from kit.report.waves import duration_lines, human_duration, moves_of, split_waves
+from kit.runbook.catalog import RUNBOOKS
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.kraft import cluster as kraft_sim
 from kit.sim.physics import SAMPLE_EPOCH
@@ -48,7 +48,6 @@ from kit.throttle.decide import Settings
 # pandas, matplotlib, IPython/ipywidgets and nbformat/nbconvert are imported where they are
 # used: they are heavy, and only the tables, charts, widgets and the HTML record need them.
 
-RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 # The simulated clusters are gen_cluster.py's; their brokers are instance type "standard", 125 MB/s.
 SIMULATED_CAP_MAP = {"*": 125}
 # The embedded simulated clusters a runbook may start (its `cluster` parameter).

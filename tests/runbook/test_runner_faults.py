@@ -15,9 +15,103 @@ from pathlib import Path
 
 import pytest
 
-from kit.runbook import steps
+from kit.runbook import catalog, steps
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+# -- the runbooks as package data, listed without papermill ------------------------------------
+
+def test_listing_the_runbooks_needs_neither_papermill_nor_the_steps():
+    """`kit run` alone lists the runbooks and their parameters from the notebooks' JSON: it took
+    4.6 s when it imported papermill and the runbooks' steps to inspect each notebook."""
+    code = ("import sys; from kit.cli import main; rc = main(['run']); "
+            "print('LOADED', sorted(m for m in ('papermill', 'nbclient', 'kit.runbook.steps', 'kit.runbook.runner') "
+            "if m in sys.modules), rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "LOADED [] 0"
+    for name in catalog.available():
+        assert f"\n{name}\n" in f"\n{r.stdout}"
+    assert '  speed: float = 2000.0  # simulated cluster only: simulated seconds per wall second' in r.stdout
+    assert "record_path" not in r.stdout  # kit run fills it in
+
+
+def test_the_parameters_cell_is_read_as_papermill_reads_it(tmp_path):
+    """One reading of a parameters cell: papermill's. kit's own (no papermill import) must agree
+    with it on every runbook and on the cases papermill's parser has rules for."""
+    import nbformat
+    import papermill
+
+    def papermills(path):
+        return {k: {"type": v["inferred_type_name"], "default": v["default"], "help": v["help"]}
+                for k, v in papermill.inspect_notebook(str(path)).items()}
+    odd = tmp_path / "odd.ipynb"
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(
+        "# a comment line\n"
+        'cap_map: dict = {  # the first line\'s comment is dropped\n'
+        '    "standard": 125,\n'
+        '}  # the help is the last line\'s\n'
+        "\n"
+        "untyped = 3\n"
+        "commented = 'x'  # type: str the help after a type comment\n"
+        "a = b = 2  # two assignments: papermill skips the line\n"
+        "quoted: 'float' = 1.5\n")
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("no parameters here"), cell]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(odd))
+    assert catalog.declared_parameters(odd) == papermills(odd)
+    assert list(catalog.declared_parameters(odd)) == ["cap_map", "untyped", "commented", "quoted"]
+    for name in catalog.available():
+        path = catalog.runbook_path(name)
+        assert catalog.declared_parameters(path) == papermills(path), name
+
+
+def test_the_runbooks_are_package_data_found_through_importlib():
+    from importlib import resources
+
+    folder = resources.files("kit") / "runbooks"
+    assert catalog.RUNBOOKS == Path(str(folder))
+    names = sorted(p.name for p in (ROOT / "runbooks").glob("*.ipynb"))
+    assert names and sorted(p.name for p in catalog.RUNBOOKS.glob("*.ipynb")) == names
+    assert all((catalog.RUNBOOKS / "clusters" / f"{Path(n).stem}.json").is_file() for n in names)
+
+
+@pytest.mark.slow
+def test_a_wheel_carries_the_runbooks_and_runs_them_from_anywhere(tmp_path):
+    """`pip install .` (no checkout, no editable link) can `kit run`: the wheel holds every
+    runbook and simulated cluster, and kit installed from it lists and runs one from another
+    directory. The wheel is built as pip builds it for an install (its own build environment)."""
+    dist = tmp_path / "dist"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheel = next(dist.glob("kit-*.whl"))
+    inside = set(zipfile.ZipFile(wheel).namelist())
+    for path in sorted((ROOT / "runbooks").rglob("*")):
+        if path.is_file() and path.suffix in (".ipynb", ".json"):
+            assert f"kit/runbooks/{path.relative_to(ROOT / 'runbooks')}" in inside, path
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(site))
+    probe = subprocess.run([sys.executable, "-c", "import kit; print(kit.__file__)"], capture_output=True,
+                           text=True, cwd=elsewhere, env=env, timeout=60)
+    assert probe.stdout.startswith(str(site)), probe.stdout + probe.stderr
+    listed = subprocess.run([sys.executable, "-m", "kit", "run"], capture_output=True, text=True, cwd=elsewhere,
+                            env=env, timeout=120)
+    assert listed.returncode == 0 and "broker_replacement\n" in listed.stdout, listed.stderr
+    ran = subprocess.run([sys.executable, "-m", "kit", "run", "broker_replacement", "--record-dir", "records"],
+                         capture_output=True, text=True, cwd=elsewhere, env=env, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    record = json.loads(next((elsewhere / "records").glob("*-broker_replacement.json")).read_text())
+    assert record["outcome"] == "planned" and record["plan"]["partitions"] > 0
 
 
 # -- the HTML record opens offline ------------------------------------------------------------
