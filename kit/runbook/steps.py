@@ -241,6 +241,21 @@ def stop_simulated(workdir: str) -> bool:
     return stopped
 
 
+def simulated_address(workdir: str) -> dict | None:
+    """`open_backend`'s address (zk= or bootstrap=) of the embedded simulated cluster running in
+    `workdir` as `open_environment` lays it out, or None when none runs there: `kit run` reads
+    an interrupted run's cluster through it before `stop_simulated`."""
+    state = os.path.join(workdir, "kraft")
+    if os.path.isdir(state) and kraft_sim.running(state):
+        try:
+            with open(os.path.join(state, "bootstrap"), encoding="utf-8") as fh:
+                return {"bootstrap": fh.read().strip()}
+        except OSError:  # still starting: it has no listeners yet
+            return None
+    server = localzk.status(os.path.join(workdir, "zookeeper"))
+    return {"zk": f"{server.connect}/kafka"} if server is not None else None
+
+
 def check_address(zk: str, bootstrap: str, cluster: str) -> None:
     """BadInput (one line) unless the runbook's cluster parameters make one cluster: `zk` or
     `bootstrap` (not both), else the simulated `cluster` ("zookeeper" or "kraft")."""

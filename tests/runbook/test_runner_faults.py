@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.runbook import catalog, steps
+from conftest import kit_command, run_kit as kit, wait_for
+from kit.runbook import catalog, processes, runner, steps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -190,3 +191,228 @@ def test_the_record_owns_the_outcome_of_a_step_that_raised(tmp_path, error, outc
     with pytest.raises(RuntimeError), record.step("later"):
         raise RuntimeError("after the outcome was given")
     assert json.loads(path.read_text())["outcome"] == outcome  # the first one stands
+
+
+# -- interruptions -----------------------------------------------------------------------------
+
+def test_an_interrupted_run_names_what_the_cluster_was_left_with_and_a_command_that_works():
+    running = {"reassignment_running": True, "partitions_moving": 150, "bytes_left": 1.17e12,
+               "throttled_brokers": [1001, 1013], "throttled_topics": 20}
+    real = runner.interruption("SIGTERM", "apply, monitor, verify", False, running, "--zk zk1:2181/kafka",
+                               "/r/files/plan.json", "/r/files/rollback.json", "kit run broker_replacement")
+    assert real["continue"] == "kit verify /r/files/plan.json --zk zk1:2181/kafka --wait"
+    assert real["undo"] == "kit rollback /r/files/rollback.json --zk zk1:2181/kafka"
+    assert real["reason"].startswith("interrupted by SIGTERM during step 'apply, monitor, verify'; a reassignment "
+                                     "of 150 partition(s) still running, 1,170.0 GB left to copy in the cluster, "
+                                     "throttles on broker(s) 1001, 1013")
+    # A simulated cluster is gone once the run stops: no command would find it.
+    gone = runner.interruption("SIGINT", "apply, monitor, verify", True, running, "", None,
+                               "/r/files/rollback.json", "kit run broker_replacement -p apply true")
+    assert gone["continue"] is None and gone["undo"] is None
+    assert "the simulated cluster was stopped with a reassignment of 150 partition(s) still running" in gone["reason"]
+    assert "`kit run broker_replacement -p apply true` runs the runbook again" in gone["reason"]
+    # Throttles without a reassignment: verify clears them.
+    left = dict(running, reassignment_running=False, partitions_moving=0, bytes_left=0)
+    assert runner.interruption("SIGINT", None, False, left, "--bootstrap k1:9092", None, None, "")["continue"] \
+        == "kit verify --bootstrap k1:9092"
+    # Interrupted before anything was applied: nothing to continue or undo, and it says so.
+    calm = dict(left, throttled_brokers=[])
+    before = runner.interruption("SIGINT", "plan", False, calm, "--zk zk1:2181", None, None, "")
+    assert (before["continue"], before["undo"]) == (None, None) and "it changed nothing" in before["reason"]
+    # The cluster did not answer: say so, and how to look.
+    lost = runner.interruption("SIGINT", None, False, {"error": "no answer within 30 s"}, "--zk zk1:2181", None,
+                               "/r/rollback.json", "")
+    assert "`kit status --zk zk1:2181`" in lost["reason"] and lost["undo"] == "kit rollback /r/rollback.json --zk zk1:2181"
+
+
+def test_every_process_of_a_run_is_found_by_its_tag_whatever_its_session(tmp_path):
+    """A process started in a session of its own by a child that then exited (as the kernel's
+    ZooKeeper, brokers, controller and auto-throttle are when the kernel dies) is still found,
+    and stopped, one that ignores SIGTERM too."""
+    tag = processes.new_tag()
+    pidfile = tmp_path / "grandchild.pid"
+    grandchild = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                  "time.sleep(600)")
+    child = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {grandchild!r}], "
+             f"start_new_session=True); open({str(pidfile)!r}, 'w').write(str(p.pid))")
+    subprocess.run([sys.executable, "-c", child], env=processes.tagged_environment(tag), check=True, timeout=60)
+    pid = int(pidfile.read_text())
+    assert processes.alive(pid) and os.getsid(pid) != os.getsid(0)
+    assert processes.tagged(tag) == [pid]
+    assert processes.tagged(processes.new_tag()) == []
+    assert processes.stop(tag, grace=2.0) == [pid]
+    wait_for("the grandchild gone", lambda: not processes.alive(pid), limit=60)
+    assert processes.tagged(tag) == []
+
+
+def _descendants(root: int) -> set[int]:
+    """Every live process below `root` (its children, theirs, ...)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        for child, parent in parents.items():
+            if parent == p and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_run_stops_everything_it_started_and_says_what_it_left(tmp_path, sig, code):
+    """Ctrl-C (or a SIGTERM) in the middle of a copy: every process the run started stops (the
+    kernel, the simulated ZooKeeper and brokers, the controller, the auto-throttle: they sit in
+    sessions of their own), the record says `interrupted` and what the cluster held, the
+    notebook and the HTML are written, and the exit code is the signal's."""
+    records = tmp_path / "records"
+    proc = subprocess.Popen(kit_command() + ["run", "broker_replacement", "-p", "apply", "true", "-p", "speed", "50",
+                                             "--record-dir", str(records)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def copying():
+            for path in records.glob("*.json"):
+                doc = json.loads(path.read_text() or "{}")
+                if any(s["step"] == "apply, monitor, verify" for s in doc.get("steps", [])) and \
+                        (Path(doc["parameters"]["workdir"]) / "events.jsonl").exists():
+                    return doc
+            return None
+        doc = wait_for("the copy under way", copying, limit=400, every=0.5)
+        started = _descendants(proc.pid)
+        assert len(started) >= 5, started  # kernel, ZooKeeper, brokers, controller, auto-throttle
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, out + err
+    assert "Traceback" not in err and "Kernel died" not in err, err
+    assert [p for p in started if processes.alive(p)] == []
+    record = json.loads(next(records.glob("*.json")).read_text())
+    assert record["outcome"] == "interrupted" and record["exit_code"] == code and record["finished"]
+    left = record["interrupted"]
+    assert left["signal"] == signal.Signals(sig).name and left["step"] == "apply, monitor, verify"
+    assert left["simulated"] and left["cluster"]["reassignment_running"] and left["cluster"]["throttled_brokers"]
+    assert left["continue"] is None and left["undo"] is None  # the simulated cluster is gone
+    assert "the simulated cluster was stopped with a reassignment of" in record["reason"]
+    assert record["steps"][-1] == {**record["steps"][-1], "ok": False,
+                                   "error": f"interrupted by {signal.Signals(sig).name}"}
+    html = Path(record["html"]).read_text()
+    assert "<title>broker_replacement: interrupted</title>" in html and "simulated cluster was stopped" in html
+    import nbformat
+
+    nbformat.read(record["notebook"], as_version=4)  # whole
+    assert doc["parameters"]["workdir"] == record["parameters"]["workdir"]
+    assert not list(records.glob("kernel-ipc*")) and not list(records.glob(".kit-*"))
+
+
+# -- the record folder -------------------------------------------------------------------------
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """mount(size) -> a fresh tmpfs of that size (root can write anywhere: a read-only or a full
+    folder must be a real file system's); skipped where mounting is not permitted."""
+    mounted = []
+
+    def mount(size: str) -> Path:
+        where = tmp_path / f"fs{len(mounted)}"
+        where.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+        mounted.append(where)
+        return where
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def test_a_read_only_record_folder_is_one_line_and_exit_2(small_tmpfs):
+    ro = small_tmpfs("1m")
+    (ro / "records").mkdir()
+    subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+    for target in (ro / "records", ro / "new"):
+        r = kit("run", "broker_replacement", "--record-dir", target, timeout=120)
+        assert r.returncode == 2 and r.stderr == f"kit: --record-dir {target}: read-only file system\n", r.stderr
+    assert [p.name for p in ro.iterdir()] == ["records"] and not list((ro / "records").iterdir())
+
+
+def test_a_full_record_folder_is_one_line_and_exit_2_before_anything_starts(small_tmpfs):
+    full = small_tmpfs("64k")
+    r = kit("run", "broker_replacement", "--record-dir", full, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith(f"kit: --record-dir {full}: no space left on device"), r.stderr
+    assert len(r.stderr.splitlines()) == 1 and list(full.iterdir()) == []
+    with open(full / "filler", "wb") as fh:  # nothing left at all
+        try:
+            fh.write(b"x" * (1 << 20))
+        except OSError:
+            pass
+    r = kit("run", "broker_replacement", "--record-dir", full / "records", timeout=120)
+    assert r.returncode == 2 and r.stderr == f"kit: --record-dir {full / 'records'}: no space left on device\n"
+    assert [p.name for p in full.iterdir()] == ["filler"]
+
+
+def test_a_record_folder_that_fills_up_during_the_run_leaves_no_partial_record(small_tmpfs, tmp_path, monkeypatch):
+    """The folder has room when the run starts, not for the record at its end: one line naming
+    the folder and the cause, exit 2, and none of this run's files left (no JSON record saying
+    "running", no half notebook)."""
+    import nbformat
+
+    book = tmp_path / "big_output.ipynb"
+    params = nbformat.v4.new_code_cell('record_path: str = ""  # the JSON record (set by kit run)')
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import json\n"
+        "json.dump({'runbook': 'big_output', 'outcome': 'succeeded', 'parameters': {}, 'steps': [], 'checks': []},"
+        " open(record_path, 'w'))\n"
+        "print('x' * 3_500_000)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(book))
+    monkeypatch.setattr(runner, "runbook_path", lambda name: book)
+    folder = small_tmpfs("6m")
+    with pytest.raises(runner.BadInput) as failed:
+        runner.run("big_output", [], [], str(folder))
+    assert str(failed.value) == f"--record-dir {folder}: no space left on device"
+    assert list(folder.iterdir()) == []
+
+
+# -- runs side by side -------------------------------------------------------------------------
+
+def test_two_runs_started_in_the_same_second_keep_two_records(tmp_path, monkeypatch):
+    frozen = time.gmtime(1_700_000_000)
+    monkeypatch.setattr(runner.time, "gmtime", lambda *_: frozen)
+    stems = [runner.reserve_stem(str(tmp_path), "scale_out", {}) for _ in range(3)]
+    assert [os.path.basename(s) for s in stems] == ["20231114T221320Z-scale_out", "20231114T221320Z.2-scale_out",
+                                                   "20231114T221320Z.3-scale_out"]
+    for stem in stems:  # each reserved by its JSON record, which a reader takes for a run under way
+        assert json.loads(Path(stem + ".json").read_text())["outcome"] == "running"
+
+
+def test_each_kernel_talks_over_sockets_in_a_folder_of_its_own(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir()
+    execution = runner._Execution(catalog.runbook_path("scale_out"), {}, str(private), str(tmp_path), "t", None)
+    km = execution.kernel_manager()(kernel_name="python3")
+    assert km.transport == "ipc" and Path(km.ip).parent == private and Path(km.connection_file).parent == private
+
+
+def test_two_runs_into_one_folder_at_once_both_succeed(tmp_path):
+    records = tmp_path / "records"
+    runs = [subprocess.Popen(kit_command() + ["run", "scale_out", "--record-dir", str(records)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=600) for p in runs]
+    assert [p.returncode for p in runs] == [0, 0], results
+    found = sorted(records.glob("*-scale_out.json"))
+    assert len(found) == 2
+    for path in found:
+        record = json.loads(path.read_text())
+        assert record["outcome"] == "planned" and Path(record["html"]).exists()
+    assert not list(records.glob("kernel-ipc*"))
