@@ -404,15 +404,31 @@ def test_each_kernel_talks_over_sockets_in_a_folder_of_its_own(tmp_path):
     assert km.transport == "ipc" and Path(km.ip).parent == private and Path(km.connection_file).parent == private
 
 
-def test_two_runs_into_one_folder_at_once_both_succeed(tmp_path):
+def test_two_runs_into_one_folder_in_the_same_second_both_succeed(tmp_path, monkeypatch):
+    """Two runs of one runbook started in the same second into one folder (the clock held on
+    one second): each keeps its own record, and neither kernel talks on the other's sockets
+    (they once shared the folder's kernel-ipc-N: "Invalid Signature")."""
+    import threading
+
+    frozen = time.gmtime()
+    monkeypatch.setattr(runner.time, "gmtime", lambda *_: frozen)
     records = tmp_path / "records"
-    runs = [subprocess.Popen(kit_command() + ["run", "scale_out", "--record-dir", str(records)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    results = [p.communicate(timeout=600) for p in runs]
-    assert [p.returncode for p in runs] == [0, 0], results
+    results: list = []
+
+    def one():
+        try:
+            results.append(runner.run("scale_out", [], [], str(records)))
+        except BaseException as e:  # noqa: BLE001  (the assertion below shows it)
+            results.append(e)
+    runs = [threading.Thread(target=one) for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join(900)
+    assert [r[0] if isinstance(r, tuple) else r for r in results] == [0, 0], results
     found = sorted(records.glob("*-scale_out.json"))
-    assert len(found) == 2
+    assert len(found) == 2 and found[0].name != found[1].name
     for path in found:
         record = json.loads(path.read_text())
-        assert record["outcome"] == "planned" and Path(record["html"]).exists()
+        assert record["outcome"] == "planned" and record["json"] == str(path) and Path(record["html"]).exists()
     assert not list(records.glob("kernel-ipc*"))
