@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from html import escape
-from pathlib import Path
 
 from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.cluster.kafka.connect import parse_bootstrap
@@ -43,6 +42,7 @@ from kit.plan.actions.replace import pair_dead_with_new
 from kit.report import figures
 from kit.report.review import PlanRefused, review_plan
 from kit.report.waves import human_duration, moves_of, split_waves
+from kit.runbook.catalog import RUNBOOKS
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.kraft import cluster as kraft_sim
 from kit.sim.physics import SAMPLE_EPOCH
@@ -52,7 +52,6 @@ from kit.throttle.loop import reassignment_roles
 # pandas, matplotlib, IPython/ipywidgets and nbformat/nbconvert are imported where they are
 # used: they are heavy, and only the tables, charts, widgets and the HTML record need them.
 
-RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 # The simulated clusters are gen_cluster.py's; their brokers are instance type "standard", 125 MB/s.
 SIMULATED_CAP_MAP = {"*": 125}
 # The embedded simulated clusters a runbook may start (its `cluster` parameter).
@@ -85,11 +84,11 @@ class Record:
 
     @contextlib.contextmanager
     def step(self, name: str):
-        """Time one step; an exception is recorded against it and goes on. An error closes a
-        record still running (stopped or failed, and why): in a live notebook nothing else
-        would, and `kit run` reads the same outcome from the error."""
+        """Time one step; an exception is recorded against it, gives a run still running its
+        outcome (`ended_by`: in a live notebook nothing else would close it) and goes on."""
         entry = {"step": name, "started": _now(), "seconds": None, "ok": None}
         self.doc["steps"].append(entry)
+        self.save()  # a run cut short in this step says so
         t0 = time.monotonic()
         try:
             yield entry
@@ -97,13 +96,24 @@ class Record:
         except BaseException as e:
             entry["ok"] = False
             entry["error"] = f"{type(e).__name__}: {e}"
-            if isinstance(e, Exception) and self.doc.get("outcome") == "running":
-                outcome, reason = error_outcome(type(e).__name__, str(e))
-                self.doc.update(outcome=outcome, reason=reason, finished=_now())
+            self.ended_by(e, name)
             raise
         finally:
             entry["seconds"] = round(time.monotonic() - t0, 3)
             self.save()
+
+    def ended_by(self, error: BaseException, step: str) -> None:
+        """The outcome an exception leaving `step` gives the run, unless the runbook gave one
+        already: a failed pre-check or a change refused as unsafe stops it, an interrupt
+        (Jupyter's, Ctrl-C) interrupts it, anything else fails it. `kit run` keeps it."""
+        if self.doc["outcome"] != "running":
+            return
+        if isinstance(error, (CheckFailed, Unsafe)):
+            self.finish("stopped", str(error))
+        elif isinstance(error, KeyboardInterrupt):
+            self.finish("interrupted", f"interrupted during step {step!r}")
+        else:
+            self.finish("failed", f"{type(error).__name__}: {error}")
 
     def put(self, key: str, value) -> None:
         self.doc[key] = value
@@ -139,18 +149,6 @@ class Record:
     def show(self) -> None:
         """The record as its JSON file has it, kept up to date (the runbooks' last cell)."""
         self.watch(record_view)
-
-
-# The errors that stop a runbook safely (a pre-check failed, a change refused as unsafe) rather
-# than fail it: outcome "stopped", `kit run`'s exit code 3.
-STOPPING_ERRORS = ("CheckFailed", "Unsafe")
-
-
-def error_outcome(name: str, message: str) -> tuple[str, str]:
-    """The outcome and reason of a runbook ended by the error `name` with `message`."""
-    if name in STOPPING_ERRORS:
-        return "stopped", message
-    return "failed", f"{name}: {message}"
 
 
 def record_view(doc: dict) -> str:
@@ -389,6 +387,21 @@ def stop_simulated(workdir: str) -> bool:
             stop_holder(c)
         stopped = localzk.stop(data) or True
     return stopped
+
+
+def simulated_address(workdir: str) -> dict | None:
+    """`open_backend`'s address (zk= or bootstrap=) of the embedded simulated cluster running in
+    `workdir` as `open_environment` lays it out, or None when none runs there: `kit run` reads
+    an interrupted run's cluster through it before `stop_simulated`."""
+    state = os.path.join(workdir, "kraft")
+    if os.path.isdir(state) and kraft_sim.running(state):
+        try:
+            with open(os.path.join(state, "bootstrap"), encoding="utf-8") as fh:
+                return {"bootstrap": fh.read().strip()}
+        except OSError:  # still starting: it has no listeners yet
+            return None
+    server = localzk.status(os.path.join(workdir, "zookeeper"))
+    return {"zk": f"{server.connect}/kafka"} if server is not None else None
 
 
 def check_address(zk: str, bootstrap: str, cluster: str) -> None:
@@ -1767,13 +1780,24 @@ def headline(record) -> Headline:
 
 
 HEADLINE_TAG = "kit-headline"
+# nbconvert's JupyterLab page less what it fetches from a CDN (require.js, MathJax, mermaid, the
+# widgets' renderer): a record opens complete with no network. The runbooks need none of them:
+# their charts are PNGs, their tables HTML, and they write no formulas.
+OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
 
 
 def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, hide_input: bool = False) -> None:
     """Turn an executed runbook into its record: a headline cell at the top (its input hidden;
     its output rendered from the JSON record), the HTML's title `<runbook>: <outcome>`, then
-    the notebook and one self-contained HTML page (charts are embedded PNGs)."""
+    the notebook and one self-contained HTML page that loads nothing from the network (charts
+    are embedded PNGs; `OFFLINE_TEMPLATE`). Both are written whole or not at all."""
     import nbformat
+    from jinja2 import DictLoader
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
@@ -1789,10 +1813,12 @@ def record_notebook(notebook: str, record: dict, out_notebook: str, html: str, h
                                                                   "text/plain": head.text()})]
     nb.cells.insert(0, cell)
     nb.metadata["title"] = head.title()
-    nbformat.write(nb, out_notebook)
-    exporter = HTMLExporter(exclude_input=hide_input, exclude_input_prompt=hide_input)
+    exporter = HTMLExporter(exclude_input=hide_input, exclude_input_prompt=hide_input,
+                            extra_loaders=[DictLoader({"kit-offline.html.j2": OFFLINE_TEMPLATE})],
+                            template_file="kit-offline.html.j2")
     exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HEADLINE_TAG}, enabled=True), True)
     body, _ = exporter.from_notebook_node(nb)
+    write_atomic(out_notebook, nbformat.writes(nb) + "\n")
     write_atomic(html, body)
 
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import run_kit as kit
+from kit.runbook import catalog
 from kit.runbook import runner as runbook
 
 RUNBOOKS = ["broker_replacement", "az_loss", "scale_out", "replication_factor", "storage_rebalance", "health_check"]
@@ -42,9 +43,9 @@ KRAFT_SPEED = {"broker_replacement": 1000, "health_check": 20000}
 
 
 def test_every_runbook_is_listed_and_every_parameter_documented():
-    assert sorted(runbook.available()) == sorted(RUNBOOKS)
+    assert sorted(catalog.available()) == sorted(RUNBOOKS)
     for name in RUNBOOKS:
-        declared = runbook.declared_parameters(runbook.runbook_path(name))
+        declared = catalog.declared_parameters(catalog.runbook_path(name))
         assert {"zk", "bootstrap", "cluster", "apply", "record_path"} <= set(declared), name
         assert all(d["help"] for d in declared.values()), name  # papermill --help-notebook explains each
         assert declared["apply"]["default"] == "False"
@@ -206,7 +207,7 @@ def test_unknown_runbook_is_bad_input(tmp_path):
 
 
 def test_parameters_keep_their_declared_types():
-    declared = runbook.declared_parameters(runbook.runbook_path("broker_replacement"))
+    declared = catalog.declared_parameters(catalog.runbook_path("broker_replacement"))
     got = runbook.parse_parameters(declared, [("replace", "1009:1013"), ("zk", "10.0.0.1:2181/kafka"),
                                               ("cap_map", '{"standard": 125}'), ("speed", "5000"),
                                               ("apply", "yes")], [])
@@ -527,7 +528,7 @@ def test_the_runbook_refuses_a_plan_kit_plan_refuses(monkeypatch):
     from kit.formats import load_snapshot
     from kit.plan import plan_replace
 
-    cluster = load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json"))
+    cluster = load_snapshot(str(catalog.RUNBOOKS / "clusters" / "broker_replacement.json"))
     plan = plan_replace(cluster, [(1009, 1013)])
     real = figures.plan_report
 
