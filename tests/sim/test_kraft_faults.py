@@ -261,6 +261,39 @@ def test_rollback_while_the_destination_is_dead_puts_the_replicas_back(sim, tmp_
         assert run_kit("sim", "revive", "--state", state, "--broker", 5).returncode == 0
 
 
+def test_rollback_after_a_source_died_checks_before_it_cancels_and_says_what_it_changed(sim, tmp_path):
+    """Issue 35: broker 4 (a replica the move drops, so in the rollback file) dies mid-copy.
+    A rollback that would have to move a partition onto it is refused before anything changes;
+    one the cancel alone carries out (Kafka puts the replicas back) ends with no reassignment
+    and no throttle (it was: cancelled, then 'broker 4 ... is not registered; nothing was
+    changed', exit 3, the throttles left)."""
+    state, bootstrap, _ = sim
+    moves = [{"topic": "gamma", "partition": 2, "replicas": [3, 5]}]  # from [3, 4]
+    rollback = tmp_path / "rollback.json"
+    assert run_kit("apply", plan_file(tmp_path, moves), "--bootstrap", bootstrap, "--throttle", CRAWL,
+                   "--rollback-out", rollback).returncode == 0
+    assert run_kit("sim", "kill", "--state", state, "--broker", 4).returncode == 0
+    try:
+        before = kit_state(bootstrap)
+        assert before[0] and before[1] != ({}, {})
+        wider = tmp_path / "wider.json"  # alpha 3 ([4, 1]) is not moving: putting it on 4 needs a new move
+        wider.write_text(json.dumps({"version": 1, "partitions": json.loads(rollback.read_text())["partitions"] + [
+            {"topic": "alpha", "partition": 3, "replicas": [1, 4]}]}))
+        r = run_kit("rollback", wider, "--bootstrap", bootstrap)
+        assert r.returncode == 3 and one_line(r) and "broker 4" in r.stderr and "nothing was changed" in r.stderr, \
+            r.stderr
+        assert kit_state(bootstrap) == before
+        r = run_kit("rollback", rollback, "--bootstrap", bootstrap)
+        assert r.returncode == 0, r.stderr
+        assert "cancelled the reassignment in flight of 1 partition(s)" in r.stdout, r.stdout
+        assert "is back on the replicas it names: nothing more to start" in r.stdout, r.stdout
+        reassigning, throttles, replicas = kit_state(bootstrap)
+        assert not reassigning and throttles == ({}, {}) and replicas[("gamma", 2)] == [3, 4]
+    finally:
+        assert run_kit("sim", "revive", "--state", state, "--broker", 4).returncode == 0
+        settle(bootstrap)
+
+
 # ------------------------------------------------------------------ a slow broker
 
 

@@ -322,20 +322,46 @@ class AdminBackend:
     def rollback(self, moves: list[dict], throttle: float | None = None) -> dict:
         """Cancel the reassignment of the rollback file's partitions while it runs
         (AlterPartitionReassignments with no target: Kafka puts back their replicas), then start
-        the reassignment back to the file's assignment with `apply`'s checks.
+        the reassignment back to the file's assignment with `apply`'s checks, for the partitions
+        the cancel did not already put back.
 
-        Unsafe, nothing changed, while partitions the file does not name are moving (another
-        reassignment: not this one to cancel). Returns `apply`'s dict with ``cancelled``.
+        Everything is checked before the cancel (a partition left to move onto a broker not
+        registered is refused then, nothing changed). Unsafe, nothing changed, while partitions
+        the file does not name are moving (another reassignment: not this one to cancel). Returns
+        `apply`'s dict for what is still to move (``partitions``) with ``cancelled``; an error
+        after the cancel says that it was cancelled and which throttles remain.
         """
-        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
+        cluster, running = self._read(sizes=False)
         keys = {(m["topic"], m["partition"]) for m in moves}
         flying = [(e["topic"], e["partition"]) for e in (running or {}).get("partitions", [])]
         others = [k for k in flying if k not in keys]
         if others:
             raise Unsafe(f"a reassignment of partitions the rollback file does not name is in progress (e.g. "
                          f"{others[0][0]}-{others[0][1]}); nothing was changed")
-        cancelled = self.cancel(flying) if flying else 0
-        done = self.apply(moves, throttle)
+        if not flying:
+            done = self.apply(moves, throttle)
+            done["cancelled"] = 0
+            return done
+        # The replicas each moving partition started from (Kafka's cancel puts them back).
+        origins = {(tp.topic, tp.partition): [b for b in r["replicas"] if b not in set(r["adding_replicas"] or ())]
+                   for tp, r in self._to_controller(self.admin.list_partition_reassignments).items()}
+        after = {p.key: list(p.replicas) for p in cluster.partitions} | origins
+        todo = [m for m in moves if after.get((m["topic"], m["partition"])) != list(m["replicas"])]
+        check_plan(cluster, todo)
+        cancelled = self.cancel(flying)
+        try:
+            if todo:
+                done = self.apply(todo, throttle)
+            else:
+                b, t = self.clear_leftover_throttles()
+                done = {"partitions": 0, "throttled_topics": 0, "throttled_brokers": 0, "cleared_topics": t,
+                        "cleared_brokers": b}
+        except (BadInput, Unsafe) as e:
+            brokers, topics = self.throttles()
+            left = (f"; throttles remain on {len(brokers)} broker(s) and {len(topics)} topic(s): kit verify "
+                    f"--bootstrap {self.bootstrap} clears them") if brokers or topics else ""
+            raise type(e)(f"the reassignment in flight of {cancelled} partition(s) was cancelled (Kafka put back "
+                          f"their replicas), then: {str(e).removesuffix('; nothing was changed')}{left}") from None
         done["cancelled"] = cancelled
         return done
 
