@@ -277,8 +277,9 @@ class AdminBackend:
             return e
         text = str(mapped).removesuffix("; nothing more was sent").removesuffix("; nothing more was written")
         if left:
-            tail = (f"; the throttles it had set on {', '.join(left[:3])}{' ...' if len(left) > 3 else ''} could not "
-                    f"be removed: kit verify --bootstrap {self.bootstrap} clears them once the cluster answers")
+            tail = (f"; the throttles it had set on {', '.join(left)} could not be removed (or a write not answered "
+                    f"may yet be carried out): kit verify --bootstrap {self.bootstrap} clears them once the cluster "
+                    "answers")
         elif written:
             tail = "; the throttles it had set were removed: nothing was changed"
         else:
@@ -452,11 +453,17 @@ class AdminBackend:
     def _alter(self, resources: list[ConfigResource], written: list | None = None) -> None:
         """IncrementalAlterConfigs (never the whole config: other keys kept); a refusal raised
         as one line naming the resource (and, refused for want of a right, the right). Each
-        resource the cluster took is added to `written` as (kind, name, keys) first."""
+        resource the cluster took, or every one when it did not answer, is added to `written` as
+        (kind, name, keys) first."""
         if not resources:
             return
-        results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
         keys = {(ConfigResourceType(r.resource_type).name.lower(), r.name): list(r.configs) for r in resources}
+        try:
+            results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
+        except LOST:
+            if written is not None:  # not answered: each write may yet be carried out, so it is recorded
+                written.extend((kind, name, k) for (kind, name), k in keys.items())
+            raise
         failed = []
         for kind, by_name in results.items():
             for name, result in by_name.items():
@@ -480,9 +487,27 @@ class AdminBackend:
         cluster took added to `written` as (kind, name, keys))."""
         self._alter([ConfigResource(ConfigResourceType.TOPIC, t, {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
                      for t, cfg in (topics or {}).items() if cfg], written)
-        self._alter([ConfigResource(ConfigResourceType.BROKER, _broker_name(b),
-                                    {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
-                     for b, cfg in (brokers or {}).items() if cfg], written)
+        self._alter_each_broker([ConfigResource(ConfigResourceType.BROKER, _broker_name(b),
+                                                {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
+                                 for b, cfg in (brokers or {}).items() if cfg], written)
+
+    def _alter_each_broker(self, resources: list[ConfigResource], written: list | None) -> None:
+        """`_alter` of each broker's resource on its own (a broker's config goes to that broker),
+        all at once: one broker that refuses or does not answer leaves the others' writes
+        recorded in `written`, so that they can be taken back and said (one that did not answer
+        is recorded too, by `_alter`); the first error is raised."""
+        if not resources:
+            return
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(resources)), thread_name_prefix="kit-admin") as pool:
+            futures = [(r, pool.submit(self._alter, [r], written)) for r in resources]
+        errors = []
+        for r, future in futures:
+            try:
+                future.result()
+            except Exception as e:  # noqa: BLE001  (the first one is raised below, the rest said by `written`)
+                errors.append(e)
+        if errors:
+            raise errors[0]
 
     def _delete_keys(self, brokers: Iterable[str], topics: Iterable[str], have_brokers: dict, have_topics: dict
                      ) -> None:
