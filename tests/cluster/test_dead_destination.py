@@ -3,6 +3,7 @@ early end of `verify --wait`."""
 from __future__ import annotations
 
 import pytest
+
 from kit.cluster.reassign import dead_destinations, progress, wait_until_done
 from kit.errors import Unsafe
 from kit.formats import cluster_from_snapshot
