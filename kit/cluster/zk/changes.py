@@ -266,9 +266,12 @@ def rollback(client: KazooClient, moves: list[dict], throttle: float | None = No
     While a reassignment runs kit cannot cancel it through ZooKeeper (deleting
     /admin/reassign_partitions does not stop Kafka's controller), so the honest way back is to
     let it finish, then roll back: Unsafe, nothing changed. Except when a destination is dead
-    (`kit.cluster.reassign.dead_destinations`): then it can never finish, and `cancel_stuck`
-    takes it back first. Everything is checked before the first write. Returns `apply_plan`'s
-    dict for what is still to move (``partitions``), with ``cancelled`` (partitions put back).
+    (`kit.cluster.reassign.dead_destinations`): then it can never finish, and it is cancelled
+    first as Kafka's controller cancels one (`_cancel_writes`, in one transaction that also
+    deletes /admin/reassign_partitions and /controller: the brokers elect a controller that
+    reads the znodes afresh and resumes nothing). Everything is checked before the first
+    write. Returns `apply_plan`'s dict for what is still to move (``partitions``), with
+    ``cancelled`` (partitions put back).
     """
     cluster, running = read_cluster(client)
     if running is None and not client.exists(REASSIGN):
