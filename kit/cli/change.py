@@ -21,6 +21,7 @@ from kit.formats import dumps, load_plan, snapshot_doc, write_atomic
 from kit.progress import Progress
 
 backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
+reassign = lazy_module("kit.cluster.reassign")
 
 
 def add_parser(sub) -> None:
@@ -173,6 +174,9 @@ def verify(a) -> int:
         print(f"{done} of {len(res['partitions'])} partition(s) done; " + (
             leftover or f"throttles cleared from {res['cleared_topics']} topic(s) and "
                         f"{res['cleared_brokers']} broker(s)"))
+    dead = reassign.waiting_for_dead(res["partitions"])
+    if dead:
+        print(reassign.dead_destination_advice(dead, cluster_flag(a)))
     if res["done"] and res["preferred_leader_elections_due"]:
         print(f"{res['preferred_leader_elections_due']} partition(s) are not led by their first replica: "
               f"run kit elect {cluster_flag(a)}" + (f" --plan {a.plan}" if a.plan else ""))
@@ -197,10 +201,13 @@ def rollback(a) -> int:
             backend.rollback(moves, a.throttle)
     if done is not None:
         if done.get("cancelled"):
-            print(f"cancelled the reassignment in flight of {done['cancelled']} partition(s) (Kafka put back "
-                  "their replicas)")
-        print(f"rollback of {done['partitions']} partition(s) started; follow it with kit verify {a.file} "
-              f"{cluster_flag(a)} --wait")
+            print(f"cancelled the reassignment in flight of {done['cancelled']} partition(s) (their replicas put "
+                  "back)")
+        if done["partitions"]:
+            print(f"rollback of {done['partitions']} partition(s) started; follow it with kit verify {a.file} "
+                  f"{cluster_flag(a)} --wait")
+        else:
+            print(f"every partition of {a.file} ({len(moves)}) is back on the replicas it names: nothing more to start")
         if _cleared(done):
             print(_cleared(done))
     return 0
@@ -236,6 +243,8 @@ def status(a) -> int:
         print(f"throttles without a reassignment: {len(brokers)} broker(s) and {len(topics)} topic(s) keep "
               "replication throttles but no reassignment is running (an apply or Kafka's tool cut short, or a "
               f"finished run never verified); kit verify {cluster_flag(a)} clears them")
+    elif res.get("dead_destinations"):
+        print(reassign.dead_destination_advice(res["dead_destinations"], cluster_flag(a)))
     elif res["reassigning"] and (brokers or topics):
         print(f"the throttles are the reassignment's; kit verify {cluster_flag(a)} --wait follows it and clears "
               "them when it ends")

@@ -96,6 +96,32 @@ def progress(cluster: Cluster, running: dict | None, moves: list[dict] | None) -
             "idle_brokers": [str(b) for b in plan_brokers if b not in busy_brokers], "leaders_off": len(leaders_off)}
 
 
+def waiting_for_dead(rows: list[dict]) -> list[int]:
+    """The dead brokers the partitions still copying (`progress`'s rows) wait for.
+
+    Kafka ends a reassignment only when every target replica is in the ISR, and a dead broker
+    joins none: while one of these is dead the reassignment can never finish. The one rule
+    `kit status`, `kit verify`, `kit rollback` and `kit doctor` go by (`dead_destinations`)."""
+    return sorted({b for r in rows if r["state"] == "copying" for b in r["waiting_for_dead"]})
+
+
+def dead_destinations(cluster: Cluster, running: dict | None) -> list[int]:
+    """`waiting_for_dead` of the reassignment in flight: its destinations that are dead."""
+    return waiting_for_dead(progress(cluster, running, None)["rows"]) if running else []
+
+
+def dead_destination_advice(dead: list[int], where: str = "") -> str:
+    """What every command says of a reassignment with dead destinations, and the way out."""
+    names = ", ".join(map(str, dead))
+    cluster = f" {where}" if where else ""
+    return (f"broker{'s' if len(dead) > 1 else ''} {names}, a destination of the reassignment in progress, "
+            f"{'are' if len(dead) > 1 else 'is'} dead: it can never finish (Kafka ends it only when every new "
+            f"replica is in sync). Either revive {'them' if len(dead) > 1 else 'it'} (the copy then goes on and "
+            f"ends), or roll it back: kit rollback ROLLBACK.json{cluster} (the file kit apply --rollback-out "
+            "wrote; allowed while a destination is dead) cancels it, puts the replicas back and clears its "
+            "throttles")
+
+
 def verify_result(rows: list[dict], running: dict | None, cleared_topics: int, cleared_brokers: int,
                   leaders_off: int) -> dict:
     """`ClusterBackend.verify`'s dict."""
@@ -112,7 +138,8 @@ def sort_broker_names(names) -> list[str]:
 def status_doc(cluster: Cluster, running: dict | None, brokers: list[str], topics: list[str]) -> dict:
     """`ClusterBackend.status`'s dict from the cluster, the reassignment in flight and the names
     of the brokers and topics carrying a throttle key. ``offline`` names the partitions with no
-    live in-sync replica (`kit.offline`): no leader, and no reassignment can move them."""
+    live in-sync replica (`kit.offline`): no leader, and no reassignment can move them;
+    ``dead_destinations`` the dead brokers the reassignment in flight waits for (`dead_destinations`)."""
     urp = [p for p in cluster.partitions if set(p.replicas) - set(p.isr)]
     offline = [cluster.partitions[i].name for i in offline_indices(cluster)]
     moving = (running or {}).get("partitions", [])
@@ -131,6 +158,7 @@ def status_doc(cluster: Cluster, running: dict | None, brokers: list[str], topic
         "throttled_brokers": [int(b) if b.isdigit() else b for b in brokers],
         "throttled_topics": sorted(topics),
         "throttles_without_reassignment": running is None and bool(brokers or topics),
+        "dead_destinations": dead_destinations(cluster, running),
     }
 
 
@@ -140,7 +168,11 @@ def default_stall(interval: float) -> float:
 
 
 def _check_round(res: dict) -> None:
-    """Stuck when the plan can never finish: partitions the cluster lacks, or none copying."""
+    """Stuck when the plan can never finish: partitions the cluster lacks, or none copying;
+    Unsafe (exit 3: the request cannot be met) when a destination is dead."""
+    dead = waiting_for_dead(res["partitions"])
+    if dead:
+        raise Unsafe(dead_destination_advice(dead))
     missing = [r for r in res["partitions"] if r["missing"]]
     if missing:
         raise Stuck(f"the plan names {len(missing)} partition(s) the cluster does not have, e.g. "
@@ -162,7 +194,8 @@ def wait_until_done(verify_once: Callable[[], dict], lost: tuple[type[BaseExcept
     A lost connection (`lost`) is waited out for up to `patience` seconds (`gave_up()` True
     ends it sooner): verify only reads and clears throttle keys, so repeating a round cut
     short is safe; then `BadInput` naming `what` (the cluster's address kind). Every wait
-    ends: `Stuck` (exit 1) when the plan names partitions the cluster lacks, when none of it
+    ends: `Unsafe` (exit 3) at once when a destination is dead (`dead_destination_advice`);
+    `Stuck` (exit 1) when the plan names partitions the cluster lacks, when none of it
     is copying, or when no replica has joined an ISR for `stall` seconds (default
     `default_stall(interval)`), naming what is still waited for.
     """

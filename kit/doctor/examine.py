@@ -20,6 +20,7 @@ lives in ``kit.doctor.load``, whose ``run`` is the one-call entry point for note
 """
 from __future__ import annotations
 
+from kit.cluster.reassign import dead_destination_advice, dead_destinations
 from kit.errors import BadInput, Unsafe
 from kit.events import event, utc_now
 from kit.model import Cluster, Plan
@@ -273,14 +274,12 @@ def alert(rep: dict, time: str) -> dict:
 
 
 def wait(rep: dict, time: str, cluster: Cluster, reassigning: dict | None, dead: list[int]) -> dict:
-    """A reassignment is in flight: wait for it, unless it places replicas on dead brokers
-    (then it cannot finish: alert)."""
-    moving_to_dead = sorted({b for m in (reassigning or {}).get("partitions", []) for b in m["replicas"]
-                             if not (cluster.brokers.get(b) and cluster.brokers[b].alive)})
-    if moving_to_dead:
-        return _alert_with(rep, time, f"the reassignment in progress places replicas on dead broker(s) "
-                                 f"{','.join(map(str, moving_to_dead))}: it cannot finish; roll it back",
-                      [f"reassignment in progress targets dead broker {b}" for b in moving_to_dead], moving_to_dead)
+    """A reassignment is in flight: wait for it, unless a destination it waits for is dead (then
+    it cannot finish: alert, with the way out every command gives, `dead_destination_advice`)."""
+    stuck = dead_destinations(cluster, reassigning)
+    if stuck:
+        return _alert_with(rep, time, dead_destination_advice(stuck),
+                           [f"the reassignment in progress waits for dead broker {b}" for b in stuck], stuck)
     rep.update(status="wait", summary=f"a reassignment of {rep['reassigning']} partition(s) is in progress: "
                                       "healing and balancing wait for it to finish")
     rep["events"].append(event(time, SOURCE, "wait", rep["summary"], dead))

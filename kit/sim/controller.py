@@ -445,6 +445,13 @@ class SimController:
         """Advance the cluster by `wall_seconds` x `speed` simulated seconds."""
         self._elections()
         stat = self.client.exists(REASSIGN)
+        if stat is None and self.targets and self.reassignment is not None:
+            # Gone while copying: cancelled through ZooKeeper (`kit rollback` with a destination
+            # dead writes the replicas back and deletes it with /controller). A new controller
+            # reads the znodes afresh and finds nothing to resume: forget it, as it would.
+            self.targets.clear()
+            self.flows.clear()
+            drop_sim_progress(self.client)
         if stat is not None and self.targets and (stat.czxid, stat.version) != (self.reassignment, self.picked_version):
             self._reconcile()
         elif stat is not None and not self.targets:

@@ -202,6 +202,40 @@ def test_rollback_puts_the_previous_assignment_back(sim_cluster, tmp_path):
     assert all(now[p.key] == list(p.replicas) for p in c.seeded.partitions)
 
 
+def test_a_dead_destination_is_named_by_every_command_with_one_way_out_and_rollback_takes_it(sim_cluster, tmp_path):
+    """Issue 35: status, doctor, verify --wait and rollback agree on a destination killed
+    mid-copy (it can never finish): verify --wait stops at once (exit 3, not after its stall)
+    and rollback cancels it on both backends, its throttles cleared."""
+    c = sim_cluster()
+    plan, rollback = tmp_path / "plan.json", tmp_path / "rollback.json"
+    assert kit("plan", "scale-out", *c.flag, "--out", plan).returncode == 0
+    assert kit("apply", plan, *c.flag, "--throttle", CRAWL, "--rollback-out", rollback).returncode == 0
+    before = {p.key: list(p.replicas) for p in c.seeded.partitions}
+    moves = json.loads(plan.read_text())["partitions"]
+    victim = min(b for m in moves for b in m["replicas"] if b not in before[(m["topic"], m["partition"])])
+    assert kit("sim", "kill", *c.where, "--broker", victim).returncode == 0
+    try:
+        says = f"broker {victim}, a destination of the reassignment in progress, is dead: it can never finish"
+        way_out = f"kit rollback ROLLBACK.json {' '.join(c.flag)}"
+        r = kit("status", *c.flag)
+        assert r.returncode == 0 and says in r.stdout and way_out in r.stdout, r.stdout + r.stderr
+        assert "clears them when it ends" not in r.stdout
+        r = kit("doctor", *c.flag)
+        assert r.returncode == 4 and says in r.stdout and "kit rollback ROLLBACK.json" in r.stdout, r.stdout + r.stderr
+        r = kit("verify", plan, *c.flag, "--wait", "--interval", "0.5", "--stall", "3600", timeout=600)
+        assert r.returncode == 3 and says in r.stderr and "kit rollback ROLLBACK.json" in r.stderr, r.stdout + r.stderr
+        r = kit("rollback", rollback, *c.flag)
+        assert r.returncode == 0 and "cancelled the reassignment in flight of" in r.stdout, r.stdout + r.stderr
+        r = kit("verify", rollback, *c.flag, "--wait", "--interval", "0.5", timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        with c.backend() as backend:
+            cluster, running = backend.read()
+            assert running is None and backend.throttles() == ({}, {})
+        assert {p.key: list(p.replicas) for p in cluster.partitions} == before
+    finally:
+        assert kit("sim", "revive", *c.where, "--broker", victim).returncode == 0
+
+
 def test_elect_asks_only_for_partitions_not_led_by_their_first_replica(sim_cluster):
     c = sim_cluster()
     victim = c.seeded.partitions[0].replicas[0]

@@ -21,7 +21,7 @@ from kafka.structs import TopicPartition
 
 from kit.cluster.backend import open_backend
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
-from tests.conftest import run_kit
+from tests.conftest import run_kit, wait_for
 
 MB = 10**6
 CRAWL = 1000  # bytes/s: copies run until the test lets them go
@@ -263,6 +263,39 @@ def test_rollback_while_the_destination_is_dead_puts_the_replicas_back(sim, tmp_
         assert run_kit("sim", "revive", "--state", state, "--broker", 5).returncode == 0
 
 
+def test_rollback_after_a_source_died_checks_before_it_cancels_and_says_what_it_changed(sim, tmp_path):
+    """Issue 35: broker 4 (a replica the move drops, so in the rollback file) dies mid-copy.
+    A rollback that would have to move a partition onto it is refused before anything changes;
+    one the cancel alone carries out (Kafka puts the replicas back) ends with no reassignment
+    and no throttle (it was: cancelled, then 'broker 4 ... is not registered; nothing was
+    changed', exit 3, the throttles left)."""
+    state, bootstrap, _ = sim
+    moves = [{"topic": "gamma", "partition": 2, "replicas": [3, 5]}]  # from [3, 4]
+    rollback = tmp_path / "rollback.json"
+    assert run_kit("apply", plan_file(tmp_path, moves), "--bootstrap", bootstrap, "--throttle", CRAWL,
+                   "--rollback-out", rollback).returncode == 0
+    assert run_kit("sim", "kill", "--state", state, "--broker", 4).returncode == 0
+    try:
+        before = kit_state(bootstrap)
+        assert before[0] and before[1] != ({}, {})
+        wider = tmp_path / "wider.json"  # alpha 3 ([4, 1]) is not moving: putting it on 4 needs a new move
+        wider.write_text(json.dumps({"version": 1, "partitions": json.loads(rollback.read_text())["partitions"] + [
+            {"topic": "alpha", "partition": 3, "replicas": [1, 4]}]}))
+        r = run_kit("rollback", wider, "--bootstrap", bootstrap)
+        assert r.returncode == 3 and one_line(r) and "broker 4" in r.stderr and "nothing was changed" in r.stderr, \
+            r.stderr
+        assert kit_state(bootstrap) == before
+        r = run_kit("rollback", rollback, "--bootstrap", bootstrap)
+        assert r.returncode == 0, r.stderr
+        assert "cancelled the reassignment in flight of 1 partition(s)" in r.stdout, r.stdout
+        assert "is back on the replicas it names: nothing more to start" in r.stdout, r.stdout
+        reassigning, throttles, replicas = kit_state(bootstrap)
+        assert not reassigning and throttles == ({}, {}) and replicas[("gamma", 2)] == [3, 4]
+    finally:
+        assert run_kit("sim", "revive", "--state", state, "--broker", 4).returncode == 0
+        settle(bootstrap)
+
+
 # ------------------------------------------------------------------ a slow broker
 
 
@@ -294,6 +327,34 @@ def test_a_broker_slower_than_the_request_timeout_is_named_in_one_line_exit_2(si
     short.write_text("request.timeout.ms=soon\n")
     r = run_kit("status", "--bootstrap", bootstrap, "--command-config", short)
     assert r.returncode == 2 and one_line(r) and "request.timeout.ms must be a positive whole number" in r.stderr
+
+
+def test_an_apply_cut_short_by_a_slow_broker_takes_back_every_throttle_it_can_and_names_the_rest(sim, tmp_path):
+    """Issue 35: broker 3 (a source, not the controller) holds every request 6 s, kit waits 1.5:
+    the throttle writes the other brokers took are taken back, and the line names broker 3 as
+    the one that may keep its own (it said "the throttles it had set were removed" while 1, 2
+    and 5 kept theirs)."""
+    state, bootstrap, ports = sim
+    short = tmp_path / "short.properties"
+    short.write_text("request.timeout.ms=1500\n")
+    others = ",".join(f"127.0.0.1:{p}" for b, p in sorted(ports.items()) if b != 3)
+    assert run_kit("sim", "slow", "--state", state, "--broker", 3, "--delay", 6).returncode == 0
+    try:
+        r = run_kit("apply", plan_file(tmp_path, MOVES), "--bootstrap", others, "--command-config", short,
+                    "--throttle", CRAWL, timeout=300)
+        assert r.returncode == 2 and one_line(r), r.stderr
+        assert "broker 3" in r.stderr and "could not be removed" in r.stderr, r.stderr
+        assert "were removed" not in r.stderr, r.stderr
+    finally:
+        assert run_kit("sim", "slow", "--state", state, "--delay", 0).returncode == 0
+    reassigning, (brokers, topics), _ = kit_state(bootstrap)
+    assert not reassigning and not {"1", "2", "5"} & set(brokers), brokers
+    assert all(f"topic {t}" in r.stderr for t in topics), (topics, r.stderr)  # only what the line named
+
+    def cleared():  # the writes broker 3 held are carried out when their delay ends: clear until none is left
+        return run_kit("verify", "--bootstrap", bootstrap).returncode == 0 and \
+            kit_state(bootstrap)[:2] == (False, ({}, {}))
+    wait_for("kit verify to leave no throttle", cleared, limit=180, every=2.0)
 
 
 def test_sim_fault_commands_refuse_bad_input(sim, tmp_path):

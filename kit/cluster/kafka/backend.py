@@ -283,8 +283,9 @@ class AdminBackend:
             return e
         text = str(mapped).removesuffix("; nothing more was sent").removesuffix("; nothing more was written")
         if left:
-            tail = (f"; the throttles it had set on {', '.join(left[:3])}{' ...' if len(left) > 3 else ''} could not "
-                    f"be removed: kit verify --bootstrap {self.bootstrap} clears them once the cluster answers")
+            tail = (f"; the throttles it had set on {', '.join(left)} could not be removed (or a write not answered "
+                    f"may yet be carried out): kit verify --bootstrap {self.bootstrap} clears them once the cluster "
+                    "answers")
         elif written:
             tail = "; the throttles it had set were removed: nothing was changed"
         else:
@@ -328,20 +329,46 @@ class AdminBackend:
     def rollback(self, moves: list[dict], throttle: float | None = None) -> dict:
         """Cancel the reassignment of the rollback file's partitions while it runs
         (AlterPartitionReassignments with no target: Kafka puts back their replicas), then start
-        the reassignment back to the file's assignment with `apply`'s checks.
+        the reassignment back to the file's assignment with `apply`'s checks, for the partitions
+        the cancel did not already put back.
 
-        Unsafe, nothing changed, while partitions the file does not name are moving (another
-        reassignment: not this one to cancel). Returns `apply`'s dict with ``cancelled``.
+        Everything is checked before the cancel (a partition left to move onto a broker not
+        registered is refused then, nothing changed). Unsafe, nothing changed, while partitions
+        the file does not name are moving (another reassignment: not this one to cancel). Returns
+        `apply`'s dict for what is still to move (``partitions``) with ``cancelled``; an error
+        after the cancel says that it was cancelled and which throttles remain.
         """
-        running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
+        cluster, running = self._read(sizes=False)
         keys = {(m["topic"], m["partition"]) for m in moves}
         flying = [(e["topic"], e["partition"]) for e in (running or {}).get("partitions", [])]
         others = [k for k in flying if k not in keys]
         if others:
             raise Unsafe(f"a reassignment of partitions the rollback file does not name is in progress (e.g. "
                          f"{others[0][0]}-{others[0][1]}); nothing was changed")
-        cancelled = self.cancel(flying) if flying else 0
-        done = self.apply(moves, throttle)
+        if not flying:
+            done = self.apply(moves, throttle)
+            done["cancelled"] = 0
+            return done
+        # The replicas each moving partition started from (Kafka's cancel puts them back).
+        origins = {(tp.topic, tp.partition): [b for b in r["replicas"] if b not in set(r["adding_replicas"] or ())]
+                   for tp, r in self._to_controller(self.admin.list_partition_reassignments).items()}
+        after = {p.key: list(p.replicas) for p in cluster.partitions} | origins
+        todo = [m for m in moves if after.get((m["topic"], m["partition"])) != list(m["replicas"])]
+        check_plan(cluster, todo)
+        cancelled = self.cancel(flying)
+        try:
+            if todo:
+                done = self.apply(todo, throttle)
+            else:
+                b, t = self.clear_leftover_throttles()
+                done = {"partitions": 0, "throttled_topics": 0, "throttled_brokers": 0, "cleared_topics": t,
+                        "cleared_brokers": b}
+        except (BadInput, Unsafe) as e:
+            brokers, topics = self.throttles()
+            left = (f"; throttles remain on {len(brokers)} broker(s) and {len(topics)} topic(s): kit verify "
+                    f"--bootstrap {self.bootstrap} clears them") if brokers or topics else ""
+            raise type(e)(f"the reassignment in flight of {cancelled} partition(s) was cancelled (Kafka put back "
+                          f"their replicas), then: {str(e).removesuffix('; nothing was changed')}{left}") from None
         done["cancelled"] = cancelled
         return done
 
@@ -432,16 +459,22 @@ class AdminBackend:
     def _alter(self, resources: list[ConfigResource], written: list | None = None) -> None:
         """IncrementalAlterConfigs (never the whole config: other keys kept); a refusal raised
         as one line naming the resource (and, refused for want of a right, the right). Each
-        resource the cluster took is added to `written` as (kind, name, keys) first. The
-        cluster-wide broker default ("") is sent to any broker (`_send_to_any`)."""
+        resource the cluster took, or every one when it did not answer, is added to `written` as
+        (kind, name, keys) first. The cluster-wide broker default ("") is sent to any broker
+        (`_send_to_any`)."""
         if not resources:
             return
-        if all(r.resource_type == ConfigResourceType.BROKER and r.name == "" for r in resources):
-            response = self._send_to_any(self.admin._alter_configs_request(resources, incremental=True))  # noqa: SLF001
-            results = self.admin._alter_configs_process_responses(response.responses)  # noqa: SLF001
-        else:
-            results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
         keys = {(ConfigResourceType(r.resource_type).name.lower(), r.name): list(r.configs) for r in resources}
+        try:
+            if all(r.resource_type == ConfigResourceType.BROKER and r.name == "" for r in resources):
+                response = self._send_to_any(self.admin._alter_configs_request(resources, incremental=True))  # noqa: SLF001
+                results = self.admin._alter_configs_process_responses(response.responses)  # noqa: SLF001
+            else:
+                results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
+        except LOST:
+            if written is not None:  # not answered: each write may yet be carried out, so it is recorded
+                written.extend((kind, name, k) for (kind, name), k in keys.items())
+            raise
         failed = []
         for kind, by_name in results.items():
             for name, result in by_name.items():
@@ -465,9 +498,27 @@ class AdminBackend:
         cluster took added to `written` as (kind, name, keys))."""
         self._alter([ConfigResource(ConfigResourceType.TOPIC, t, {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
                      for t, cfg in (topics or {}).items() if cfg], written)
-        self._alter([ConfigResource(ConfigResourceType.BROKER, _broker_name(b),
-                                    {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
-                     for b, cfg in (brokers or {}).items() if cfg], written)
+        self._alter_each_broker([ConfigResource(ConfigResourceType.BROKER, _broker_name(b),
+                                                {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
+                                 for b, cfg in (brokers or {}).items() if cfg], written)
+
+    def _alter_each_broker(self, resources: list[ConfigResource], written: list | None) -> None:
+        """`_alter` of each broker's resource on its own (a broker's config goes to that broker),
+        all at once: one broker that refuses or does not answer leaves the others' writes
+        recorded in `written`, so that they can be taken back and said (one that did not answer
+        is recorded too, by `_alter`); the first error is raised."""
+        if not resources:
+            return
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(resources)), thread_name_prefix="kit-admin") as pool:
+            futures = [(r, pool.submit(self._alter, [r], written)) for r in resources]
+        errors = []
+        for r, future in futures:
+            try:
+                future.result()
+            except Exception as e:  # noqa: BLE001  (the first one is raised below, the rest said by `written`)
+                errors.append(e)
+        if errors:
+            raise errors[0]
 
     def _delete_keys(self, brokers: Iterable[str], topics: Iterable[str], have_brokers: dict, have_topics: dict
                      ) -> None:

@@ -16,8 +16,8 @@ from kit.errors import Unsafe
 from kit.formats import dumps, write_atomic
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
-from kit.cluster.reassign import (check_plan, plan_state, progress, rollback_document, sort_broker_names, status_doc,
-                                  verify_result, wait_until_done)
+from kit.cluster.reassign import (check_plan, dead_destination_advice, dead_destinations, plan_state, progress,
+                                  rollback_document, sort_broker_names, status_doc, verify_result, wait_until_done)
 from kit.cluster.zk.layout import LOST, Outage, read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
@@ -254,19 +254,104 @@ def apply_plan(client: KazooClient, moves: list[dict], throttle: float | None = 
     return done
 
 
+# Kafka's controller registration: deleting it makes the brokers elect a new controller, which
+# reads the reassignment from the znodes afresh (Kafka's own failover).
+CONTROLLER = "/controller"
+
+
 def rollback(client: KazooClient, moves: list[dict], throttle: float | None = None) -> dict:
     """Start the reassignment back to a rollback file's assignment: `apply_plan`'s checks and
     transaction, without a rollback file of its own.
 
-    Unsafe while any reassignment runs: kit cannot cancel one through ZooKeeper (deleting
+    While a reassignment runs kit cannot cancel it through ZooKeeper (deleting
     /admin/reassign_partitions does not stop Kafka's controller), so the honest way back is to
-    let it finish, then roll back.
+    let it finish, then roll back: Unsafe, nothing changed. Except when a destination is dead
+    (`kit.cluster.reassign.dead_destinations`): then it can never finish, and it is cancelled
+    first as Kafka's controller cancels one (`_cancel_writes`, in one transaction that also
+    deletes /admin/reassign_partitions and /controller: the brokers elect a controller that
+    reads the znodes afresh and resumes nothing). Everything is checked before the first
+    write. Returns `apply_plan`'s dict for what is still to move (``partitions``), with
+    ``cancelled`` (partitions put back).
     """
-    if client.exists(REASSIGN):
+    cluster, running = read_cluster(client)
+    if running is None and not client.exists(REASSIGN):
+        return apply_plan(client, moves, throttle)
+    dead = dead_destinations(cluster, running)
+    if not dead:
         raise Unsafe("a reassignment is in progress and kit cannot cancel it through ZooKeeper (deleting "
                      f"{REASSIGN} does not stop Kafka's controller); nothing was changed: wait for it to finish "
                      "(kit verify --wait), then roll back")
-    return apply_plan(client, moves, throttle)
+    keys = {(m["topic"], m["partition"]) for m in moves}
+    others = [(e["topic"], e["partition"]) for e in running["partitions"]
+              if (e["topic"], e["partition"]) not in keys]
+    if others:
+        raise Unsafe(f"{dead_destination_advice(dead)}; but the reassignment in progress also moves partitions "
+                     f"the rollback file does not name (e.g. {others[0][0]}-{others[0][1]}): nothing was changed")
+    writes, origins = _cancel_writes(client, running)
+    current = {p.key: list(p.replicas) for p in cluster.partitions}
+    current.update(origins)
+    todo = [m for m in moves if current.get((m["topic"], m["partition"])) != list(m["replicas"])]
+    check_plan(cluster, todo)  # what is left to move, checked before the cancel changes anything
+    tx = client.transaction()
+    for path, body, version in writes:
+        tx.set_data(path, body, version)
+    tx.delete(REASSIGN)
+    if client.exists(CONTROLLER):
+        tx.delete(CONTROLLER)
+    results = tx.commit()
+    causes = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+    if any(isinstance(c, NoAuthError) for c in causes):
+        raise NoAuthError()
+    if causes:
+        raise Unsafe(f"the reassignment changed while kit was cancelling it ({type(causes[0]).__name__}); nothing "
+                     "was changed: run kit rollback again")
+    cancelled = len(origins)
+    if todo:
+        done = apply_plan(client, todo, throttle)
+    else:
+        b, t = clear_leftover_throttles(client)
+        done = {"partitions": 0, "throttled_topics": 0, "throttled_brokers": 0, "cleared_topics": t,
+                "cleared_brokers": b}
+    done["cancelled"] = cancelled
+    return done
+
+
+def _cancel_writes(client: KazooClient, running: dict) -> tuple[list[tuple[str, bytes, int]],
+                                                                 dict[tuple[str, int], list[int]]]:
+    """What cancelling the reassignment in flight writes, as Kafka's controller cancels one
+    (KIP-455): each partition's replica list back to the one it started from (the list less its
+    `adding_replicas`, the markers dropped), its ISR and leader within those replicas (a new
+    leader epoch when they change). Returns the (path, body, version read) writes and each
+    partition's replicas after."""
+    by_topic: dict[str, list[int]] = {}
+    for e in running.get("partitions", []):
+        by_topic.setdefault(e["topic"], []).append(e["partition"])
+    writes, origins = [], {}
+    for topic, parts in sorted(by_topic.items()):
+        raw, stat = client.get(f"/brokers/topics/{topic}")
+        doc = json.loads(raw.decode() or "{}")
+        for part in map(str, sorted(parts)):
+            adding = (doc.get("adding_replicas") or {}).get(part) or []
+            origin = [b for b in doc["partitions"][part] if b not in adding]
+            doc["partitions"][part] = origins[(topic, int(part))] = origin
+            for k in ("adding_replicas", "removing_replicas"):
+                (doc.get(k) or {}).pop(part, None)
+            state_path = f"/brokers/topics/{topic}/partitions/{part}/state"
+            try:
+                sraw, sstat = client.get(state_path)
+            except NoNodeError:
+                continue
+            st = json.loads(sraw.decode() or "{}")
+            isr = [b for b in st.get("isr", []) if b in origin]
+            leader = st.get("leader") if st.get("leader") in isr else next(iter(isr), -1)
+            if isr != st.get("isr") or leader != st.get("leader"):
+                st.update(isr=isr, leader=leader, leader_epoch=int(st.get("leader_epoch", 0)) + 1)
+                writes.append((state_path, json.dumps(st).encode(), sstat.version))
+        for k in ("adding_replicas", "removing_replicas"):
+            if k in doc and not doc[k]:
+                del doc[k]
+        writes.append((f"/brokers/topics/{topic}", json.dumps(doc).encode(), stat.version))
+    return writes, origins
 
 
 ELECTION = "/admin/preferred_replica_election"
