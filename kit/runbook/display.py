@@ -15,6 +15,8 @@ from kit.runbook.replay import ChangeResult, change_window, parse_time
 
 
 def in_kernel() -> bool:
+    """True in a Jupyter kernel (papermill's or a live notebook's): output can be displayed and
+    updated in place there; elsewhere it is printed."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -25,13 +27,7 @@ def in_kernel() -> bool:
 def live_notebook() -> bool:
     """True in a kernel a Jupyter server started for a notebook (JupyterLab, Notebook): there
     someone may press Apply later. Under papermill (`kit run`) nobody will."""
-    if not os.environ.get("JPY_SESSION_NAME"):
-        return False
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    return getattr(get_ipython(), "kernel", None) is not None
+    return bool(os.environ.get("JPY_SESSION_NAME")) and in_kernel()
 
 
 def displayable(shown):

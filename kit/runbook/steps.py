@@ -24,20 +24,21 @@ from kit.runbook.change import (STEADY_LOOKS, STEADY_WINDOW, apply_and_monitor, 
 from kit.runbook.charts import Chart, charts, distribution_chart, storage_chart, throttle_chart
 from kit.runbook.checks import CheckFailed, Checks, common_checks, lost_rack, replacement_pairs
 from kit.runbook.display import broker_table, brokers_text, events_table, hm, live_notebook, under_replicated_table
-from kit.runbook.environment import (SIMULATED_MARKER, Environment, check_address, open_environment,
+from kit.runbook.environment import (SIMULATED_MARKER, Environment, check_address, open_environment, rollback_path,
                                      stop_simulated)
 from kit.runbook.gate import finish, finish_unapplied, gate
 from kit.runbook.planning import after_cluster, cluster_after_moves, plan_summary, write_moves, write_plan
-from kit.runbook.record import (Headline, Record, command_line, default_workdir, headline, live_record_path,
-                                record_notebook)
+from kit.runbook.record import (HEADLINE_TAG, Headline, Record, command_line, default_workdir, headline,
+                                live_record_path, outcome_line, outcome_text, record_notebook)
 from kit.runbook.replay import ChangeResult, floor_time, simulated_copy_seconds
 
 __all__ = [
     "RUNBOOKS", "Run", "start",
     # the record
-    "Record", "Headline", "headline", "command_line", "record_notebook",
+    "Record", "Headline", "headline", "HEADLINE_TAG", "outcome_line", "outcome_text", "command_line",
+    "default_workdir", "live_record_path", "record_notebook",
     # the environment
-    "Environment", "open_environment", "check_address", "stop_simulated", "SIMULATED_MARKER",
+    "Environment", "open_environment", "check_address", "stop_simulated", "rollback_path", "SIMULATED_MARKER",
     # the situation and the checks
     "broker_table", "under_replicated_table", "distribution_chart", "storage_chart", "charts", "Chart",
     "Checks", "CheckFailed", "common_checks", "replacement_pairs", "lost_rack",
