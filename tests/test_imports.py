@@ -22,6 +22,14 @@ PURE = ["kit.plan", "kit.report", "kit.report.figures", "kit.report.waves", "kit
 # numba only when a count balance has thousands of moves ahead (about half a second).
 HEAVY = ["kazoo", "pyspark", "pandas", "panel", "holoviews", "bokeh", "nbformat", "papermill", "kafka", "scipy",
          "numba"]
+# The runbook layer talks to clusters (kazoo, kafka) when imported, but tables, charts, widgets and
+# the HTML record load their libraries only when a notebook asks for them: `kit run` and the
+# runner import it before any kernel starts.
+RUNBOOK = ["kit.runbook.steps", "kit.runbook.runner", "kit.runbook.catalog", "kit.runbook.replay",
+           "kit.runbook.display", "kit.runbook.charts", "kit.runbook.record", "kit.runbook.environment",
+           "kit.runbook.checks", "kit.runbook.planning", "kit.runbook.gate", "kit.runbook.change"]
+NOTEBOOK_ONLY = ["pandas", "matplotlib", "IPython", "ipywidgets", "nbformat", "nbconvert", "papermill", "panel",
+                 "pyspark", "scipy", "numba"]
 
 CHECK = dedent("""\
     import importlib, importlib.abc, os, sys, traceback
@@ -47,10 +55,10 @@ CHECK = dedent("""\
 """)
 
 
-def loaded_heavy(module: str) -> list[str]:
-    """The listed dependencies a fresh `import module` leaves in `sys.modules`, each with its
-    import chain."""
-    out = subprocess.run([sys.executable, "-c", CHECK, ",".join(HEAVY), module], cwd=ROOT,
+def loaded_heavy(module: str, heavy: list[str] = HEAVY) -> list[str]:
+    """The listed dependencies (`heavy`) a fresh `import module` leaves in `sys.modules`, each
+    with its import chain."""
+    out = subprocess.run([sys.executable, "-c", CHECK, ",".join(heavy), module], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
@@ -59,6 +67,12 @@ def loaded_heavy(module: str) -> list[str]:
 @pytest.mark.parametrize("module", PURE)
 def test_the_pure_core_loads_no_io_or_heavy_dependency(module):
     found = loaded_heavy(module)
+    assert not found, f"import {module} loads " + "; ".join(found)
+
+
+@pytest.mark.parametrize("module", RUNBOOK)
+def test_the_runbook_layer_loads_no_notebook_library_until_asked(module):
+    found = loaded_heavy(module, NOTEBOOK_ONLY)
     assert not found, f"import {module} loads " + "; ".join(found)
 
 

@@ -9,6 +9,9 @@ parameters cell is read with json and parsed by papermill's own rules for Python
 """
 from __future__ import annotations
 
+import ast
+import contextlib
+import functools
 import json
 import re
 from importlib import resources
@@ -82,3 +85,18 @@ def _definitions(source: str) -> list[str]:
 def _flatten(lines: list[str]) -> str:
     head = "".join((line[:line.index("#")] if "#" in line else line).strip() for line in lines[:-1])
     return head + (lines[-1].strip() if lines else "")
+
+
+@functools.lru_cache(maxsize=None)
+def declared_defaults(runbook: str) -> dict:
+    """The default value of each parameter the runbook declares (`declared_parameters`, read
+    as Python literals); {} for a runbook kit does not ship (a copy of one saved elsewhere)."""
+    try:
+        declared = declared_parameters(RUNBOOKS / f"{runbook}.ipynb")
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for name, parameter in declared.items():
+        with contextlib.suppress(ValueError, TypeError, SyntaxError):
+            out[name] = ast.literal_eval(parameter["default"])
+    return out

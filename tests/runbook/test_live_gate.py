@@ -71,9 +71,9 @@ def test_apply_pressed_leaves_one_story_and_a_second_run_on_the_same_workdir_wor
     assert record["finished"] and record["timing"]["actual_s"] > 0
 
     # Every output that describes the state shows the final state.
-    gate = texts(cell_with(nb, "rb.gate("))
+    gate = texts(cell_with(nb, "run.gate("))
     assert "broker_replacement: succeeded" in gate and "Waiting for Apply" not in gate
-    unapplied = texts(cell_with(nb, "rb.finish_unapplied("))
+    unapplied = texts(cell_with(nb, "run.finish_unapplied("))
     assert "outcome: succeeded" in unapplied and "Not applied yet" not in unapplied
     shown = json.loads(cell_with(nb, "record.show()").outputs[-1]["data"]["text/plain"])
     assert shown == record  # the notebook's record cell is the JSON record
@@ -90,9 +90,9 @@ def test_apply_pressed_leaves_one_story_and_a_second_run_on_the_same_workdir_wor
     # Run again on the same workdir in a new kernel (a kernel restart, Run All): the simulated
     # cluster kit left there is replaced, said in one line; the kernel ending closes the record.
     nb2 = run_live(notebook, params, press_apply=False)
-    situation = texts(cell_with(nb2, "rb.open_environment("))
+    situation = texts(cell_with(nb2, "run.situation("))
     assert situation.count("Replacing the simulated cluster kit started in") == 1, situation
-    assert "broker_replacement: succeeded" not in texts(cell_with(nb2, "rb.gate("))
+    assert "broker_replacement: succeeded" not in texts(cell_with(nb2, "run.gate("))
     second = [p for p in sorted(tmp_path.glob("*-broker_replacement.json")) if p != records[0]]
     assert len(second) == 1
     rec2 = json.loads(second[0].read_text())

@@ -256,7 +256,7 @@ def test_the_gate_applies_only_with_apply_or_a_button_press(monkeypatch, capsys)
     assert runbook_steps.gate(True, lambda: calls.append("now")) is True and calls == []
     assert runbook_steps.gate(False, lambda: calls.append("pressed")) is False and calls == [] and not shown
     assert "nothing is changed" in capsys.readouterr().out
-    monkeypatch.setattr(runbook_steps, "live_notebook", lambda: True)
+    monkeypatch.setattr("kit.runbook.gate.live_notebook", lambda: True)  # the gate asks where it runs
     assert runbook_steps.gate(False, lambda: calls.append("pressed")) is False and calls == []
     button = next(w for box in shown if isinstance(box, ipywidgets.VBox) for w in box.children
                   if isinstance(w, ipywidgets.Button))
@@ -366,14 +366,14 @@ def test_the_fail_safe_is_never_blamed_on_a_broker_that_copies_nothing(zookeeper
     from kit.formats import load_snapshot
     from kit.plan import plan_replace
     from kit.plan.actions.replace import pair_dead_with_new
-    from kit.runbook.steps import Environment, _apply, floor_time
+    from kit.runbook.steps import Environment, apply_plan, floor_time
 
     root = f"{zookeeper}/kit-runbook-floor"
     assert kit("sim", "seed", "--zk", root, "--snapshot", snapshots["replace"]).returncode == 0
     cluster = load_snapshot(str(snapshots["replace"]))
     (dead, new), = pair_dead_with_new(cluster)
     plan = plan_replace(cluster, [(dead, new)])
-    change = _apply(Environment(root, False, str(tmp_path)), plan.reassignment()["partitions"], "auto")
+    change = apply_plan(Environment(root, False, str(tmp_path)), plan.reassignment()["partitions"], "auto")
     moves = plan.reassignment()["partitions"]
     sources = {next(b for b in p.isr if b != dead) for p in cluster.partitions
                if any((m["topic"], m["partition"]) == p.key for m in moves)}

@@ -1,0 +1,400 @@
+"""The change: apply the plan (rollback file first), run the auto-throttle and, on the simulated
+cluster, the simulated controller as `kit` processes, show progress with an ETA until every
+partition is done, verify, and put the timing into the record."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from html import escape
+
+from kit.errors import BadInput, Unreachable
+from kit.model import Plan
+from kit.report.waves import human_duration
+from kit.runbook.charts import Chart, distribution_chart, throttle_chart
+from kit.runbook.display import events_table, in_kernel, live_notebook
+from kit.runbook.environment import Environment, loop_interval, rollback_path
+from kit.runbook.gate import finish
+from kit.runbook.record import Record
+from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, now, simulated_copy_seconds,
+                                simulated_now, stamp)
+from kit.sim.physics import SAMPLE_EPOCH
+from kit.throttle.decide import Settings
+from kit.throttle.loop import reassignment_roles
+
+
+class _Progress:
+    """Where the change shows progress and the live throttle chart. A live notebook: widgets,
+    which update inside the Apply button's output; papermill: display handles (the executed
+    notebook keeps their last state); no IPython: printed lines."""
+
+    def __init__(self, live: bool, with_chart: bool):
+        self.live, self.text_handle, self.chart_handle = live, None, None
+        try:
+            from IPython.display import HTML, display
+        except ImportError:
+            return
+        if live:
+            import ipywidgets as widgets
+
+            self.text_handle = widgets.HTML("<pre>starting…</pre>")
+            self.chart_handle = widgets.Image(format="png") if with_chart else None
+            display(widgets.VBox([w for w in (self.text_handle, self.chart_handle) if w is not None]))
+        elif in_kernel():
+            self.text_handle = display(HTML(""), display_id=True)
+            self.chart_handle = display(HTML(""), display_id=True) if with_chart else None
+
+    def text(self, line: str) -> None:
+        if self.text_handle is None:
+            print(line)
+        elif self.live:
+            self.text_handle.value = f"<pre>{escape(line)}</pre>"
+        else:
+            from IPython.display import Pretty
+
+            self.text_handle.update(Pretty(line))  # plain text, not a quoted string
+
+    def chart(self, chart) -> None:
+        if self.chart_handle is None:
+            return
+        if self.live:
+            self.chart_handle.value = chart.png() if isinstance(chart, Chart) else b""
+        else:
+            self.chart_handle.update(chart)
+
+
+@dataclass
+class _Change:
+    """A change just applied, as the steps of `apply_and_monitor` share it: the moves, the
+    rate it was applied at, its files, and when it started on each clock."""
+    env: Environment
+    moves: list
+    throttle: str | float
+    static: float  # the rate the plan was applied at (the auto-throttle's minimum with "auto")
+    urp_before: int
+    applied_to: list  # brokers throttled at `static` until the loop decides
+    events: str
+    samples: str
+    rollback: str
+    err_path: str
+    applied_wall: str
+    started: str  # on the cluster's clock
+    clock: str
+
+
+def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str | float = "auto", speed: float = 2000.0,
+                      client_load: float = 0.5, interval: float = 30.0, max_wait_s: float = 600.0,
+                      record: Record | None = None, throttle_metrics: str = "") -> ChangeResult:
+    """Apply the plan (rollback file first), run the auto-throttle (and, on the simulated
+    cluster, the simulated controller) as `kit` processes, show progress until every partition
+    is done, then verify: every throttle must be gone.
+
+    With the auto-throttle, the plan is applied at the auto-throttle's minimum rate, which the
+    loop then raises from measured traffic: should the loop fail, the copy goes on slowly and
+    safely, never unthrottled. `throttle_metrics` is where the loop reads broker traffic on a
+    real cluster: a samples directory, a `kit metrics` directory, or "znode" (kafka-kit's
+    brokermetrics); on the simulated cluster, the simulator's samples.
+    """
+    change = apply_plan(env, plan, throttle)
+    procs, loop = _start_processes(change, speed, client_load, loop_interval(env, speed, interval)[0],
+                                   throttle_metrics, max_wait_s)
+    t0 = time.monotonic()
+    shown = _Progress(live_notebook(), throttle == "auto")
+    try:
+        progress, done_wall = _monitor(change, loop, t0, max_wait_s, shown, record)
+    finally:
+        _wait_for(procs)
+    result, urp_after = _verify(change, progress, done_wall, t0, shown)
+    if record is not None:
+        _record_change(record, change, result, urp_after)
+    return result
+
+
+def apply_plan(env: Environment, plan: Plan | list[dict], throttle: str | float) -> _Change:
+    """Apply the plan at the static rate (the auto-throttle's minimum with "auto"), rollback file first."""
+    moves = plan.reassignment()["partitions"] if isinstance(plan, Plan) else list(plan)
+    if not moves:
+        raise BadInput("the plan changes nothing")
+    rollback = rollback_path(env)
+    static = Settings().minimum if throttle == "auto" else float(throttle)
+    with env.backend() as backend:
+        cluster, _ = backend.read()
+        urp_before = len(backend.status()["under_replicated"])
+        backend.apply(moves, static, rollback)
+        throttled = backend.status()["throttled_brokers"]
+    # Held at `static` until the loop decides: the brokers that send or receive a copy, as the
+    # loop counts them. The apply throttles every replica of a moving partition, as Kafka's tool
+    # does, but a dead broker or a follower that stays copies nothing.
+    sources, dests, _ = reassignment_roles(cluster, {"partitions": moves})
+    applied_to = sorted(b for b in throttled if b in sources | dests)
+    # The cluster's clock: the simulated controller counts from the moment it picks the plan up.
+    applied_wall = now()
+    started = stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
+    print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
+    return _Change(env, moves, throttle, static, urp_before, applied_to, os.path.join(env.workdir, "events.jsonl"),
+                   env.samples or os.path.join(env.workdir, "samples"), rollback, os.path.join(env.workdir, "throttle.err"),
+                   applied_wall, started, "simulated" if env.simulated else "wall")
+
+
+def _start_processes(change: _Change, speed: float, client_load: float, wall_interval: float,
+                     throttle_metrics: str, max_wait_s: float) -> tuple[list, subprocess.Popen | None]:
+    """Start the simulated controller (the ZooKeeper simulated cluster: the KRaft one's runs
+    already, started with the runbook's speed) and the auto-throttle loop ("auto") as `kit`
+    processes; returns every process and the loop (or None)."""
+    env = change.env
+    kit = [sys.executable, "-m", "kit"]
+    procs = []
+    scale = speed if env.simulated else 1.0  # the simulated cluster's seconds per wall second
+    if env.simulated and not env.controller_running:  # it samples twice per round of the loop
+        procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
+                                             "--client-load", str(client_load), "--samples", change.samples,
+                                             "--sample-every", str(max(60.0, wall_interval * scale / 2)),
+                                             "--report", os.path.join(env.workdir, "controller.json")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    if change.throttle != "auto":
+        return procs, None
+    source = _metric_source(env, throttle_metrics, change.samples)
+    cmd = kit + ["throttle", "run", *env.cluster_flags(), *source, "--interval", str(wall_interval),
+                 "--events", change.events, "--log", os.path.join(env.workdir, "throttle.log"), "--until-idle",
+                 "--max-seconds", str(max_wait_s)]
+    if env.cap_map:
+        cmd += ["--cap-map", json.dumps(env.cap_map)]
+    if env.simulated:
+        cmd += ["--clock", "samples"]  # the chart then spans the cluster's (simulated) hours
+    with open(change.err_path, "w") as errors:  # the child keeps its own copy of the descriptor
+        loop = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
+    procs.append(loop)
+    return procs, loop
+
+
+def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait_s: float, shown: _Progress,
+             record: Record | None) -> tuple[list, str | None]:
+    """Show progress (and the live throttle chart) until no partition is left or `max_wait_s`
+    has passed; warn once if the loop stops. Returns the progress samples and the wall-clock
+    stamp of the end (None when the wait ran out)."""
+    env, auto = change.env, change.throttle == "auto"
+    progress, total, warned, drawn = [], None, False, 0.0
+    looks: list[tuple[float, int]] = []  # (seconds since apply on the cluster's clock, bytes left)
+    estimate = ((record.doc.get("plan") or {}).get("estimate_s") if record is not None else None)
+    while time.monotonic() - t0 < max_wait_s:
+        st = _status(env)
+        if st is None:  # the cluster did not answer this time: the copy goes on, look again
+            time.sleep(MONITOR_EVERY_S)
+            continue
+        total = total or max(st["bytes_left"], 1)
+        elapsed = time.monotonic() - t0
+        progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
+                         "partitions_left": st["reassigning_partitions"]})
+        looks.append((simulated_now(change.samples) if env.simulated else elapsed, st["bytes_left"]))
+        shown.text(progress_line(st, total, looks, estimate, change.clock))
+        if auto and elapsed - drawn >= 5.0 and os.path.exists(change.events):
+            drawn = elapsed  # the live throttle chart, redrawn every few seconds
+            shown.chart(throttle_chart(ChangeResult(False, elapsed, None, change.events, change.samples,
+                                                    change.rollback, False, started=change.started,
+                                                    clock=change.clock, wall_span=(change.applied_wall, None))))
+        if not st["reassigning_partitions"]:
+            return progress, now()
+        if loop is not None and loop.poll() not in (None, 0) and not warned:
+            warned = True  # said once, loudly; the copy goes on at the rates in force
+            with open(change.err_path) as fh:
+                why = fh.read().strip().splitlines()[-1:] or ["?"]
+            print(f"WARNING: the auto-throttle stopped (exit {loop.returncode}: {why[0]}); the copy goes on "
+                  f"at the rates in force (at least {Settings().minimum / 1e6:.0f} MB/s)")
+            if record is not None:
+                record.put("throttle_failure", why[0])
+        time.sleep(MONITOR_EVERY_S if env.bootstrap else 0.5)
+    return progress, None
+
+
+# Between two looks at the progress through the Admin API: each look is a request per broker
+# (log dirs, configs), which a cluster's brokers answer beside their clients.
+MONITOR_EVERY_S = 2.0
+
+
+def _status(env: Environment) -> dict | None:
+    """The cluster's `status`, or None (said on stdout) when it did not answer in time: one
+    unanswered look does not end the watch, which `max_wait_s` bounds."""
+    try:
+        with env.backend() as backend:
+            return backend.status()
+    except Unreachable as e:
+        print(f"the cluster did not answer ({e}); looking again")
+        return None
+
+
+def _wait_for(procs: list) -> None:
+    """Let the `kit` processes end on their own (they stop when idle); terminate a straggler."""
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+
+
+def _verify(change: _Change, progress: list, done_wall: str | None, t0: float,
+            shown: _Progress) -> tuple[ChangeResult, int]:
+    """Verify the moves and that every throttle is gone, print the verdict and draw the whole
+    run's throttle chart; returns the result and the under-replicated count after."""
+    env = change.env
+    with env.backend() as backend:
+        res = backend.verify(change.moves)
+        st = backend.status()
+    # Throttles are cleared only when neither a broker's rates nor a topic's replica list is left.
+    throttled = [f"broker {b}" for b in st["throttled_brokers"]] + [f"topic {t}" for t in st.get("throttled_topics", [])]
+    wall = round(time.monotonic() - t0, 2)
+    finished = done_wall is not None and res["done"]
+    if env.simulated:
+        report = os.path.join(env.workdir, "controller.json")
+        actual, copied = simulated_copy_seconds(change.samples, report)
+        if finished and not copied and env.controller_running:
+            # The KRaft one's controller keeps running: it writes no report, and its sample of
+            # the copy's end may land just after the partitions were seen done.
+            actual, copied = copy_end(change.samples, 30.0)
+        actual = actual if copied and finished else None
+    else:
+        actual = wall if finished else None
+    result = ChangeResult(finished, wall, actual if env.simulated else None, change.events, change.samples,
+                          change.rollback, not throttled, progress, started=change.started, clock=change.clock,
+                          actual_s=actual, wall_span=(change.applied_wall, done_wall))
+    if change.throttle == "auto":
+        shown.chart(throttle_chart(result))  # the whole run, not the last live frame
+    print(f"verify: {sum(r['done'] for r in res['partitions'])} of {len(res['partitions'])} partition(s) done; "
+          f"throttles left: {', '.join(throttled[:8]) + (f' (+{len(throttled) - 8} more)' if len(throttled) > 8 else '') or 'none'}")
+    return result, len(st["under_replicated"])
+
+
+def _record_change(record: Record, change: _Change, result: ChangeResult, urp_after: int) -> None:
+    """The change's timing (estimate, actual, time at the minimum and at the fail-safe rate),
+    under-replicated partitions before and after, and the outcome, into the record."""
+    actual = result.actual_s
+    start, end = change_span(change.started, actual)
+    none = {"seconds": 0.0, "brokers": {}, "rate": change.static}
+    auto = change.throttle == "auto"
+    floor = floor_time(change.events, start, end, applied_to=change.applied_to, wall_span=result.wall_span) \
+        if auto else none
+    failsafe = floor_time(change.events, start, end, failsafe_only=True, applied_to=change.applied_to,
+                          wall_span=result.wall_span) if auto else none
+    plan_doc = record.doc.get("plan") or {}
+    record.doc["timing"] = {"estimate_s": plan_doc.get("estimate_s"), "actual_s": actual, "clock": change.clock,
+                            "failsafe_s": round(failsafe["seconds"], 1), "minimum_s": round(floor["seconds"], 1),
+                            "started": change.started,
+                            "failsafe": {"seconds": round(failsafe["seconds"], 1), "rate": failsafe["rate"],
+                                         "brokers": {str(b): round(s, 1) for b, s in failsafe["brokers"].items()}}}
+    record.doc["under_replicated"] = {"before": change.urp_before, "after": urp_after}
+    record.put("change", {"done": result.done, "wall_seconds": result.wall_seconds,
+                          "simulated_seconds": result.simulated_seconds, "throttles_cleared": result.cleared,
+                          "rollback": change.rollback, "events": change.events})
+
+
+def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
+    """The auto-throttle's metric source as `kit throttle run` options."""
+    if where == "znode":
+        return ["--metrics-znode"]
+    if where and os.path.isdir(where) and (os.path.exists(os.path.join(where, "broker_load.parquet"))
+                                          or os.path.exists(os.path.join(where, "broker_rates.json"))):
+        return ["--metrics", where]
+    return ["--samples", where or samples]
+
+
+# The measured copy rate times the rest of a change only once it is steady (`steady_rate`):
+# over the latest STEADY_WINDOW of the time since apply, seen at STEADY_LOOKS distinct moments
+# or more, at least STEADY_SHARE of the bytes copied (a partition counts only once in sync,
+# so early on few have), and the rates of the window's two halves within STEADY_SPREAD of
+# the window's. Until then (the first auto-throttle decisions, the first partitions in sync)
+# the ETA is the plan's estimate: at 0.9% a rate since apply said 58h for a run of 3h 23m.
+STEADY_WINDOW = 1 / 3
+
+STEADY_LOOKS = 6
+
+STEADY_SHARE = 0.05
+
+STEADY_SPREAD = 0.25
+
+CLOCK_NAMES = {"simulated": "the simulated cluster's clock", "wall": "wall clock"}
+
+
+def steady_rate(history: list[tuple[float, int]]) -> float | None:
+    """The copy rate (bytes per second of the history's clock) over the latest third of the
+    time since apply, when it is steady; else None. `history` is (seconds since apply, bytes
+    left) for each look at the cluster, oldest first (the first look: everything left)."""
+    if len(history) < 2 or history[-1][0] <= 0:
+        return None
+    now, left = history[-1]
+    start = now * (1 - STEADY_WINDOW)
+    if len({t for t, _ in history if t >= start}) < STEADY_LOOKS:
+        return None
+    (t0, first), (t1, middle) = _look_at(history, start), _look_at(history, (start + now) / 2)
+    if not now > t1 > t0 or first - left < STEADY_SHARE * history[0][1]:
+        return None
+    early, late = (first - middle) / (t1 - t0), (middle - left) / (now - t1)
+    rate = (first - left) / (now - t0)
+    if early <= 0 or late <= 0 or abs(early - late) > STEADY_SPREAD * rate:
+        return None
+    return rate
+
+
+def _look_at(history: list[tuple[float, int]], t: float) -> tuple[float, int]:
+    """The latest look at or before clock `t` (the first look, if none was)."""
+    look = history[0]
+    for when, left in history:
+        if when > t:
+            break
+        look = (when, left)
+    return look
+
+
+def progress_line(st: dict, total: int, history: list[tuple[float, int]], estimate_s: float | None = None,
+                  clock: str = "wall") -> str:
+    """'[####....] 42.0%  600.1 GB left in 87 partition(s), 1h 02m since apply, 61.2 MB/s, ETA
+    3h 10m (measured rate; wall clock)'. `history` is every look so far, (seconds since apply
+    on the cluster's `clock`, bytes left), the latest last. The ETA is the measured rate's once
+    it is steady (`steady_rate`); until then what is left of the plan's `estimate_s`, said so."""
+    left = st["bytes_left"]
+    share = 1 - left / total if total else 1.0
+    share = min(max(share, 0.0), 1.0)
+    now = history[-1][0] if history else 0.0
+    rate = steady_rate(history)
+    on = CLOCK_NAMES.get(clock, clock)
+    if rate:
+        eta = f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(left / rate)} (measured rate; {on})"
+    elif estimate_s is not None and estimate_s > now:
+        eta = f"ETA {human_duration(estimate_s - now)} (the plan's estimate; measured rate not steady yet; {on})"
+    elif estimate_s is not None:
+        eta = (f"ETA - (past the plan's estimate of {human_duration(estimate_s)}; measured rate not steady yet; "
+               f"{on})")
+    else:
+        eta = f"ETA - (measured rate not steady yet; {on})"
+    bar = "#" * int(share * 30) + "." * (30 - int(share * 30))
+    return (f"[{bar}] {share:5.1%}  {left / 1e9:,.1f} GB left in {st['reassigning_partitions']} partition(s), "
+            f"{human_duration(now)} since apply, {eta}")
+
+
+def change_and_report(env: Environment, plan: Plan | list[dict], record: Record, throttle: str | float = "auto",
+                      speed: float = 2000.0, client_load: float = 0.5, max_wait_s: float = 900.0,
+                      throttle_metrics: str = "") -> ChangeResult:
+    """The gate's "yes": apply, monitor, verify, show the throttle chart, the decisions and the
+    cluster after, and close the record. Raises when the change did not finish cleanly (so
+    `kit run` exits non-zero); the record says why either way."""
+    from IPython.display import display
+
+    with record.step("apply, monitor, verify"):
+        result = apply_and_monitor(env, plan, throttle, speed, client_load, max_wait_s=max_wait_s, record=record,
+                                   throttle_metrics=throttle_metrics)
+    if throttle == "auto":
+        display(events_table(result))
+    cluster, _ = env.read()
+    display(distribution_chart(cluster, title="Replicas per broker after the change"))
+    if result.done and result.cleared:
+        failure = record.doc.get("throttle_failure")
+        floor = record.doc.get("timing", {}).get("failsafe_s")
+        finish(record, env, "succeeded", "every partition done, throttles cleared" +
+               (f" (the auto-throttle stopped early, so the copy ran at its minimum rate: {failure})" if failure else "")
+               + ("; some brokers copied at the fail-safe rate for part of the run" if floor and not failure else ""))
+        return result
+    reason = ("the reassignment did not finish within max_wait_s; it goes on in the cluster"
+              if not result.done else "throttles were left behind")
+    finish(record, env, "failed", reason)
+    raise RuntimeError(reason)

@@ -1,0 +1,292 @@
+"""Where a runbook works (`Environment`): a cluster of yours (ZooKeeper, or a KRaft cluster's
+brokers through the Admin API), or the simulated cluster it starts for its situation, marks
+as kit's in its workdir, and stops or replaces; the auto-throttle's interval on it.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+
+from kit.cluster.backend import ClusterBackend, open_backend, reached_through
+from kit.cluster.kafka.connect import parse_bootstrap
+from kit.cluster.zk import server as localzk
+from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
+from kit.errors import BadInput, Unsafe
+from kit.formats import dumps, load_snapshot, write_atomic
+from kit.model import Cluster
+from kit.runbook.catalog import RUNBOOKS
+from kit.runbook.replay import now
+from kit.sim.brokers import start_holder, stop_holder
+from kit.sim.kraft import cluster as kraft_sim
+
+# The simulated clusters are gen_cluster.py's; their brokers are instance type "standard", 125 MB/s.
+SIMULATED_CAP_MAP = {"*": 125}
+
+# The embedded simulated clusters a runbook may start (its `cluster` parameter).
+SIMULATED_CLUSTERS = ("zookeeper", "kraft")
+ADMIN_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Environment:
+    """Where the runbook works: a ZooKeeper connect string (`zk`) or a KRaft cluster's
+    bootstrap list (`bootstrap`, through the Admin API) and, for the embedded default, the
+    simulated cluster it started (stopped by `close`, or at exit): a local ZooKeeper with the
+    simulated brokers (`zk_data`), or the simulated KRaft cluster (`kraft_state`, `kit sim start
+    --kraft`'s state directory) whose simulated controller runs from the start."""
+
+    zk: str
+    simulated: bool
+    workdir: str
+    zk_data: str | None = None
+    cap_map: dict = field(default_factory=dict)
+    bootstrap: str = ""
+    kraft_state: str | None = None
+    sim_zk: str = ""  # the simulator's own ZooKeeper (its brokers' facts): `zk`, or the KRaft one's private one
+    samples: str = ""  # where the simulated controller writes its metric samples
+
+    def address(self) -> dict:
+        """`open_backend`'s (and `kit.doctor.load.run`'s) address keyword: zk= or bootstrap=."""
+        return {"bootstrap": self.bootstrap} if self.bootstrap else {"zk": self.zk}
+
+    def backend(self) -> ClusterBackend:
+        """The cluster the runbook works on. Credentials come from the environment, never from
+        parameters: $KIT_ZK_AUTH for ZooKeeper, $KIT_KAFKA_COMMAND_CONFIG (Kafka's client
+        properties file) for the Admin API, whose requests may take `ADMIN_TIMEOUT_S` (a broker
+        answers a config or log dir request beside its clients; the runbook can wait)."""
+        return open_backend(**self.address(), **({"timeout": ADMIN_TIMEOUT_S} if self.bootstrap else {}))
+
+    def cluster_flags(self) -> list[str]:
+        """The address as `kit` command-line options (--zk or --bootstrap); credentials stay in
+        the environment variables the children inherit."""
+        return ["--bootstrap", self.bootstrap] if self.bootstrap else ["--zk", self.zk]
+
+    @property
+    def reached_through(self) -> str:
+        """What the cluster is reached through, as its backend says it ("ZooKeeper", "Kafka (Admin API)")."""
+        return reached_through(self.bootstrap)
+
+    @property
+    def controller_running(self) -> bool:
+        """Whether the simulated controller already runs (the simulated KRaft cluster's does)."""
+        return self.kraft_state is not None
+
+    def read(self) -> tuple[Cluster, dict | None]:
+        """The cluster as ZooKeeper (or the Admin API) has it now, and the reassignment in flight."""
+        with self.backend() as backend:
+            cluster, running = backend.read()
+        facts = {}
+        if self.simulated:  # the simulated cluster knows its brokers' NICs (kit sim seed kept them)
+            with _simulator(self) as c:
+                facts = read_sim_facts(c)["brokers"]
+        for b in list(cluster.brokers.values()):
+            nic = (facts.get(str(b.id)) or {}).get("net_capacity")
+            if b.net_capacity is None and nic:
+                cluster.brokers[b.id] = dataclasses.replace(b, net_capacity=nic)
+        default = self.cap_map.get("*")
+        if default:  # ZooKeeper has no NIC figures: the capacity map's default feeds the estimates
+            for b in list(cluster.brokers.values()):
+                if b.net_capacity is None:
+                    cluster.brokers[b.id] = dataclasses.replace(b, net_capacity=int(default * 1e6))
+        return cluster, running
+
+    def close(self) -> None:
+        if self.zk_data:
+            with contextlib.suppress(Exception), _simulator(self) as c:
+                stop_holder(c)
+            localzk.stop(self.zk_data)
+            self.zk_data = None
+        if self.kraft_state:
+            kraft_sim.stop(self.kraft_state)
+            self.kraft_state = None
+
+
+def _simulator(env: Environment):
+    """A session to the simulated cluster's ZooKeeper (the local one, or the simulated KRaft
+    cluster's private one), for what only the simulator keeps there (its brokers' facts and
+    registrations): with ... as client."""
+    return session(env.sim_zk or env.zk)
+
+
+# The file that marks a workdir's simulated cluster as kit's own (who started it, when): only
+# what it marks is ever stopped and removed to make way for a new one.
+SIMULATED_MARKER = "kit-simulated-cluster.json"
+
+# A simulated cluster's own folders in its workdir (`open_environment`), and what a run on it
+# leaves there (`apply_plan`, `_start_processes`, `write_plan`): a new simulated cluster starts its
+# clock again, so these would be read as its own (events appended, samples, the report).
+SIMULATED_STATE = ("zookeeper", "kraft")
+
+SIMULATED_RUN_FILES = ("samples", "plan.json", "rollback.json", "events.jsonl", "throttle.log", "throttle.err",
+                       "controller.json")
+
+# The simulated clusters this process started, by workdir: replaced, they are closed first.
+_STARTED: dict[str, Environment] = {}
+
+
+def replace_simulated(workdir: str) -> str | None:
+    """Make way for a new simulated cluster in `workdir`. One kit started there before (its
+    marker says so: a run before this one, a kernel since restarted) is stopped if it still
+    runs and its files are removed; returns the line that says so, None when there was none.
+    Unsafe, nothing touched, when the workdir holds a cluster's folder kit did not mark, or
+    one whose starter (another kernel, another `kit run`) is still running."""
+    marker = os.path.join(workdir, SIMULATED_MARKER)
+    where = os.path.abspath(workdir)
+    if not os.path.exists(marker):
+        foreign = [n for n in SIMULATED_STATE if os.path.exists(os.path.join(workdir, n))]
+        if foreign:
+            raise Unsafe(f"{where} holds {', '.join(foreign)}, which kit did not mark as its simulated "
+                         f"cluster's ({SIMULATED_MARKER}); give the runbook another workdir, or remove them")
+        return None
+    try:
+        with open(marker, encoding="utf-8") as fh:
+            info = json.load(fh)
+        info = info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        info = {}
+    owner = info.get("pid")
+    if isinstance(owner, int) and owner != os.getpid() and _alive(owner):
+        raise Unsafe(f"the simulated cluster in {where} belongs to a run still going (process {owner}, started "
+                     f"{info.get('started') or '?'}); give this one another workdir")
+    old = _STARTED.pop(where, None)
+    if old is not None:
+        old.close()
+    stopped = stop_simulated(workdir)
+    for name in SIMULATED_STATE + SIMULATED_RUN_FILES:
+        path = os.path.join(workdir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+    os.unlink(marker)
+    return (f"Replacing the simulated cluster kit started in {where} at {info.get('started') or '?'} "
+            f"({'stopped it, ' if stopped else ''}removed its files) with a fresh one.")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_simulated(workdir: str) -> bool:
+    """Stop an embedded simulated cluster a runbook left running in `workdir` (its kernel ended
+    before `Environment.close`: a failed cell under papermill); True when one was running."""
+    stopped = False
+    state = os.path.join(workdir, "kraft")
+    if os.path.isdir(state) and kraft_sim.running(state):
+        stopped = kraft_sim.stop(state) or True
+    data = os.path.join(workdir, "zookeeper")
+    server = localzk.status(data)
+    if server is not None:
+        with contextlib.suppress(Exception), session(f"{server.connect}/kafka") as c:
+            stop_holder(c)
+        stopped = localzk.stop(data) or True
+    return stopped
+
+
+def simulated_address(workdir: str) -> dict | None:
+    """`open_backend`'s address (zk= or bootstrap=) of the embedded simulated cluster running in
+    `workdir` as `open_environment` lays it out, or None when none runs there: `kit run` reads
+    an interrupted run's cluster through it before `stop_simulated`."""
+    state = os.path.join(workdir, "kraft")
+    if os.path.isdir(state) and kraft_sim.running(state):
+        try:
+            with open(os.path.join(state, "bootstrap"), encoding="utf-8") as fh:
+                return {"bootstrap": fh.read().strip()}
+        except OSError:  # still starting: it has no listeners yet
+            return None
+    server = localzk.status(os.path.join(workdir, "zookeeper"))
+    return {"zk": f"{server.connect}/kafka"} if server is not None else None
+
+
+def check_address(zk: str, bootstrap: str, cluster: str) -> None:
+    """BadInput (one line) unless the runbook's cluster parameters make one cluster: `zk` or
+    `bootstrap` (not both), else the simulated `cluster` ("zookeeper" or "kraft")."""
+    if cluster not in SIMULATED_CLUSTERS:
+        raise BadInput(f'parameter cluster: "zookeeper" or "kraft", got {cluster!r}')
+    if zk and bootstrap:
+        raise BadInput("parameters zk and bootstrap: give one, not both")
+    if zk and cluster == "kraft":
+        raise BadInput("parameter cluster kraft is the simulated KRaft cluster: a KRaft cluster of yours "
+                       "takes bootstrap, not zk")
+    if bootstrap:
+        parse_bootstrap(bootstrap)  # HOST:PORT[,HOST:PORT...], else one line
+
+
+def simulated_sample_every(speed: float) -> float:
+    """Simulated seconds between the simulated controller's samples: twice per round of the
+    auto-throttle (`loop_interval` on the simulated cluster), at least a minute."""
+    wall = max(30.0 / speed, 0.5)
+    return max(60.0, wall * speed / 2)
+
+
+def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None = None, bootstrap: str = "",
+                     cluster: str = "zookeeper", speed: float = 2000.0, client_load: float = 0.5) -> Environment:
+    """Connect to `zk` or `bootstrap`; with neither, start a simulated cluster in the given
+    situation (runbooks/clusters/<situation>.json): `cluster` "zookeeper", a local ZooKeeper
+    with its brokers running (the simulated controller starts with the change); "kraft", the
+    simulated KRaft cluster of `kit sim start --kraft` in workdir/kraft, its controller
+    running from now on at `speed` with `client_load` (the runbook's own parameters, which
+    the change would otherwise give the controller when it starts). A simulated cluster kit
+    started in `workdir` before (a run before this one, a kernel since restarted) is replaced
+    by a fresh one (`replace_simulated`), said in one line; the new one is marked as kit's."""
+    check_address(zk, bootstrap, cluster)
+    os.makedirs(workdir, exist_ok=True)
+    if zk or bootstrap:
+        env = Environment(zk, False, workdir, cap_map=dict(cap_map or {}), bootstrap=bootstrap)
+        with env.backend():
+            pass  # reachable, or BadInput with one line
+        return env
+    snapshot = RUNBOOKS / "clusters" / f"{situation}.json"
+    if not snapshot.exists():
+        raise BadInput(f"no simulated cluster for {situation!r} in {snapshot.parent}")
+    caps = dict(cap_map or SIMULATED_CAP_MAP)
+    replaced = replace_simulated(workdir)
+    if replaced:
+        print(replaced)
+    write_atomic(os.path.join(workdir, SIMULATED_MARKER),
+                 dumps({"cluster": cluster, "situation": situation, "started": now(), "pid": os.getpid()}))
+    if cluster == "kraft":
+        state = os.path.join(workdir, "kraft")
+        line = kraft_sim.start(str(snapshot), state, speed, client_load, sample_every=simulated_sample_every(speed))
+        env = Environment("", True, workdir, cap_map=caps, bootstrap=line, kraft_state=state,
+                          sim_zk=kraft_sim.read_config(state)["zk"], samples=os.path.join(state, "samples"))
+        atexit.register(env.close)
+        _STARTED[os.path.abspath(workdir)] = env
+        return env
+    data = os.path.join(workdir, "zookeeper")
+    server = localzk.start(localzk.free_port(), data)
+    env = Environment(f"{server.connect}/kafka", True, workdir, data, caps)
+    atexit.register(env.close)
+    _STARTED[os.path.abspath(workdir)] = env
+    with _simulator(env) as c:
+        write_cluster(c, load_snapshot(str(snapshot)))
+    start_holder(env.zk)
+    return env
+
+
+def loop_interval(env: Environment | None, speed: float, interval: float = 30.0) -> tuple[float, float]:
+    """The auto-throttle's interval as `apply_and_monitor` runs it: (wall seconds, cluster seconds).
+
+    A round of the loop needs real time to read and write ZooKeeper: at most two a second,
+    whatever the simulated interval; on the simulated cluster each wall second is `speed`
+    cluster seconds, so at 20,000x the loop decides every 10,000 cluster seconds.
+    """
+    scale = speed if env is not None and env.simulated else 1.0
+    wall = max(interval / scale, 0.5)
+    return wall, wall * scale
+
+
+def rollback_path(env: Environment) -> str:
+    """Where the change writes its rollback plan (before it changes anything)."""
+    return os.path.abspath(os.path.join(env.workdir, "rollback.json"))
