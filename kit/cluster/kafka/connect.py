@@ -171,6 +171,7 @@ def check_resolvable(spec: str, hosts: list[str]) -> None:
 # Kafka's refusals of the client's login (SASL): the credentials are wrong, or the mechanism.
 AUTH_FAILURES = (kerr.SaslAuthenticationFailedError, kerr.UnsupportedSaslMechanismError, kerr.IllegalSaslStateError)
 
+
 class _Connections(KafkaConnectionManager):
     """kafka-python's connection manager, with a refused login final for that broker.
 
@@ -251,7 +252,7 @@ def new_client(spec: str, timeout: float | None, settings: dict) -> KafkaAdminCl
         if isinstance(mapped, Unreachable) or mapped is None:
             late = last_timeout(since=started)
             why = type(e).__name__ if late is None else f"the last request timed out: {late}"
-            raise BadInput(f"--bootstrap {spec}: no Kafka broker answers there ({why})") from None
+            raise Unreachable(f"--bootstrap {spec}: no Kafka broker answers there ({why})") from None
         raise mapped from None
 
 

@@ -121,7 +121,8 @@ def parse_connect(spec: str, name: str = "--zk") -> tuple[str, str]:
 
 
 def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooClient:
-    """A started client for HOST:PORT[,HOST:PORT...][/chroot]; BadInput (one line) when unreachable.
+    """A started client for HOST:PORT[,HOST:PORT...][/chroot]; `Unreachable` (BadInput, one
+    line) when no ZooKeeper answers within `timeout`.
 
     `auth` is SCHEME:CREDENTIALS (e.g. digest:user:password), else `resolve_auth`'s environment
     variables; credentials are never printed. With credentials, the znodes kit creates inherit
@@ -148,7 +149,7 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
         client.close()
         if isinstance(e, AuthFailedError):
             raise _refused_scheme(spec, auth_data) from None
-        raise BadInput(f"--zk {spec}: no ZooKeeper answers there") from None
+        raise Unreachable(f"--zk {spec}: no ZooKeeper answers there") from None
     if auth_data:
         try:
             _inherit_acl(client)  # the first request: a scheme ZooKeeper does not know fails here
