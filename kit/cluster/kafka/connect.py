@@ -218,8 +218,8 @@ def credentials_refused(settings: dict | None, error: BaseException) -> BadInput
     if isinstance(error, kerr.UnsupportedSaslMechanismError):
         return BadInput(f"Kafka refused the credentials ({who}): the brokers do not offer that mechanism; "
                         f"set sasl.mechanism to one they offer{where}")
-    return BadInput(f"Kafka refused the credentials ({who}): {_detail(error)}; check the user and password"
-                    f"{where}")
+    return BadInput(f"Kafka refused the credentials ({who}): {_detail(error)}; check the credentials (user and "
+                    f"password in {COMMAND_CONFIG_ENV} or --command-config)")
 
 
 def new_client(spec: str, timeout: float | None, settings: dict) -> KafkaAdminClient:
