@@ -11,6 +11,8 @@ POINT is one of:
   after-commit         that transaction is committed; nothing printed yet
   after-first-config   the first ZooKeeper transaction sent asynchronously has committed
                        (verify's clearing: one entity's throttle keys and its notification)
+  sigint-after-preflight, sigint-after-commit
+                       SIGINT (Ctrl-C) instead of SIGKILL at those points
   pause-before-take-over
                        SIGSTOP just before the throttle loop's start-up takes over the cluster's
                        throttles (connected, nothing read yet); the test sends SIGCONT
@@ -36,6 +38,11 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def interrupt() -> None:
+    """SIGINT this process, as Ctrl-C does: its handler runs in the main thread right away."""
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 def pause() -> None:
     """SIGSTOP this process; it goes on where it stopped when the test sends SIGCONT."""
     os.kill(os.getpid(), signal.SIGSTOP)
@@ -56,19 +63,20 @@ def pause_before(owner, name: str) -> None:
     setattr(owner, name, wrapper)
 
 
-def wrap(owner, name: str, before: bool = False, wait=None) -> None:
-    """Replace owner.name by a function that dies just before its first call, or just after it
-    returns (after `wait(result)` when given: an asynchronous result waited for)."""
+def wrap(owner, name: str, before: bool = False, wait=None, end=die) -> None:
+    """Replace owner.name by a function that dies (or `end`s otherwise) just before its first
+    call, or just after it returns (after `wait(result)` when given: an asynchronous result
+    waited for)."""
     real = getattr(owner, name)
 
     @functools.wraps(real)
     def wrapper(*args, **kwargs):
         if before:
-            die()
+            end()
         out = real(*args, **kwargs)
         if wait is not None:
             wait(out)
-        die()
+        end()
         return out
     setattr(owner, name, wrapper)
 
@@ -79,6 +87,8 @@ POINTS = {
     "before-commit": lambda: wrap(TransactionRequest, "commit", before=True),
     "after-commit": lambda: wrap(TransactionRequest, "commit"),
     "after-first-config": lambda: wrap(TransactionRequest, "commit_async", wait=lambda r: r.get()),
+    "sigint-after-preflight": lambda: wrap(kit.cluster.zk.changes, "preflight", end=interrupt),
+    "sigint-after-commit": lambda: wrap(TransactionRequest, "commit", end=interrupt),
     "pause-before-take-over": lambda: pause_before(kit.throttle.loop.ThrottleLoop, "take_over"),
 }
 

@@ -12,6 +12,7 @@ cluster's backend (kit.cluster.backend: ZooKeeper with --zk, the Admin API with 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from kit.cli.lazy import lazy_module
@@ -121,15 +122,36 @@ def _run_again(backend, moves, what: str, plan: str, where: str, rollback_out: s
     return False
 
 
+INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as a shell reports it
+
+
 def apply(a) -> int:
-    """`kit apply`: pre-flight checks, the rollback file, throttles, then the reassignment."""
+    """`kit apply`: pre-flight checks, the rollback file, throttles, then the reassignment.
+    Ctrl-C at any moment ends it with one line saying the state it left (`_interrupted`)."""
     if a.rollback_out:
         writable("--rollback-out", a.rollback_out, plan=a.plan)
     moves = load_plan(a.plan)
-    with backends.open_backend(**cluster_args(a)) as backend:
-        if _run_again(backend, moves, "apply", a.plan, cluster_flag(a), a.rollback_out):
-            return 0
-        done = backend.apply(moves, a.throttle, a.rollback_out)
+    interrupted = []
+
+    def on_sigint(*_):
+        interrupted.append(True)
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        with backends.open_backend(**cluster_args(a)) as backend:
+            if _run_again(backend, moves, "apply", a.plan, cluster_flag(a), a.rollback_out):
+                return 0
+            done = backend.apply(moves, a.throttle, a.rollback_out)
+    except BaseException:
+        # The interrupt may surface as itself or as what it broke on its way out (the
+        # connection it closed: "connection lost"); either way the operator pressed Ctrl-C.
+        if not interrupted:
+            raise
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the look at the cluster is bounded; let it finish
+        sys.stderr.write(f"kit: {_interrupted(a, moves)}\n")
+        return INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
     print(f"reassignment of {done['partitions']} partition(s) started"
           + (f"; throttled {done['throttled_topics']} topic(s) and {done['throttled_brokers']} broker(s) "
              f"at {a.throttle / 1e6:.0f} MB/s" if a.throttle else "")
@@ -137,6 +159,29 @@ def apply(a) -> int:
     if _cleared(done):
         print(_cleared(done))
     return 0
+
+
+def _interrupted(a, moves: list[dict]) -> str:
+    """What an interrupted apply left, read afresh from the cluster, and the command that
+    undoes it (or follows it), in one line."""
+    where = cluster_flag(a)
+    keys = {(m["topic"], m["partition"]) for m in moves}
+    try:
+        with backends.open_backend(**cluster_args(a)) as backend:
+            _, running = backend.read()
+            rates, _ = backend.throttles()
+    except Exception as e:  # noqa: BLE001  (the cluster away: say what is not known)
+        return (f"interrupted; the cluster did not answer afterwards ({e}), so whether the reassignment was "
+                f"submitted is unknown: kit status {where} tells")
+    ours = running is not None and keys <= {(p["topic"], p["partition"]) for p in running.get("partitions", [])}
+    n = sum(1 for cfg in rates.values() if cfg)
+    throttled = f"throttles set on {n} broker(s)" if n else "no throttle set"
+    if ours:
+        undo = (f"kit rollback {a.rollback_out} {where} undoes it" if a.rollback_out and os.path.exists(a.rollback_out)
+                else f"kit verify {a.plan} {where} --wait follows it")
+        return f"interrupted: the reassignment was submitted; {throttled}: {undo}"
+    undo = f": kit verify {a.plan} {where} clears them" if n else ""
+    return f"interrupted: the reassignment was not submitted; {throttled}{undo}"
 
 
 def verify(a) -> int:

@@ -33,6 +33,7 @@ brokers = lazy_module("kit.sim.brokers")  # imported when used: see kit.cli.lazy
 controller = lazy_module("kit.sim.controller")
 kraft = lazy_module("kit.sim.kraft.cluster")
 kraft_faults = lazy_module("kit.sim.kraft.faults")
+kraft_sasl = lazy_module("kit.sim.kraft.sasl")
 layout = lazy_module("kit.cluster.zk.layout")
 throttle_loop = lazy_module("kit.throttle.loop")
 
@@ -88,6 +89,9 @@ def _add_sim_parser(sub) -> None:
     start.add_argument("--speed", type=rate, default=1.0, metavar="N", help="simulated seconds per wall second")
     start.add_argument("--client-load", type=load_share, default=None, metavar="F",
                        help="what-if: client traffic scaled so the brokers carry F of their NIC on average")
+    start.add_argument("--sasl-plain", metavar="FILE",
+                       help="listeners ask for SASL/PLAIN credentials: FILE holds USER:PASSWORD lines (clients then "
+                            "need security.protocol=SASL_PLAINTEXT in KIT_KAFKA_COMMAND_CONFIG)")
     start.set_defaults(run=sim_start)
     seed = ops.add_parser("seed", help="lay a snapshot's cluster out in ZooKeeper and start its brokers "
                                        "(ephemeral registrations held by a background process)")
@@ -212,7 +216,8 @@ def sim_seed(a) -> int:
 
 def sim_start(a) -> int:
     """`kit sim start --kraft`: the simulated KRaft cluster in the background; its bootstrap line last."""
-    line = kraft.start(a.snapshot, a.state, a.speed, a.client_load)
+    users = kraft_sasl.read_credentials_file(a.sasl_plain) if a.sasl_plain else None
+    line = kraft.start(a.snapshot, a.state, a.speed, a.client_load, sasl_users=users)
     print(f"simulated KRaft cluster running from {a.state} (kit sim stop --state {a.state} ends it)")
     print(line)
     return 0

@@ -57,7 +57,8 @@ def add_parser(sub) -> None:
     run.add_argument("--clock", choices=["wall", "samples"], default="wall",
                      help="time stamped on events: the wall clock, or the samples' own (the simulator's time)")
     run.add_argument("--until-idle", action="store_true",
-                     help="exit once a reassignment has finished and every throttle is cleared")
+                     help="exit once no reassignment runs and every throttle is cleared (at once when none runs "
+                          "at start, after clearing leftovers)")
     run.add_argument("--max-seconds", type=rate, metavar="S", help="exit after S wall seconds")
     run.set_defaults(run=throttle_run)
     for name, text, fn in (("set", "set an override rate (all participating brokers, or one broker)", throttle_set),
@@ -101,13 +102,17 @@ def throttle_run(a) -> int:
     log = EventLog(a.events, human)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    outcome = None
     try:
-        with cluster.open_backend(**cluster_args(a)) as backend:
-            source = metrics or loop.ZnodeMetrics(backend)
-            outcome = loop.run(backend, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
-                               sample_clock=a.clock == "samples")
+        # A cluster away at start is waited for as the rounds wait for it (README's promise).
+        backend = loop.open_when_reachable(lambda: cluster.open_backend(**cluster_args(a)), log, stop)
+        if backend is not None:
+            with backend:
+                source = metrics or loop.ZnodeMetrics(backend)
+                outcome = loop.run(backend, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
+                                   sample_clock=a.clock == "samples")
     except KeyboardInterrupt:  # before the loop began (the loop itself returns its outcome)
-        outcome = None
+        pass
     finally:
         log.close()
     print("\n".join(outcome.lines()) if outcome is not None else "auto-throttle stopped")

@@ -44,6 +44,7 @@ from pathlib import Path
 import yaml
 
 from kit.cluster.backend import open_backend
+from kit.cluster.zk.layout import parse_connect
 from kit.errors import BadInput
 from kit.formats import dumps, load_yaml, write_atomic
 from kit.runbook import processes
@@ -92,6 +93,8 @@ def parse_parameters(declared: dict[str, dict], pairs: list[tuple[str, str]], fi
         check_value(key, out[key])
     if "cluster" in declared:  # one cluster: zk, bootstrap, or the simulated one named by `cluster`
         check_address(out.get("zk", ""), out.get("bootstrap", ""), out.get("cluster", "zookeeper"))
+    if out.get("zk"):  # the form here; whether a ZooKeeper answers there is the run's to find out
+        parse_connect(out["zk"], "parameter zk")
     return out
 
 

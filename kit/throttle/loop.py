@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from kit import validate
 from kit.cluster.backend import ClusterBackend
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
-from kit.errors import BadInput, Unsafe
+from kit.errors import BadInput, Unreachable, Unsafe
 from kit.events import EventLog, event, utc_now
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kit.throttle.lease import Lease, holder_gone, lapsed, refusal, ttl_for
@@ -312,14 +312,20 @@ class Outcome:
     cleared_brokers: int = 0
     cleared_topics: int = 0
     ignored: dict[str, str] = dataclasses.field(default_factory=dict)
+    idle: str | None = None  # why --until-idle ended it (IDLE_FINISHED, IDLE_NOTHING)
 
     def lines(self) -> list[str]:
         """The outcome as the command prints it: one line, then one per degraded part."""
-        out = [f"auto-throttle stopped after {self.rounds} round(s)"]
+        out = [f"auto-throttle stopped after {self.rounds} round(s)" + (f": {self.idle}" if self.idle else "")]
         if self.cleared_brokers or self.cleared_topics:
             out[0] += f"; at start, {CLEARED}: {_cleared_counts(self.cleared_brokers, self.cleared_topics)}"
         out += [f"degraded: override ignored, the automatic rate ran instead ({why})" for why in self.ignored.values()]
         return out
+
+
+# Why --until-idle stops the loop: the reassignment it watched is over, or none ran at all.
+IDLE_FINISHED = "the reassignment finished and no throttle is left (--until-idle)"
+IDLE_NOTHING = "no reassignment running and no throttle left to clear (--until-idle)"
 
 
 def _cleared_counts(brokers: int, topics: int) -> str:
@@ -504,9 +510,37 @@ class ThrottleLoop:
                 "throttled": sorted(set(self.auto.applied) - set(broker_overrides))}
 
 
+# Seconds the loop waits for a cluster it cannot reach, at start as during its rounds, before it
+# gives up (the rates in force staying).
+OUTAGE_PATIENCE_S = 300.0
+
+
+def open_when_reachable(opener, log: EventLog, stop: threading.Event,
+                        patience: float = OUTAGE_PATIENCE_S) -> ClusterBackend | None:
+    """`opener()` (a backend), retried while the cluster does not answer (`Unreachable`) for up
+    to `patience` seconds, as the rounds ride out an outage: said once as an `unreachable`
+    event naming what it waits for. None when `stop` is set meanwhile; `Unreachable` (exit 2,
+    nothing read or written) after `patience`."""
+    deadline, said = time.monotonic() + patience, False
+    while True:
+        try:
+            return opener()
+        except Unreachable as e:
+            if time.monotonic() >= deadline:
+                raise Unreachable(f"{e}; waited {patience:.0f} s for it at start, nothing was read or "
+                                  "written") from None
+            if not said:
+                log.write(event(utc_now(), "throttle", "unreachable",
+                                f"{e}; waiting for it up to {patience:.0f} s before starting "
+                                "(nothing read or written yet)"))
+                said = True
+        if stop.wait(min(2.0, max(deadline - time.monotonic(), 0.0))):
+            return None
+
+
 def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
         stop: threading.Event | None = None, until_idle: bool = False, max_seconds: float | None = None,
-        patience: float = 300.0, sample_clock: bool = False) -> Outcome:
+        patience: float = OUTAGE_PATIENCE_S, sample_clock: bool = False) -> Outcome:
     """The loop: it takes over the throttles in force (`ThrottleLoop.take_over`), then makes a
     round every interval, and at once when the reassignment starts, changes or ends (so the last
     throttles go the moment the reassignment ends). A lost connection (the backend's
@@ -566,7 +600,12 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
                 loop.outcome.rounds += 1
                 lost_since = None
                 seen = seen or res["running"]
-                if until_idle and seen and not res["running"] and not res["throttled"]:
+                # Idle: no reassignment and no throttle of the loop's left (leftovers were cleared
+                # at take-over), whether or not this loop saw one run: one already over has
+                # nothing left to wait for.
+                if until_idle and not res["running"] and not res["throttled"]:
+                    loop.outcome.idle = IDLE_FINISHED if seen else IDLE_NOTHING
+                    log.write(event(stamp(), "throttle", "idle", loop.outcome.idle))
                     break
             except backend.connection_lost as e:
                 lost_since = lost_since or time.monotonic()

@@ -303,3 +303,26 @@ def test_rollback_of_a_reassignment_cut_short_midway_waits_for_it_then_restores_
     r = kit("verify", rollback, "--zk", root)
     assert r.returncode == 0, r
     assert throttles(root) == NONE_LEFT and assignment(root) == original
+
+
+@pytest.mark.parametrize("point, submitted", [("sigint-after-preflight", False), ("sigint-after-commit", True)])
+def test_ctrl_c_during_apply_says_in_one_line_the_state_it_left_and_exits_130(kafka, tmp_path, point, submitted):
+    """Ctrl-C before anything is written, and once the reassignment and its throttles are
+    committed: one line naming what was left and the command that undoes it, no traceback."""
+    root, plan = kafka
+    rollback = tmp_path / "rollback.json"
+    r = subprocess.run([sys.executable, str(KILL_AT), point, "apply", str(plan), "--zk", root,
+                        "--throttle", "50000000", "--rollback-out", str(rollback)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert r.stderr.startswith("kit: interrupted: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr and "connection lost" not in r.stderr
+    if submitted:
+        n = len(throttles(root)["brokers"])
+        assert reassignment(root) is not None and n
+        assert f"the reassignment was submitted; throttles set on {n} broker(s): kit rollback {rollback} " \
+               f"--zk {root} undoes it" in r.stderr, r.stderr
+        finish_reassignment(root)
+    else:
+        assert reassignment(root) is None and throttles(root) == NONE_LEFT
+        assert "the reassignment was not submitted; no throttle set" in r.stderr, r.stderr

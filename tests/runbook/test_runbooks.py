@@ -194,6 +194,9 @@ def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(clus
     (["-p", "zk", "127.0.0.1:2181", "-p", "bootstrap", "127.0.0.1:9092"], "parameters zk and bootstrap"),
     (["-p", "zk", "127.0.0.1:2181", "-p", "cluster", "kraft"], "takes bootstrap, not zk"),
     (["-p", "bootstrap", "broker-without-port"], "expected HOST:PORT"),
+    # A ZooKeeper address that does not parse is said before anything starts (it ended `failed`).
+    (["-p", "zk", "not a zk"], "parameter zk 'not a zk': expected HOST:PORT[/chroot]"),
+    (["-p", "zk", "127.0.0.1:70000/kafka"], "with a port in 1..65535"),
 ])
 def test_bad_parameters_exit_2_and_write_nothing(tmp_path, args, message):
     r = kit("run", "broker_replacement", *args, "--record-dir", tmp_path / "records")

@@ -548,3 +548,64 @@ def test_kit_throttle_set_refuses_a_broker_the_cluster_lacks(running_replace):
         assert not client.exists(f"{OVERRIDES}/999999")
     finally:
         client.stop()
+
+
+def test_until_idle_exits_when_the_reassignment_is_already_over_after_clearing_leftovers(running_replace, tmp_path):
+    """The copy ended before the loop started: --until-idle clears the rate left behind and
+    exits, saying why (it used to wait for a reassignment it would never see)."""
+    root, _ = running_replace
+    finish_reassignment(root)
+    client = connect(root)
+    try:
+        merge_configs(client, "brokers", {"1001": {LEADER_RATE: "50000000", FOLLOWER_RATE: "50000000"}})
+    finally:
+        client.stop()
+    events = tmp_path / "e.jsonl"
+    # --max-seconds far beyond the run's own bound: only the idle exit ends it in time.
+    r = kit("throttle", "run", "--zk", root, "--samples", tmp_path / "s", "--interval", "0.3", *CAP_MAP,
+            "--events", events, "--until-idle", "--max-seconds", "3600", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "no reassignment running and no throttle left to clear (--until-idle)" in r.stdout, r.stdout
+    assert said(events, "clear") and said(events, "idle")
+    assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
+
+
+def test_the_loop_waits_for_a_zookeeper_away_at_its_start_and_says_what_it_waits_for(snapshots, tmp_path):
+    """ZooKeeper down when the loop starts: it says it waits (up to its outage patience) and,
+    once ZooKeeper is back, carries on (here: clears the leftover rate and exits idle); it
+    used to exit 2 after ten seconds."""
+    from kit.cluster.zk import server as localzk
+    from kit.cluster.zk.layout import write_cluster
+    from kit.formats import load_snapshot
+
+    port, data = localzk.free_port(), str(tmp_path / "zk")
+    root = f"{localzk.start(port, data).connect}/kafka"
+    try:
+        client = connect(root)
+        try:
+            write_cluster(client, load_snapshot(str(snapshots["scale-out"])))
+            merge_configs(client, "brokers", {"1001": {LEADER_RATE: "50000000"}})
+        finally:
+            client.stop()
+        localzk.stop(data)
+        events = tmp_path / "e.jsonl"
+        loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--samples", str(tmp_path / "s"),
+                                 "--interval", "0.3", *CAP_MAP, "--events", str(events), "--until-idle",
+                                 "--max-seconds", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for("the loop saying it waits for ZooKeeper",
+                     lambda: (events.exists() and said(events, "unreachable")) or loop.poll() is not None, limit=180)
+            assert loop.poll() is None, loop.communicate()
+            localzk.start(port, data)
+            out, err = loop.communicate(timeout=300)
+        finally:
+            if loop.poll() is None:
+                loop.kill()
+                loop.communicate()
+        assert loop.returncode == 0, err
+        waiting = next(e["reason"] for e in read_events(str(events)) if e["kind"] == "unreachable")
+        assert "no ZooKeeper answers there" in waiting and "waiting for it up to 300 s before starting" in waiting
+        assert "no throttle left" in out, out
+        assert LEADER_RATE not in configs(root, "brokers").get("1001", {})
+    finally:
+        localzk.stop(data)

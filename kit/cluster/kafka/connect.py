@@ -11,12 +11,15 @@ import functools
 import logging
 import os
 import re
+import socket
 import threading
 import time
 
 from kafka import KafkaAdminClient
 from kafka import errors as kerr
 from kafka.net.compat import KafkaNetClient
+from kafka.net.manager import KafkaConnectionManager
+from kafka.net.selector import NetworkSelector
 
 from kit.errors import BadInput, Unreachable, Unsafe
 from kit.formats import read_input
@@ -150,14 +153,85 @@ def resolve_security(command_config: str | None = None) -> dict:
     return settings
 
 
+def check_resolvable(spec: str, hosts: list[str]) -> None:
+    """`BadInput` naming the hosts when no bootstrap host resolves (DNS), as Kafka's own client
+    refuses "No resolvable bootstrap urls": a typo is said at once, not as a timeout later."""
+    failed = []
+    for host_port in hosts:
+        host, port = host_port.rsplit(":", 1)
+        try:
+            socket.getaddrinfo(host.strip("[]"), int(port), socket.AF_UNSPEC, socket.SOCK_STREAM)
+            return
+        except (socket.gaierror, UnicodeError) as e:
+            failed.append(f"{host} ({getattr(e, 'strerror', None) or type(e).__name__})")
+    raise BadInput(f"--bootstrap {spec}: no such host: {', '.join(failed)} does not resolve (DNS); "
+                   "check the host names")
+
+
+# Kafka's refusals of the client's login (SASL): the credentials are wrong, or the mechanism.
+AUTH_FAILURES = (kerr.SaslAuthenticationFailedError, kerr.UnsupportedSaslMechanismError, kerr.IllegalSaslStateError)
+
+
+class _Connections(KafkaConnectionManager):
+    """kafka-python's connection manager, with a refused login final for that broker.
+
+    kafka-python 3.0.12 keeps an authentication failure to raise on the next connection only
+    when the login raises, which it never does (it closes the connection with the error), so
+    its bootstrap logs in again and again until its deadline and then says KafkaTimeoutError.
+    Here the failure of a connection's login is kept and raised by the next `get_connection`
+    to that broker: the bootstrap ends with the refusal itself, after one attempt.
+    """
+
+    def __init__(self, net, **configs):
+        super().__init__(net, **configs)
+        self.refusals: dict = {}
+
+    def get_connection(self, node_id, *args, **kwargs):
+        conn = super().get_connection(node_id, *args, **kwargs)
+        conn.init_future.add_errback(self._remember, node_id)
+        return conn
+
+    def _remember(self, node_id, error) -> None:
+        if isinstance(error, AUTH_FAILURES):
+            self.refusals[node_id] = error
+
+    def maybe_raise_auth_failure(self, node_id):
+        super().maybe_raise_auth_failure(node_id)
+        if node_id in self.refusals:
+            raise self.refusals[node_id]
+
+
+def _net_client(**configs) -> KafkaNetClient:
+    """kafka-python's network client over `_Connections` (the admin client's `kafka_client`)."""
+    net = NetworkSelector(**configs)
+    return KafkaNetClient(net=net, manager=_Connections(net, **configs), **configs)
+
+
+def credentials_refused(settings: dict | None, error: BaseException) -> BadInput:
+    """Kafka's refusal of the client's login, naming the mechanism and user of `settings` (the
+    client's; never the password) when known, and the broker's words."""
+    settings = settings or {}
+    mechanism = settings.get("sasl_mechanism") or ("PLAIN" if settings else "login")
+    user = settings.get("sasl_plain_username")
+    who = f"SASL {mechanism} user {user!r}" if user else f"SASL {mechanism}"
+    where = f" ({COMMAND_CONFIG_ENV} or --command-config)"
+    if isinstance(error, kerr.UnsupportedSaslMechanismError):
+        return BadInput(f"Kafka refused the credentials ({who}): the brokers do not offer that mechanism; "
+                        f"set sasl.mechanism to one they offer{where}")
+    return BadInput(f"Kafka refused the credentials ({who}): {_detail(error)}; check the credentials (user and "
+                    f"password in {COMMAND_CONFIG_ENV} or --command-config)")
+
+
 def new_client(spec: str, timeout: float | None, settings: dict) -> KafkaAdminClient:
-    """A connected admin client for the bootstrap list `spec`; `BadInput` (one line, within
-    ~`BOOTSTRAP_SECONDS` or default.api.timeout.ms) when no broker there answers.
+    """A connected admin client for the bootstrap list `spec`; `BadInput` (one line) when no
+    bootstrap host resolves (at once), when Kafka refuses the credentials (after one login) or
+    when no broker there answers (within ~`BOOTSTRAP_SECONDS` or default.api.timeout.ms).
 
     Each request may take request.timeout.ms (in `settings`, from --command-config), else
     `timeout` seconds, else `REQUEST_SECONDS`.
     """
     hosts = parse_bootstrap(spec)
+    check_resolvable(spec, hosts)
     settings = dict(settings)
     request_ms = settings.pop("request_timeout_ms", None) or int((timeout or REQUEST_SECONDS) * 1000)
     wait_ms = settings.pop("default_api_timeout_ms", None) or int(BOOTSTRAP_SECONDS * 1000)
@@ -167,16 +241,18 @@ def new_client(spec: str, timeout: float | None, settings: dict) -> KafkaAdminCl
     try:
         return KafkaAdminClient(bootstrap_servers=hosts, client_id="kit", request_timeout_ms=request_ms,
                                 kafka_client=functools.partial(  # the admin client's own keywords lack it
-                                    KafkaNetClient, socket_connection_setup_timeout_ms=setup_ms,
+                                    _net_client, socket_connection_setup_timeout_ms=setup_ms,
                                     socket_connection_setup_timeout_max_ms=max(setup_ms, min(request_ms, 30_000))),
                                 bootstrap_timeout_ms=wait_ms, reconnect_backoff_max_ms=1000,
                                 retry_backoff_ms=100, **settings)
+    except AUTH_FAILURES as e:
+        raise credentials_refused(settings, e) from None
     except Exception as e:  # noqa: BLE001  (whatever the library raises, one line)
         mapped = translate(e)
         if isinstance(mapped, Unreachable) or mapped is None:
             late = last_timeout(since=started)
             why = type(e).__name__ if late is None else f"the last request timed out: {late}"
-            raise BadInput(f"--bootstrap {spec}: no Kafka broker answers there ({why})") from None
+            raise Unreachable(f"--bootstrap {spec}: no Kafka broker answers there ({why})") from None
         raise mapped from None
 
 
@@ -261,9 +337,8 @@ def translate(e: BaseException) -> BadInput | Unsafe | None:
         return Unreachable(f"Kafka cluster unreachable ({name}); nothing more was written")
     if isinstance(e, kerr.AuthorizationError):
         return refused(type(e), "the request", None, "; nothing more was changed")
-    if isinstance(e, (kerr.SaslAuthenticationFailedError, kerr.UnsupportedSaslMechanismError,
-                      kerr.IllegalSaslStateError)):
-        return BadInput(f"Kafka refused access ({name}): check the credentials (--command-config)")
+    if isinstance(e, AUTH_FAILURES):
+        return credentials_refused(None, e)
     if isinstance(e, (kerr.UnknownTopicOrPartitionError, kerr.UnknownTopicIdError)):
         return BadInput(f"Kafka: unknown topic or partition ({name})")
     if isinstance(e, kerr.InvalidReplicationAssignmentError):

@@ -109,8 +109,20 @@ def _inherit_acl(client: KazooClient) -> None:
     client.default_acl = list(acl)
 
 
+def parse_connect(spec: str, name: str = "--zk") -> tuple[str, str]:
+    """A ZooKeeper connect string HOST:PORT[,HOST:PORT...][/chroot] as (hosts, chroot: "" or
+    "/..."); BadInput (one line, naming the option or parameter `name`) for anything else."""
+    m = _SPEC.match(spec or "")
+    hosts = m.group("hosts").split(",") if m else []
+    if not m or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
+                        for h in hosts):
+        raise BadInput(f"{name} {spec!r}: expected HOST:PORT[/chroot] with a port in 1..65535")
+    return m.group("hosts"), m.group("chroot") or ""
+
+
 def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooClient:
-    """A started client for HOST:PORT[,HOST:PORT...][/chroot]; BadInput (one line) when unreachable.
+    """A started client for HOST:PORT[,HOST:PORT...][/chroot]; `Unreachable` (BadInput, one
+    line) when no ZooKeeper answers within `timeout`.
 
     `auth` is SCHEME:CREDENTIALS (e.g. digest:user:password), else `resolve_auth`'s environment
     variables; credentials are never printed. With credentials, the znodes kit creates inherit
@@ -118,17 +130,13 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
     """
     auth = resolve_auth(auth)
     auth_data = parse_auth(auth) if auth else None
-    m = _SPEC.match(spec or "")
-    hosts = m.group("hosts").split(",") if m else []
-    if not m or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
-                        for h in hosts):
-        raise BadInput(f"--zk {spec!r}: expected HOST:PORT[/chroot] with a port in 1..65535")
+    hosts, chroot = parse_connect(spec)
     logging.getLogger("kazoo.client").setLevel(logging.CRITICAL)
     # Reconnect attempts at most a second apart, as Kafka's ZooKeeper client retries: kazoo's
     # default backoff grows to an hour, so a client that lost ZooKeeper for minutes would come
     # back long after the server (its session expired meanwhile, a long-running wait given up).
     retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)
-    client = KazooClient(hosts=m.group("hosts") + (m.group("chroot") or ""), timeout=timeout, auth_data=auth_data,
+    client = KazooClient(hosts=hosts + chroot, timeout=timeout, auth_data=auth_data,
                          connection_retry=retry)
     try:
         with warnings.catch_warnings():
@@ -141,7 +149,7 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
         client.close()
         if isinstance(e, AuthFailedError):
             raise _refused_scheme(spec, auth_data) from None
-        raise BadInput(f"--zk {spec}: no ZooKeeper answers there") from None
+        raise Unreachable(f"--zk {spec}: no ZooKeeper answers there") from None
     if auth_data:
         try:
             _inherit_acl(client)  # the first request: a scheme ZooKeeper does not know fails here

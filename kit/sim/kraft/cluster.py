@@ -7,7 +7,9 @@ metadata log and no client sees it), starts the process holding the brokers' reg
 writes DIR/bootstrap. Each process's pid is in DIR/NAME.pid; `stop` ends them all and the
 ZooKeeper. DIR/cluster.json says where the ZooKeeper is, the cluster id and each broker's
 port (fixed for the cluster's life); DIR/facts.json what only the simulator knows (`write_facts`);
-DIR/faults.json the faults `deny`, `allow` and `slow` put on it (kit.sim.kraft.faults).
+DIR/faults.json the faults `deny`, `allow` and `slow` put on it (kit.sim.kraft.faults);
+DIR/sasl-plain, when it has users, the SASL/PLAIN credentials its listeners ask for
+(kit.sim.kraft.sasl).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from kit.errors import BadInput, Stuck, Unsafe
 from kit.formats import load_snapshot, write_atomic
 from kit.sim import brokers as sim_brokers
 from kit.sim import controller as sim_controller
-from kit.sim.kraft import faults
+from kit.sim.kraft import faults, sasl
 
 PROCESSES = ("server", "controller", "holder")  # stopped in this order: listeners first
 CONFIG = "cluster.json"
@@ -117,11 +119,13 @@ def _spawn(state_dir: str, name: str, argv: list[str]) -> int:
 
 
 def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float | None = None,
-          wait: float = START_WAIT_S, sample_every: float | None = None) -> str:
+          wait: float = START_WAIT_S, sample_every: float | None = None,
+          sasl_users: dict[str, str] | None = None) -> str:
     """Start the cluster; returns the bootstrap line ("127.0.0.1:PORT,...", live brokers).
 
     `sample_every` (simulated seconds between the controller's metric samples; `kit sim run`'s
     default without it) lets a runbook match the samples to its auto-throttle's interval.
+    `sasl_users` ({user: password}) makes every listener SASL_PLAINTEXT with these PLAIN users.
 
     BadInput (nothing started) for an unreadable snapshot, one without a live broker, or a
     state directory a cluster already runs from; Stuck (everything started stopped again)
@@ -139,10 +143,12 @@ def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float 
     os.makedirs(state_dir, exist_ok=True)
     for old in ("zk", "samples"):  # a cluster stopped earlier: its metadata log is not this one's
         shutil.rmtree(os.path.join(state_dir, old), ignore_errors=True)
-    for old in (faults.FILE, FACTS):  # nor its faults and facts
+    for old in (faults.FILE, FACTS, sasl.FILE):  # nor its faults, facts and users
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(state_dir, old))
     try:
+        if sasl_users:
+            sasl.write_users(state_dir, sasl_users)
         return _start(cluster, live, state_dir, speed, client_load, wait, sample_every)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
         stop(state_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeClusterResponse
 
-from kit.sim.kraft import configs, logdirs, reassign
+from kit.sim.kraft import configs, logdirs, reassign, sasl
 from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
                                    UNSUPPORTED_VERSION, Context)
 from kit.sim.kraft.state import read_brokers, read_view, topic_id
@@ -86,6 +86,7 @@ def describe_cluster(ctx: Context, req, version: int):
 
 API_VERSIONS, METADATA, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 18, 3, 60, 32, 44
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 45, 46, 43, 35
+SASL_HANDSHAKE, SASL_AUTHENTICATE = sasl.SASL_HANDSHAKE, sasl.SASL_AUTHENTICATE
 
 # api key -> (lowest, highest) version answered. Metadata stops at 12 and DescribeCluster at 1,
 # the ranges of Kafka 3.x/4.0 brokers; the versions after them add fields this cluster has no
@@ -93,12 +94,14 @@ ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 45, 
 SUPPORTED: dict[int, tuple[int, int]] = {API_VERSIONS: (0, 3), METADATA: (0, 12), DESCRIBE_CLUSTER: (0, 1),
                                          DESCRIBE_CONFIGS: (1, 4), INCREMENTAL_ALTER_CONFIGS: (0, 1),
                                          ALTER_REASSIGNMENTS: (0, 1), LIST_REASSIGNMENTS: (0, 0), ELECT_LEADERS: (0, 2),
-                                         DESCRIBE_LOG_DIRS: (1, 4)}
+                                         DESCRIBE_LOG_DIRS: (1, 4), SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
 
 HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: describe_cluster,
             DESCRIBE_CONFIGS: configs.describe_configs, INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
             ALTER_REASSIGNMENTS: reassign.alter_partition_reassignments,
             LIST_REASSIGNMENTS: reassign.list_partition_reassignments, ELECT_LEADERS: reassign.elect_leaders,
-            DESCRIBE_LOG_DIRS: logdirs.describe_log_dirs}
+            DESCRIBE_LOG_DIRS: logdirs.describe_log_dirs,
+            # Before authentication a SASL listener's Session answers these (kit.sim.kraft.sasl).
+            SASL_HANDSHAKE: sasl.handshake_after_login, SASL_AUTHENTICATE: sasl.authenticate_after_login}
 # The requests that change the cluster: they read it afresh (kit.sim.kraft.state.uncached).
 CHANGES = frozenset({INCREMENTAL_ALTER_CONFIGS, ALTER_REASSIGNMENTS, ELECT_LEADERS})

@@ -9,7 +9,9 @@ one revived gets it back on the same port. What a Kafka broker does with a reque
 serve is done here too: an unknown API key or version, or a frame that does not decode, closes
 that connection; ApiVersions of an unknown version is answered (error 35, in a v0 response).
 The faults in DIR/faults.json (kit.sim.kraft.faults: rights denied, brokers slowed) apply to
-every request that arrives after the file changed.
+every request that arrives after the file changed. With DIR/sasl-plain every listener is a
+SASL_PLAINTEXT one: a connection authenticates (SASL/PLAIN, kit.sim.kraft.sasl) before
+anything else is answered.
 """
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DescribeCl
                                   DescribeLogDirsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
                                   ListPartitionReassignmentsRequest)
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kit.cluster.zk.layout import close, connect
-from kit.sim.kraft import handlers, state
+from kit.sim.kraft import handlers, sasl, state
 from kit.sim.kraft.context import Context
 from kit.sim.kraft.faults import Faults
 
@@ -38,7 +41,8 @@ MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 REQUESTS = {cls.API_KEY: cls for cls in (ApiVersionsRequest, MetadataRequest, DescribeClusterRequest,
                                          DescribeConfigsRequest, IncrementalAlterConfigsRequest,
                                          AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
-                                         ElectLeadersRequest, DescribeLogDirsRequest)}
+                                         ElectLeadersRequest, DescribeLogDirsRequest, SaslHandshakeRequest,
+                                         SaslAuthenticateRequest)}
 
 
 def read_config(state_dir: str) -> dict:
@@ -88,10 +92,11 @@ def _read_exactly(conn: socket.socket, n: int) -> bytes | None:
 
 
 class Listener:
-    """One broker's listener on 127.0.0.1:`port`, serving each connection on its own thread."""
+    """One broker's listener on 127.0.0.1:`port`, serving each connection on its own thread
+    (SASL/PLAIN first when `users` holds the cluster's credentials)."""
 
-    def __init__(self, ctx: Context, port: int):
-        self.ctx, self.port = ctx, port
+    def __init__(self, ctx: Context, port: int, users: dict[str, str] | None = None):
+        self.ctx, self.port, self.users = ctx, port, users
         self.sock: socket.socket | None = None
         self.conns: set[socket.socket] = set()
         self.lock = threading.Lock()
@@ -133,6 +138,7 @@ class Listener:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        login = sasl.Session(self.users) if self.users is not None else None
         try:
             while True:
                 head = _read_exactly(conn, 4)
@@ -147,10 +153,16 @@ class Listener:
                 delay = self.ctx.faults.delay(self.ctx.broker_id) if self.ctx.faults is not None else 0.0
                 if delay > 0:  # a slow broker (kit sim slow): held, then handled as any other
                     time.sleep(delay)
-                out = answer(self.ctx, frame)
+                if login is not None and not login.done:
+                    out, last = login.answer(self.ctx, frame, answer)
+                else:
+                    out, last = answer(self.ctx, frame), False
                 if out is None:
                     return
                 conn.sendall(out)
+                if last:  # a refused login: Kafka sends the error, then closes
+                    time.sleep(sasl.CLOSE_DELAY_S)
+                    return
         except OSError:
             return
         except Exception:  # noqa: BLE001  (one request failing must not take the broker down)
@@ -172,9 +184,10 @@ def _shut(conn: socket.socket) -> None:
 class WireServer:
     """Every broker's listener, opened and closed as /brokers/ids changes."""
 
-    def __init__(self, client: KazooClient, config: dict, faults: Faults | None = None):
+    def __init__(self, client: KazooClient, config: dict, faults: Faults | None = None,
+                 users: dict[str, str] | None = None):
         self.client = client
-        self.listeners = {int(b): Listener(Context(client, int(b), config["cluster_id"], faults), int(port))
+        self.listeners = {int(b): Listener(Context(client, int(b), config["cluster_id"], faults), int(port), users)
                           for b, port in config["ports"].items()}
         self.open: set[int] = set()
         self.lock = threading.Lock()
@@ -209,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     client = connect(config["zk"])
-    server = WireServer(client, config, Faults(state_dir))
+    server = WireServer(client, config, Faults(state_dir), sasl.read_users(state_dir))
     try:
         client.ensure_path("/brokers/ids")
         client.ChildrenWatch("/brokers/ids", server.sync)
