@@ -19,6 +19,7 @@ from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unsafe
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster
+from kit.runbook import processes
 from kit.runbook.catalog import RUNBOOKS
 from kit.runbook.replay import now
 from kit.sim.brokers import start_holder, stop_holder
@@ -150,7 +151,7 @@ def replace_simulated(workdir: str) -> str | None:
     except (OSError, ValueError):
         info = {}
     owner = info.get("pid")
-    if isinstance(owner, int) and owner != os.getpid() and _alive(owner):
+    if isinstance(owner, int) and owner != os.getpid() and processes.alive(owner):
         raise Unsafe(f"the simulated cluster in {where} belongs to a run still going (process {owner}, started "
                      f"{info.get('started') or '?'}); give this one another workdir")
     old = _STARTED.pop(where, None)
@@ -166,16 +167,6 @@ def replace_simulated(workdir: str) -> str | None:
     os.unlink(marker)
     return (f"Replacing the simulated cluster kit started in {where} at {info.get('started') or '?'} "
             f"({'stopped it, ' if stopped else ''}removed its files) with a fresh one.")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stop_simulated(workdir: str) -> bool:
