@@ -225,11 +225,17 @@ def _status(env: Environment) -> dict | None:
         return None
 
 
+# How long each `kit` process the change started gets to end on its own once the copy is done:
+# the auto-throttle's last rounds clear the throttles and may each wait out a request timeout
+# (30 s through the Admin API) on a busy machine.
+PROCESS_END_WAIT_S = 120.0
+
+
 def _wait_for(procs: list) -> None:
     """Let the `kit` processes end on their own (they stop when idle); terminate a straggler."""
     for p in procs:
         try:
-            p.wait(timeout=30)
+            p.wait(timeout=PROCESS_END_WAIT_S)
         except subprocess.TimeoutExpired:
             p.terminate()
 

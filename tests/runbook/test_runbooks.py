@@ -109,7 +109,8 @@ def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
         assert rec["outcome"] == "succeeded", rec["reason"]
         assert rec["change"]["done"] and rec["change"]["throttles_cleared"]
         events = [json.loads(x) for x in Path(rec["change"]["events"]).read_text().splitlines()]
-        assert any(e["kind"] == "rate" for e in events) and events[-1]["kind"] in ("done", "clear")
+        assert any(e["kind"] == "rate" for e in events)
+        ends_finished(events)
         # On the simulated cluster the decisions carry the cluster's (simulated) time.
         from kit.sim.physics import SAMPLE_EPOCH
 
@@ -127,6 +128,15 @@ def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
         assert rec["outcome"] == "planned"
 
 
+def ends_finished(events: list[dict]) -> None:
+    """The auto-throttle's last decision cleared the throttles, then `--until-idle` said why it
+    stopped: the reassignment it watched finished."""
+    from kit.throttle.loop import IDLE_FINISHED
+
+    assert [e["kind"] for e in events][-1] == "idle" and events[-1]["reason"] == IDLE_FINISHED, [(e["kind"], e["reason"]) for e in events[-4:]]
+    assert events[-2]["kind"] in ("done", "clear"), events[-3:]
+
+
 def check_the_kraft_run(rec: dict, tmp_path: Path) -> None:
     """A change on the simulated KRaft cluster (broker_replacement's plan, health_check's heal):
     planned, applied through the Admin API with the auto-throttle (`kit throttle run
@@ -141,7 +151,7 @@ def check_the_kraft_run(rec: dict, tmp_path: Path) -> None:
     files = Path(rec["change"]["rollback"]).parent
     assert json.loads((files / "plan.json").read_text())["partitions"]
     events = [json.loads(x) for x in Path(rec["change"]["events"]).read_text().splitlines()]
-    assert events[-1]["kind"] in ("done", "clear")
+    ends_finished(events)
     if rec["runbook"] == "health_check":  # the doctor's heal: every under-replicated partition healed
         assert rec["doctor"]["status"] != "alert" and rec["plan"]["partitions"] > 0
         assert rec["under_replicated"]["before"] > 0 and rec["under_replicated"]["after"] == 0, rec["under_replicated"]
@@ -437,7 +447,7 @@ def test_the_pre_check_shows_the_whole_address(address, capsys):
     where = "10.0.0.1:2181,10.0.0.2:2181/kafka/prod" if address == "zk" else "10.0.0.1:9092,10.0.0.2:9092"
     env = Environment(where if address == "zk" else "", False, "unused",
                       bootstrap=where if address == "bootstrap" else "")
-    env.read = lambda: (load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json")), None)
+    env.read = lambda: (load_snapshot(str(catalog.RUNBOOKS / "clusters" / "broker_replacement.json")), None)
     checks = Checks()
     common_checks(env, checks)
     first = capsys.readouterr().out.splitlines()[0]
@@ -453,7 +463,7 @@ def test_a_dead_brokers_unknown_rack_is_not_called_another_rack():
     from kit.formats import load_snapshot
     from kit.plan import plan_replace
 
-    cluster = load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json"))
+    cluster = load_snapshot(str(catalog.RUNBOOKS / "clusters" / "broker_replacement.json"))
     assert cluster.rack_of(1009) == cluster.rack_of(1013) == "rack-c"
     as_zookeeper_has_it = dataclasses.replace(cluster, brokers={**cluster.brokers, 1009: dataclasses.replace(
         cluster.brokers[1009], rack=None)})
@@ -478,7 +488,7 @@ def test_the_plan_summary_says_the_duration_once_for_the_run_the_runbook_makes(c
     from kit.plan import plan_replace
     from kit.runbook.steps import Environment, headline, plan_summary
 
-    cluster = load_snapshot(str(runbook.RUNBOOKS / "clusters" / "broker_replacement.json"))
+    cluster = load_snapshot(str(catalog.RUNBOOKS / "clusters" / "broker_replacement.json"))
     plan = plan_replace(cluster, [(1009, 1013)])
     figures = plan_summary(plan, env=Environment("127.0.0.1:2181/kafka", True, "unused"), speed=20000.0)
     out = capsys.readouterr().out

@@ -19,7 +19,7 @@ from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
 from kit.cluster.zk.changes import apply_plan, children_or_none, merge_configs, remove_config_keys
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.throttle.loop import SampleDirMetrics, reassignment_roles, remove_override, run, set_override
+from kit.throttle.loop import IDLE_FINISHED, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.backend import OVERRIDES
 from kit.cluster.zk.layout import connect, read_cluster
@@ -117,7 +117,8 @@ def test_the_loop_throttles_from_measured_network_and_clears_everything_when_don
         expected = max(0.9 * (CAP - clients - max(used - CAP, 0.0)), 10e6)
         assert e["new"] == pytest.approx(expected, abs=0.2e6) and e["new"] <= 0.9 * CAP, e
     assert {e["role"] for e in rates} == {"leader", "follower"}
-    assert got[-1]["kind"] == "done"
+    # The last decision cleared everything; then --until-idle said why it stopped.
+    assert [e["kind"] for e in got[-2:]] == ["done", "idle"] and got[-1]["reason"] == IDLE_FINISHED
     assert any(e["kind"] == "clear" for e in got)
     text = log.read_text()
     assert "throttle rate broker" in text and "-> " in text and "done" in text
