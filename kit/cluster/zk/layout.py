@@ -120,9 +120,16 @@ def parse_connect(spec: str, name: str = "--zk") -> tuple[str, str]:
     return m.group("hosts"), m.group("chroot") or ""
 
 
+# The session kit asks ZooKeeper for: Kafka's brokers' default (zookeeper.session.timeout.ms,
+# 18 s since Kafka 2.5, KIP-537). kazoo reads the connection as lost after about two thirds of
+# it without an answer: at 10 s a ZooKeeper stalled 7 s on a busy host cut a change short.
+SESSION_TIMEOUT_S = 18.0
+
+
 def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooClient:
     """A started client for HOST:PORT[,HOST:PORT...][/chroot]; `Unreachable` (BadInput, one
-    line) when no ZooKeeper answers within `timeout`.
+    line) when no ZooKeeper answers within `timeout`. The session asked for is at least
+    `SESSION_TIMEOUT_S`.
 
     `auth` is SCHEME:CREDENTIALS (e.g. digest:user:password), else `resolve_auth`'s environment
     variables; credentials are never printed. With credentials, the znodes kit creates inherit
@@ -136,7 +143,7 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
     # default backoff grows to an hour, so a client that lost ZooKeeper for minutes would come
     # back long after the server (its session expired meanwhile, a long-running wait given up).
     retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)
-    client = KazooClient(hosts=hosts + chroot, timeout=timeout, auth_data=auth_data,
+    client = KazooClient(hosts=hosts + chroot, timeout=max(timeout, SESSION_TIMEOUT_S), auth_data=auth_data,
                          connection_retry=retry)
     try:
         with warnings.catch_warnings():
