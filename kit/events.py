@@ -22,8 +22,19 @@ from typing import IO, Iterable, Iterator
 
 
 def utc_now() -> str:
-    """The wall clock as the events' ISO-8601 UTC string."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The wall clock as the events' ISO-8601 UTC string (records stamp it so too)."""
+    return stamp(datetime.now(timezone.utc))
+
+
+def stamp(t: datetime) -> str:
+    """A UTC datetime as events, records and samples stamp it."""
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    """An event's, a record's or a sample's stamp as a UTC datetime (fractions of a second and
+    the zone letter ignored: every stamp is UTC)."""
+    return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
 
 
 def event(time: str, source: str, kind: str, reason: str, brokers: Iterable[int] = (), **fields) -> dict:

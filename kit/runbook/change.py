@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from html import escape
 
 from kit.errors import BadInput, Unreachable
+from kit.events import stamp
 from kit.model import Plan
 from kit.report.waves import human_duration
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
@@ -20,7 +21,7 @@ from kit.runbook.environment import Environment, loop_interval, rollback_path
 from kit.runbook.gate import finish
 from kit.runbook.record import Record
 from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, now, simulated_copy_seconds,
-                                simulated_now, stamp)
+                                simulated_now)
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.throttle.decide import Settings
 from kit.throttle.loop import reassignment_roles

@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import re
 
-from kit.events import read_events
+from kit.events import parse_time, read_events
 from kit.model import Cluster
 from kit.report import figures
-from kit.runbook.replay import ChangeResult, change_window, parse_time
+from kit.runbook.replay import ChangeResult, change_window
 
 
 def in_kernel() -> bool:
