@@ -37,6 +37,11 @@ def parse_time(text: str) -> datetime:
     return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
 
 
+def epoch(text: str) -> float:
+    """`parse_time` as epoch seconds (the clock samples are compared on)."""
+    return parse_time(text).timestamp()
+
+
 def event(time: str, source: str, kind: str, reason: str, brokers: Iterable[int] = (), **fields) -> dict:
     """Build one event with its fields in a fixed order (the same decision, the same bytes)."""
     out = {"time": time, "source": source, "kind": kind, "brokers": sorted(int(b) for b in brokers)}

@@ -16,10 +16,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 
 from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.errors import BadInput
+from kit.events import epoch
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 from kit.throttle.loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
@@ -484,7 +484,7 @@ def samples_clock(folder: str | None) -> tuple[float | None, dict[int, dict]]:
         for line in lines:
             try:
                 r = json.loads(line)
-                ts, b = _epoch(r["ts"]), int(r["broker"])
+                ts, b = epoch(r["ts"]), int(r["broker"])
             except (ValueError, KeyError, TypeError):
                 continue  # a line being written, or not a broker sample
             if b not in newest or ts >= newest[b][0]:
@@ -530,10 +530,6 @@ def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]
         if out:
             return out
     return {}
-
-
-def _epoch(ts: str) -> float:
-    return datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
 def copy_bound(sources, dests, throttles: dict, samples: dict, nic: dict) -> dict:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from html import escape
 
 from kit.errors import BadInput, Unreachable
-from kit.events import stamp
+from kit.events import stamp, utc_now
 from kit.model import Plan
 from kit.report.waves import human_duration
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
@@ -20,7 +20,7 @@ from kit.runbook.display import events_table, in_kernel, live_notebook
 from kit.runbook.environment import Environment, loop_interval, rollback_path
 from kit.runbook.gate import finish
 from kit.runbook.record import Record
-from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, now, simulated_copy_seconds,
+from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, simulated_copy_seconds,
                                 simulated_now)
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.throttle.decide import Settings
@@ -132,7 +132,7 @@ def apply_plan(env: Environment, plan: Plan | list[dict], throttle: str | float)
     sources, dests, _ = reassignment_roles(cluster, {"partitions": moves})
     applied_to = sorted(b for b in throttled if b in sources | dests)
     # The cluster's clock: the simulated controller counts from the moment it picks the plan up.
-    applied_wall = now()
+    applied_wall = utc_now()
     started = stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
     return _Change(env, moves, throttle, static, urp_before, applied_to, os.path.join(env.workdir, "events.jsonl"),
@@ -197,7 +197,7 @@ def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait
                                                     change.rollback, False, started=change.started,
                                                     clock=change.clock, wall_span=(change.applied_wall, None))))
         if not st["reassigning_partitions"]:
-            return progress, now()
+            return progress, utc_now()
         if loop is not None and loop.poll() not in (None, 0) and not warned:
             warned = True  # said once, loudly; the copy goes on at the rates in force
             with open(change.err_path) as fh:

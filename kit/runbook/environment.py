@@ -17,11 +17,11 @@ from kit.cluster.kafka.connect import parse_bootstrap
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unsafe
+from kit.events import utc_now
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster
 from kit.runbook import processes
 from kit.runbook.catalog import RUNBOOKS
-from kit.runbook.replay import now
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.kraft import cluster as kraft_sim
 
@@ -246,7 +246,7 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     if replaced:
         print(replaced)
     write_atomic(os.path.join(workdir, SIMULATED_MARKER),
-                 dumps({"cluster": cluster, "situation": situation, "started": now(), "pid": os.getpid()}))
+                 dumps({"cluster": cluster, "situation": situation, "started": utc_now(), "pid": os.getpid()}))
     if cluster == "kraft":
         state = os.path.join(workdir, "kraft")
         line = kraft_sim.start(str(snapshot), state, speed, client_load, sample_every=simulated_sample_every(speed))

@@ -18,11 +18,6 @@ from kit.throttle import replay
 from kit.throttle.replay import event_window, rate_history, throttle_events
 
 
-def now() -> str:
-    """The wall clock now, as records and events stamp it (UTC)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 @dataclass
 class ChangeResult:
     """A change as it went: done, throttles cleared, its files, and its span on each clock (what

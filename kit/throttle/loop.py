@@ -20,13 +20,12 @@ import os
 import re
 import threading
 import time
-from datetime import datetime, timezone
 
 from kit import validate
 from kit.cluster.backend import ClusterBackend
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from kit.errors import BadInput, Unreachable, Unsafe
-from kit.events import EventLog, event, utc_now
+from kit.events import EventLog, epoch, event, utc_now
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kit.throttle.lease import Lease, holder_gone, lapsed, refusal, ttl_for
 
@@ -86,7 +85,7 @@ class SampleDirMetrics:
                 for line in fh:
                     try:
                         r = json.loads(line)
-                        rows.append((_epoch(r["ts"]), int(r["broker"]), float(r["net_rx_bytes_per_sec"]),
+                        rows.append((epoch(r["ts"]), int(r["broker"]), float(r["net_rx_bytes_per_sec"]),
                                      float(r["net_tx_bytes_per_sec"]), r.get("replication_rx_bytes_per_sec"),
                                      r.get("replication_tx_bytes_per_sec"), r["ts"], r.get("instance_type")))
                     except (ValueError, KeyError, TypeError):
@@ -210,10 +209,6 @@ class ZnodeMetrics:
             if k.isdigit() and int(k) in brokers and isinstance(v, dict) and "NetRX" in v and "NetTX" in v:
                 out[int(k)] = NetSample(when, float(v["NetRX"]), float(v["NetTX"]))
         return out
-
-
-def _epoch(ts: str) -> float:
-    return datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
 # -- overrides -------------------------------------------------------------------------------
