@@ -53,37 +53,12 @@ SORT_KEYS = {
     "change": ("change", False),
 }
 
-__all__ = ["assignment_after", "broker_frame", "select_brokers", "distribution_view", "throttle_view",
+__all__ = ["broker_frame", "select_brokers", "distribution_view", "throttle_view",
            "throttle_legend", "current_brokers", "broker_colors", "progress_view", "loop_tile", "eta",
            "clock_speed", "with_free_storage", "events_frame", "events_view", "records_view", "THROTTLE_COLUMNS"]
 
 
 # --------------------------------------------------------------------------- data
-
-
-def assignment_after(cluster: Cluster, moves: list[dict] | None) -> list[list[int]]:
-    """The cluster's assignment once a plan's moves (Kafka reassignment JSON entries) are done.
-
-    Parameters
-    ----------
-    cluster : Cluster
-        The cluster the plan was made for.
-    moves : list of dict or None
-        ``{"topic", "partition", "replicas"}`` entries, as `kit.formats.load_plan` returns them.
-
-    Returns
-    -------
-    list of list of int
-        One replica list per partition, aligned with ``cluster.partitions``.
-    """
-    after = cluster.assignment()
-    if moves:
-        row = {p.key: i for i, p in enumerate(cluster.partitions)}
-        for m in moves:
-            i = row.get((m["topic"], int(m["partition"])))
-            if i is not None:
-                after[i] = [int(b) for b in m["replicas"]]
-    return after
 
 
 # Over 60 lines only by its numpydoc docstring (25 of its lines).

@@ -27,7 +27,7 @@ from kit.runbook.display import broker_table, brokers_text, events_table, hm, li
 from kit.runbook.environment import (SIMULATED_MARKER, Environment, check_address, open_environment, rollback_path,
                                      simulated_address, stop_simulated)
 from kit.runbook.gate import finish, finish_unapplied, gate
-from kit.runbook.planning import after_cluster, cluster_after_moves, plan_summary, write_moves, write_plan
+from kit.runbook.planning import after_cluster, plan_summary, write_moves, write_plan
 from kit.runbook.record import (HEADLINE_TAG, CheckFailed, Headline, Record, command_line, default_workdir, headline,
                                 live_record_path, outcome_line, outcome_text, record_notebook)
 from kit.runbook.replay import ChangeResult, floor_time, simulated_copy_seconds
@@ -44,7 +44,7 @@ __all__ = [
     "broker_table", "under_replicated_table", "distribution_chart", "storage_chart", "charts", "Chart",
     "Checks", "CheckFailed", "common_checks", "replacement_pairs", "lost_rack",
     # the plan, the gate, the change
-    "plan_summary", "after_cluster", "cluster_after_moves", "write_plan", "write_moves",
+    "plan_summary", "after_cluster", "write_plan", "write_moves",
     "gate", "live_notebook", "finish", "finish_unapplied",
     "change_and_report", "apply_and_monitor", "apply_plan", "ChangeResult", "progress_line", "steady_rate",
     "STEADY_LOOKS", "STEADY_WINDOW",

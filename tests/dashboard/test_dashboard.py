@@ -55,7 +55,7 @@ def big(make_snapshot, tmp_path_factory):
     assert r.returncode == 0, r.stderr
     cluster = load_snapshot(str(snap))
     return {"snapshot": snap, "plan": plan, "cluster": cluster, "summary": r.stdout,
-            "after": views.assignment_after(cluster, load_plan(str(plan), cluster))}
+            "after": cluster.assignment_after(load_plan(str(plan), cluster))}
 
 
 # --------------------------------------------------------------------------- views
