@@ -14,7 +14,6 @@ from html import escape
 from kit.errors import BadInput, Unreachable
 from kit.events import stamp, utc_now
 from kit.model import Plan
-from kit.report.waves import human_duration
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
 from kit.runbook.display import events_table, in_kernel, live_notebook
 from kit.runbook.environment import Environment, loop_interval, rollback_path
@@ -23,6 +22,7 @@ from kit.runbook.record import Record
 from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, simulated_copy_seconds,
                                 simulated_now)
 from kit.sim.physics import SAMPLE_EPOCH
+from kit.text import human_duration
 from kit.throttle.decide import Settings
 from kit.throttle.loop import reassignment_roles
 

@@ -10,11 +10,11 @@ import time
 from html import escape
 
 from kit.events import utc_now
-from kit.report.waves import human_duration
 from kit.runbook.display import live_notebook
 from kit.runbook.environment import Environment, rollback_path
 from kit.runbook.record import (Headline, Record, command_line, default_record_path, headline, outcome_text,
                                 record_notebook)
+from kit.text import human_duration
 
 
 def preview_text(record: Record | None, env: Environment | None) -> str:

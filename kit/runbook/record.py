@@ -15,9 +15,9 @@ from html import escape
 from kit.errors import Unsafe
 from kit.events import utc_now
 from kit.formats import dumps, write_atomic
-from kit.report.waves import human_duration
 from kit.runbook.catalog import declared_defaults
 from kit.runbook.display import brokers_text, displayable, in_kernel, live_notebook
+from kit.text import human_duration
 from kit.throttle.decide import Settings
 
 

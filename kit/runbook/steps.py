@@ -23,7 +23,7 @@ from kit.runbook.change import (STEADY_LOOKS, STEADY_WINDOW, apply_and_monitor, 
                                 progress_line, steady_rate)
 from kit.runbook.charts import Chart, charts, distribution_chart, storage_chart, throttle_chart
 from kit.runbook.checks import Checks, common_checks, lost_rack, replacement_pairs
-from kit.runbook.display import broker_table, brokers_text, events_table, hm, live_notebook, under_replicated_table
+from kit.runbook.display import broker_table, brokers_text, events_table, live_notebook, under_replicated_table
 from kit.runbook.environment import (SIMULATED_MARKER, Environment, check_address, open_environment, rollback_path,
                                      simulated_address, stop_simulated)
 from kit.runbook.gate import finish, finish_unapplied, gate
@@ -31,6 +31,7 @@ from kit.runbook.planning import after_cluster, plan_summary, write_moves, write
 from kit.runbook.record import (HEADLINE_TAG, CheckFailed, Headline, Record, command_line, default_workdir, headline,
                                 live_record_path, outcome_line, outcome_text, record_notebook)
 from kit.runbook.replay import ChangeResult, floor_time, simulated_copy_seconds
+from kit.text import hm
 
 __all__ = [
     "RUNBOOKS", "Run", "start",
