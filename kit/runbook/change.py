@@ -13,6 +13,7 @@ from html import escape
 
 from kit.errors import BadInput, Unreachable
 from kit.events import stamp, utc_now
+from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.model import Plan
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
 from kit.runbook.display import events_table, in_kernel, live_notebook
@@ -300,8 +301,8 @@ def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
     """The auto-throttle's metric source as `kit throttle run` options."""
     if where == "znode":
         return ["--metrics-znode"]
-    if where and os.path.isdir(where) and (os.path.exists(os.path.join(where, "broker_load.parquet"))
-                                          or os.path.exists(os.path.join(where, "broker_rates.json"))):
+    if where and os.path.isdir(where) and any(os.path.exists(os.path.join(where, name))
+                                              for name in (BROKER_LOAD, BROKER_RATES)):
         return ["--metrics", where]
     return ["--samples", where or samples]
 

@@ -26,6 +26,7 @@ from kit.cluster.backend import ClusterBackend
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from kit.errors import BadInput, Unreachable, Unsafe
 from kit.events import EventLog, epoch, event, utc_now
+from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kit.throttle.lease import Lease, holder_gone, lapsed, refusal, ttl_for
 
@@ -135,7 +136,7 @@ class BrokerRatesMetrics:
     is the file's modification time, on the loop's (monotonic) clock.
     """
 
-    NAME = "broker_rates.json"
+    NAME = BROKER_RATES
 
     def __init__(self, path: str):
         self.file = os.path.join(path, self.NAME) if not path.endswith(".json") else path
@@ -169,10 +170,10 @@ class BrokerLoadMetrics:
 
     def __init__(self, path: str, clock=time.time):
         self.rates = BrokerRatesMetrics(path) if os.path.isdir(path) else None
-        self.file = os.path.join(path, "broker_load.parquet") if os.path.isdir(path) else path
+        self.file = os.path.join(path, BROKER_LOAD) if os.path.isdir(path) else path
         self.clock = clock
         if not os.path.exists(self.file) and self.rates is None:
-            raise BadInput(f"--metrics {path}: no broker_load.parquet or broker_rates.json there (run kit metrics)")
+            raise BadInput(f"--metrics {path}: no {BROKER_LOAD} or {BROKER_RATES} there (run kit metrics)")
 
     def read(self, brokers) -> dict[int, NetSample]:
         if self.rates is not None and os.path.exists(self.rates.file):
