@@ -151,6 +151,11 @@ def default_workdir(runbook: str, record_path: str = "") -> str:
     return os.path.splitext(record_path)[0] + "-files" if record_path else f"{runbook}-files"
 
 
+def run_workdir(parameters: dict | None, runbook: str, record_path: str = "") -> str:
+    """A run's workdir: its `workdir` parameter, else `default_workdir`."""
+    return (parameters or {}).get("workdir") or default_workdir(runbook, record_path)
+
+
 def live_record_path(runbook: str) -> str:
     """In a live notebook, the record's path (`default_record_path`): a run there keeps its
     record from the start, so one that stops before the gate says why. Elsewhere "" (the

@@ -29,7 +29,7 @@ from kit.runbook.environment import (SIMULATED_MARKER, Environment, check_addres
 from kit.runbook.gate import finish, finish_unapplied, gate
 from kit.runbook.planning import after_cluster, plan_summary, write_moves, write_plan
 from kit.runbook.record import (HEADLINE_TAG, CheckFailed, Headline, Record, command_line, default_workdir, headline,
-                                live_record_path, outcome_line, outcome_text, record_notebook)
+                                live_record_path, outcome_line, outcome_text, record_notebook, run_workdir)
 from kit.runbook.replay import ChangeResult, floor_time, simulated_copy_seconds
 from kit.text import hm
 
@@ -63,7 +63,7 @@ class Run:
         self.runbook = runbook
         # A live notebook keeps its record from the start, so one that stops early says why.
         record_path = record_path or live_record_path(runbook)
-        self.workdir = parameters.get("workdir") or default_workdir(runbook, record_path)
+        self.workdir = run_workdir(parameters, runbook, record_path)
         self.parameters = {**parameters, "workdir": self.workdir}
         self.record = Record(record_path, runbook, self.parameters)
         self.env: Environment | None = None
