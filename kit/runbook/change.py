@@ -17,7 +17,7 @@ from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.model import Plan
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
 from kit.runbook.display import events_table, in_kernel, live_notebook
-from kit.runbook.environment import Environment, loop_interval, rollback_path
+from kit.runbook.environment import Environment, loop_interval, rollback_path, simulated_sample_every
 from kit.runbook.gate import finish
 from kit.runbook.record import Record
 from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, simulated_copy_seconds,
@@ -150,10 +150,10 @@ def _start_processes(change: _Change, speed: float, client_load: float, wall_int
     kit = [sys.executable, "-m", "kit"]
     procs = []
     scale = speed if env.simulated else 1.0  # the simulated cluster's seconds per wall second
-    if env.simulated and not env.controller_running:  # it samples twice per round of the loop
+    if env.simulated and not env.controller_running:
         procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
                                              "--client-load", str(client_load), "--samples", change.samples,
-                                             "--sample-every", str(max(60.0, wall_interval * scale / 2)),
+                                             "--sample-every", str(simulated_sample_every(wall_interval * scale)),
                                              "--report", os.path.join(env.workdir, "controller.json")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     if change.throttle != "auto":
