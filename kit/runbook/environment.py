@@ -20,7 +20,7 @@ from kit.errors import BadInput, Unsafe
 from kit.events import utc_now
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster
-from kit.runbook import processes
+from kit.pids import alive
 from kit.runbook.catalog import RUNBOOKS
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.kraft import cluster as kraft_sim
@@ -151,7 +151,7 @@ def replace_simulated(workdir: str) -> str | None:
     except (OSError, ValueError):
         info = {}
     owner = info.get("pid")
-    if isinstance(owner, int) and owner != os.getpid() and processes.alive(owner):
+    if isinstance(owner, int) and owner != os.getpid() and alive(owner):
         raise Unsafe(f"the simulated cluster in {where} belongs to a run still going (process {owner}, started "
                      f"{info.get('started') or '?'}); give this one another workdir")
     old = _STARTED.pop(where, None)
