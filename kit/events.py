@@ -20,10 +20,28 @@ import threading
 from datetime import datetime, timezone
 from typing import IO, Iterable, Iterator
 
+from kit.text import rate_text
+
 
 def utc_now() -> str:
-    """The wall clock as the events' ISO-8601 UTC string."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The wall clock as the events' ISO-8601 UTC string (records stamp it so too)."""
+    return stamp(datetime.now(timezone.utc))
+
+
+def stamp(t: datetime) -> str:
+    """A UTC datetime as events, records and samples stamp it."""
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    """An event's, a record's or a sample's stamp as a UTC datetime (fractions of a second and
+    the zone letter ignored: every stamp is UTC)."""
+    return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+
+
+def epoch(text: str) -> float:
+    """`parse_time` as epoch seconds (the clock samples are compared on)."""
+    return parse_time(text).timestamp()
 
 
 def event(time: str, source: str, kind: str, reason: str, brokers: Iterable[int] = (), **fields) -> dict:
@@ -34,10 +52,6 @@ def event(time: str, source: str, kind: str, reason: str, brokers: Iterable[int]
     return out
 
 
-def _mb(rate) -> str:
-    return "unset" if rate is None else f"{rate / 1e6:.1f} MB/s"
-
-
 def human_line(e: dict) -> str:
     """The event as a person reads it in a log, e.g.
     `2026-01-01T00:00:30Z throttle rate broker 1001 leader: 100.0 MB/s -> 90.0 MB/s (reason)`."""
@@ -46,7 +60,7 @@ def human_line(e: dict) -> str:
         ids = ",".join(str(b) for b in e["brokers"][:8]) + ("…" if len(e["brokers"]) > 8 else "")
         who = f" broker{'s' if len(e['brokers']) > 1 else ''} {ids}"
     role = f" {e['role']}" if e.get("role") else ""
-    change = f": {_mb(e.get('old'))} -> {_mb(e.get('new'))}" if "old" in e or "new" in e else ""
+    change = f": {rate_text(e.get('old'))} -> {rate_text(e.get('new'))}" if "old" in e or "new" in e else ""
     return f"{e['time']} {e['source']} {e['kind']}{who}{role}{change} ({e['reason']})"
 
 

@@ -117,6 +117,23 @@ class Cluster:
         )
         return Cluster(brokers=self.brokers, partitions=parts)
 
+    def assignment_after(self, moves: list[dict] | None) -> list[list[int]]:
+        """The replica lists, one per partition, once a reassignment's moves (Kafka's
+        reassignment JSON entries: topic, partition, replicas) are done; a move of a partition
+        this cluster does not hold changes nothing."""
+        after = self.assignment()
+        if moves:
+            row = {p.key: i for i, p in enumerate(self.partitions)}
+            for m in moves:
+                i = row.get((m["topic"], int(m["partition"])))
+                if i is not None:
+                    after[i] = [int(b) for b in m["replicas"]]
+        return after
+
+    def after_moves(self, moves: list[dict] | None) -> "Cluster":
+        """The cluster once a reassignment's moves are done (`assignment_after`, `with_assignment`)."""
+        return self.with_assignment(self.assignment_after(moves))
+
 
 @dataclass
 class Plan:

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import IO
 
-from kit.report.waves import human_duration
+from kit.text import human_duration
 
 BAR_WIDTH = 24
 

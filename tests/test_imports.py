@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 PURE = ["kit.plan", "kit.report", "kit.report.figures", "kit.report.waves", "kit.report.estimate",
-        "kit.throttle.decide", "kit.model", "kit.formats"]
+        "kit.throttle.decide", "kit.throttle.replay", "kit.model", "kit.formats"]
 # scipy: the planner loads it only when its exact leader-order program runs (about a second to import);
 # numba only when a count balance has thousands of moves ahead (about half a second).
 HEAVY = ["kazoo", "pyspark", "pandas", "panel", "holoviews", "bokeh", "nbformat", "papermill", "kafka", "scipy",

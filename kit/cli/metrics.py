@@ -17,6 +17,7 @@ import sys
 from kit.cli.lazy import lazy_module
 from kit.cli.options import cluster_args, cluster_options, command, rate, whole, writable
 from kit.errors import BadInput
+from kit.metrics import BROKER_RATES
 from kit.progress import Progress
 
 edge = lazy_module("kit.metrics.edge")  # imported when used: see kit.cli.lazy
@@ -64,7 +65,7 @@ def run(a) -> int:
             n = edge.follow(a.broker_samples, a.out, a.window or "5m", a.master, once=a.once,
                             shuffle_partitions=a.shuffle_partitions, driver_memory=a.driver_memory,
                             max_seconds=a.max_seconds, progress=progress)
-        print(f"{os.path.join(a.out, 'broker_rates.json')}: {n} micro-batch(es)")
+        print(f"{os.path.join(a.out, BROKER_RATES)}: {n} micro-batch(es)")
         return 0
     if not a.replica_samples:
         raise BadInput("--replica-samples is required (except with --follow)")

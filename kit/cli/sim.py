@@ -26,8 +26,8 @@ from kit.cli.options import (Parser, auto_throttle_options, bytes_per_second, co
 from kit.errors import BadInput
 from kit.events import EventLog
 from kit.formats import dumps, load_plan, load_snapshot, write_atomic
-from kit.report.waves import human_duration
 from kit.sim import physics
+from kit.text import human_duration
 
 brokers = lazy_module("kit.sim.brokers")  # imported when used: see kit.cli.lazy
 controller = lazy_module("kit.sim.controller")

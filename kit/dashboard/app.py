@@ -158,7 +158,7 @@ class Dashboard(pn.viewable.Viewer):
         if key not in self.frames:
             # Free storage from the newest samples where they give it (else the metrics znode's).
             c = views.with_free_storage(self.cluster(), self.poller.state.storage)
-            after = views.assignment_after(c, self.plan_moves.get(plan)) if plan != NO_PLAN else None
+            after = c.assignment_after(self.plan_moves.get(plan)) if plan != NO_PLAN else None
             self.frames.clear()  # one frame per session is enough; widgets change one thing at a time
             self.frames[key] = views.broker_frame(c, after, topics or None)
         return self.frames[key]

@@ -16,14 +16,15 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 
 from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.errors import BadInput
+from kit.events import epoch
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 from kit.throttle.loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
 from kit.throttle.loop import SampleDirMetrics, reassignment_roles
+from kit.throttle.replay import rates_in_force
 
 # Throttle rows kept for new sessions: at 2 s per poll and a few dozen brokers, hours of history.
 ROWS_KEPT = 100_000
@@ -316,7 +317,7 @@ class Poller:
         except OSError:
             events = st.events
         if not rates and not self.live:
-            rates = rates_from_events(events)
+            rates = rates_in_force(events[::-1])  # the events are kept newest first
         try:
             sample_clock, sampled = samples_clock(self.samples)
         except OSError:
@@ -483,7 +484,7 @@ def samples_clock(folder: str | None) -> tuple[float | None, dict[int, dict]]:
         for line in lines:
             try:
                 r = json.loads(line)
-                ts, b = _epoch(r["ts"]), int(r["broker"])
+                ts, b = epoch(r["ts"]), int(r["broker"])
             except (ValueError, KeyError, TypeError):
                 continue  # a line being written, or not a broker sample
             if b not in newest or ts >= newest[b][0]:
@@ -529,10 +530,6 @@ def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]
         if out:
             return out
     return {}
-
-
-def _epoch(ts: str) -> float:
-    return datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
 def copy_bound(sources, dests, throttles: dict, samples: dict, nic: dict) -> dict:
@@ -787,27 +784,6 @@ def _placement(cluster: Cluster) -> tuple:
     """What the distribution draws: replica lists, and which brokers are alive."""
     return (tuple(p.replicas for p in cluster.partitions),
             tuple(sorted((b.id, b.alive) for b in cluster.brokers.values())))
-
-
-def rates_from_events(events) -> dict[int, dict[str, float]]:
-    """The throttle in force per broker and role by replaying the auto-throttle's decisions
-    (for a dashboard without ZooKeeper). `events` is newest first."""
-    rates: dict[int, dict[str, float]] = {}
-    for e in reversed(events):
-        if e.get("source") != "throttle":
-            continue
-        kind = e.get("kind")
-        for b in e.get("brokers") or []:
-            if kind in ("rate", "failsafe", "override") and e.get("role") in ("leader", "follower"):
-                if e.get("new") is None:
-                    rates.get(int(b), {}).pop(e["role"], None)
-                else:
-                    rates.setdefault(int(b), {})[e["role"]] = float(e["new"])
-            elif kind == "clear":
-                rates.pop(int(b), None)
-        if kind == "done":
-            rates.clear()
-    return {b: r for b, r in rates.items() if r}
 
 
 def _mb(rate) -> float:

@@ -22,6 +22,7 @@ import panel as pn
 
 from kit.report.figures import broker_figures
 from kit.model import Cluster
+from kit.text import human_duration
 
 # Colours chosen to survive a dim laptop screen at night: dark leader, light follower, and a
 # red that is only ever used for trouble.
@@ -53,37 +54,12 @@ SORT_KEYS = {
     "change": ("change", False),
 }
 
-__all__ = ["assignment_after", "broker_frame", "select_brokers", "distribution_view", "throttle_view",
+__all__ = ["broker_frame", "select_brokers", "distribution_view", "throttle_view",
            "throttle_legend", "current_brokers", "broker_colors", "progress_view", "loop_tile", "eta",
            "clock_speed", "with_free_storage", "events_frame", "events_view", "records_view", "THROTTLE_COLUMNS"]
 
 
 # --------------------------------------------------------------------------- data
-
-
-def assignment_after(cluster: Cluster, moves: list[dict] | None) -> list[list[int]]:
-    """The cluster's assignment once a plan's moves (Kafka reassignment JSON entries) are done.
-
-    Parameters
-    ----------
-    cluster : Cluster
-        The cluster the plan was made for.
-    moves : list of dict or None
-        ``{"topic", "partition", "replicas"}`` entries, as `kit.formats.load_plan` returns them.
-
-    Returns
-    -------
-    list of list of int
-        One replica list per partition, aligned with ``cluster.partitions``.
-    """
-    after = cluster.assignment()
-    if moves:
-        row = {p.key: i for i, p in enumerate(cluster.partitions)}
-        for m in moves:
-            i = row.get((m["topic"], int(m["partition"])))
-            if i is not None:
-                after[i] = [int(b) for b in m["replicas"]]
-    return after
 
 
 # Over 60 lines only by its numpydoc docstring (25 of its lines).
@@ -553,13 +529,6 @@ def clock_speed(history) -> float | None:
     return (c1 - c0) / (w1 - w0) if w1 > w0 and c1 > c0 else None
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    s = int(round(seconds))
-    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m {s % 60:02d}s"
-
-
 def _bytes(n: float | None) -> str:
     if n is None:
         return "–"
@@ -645,7 +614,7 @@ def _status_tiles(status: dict, progress: dict, copy_basis: str | None, detail: 
                                                if copy_basis else f" ({progress.get('basis')})")
                     + f"; {clock}")
         if speed and speed > 1.5 and progress.get("seconds"):
-            eta_note += f"; ≈ {_duration(progress['seconds'] / speed)} wall at ×{speed:.0f}"
+            eta_note += f"; ≈ {human_duration(progress['seconds'] / speed)} wall at ×{speed:.0f}"
     return [
         _tile("partitions reassigning", str(moving), note="none running" if not moving else "in flight"),
         _tile("copied", f"{frac:.0%}" if moving and frac is not None else "–" if moving else "0",
@@ -654,7 +623,7 @@ def _status_tiles(status: dict, progress: dict, copy_basis: str | None, detail: 
               else "–" if moving else "0",
               note=f"{_bytes(status.get('bytes_left', 0))} in replicas not yet in the ISR (whole sizes)" if moving
               else ""),
-        _tile("ETA", _duration(progress.get("seconds")) if moving else "–",
+        _tile("ETA", human_duration(progress.get("seconds")) if moving else "–",
               note=eta_note if moving and rate else "waiting for a copy rate" if moving else ""),
         _tile("under-replicated partitions", str(len(urp)), bad=bool(urp) and not moving,
               note=", ".join(urp[:3]) + (" …" if len(urp) > 3 else "")),

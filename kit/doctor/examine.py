@@ -28,6 +28,7 @@ from kit.plan.actions.remove import evacuate
 from kit.plan import network
 from kit.plan.network import EPS, Traffic, broker_limits, broker_loads, current_leader, over_limits
 from kit.report.review import PlanRefused, review_plan
+from kit.text import rate_text
 
 __all__ = ["PARTITIONS_PER_BROKER_GUIDANCE", "alert", "balance", "broker_loads", "current_leader", "diagnose",
            "examine", "heal", "healing_plan", "healthy", "report_text", "wait"]
@@ -47,10 +48,6 @@ REASONS = {
     "reassigning": "new replica catching up in the reassignment in progress",
 }
 _EXPLAINED = {"dead_broker", "leader_saturated", "reassigning"}
-
-def _mb(x: float) -> str:
-    return f"{x / 1e6:.1f} MB/s"
-
 
 # --------------------------------------------------------------------------- diagnosis
 
@@ -144,8 +141,8 @@ def _reasons(p, leader: int | None, alive: set[int], moving: dict, over: dict, l
                             "text": f"broker {r} is catching up in the reassignment in progress"})
         elif leader is not None and "out" in over.get(leader, []):
             reasons.append({"reason": "leader_saturated", "brokers": [r, leader],
-                            "text": f"follower {r} lags: leader {leader} sends {_mb(loads[leader][1])}, "
-                                    f"over its {_mb(limits[leader][1])} limit"})
+                            "text": f"follower {r} lags: leader {leader} sends {rate_text(loads[leader][1])}, "
+                                    f"over its {rate_text(limits[leader][1])} limit"})
         else:
             reasons.append({"reason": "follower_lagging", "brokers": [r],
                             "text": f"follower {r} on a live broker is out of the ISR"
@@ -323,8 +320,8 @@ def balance(rep: dict, time: str, cluster: Cluster, traffic: Traffic | None, lim
         if all(cap is not None for cap in caps) and sum(b[d] for b in rep["brokers"]) > sum(caps) + EPS:
             total = sum(b[d] for b in rep["brokers"])
             return _alert_with(rep, time, f"no confident balancing plan: the live brokers' {name} traffic "
-                                     f"{_mb(total)} exceeds their combined limit {_mb(sum(caps))}; add brokers or "
-                                     "shed load", [f"cluster {name} {_mb(total)} over the combined {_mb(sum(caps))}"],
+                                     f"{rate_text(total)} exceeds their combined limit {rate_text(sum(caps))}; add brokers or "
+                                     "shed load", [f"cluster {name} {rate_text(total)} over the combined {rate_text(sum(caps))}"],
                           over_ids)
     res = network.balance(cluster, traffic, limit_in, limit_out)
     if not res["ok"]:
@@ -341,8 +338,8 @@ def balance(rep: dict, time: str, cluster: Cluster, traffic: Traffic | None, lim
         what = "leadership" if a["kind"] == "leader_move" else "replica"
         rep["events"].append(event(time, SOURCE, a["kind"],
                                    f"{a['partition']}: {what} {a['from']} -> {a['to']} relieves broker "
-                                   f"{a['relieved']} (in {_mb(a['rates_before'][0])} -> {_mb(a['rates_after'][0])}, "
-                                   f"out {_mb(a['rates_before'][1])} -> {_mb(a['rates_after'][1])})",
+                                   f"{a['relieved']} (in {rate_text(a['rates_before'][0])} -> {rate_text(a['rates_after'][0])}, "
+                                   f"out {rate_text(a['rates_before'][1])} -> {rate_text(a['rates_after'][1])})",
                                    [a["from"], a["to"]], partition=a["partition"], replicas=a["replicas_after"]))
     if lm:
         rep["notes"].append("leadership changes take effect at the preferred-leader election once the "
@@ -354,9 +351,9 @@ def _still_over_line(s: dict, changes: int) -> str:
     """A broker the balancing left over a limit, for an alert."""
     parts = []
     if s["limit_in"] is not None and s["in"] > s["limit_in"] + EPS:
-        parts.append(f"inbound {_mb(s['in'])} over {_mb(s['limit_in'])}")
+        parts.append(f"inbound {rate_text(s['in'])} over {rate_text(s['limit_in'])}")
     if s["limit_out"] is not None and s["out"] > s["limit_out"] + EPS:
-        parts.append(f"outbound {_mb(s['out'])} over {_mb(s['limit_out'])}")
+        parts.append(f"outbound {rate_text(s['out'])} over {rate_text(s['limit_out'])}")
     return (f"broker {s['broker']}: {' and '.join(parts)} even after {changes} change(s): "
             "no follower or broker has the headroom")
 

@@ -14,8 +14,8 @@ from kit.cluster.backend import open_backend
 from kit.doctor.examine import examine
 from kit.errors import BadInput
 from kit.formats import load_snapshot
+from kit.metrics import REPLICA_TRAFFIC
 
-TRAFFIC_FILE = "replica_traffic.parquet"
 _COLUMNS = ("topic", "partition", "bytes_in", "bytes_out")
 
 
@@ -28,9 +28,9 @@ def read_traffic(metrics_dir: str) -> dict[tuple[str, int], tuple[float, float]]
     """
     if not os.path.isdir(metrics_dir):
         raise BadInput(f"--metrics {metrics_dir}: no such directory")
-    path = os.path.join(metrics_dir, TRAFFIC_FILE)
+    path = os.path.join(metrics_dir, REPLICA_TRAFFIC)
     if not os.path.exists(path):
-        raise BadInput(f"--metrics {metrics_dir}: no {TRAFFIC_FILE} (run the metrics pipeline first)")
+        raise BadInput(f"--metrics {metrics_dir}: no {REPLICA_TRAFFIC} (run the metrics pipeline first)")
     try:
         # pandas is optional (kit[spark]) and heavy: imported here, so `kit doctor` without
         # --metrics needs neither, and its absence is the one-line error below.
@@ -79,8 +79,8 @@ def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None 
     source = "snapshot" if snapshot else "ZooKeeper" if zk else "Admin API"
     if traffic is not None:
         named = sum(1 for p in cluster.partitions if p.key in traffic)
-        source = f"metrics {os.path.join(metrics, TRAFFIC_FILE)} ({named} of {len(cluster.partitions)} partitions; " \
-                 f"the rest from the {source})"
+        source = (f"metrics {os.path.join(metrics, REPLICA_TRAFFIC)} ({named} of {len(cluster.partitions)} "
+                  f"partitions; the rest from the {source})")
     return examine(cluster, traffic, limit_in, limit_out, reassigning, time=time, traffic_source=source)
 
 

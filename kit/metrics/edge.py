@@ -20,6 +20,7 @@ from typing import Any
 from kit.cluster.backend import open_backend
 from kit.errors import BadInput
 from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
+from kit.metrics import BROKER_LOAD, BROKER_METRICS, BROKER_RATES, PARTITION_META, REPLICA_TRAFFIC
 
 # PySpark (and spark/, whose jobs import it) and pyarrow are the `spark` extra, and PySpark takes
 # seconds to import: both are imported inside the functions that use them, so this module loads
@@ -334,8 +335,7 @@ def _write_parquet(path: str, rows: list[dict], columns: list[tuple[str, str]]) 
 def write_outputs(out_dir: str, figures: dict[str, Any]) -> list[str]:
     """Write the four outputs into `out_dir` (created if needed); the paths written."""
     os.makedirs(out_dir, exist_ok=True)
-    paths = [os.path.join(out_dir, n) for n in ("partition_meta.json", "broker_metrics.json",
-                                                "replica_traffic.parquet", "broker_load.parquet")]
+    paths = [os.path.join(out_dir, n) for n in (PARTITION_META, BROKER_METRICS, REPLICA_TRAFFIC, BROKER_LOAD)]
     write_atomic(paths[0], json.dumps(figures["partition_meta"], separators=(",", ":")) + "\n")
     write_atomic(paths[1], json.dumps(figures["broker_metrics"], separators=(",", ":")) + "\n")
     _write_parquet(paths[2], figures["replica_traffic"], _TRAFFIC_COLUMNS)
@@ -480,7 +480,7 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
     if os.path.isfile(out_dir) or not os.path.isdir(parent):
         raise BadInput(f"--out {out_dir}: not a directory that can be created")
     os.makedirs(out_dir, exist_ok=True)
-    target = os.path.join(out_dir, "broker_rates.json")
+    target = os.path.join(out_dir, BROKER_RATES)
     if progress is not None:
         progress.stage("starting Spark")
     spark = spark_session(master, shuffle_partitions, driver_memory, app="kit-metrics-follow")

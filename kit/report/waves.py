@@ -21,6 +21,7 @@ from kit.throttle.decide import Settings
 from kit.errors import BadInput
 from kit.report.estimate import predict
 from kit.model import Cluster, Plan
+from kit.text import human_duration
 from kit.traffic import broker_traffic as client_traffic
 from kit.traffic import dense_codes, traffic_array
 
@@ -441,19 +442,5 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(float(x), 1)
 
 
-def human_duration(seconds: float | None) -> str:
-    """'2h 05m', '14m 03s', '42s'; 'unknown' for None."""
-    if seconds is None:
-        return "unknown"
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    if h:
-        return f"{h}h {m:02d}m"
-    if m:
-        return f"{m}m {sec:02d}s"
-    return f"{sec}s"
-
-
 __all__ = ["Move", "moves_of", "split_waves", "broker_traffic", "replication_rates", "estimate", "estimates", "duration_report",
-           "duration_lines", "no_rate_text", "wave_documents", "human_duration", "DEFAULT_MAX_MOVES_PER_BROKER"]
+           "duration_lines", "no_rate_text", "wave_documents", "DEFAULT_MAX_MOVES_PER_BROKER"]

@@ -12,16 +12,18 @@ from dataclasses import dataclass
 from html import escape
 
 from kit.errors import BadInput, Unreachable
+from kit.events import stamp, utc_now
+from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.model import Plan
-from kit.report.waves import human_duration
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
 from kit.runbook.display import events_table, in_kernel, live_notebook
-from kit.runbook.environment import Environment, loop_interval, rollback_path
+from kit.runbook.environment import Environment, loop_interval, rollback_path, simulated_sample_every
 from kit.runbook.gate import finish
 from kit.runbook.record import Record
-from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, now, simulated_copy_seconds,
-                                simulated_now, stamp)
+from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, simulated_copy_seconds,
+                                simulated_now)
 from kit.sim.physics import SAMPLE_EPOCH
+from kit.text import human_duration
 from kit.throttle.decide import Settings
 from kit.throttle.loop import reassignment_roles
 
@@ -131,7 +133,7 @@ def apply_plan(env: Environment, plan: Plan | list[dict], throttle: str | float)
     sources, dests, _ = reassignment_roles(cluster, {"partitions": moves})
     applied_to = sorted(b for b in throttled if b in sources | dests)
     # The cluster's clock: the simulated controller counts from the moment it picks the plan up.
-    applied_wall = now()
+    applied_wall = utc_now()
     started = stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
     return _Change(env, moves, throttle, static, urp_before, applied_to, os.path.join(env.workdir, "events.jsonl"),
@@ -148,10 +150,10 @@ def _start_processes(change: _Change, speed: float, client_load: float, wall_int
     kit = [sys.executable, "-m", "kit"]
     procs = []
     scale = speed if env.simulated else 1.0  # the simulated cluster's seconds per wall second
-    if env.simulated and not env.controller_running:  # it samples twice per round of the loop
+    if env.simulated and not env.controller_running:
         procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
                                              "--client-load", str(client_load), "--samples", change.samples,
-                                             "--sample-every", str(max(60.0, wall_interval * scale / 2)),
+                                             "--sample-every", str(simulated_sample_every(wall_interval * scale)),
                                              "--report", os.path.join(env.workdir, "controller.json")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     if change.throttle != "auto":
@@ -196,7 +198,7 @@ def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait
                                                     change.rollback, False, started=change.started,
                                                     clock=change.clock, wall_span=(change.applied_wall, None))))
         if not st["reassigning_partitions"]:
-            return progress, now()
+            return progress, utc_now()
         if loop is not None and loop.poll() not in (None, 0) and not warned:
             warned = True  # said once, loudly; the copy goes on at the rates in force
             with open(change.err_path) as fh:
@@ -299,8 +301,8 @@ def _metric_source(env: Environment, where: str, samples: str) -> list[str]:
     """The auto-throttle's metric source as `kit throttle run` options."""
     if where == "znode":
         return ["--metrics-znode"]
-    if where and os.path.isdir(where) and (os.path.exists(os.path.join(where, "broker_load.parquet"))
-                                          or os.path.exists(os.path.join(where, "broker_rates.json"))):
+    if where and os.path.isdir(where) and any(os.path.exists(os.path.join(where, name))
+                                              for name in (BROKER_LOAD, BROKER_RATES)):
         return ["--metrics", where]
     return ["--samples", where or samples]
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import io
 
 from kit.model import Cluster
-from kit.runbook.display import brokers_text, by_rack, hm, per_broker
+from kit.runbook.display import brokers_text, by_rack, per_broker
 from kit.runbook.replay import ChangeResult, throttle_series
+from kit.text import hm, ms
 from kit.throttle.decide import Settings
 
 CHART_DPI = 130  # records are read printed and on laptop screens: sharp text, still small files
@@ -165,7 +166,7 @@ def throttle_chart(result: ChangeResult):
     ax.set_xlim(0, span / 3600)
     ax.set_ylim(bottom=0)
     short = span < 2 * 3600  # minutes and seconds for a short run, hours and minutes otherwise
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda h, _: hm(h * 3600 * 60) if short else hm(h * 3600)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda h, _: ms(h * 3600) if short else hm(h * 3600)))
     clock = ("the auto-throttle's wall clock: it had no samples" if own else
              "the simulated cluster's clock" if result.clock == "simulated" else "wall clock")
     ax.set_xlabel(f"time since {'the first decision' if own else 'apply'} ({'m:ss' if short else 'h:mm'}, {clock})")

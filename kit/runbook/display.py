@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import re
 
-from kit.events import read_events
+from kit.events import parse_time, read_events
 from kit.model import Cluster
 from kit.report import figures
-from kit.runbook.replay import ChangeResult, change_window, parse_time
+from kit.runbook.replay import ChangeResult, change_window
+from kit.text import hm
 
 
 def in_kernel() -> bool:
@@ -45,14 +46,6 @@ def brokers_text(ids, limit: int = 12) -> str:
     if len(ids) <= limit + 2:  # "… (9 brokers)" would hide fewer names than it costs
         return ", ".join(map(str, ids))
     return ", ".join(map(str, ids[:limit])) + f", … ({len(ids)} brokers)"
-
-
-def hm(seconds: float | None) -> str:
-    """Seconds as h:mm ('9:43'), '' when unknown."""
-    if seconds is None:
-        return ""
-    m = int(round(seconds / 60))
-    return f"{m // 60}:{m % 60:02d}"
 
 
 def per_broker(cluster: Cluster, after: Cluster | None = None) -> tuple[dict, dict | None]:

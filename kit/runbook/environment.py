@@ -17,11 +17,11 @@ from kit.cluster.kafka.connect import parse_bootstrap
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unsafe
+from kit.events import utc_now
 from kit.formats import dumps, load_snapshot, write_atomic
 from kit.model import Cluster
-from kit.runbook import processes
+from kit.pids import alive
 from kit.runbook.catalog import RUNBOOKS
-from kit.runbook.replay import now
 from kit.sim.brokers import start_holder, stop_holder
 from kit.sim.kraft import cluster as kraft_sim
 
@@ -151,7 +151,7 @@ def replace_simulated(workdir: str) -> str | None:
     except (OSError, ValueError):
         info = {}
     owner = info.get("pid")
-    if isinstance(owner, int) and owner != os.getpid() and processes.alive(owner):
+    if isinstance(owner, int) and owner != os.getpid() and alive(owner):
         raise Unsafe(f"the simulated cluster in {where} belongs to a run still going (process {owner}, started "
                      f"{info.get('started') or '?'}); give this one another workdir")
     old = _STARTED.pop(where, None)
@@ -214,11 +214,11 @@ def check_address(zk: str, bootstrap: str, cluster: str) -> None:
         parse_bootstrap(bootstrap)  # HOST:PORT[,HOST:PORT...], else one line
 
 
-def simulated_sample_every(speed: float) -> float:
+def simulated_sample_every(cluster_interval: float) -> float:
     """Simulated seconds between the simulated controller's samples: twice per round of the
-    auto-throttle (`loop_interval` on the simulated cluster), at least a minute."""
-    wall = max(30.0 / speed, 0.5)
-    return max(60.0, wall * speed / 2)
+    auto-throttle (`cluster_interval`: its interval in cluster seconds, `loop_interval`), at
+    least a minute."""
+    return max(60.0, cluster_interval / 2)
 
 
 def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None = None, bootstrap: str = "",
@@ -246,10 +246,11 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     if replaced:
         print(replaced)
     write_atomic(os.path.join(workdir, SIMULATED_MARKER),
-                 dumps({"cluster": cluster, "situation": situation, "started": now(), "pid": os.getpid()}))
+                 dumps({"cluster": cluster, "situation": situation, "started": utc_now(), "pid": os.getpid()}))
     if cluster == "kraft":
         state = os.path.join(workdir, "kraft")
-        line = kraft_sim.start(str(snapshot), state, speed, client_load, sample_every=simulated_sample_every(speed))
+        line = kraft_sim.start(str(snapshot), state, speed, client_load,
+                               sample_every=simulated_sample_every(interval_at(speed)[1]))
         env = Environment("", True, workdir, cap_map=caps, bootstrap=line, kraft_state=state,
                           sim_zk=kraft_sim.read_config(state)["zk"], samples=os.path.join(state, "samples"))
         atexit.register(env.close)
@@ -273,7 +274,11 @@ def loop_interval(env: Environment | None, speed: float, interval: float = 30.0)
     whatever the simulated interval; on the simulated cluster each wall second is `speed`
     cluster seconds, so at 20,000x the loop decides every 10,000 cluster seconds.
     """
-    scale = speed if env is not None and env.simulated else 1.0
+    return interval_at(speed if env is not None and env.simulated else 1.0, interval)
+
+
+def interval_at(scale: float, interval: float = 30.0) -> tuple[float, float]:
+    """`loop_interval` on a cluster whose clock runs `scale` seconds per wall second."""
     wall = max(interval / scale, 0.5)
     return wall, wall * scale
 

@@ -9,12 +9,12 @@ import threading
 import time
 from html import escape
 
-from kit.report.waves import human_duration
+from kit.events import utc_now
 from kit.runbook.display import live_notebook
 from kit.runbook.environment import Environment, rollback_path
 from kit.runbook.record import (Headline, Record, command_line, default_record_path, headline, outcome_text,
                                 record_notebook)
-from kit.runbook.replay import now
+from kit.text import human_duration
 
 
 def preview_text(record: Record | None, env: Environment | None) -> str:
@@ -91,7 +91,7 @@ def applied(record: Record) -> None:
         record.path = default_record_path(record.doc["runbook"])
     parameters = {**record.doc["parameters"], "apply": True}
     record.doc.update(parameters=parameters, command=command_line(record.doc["runbook"], parameters, record.path),
-                      applied_by=APPLY_BUTTON, applied_by_user=_user(), applied_at=now(),
+                      applied_by=APPLY_BUTTON, applied_by_user=_user(), applied_at=utc_now(),
                       reason=None if record.doc.get("reason") == WAITING else record.doc.get("reason"))
     record.save()
 

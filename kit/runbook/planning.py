@@ -66,13 +66,8 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
 
 
 def after_cluster(plan: Plan) -> Cluster:
+    """The cluster once the plan is done."""
     return plan.cluster.with_assignment(plan.after)
-
-
-def cluster_after_moves(cluster: Cluster, moves: list[dict]) -> Cluster:
-    """The cluster once a reassignment's moves are done."""
-    new = {(m["topic"], m["partition"]): list(m["replicas"]) for m in moves}
-    return cluster.with_assignment([new.get(p.key, list(p.replicas)) for p in cluster.partitions])
 
 
 def write_moves(moves: list[dict], workdir: str) -> str:

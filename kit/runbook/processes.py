@@ -18,6 +18,8 @@ import signal
 import time
 import uuid
 
+from kit.pids import alive
+
 RUN_TAG = "KIT_RUN_ID"
 # How long a process has to end on SIGTERM before SIGKILL (the simulated brokers deregister,
 # the auto-throttle leaves its rates in force and gives up its lease, ZooKeeper closes).
@@ -50,16 +52,6 @@ def tagged(tag: str) -> list[int]:
         if marker in env and alive(int(entry)):
             found.append(int(entry))
     return sorted(found)
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs: a zombie (ended, not yet reaped by its parent) counts as gone. No
-    wait here: a kernel's exit status is its manager's to collect."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
 
 
 def end(pids: list[int], grace: float = GRACE_S) -> None:

@@ -13,11 +13,11 @@ import time
 from html import escape
 
 from kit.errors import Unsafe
+from kit.events import utc_now
 from kit.formats import dumps, write_atomic
-from kit.report.waves import human_duration
 from kit.runbook.catalog import declared_defaults
 from kit.runbook.display import brokers_text, displayable, in_kernel, live_notebook
-from kit.runbook.replay import now
+from kit.text import human_duration
 from kit.throttle.decide import Settings
 
 
@@ -38,7 +38,7 @@ class Record:
 
     def __init__(self, path: str, runbook: str, parameters: dict):
         self.path = path or ""
-        self.doc = {"runbook": runbook, "started": now(), "finished": None, "outcome": "running",
+        self.doc = {"runbook": runbook, "started": utc_now(), "finished": None, "outcome": "running",
                     "reason": None, "parameters": _public(parameters), "steps": [], "checks": [],
                     "command": command_line(runbook, parameters, self.path)}
         self._views: list[tuple] = []  # (display handle, render) kept in step with the record
@@ -48,7 +48,7 @@ class Record:
     def step(self, name: str):
         """Time one step; an exception is recorded against it, gives a run still running its
         outcome (`ended_by`: in a live notebook nothing else would close it) and goes on."""
-        entry = {"step": name, "started": now(), "seconds": None, "ok": None}
+        entry = {"step": name, "started": utc_now(), "seconds": None, "ok": None}
         self.doc["steps"].append(entry)
         self.save()  # a run cut short in this step says so
         t0 = time.monotonic()
@@ -82,7 +82,7 @@ class Record:
         self.save()
 
     def finish(self, outcome: str, reason: str | None = None) -> dict:
-        self.doc.update(outcome=outcome, reason=reason, finished=now())
+        self.doc.update(outcome=outcome, reason=reason, finished=utc_now())
         self.save()
         return self.doc
 
@@ -149,6 +149,11 @@ def default_workdir(runbook: str, record_path: str = "") -> str:
     """Where a runbook keeps its files when its `workdir` parameter is empty, as the runbooks'
     first cell derives it: beside the record (<record>-files), else <runbook>-files."""
     return os.path.splitext(record_path)[0] + "-files" if record_path else f"{runbook}-files"
+
+
+def run_workdir(parameters: dict | None, runbook: str, record_path: str = "") -> str:
+    """A run's workdir: its `workdir` parameter, else `default_workdir`."""
+    return (parameters or {}).get("workdir") or default_workdir(runbook, record_path)
 
 
 def live_record_path(runbook: str) -> str:

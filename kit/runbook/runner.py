@@ -49,6 +49,7 @@ from kit.errors import BadInput
 from kit.formats import dumps, load_yaml, write_atomic
 from kit.runbook import processes
 from kit.runbook.catalog import RESERVED, declared_parameters, runbook_path
+from kit.runbook.record import run_workdir
 from kit.runbook.steps import (Environment, check_address, command_line, record_notebook, rollback_path,
                                simulated_address, stop_simulated)
 
@@ -283,8 +284,8 @@ def _execute(path: Path, name: str, params: dict, stem: str, hide_input: bool, t
 
 
 def _workdir(record: dict, stem: str) -> str:
-    """The runbook's files: its `workdir` parameter, else <stem>-files (the runbooks' default)."""
-    return (record.get("parameters") or {}).get("workdir") or stem + "-files"
+    """The runbook's files, as the run's record names them (`run_workdir` beside <stem>.json)."""
+    return run_workdir(record.get("parameters"), record.get("runbook", ""), stem + ".json")
 
 
 def _readable_notebook(path: str) -> bool:

@@ -23,14 +23,15 @@ from kit.runbook.change import (STEADY_LOOKS, STEADY_WINDOW, apply_and_monitor, 
                                 progress_line, steady_rate)
 from kit.runbook.charts import Chart, charts, distribution_chart, storage_chart, throttle_chart
 from kit.runbook.checks import Checks, common_checks, lost_rack, replacement_pairs
-from kit.runbook.display import broker_table, brokers_text, events_table, hm, live_notebook, under_replicated_table
+from kit.runbook.display import broker_table, brokers_text, events_table, live_notebook, under_replicated_table
 from kit.runbook.environment import (SIMULATED_MARKER, Environment, check_address, open_environment, rollback_path,
                                      simulated_address, stop_simulated)
 from kit.runbook.gate import finish, finish_unapplied, gate
-from kit.runbook.planning import after_cluster, cluster_after_moves, plan_summary, write_moves, write_plan
+from kit.runbook.planning import after_cluster, plan_summary, write_moves, write_plan
 from kit.runbook.record import (HEADLINE_TAG, CheckFailed, Headline, Record, command_line, default_workdir, headline,
-                                live_record_path, outcome_line, outcome_text, record_notebook)
+                                live_record_path, outcome_line, outcome_text, record_notebook, run_workdir)
 from kit.runbook.replay import ChangeResult, floor_time, simulated_copy_seconds
+from kit.text import hm
 
 __all__ = [
     "RUNBOOKS", "Run", "start",
@@ -44,7 +45,7 @@ __all__ = [
     "broker_table", "under_replicated_table", "distribution_chart", "storage_chart", "charts", "Chart",
     "Checks", "CheckFailed", "common_checks", "replacement_pairs", "lost_rack",
     # the plan, the gate, the change
-    "plan_summary", "after_cluster", "cluster_after_moves", "write_plan", "write_moves",
+    "plan_summary", "after_cluster", "write_plan", "write_moves",
     "gate", "live_notebook", "finish", "finish_unapplied",
     "change_and_report", "apply_and_monitor", "apply_plan", "ChangeResult", "progress_line", "steady_rate",
     "STEADY_LOOKS", "STEADY_WINDOW",
@@ -62,7 +63,7 @@ class Run:
         self.runbook = runbook
         # A live notebook keeps its record from the start, so one that stops early says why.
         record_path = record_path or live_record_path(runbook)
-        self.workdir = parameters.get("workdir") or default_workdir(runbook, record_path)
+        self.workdir = run_workdir(parameters, runbook, record_path)
         self.parameters = {**parameters, "workdir": self.workdir}
         self.record = Record(record_path, runbook, self.parameters)
         self.env: Environment | None = None

@@ -28,7 +28,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kit.errors import BadInput
-from kit.cluster.zk.layout import Outage, connect
+from kit.cluster.zk.layout import Outage, children_or_none, connect
 
 REGISTRATIONS = "/kit/sim/brokers"
 DEAD = "/kit/sim/dead"
@@ -39,8 +39,8 @@ PATIENCE = 300.0  # seconds without ZooKeeper before the holder gives up
 def sync_registrations(client: KazooClient) -> tuple[list[int], list[int]]:
     """Make /brokers/ids match the simulated brokers that are not dead; the nodes this creates
     are ephemeral in `client`'s session. Returns (registered, deregistered) broker ids."""
-    wanted = set(client.get_children(REGISTRATIONS)) - set(_children(client, DEAD))
-    present = set(_children(client, "/brokers/ids"))
+    wanted = set(client.get_children(REGISTRATIONS)) - set(children_or_none(client, DEAD))
+    present = set(children_or_none(client, "/brokers/ids"))
     added, removed = [], []
     for b in sorted(wanted - present, key=int):
         try:
@@ -48,20 +48,13 @@ def sync_registrations(client: KazooClient) -> tuple[list[int], list[int]]:
             added.append(int(b))
         except NodeExistsError:
             pass
-    for b in sorted(present & set(_children(client, DEAD)), key=int):
+    for b in sorted(present & set(children_or_none(client, DEAD)), key=int):
         try:
             client.delete(f"/brokers/ids/{b}")
             removed.append(int(b))
         except NoNodeError:
             pass
     return added, removed
-
-
-def _children(client: KazooClient, path: str) -> list[str]:
-    try:
-        return client.get_children(path)
-    except NoNodeError:
-        return []
 
 
 def hold(client: KazooClient, stop: threading.Event, patience: float = PATIENCE) -> bool:
@@ -114,8 +107,8 @@ def start_holder(spec: str, auth: str | None = None, timeout: float = 20.0, pati
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise BadInput(f"the simulated brokers could not start (exit {proc.returncode})")
-            wanted = set(client.get_children(REGISTRATIONS)) - set(_children(client, DEAD))
-            if client.exists(HOLDER) and wanted <= set(_children(client, "/brokers/ids")):
+            wanted = set(client.get_children(REGISTRATIONS)) - set(children_or_none(client, DEAD))
+            if client.exists(HOLDER) and wanted <= set(children_or_none(client, "/brokers/ids")):
                 return proc.pid
             time.sleep(0.1)
         proc.terminate()

@@ -31,6 +31,7 @@ import numpy as np
 
 from kit.errors import BadInput
 from kit.events import event
+from kit.text import rate_text
 
 LEADER, FOLLOWER = "leader", "follower"
 
@@ -172,10 +173,6 @@ def capacities(brokers: dict, cap_map: dict[str, float] | None = None) -> dict[i
     return out
 
 
-def _mb(x: float) -> str:
-    return f"{x / 1e6:.1f} MB/s"
-
-
 class AutoThrottle:
     """The controller's memory between decisions: the rates in force and metric freshness."""
 
@@ -251,14 +248,14 @@ class AutoThrottle:
             self.failsafe.add(b)
             age = max(now - sample.time, now - self._since.get(b, now)) if sample is not None else 0.0
             why = "no metrics" if sample is None else f"no new metrics for {age:.0f} s"
-            return s.minimum, "failsafe", f"{why} for broker {b}: minimum rate {_mb(s.minimum)}", first
+            return s.minimum, "failsafe", f"{why} for broker {b}: minimum rate {rate_text(s.minimum)}", first
         self.failsafe.discard(b)
         cap = self.capacity[b]
         used, repl = (sample.tx, sample.replication_tx) if role == LEADER else (sample.rx, sample.replication_rx)
         # kafka-kit takes the previous throttle for the replication when it is not measured.
         rate, client = headroom(cap, used, repl if repl is not None else (old or 0.0), s.share, s.minimum)
         direction = "tx" if role == LEADER else "rx"
-        reason = (f"{direction} {_mb(used)} of {_mb(cap)}, clients {_mb(client)}; "
+        reason = (f"{direction} {rate_text(used)} of {rate_text(cap)}, clients {rate_text(client)}; "
                   f"{s.share:.0%} of the free capacity")
         # Never let the change threshold hold back a cut the NIC needs.
         force = old is not None and cut_needed(rate, old, client, cap, s.share)

@@ -22,6 +22,8 @@ import socket
 import time
 from datetime import datetime, timezone
 
+from kit import pids
+
 # The lease outlives its holder's last renewal by this much (seconds, wall clock): several
 # rounds, so that a loop held up (a slow round, a short outage) keeps it, and at least a
 # minute, so that hosts whose clocks differ by seconds agree on it.
@@ -62,19 +64,6 @@ def this_place() -> str:
         pidns = ""
     raw = "\0".join((socket.gethostname(), _read("/proc/sys/kernel/random/boot_id"), pidns))
     return hashlib.sha256(raw.encode()).hexdigest()[:12]
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid runs here (one of another user's counts: it runs)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OverflowError, ValueError):
-        return False
-    return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +174,7 @@ class Lease:
         return cls(host, int(pid), since, place, token, expires)
 
 
-def holder_gone(holder: Lease, now: float | None = None, place: str | None = None, alive=pid_alive) -> bool:
+def holder_gone(holder: Lease, now: float | None = None, place: str | None = None, alive=pids.alive) -> bool:
     """Whether `holder`'s lease may be taken over: its expiry has passed (on this host's clock),
     or it was taken from this place (`this_place`) by a process that no longer runs."""
     now = time.time() if now is None else now

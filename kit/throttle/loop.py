@@ -20,13 +20,13 @@ import os
 import re
 import threading
 import time
-from datetime import datetime, timezone
 
 from kit import validate
 from kit.cluster.backend import ClusterBackend
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from kit.errors import BadInput, Unreachable, Unsafe
-from kit.events import EventLog, event, utc_now
+from kit.events import EventLog, epoch, event, utc_now
+from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kit.throttle.lease import Lease, holder_gone, lapsed, refusal, ttl_for
 
@@ -86,7 +86,7 @@ class SampleDirMetrics:
                 for line in fh:
                     try:
                         r = json.loads(line)
-                        rows.append((_epoch(r["ts"]), int(r["broker"]), float(r["net_rx_bytes_per_sec"]),
+                        rows.append((epoch(r["ts"]), int(r["broker"]), float(r["net_rx_bytes_per_sec"]),
                                      float(r["net_tx_bytes_per_sec"]), r.get("replication_rx_bytes_per_sec"),
                                      r.get("replication_tx_bytes_per_sec"), r["ts"], r.get("instance_type")))
                     except (ValueError, KeyError, TypeError):
@@ -136,7 +136,7 @@ class BrokerRatesMetrics:
     is the file's modification time, on the loop's (monotonic) clock.
     """
 
-    NAME = "broker_rates.json"
+    NAME = BROKER_RATES
 
     def __init__(self, path: str):
         self.file = os.path.join(path, self.NAME) if not path.endswith(".json") else path
@@ -170,10 +170,10 @@ class BrokerLoadMetrics:
 
     def __init__(self, path: str, clock=time.time):
         self.rates = BrokerRatesMetrics(path) if os.path.isdir(path) else None
-        self.file = os.path.join(path, "broker_load.parquet") if os.path.isdir(path) else path
+        self.file = os.path.join(path, BROKER_LOAD) if os.path.isdir(path) else path
         self.clock = clock
         if not os.path.exists(self.file) and self.rates is None:
-            raise BadInput(f"--metrics {path}: no broker_load.parquet or broker_rates.json there (run kit metrics)")
+            raise BadInput(f"--metrics {path}: no {BROKER_LOAD} or {BROKER_RATES} there (run kit metrics)")
 
     def read(self, brokers) -> dict[int, NetSample]:
         if self.rates is not None and os.path.exists(self.rates.file):
@@ -210,10 +210,6 @@ class ZnodeMetrics:
             if k.isdigit() and int(k) in brokers and isinstance(v, dict) and "NetRX" in v and "NetTX" in v:
                 out[int(k)] = NetSample(when, float(v["NetRX"]), float(v["NetTX"]))
         return out
-
-
-def _epoch(ts: str) -> float:
-    return datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
 # -- overrides -------------------------------------------------------------------------------

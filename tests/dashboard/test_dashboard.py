@@ -29,9 +29,10 @@ from conftest import kit_command  # noqa: E402
 from conftest import run_kit as kit  # noqa: E402
 from kit.dashboard import views  # noqa: E402
 from kit.dashboard import poller as dash_poller  # noqa: E402
-from kit.dashboard.poller import rates_from_events, read_records  # noqa: E402
+from kit.dashboard.poller import read_records  # noqa: E402
 from kit.report.figures import assignment_figures  # noqa: E402
 from kit.formats import load_plan, load_snapshot  # noqa: E402
+from kit.throttle.replay import rates_in_force  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "build" / "test-artifacts"
@@ -54,7 +55,7 @@ def big(make_snapshot, tmp_path_factory):
     assert r.returncode == 0, r.stderr
     cluster = load_snapshot(str(snap))
     return {"snapshot": snap, "plan": plan, "cluster": cluster, "summary": r.stdout,
-            "after": views.assignment_after(cluster, load_plan(str(plan), cluster))}
+            "after": cluster.assignment_after(load_plan(str(plan), cluster))}
 
 
 # --------------------------------------------------------------------------- views
@@ -162,9 +163,9 @@ def test_eta_progress_events_and_records(tmp_path):
     table = views.events_view(events[::-1]).object
     assert table.index("T3") < table.index("T2") < table.index("T1")
     assert "&lt;b&gt;odd" in table  # reasons are text, never markup
-    assert rates_from_events(events[::-1]) == {1: {"leader": 5e7, "follower": 1e7}, 2: {"follower": 1e7}}
-    done = [{"time": "T4", "source": "throttle", "kind": "clear", "brokers": [1], "reason": "x"}] + events[::-1]
-    assert rates_from_events(done) == {2: {"follower": 1e7}}
+    assert rates_in_force(events) == {1: {"leader": 5e7, "follower": 1e7}, 2: {"follower": 1e7}}
+    cleared = events + [{"time": "T4", "source": "throttle", "kind": "clear", "brokers": [1], "reason": "x"}]
+    assert rates_in_force(cleared) == {2: {"follower": 1e7}}
 
     rec = tmp_path / "records"
     rec.mkdir()

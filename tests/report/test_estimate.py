@@ -15,7 +15,8 @@ from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_snapshot
 from kit.sim.physics import simulate
 from kit.traffic import ClientTraffic, broker_traffic, partition_traffic
-from kit.report.waves import duration_lines, duration_report, human_duration, moves_of, split_waves
+from kit.report.waves import duration_lines, duration_report, moves_of, split_waves
+from kit.text import human_duration
 
 SMALL = ("--brokers", "9", "--racks", "3", "--partitions", "150", "--seed", "3")
 

@@ -15,8 +15,9 @@ from kit import plan as planners
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot
 from kit.model import Plan
-from kit.report.waves import (MIN_RATE, Move, duration_report, estimate, human_duration, moves_of, replication_rates,
+from kit.report.waves import (MIN_RATE, Move, duration_report, estimate, moves_of, replication_rates,
                        split_waves, wave_documents)
+from kit.text import human_duration
 
 
 def two_partition_cluster(net_capacity=100.0, bytes_in=0.0):

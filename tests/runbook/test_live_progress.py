@@ -7,8 +7,8 @@ import re
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kit.report.waves import human_duration
 from kit.runbook.steps import STEADY_LOOKS, STEADY_WINDOW, progress_line, steady_rate
+from kit.text import human_duration
 
 TOTAL = 1_200_000_000_000  # 1.2 TB to copy
 

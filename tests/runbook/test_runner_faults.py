@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import kit_command, run_kit as kit, wait_for
+from kit import pids
 from kit.runbook import catalog, processes, runner, steps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,11 +238,11 @@ def test_every_process_of_a_run_is_found_by_its_tag_whatever_its_session(tmp_pat
              f"start_new_session=True); open({str(pidfile)!r}, 'w').write(str(p.pid))")
     subprocess.run([sys.executable, "-c", child], env=processes.tagged_environment(tag), check=True, timeout=60)
     pid = int(pidfile.read_text())
-    assert processes.alive(pid) and os.getsid(pid) != os.getsid(0)
+    assert pids.alive(pid) and os.getsid(pid) != os.getsid(0)
     assert processes.tagged(tag) == [pid]
     assert processes.tagged(processes.new_tag()) == []
     assert processes.stop(tag, grace=2.0) == [pid]
-    wait_for("the grandchild gone", lambda: not processes.alive(pid), limit=60)
+    wait_for("the grandchild gone", lambda: not pids.alive(pid), limit=60)
     assert processes.tagged(tag) == []
 
 
@@ -293,7 +294,7 @@ def test_an_interrupted_run_stops_everything_it_started_and_says_what_it_left(tm
             proc.kill()
     assert proc.returncode == code, out + err
     assert "Traceback" not in err and "Kernel died" not in err, err
-    assert [p for p in started if processes.alive(p)] == []
+    assert [p for p in started if pids.alive(p)] == []
     record = json.loads(next(records.glob("*.json")).read_text())
     assert record["outcome"] == "interrupted" and record["exit_code"] == code and record["finished"]
     left = record["interrupted"]

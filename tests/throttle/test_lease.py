@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from kit.throttle.lease import (MARKER_PREFIX, MIN_TTL, Lease, holder_gone, lapsed, pid_alive, refusal, this_place,
-                                ttl_for)
+from kit.pids import alive
+from kit.throttle.lease import MARKER_PREFIX, MIN_TTL, Lease, holder_gone, lapsed, refusal, this_place, ttl_for
 
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
 OTHER = Lease("broker-host-7", 4242, "2026-11-28T05:20:01Z", "feedfacecafe", "0badc0de")
@@ -72,7 +72,7 @@ def test_a_holder_is_gone_once_its_lease_expired_or_its_process_here_ended():
 def test_pid_alive_tells_a_running_process_from_an_ended_one():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait(timeout=120)
-    assert pid_alive(os.getpid()) and not pid_alive(child.pid)
+    assert alive(os.getpid()) and not alive(child.pid)
 
 
 def test_the_refusal_names_the_holder_and_what_ends_it():

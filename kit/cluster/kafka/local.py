@@ -17,10 +17,9 @@ import re
 
 from kit.errors import BadInput
 from kit.formats import write_atomic
+from kit.metrics import BROKER_METRICS, PARTITION_META
 
 STATE_DIR_ENV = "KIT_STATE_DIR"
-PARTITION_META = "partition_meta.json"
-BROKER_METRICS = "broker_metrics.json"
 
 
 def default_home(cluster_id: str | None) -> str:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk import changes
-from kit.cluster.zk.layout import (LOST, SIM_FACTS, Outage, close, connect, dump_znode_json, parse_znode_json,
-                                   read_cluster, read_sim_facts, translate)
+from kit.cluster.zk.layout import (LOST, SIM_FACTS, Outage, children_or_none, close, connect, dump_znode_json,
+                                   parse_znode_json, read_cluster, read_sim_facts, translate)
 from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -131,7 +131,7 @@ class ZkBackend:
     def _throttle_keys(self, kind: str) -> dict[str, dict[str, str]]:
         """{name: its throttle keys} of the /config/<kind> znodes carrying one (read at once)."""
         reads = {n: self.client.get_async(f"/config/{kind}/{n}")
-                 for n in changes.children_or_none(self.client, f"/config/{kind}")}
+                 for n in children_or_none(self.client, f"/config/{kind}")}
         out = {}
         for name, result in reads.items():
             try:
@@ -177,7 +177,7 @@ class ZkBackend:
             out: dict[str, tuple[str | None, bytes]] = {OVERRIDES: (None, self.client.get(OVERRIDES)[0])}
         except NoNodeError:
             return {}
-        for child in sorted(changes.children_or_none(self.client, OVERRIDES)):
+        for child in sorted(children_or_none(self.client, OVERRIDES)):
             path = f"{OVERRIDES}/{child}"
             try:
                 out[path] = (child, self.client.get(path)[0])

@@ -18,7 +18,7 @@ from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
 from kit.cluster.reassign import (check_plan, dead_destination_advice, dead_destinations, plan_state, progress,
                                   rollback_document, sort_broker_names, status_doc, verify_result, wait_until_done)
-from kit.cluster.zk.layout import LOST, Outage, read_cluster
+from kit.cluster.zk.layout import LOST, Outage, children_or_none, read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
 
@@ -114,14 +114,6 @@ def alter_config_keys(client: KazooClient, kind: str, name: str, updates: dict[s
 
 
 _THROTTLE_KEYS = {"topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS), "brokers": (LEADER_RATE, FOLLOWER_RATE)}
-
-
-def children_or_none(client: KazooClient, path: str) -> list[str]:
-    """The children of `path`, or none when it does not exist."""
-    try:
-        return client.get_children(path)
-    except NoNodeError:
-        return []
 
 
 def _throttle_clears(client: KazooClient, kind: str, names: list[str]) -> list[tuple[str, bytes, int]]:

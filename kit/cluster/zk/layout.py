@@ -294,7 +294,8 @@ def get_many(client: KazooClient, paths: list[str]) -> dict[str, bytes | None]:
     return out
 
 
-def _children(client: KazooClient, path: str) -> list[str]:
+def children_or_none(client: KazooClient, path: str) -> list[str]:
+    """The children of `path`, or none when it does not exist."""
     try:
         return client.get_children(path)
     except NoNodeError:
@@ -315,7 +316,7 @@ def read_cluster(client: KazooClient) -> tuple[Cluster, dict | None]:
         where = client.chroot or "/"
         raise BadInput(f"no Kafka cluster at chroot {where}: /brokers/ids does not exist "
                        "(check the chroot in --zk)") from None
-    topics = sorted(_children(client, "/brokers/topics"))
+    topics = sorted(children_or_none(client, "/brokers/topics"))
     data = get_many(client, [f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
                      + ["/topicmappr/partitionmeta", "/topicmappr/brokermetrics", "/admin/reassign_partitions"])
     metrics = parse_znode_json(data["/topicmappr/brokermetrics"], "/topicmappr/brokermetrics") \
@@ -361,7 +362,7 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
     as a ZooKeeper-mode Kafka would hold it. Live brokers' registrations go to the simulator's
     /kit/sim/brokers: /brokers/ids/N is ephemeral in Kafka, so only a live session can hold it
     (kit.sim.brokers does). Refuses a ZooKeeper that already holds a Kafka cluster."""
-    if client.exists("/brokers/topics") and _children(client, "/brokers/topics"):
+    if client.exists("/brokers/topics") and children_or_none(client, "/brokers/topics"):
         raise Unsafe("this ZooKeeper already holds Kafka topics; use an empty one or another chroot")
     client.ensure_path("/")
     tx_paths = ["/brokers/ids", "/brokers/topics", "/admin", "/config/topics", "/config/brokers",

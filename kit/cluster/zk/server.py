@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from kit.errors import BadInput, Unsafe
+from kit.pids import alive
 
 _CONFIG = """\
 tickTime=2000
@@ -138,11 +139,7 @@ def status(data: str) -> LocalZooKeeper | None:
             pid, port = (int(x) for x in f.read().split())
     except (OSError, ValueError):
         return None
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return None
-    return LocalZooKeeper(port, data, pid)
+    return LocalZooKeeper(port, data, pid) if alive(pid) else None
 
 
 def stop(data: str, wait: float = 15.0) -> bool:
@@ -159,9 +156,7 @@ def stop(data: str, wait: float = 15.0) -> bool:
                 break
         except ChildProcessError:
             pass
-        try:
-            os.kill(running.pid, 0)
-        except OSError:
+        if not alive(running.pid):
             break
         time.sleep(0.1)
     else:
