@@ -147,6 +147,42 @@ def test_a_plan_naming_a_missing_partition_is_bad_input_for_apply_and_verify(sim
     assert r.returncode == 1 and "nope p0: not in the cluster" in r.stdout
 
 
+def test_a_huge_plan_of_partitions_the_cluster_lacks_is_refused_from_one_read_per_topic(sim_cluster, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """200,000 entries, nearly all naming partitions the cluster lacks (topics it has not, and
+    partitions beyond the topics it has): refused as bad input, in one line saying how many and
+    naming a few, nothing written, and no znode read per partition (it read one per entry: 200,000)."""
+    from kazoo.client import KazooClient
+
+    from kit.cli import main
+
+    c = sim_cluster()
+    topics = sorted(c.seeded.topics())
+    real = [{"topic": p.topic, "partition": p.partition, "replicas": list(p.replicas)} for p in c.seeded.partitions[:5]]
+    beyond = [{"topic": t, "partition": 10_000 + i, "replicas": [1001, 1002]} for t in topics for i in range(100)]
+    ghosts = [{"topic": f"ghost-{t}", "partition": i, "replicas": [1001, 1002]} for t in range(2000) for i in range(99)]
+    plan, rollback = tmp_path / "plan.json", tmp_path / "rollback.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": real + beyond + ghosts}))
+    reads = []
+
+    def counted(real_call):
+        def call(self, path, *args, **kwargs):
+            if path.startswith("/brokers/topics/"):
+                reads.append(path)
+            return real_call(self, path, *args, **kwargs)
+        return call
+    for name in ("get", "get_async", "exists"):
+        monkeypatch.setattr(KazooClient, name, counted(getattr(KazooClient, name)))
+    assert main(["apply", str(plan), *c.flag, "--throttle", "50000000", "--rollback-out", str(rollback)]) == 2
+    err = capsys.readouterr().err
+    assert len(reads) <= len(topics), len(reads)  # ZooKeeper: a topic's znode at most once each
+    assert err.startswith(f"kit: the plan names {len(beyond) + len(ghosts)} partition(s) the cluster does not have, "
+                          f"{len(ghosts)} of them in 2000 topic(s) it lacks altogether: ") and err.count("\n") == 1, err
+    assert "nothing was changed" in err and not rollback.exists()
+    with c.backend() as backend:
+        assert not backend.reassigning() and backend.throttles() == ({}, {})
+
+
 def test_verify_follows_the_copy_says_what_is_stuck_and_clears_throttles_when_done(sim_cluster, tmp_path):
     c = sim_cluster()
     plan = tmp_path / "plan.json"
