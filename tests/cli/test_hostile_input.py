@@ -165,6 +165,8 @@ BAD_PLANS: dict[str, bytes | dict] = {
     "nan-inside": b'{"version": 1, "partitions": [{"topic": "events", "partition": NaN, "replicas": [3]}]}',
     "deeply-nested": NESTED,
     "binary": b"\xff\xfe\x00garbage" * 100,
+    "log-dirs-named": {"version": 1, "partitions": [dict(GOOD_MOVE, log_dirs=["/data/1", "any"])]},
+    "log-dirs-too-few": {"version": 1, "partitions": [dict(GOOD_MOVE, log_dirs=[])]},
 }
 
 
@@ -186,6 +188,16 @@ def test_a_hostile_plan_is_refused_before_any_cluster_is_touched(case, command, 
     write(snap, snapshot())
     line = refused(plan_commands(str(plan), str(snap), str(tmp_path))[command], capsys, tmp_path)
     assert str(plan) in line and "ZooKeeper" not in line
+
+
+@pytest.mark.parametrize("flag", ["--zk", "--bootstrap"])
+def test_a_plan_naming_a_log_directory_is_refused_for_either_backend(flag, tmp_path, capsys):
+    """Neither backend sends AlterReplicaLogDirs: the directories would be dropped (they were)."""
+    plan = tmp_path / "plan.json"
+    write(plan, BAD_PLANS["log-dirs-named"])
+    line = refused(["apply", str(plan), flag, DEAD, "--rollback-out", str(tmp_path / "rollback.json")], capsys,
+                   tmp_path)
+    assert "log_dirs" in line and "AlterReplicaLogDirs" in line, line
 
 
 # -- hostile options ------------------------------------------------------------------------------
