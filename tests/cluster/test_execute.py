@@ -272,9 +272,9 @@ def test_ctrl_c_during_rollback_and_verify_wait_says_in_one_line_what_it_left_an
     with c.backend() as backend:
         brokers = len(backend.throttles()[0])
         assert backend.reassigning() and brokers
-    assert re.fullmatch(rf"kit: interrupted: the reassignment goes on \(\d+ of {n_moves} partition\(s\) done at the last check; "
-                        rf"throttles set on {brokers} broker\(s\)\): kit verify {re.escape(f'{plan} {where}')} --wait "
-                        "follows it and clears them when it ends", line), line
+    assert re.fullmatch(rf"kit: interrupted: the reassignment goes on \(\d+ of {n_moves} partition\(s\) done at the "
+                        rf"last check; throttles set on {brokers} broker\(s\)\): kit verify "
+                        rf"{re.escape(f'{plan} {where}')} --wait follows it and clears them when it ends", line), line
 
 
 def test_a_dead_destination_is_named_by_every_command_with_one_way_out_and_rollback_takes_it(sim_cluster, tmp_path):
