@@ -516,6 +516,30 @@ def plan_text(plan: Plan) -> str:
     return '{"version":1,"partitions":[\n' + body + "\n]}\n" if lines else '{"version":1,"partitions":[]}\n'
 
 
+# Kafka's reassignment JSON: a replica's log directory, or no preference (the default).
+ANY_LOG_DIR = "any"
+
+
+def check_log_dirs(log_dirs: Any, replicas: list[int], where: str) -> None:
+    """BadInput for a plan entry's ``log_dirs`` other than "any" for every replica (or absent).
+
+    Kafka's tool places a replica in a named log directory with AlterReplicaLogDirs, sent to
+    each broker before and after the reassignment; that directory is never part of
+    /admin/reassign_partitions nor of AlterPartitionReassignments. kit sends no
+    AlterReplicaLogDirs on either backend, so rather than drop the directories silently (the
+    replicas would land wherever each broker puts new ones), a plan naming one is refused."""
+    if isinstance(log_dirs, str) or not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
+        raise BadInput(f"{where}: expected a list of one log directory (or \"any\") per replica "
+                       f"({len(replicas)})")
+    named = [(b, d) for b, d in zip(replicas, log_dirs) if d != ANY_LOG_DIR]
+    if named:
+        b, d = named[0]
+        shown = json.dumps(d)[:80]
+        raise BadInput(f"{where}: {shown} for broker {b}: kit cannot place a replica in a log directory "
+                       "(Kafka's tool does it with AlterReplicaLogDirs, which kit does not send); give \"any\" "
+                       "for every replica, or apply this plan with kafka-reassign-partitions.sh")
+
+
 def load_plan(path: str, cluster: Cluster | None = None, allow_empty: bool = False) -> list[dict]:
     """Read a Kafka reassignment JSON file (version 1, at least one partition unless
     `allow_empty`); with a cluster, check it names real partitions and brokers."""
@@ -542,6 +566,7 @@ def load_plan(path: str, cluster: Cluster | None = None, allow_empty: bool = Fal
             raise BadInput(f"{where}: {key[0]}-{key[1]} lists a broker twice")
         if key in seen:
             raise BadInput(f"{where}: {key[0]}-{key[1]} appears twice")
+        check_log_dirs(e.get("log_dirs", [ANY_LOG_DIR] * len(reps)), reps, f"{where}.log_dirs ({key[0]}-{key[1]})")
         seen.add(key)
         if known is not None:
             if key not in known:

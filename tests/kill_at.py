@@ -13,6 +13,10 @@ POINT is one of:
                        (verify's clearing: one entity's throttle keys and its notification)
   sigint-after-preflight, sigint-after-commit
                        SIGINT (Ctrl-C) instead of SIGKILL at those points
+  sigint-after-submit  SIGINT once a reassignment is submitted, on either backend (ZooKeeper:
+                       that transaction committed; Admin API: AlterPartitionReassignments answered)
+  sigint-after-verify  SIGINT once kit verify --wait's first check is done (its progress bar
+                       updated), on either backend
   pause-before-take-over
                        SIGSTOP just before the throttle loop's start-up takes over the cluster's
                        throttles (connected, nothing read yet); the test sends SIGCONT
@@ -28,7 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kazoo.client import TransactionRequest  # noqa: E402
 
+import kit.cluster.kafka.backend  # noqa: E402
 import kit.cluster.zk.changes  # noqa: E402
+import kit.progress  # noqa: E402
 import kit.throttle.loop  # noqa: E402
 from kit.cli import main  # noqa: E402
 
@@ -89,6 +95,9 @@ POINTS = {
     "after-first-config": lambda: wrap(TransactionRequest, "commit_async", wait=lambda r: r.get()),
     "sigint-after-preflight": lambda: wrap(kit.cluster.zk.changes, "preflight", end=interrupt),
     "sigint-after-commit": lambda: wrap(TransactionRequest, "commit", end=interrupt),
+    "sigint-after-submit": lambda: (wrap(TransactionRequest, "commit", end=interrupt),
+                                    wrap(kit.cluster.kafka.backend.AdminBackend, "_start", end=interrupt)),
+    "sigint-after-verify": lambda: wrap(kit.progress.Progress, "update", end=interrupt),
     "pause-before-take-over": lambda: pause_before(kit.throttle.loop.ThrottleLoop, "take_over"),
 }
 

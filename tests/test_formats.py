@@ -367,6 +367,28 @@ def test_load_plan_rejects_bad_entries(tmp_path, entry, fragment):
         load_plan(path, c)
 
 
+def test_load_plan_takes_log_dirs_of_any_as_no_preference(tmp_path):
+    """Kafka's default for each replica: the plan is the same as without them."""
+    path = write(tmp_path, {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [4, 2, 3], "log_dirs": ["any", "any", "any"]}]}, "plan.json")
+    assert load_plan(path) == [{"topic": "t", "partition": 0, "replicas": [4, 2, 3]}]
+
+
+@pytest.mark.parametrize("log_dirs, fragment", [
+    (["any", "/data/kafka-2", "any"], r'log_dirs \(t-0\): "/data/kafka-2" for broker 2: kit cannot place a replica '
+                                      r"in a log directory \(Kafka's tool does it with AlterReplicaLogDirs"),
+    (["any", "any"], r"log_dirs \(t-0\): expected a list of one log directory \(or \"any\"\) per replica \(3\)"),
+    ("any", "expected a list of one log directory"),
+])
+def test_load_plan_refuses_log_dirs_it_would_drop(tmp_path, log_dirs, fragment):
+    """A replica's log directory is set by AlterReplicaLogDirs, which kit does not send (on
+    either backend): refused, not dropped from the reassignment (it was, silently)."""
+    path = write(tmp_path, {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [4, 2, 3], "log_dirs": log_dirs}]}, "plan.json")
+    with pytest.raises(BadInput, match=fragment):
+        load_plan(path)
+
+
 # -- write_atomic -------------------------------------------------------------------------
 
 def test_write_atomic_writes_and_replaces(tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from kit.cli.lazy import lazy_module
 from kit.cli.options import bytes_per_second, cluster_args, cluster_flag, cluster_options, command, rate, writable
@@ -125,12 +126,11 @@ def _run_again(backend, moves, what: str, plan: str, where: str, rollback_out: s
 INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as a shell reports it
 
 
-def apply(a) -> int:
-    """`kit apply`: pre-flight checks, the rollback file, throttles, then the reassignment.
-    Ctrl-C at any moment ends it with one line saying the state it left (`_interrupted`)."""
-    if a.rollback_out:
-        writable("--rollback-out", a.rollback_out, plan=a.plan)
-    moves = load_plan(a.plan)
+def on_ctrl_c(work: Callable[[], int], left: Callable[[], str]) -> int:
+    """`work()`, a command's body, and its exit code; Ctrl-C at any moment ends it instead with
+    one line on stderr, ``kit: left()`` (the state it left, read afresh from the cluster, and
+    the command that continues or undoes it), exit `INTERRUPTED`, no traceback. The one rule
+    `kit apply`, `kit rollback` and `kit verify` follow."""
     interrupted = []
 
     def on_sigint(*_):
@@ -138,60 +138,97 @@ def apply(a) -> int:
         raise KeyboardInterrupt
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        with backends.open_backend(**cluster_args(a)) as backend:
-            if _run_again(backend, moves, "apply", a.plan, cluster_flag(a), a.rollback_out):
-                return 0
-            done = backend.apply(moves, a.throttle, a.rollback_out)
+        return work()
     except BaseException:
         # The interrupt may surface as itself or as what it broke on its way out (the
         # connection it closed: "connection lost"); either way the operator pressed Ctrl-C.
         if not interrupted:
             raise
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the look at the cluster is bounded; let it finish
-        sys.stderr.write(f"kit: {_interrupted(a, moves)}\n")
+        sys.stderr.write(f"kit: {left()}\n")
         return INTERRUPTED
     finally:
         signal.signal(signal.SIGINT, previous)
-    print(f"reassignment of {done['partitions']} partition(s) started"
-          + (f"; throttled {done['throttled_topics']} topic(s) and {done['throttled_brokers']} broker(s) "
-             f"at {a.throttle / 1e6:.0f} MB/s" if a.throttle else "")
-          + (f"; rollback plan in {a.rollback_out}" if a.rollback_out else ""))
-    if _cleared(done):
-        print(_cleared(done))
-    return 0
 
 
-def _interrupted(a, moves: list[dict]) -> str:
-    """What an interrupted apply left, read afresh from the cluster, and the command that
-    undoes it (or follows it), in one line."""
+def apply(a) -> int:
+    """`kit apply`: pre-flight checks, the rollback file, throttles, then the reassignment.
+    Ctrl-C at any moment ends it with one line saying the state it left (`on_ctrl_c`)."""
+    if a.rollback_out:
+        writable("--rollback-out", a.rollback_out, plan=a.plan)
+    moves = load_plan(a.plan)
+
+    def work() -> int:
+        with backends.open_backend(**cluster_args(a)) as backend:
+            if _run_again(backend, moves, "apply", a.plan, cluster_flag(a), a.rollback_out):
+                return 0
+            done = backend.apply(moves, a.throttle, a.rollback_out)
+        print(f"reassignment of {done['partitions']} partition(s) started"
+              + (f"; throttled {done['throttled_topics']} topic(s) and {done['throttled_brokers']} broker(s) "
+                 f"at {a.throttle / 1e6:.0f} MB/s" if a.throttle else "")
+              + (f"; rollback plan in {a.rollback_out}" if a.rollback_out else ""))
+        if _cleared(done):
+            print(_cleared(done))
+        return 0
+    return on_ctrl_c(work, lambda: _interrupted(a, "apply", a.plan, moves))
+
+
+def _interrupted(a, command: str, path: str | None, moves: list[dict] | None, last: dict | None = None) -> str:
+    """What an interrupted `kit apply`, `kit rollback` (of the file `path`) or `kit verify`
+    (`last`: its last round's result, if any) left, read afresh from the cluster, and the
+    command that undoes, continues or follows it, in one line (`on_ctrl_c`'s). The look is
+    light (whether a reassignment runs, whether it is this plan's, the throttles): no sizes."""
     where = cluster_flag(a)
-    keys = {(m["topic"], m["partition"]) for m in moves}
     try:
         with backends.open_backend(**cluster_args(a)) as backend:
-            _, running = backend.read()
+            running = backend.reassigning()
+            ours = running and moves is not None and backend.progress(moves) == "running"
             rates, _ = backend.throttles()
     except Exception as e:  # noqa: BLE001  (the cluster away: say what is not known)
         return (f"interrupted; the cluster did not answer afterwards ({e}), so whether the reassignment was "
                 f"submitted is unknown: kit status {where} tells")
-    ours = running is not None and keys <= {(p["topic"], p["partition"]) for p in running.get("partitions", [])}
     n = sum(1 for cfg in rates.values() if cfg)
     throttled = f"throttles set on {n} broker(s)" if n else "no throttle set"
+    if command == "verify":
+        if not running:
+            return "interrupted: no reassignment is running; " + (
+                f"{throttled}: kit verify {where} clears them" if n else throttled)
+        rows = (last or {}).get("partitions")
+        done = f"{sum(r['done'] for r in rows)} of {len(rows)} partition(s) done at the last check; " if rows else ""
+        plan = f"{path} " if path else ""
+        return (f"interrupted: the reassignment goes on ({done}{throttled}): kit verify {plan}{where} --wait follows "
+                "it and clears them when it ends")
+    if command == "rollback":
+        if ours:
+            return f"interrupted: the rollback was submitted; {throttled}: kit verify {path} {where} --wait follows it"
+        state = "a reassignment is still in progress" if running else "no reassignment is in progress"
+        return f"interrupted: the rollback was not submitted ({state}; {throttled}): kit rollback {path} {where} " \
+               "runs it again"
     if ours:
         undo = (f"kit rollback {a.rollback_out} {where} undoes it" if a.rollback_out and os.path.exists(a.rollback_out)
-                else f"kit verify {a.plan} {where} --wait follows it")
+                else f"kit verify {path} {where} --wait follows it")
         return f"interrupted: the reassignment was submitted; {throttled}: {undo}"
-    undo = f": kit verify {a.plan} {where} clears them" if n else ""
+    undo = f": kit verify {path} {where} clears them" if n else ""
     return f"interrupted: the reassignment was not submitted; {throttled}{undo}"
 
 
 def verify(a) -> int:
-    """`kit verify [--wait]`: what is left of the reassignment; exit 0 once it is done."""
+    """`kit verify [--wait]`: what is left of the reassignment; exit 0 once it is done. Ctrl-C
+    ends it with one line saying how far the reassignment got (`on_ctrl_c`)."""
     moves = load_plan(a.plan) if a.plan else None
+    rounds: list[dict] = []  # each check's result, the last one said on Ctrl-C
+    return on_ctrl_c(lambda: _verify(a, moves, rounds.append),
+                     lambda: _interrupted(a, "verify", a.plan, moves, rounds[-1] if rounds else None))
+
+
+def _verify(a, moves: list[dict] | None, checked: Callable[[dict], None]) -> int:
+    """`verify`'s work; `checked` hears each check's result."""
     if a.wait:
         # Progress goes to stderr (stdout stays the result).
         bar = Progress("kit verify --wait", unit="partition(s) done", every=a.interval, after=0.0)
 
         def progress(r):
+            checked(r)
             bar.update(sum(x["done"] for x in r["partitions"]), len(r["partitions"]))
 
         def retry(why):
@@ -201,6 +238,7 @@ def verify(a) -> int:
     else:
         with backends.open_backend(**cluster_args(a)) as backend:
             res = backend.verify(moves)
+        checked(res)
     done = sum(r["done"] for r in res["partitions"])
     for r in res["partitions"]:
         if not r["done"]:
@@ -239,8 +277,14 @@ def elect(a) -> int:
 
 
 def rollback(a) -> int:
-    """`kit rollback`: a rollback file from kit apply, started with apply's checks."""
+    """`kit rollback`: a rollback file from kit apply, started with apply's checks. Ctrl-C ends
+    it with one line saying the state it left (`on_ctrl_c`)."""
     moves = load_plan(a.file)
+    return on_ctrl_c(lambda: _rollback(a, moves), lambda: _interrupted(a, "rollback", a.file, moves))
+
+
+def _rollback(a, moves: list[dict]) -> int:
+    """`rollback`'s work."""
     with backends.open_backend(**cluster_args(a)) as backend:
         done = None if _run_again(backend, moves, "rollback", a.file, cluster_flag(a)) else \
             backend.rollback(moves, a.throttle)

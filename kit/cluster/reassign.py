@@ -1,29 +1,48 @@
 """What every backend decides the same way about a reassignment, from the cluster it read.
 
 Pure: a backend reads the cluster (`kit.model.Cluster`) and the reassignment in flight
-(Kafka's JSON) its own way, then checks a plan (`check_plan`), says how far it got
+(Kafka's JSON) its own way, then checks a plan (`check_partitions`, `check_plan`), says how far it got
 (`progress`, `plan_state`), sums up the cluster (`status_doc`) and waits for the end
 (`wait_until_done`) with these, so that ZooKeeper and the Admin API answer alike.
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from kit.errors import BadInput, Stuck, Unsafe
 from kit.model import Cluster
 from kit.offline import offline_indices
 
 
+def check_partitions(known: Collection[tuple[str, int]], moves: list[dict]) -> None:
+    """BadInput when the plan names partitions not among `known` (the cluster's (topic,
+    partition) pairs): how many, how many of them in topics the cluster lacks altogether, and
+    the first few, in one line.
+
+    Callers build `known` from one read per topic (or the cluster read they already made), so
+    that a plan of 700,000 partitions the cluster mostly lacks is refused before anything is
+    read per partition."""
+    missing = [(m["topic"], m["partition"]) for m in moves if (m["topic"], m["partition"]) not in known]
+    if not missing:
+        return
+    topics = {t for t, _ in known}
+    absent = {t for t, _ in missing if t not in topics}
+    in_absent = sum(1 for t, _ in missing if t in absent)
+    named = ", ".join(f"{t}-{p}" for t, p in missing[:3])
+    more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+    raise BadInput(f"the plan names {len(missing)} partition(s) the cluster does not have"
+                   + (f", {in_absent} of them in {len(absent)} topic(s) it lacks altogether" if absent else "")
+                   + f": {named}{more}; nothing was changed")
+
+
 def check_plan(cluster: Cluster, moves: list[dict]) -> None:
-    """BadInput for a plan that names partitions the cluster lacks or lists a broker twice;
-    Unsafe when a broker in the plan is not registered (alive)."""
-    known = {p.key for p in cluster.partitions}
+    """BadInput for a plan that names partitions the cluster lacks (`check_partitions`) or
+    lists a broker twice; Unsafe when a broker in the plan is not registered (alive)."""
+    check_partitions({p.key for p in cluster.partitions}, moves)
     live = {b.id for b in cluster.brokers.values() if b.alive}
     for m in moves:
         key = (m["topic"], m["partition"])
-        if key not in known:
-            raise BadInput(f"the plan names {key[0]}-{key[1]}, which the cluster does not have")
         if len(set(m["replicas"])) != len(m["replicas"]):
             raise BadInput(f"the plan lists a broker twice for {key[0]}-{key[1]}")
         missing = [b for b in m["replicas"] if b not in live]

@@ -12,7 +12,7 @@ import os
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_kit
@@ -165,6 +165,8 @@ BAD_PLANS: dict[str, bytes | dict] = {
     "nan-inside": b'{"version": 1, "partitions": [{"topic": "events", "partition": NaN, "replicas": [3]}]}',
     "deeply-nested": NESTED,
     "binary": b"\xff\xfe\x00garbage" * 100,
+    "log-dirs-named": {"version": 1, "partitions": [dict(GOOD_MOVE, log_dirs=["/data/1", "any"])]},
+    "log-dirs-too-few": {"version": 1, "partitions": [dict(GOOD_MOVE, log_dirs=[])]},
 }
 
 
@@ -186,6 +188,16 @@ def test_a_hostile_plan_is_refused_before_any_cluster_is_touched(case, command, 
     write(snap, snapshot())
     line = refused(plan_commands(str(plan), str(snap), str(tmp_path))[command], capsys, tmp_path)
     assert str(plan) in line and "ZooKeeper" not in line
+
+
+@pytest.mark.parametrize("flag", ["--zk", "--bootstrap"])
+def test_a_plan_naming_a_log_directory_is_refused_for_either_backend(flag, tmp_path, capsys):
+    """Neither backend sends AlterReplicaLogDirs: the directories would be dropped (they were)."""
+    plan = tmp_path / "plan.json"
+    write(plan, BAD_PLANS["log-dirs-named"])
+    line = refused(["apply", str(plan), flag, DEAD, "--rollback-out", str(tmp_path / "rollback.json")], capsys,
+                   tmp_path)
+    assert "log_dirs" in line and "AlterReplicaLogDirs" in line, line
 
 
 # -- hostile options ------------------------------------------------------------------------------
@@ -465,6 +477,7 @@ FIELDS = st.sampled_from([("partition", "topic"), ("partition", "partition"), ("
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(field=FIELDS, value=HOSTILE_VALUES)
+@example(field=("partition", "isr"), value=[])  # hypothesis found it: offline, refused by the warning policy
 def test_generated_hostile_snapshots_are_refused_or_planned_never_a_traceback(field, value, tmp_path, capsys):
     kind, key = field
     doc = with_partition(**{key: value}) if kind == "partition" else with_broker(**{key: value})
@@ -478,10 +491,14 @@ def test_generated_hostile_snapshots_are_refused_or_planned_never_a_traceback(fi
     except SystemExit as e:
         code = e.code
     _, err = capsys.readouterr()
-    # Some values are legal where they land (null means "absent" for most fields): then a plan.
-    assert code in (0, 2), err
-    if code == 2:
+    # Some values are legal where they land (null means "absent" for most fields): then a plan,
+    # or the warning policy's refusal (exit 3) when the value leaves the partition offline (an
+    # empty ISR: no in-sync replica, docs/faults.md).
+    assert code in (0, 2, 3), err
+    if code in (2, 3):
         assert len(err.strip().splitlines()) == 1 and not out.exists()
+    if code == 3:
+        assert "offline partition(s) left out of the plan" in err, err
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -7,11 +7,14 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import CRAWL, kit_command, restarting_zookeeper, wait_for
+from conftest import CRAWL, PROGRESS_LINE, kit_command, restarting_zookeeper, wait_for
 from conftest import run_kit as kit
 from conftest import seed
 from kit.formats import load_snapshot
@@ -19,6 +22,7 @@ from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, 
 from kit.cluster.zk.layout import connect
 
 _chroots = itertools.count()
+KILL_AT = Path(__file__).parents[1] / "kill_at.py"
 
 
 
@@ -147,6 +151,42 @@ def test_a_plan_naming_a_missing_partition_is_bad_input_for_apply_and_verify(sim
     assert r.returncode == 1 and "nope p0: not in the cluster" in r.stdout
 
 
+def test_a_huge_plan_of_partitions_the_cluster_lacks_is_refused_from_one_read_per_topic(sim_cluster, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """200,000 entries, nearly all naming partitions the cluster lacks (topics it has not, and
+    partitions beyond the topics it has): refused as bad input, in one line saying how many and
+    naming a few, nothing written, and no znode read per partition (it read one per entry: 200,000)."""
+    from kazoo.client import KazooClient
+
+    from kit.cli import main
+
+    c = sim_cluster()
+    topics = sorted(c.seeded.topics())
+    real = [{"topic": p.topic, "partition": p.partition, "replicas": list(p.replicas)} for p in c.seeded.partitions[:5]]
+    beyond = [{"topic": t, "partition": 10_000 + i, "replicas": [1001, 1002]} for t in topics for i in range(100)]
+    ghosts = [{"topic": f"ghost-{t}", "partition": i, "replicas": [1001, 1002]} for t in range(2000) for i in range(99)]
+    plan, rollback = tmp_path / "plan.json", tmp_path / "rollback.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": real + beyond + ghosts}))
+    reads = []
+
+    def counted(real_call):
+        def call(self, path, *args, **kwargs):
+            if path.startswith("/brokers/topics/"):
+                reads.append(path)
+            return real_call(self, path, *args, **kwargs)
+        return call
+    for name in ("get", "get_async", "exists"):
+        monkeypatch.setattr(KazooClient, name, counted(getattr(KazooClient, name)))
+    assert main(["apply", str(plan), *c.flag, "--throttle", "50000000", "--rollback-out", str(rollback)]) == 2
+    err = capsys.readouterr().err
+    assert len(reads) <= len(topics), len(reads)  # ZooKeeper: a topic's znode at most once each
+    assert err.startswith(f"kit: the plan names {len(beyond) + len(ghosts)} partition(s) the cluster does not have, "
+                          f"{len(ghosts)} of them in 2000 topic(s) it lacks altogether: ") and err.count("\n") == 1, err
+    assert "nothing was changed" in err and not rollback.exists()
+    with c.backend() as backend:
+        assert not backend.reassigning() and backend.throttles() == ({}, {})
+
+
 def test_verify_follows_the_copy_says_what_is_stuck_and_clears_throttles_when_done(sim_cluster, tmp_path):
     c = sim_cluster()
     plan = tmp_path / "plan.json"
@@ -200,6 +240,41 @@ def test_rollback_puts_the_previous_assignment_back(sim_cluster, tmp_path):
         assert running is None and backend.throttles() == ({}, {})
     now = {p.key: list(p.replicas) for p in cluster.partitions}
     assert all(now[p.key] == list(p.replicas) for p in c.seeded.partitions)
+
+
+def interrupted(point: str, *args) -> str:
+    """`kit ARGS` sent SIGINT (Ctrl-C) at `point` (tests/kill_at.py): its stderr, checked to be
+    one line, exit 130, no traceback and no lost connection."""
+    r = subprocess.run([sys.executable, str(KILL_AT), point, *map(str, args)], capture_output=True, text=True,
+                       timeout=300)
+    r.stderr = "".join(x for x in r.stderr.splitlines(keepends=True) if not PROGRESS_LINE.fullmatch(x.rstrip("\n")))
+    assert r.returncode == 130 and r.stderr.startswith("kit: interrupted") and r.stderr.count("\n") == 1, \
+        (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "connection lost" not in r.stderr
+    return r.stderr.rstrip("\n")
+
+
+def test_ctrl_c_during_rollback_and_verify_wait_says_in_one_line_what_it_left_and_exits_130(sim_cluster, tmp_path):
+    """Issue 35: as kit apply does, one line naming the state left and the command that
+    continues it, exit 130 (they printed a traceback)."""
+    c = sim_cluster()
+    plan = tmp_path / "plan.json"
+    assert kit("plan", "scale-out", *c.flag, "--out", plan).returncode == 0
+    n_moves, where = len(json.loads(plan.read_text())["partitions"]), " ".join(c.flag)
+    # With no reassignment running, kit rollback starts its file as kit apply starts a plan.
+    line = interrupted("sigint-after-submit", "rollback", plan, *c.flag, "--throttle", CRAWL)
+    with c.backend() as backend:
+        brokers = len(backend.throttles()[0])
+        assert backend.reassigning() and brokers
+    assert line == f"kit: interrupted: the rollback was submitted; throttles set on {brokers} broker(s): " \
+                   f"kit verify {plan} {where} --wait follows it", line
+    line = interrupted("sigint-after-verify", "verify", plan, *c.flag, "--wait", "--interval", "0.5")
+    with c.backend() as backend:
+        brokers = len(backend.throttles()[0])
+        assert backend.reassigning() and brokers
+    assert re.fullmatch(rf"kit: interrupted: the reassignment goes on \(\d+ of {n_moves} partition\(s\) done at the "
+                        rf"last check; throttles set on {brokers} broker\(s\)\): kit verify "
+                        rf"{re.escape(f'{plan} {where}')} --wait follows it and clears them when it ends", line), line
 
 
 def test_a_dead_destination_is_named_by_every_command_with_one_way_out_and_rollback_takes_it(sim_cluster, tmp_path):

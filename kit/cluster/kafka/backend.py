@@ -27,8 +27,8 @@ from kit.cluster.kafka import model
 from kit.cluster.kafka.connect import (LOST, authorization_error, new_client, refused, resolve_security,
                                        translate)
 from kit.cluster.kafka.local import LocalStore, default_home
-from kit.cluster.reassign import (check_plan, plan_state, progress, rollback_document, status_doc, verify_result,
-                                  wait_until_done)
+from kit.cluster.reassign import (check_partitions, check_plan, plan_state, progress, rollback_document, status_doc,
+                                  verify_result, wait_until_done)
 from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
 from kit.formats import dumps, write_atomic
 from kit.model import Cluster
@@ -219,12 +219,15 @@ class AdminBackend:
         return f"the partition sizes and broker metrics in {self.store.metrics_dir}"
 
     def progress(self, moves: list[dict]) -> str | None:
-        """`kit.cluster.reassign.plan_state` from the plan's topics and the reassignment in flight."""
+        """`kit.cluster.reassign.plan_state` from the plan's topics (one Metadata request) and the
+        reassignment in flight; BadInput when the plan names partitions the cluster lacks
+        (`kit.cluster.reassign.check_partitions`)."""
         names = sorted({m["topic"] for m in moves})
         running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))  # first: see `_read`
         topics = self.admin.describe_topics(names) if names else []
         current = {(t["name"], p["partition_index"]): list(p["replica_nodes"])
                    for t in topics for p in t.get("partitions") or ()}
+        check_partitions(current, moves)
         return plan_state(current, running, moves)
 
     # ------------------------------------------------------------------ changing

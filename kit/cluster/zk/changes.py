@@ -16,8 +16,9 @@ from kit.errors import Unsafe
 from kit.formats import dumps, write_atomic
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
-from kit.cluster.reassign import (check_plan, dead_destination_advice, dead_destinations, plan_state, progress,
-                                  rollback_document, sort_broker_names, status_doc, verify_result, wait_until_done)
+from kit.cluster.reassign import (check_partitions, check_plan, dead_destination_advice, dead_destinations,
+                                  plan_state, progress, rollback_document, sort_broker_names, status_doc,
+                                  verify_result, wait_until_done)
 from kit.cluster.zk.layout import LOST, Outage, children_or_none, read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
@@ -159,11 +160,13 @@ def plan_progress(client: KazooClient, moves: list[dict]) -> str | None:
 
     "running" when the reassignment in flight is this plan's (its partitions not listed there
     already in place), "in place" when none runs and every partition has its planned
-    replicas, else None (not started, or another reassignment runs). Reads only the plan's
-    topics and the reassignment znode.
+    replicas, else None (not started, or another reassignment runs). BadInput when the plan
+    names partitions the cluster lacks (`kit.cluster.reassign.check_partitions`). Reads the
+    list of topics, each of the plan's topics the cluster has once, and the reassignment
+    znode: never a znode per partition.
     """
-    wanted = {(m["topic"], m["partition"]): list(m["replicas"]) for m in moves}
-    topics = {t: client.get_async(f"/brokers/topics/{t}") for t, _ in wanted}
+    existing = set(children_or_none(client, "/brokers/topics"))
+    topics = {t: client.get_async(f"/brokers/topics/{t}") for t in sorted({m["topic"] for m in moves} & existing)}
     try:
         running = json.loads(client.get(REASSIGN)[0].decode() or "null")
     except NoNodeError:
@@ -178,6 +181,7 @@ def plan_progress(client: KazooClient, moves: list[dict]) -> str | None:
             continue
         parts = doc.get("partitions") if isinstance(doc, dict) else None
         current.update({(t, int(p)): r for p, r in (parts if isinstance(parts, dict) else {}).items() if p.isdigit()})
+    check_partitions(current, moves)
     return plan_state(current, running, moves)
 
 
