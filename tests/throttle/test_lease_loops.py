@@ -1,8 +1,9 @@
 """One auto-throttle per cluster: `kit throttle run` holds the cluster's lease, on both backends.
 
 ZooKeeper mode against a real ZooKeeper (the lease an ephemeral znode), KRaft against the
-simulated KRaft cluster (the lease a config marker on the cluster-wide broker default, which
-the simulated cluster keeps in its private ZooKeeper as Kafka keeps /config/brokers/<default>).
+simulated KRaft cluster (the lease a config marker on the cluster-wide broker default). Another
+host's markers are put on the KRaft cluster through the wire, by confluent-kafka (librdkafka), as
+another host's loop would put them.
 """
 from __future__ import annotations
 
@@ -15,26 +16,25 @@ import sys
 import time
 
 import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from conftest import kit_command, kraft_cluster, kraft_zk, wait_for
+from conftest import kit_command, kraft_cluster, wait_for
 from conftest import run_kit as kit
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.backend import LEASE
-from kit.cluster.zk.changes import alter_config_keys, read_config
 from kit.cluster.zk.layout import close, connect
 from kit.events import read_events
 from kit.throttle.configs import LEADER_RATE
 from kit.throttle.lease import Lease
 
 _chroots = itertools.count()
-DEFAULT_BROKER = "<default>"  # where Kafka (and the simulated cluster) keeps the "" broker resource's configs
 
 
 class Idle:
     """A cluster with nothing moving: `where` its kit options, `store` the ZooKeeper behind it
-    (the cluster's own in ZooKeeper mode, the simulated KRaft cluster's private one)."""
+    (ZooKeeper mode; None for the simulated KRaft cluster, reached through the wire only)."""
 
-    def __init__(self, kind: str, where: list[str], store: str):
+    def __init__(self, kind: str, where: list[str], store: str | None):
         self.kind, self.where, self.store = kind, where, store
 
     def backend(self):
@@ -74,7 +74,7 @@ def idle(request, zookeeper, snapshots, tmp_path_factory):
             return
         state = tmp_path_factory.mktemp("kraft")
         with kraft_cluster(snapshots["balanced"], state) as bootstrap:
-            yield Idle("kraft", ["--bootstrap", bootstrap], kraft_zk(state))
+            yield Idle("kraft", ["--bootstrap", bootstrap], None)
 
 
 def elsewhere(since: str = "2026-01-01T00:00:00Z", expires: str | None = None) -> Lease:
@@ -86,15 +86,20 @@ def stamp(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
+def alter_default(idle: Idle, sets: dict[str, str], deletes: list[str]) -> None:
+    """IncrementalAlterConfigs on the KRaft cluster's "" broker resource (the cluster-wide
+    default), by librdkafka: SET `sets`, DELETE `deletes`."""
+    admin = AdminClient({"bootstrap.servers": idle.where[1]})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sets.items()] + \
+        [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
+    for fut in admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "",
+                                                               incremental_configs=entries)]).values():
+        fut.result(timeout=120)
+
+
 def put_marker(idle: Idle, lease: Lease, replacing: Lease | None = None) -> None:
-    """The marker another host's loop keeps on the KRaft cluster (IncrementalAlterConfigs SET on
-    the "" broker resource lands in /config/brokers/<default>)."""
-    client = connect(idle.store)
-    try:
-        alter_config_keys(client, "brokers", DEFAULT_BROKER, {lease.marker(): "held"},
-                          [replacing.marker()] if replacing else [])
-    finally:
-        close(client)
+    """The marker another host's loop keeps on the KRaft cluster."""
+    alter_default(idle, {lease.marker(): "held"}, [replacing.marker()] if replacing else [])
 
 
 def test_a_second_loop_refuses_naming_the_first_and_changes_nothing_then_a_successor_takes_over(idle, tmp_path):
@@ -193,13 +198,9 @@ def test_a_loop_whose_lease_was_taken_over_stops_and_says_so(idle, tmp_path):
                                     "in force left to it")
     assert [e["kind"] for e in read_events(str(tmp_path / "a.jsonl"))][-1] == "alert"
     if idle.kind == "kraft":
-        assert [x.host for x in idle.leases()] == ["host-elsewhere"]  # its own marker taken away
-        client = connect(idle.store)
-        try:
-            alter_config_keys(client, "brokers", DEFAULT_BROKER, {}, list(read_config(client, "brokers",
-                                                                                      DEFAULT_BROKER)))
-        finally:
-            close(client)
+        [other] = idle.leases()
+        assert other.host == "host-elsewhere"  # its own marker taken away
+        alter_default(idle, {}, [other.marker()])
     assert idle.leases() == []
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import kafka.errors as errors
-from kazoo.client import KazooClient
-
 from kit.sim.kraft.faults import Faults
+from kit.sim.store import Store
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno  # 3
@@ -30,10 +29,11 @@ UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.errno  # 100
 
 @dataclass
 class Context:
-    """The broker answering, its cluster's id, the private ZooKeeper it reads and the faults
-    an operator put on the cluster (none when None)."""
+    """The broker answering, its cluster's id, the store holding the cluster (kit.sim.store: the
+    memory of the simulated KRaft cluster's process) and the faults an operator put on the
+    cluster (none when None)."""
 
-    client: KazooClient
+    store: Store
     broker_id: int
     cluster_id: str
     faults: Faults | None = None

@@ -1,4 +1,4 @@
-"""The simulated KRaft broker's answers: one function per Kafka API, from the private ZooKeeper.
+"""The simulated KRaft broker's answers: one function per Kafka API, from the cluster's store.
 
 Each handler takes the broker's `Context`, the decoded request (kafka-python's generated
 class) and its version, and returns the response object; kit.sim.kraft.server frames it.
@@ -8,15 +8,21 @@ each field means and which error a case gets follows Kafka's own broker and cont
 """
 from __future__ import annotations
 
+import uuid
+
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeClusterResponse
 
 from kit.sim.kraft import configs, logdirs, reassign, sasl
 from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
                                    UNSUPPORTED_VERSION, Context)
-from kit.sim.kraft.state import read_brokers, read_view, topic_id
 
 NO_AUTHORIZED_OPERATIONS = None  # "not requested" (INT32_MIN): kafka-python encodes it from None
+
+
+def topic_id(topic: str) -> uuid.UUID:
+    """A topic's id (KIP-516), stable for its name: the simulated cluster never recreates a topic."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kit-sim-topic:{topic}")
 
 
 def api_versions(ctx: Context, req, version: int):
@@ -40,7 +46,7 @@ def metadata(ctx: Context, req, version: int):
     unknown topic id UNKNOWN_TOPIC_ID. Partitions: leader, epoch, replicas, ISR, offline
     replicas (those on brokers not alive); LEADER_NOT_AVAILABLE where none leads."""
     asked = req.topics
-    view = read_view(ctx.client, None)
+    view = ctx.store.view()
     Topic = MetadataResponse.MetadataResponseTopic
     if asked is None or (version == 0 and not asked):
         out = [_metadata_topic(view, t) for t in view.topics]
@@ -75,7 +81,7 @@ def _metadata_topic(view, t: str):
 
 def describe_cluster(ctx: Context, req, version: int):
     """DescribeCluster: the cluster id, the controller and the live brokers."""
-    brokers = read_brokers(ctx.client)
+    brokers = ctx.store.view().brokers
     return DescribeClusterResponse(
         version=version, throttle_time_ms=0, error_code=NONE, error_message=None, endpoint_type=1,
         cluster_id=ctx.cluster_id, controller_id=min(brokers) if brokers else -1,
@@ -103,5 +109,4 @@ HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: de
             DESCRIBE_LOG_DIRS: logdirs.describe_log_dirs,
             # Before authentication a SASL listener's Session answers these (kit.sim.kraft.sasl).
             SASL_HANDSHAKE: sasl.handshake_after_login, SASL_AUTHENTICATE: sasl.authenticate_after_login}
-# The requests that change the cluster: they read it afresh (kit.sim.kraft.state.uncached).
-CHANGES = frozenset({INCREMENTAL_ALTER_CONFIGS, ALTER_REASSIGNMENTS, ELECT_LEADERS})
+

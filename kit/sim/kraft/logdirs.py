@@ -1,17 +1,15 @@
 """DescribeLogDirs: the answering broker's one log dir, its replicas' sizes and its disk.
 
-Sizes are the partition sizes kit sim start laid out (kit.cluster.zk.layout.read_cluster); a
-new replica still copying holds what it has copied so far (the simulated controller's record
-of the bytes left). Total and usable bytes (v4+) come from the snapshot's storage figures
+Sizes are the partition sizes kit sim start laid out (the store's cluster); a new replica
+still copying holds what it has copied so far (the simulated controller's record of the bytes
+left). Total and usable bytes (v4+) come from the snapshot's storage figures
 (`kit sim seed`'s facts): total less other files less the replicas held.
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import DescribeLogDirsResponse
 
-from kit.cluster.zk.layout import read_cluster, read_sim_facts, read_sim_progress
 from kit.sim.kraft.context import NONE, Context
-from kit.sim.kraft.state import recent
 
 
 def log_dir(broker: int) -> str:
@@ -19,9 +17,9 @@ def log_dir(broker: int) -> str:
     return f"/var/lib/kafka/kit-sim-{broker}"
 
 
-def _left(client) -> dict[tuple[str, int, int], float]:
+def _left(doc: dict | None) -> dict[tuple[str, int, int], float]:
     """Bytes still to copy per (topic, partition, new replica), as the controller last recorded."""
-    doc = read_sim_progress(client) or {}
+    doc = doc or {}
     try:
         return {(t, int(p), int(d)): float(n) for t, parts in (doc.get("left") or {}).items()
                 for p, dests in parts.items() for d, n in dests.items()}
@@ -29,16 +27,11 @@ def _left(client) -> dict[tuple[str, int, int], float]:
         return {}
 
 
-def _state(client) -> tuple:
-    """The cluster (sizes), the bytes left per copy and the brokers' facts."""
-    return read_cluster(client)[0], _left(client), read_sim_facts(client).get("brokers") or {}
-
-
 def describe_log_dirs(ctx: Context, req, version: int):
     """DescribeLogDirs: this broker's replicas (all, or of the partitions asked for) with their
     sizes in one log dir; its total and usable bytes where the snapshot said."""
     me = ctx.broker_id
-    cluster, left, brokers = recent(ctx.client, "logdirs", _state)  # every broker is asked in turn
+    cluster, left, brokers = ctx.store.cluster(), _left(ctx.store.progress()), ctx.store.facts().get("brokers") or {}
     asked = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
     held, topics = 0, {}
     Res = DescribeLogDirsResponse.DescribeLogDirsResult
