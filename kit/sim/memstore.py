@@ -122,20 +122,19 @@ class MemoryStore(Store):
         if seen:
             self.generation += 1
 
-    def _cached(self, key: str, build: Callable[[], object]):
-        """`build()` for this generation of the state, made once per generation."""
+    def _cached(self, key: str, build: Callable[[], object], every_change: bool = False):
+        """`build()` for this state, made once per generation (`every_change`: once per change)."""
         with self.lock:
+            now = self.changed if every_change else self.generation
             hit = self._cache.get(key)
-            if hit is not None and hit[0] == self.generation:
+            if hit is not None and hit[0] == now:
                 return hit[1]
             value = build()
-            self._cache[key] = (self.generation, value)
+            self._cache[key] = (now, value)
             return value
 
     def cached(self, key: tuple, build: Callable[[], object]):
-        """What `build()` returned for this state, made once per change of it: a reader's
-        derived answer (an encoded response), kept beside the store's own."""
-        return self._cached(repr(key), build)
+        return self._cached(repr(key), build, every_change=True)
 
     # -- the cluster
     def live(self) -> list[int]:

@@ -207,6 +207,11 @@ class Store:
         """A killed broker comes back; returns once it is registered (BadInput otherwise)."""
         raise NotImplementedError
 
+    def cached(self, key: tuple, build: Callable[[], object]):
+        """What `build()` returns for the state as it is: a reader's answer derived from the
+        whole store (an encoded response), which a store may keep until anything changes."""
+        return build()
+
     # -- the connection behind the store
     def outage(self, patience: float):
         """What `kit.sim.controller.run` watches for the store going away: `.down`, `.gave_up`

@@ -2,8 +2,8 @@
 
 ZooKeeper mode against a real ZooKeeper (the lease an ephemeral znode), KRaft against the
 simulated KRaft cluster (the lease a config marker on the cluster-wide broker default). Another
-host's markers are put on the KRaft cluster through the wire, by confluent-kafka (librdkafka), as
-another host's loop would put them.
+host's markers are put on the KRaft cluster through the wire, by an IncrementalAlterConfigs
+request built with kafka-python's protocol classes, as another host's loop would put them.
 """
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import itertools
 import json
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 from conftest import kit_command, kraft_cluster, wait_for
 from conftest import run_kit as kit
@@ -87,14 +89,21 @@ def stamp(epoch: float) -> str:
 
 
 def alter_default(idle: Idle, sets: dict[str, str], deletes: list[str]) -> None:
-    """IncrementalAlterConfigs on the KRaft cluster's "" broker resource (the cluster-wide
-    default), by librdkafka: SET `sets`, DELETE `deletes`."""
-    admin = AdminClient({"bootstrap.servers": idle.where[1]})
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sets.items()] + \
-        [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
-    for fut in admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "",
-                                                               incremental_configs=entries)]).values():
-        fut.result(timeout=120)
+    """IncrementalAlterConfigs (v1) on the KRaft cluster's "" broker resource (the cluster-wide
+    default) through its first listener: SET `sets`, DELETE `deletes`."""
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    configs = [R.AlterableConfig(name=k, config_operation=0, value=v) for k, v in sets.items()] + \
+        [R.AlterableConfig(name=k, config_operation=1, value=None) for k in deletes]
+    req = IncrementalAlterConfigsRequest(version=1, validate_only=False,
+                                         resources=[R(resource_type=4, resource_name="", configs=configs)])
+    req.with_header(correlation_id=7, client_id="kit-test")
+    host, port = idle.where[1].split(",")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=120) as s:
+        s.sendall(bytes(req.encode(version=1, header=True, framed=True)))
+        stream = s.makefile("rb")
+        size = struct.unpack(">i", stream.read(4))[0]
+        resp = IncrementalAlterConfigsResponse.decode(stream.read(size), version=1, header=True)
+    assert [r.error_code for r in resp.responses] == [0], resp
 
 
 def put_marker(idle: Idle, lease: Lease, replacing: Lease | None = None) -> None:

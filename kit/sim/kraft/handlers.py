@@ -15,7 +15,7 @@ from kafka.protocol.admin import DescribeClusterResponse
 
 from kit.sim.kraft import configs, logdirs, reassign, sasl
 from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-                                   UNSUPPORTED_VERSION, Context)
+                                   UNSUPPORTED_VERSION, Context, encoded, fields)
 
 NO_AUTHORIZED_OPERATIONS = None  # "not requested" (INT32_MIN): kafka-python encodes it from None
 
@@ -44,11 +44,21 @@ def metadata(ctx: Context, req, version: int):
     """Metadata: live brokers, the controller, and the topics asked for (all when the list is
     null, or empty at v0); a named topic the cluster lacks gets UNKNOWN_TOPIC_OR_PARTITION, an
     unknown topic id UNKNOWN_TOPIC_ID. Partitions: leader, epoch, replicas, ISR, offline
-    replicas (those on brokers not alive); LEADER_NOT_AVAILABLE where none leads."""
+    replicas (those on brokers not alive); LEADER_NOT_AVAILABLE where none leads. The answer
+    for every topic is kept, encoded, until the cluster changes (clients ask for it often, and
+    at 200,000 partitions it takes seconds to make)."""
     asked = req.topics
+    if asked is None or (version == 0 and not asked):
+        return ctx.store.cached(("metadata", version),
+                                lambda: encoded(_metadata(ctx, None, version), version))
+    return _metadata(ctx, asked, version)
+
+
+def _metadata(ctx: Context, asked, version: int):
+    """The Metadata response for the topics `asked` (None: every topic)."""
     view = ctx.store.view()
     Topic = MetadataResponse.MetadataResponseTopic
-    if asked is None or (version == 0 and not asked):
+    if asked is None:
         out = [_metadata_topic(view, t) for t in view.topics]
     else:
         by_id = {topic_id(t): t for t in view.topics}
@@ -69,14 +79,14 @@ def metadata(ctx: Context, req, version: int):
 
 
 def _metadata_topic(view, t: str):
-    Part = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
-    parts = [Part(error_code=NONE if p.leader in view.brokers else LEADER_NOT_AVAILABLE,
-                  partition_index=p.partition, leader_id=p.leader if p.leader in view.brokers else -1,
-                  leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
-                  offline_replicas=[b for b in p.replicas if b not in view.brokers])
+    live = view.brokers
+    parts = [fields(error_code=NONE if p.leader in live else LEADER_NOT_AVAILABLE,
+                    partition_index=p.partition, leader_id=p.leader if p.leader in live else -1,
+                    leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                    offline_replicas=[b for b in p.replicas if b not in live])
              for p in view.topic_partitions(t)]
-    return MetadataResponse.MetadataResponseTopic(error_code=NONE, name=t, topic_id=topic_id(t), is_internal=False,
-                                                  partitions=parts, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+    return fields(error_code=NONE, name=t, topic_id=topic_id(t), is_internal=False, partitions=parts,
+                  authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
 def describe_cluster(ctx: Context, req, version: int):

@@ -16,7 +16,8 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsResponse, ElectLead
                                   ListPartitionReassignmentsResponse)
 from kit.sim.kraft.context import (CLUSTER_AUTHORIZATION_FAILED, ELECTION_NOT_NEEDED, INVALID_REPLICA_ASSIGNMENT,
                                    INVALID_REPLICATION_FACTOR, INVALID_REQUEST, NO_REASSIGNMENT_IN_PROGRESS, NONE,
-                                   PREFERRED_LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION, Context)
+                                   PREFERRED_LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION, Context,
+                                   encoded)
 from kit.sim.kraft.faults import ALTER_CLUSTER
 from kit.sim.store import Conflict, PartitionInfo, Store, View
 
@@ -140,14 +141,23 @@ def _reassign_response(req, version: int, results: dict, error: int, message: st
 
 def list_partition_reassignments(ctx: Context, req, version: int):
     """ListPartitionReassignments: the partitions moving (all, or those asked for), each with
-    its replica list (the union), adding and removing replicas (KIP-455)."""
-    asked = None if req.topics is None else {(t.name, p) for t in req.topics for p in t.partition_indexes}
+    its replica list (the union), adding and removing replicas (KIP-455). The answer for all
+    is kept, encoded, until the cluster changes (a watcher asks every few seconds)."""
+    if req.topics is None:
+        return ctx.store.cached(("reassignments", version), lambda: encoded(_listed(ctx, None, version), version))
+    return _listed(ctx, {(t.name, p) for t in req.topics for p in t.partition_indexes}, version)
+
+
+def _listed(ctx: Context, asked: set | None, version: int):
     pending, _ = _pending(ctx.store)
     view = ctx.store.view(None if asked is None else sorted({t for t, _ in asked}))
     T = ListPartitionReassignmentsResponse.OngoingTopicReassignment
     topics: dict[str, list] = {}
-    for key, p in sorted(view.partitions.items()):
-        if (asked is not None and key not in asked) or not _moving(p, pending):
+    # Only the partitions marked moving or listed can be: not every partition of the cluster.
+    candidates = {k for k, p in view.partitions.items() if p.adding or p.removing} | set(pending)
+    for key in sorted(candidates):
+        p = view.partitions.get(key)
+        if p is None or (asked is not None and key not in asked) or not _moving(p, pending):
             continue
         if p.adding or p.removing:
             replicas, adding, removing = p.replicas, p.adding, p.removing

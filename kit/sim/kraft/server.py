@@ -39,7 +39,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kit.errors import BadInput
 from kit.sim import controller
 from kit.sim.kraft import handlers, sasl
-from kit.sim.kraft.context import Context
+from kit.sim.kraft.context import Context, Encoded
 from kit.sim.kraft.faults import Faults
 from kit.sim.memstore import MemoryStore
 
@@ -83,6 +83,9 @@ def answer(ctx: Context, frame: bytes) -> bytes | None:
     except Exception:  # noqa: BLE001  (a malformed frame: Kafka closes the connection)
         return None
     resp = handlers.HANDLERS[api_key](ctx, req, version)
+    if isinstance(resp, Encoded):  # kept from an earlier request: only the header is this one's
+        head = struct.pack(">i", req.header.correlation_id) + (b"\x00" if resp.flexible else b"")
+        return struct.pack(">i", len(head) + len(resp.body)) + head + resp.body
     resp.with_header(correlation_id=req.header.correlation_id)
     return bytes(resp.encode(header=True, framed=True))  # the version it was built with
 
