@@ -33,6 +33,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from kit.cluster.zk import server as localzk
 from kit.errors import BadInput, Stuck, Unsafe
+from kit.cluster.zk.layout import sim_facts
 from kit.formats import load_snapshot, write_atomic
 from kit.sim.kraft import faults, sasl, server
 from kit.sim.memstore import MemoryStore
@@ -141,13 +142,15 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
     if snapshot is None:
         store, old = _saved(state_dir)
         cluster_id, ports = old["cluster_id"], {int(b): int(p) for b, p in old["ports"].items()}
+        live, facts = [b for b in ports if store.registered(b)], store.facts()
     else:
         cluster = load_snapshot(snapshot)
         live = sorted(b.id for b in cluster.brokers.values() if b.alive and b.known)
         if not live:
             raise BadInput(f"snapshot {snapshot}: no live broker to start")
-        cluster_id, ports = _cluster_id(), dict(zip(live, _ports(len(live))))
-        store = MemoryStore.from_cluster(cluster, ports)
+        # The server lays the snapshot out itself: a store of 200,000 partitions written here and
+        # read back there would cost as much again as the rest of the start.
+        cluster_id, ports, facts = _cluster_id(), dict(zip(live, _ports(len(live)))), sim_facts(cluster)
     os.makedirs(state_dir, exist_ok=True)
     if snapshot is not None:
         # A cluster stopped earlier: its metadata, samples, faults, facts and users are not this one's.
@@ -159,13 +162,12 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
     try:
         if sasl_users:
             sasl.write_users(state_dir, sasl_users)
-        store.save(os.path.join(state_dir, server.STORE))
         write_atomic(os.path.join(state_dir, CONFIG), json.dumps(
             {"version": 2, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()},
              "control": _ports(1)[0], "speed": float(speed), "client_load": client_load,
              "sample_every": sample_every}, indent=1) + "\n")
-        write_facts(state_dir, cluster_id, store.facts())
-        return _start(state_dir, {b: p for b, p in ports.items() if store.registered(b)}, wait)
+        write_facts(state_dir, cluster_id, facts)
+        return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
         stop(state_dir)
         if not isinstance(e, Exception):
@@ -190,9 +192,10 @@ def _saved(state_dir: str) -> tuple[MemoryStore, dict]:
     return MemoryStore.load(path), config
 
 
-def _start(state_dir: str, ports: dict[int, int], wait: float) -> str:
+def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | None) -> str:
     deadline = time.monotonic() + wait
-    _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)])
+    _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)]
+           + ([os.path.abspath(snapshot)] if snapshot is not None else []))
     waiting = dict(ports)
     said = time.monotonic() + START_QUIET_S
     while waiting:

@@ -1,8 +1,8 @@
 """The simulated KRaft cluster's wire server: one Kafka listener per live broker.
 
-`python -m kit.sim.kraft.server DIR` is the whole simulated KRaft cluster, in one process and
-without a JVM. It loads the cluster's state from DIR/store.json into memory
-(kit.sim.memstore), runs the simulated controller over it in a thread (kit.sim.controller.run,
+`python -m kit.sim.kraft.server DIR [SNAPSHOT]` is the whole simulated KRaft cluster, in one
+process and without a JVM. It lays SNAPSHOT out in memory (kit.sim.memstore), or without one
+loads the state a stopped cluster saved in DIR/store.json, runs the simulated controller over it in a thread (kit.sim.controller.run,
 as `kit sim run` runs it over ZooKeeper), opens a TCP listener on 127.0.0.1 for every live
 broker (ports in DIR/cluster.json) and answers the Kafka protocol: 4-byte length framing,
 requests decoded and responses encoded with kafka-python's classes generated from Kafka's JSON
@@ -37,6 +37,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kit.errors import BadInput
+from kit.formats import load_snapshot
 from kit.sim import controller
 from kit.sim.kraft import handlers, sasl
 from kit.sim.kraft.context import Context, Encoded
@@ -277,22 +278,25 @@ def control(port: int, doc: dict, timeout: float = 60.0) -> dict:
     return json.loads(line.decode())
 
 
-def _save_while_changing(store: MemoryStore, path: str, stop: threading.Event) -> None:
-    saved = store.changed
+def _save_while_changing(store: MemoryStore, path: str, stop: threading.Event, fresh: bool) -> None:
+    saved = store.save(path) if fresh else store.changed  # a new cluster is saved at once
     while not stop.wait(SAVE_EVERY_S):
         if store.changed != saved:
             saved = store.save(path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    state_dir = (argv or sys.argv[1:])[0]
+    args = argv or sys.argv[1:]
+    state_dir, snapshot = args[0], (args[1] if len(args) > 1 else None)
     config = read_config(state_dir)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     path = os.path.join(state_dir, STORE)
-    store = MemoryStore.load(path)
-    store.set_ports({int(b): int(p) for b, p in config["ports"].items()})
+    ports = {int(b): int(p) for b, p in config["ports"].items()}
+    # The snapshot was checked by `kit sim start` before it wrote anything.
+    store = MemoryStore.from_cluster(load_snapshot(snapshot), ports) if snapshot else MemoryStore.load(path)
+    store.set_ports(ports)
     server = WireServer(store, config, Faults(state_dir), sasl.read_users(state_dir))
     # The controller is `kit sim run`'s, in a thread; the process ends with it.
     ctl = threading.Thread(target=controller.run, name="kit-sim-controller", daemon=True, kwargs=dict(
@@ -304,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     sock.bind(("127.0.0.1", int(config["control"])))
     sock.listen(16)
     threading.Thread(target=serve_control, args=(sock, server), name="kit-sim-control", daemon=True).start()
-    threading.Thread(target=_save_while_changing, args=(store, path, stop), name="kit-sim-save", daemon=True).start()
+    threading.Thread(target=_save_while_changing, args=(store, path, stop, snapshot is not None), name="kit-sim-save",
+                     daemon=True).start()
     server.sync()
     try:
         while not stop.wait(1.0):
