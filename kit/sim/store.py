@@ -108,7 +108,8 @@ class Store:
     """The simulated cluster's state. Every method is safe to call from several threads."""
 
     # Exceptions meaning the store is out of reach for now (ZooKeeper gone); `kit.sim.controller.run`
-    # rides them out. None for a store that is always there.
+    # rides them out, and raises the first itself while `outage(...).down`. None for a store that
+    # is always there.
     lost: tuple[type[BaseException], ...] = ()
 
     # -- the cluster as Kafka's state describes it
