@@ -160,3 +160,35 @@ def test_stop_and_start_on_the_same_state_resume_the_reassignment_and_its_thrott
             assert b.throttles() == throttles
     finally:
         assert run_kit("sim", "stop", "--state", state, timeout=180).returncode == 0
+
+
+def test_answers_kept_for_the_whole_cluster_follow_every_change_of_the_store():
+    """Metadata and DescribeLogDirs of everything are kept encoded while nothing changes; a
+    broker's death, or the controller's record of a copy's progress, is in the next answer."""
+    from types import SimpleNamespace
+
+    from kafka.protocol.admin import DescribeLogDirsResponse
+    from kafka.protocol.metadata import MetadataResponse
+
+    from kit.sim.kraft import handlers, logdirs
+    from kit.sim.kraft.context import Context
+
+    memory = MemoryStore.from_cluster(small_cluster(), {b: 9000 + b for b in range(1, 5)})
+    ctx = Context(memory, 2, "cluster-id")
+    everything = SimpleNamespace(topics=None)
+    first = handlers.metadata(ctx, everything, 12)
+    assert handlers.metadata(ctx, everything, 12) is first  # kept
+    assert {b.node_id for b in MetadataResponse.decode(first.body, version=12).brokers} == {1, 2, 3, 4}
+    kill_broker(memory, 3)
+    after = MetadataResponse.decode(handlers.metadata(ctx, everything, 12).body, version=12)
+    assert {b.node_id for b in after.brokers} == {1, 2, 4}
+    assert all(3 not in p.isr_nodes for t in after.topics for p in t.partitions)
+
+    def sizes():
+        resp = DescribeLogDirsResponse.decode(logdirs.describe_log_dirs(ctx, everything, 4).body, version=4)
+        return {(t.name, p.partition_index): p.partition_size for r in resp.results for t in r.topics
+                for p in t.partitions}
+    before = sizes()
+    assert before[("a", 1)] == 200 * MB  # broker 2 holds a-1 whole
+    memory.write_progress({"left": {"a": {"1": {"2": 150 * MB}}}})
+    assert sizes()[("a", 1)] == 50 * MB
