@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import threading
-import time
 from typing import Callable
 
 from kit.cluster.zk.layout import initial_state, registration, sim_facts
@@ -308,11 +307,3 @@ class MemoryStore(Store):
         with self.lock:
             self.dead.discard(broker)
             self._touch()
-
-    def wait_changed(self, since: int, timeout: float) -> int:
-        """Sleep until the store changed after change count `since` or `timeout` seconds passed;
-        the change count now."""
-        deadline = time.monotonic() + timeout
-        while self.changed == since and time.monotonic() < deadline:
-            time.sleep(min(0.1, max(deadline - time.monotonic(), 0.0)))
-        return self.changed
