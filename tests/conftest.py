@@ -137,13 +137,6 @@ def kraft_cluster(snapshot, state, **options):
         kraft.stop(str(state))
 
 
-def kraft_zk(state) -> str:
-    """The simulated KRaft cluster's private ZooKeeper (what it keeps in place of a metadata log)."""
-    from kit.sim.kraft import cluster as kraft
-
-    return kraft.read_config(str(state))["zk"]
-
-
 def finish_reassignment(root: str) -> None:
     """What Kafka's controller does, by kit's simulated controller: copy the reassignment in
     flight to its end, then drop it."""

@@ -13,7 +13,8 @@ Kafka protocol (kit.sim.kraft).
 # 4) sim run carries out reassignments and elections in simulated time until told to stop
 #    (kit.sim.controller.run); sim kill / revive take a broker down and back.
 # 5) sim start --kraft starts a simulated KRaft cluster in the background (kit.sim.kraft.cluster:
-#    a private ZooKeeper, the brokers' holder, sim run, the Kafka wire server); kill / revive /
+#    one process holding its state in memory, running sim run's controller and the Kafka wire
+#    server; without --snapshot it resumes the cluster stopped in --state); kill / revive /
 #    stop with --state act on it, and deny / allow / slow put faults on it (kit.sim.kraft.faults).
 from __future__ import annotations
 
@@ -78,13 +79,15 @@ def _add_sim_parser(sub) -> None:
                              required=True, parser_class=Parser)
     start = ops.add_parser("start", help="start a simulated KRaft cluster in the background: each live broker "
                                          "answers the Kafka protocol on 127.0.0.1 (a port per broker)",
-                           description="Start a simulated KRaft cluster: its metadata in a private ZooKeeper under "
-                                       "DIR, the simulated controller, and a Kafka listener per live broker. Writes "
-                                       "DIR/bootstrap and prints the same line last; exit 0 once every listener "
-                                       "answers.")
+                           description="Start a simulated KRaft cluster: one background process holding its "
+                                       "metadata in memory (saved to DIR/store.json while it changes and when it "
+                                       "stops), the simulated controller, and a Kafka listener per live broker. "
+                                       "Without --snapshot, resume the cluster stopped in DIR. Writes DIR/bootstrap "
+                                       "and prints the same line last; exit 0 once every listener answers.")
     start.add_argument("--kraft", action="store_true", required=True,
                        help="the cluster speaks the Kafka protocol (the ZooKeeper cluster starts with kit sim seed)")
-    start.add_argument("--snapshot", required=True, metavar="FILE")
+    start.add_argument("--snapshot", metavar="FILE",
+                       help="the cluster to start (without it: resume the cluster kit sim stop stopped in DIR)")
     start.add_argument("--state", required=True, metavar="DIR", help="where the cluster keeps everything it runs")
     start.add_argument("--speed", type=rate, default=1.0, metavar="N", help="simulated seconds per wall second")
     start.add_argument("--client-load", type=load_share, default=None, metavar="F",

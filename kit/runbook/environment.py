@@ -48,7 +48,6 @@ class Environment:
     cap_map: dict = field(default_factory=dict)
     bootstrap: str = ""
     kraft_state: str | None = None
-    sim_zk: str = ""  # the simulator's own ZooKeeper (its brokers' facts): `zk`, or the KRaft one's private one
     samples: str = ""  # where the simulated controller writes its metric samples
 
     def address(self) -> dict:
@@ -82,7 +81,9 @@ class Environment:
         with self.backend() as backend:
             cluster, running = backend.read()
         facts = {}
-        if self.simulated:  # the simulated cluster knows its brokers' NICs (kit sim seed kept them)
+        if self.kraft_state:  # the simulated cluster knows its brokers' NICs (kit sim start kept them)
+            facts = kraft_sim.read_facts(self.kraft_state)["brokers"]
+        elif self.simulated:  # (kit sim seed kept them)
             with _simulator(self) as c:
                 facts = read_sim_facts(c)["brokers"]
         for b in list(cluster.brokers.values()):
@@ -108,10 +109,9 @@ class Environment:
 
 
 def _simulator(env: Environment):
-    """A session to the simulated cluster's ZooKeeper (the local one, or the simulated KRaft
-    cluster's private one), for what only the simulator keeps there (its brokers' facts and
-    registrations): with ... as client."""
-    return session(env.sim_zk or env.zk)
+    """A session to the simulated cluster's local ZooKeeper, for what only the simulator keeps
+    there (its brokers' facts and registrations): with ... as client."""
+    return session(env.zk)
 
 
 # The file that marks a workdir's simulated cluster as kit's own (who started it, when): only
@@ -252,7 +252,7 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
         line = kraft_sim.start(str(snapshot), state, speed, client_load,
                                sample_every=simulated_sample_every(interval_at(speed)[1]))
         env = Environment("", True, workdir, cap_map=caps, bootstrap=line, kraft_state=state,
-                          sim_zk=kraft_sim.read_config(state)["zk"], samples=os.path.join(state, "samples"))
+                          samples=os.path.join(state, "samples"))
         atexit.register(env.close)
         _STARTED[os.path.abspath(workdir)] = env
         return env

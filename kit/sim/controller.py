@@ -1,6 +1,9 @@
-"""A simulated Kafka controller over a real ZooKeeper (`kit sim run`).
+"""A simulated Kafka controller (`kit sim run`, and inside the simulated KRaft cluster).
 
-It plays the part of a ZooKeeper-mode Kafka controller for what kit touches: it picks up
+It is written once over the simulated cluster's store (kit.sim.store): Kafka's znodes in a real
+ZooKeeper for `kit sim run --zk` (kit.sim.zkstore), the same documents in memory for the
+simulated KRaft cluster (kit.sim.memstore). The znode names below are the ZooKeeper store's;
+the memory store keeps the same documents. It plays the part of a ZooKeeper-mode Kafka controller for what kit touches: it picks up
 /admin/reassign_partitions, marks the partitions as Kafka does (KIP-455 `adding_replicas` /
 `removing_replicas`, the replica list the union of old and new), copies bytes from each
 partition's leader at the rates kit/sim/physics.py's physics allow (the broker throttles found in
@@ -54,31 +57,17 @@ import time
 from datetime import timedelta
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError
 
 from kit.errors import BadInput
-from kit.cluster.zk.changes import ELECTION, REASSIGN
-from kit.sim.brokers import DEAD, holder_running
 from kit.sim.physics import SAMPLE_EPOCH, STEP, Flow, client_factor, fair_rates
+from kit.sim.store import Store
+from kit.sim.zkstore import ZkStore
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 from kit.traffic import ClientTraffic, partition_traffic
-from kit.cluster.zk.layout import LOST, Outage, drop_sim_progress, read_cluster, read_sim_facts, read_sim_progress, write_sim_progress
 
 DEFAULT_NIC = 125e6  # bytes/s, for brokers seeded without a net_capacity
 # Replication keeps at least this share of a NIC whose clients take the rest (no copy stalls).
 MIN_NIC_SHARE = 0.01
-
-
-def read_throttles(client: KazooClient, brokers: list[int]) -> dict[int, dict]:
-    """Each broker's throttle config (/config/brokers/N), read in one round trip."""
-    reads = {b: client.get_async(f"/config/brokers/{b}") for b in brokers}
-    out = {}
-    for b, r in reads.items():
-        try:
-            out[b] = json.loads(r.get()[0].decode() or "{}").get("config", {})
-        except NoNodeError:
-            out[b] = {}
-    return out
 
 
 def replication_caps(nic: dict[int, float], rx: dict[int, float], tx: dict[int, float],
@@ -94,25 +83,14 @@ def replication_caps(nic: dict[int, float], rx: dict[int, float], tx: dict[int, 
     return out_cap, in_cap
 
 
-def _update_topic(client: KazooClient, topic: str, fn) -> None:
-    path = f"/brokers/topics/{topic}"
-    raw, stat = client.get(path)
-    doc = json.loads(raw.decode())
-    fn(doc)
-    client.set(path, json.dumps(doc).encode(), version=stat.version)
-
-
-def _update_state(client: KazooClient, topic: str, partition: int, fn) -> None:
-    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
-    raw, stat = client.get(path)
-    st = json.loads(raw.decode())
-    fn(st)
-    st["leader_epoch"] = st.get("leader_epoch", 0) + 1
-    client.set(path, json.dumps(st).encode(), version=stat.version)
+def as_store(where: Store | KazooClient) -> Store:
+    """The store a controller works on: `where` itself, or Kafka's znodes through a kazoo client."""
+    return where if isinstance(where, Store) else ZkStore(where)
 
 
 class SimController:
-    """One controller over one ZooKeeper chroot. `step(wall_seconds)` advances it.
+    """One controller over one store (a kazoo client: its ZooKeeper chroot's znodes).
+    `step(wall_seconds)` advances it.
 
     `client_load` None: client traffic from the partition traffic `kit sim seed` kept; a share
     F: kit/traffic.py's what-if over those figures. Its progress is recorded in ZooKeeper at
@@ -122,10 +100,10 @@ class SimController:
     record (``progress``: "recorded") or from zero ("from zero").
     """
 
-    def __init__(self, client: KazooClient, speed: float = 1.0, client_load: float | None = None,
+    def __init__(self, store: Store | KazooClient, speed: float = 1.0, client_load: float | None = None,
                  samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
                  spike_at: float = 3600.0, sample_wall_every: float = 0.25, record_every: float = 1.0):
-        self.client, self.speed, self.client_load = client, speed, client_load
+        self.store, self.speed, self.client_load = as_store(store), speed, client_load
         self.record_every, self._recorded_wall = record_every, None
         self.reassignment: int | None = None  # czxid of the /admin/reassign_partitions picked up
         self.picked_version: int | None = None  # its version then (a change is reconciled: `_reconcile`)
@@ -143,7 +121,7 @@ class SimController:
         self.completed_at: float | None = None  # sim_seconds when the last new replica joined the ISR
         self.samples_dir, self.sample_every = samples_dir, sample_every
         self.next_sample = 0.0
-        self.facts = read_sim_facts(client)
+        self.facts = self.store.facts()
         self.figures: dict[tuple[str, int], tuple[float, float]] | None = None
 
     def _with_facts(self, cluster):
@@ -175,10 +153,10 @@ class SimController:
         """One file of replica samples and one of broker samples (issue 6's schema) for now.
 
         `cluster` and `clients` are the step's view (the cluster as the step began, the client
-        traffic as of now); without them the state is read from ZooKeeper.
+        traffic as of now); without them the state is read from the store.
         """
         if cluster is None:
-            cluster, _ = read_cluster(self.client)
+            cluster = self.store.cluster()
         if clients is None:
             clients = self._clients(cluster)
         ts = (SAMPLE_EPOCH + timedelta(seconds=self.sim_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -233,17 +211,18 @@ class SimController:
         for each new replica not yet in the ISR, from the bytes known to be left (see the
         module's docstring on restarts). `skip_done` (a reassignment changed while it ran):
         partitions already at their target are left alone."""
-        raw, stat = self.client.get(REASSIGN)
-        doc = json.loads(raw.decode())
-        cluster, _ = read_cluster(self.client)
+        pending = self.store.reassignment()
+        if pending is None:
+            return
+        cluster = self.store.cluster()
         current = {p.key: p for p in cluster.partitions}
-        known = self._recorded(stat.czxid)
-        same = stat.czxid == self.reassignment  # read again after a lost connection
+        known = self._recorded(pending.ident)
+        same = pending.ident == self.reassignment  # read again after a lost connection
         if same:
             known.update(self.resume)  # this controller's own memory is the newest
-        self.reassignment, self.picked_version = stat.czxid, stat.version
+        self.reassignment, self.picked_version = pending.ident, pending.version
         by_topic: dict[str, list] = {}
-        for m in doc.get("partitions", []):
+        for m in pending.moves:
             key = (m["topic"], m["partition"])
             if key not in self.targets and key in current:
                 p = current[key]
@@ -272,7 +251,7 @@ class SimController:
                     self.flows[p.key] = [Flow(source, d, min(max(known.get((p.topic, p.partition, d), p.size), 0.0),
                                                              float(p.size)))
                                          for d in adding if d not in p.isr]
-            _update_topic(self.client, topic, mark)
+            self.store.update_topic(topic, mark)
         self.resume = {}
         if under_way and not same and self.resumed is None:
             self.resumed = {"at_s": round(self.sim_seconds, 3),
@@ -286,11 +265,10 @@ class SimController:
         partition no longer listed is cancelled, one with another target restarts towards it
         (the bytes its copies have kept), new ones start (`_start`). With nothing left to do,
         /admin/reassign_partitions goes."""
-        try:
-            doc = json.loads(self.client.get(REASSIGN)[0].decode())
-        except NoNodeError:
+        pending = self.store.reassignment()
+        if pending is None:
             return
-        wanted = {(m["topic"], m["partition"]): list(m["replicas"]) for m in doc.get("partitions", [])}
+        wanted = pending.targets()
         for key in list(self.targets):
             if key not in wanted:
                 self._cancel(key)
@@ -317,28 +295,24 @@ class SimController:
                 t.get(k, {}).pop(part, None)
                 if k in t and not t[k]:
                     del t[k]
-        _update_topic(self.client, key[0], revert)
+        self.store.update_topic(key[0], revert)
 
         def shrink(st):
             st["isr"] = [b for b in st["isr"] if b in origin]
             if st["leader"] not in origin:
                 st["leader"] = next((b for b in origin if b in st["isr"]), -1)
-        _update_state(self.client, key[0], key[1], shrink)
+        self.store.update_state(key[0], key[1], shrink)
 
     def _drop_reassignment(self) -> None:
         """Delete /admin/reassign_partitions once all of it is done, unless it changed since it
         was read (then the next step follows the change)."""
-        try:
-            self.client.delete(REASSIGN, version=self.picked_version if self.picked_version is not None else -1)
-        except (NoNodeError, BadVersionError):
-            return
-        drop_sim_progress(self.client)
+        self.store.drop_reassignment(self.picked_version)
 
     def _recorded(self, reassignment: int) -> dict[tuple[str, int, int], float]:
         """Bytes left per copy (topic, partition, new replica) as this controller, or one
         before it, last recorded them for this reassignment; a controller without a clock of
         its own takes the record's."""
-        doc = read_sim_progress(self.client)
+        doc = self.store.progress()
         if not doc or doc.get("reassignment") != reassignment:
             return {}
         try:
@@ -360,7 +334,7 @@ class SimController:
         for (t, p), fs in self.flows.items():
             for f in fs:
                 left.setdefault(t, {}).setdefault(str(p), {})[str(f.dest)] = int(math.ceil(f.left))
-        write_sim_progress(self.client, {"version": 1, "reassignment": self.reassignment,
+        self.store.write_progress({"version": 1, "reassignment": self.reassignment,
                                          "sim_seconds": self.sim_seconds, "started_at": self.started_at,
                                          "next_sample": self.next_sample, "left": left})
         self._recorded_wall = now
@@ -384,29 +358,25 @@ class SimController:
                 t.get(k, {}).pop(part, None)
                 if k in t and not t[k]:
                     del t[k]
-        _update_topic(self.client, key[0], settle)
+        self.store.update_topic(key[0], settle)
 
         def elect(st):
             st["isr"] = [b for b in target if b in st["isr"] or b in target]
             st["leader"] = target[0]
-        _update_state(self.client, key[0], key[1], elect)
+        self.store.update_state(key[0], key[1], elect)
 
     def _elections(self) -> None:
-        try:
-            doc = json.loads(self.client.get(ELECTION)[0].decode())
-        except NoNodeError:
+        asked = self.store.election()
+        if asked is None:
             return
-        topics = {}
-        for e in doc.get("partitions", []):
-            if e["topic"] not in topics:
-                topics[e["topic"]] = json.loads(self.client.get(f"/brokers/topics/{e['topic']}")[0].decode())
-            first = topics[e["topic"]]["partitions"][str(e["partition"])][0]
+        for topic, partition in asked:
+            first = self.store.replicas(topic, partition)[0]
 
             def prefer(st, first=first):
                 if first in st["isr"]:
                     st["leader"] = first
-            _update_state(self.client, e["topic"], e["partition"], prefer)
-        self.client.delete(ELECTION)
+            self.store.update_state(topic, partition, prefer)
+        self.store.drop_election()
 
     def _shape(self) -> float:
         """Client traffic now relative to its mean (a spike starts at `spike_at`)."""
@@ -414,7 +384,7 @@ class SimController:
         return client_factor(self.traffic, t, 0.0)
 
     def busy(self) -> bool:
-        return bool(self.targets) or bool(self.client.exists(REASSIGN)) or bool(self.client.exists(ELECTION))
+        return bool(self.targets) or self.store.reassignment_id() is not None or self.store.election() is not None
 
     def completion_s(self) -> float | None:
         """Simulated seconds from picking up the reassignment to the last replica joining the
@@ -428,8 +398,8 @@ class SimController:
         finishes (a resumed one may have nothing left to copy: it finishes at once)."""
         for key, fs in list(self.flows.items()):
             for f in [f for f in fs if f.left <= 1e-6]:
-                _update_state(self.client, key[0], key[1],
-                              lambda st, d=f.dest: st["isr"].append(d) if d not in st["isr"] else None)
+                self.store.update_state(key[0], key[1],
+                                        lambda st, d=f.dest: st["isr"].append(d) if d not in st["isr"] else None)
                 fs.remove(f)  # after the write: a copy cut short by ZooKeeper is still known done
                 if key in index:
                     clients.join(index[key], f.dest)
@@ -444,18 +414,18 @@ class SimController:
     def step(self, wall_seconds: float) -> None:
         """Advance the cluster by `wall_seconds` x `speed` simulated seconds."""
         self._elections()
-        stat = self.client.exists(REASSIGN)
+        stat = self.store.reassignment_id()
         if stat is None and self.targets and self.reassignment is not None:
             # Gone while copying: cancelled through ZooKeeper (`kit rollback` with a destination
             # dead writes the replicas back and deletes it with /controller). A new controller
             # reads the znodes afresh and finds nothing to resume: forget it, as it would.
             self.targets.clear()
             self.flows.clear()
-            drop_sim_progress(self.client)
-        if stat is not None and self.targets and (stat.czxid, stat.version) != (self.reassignment, self.picked_version):
+            self.store.drop_progress()
+        if stat is not None and self.targets and stat != (self.reassignment, self.picked_version):
             self._reconcile()
         elif stat is not None and not self.targets:
-            seen = stat.czxid == self.reassignment
+            seen = stat[0] == self.reassignment
             self._start()
             if seen and not self.targets:
                 self._drop_reassignment()  # what is left of it is done, or names no partition there is
@@ -463,10 +433,10 @@ class SimController:
             return
         # ZooKeeper is read once per step, not per event: the throttles the loop set and the
         # cluster; within the step the controller keeps its own changes in memory.
-        cluster, _ = read_cluster(self.client)
+        cluster = self.store.cluster()
         clients = self._clients(cluster)
         nic = {b: self._nic(b) for b in clients.live}
-        throttles = read_throttles(self.client, sorted(nic))
+        throttles = self.store.throttles(sorted(nic))
         index = {p.key: i for i, p in enumerate(cluster.partitions)}
         remaining = wall_seconds * self.speed
         self._settle(clients, index)
@@ -506,11 +476,11 @@ class SimController:
             # keeps running (the simulated KRaft cluster's) ends its samples with it too, so
             # readers of the samples see the copy end (kit.runbook.steps.simulated_copy_seconds).
             self.write_samples()
-        if self.client.exists(REASSIGN):
+        if self.store.reassignment_id() is not None:
             self._drop_reassignment()
 
 
-def run(client: KazooClient, speed: float = 1.0, client_load: float | None = None, tick: float = 0.2,
+def run(store: Store | KazooClient, speed: float = 1.0, client_load: float | None = None, tick: float = 0.2,
         until_idle: bool = False, max_wall_seconds: float | None = None,
         samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
         spike_at: float = 3600.0, max_lag: float = 0.5, patience: float = 300.0,
@@ -526,8 +496,8 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float | None = Non
     the znodes once it is back), `on_outage(why)` told once per outage and `on_outage(None)`
     when ZooKeeper is back; after `patience` seconds without it, BadInput.
     """
-    ctl = SimController(client, speed, client_load, samples_dir, sample_every, traffic, spike_at)
-    outage = Outage(client, patience)
+    ctl = SimController(store, speed, client_load, samples_dir, sample_every, traffic, spike_at)
+    outage = ctl.store.outage(patience)
     started = time.monotonic()
     last, lost = started, None
     try:
@@ -535,12 +505,12 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float | None = Non
             now = time.monotonic()
             try:
                 if outage.down:
-                    raise ConnectionLoss("no connection")  # a call now would only wait for one
+                    raise ctl.store.lost[0]("no connection")  # a call now would only wait for one
                 ctl.step(min(now - last, max_lag))
                 idle = until_idle and not ctl.busy()
                 if idle and samples_dir:
                     ctl.write_samples()  # the state after the last copy
-            except LOST as e:
+            except ctl.store.lost as e:
                 if outage.gave_up.is_set():
                     raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the simulated controller stopped "
                                    "(kit sim run resumes the reassignment from where it was)") from None
@@ -563,22 +533,15 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float | None = Non
         outage.close()
 
 
-def kill_broker(client: KazooClient, broker: int) -> int:
+def kill_broker(store: Store | KazooClient, broker: int) -> int:
     """What Kafka does when a broker dies: its registration vanishes, it drops out of every ISR,
     and each partition it led elects the next in-sync replica. Returns the partitions it led."""
-    path = f"/brokers/ids/{broker}"
-    if not client.exists(path):
+    store = as_store(store)
+    if not store.registered(broker):
         raise BadInput(f"broker {broker} is not registered")
-    # Marked first, so the holder of the simulated brokers does not register it again.
-    client.ensure_path(DEAD)
-    client.create(f"{DEAD}/{broker}", b"")
-    try:
-        client.delete(path)
-    except NoNodeError:
-        pass
-    cluster, _ = read_cluster(client)
+    store.deregister(broker)
     led = 0
-    for p in cluster.partitions:
+    for p in store.cluster().partitions:
         if broker not in p.isr:
             continue
 
@@ -587,29 +550,22 @@ def kill_broker(client: KazooClient, broker: int) -> int:
             if st["leader"] == broker:
                 st["leader"] = next((b for b in p.replicas if b in st["isr"]), -1)
         led += p.leader == broker
-        _update_state(client, p.topic, p.partition, drop)
+        store.update_state(p.topic, p.partition, drop)
     return led
 
 
-def revive_broker(client: KazooClient, broker: int, timeout: float = 10.0) -> None:
-    """A dead broker comes back: registered again by the holder of the simulated brokers; it
-    rejoins the ISR of its partitions (the simulator assumes its log was intact, so it catches
-    up at once)."""
-    if not client.exists(f"{DEAD}/{broker}"):
+def revive_broker(store: Store | KazooClient, broker: int, timeout: float = 10.0) -> None:
+    """A dead broker comes back: registered again (by the holder of the simulated brokers, in
+    ZooKeeper); it rejoins the ISR of its partitions (the simulator assumes its log was intact,
+    so it catches up at once)."""
+    store = as_store(store)
+    if not store.killed(broker):
         raise BadInput(f"broker {broker} was not killed by kit sim")
-    if not holder_running(client):
-        raise BadInput("the simulated brokers are not running here (kit sim seed starts them)")
-    client.delete(f"{DEAD}/{broker}")
-    deadline = time.monotonic() + timeout
-    while not client.exists(f"/brokers/ids/{broker}"):
-        if time.monotonic() > deadline:
-            raise BadInput(f"broker {broker} did not register again within {timeout:.0f} s")
-        time.sleep(0.05)
-    cluster, _ = read_cluster(client)
-    for p in cluster.partitions:
+    store.register(broker, timeout)
+    for p in store.cluster().partitions:
         if broker in p.replicas and broker not in p.isr:
             def rejoin(st):
                 st["isr"] = st["isr"] + [broker]
                 if st["leader"] < 0:
                     st["leader"] = broker
-            _update_state(client, p.topic, p.partition, rejoin)
+            store.update_state(p.topic, p.partition, rejoin)

@@ -1,8 +1,9 @@
 """One auto-throttle per cluster: `kit throttle run` holds the cluster's lease, on both backends.
 
 ZooKeeper mode against a real ZooKeeper (the lease an ephemeral znode), KRaft against the
-simulated KRaft cluster (the lease a config marker on the cluster-wide broker default, which
-the simulated cluster keeps in its private ZooKeeper as Kafka keeps /config/brokers/<default>).
+simulated KRaft cluster (the lease a config marker on the cluster-wide broker default). Another
+host's markers are put on the KRaft cluster through the wire, by an IncrementalAlterConfigs
+request built with kafka-python's protocol classes, as another host's loop would put them.
 """
 from __future__ import annotations
 
@@ -10,31 +11,32 @@ import itertools
 import json
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 
 import pytest
+from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
-from conftest import kit_command, kraft_cluster, kraft_zk, wait_for
+from conftest import kit_command, kraft_cluster, wait_for
 from conftest import run_kit as kit
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.backend import LEASE
-from kit.cluster.zk.changes import alter_config_keys, read_config
 from kit.cluster.zk.layout import close, connect
 from kit.events import read_events
 from kit.throttle.configs import LEADER_RATE
 from kit.throttle.lease import Lease
 
 _chroots = itertools.count()
-DEFAULT_BROKER = "<default>"  # where Kafka (and the simulated cluster) keeps the "" broker resource's configs
 
 
 class Idle:
     """A cluster with nothing moving: `where` its kit options, `store` the ZooKeeper behind it
-    (the cluster's own in ZooKeeper mode, the simulated KRaft cluster's private one)."""
+    (ZooKeeper mode; None for the simulated KRaft cluster, reached through the wire only)."""
 
-    def __init__(self, kind: str, where: list[str], store: str):
+    def __init__(self, kind: str, where: list[str], store: str | None):
         self.kind, self.where, self.store = kind, where, store
 
     def backend(self):
@@ -74,7 +76,7 @@ def idle(request, zookeeper, snapshots, tmp_path_factory):
             return
         state = tmp_path_factory.mktemp("kraft")
         with kraft_cluster(snapshots["balanced"], state) as bootstrap:
-            yield Idle("kraft", ["--bootstrap", bootstrap], kraft_zk(state))
+            yield Idle("kraft", ["--bootstrap", bootstrap], None)
 
 
 def elsewhere(since: str = "2026-01-01T00:00:00Z", expires: str | None = None) -> Lease:
@@ -86,15 +88,27 @@ def stamp(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
+def alter_default(idle: Idle, sets: dict[str, str], deletes: list[str]) -> None:
+    """IncrementalAlterConfigs (v1) on the KRaft cluster's "" broker resource (the cluster-wide
+    default) through its first listener: SET `sets`, DELETE `deletes`."""
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    configs = [R.AlterableConfig(name=k, config_operation=0, value=v) for k, v in sets.items()] + \
+        [R.AlterableConfig(name=k, config_operation=1, value=None) for k in deletes]
+    req = IncrementalAlterConfigsRequest(version=1, validate_only=False,
+                                         resources=[R(resource_type=4, resource_name="", configs=configs)])
+    req.with_header(correlation_id=7, client_id="kit-test")
+    host, port = idle.where[1].split(",")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=120) as s:
+        s.sendall(bytes(req.encode(version=1, header=True, framed=True)))
+        stream = s.makefile("rb")
+        size = struct.unpack(">i", stream.read(4))[0]
+        resp = IncrementalAlterConfigsResponse.decode(stream.read(size), version=1, header=True)
+    assert [r.error_code for r in resp.responses] == [0], resp
+
+
 def put_marker(idle: Idle, lease: Lease, replacing: Lease | None = None) -> None:
-    """The marker another host's loop keeps on the KRaft cluster (IncrementalAlterConfigs SET on
-    the "" broker resource lands in /config/brokers/<default>)."""
-    client = connect(idle.store)
-    try:
-        alter_config_keys(client, "brokers", DEFAULT_BROKER, {lease.marker(): "held"},
-                          [replacing.marker()] if replacing else [])
-    finally:
-        close(client)
+    """The marker another host's loop keeps on the KRaft cluster."""
+    alter_default(idle, {lease.marker(): "held"}, [replacing.marker()] if replacing else [])
 
 
 def test_a_second_loop_refuses_naming_the_first_and_changes_nothing_then_a_successor_takes_over(idle, tmp_path):
@@ -193,13 +207,9 @@ def test_a_loop_whose_lease_was_taken_over_stops_and_says_so(idle, tmp_path):
                                     "in force left to it")
     assert [e["kind"] for e in read_events(str(tmp_path / "a.jsonl"))][-1] == "alert"
     if idle.kind == "kraft":
-        assert [x.host for x in idle.leases()] == ["host-elsewhere"]  # its own marker taken away
-        client = connect(idle.store)
-        try:
-            alter_config_keys(client, "brokers", DEFAULT_BROKER, {}, list(read_config(client, "brokers",
-                                                                                      DEFAULT_BROKER)))
-        finally:
-            close(client)
+        [other] = idle.leases()
+        assert other.host == "host-elsewhere"  # its own marker taken away
+        alter_default(idle, {}, [other.marker()])
     assert idle.leases() == []
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import finish_reassignment, kit_command, kraft_cluster, kraft_zk, restarting_zookeeper, wait_for
+from conftest import finish_reassignment, kit_command, kraft_cluster, restarting_zookeeper, wait_for
 from conftest import run_kit as kit
 from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
@@ -70,8 +70,8 @@ def start_controller(root, samples, speed="20000"):
 @contextlib.contextmanager
 def copying_replacement(cluster: str, zookeeper, snap, tmp_path):
     """The replace cluster with its replacement applied (no throttle) and the simulated
-    controller copying it, writing samples: yields (kit's cluster options, the ZooKeeper
-    holding the cluster's configs, the samples directory). `cluster` "zookeeper": `kit sim run`
+    controller copying it, writing samples: yields (kit's cluster options, the samples
+    directory). `cluster` "zookeeper": `kit sim run`
     over a seeded chroot; "kraft": the simulated KRaft cluster (its controller running from the
     start, slowly enough that the loop, through the Admin API, decides while it copies)."""
     if cluster == "zookeeper":
@@ -79,7 +79,7 @@ def copying_replacement(cluster: str, zookeeper, snap, tmp_path):
         samples = tmp_path / "samples"
         sim = start_controller(root, samples)
         try:
-            yield ["--zk", root], root, samples
+            yield ["--zk", root], samples
         finally:
             sim.communicate(timeout=400)
         return
@@ -91,7 +91,7 @@ def copying_replacement(cluster: str, zookeeper, snap, tmp_path):
         assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
         r = kit("apply", plan, "--bootstrap", bootstrap, timeout=300)
         assert r.returncode == 0, r.stderr
-        yield ["--bootstrap", bootstrap], kraft_zk(state), state / "samples"
+        yield ["--bootstrap", bootstrap], state / "samples"
 
 
 @pytest.mark.parametrize("cluster", ["zookeeper", "kraft"])
@@ -99,13 +99,15 @@ def test_the_loop_throttles_from_measured_network_and_clears_everything_when_don
                                                                                    tmp_path, monkeypatch):
     monkeypatch.setenv("KIT_STATE_DIR", str(tmp_path / "kit-state"))  # the Admin API's state file, if any
     events, log = tmp_path / "events.jsonl", tmp_path / "throttle.log"
-    with copying_replacement(cluster, zookeeper, snapshots["replace"], tmp_path) as (where, root, samples):
+    with copying_replacement(cluster, zookeeper, snapshots["replace"], tmp_path) as (where, samples):
         r = kit("throttle", "run", *where, "--samples", samples, "--interval", "0.3", *CAP_MAP,
                 "--events", events, "--log", log, "--until-idle", "--max-seconds", "300", timeout=400)
         assert r.returncode == 0, r.stderr
-        # The cluster's own record of its configs: every throttle gone.
-        assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in configs(root, "brokers").values())
-        assert not any(c for c in configs(root, "topics").values())
+        # The cluster's own record of its configs, as its backend reads them: every throttle gone.
+        with open_backend(**{where[0][2:]: where[1]}) as b:
+            brokers, topics = b.throttles()
+        assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in brokers.values())
+        assert not any(c for c in topics.values())
     got = [json.loads(x) for x in events.read_text().splitlines()]
     rates = [e for e in got if e["kind"] == "rate" and "clients" in e["reason"]]
     assert rates, got[:5]

@@ -372,11 +372,23 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
     ops = []
     for b in cluster.brokers.values():
         if b.alive and b.known:
-            info = {"version": 5, "host": "127.0.0.1", "port": 9092, "rack": b.rack,
-                    "endpoints": ["PLAINTEXT://127.0.0.1:9092"], "jmx_port": -1, "timestamp": "0"}
-            ops.append(client.create_async(f"/kit/sim/brokers/{b.id}", json.dumps(info).encode()))
+            ops.append(client.create_async(f"/kit/sim/brokers/{b.id}", json.dumps(registration(b.rack)).encode()))
     _write_topics(client, cluster, ops)
     _write_metrics_and_facts(client, cluster)
+
+
+def registration(rack: str | None, port: int = 9092) -> dict:
+    """A simulated broker's registration (/brokers/ids/N's document) with its listener's port."""
+    return {"version": 5, "host": "127.0.0.1", "port": port, "rack": rack,
+            "endpoints": [f"PLAINTEXT://127.0.0.1:{port}"], "jmx_port": -1, "timestamp": "0"}
+
+
+def initial_state(p, dead: set[int]) -> dict:
+    """A partition's state document as a cluster laid out from a snapshot starts it: the ISR
+    without the dead brokers, the snapshot's leader or the first of that ISR."""
+    live_isr = [b for b in p.isr if b not in dead]
+    leader = p.leader if p.leader is not None else (live_isr[0] if live_isr else -1)
+    return {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 0, "isr": live_isr}
 
 
 def _write_topics(client: KazooClient, cluster: Cluster, ops: list) -> None:
@@ -401,11 +413,8 @@ def _write_topics(client: KazooClient, cluster: Cluster, ops: list) -> None:
     ops = []
     dead = {b.id for b in cluster.brokers.values() if not b.alive}
     for p in cluster.partitions:
-        live_isr = [b for b in p.isr if b not in dead]
-        leader = p.leader if p.leader is not None else (live_isr[0] if live_isr else -1)
-        state = {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 0, "isr": live_isr}
         ops.append(client.create_async(f"/brokers/topics/{p.topic}/partitions/{p.partition}/state",
-                                       json.dumps(state).encode()))
+                                       json.dumps(initial_state(p, dead)).encode()))
     for op in ops:
         op.get()
 
@@ -420,19 +429,24 @@ def _write_metrics_and_facts(client: KazooClient, cluster: Cluster) -> None:
     metrics = {str(b.id): {"StorageFree": b.storage_free} for b in cluster.brokers.values()
                if b.alive and b.storage_free is not None}
     client.create("/topicmappr/brokermetrics", dump_znode_json(metrics))
-    # What Kafka's znodes do not say but a simulated broker must know: traffic and disks.
+    client.create(SIM_FACTS, dump_znode_json(sim_facts(cluster)), makepath=True)
+
+
+def sim_facts(cluster: Cluster) -> dict:
+    """What Kafka's znodes do not say but a simulated broker must know: each broker's NIC,
+    instance type and disk (the bytes of other files on it), and each partition's traffic."""
     used: dict[int, int] = {}
     for p in cluster.partitions:
         for b in p.replicas:
             used[b] = used.get(b, 0) + p.size
-    client.create(SIM_FACTS, dump_znode_json({
+    return {
         "brokers": {str(b.id): {"net_capacity": b.net_capacity, "instance_type": b.instance_type,
                                 "storage_total": b.storage_total,
                                 "other_bytes": (b.storage_total - b.storage_free - used.get(b.id, 0))
                                 if b.storage_total is not None and b.storage_free is not None else None}
                     for b in cluster.brokers.values() if b.known},
         "traffic": {f"{p.topic}/{p.partition}": [p.bytes_in, p.bytes_out] for p in cluster.partitions},
-    }), makepath=True)
+    }
 
 
 SIM_FACTS = "/kit/sim/facts"

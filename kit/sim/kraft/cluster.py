@@ -1,12 +1,15 @@
 """Start and stop the simulated KRaft cluster kept in a state directory.
 
-`start` lays the snapshot out in a private ZooKeeper (DIR/zk: it stands in for KRaft's
-metadata log and no client sees it), starts the process holding the brokers' registrations
-(kit.sim.brokers), the simulated controller (`kit sim run`) and the wire server
-(kit.sim.kraft.server), waits until every live broker's listener answers ApiVersions, and
-writes DIR/bootstrap. Each process's pid is in DIR/NAME.pid; `stop` ends them all and the
-ZooKeeper. DIR/cluster.json says where the ZooKeeper is, the cluster id and each broker's
-port (fixed for the cluster's life); DIR/facts.json what only the simulator knows (`write_facts`);
+`start` lays the snapshot out in the cluster's store (DIR/store.json, kit.sim.memstore: it
+stands in for KRaft's metadata log and no client sees it), starts the one process that is the
+whole cluster (kit.sim.kraft.server: the store in memory, the simulated controller in a thread,
+a listener per live broker; no JVM), waits until every live broker's listener answers
+ApiVersions, and writes DIR/bootstrap. Started without a snapshot, it resumes the cluster
+stopped earlier in DIR from the store it saved (its reassignment, throttles and bytes still to
+copy). The server's pid is in DIR/server.pid; `stop` ends it (it saves the store as it goes).
+DIR/cluster.json holds the cluster id, each broker's port (fixed for the cluster's life), the
+server's control port and the controller's pace; DIR/facts.json what only the simulator knows
+(`write_facts`);
 DIR/faults.json the faults `deny`, `allow` and `slow` put on it (kit.sim.kraft.faults);
 DIR/sasl-plain, when it has users, the SASL/PLAIN credentials its listeners ask for
 (kit.sim.kraft.sasl).
@@ -29,20 +32,18 @@ import uuid
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from kit.cluster.zk import server as localzk
-from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Stuck, Unsafe
+from kit.cluster.zk.layout import sim_facts
 from kit.formats import load_snapshot, write_atomic
-from kit.sim import brokers as sim_brokers
-from kit.sim import controller as sim_controller
-from kit.sim.kraft import faults, sasl
+from kit.sim.kraft import faults, sasl, server
+from kit.sim.memstore import MemoryStore
 
-PROCESSES = ("server", "controller", "holder")  # stopped in this order: listeners first
+PROCESSES = ("server",)
 CONFIG = "cluster.json"
 FACTS = "facts.json"
-# How long `start` waits for every live broker's listener. Quiet, the cluster answers in about
-# 5 s (a ZooKeeper JVM and three Python processes); on two cores shared with other work each of
-# them gets a small share and the same start took over 60 s. The bound is for a start that
-# will never come up, not for a slow one.
+# How long `start` waits for every live broker's listener. Quiet, a small cluster answers in
+# about a second (one Python process); on two cores shared with other work it gets a small
+# share. The bound is for a start that will never come up, not for a slow one.
 START_WAIT_S = 240.0
 # After this long without every listener answering, `start` says on stderr what it waits for.
 START_QUIET_S = 15.0
@@ -78,8 +79,7 @@ def _pid(state_dir: str, name: str) -> int | None:
 
 def running(state_dir: str) -> bool:
     """Whether anything of a simulated cluster started from `state_dir` still runs."""
-    return any(_pid(state_dir, n) for n in PROCESSES) or \
-        localzk.status(os.path.join(state_dir, "zk")) is not None
+    return any(_pid(state_dir, n) for n in PROCESSES)
 
 
 def read_config(state_dir: str) -> dict:
@@ -118,38 +118,56 @@ def _spawn(state_dir: str, name: str, argv: list[str]) -> int:
     return proc.pid
 
 
-def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float | None = None,
+def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load: float | None = None,
           wait: float = START_WAIT_S, sample_every: float | None = None,
           sasl_users: dict[str, str] | None = None) -> str:
     """Start the cluster; returns the bootstrap line ("127.0.0.1:PORT,...", live brokers).
 
-    `sample_every` (simulated seconds between the controller's metric samples; `kit sim run`'s
-    default without it) lets a runbook match the samples to its auto-throttle's interval.
-    `sasl_users` ({user: password}) makes every listener SASL_PLAINTEXT with these PLAIN users.
+    `snapshot` None resumes the cluster stopped earlier in `state_dir` (its store, faults and
+    users as they were; `sasl_users` then replaces the users). `sample_every` (simulated
+    seconds between the controller's metric samples; `kit sim run`'s default without it) lets a
+    runbook match the samples to its auto-throttle's interval. `sasl_users` ({user: password})
+    makes every listener SASL_PLAINTEXT with these PLAIN users.
 
-    BadInput (nothing started) for an unreadable snapshot, one without a live broker, or a
-    state directory a cluster already runs from; Stuck (everything started stopped again)
-    when it does not come up within `wait` seconds.
+    BadInput (nothing started or written) for an unreadable snapshot, one without a live
+    broker, a state directory a cluster already runs from or, resuming, one without a saved
+    cluster; Stuck (everything started stopped again) when it does not come up within `wait`
+    seconds.
     """
-    cluster = load_snapshot(snapshot)
     if os.path.exists(state_dir) and not os.path.isdir(state_dir):
         raise BadInput(f"--state {state_dir}: not a directory")
     if os.path.isdir(state_dir) and running(state_dir):
         raise BadInput(f"--state {state_dir}: a simulated cluster already runs from there (kit sim stop --state "
                        f"{state_dir} first)")
-    live = sorted(b.id for b in cluster.brokers.values() if b.alive and b.known)
-    if not live:
-        raise BadInput(f"snapshot {snapshot}: no live broker to start")
+    if snapshot is None:
+        store, old = _saved(state_dir)
+        cluster_id, ports = old["cluster_id"], {int(b): int(p) for b, p in old["ports"].items()}
+        live, facts = [b for b in ports if store.registered(b)], store.facts()
+    else:
+        cluster = load_snapshot(snapshot)
+        live = sorted(b.id for b in cluster.brokers.values() if b.alive and b.known)
+        if not live:
+            raise BadInput(f"snapshot {snapshot}: no live broker to start")
+        # The server lays the snapshot out itself: a store of 200,000 partitions written here and
+        # read back there would cost as much again as the rest of the start.
+        cluster_id, ports, facts = _cluster_id(), dict(zip(live, _ports(len(live)))), sim_facts(cluster)
     os.makedirs(state_dir, exist_ok=True)
-    for old in ("zk", "samples"):  # a cluster stopped earlier: its metadata log is not this one's
-        shutil.rmtree(os.path.join(state_dir, old), ignore_errors=True)
-    for old in (faults.FILE, FACTS, sasl.FILE):  # nor its faults, facts and users
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(state_dir, old))
+    if snapshot is not None:
+        # A cluster stopped earlier: its metadata, samples, faults, facts and users are not this one's.
+        for old_dir in ("zk", "samples"):
+            shutil.rmtree(os.path.join(state_dir, old_dir), ignore_errors=True)
+        for old_file in (faults.FILE, FACTS, sasl.FILE, server.STORE):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(state_dir, old_file))
     try:
         if sasl_users:
             sasl.write_users(state_dir, sasl_users)
-        return _start(cluster, live, state_dir, speed, client_load, wait, sample_every)
+        write_atomic(os.path.join(state_dir, CONFIG), json.dumps(
+            {"version": 2, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()},
+             "control": _ports(1)[0], "speed": float(speed), "client_load": client_load,
+             "sample_every": sample_every}, indent=1) + "\n")
+        write_facts(state_dir, cluster_id, facts)
+        return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
         stop(state_dir)
         if not isinstance(e, Exception):
@@ -158,30 +176,26 @@ def start(snapshot: str, state_dir: str, speed: float = 1.0, client_load: float 
         raise Stuck(f"the simulated KRaft cluster did not start ({why}); everything it started is stopped") from None
 
 
-def _start(cluster, live: list[int], state_dir: str, speed: float, client_load: float | None, wait: float,
-           sample_every: float | None = None) -> str:
+def _saved(state_dir: str) -> tuple[MemoryStore, dict]:
+    """The store and DIR/cluster.json of a cluster stopped in `state_dir` (BadInput without one)."""
+    path = os.path.join(state_dir, server.STORE)
+    if not os.path.exists(path):
+        raise BadInput(f"--state {state_dir}: no stopped simulated KRaft cluster to resume there (--snapshot FILE "
+                       "starts a new one)")
+    try:
+        with open(os.path.join(state_dir, CONFIG)) as f:
+            config = json.load(f)
+        config["cluster_id"], config["ports"]  # noqa: B018  (both needed to resume)
+    except (OSError, ValueError, KeyError, TypeError):
+        raise BadInput(f"--state {state_dir}: its {CONFIG} is missing or unreadable; the cluster cannot be "
+                       "resumed (--snapshot FILE starts a new one)") from None
+    return MemoryStore.load(path), config
+
+
+def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | None) -> str:
     deadline = time.monotonic() + wait
-    zk = localzk.start(localzk.free_port(), os.path.join(state_dir, "zk"), wait=wait)
-    ports = dict(zip(live, _ports(len(live))))
-    cluster_id = _cluster_id()
-    write_atomic(os.path.join(state_dir, CONFIG), json.dumps(
-        {"version": 1, "zk": zk.connect, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()}},
-        indent=1) + "\n")
-    with session(zk.connect) as client:
-        write_cluster(client, cluster)
-        register_listeners(client, ports)
-        write_facts(state_dir, cluster_id, read_sim_facts(client))
-    holder = sim_brokers.start_holder(zk.connect, timeout=max(deadline - time.monotonic(), 1.0))
-    with open(_pid_path(state_dir, "holder"), "w") as f:
-        f.write(f"{holder}\n")
-    run = [sys.executable, "-m", "kit", "sim", "run", "--zk", zk.connect, "--speed", repr(float(speed)),
-           "--samples", os.path.join(state_dir, "samples")]
-    if client_load is not None:
-        run += ["--client-load", repr(float(client_load))]
-    if sample_every is not None:
-        run += ["--sample-every", repr(float(sample_every))]
-    _spawn(state_dir, "controller", run)
-    _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)])
+    _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)]
+           + ([os.path.abspath(snapshot)] if snapshot is not None else []))
     waiting = dict(ports)
     said = time.monotonic() + START_QUIET_S
     while waiting:
@@ -213,13 +227,14 @@ def write_facts(state_dir: str, cluster_id: str, facts: dict) -> str:
     return path
 
 
-def register_listeners(client, ports: dict[int, int]) -> None:
-    """Give each simulated broker's registration its listener's port (kit sim seed writes 9092)."""
-    for b, port in ports.items():
-        path = f"{sim_brokers.REGISTRATIONS}/{b}"
-        info = json.loads(client.get(path)[0].decode())
-        info.update(port=port, endpoints=[f"PLAINTEXT://127.0.0.1:{port}"])
-        client.set(path, json.dumps(info).encode())
+def read_facts(state_dir: str) -> dict:
+    """DIR/facts.json as `write_facts` wrote it (BadInput when there is none to read)."""
+    path = os.path.join(state_dir, FACTS)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        raise BadInput(f"{path}: the simulated cluster's facts cannot be read") from None
 
 
 def answers(port: int, timeout: float = 2.0) -> bool:
@@ -265,13 +280,24 @@ def _wait_for(check, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _command(state_dir: str, doc: dict) -> dict:
+    """Send a control request to the running cluster's server (kit.sim.kraft.server.control);
+    BadInput with the server's one line when it refuses."""
+    config = read_config(state_dir)
+    try:
+        reply = server.control(int(config["control"]), doc)
+    except (OSError, ValueError, KeyError) as e:
+        raise BadInput(f"--state {state_dir}: the simulated KRaft cluster did not take the request ({e})") from None
+    if "error" in reply:
+        raise BadInput(reply["error"])
+    return reply
+
+
 def kill(state_dir: str, broker: int, timeout: float = 30.0) -> int:
     """A broker dies (kit.sim.controller.kill_broker); returns once its listener is closed.
     Returns the partitions it led."""
-    config = read_config(state_dir)
-    port = config["ports"].get(str(broker))
-    with session(config["zk"]) as client:
-        led = sim_controller.kill_broker(client, broker)
+    port = read_config(state_dir)["ports"].get(str(broker))
+    led = _command(state_dir, {"op": "kill", "broker": broker})["led"]
     if port is not None:
         _wait_for(lambda: refuses(port), timeout, f"broker {broker}'s listener (port {port}) did not close")
     return led
@@ -279,10 +305,8 @@ def kill(state_dir: str, broker: int, timeout: float = 30.0) -> int:
 
 def revive(state_dir: str, broker: int, timeout: float = 30.0) -> None:
     """A killed broker comes back; returns once its listener answers again."""
-    config = read_config(state_dir)
-    with session(config["zk"]) as client:
-        sim_controller.revive_broker(client, broker)
-    port = config["ports"].get(str(broker))
+    port = read_config(state_dir)["ports"].get(str(broker))
+    _command(state_dir, {"op": "revive", "broker": broker})
     if port is not None:
         _wait_for(lambda: answers(port), timeout, f"broker {broker}'s listener (port {port}) did not open again")
 
@@ -310,8 +334,10 @@ def slow(state_dir: str, broker: int | None, delay: float) -> dict[str, float]:
     return faults.slow(state_dir, broker, delay)
 
 
-def stop(state_dir: str, wait: float = 15.0) -> bool:
-    """End every process the cluster started, then its ZooKeeper; False when nothing ran."""
+def stop(state_dir: str, wait: float = 60.0) -> bool:
+    """End the cluster's process (it saves its store first: `wait` seconds for that, then it is
+    killed); False when nothing ran. A private ZooKeeper a cluster of an earlier kit left
+    running is stopped too."""
     stopped = False
     for name in PROCESSES:
         pid = _pid(state_dir, name)

@@ -1,9 +1,9 @@
 """DescribeConfigs and IncrementalAlterConfigs for topics and brokers.
 
-Dynamic configs live where a ZooKeeper-mode Kafka keeps them (/config/topics/T,
-/config/brokers/ID, /config/brokers/<default> for the cluster-wide broker default), written
-with kit.cluster.zk.changes together with their /config/changes notification: the simulated
-controller reads the brokers' throttles from there. Only the dynamic keys set are described
+Dynamic configs live in the cluster's store (kit.sim.store) by kind and entity, as a
+ZooKeeper-mode Kafka keeps them (/config/topics/T, /config/brokers/ID, /config/brokers/<default>
+for the cluster-wide broker default): the simulated controller reads the brokers' throttles
+from there. Only the dynamic keys set are described
 beside the defaults of the dynamic keys Kafka would list for them (`TOPIC_DEFAULTS`,
 `BROKER_DEFAULTS`, source DEFAULT_CONFIG). A topic key outside them is refused as Kafka
 refuses an unknown topic config name; a broker key outside them is taken as Kafka takes a
@@ -16,13 +16,10 @@ from __future__ import annotations
 import re
 
 from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
-from kazoo.exceptions import BadVersionError
-
-from kit.cluster.zk.changes import alter_config_keys, read_config
 from kit.sim.kraft.context import (CLUSTER_AUTHORIZATION_FAILED, INVALID_CONFIG, INVALID_REQUEST, NONE,
                                    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, Context)
 from kit.sim.kraft.faults import ALTER_CONFIGS_CLUSTER, ALTER_CONFIGS_TOPIC
-from kit.sim.kraft.state import read_view
+from kit.sim.store import Conflict
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 TOPIC, BROKER = 2, 4  # ConfigResource.Type
@@ -47,7 +44,7 @@ _REPLICA_LIST = re.compile(r"^(\*|\s*\d+\s*:\s*\d+\s*(,\s*\d+\s*:\s*\d+\s*)*)?$"
 def _entity(ctx: Context, rtype: int, name: str, describing: bool) -> tuple[str | None, int, str | None]:
     """(config kind, error code, message) for a resource; kind None when it has an error."""
     if rtype == TOPIC:
-        if name not in read_view(ctx.client, [name]).topics:
+        if name not in ctx.store.view([name]).topics:
             return None, UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist"
         return "topics", NONE, None
     if rtype == BROKER:
@@ -74,8 +71,8 @@ def _described(name: str, value: str | None, source: int, synonyms: list, versio
 def _broker_configs(ctx: Context, name: str, synonyms: bool, version: int) -> list:
     """A broker's dynamic keys, its own over the cluster-wide default's (with synonyms: both)."""
     Syn = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
-    default = read_config(ctx.client, "brokers", DEFAULT_BROKER)
-    own = read_config(ctx.client, "brokers", name) if name else {}
+    default = ctx.store.config("brokers", DEFAULT_BROKER)
+    own = ctx.store.config("brokers", name) if name else {}
     out = []
     for key in sorted(set(own) | set(default) | set(BROKER_DEFAULTS)):
         custom = key not in BROKER_DEFAULTS
@@ -90,7 +87,7 @@ def _broker_configs(ctx: Context, name: str, synonyms: bool, version: int) -> li
 def _topic_configs(ctx: Context, name: str, synonyms: bool, version: int) -> list:
     """A topic's dynamic keys, and the defaults of the others."""
     Syn = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
-    own = read_config(ctx.client, "topics", name)
+    own = ctx.store.config("topics", name)
     out = []
     for key in sorted(set(own) | set(TOPIC_DEFAULTS)):
         chain = ([(own[key], DYNAMIC_TOPIC_CONFIG)] if key in own else []) + \
@@ -171,9 +168,9 @@ def _alter_one(ctx: Context, r, validate_only: bool) -> tuple[int, str | None]:
         entity = r.resource_name if kind == "topics" or r.resource_name else DEFAULT_BROKER
         for _ in range(5):  # another writer between the read and the write: merge again
             try:
-                alter_config_keys(ctx.client, kind, entity, updates, deletes)
+                ctx.store.alter_config(kind, entity, updates, deletes)
                 break
-            except BadVersionError:
+            except Conflict:
                 continue
         else:
             return INVALID_REQUEST, f"config of {r.resource_name!r} kept changing; nothing was written"

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import kafka.errors as errors
-from kazoo.client import KazooClient
-
 from kit.sim.kraft.faults import Faults
+from kit.sim.store import Store
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.errno  # 3
@@ -30,10 +30,11 @@ UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.errno  # 100
 
 @dataclass
 class Context:
-    """The broker answering, its cluster's id, the private ZooKeeper it reads and the faults
-    an operator put on the cluster (none when None)."""
+    """The broker answering, its cluster's id, the store holding the cluster (kit.sim.store: the
+    memory of the simulated KRaft cluster's process) and the faults an operator put on the
+    cluster (none when None)."""
 
-    client: KazooClient
+    store: Store
     broker_id: int
     cluster_id: str
     faults: Faults | None = None
@@ -41,3 +42,24 @@ class Context:
     def denies(self, right: str) -> bool:
         """Whether the principal lacks `right` (kit.sim.kraft.faults.RIGHTS) now."""
         return self.faults is not None and self.faults.denies(right)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A response encoded already (its body, without header or frame), as a handler returns
+    an answer it keeps for a state that has not changed (kit.sim.memstore's `cached`)."""
+
+    body: bytes
+    flexible: bool  # answered with response header v1 (tagged fields), not v0
+
+
+def encoded(resp, version: int) -> Encoded:
+    """`resp` (kafka-python's response class, built for `version`) encoded once."""
+    return Encoded(bytes(resp.encode(version=version)), type(resp).flexible_version_q(version))
+
+
+def fields(**values) -> SimpleNamespace:
+    """An entry of a large response array (a partition of Metadata or DescribeLogDirs): the
+    generated encoders read its fields by name, and this is made in a fraction of the time
+    kafka-python's own data classes take (200,000 partitions: seconds less)."""
+    return SimpleNamespace(**values)

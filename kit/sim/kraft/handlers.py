@@ -1,4 +1,4 @@
-"""The simulated KRaft broker's answers: one function per Kafka API, from the private ZooKeeper.
+"""The simulated KRaft broker's answers: one function per Kafka API, from the cluster's store.
 
 Each handler takes the broker's `Context`, the decoded request (kafka-python's generated
 class) and its version, and returns the response object; kit.sim.kraft.server frames it.
@@ -8,15 +8,21 @@ each field means and which error a case gets follows Kafka's own broker and cont
 """
 from __future__ import annotations
 
+import uuid
+
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeClusterResponse
 
 from kit.sim.kraft import configs, logdirs, reassign, sasl
 from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-                                   UNSUPPORTED_VERSION, Context)
-from kit.sim.kraft.state import read_brokers, read_view, topic_id
+                                   UNSUPPORTED_VERSION, Context, encoded, fields)
 
 NO_AUTHORIZED_OPERATIONS = None  # "not requested" (INT32_MIN): kafka-python encodes it from None
+
+
+def topic_id(topic: str) -> uuid.UUID:
+    """A topic's id (KIP-516), stable for its name: the simulated cluster never recreates a topic."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kit-sim-topic:{topic}")
 
 
 def api_versions(ctx: Context, req, version: int):
@@ -38,11 +44,21 @@ def metadata(ctx: Context, req, version: int):
     """Metadata: live brokers, the controller, and the topics asked for (all when the list is
     null, or empty at v0); a named topic the cluster lacks gets UNKNOWN_TOPIC_OR_PARTITION, an
     unknown topic id UNKNOWN_TOPIC_ID. Partitions: leader, epoch, replicas, ISR, offline
-    replicas (those on brokers not alive); LEADER_NOT_AVAILABLE where none leads."""
+    replicas (those on brokers not alive); LEADER_NOT_AVAILABLE where none leads. The answer
+    for every topic is kept, encoded, until the cluster changes (clients ask for it often, and
+    at 200,000 partitions it takes seconds to make)."""
     asked = req.topics
-    view = read_view(ctx.client, None)
-    Topic = MetadataResponse.MetadataResponseTopic
     if asked is None or (version == 0 and not asked):
+        return ctx.store.cached(("metadata", version),
+                                lambda: encoded(_metadata(ctx, None, version), version))
+    return _metadata(ctx, asked, version)
+
+
+def _metadata(ctx: Context, asked, version: int):
+    """The Metadata response for the topics `asked` (None: every topic)."""
+    view = ctx.store.view()
+    Topic = MetadataResponse.MetadataResponseTopic
+    if asked is None:
         out = [_metadata_topic(view, t) for t in view.topics]
     else:
         by_id = {topic_id(t): t for t in view.topics}
@@ -63,19 +79,19 @@ def metadata(ctx: Context, req, version: int):
 
 
 def _metadata_topic(view, t: str):
-    Part = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
-    parts = [Part(error_code=NONE if p.leader in view.brokers else LEADER_NOT_AVAILABLE,
-                  partition_index=p.partition, leader_id=p.leader if p.leader in view.brokers else -1,
-                  leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
-                  offline_replicas=[b for b in p.replicas if b not in view.brokers])
+    live = view.brokers
+    parts = [fields(error_code=NONE if p.leader in live else LEADER_NOT_AVAILABLE,
+                    partition_index=p.partition, leader_id=p.leader if p.leader in live else -1,
+                    leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                    offline_replicas=[b for b in p.replicas if b not in live])
              for p in view.topic_partitions(t)]
-    return MetadataResponse.MetadataResponseTopic(error_code=NONE, name=t, topic_id=topic_id(t), is_internal=False,
-                                                  partitions=parts, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+    return fields(error_code=NONE, name=t, topic_id=topic_id(t), is_internal=False, partitions=parts,
+                  authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
 def describe_cluster(ctx: Context, req, version: int):
     """DescribeCluster: the cluster id, the controller and the live brokers."""
-    brokers = read_brokers(ctx.client)
+    brokers = ctx.store.view().brokers
     return DescribeClusterResponse(
         version=version, throttle_time_ms=0, error_code=NONE, error_message=None, endpoint_type=1,
         cluster_id=ctx.cluster_id, controller_id=min(brokers) if brokers else -1,
@@ -103,5 +119,4 @@ HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: de
             DESCRIBE_LOG_DIRS: logdirs.describe_log_dirs,
             # Before authentication a SASL listener's Session answers these (kit.sim.kraft.sasl).
             SASL_HANDSHAKE: sasl.handshake_after_login, SASL_AUTHENTICATE: sasl.authenticate_after_login}
-# The requests that change the cluster: they read it afresh (kit.sim.kraft.state.uncached).
-CHANGES = frozenset({INCREMENTAL_ALTER_CONFIGS, ALTER_REASSIGNMENTS, ELECT_LEADERS})
+

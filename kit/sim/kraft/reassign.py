@@ -1,7 +1,7 @@
 """AlterPartitionReassignments, ListPartitionReassignments and ElectLeaders (KIP-455, KIP-460).
 
-The simulated controller carries reassignments out from /admin/reassign_partitions and
-elections from /admin/preferred_replica_election (kit.sim.controller). A target list is merged
+The simulated controller (kit.sim.controller) carries out the reassignment in flight and the
+preferred elections asked for, both kept in the cluster's store (kit.sim.store). A target list is merged
 into the reassignment in flight (starting that partition's move, or replacing its target); a
 null target cancels it: the partition is dropped from the reassignment and the controller
 takes it back to the replicas it started from. Each call answers once the controller has
@@ -10,33 +10,26 @@ controller answers once its records are written.
 """
 from __future__ import annotations
 
-import json
 import time
 
 from kafka.protocol.admin import (AlterPartitionReassignmentsResponse, ElectLeadersResponse,
                                   ListPartitionReassignmentsResponse)
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
-from kit.cluster.zk.changes import ELECTION, REASSIGN
 from kit.sim.kraft.context import (CLUSTER_AUTHORIZATION_FAILED, ELECTION_NOT_NEEDED, INVALID_REPLICA_ASSIGNMENT,
                                    INVALID_REPLICATION_FACTOR, INVALID_REQUEST, NO_REASSIGNMENT_IN_PROGRESS, NONE,
-                                   PREFERRED_LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION, Context)
+                                   PREFERRED_LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION, Context,
+                                   encoded)
 from kit.sim.kraft.faults import ALTER_CLUSTER
-from kit.sim.kraft.state import PartitionInfo, View, read_view
+from kit.sim.store import Conflict, PartitionInfo, Store, View
 
 MAX_WAIT = 30.0  # seconds a call waits for the simulated controller at most
 NOT_AUTHORIZED = "Cluster authorization failed."  # Kafka's message of CLUSTER_AUTHORIZATION_FAILED
 PREFERRED, UNCLEAN = 0, 1  # ElectionType
 
 
-def _pending(client) -> tuple[dict[tuple[str, int], list[int]], object]:
-    """The reassignment in flight as {(topic, partition): target}, and its znode's stat (None: none)."""
-    try:
-        raw, stat = client.get(REASSIGN)
-    except NoNodeError:
-        return {}, None
-    doc = json.loads(raw.decode() or "{}") or {}
-    return {(m["topic"], m["partition"]): list(m["replicas"]) for m in doc.get("partitions", [])}, stat
+def _pending(store: Store) -> tuple[dict[tuple[str, int], list[int]], int | None]:
+    """The reassignment in flight as {(topic, partition): target}, and its version (None: none)."""
+    pending = store.reassignment()
+    return ({}, None) if pending is None else (pending.targets(), pending.version)
 
 
 def _moving(p: PartitionInfo, pending: dict) -> bool:
@@ -88,22 +81,9 @@ def _plan(req, view: View, pending: dict) -> tuple[dict, dict, set]:
     return results, new, cancelled
 
 
-def _write(client, new: dict, stat) -> None:
-    """Write the reassignment (version-checked against `stat`; BadVersionError / NodeExistsError /
-    NoNodeError when it changed meanwhile)."""
-    body = json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r}
-                                                     for (t, p), r in sorted(new.items())]}).encode()
-    if stat is None:
-        if new:
-            client.ensure_path("/admin")
-            client.create(REASSIGN, body)
-    else:
-        client.set(REASSIGN, body, version=stat.version)
-
-
-def _applied(client, targets: dict, cancelled: set) -> bool:
+def _applied(store: Store, targets: dict, cancelled: set) -> bool:
     """Whether the controller has taken up each new target and carried out each cancel."""
-    view = read_view(client, sorted({t for t, _ in targets} | {t for t, _ in cancelled}))
+    view = store.view(sorted({t for t, _ in targets} | {t for t, _ in cancelled}))
     for key, target in targets.items():
         p = view.partitions[key]
         if p.replicas[:len(target)] != target:  # the union starts with the target (or is it)
@@ -131,19 +111,19 @@ def alter_partition_reassignments(ctx: Context, req, version: int):
                                                  for t in req.topics for rp in t.partitions},
                                   CLUSTER_AUTHORIZATION_FAILED, NOT_AUTHORIZED)
     for _ in range(10):  # another writer (or the controller finishing) between read and write
-        pending, stat = _pending(ctx.client)
-        view = read_view(ctx.client, sorted({t.name for t in req.topics}))
+        pending, at = _pending(ctx.store)
+        view = ctx.store.view(sorted({t.name for t in req.topics}))
         results, new, cancelled = _plan(req, view, pending)
         try:
             if new != pending:
-                _write(ctx.client, new, stat)
+                ctx.store.set_reassignment(new, at)
             break
-        except (BadVersionError, NodeExistsError, NoNodeError):
+        except Conflict:
             continue
     else:
         results = {k: (REQUEST_TIMED_OUT, "the reassignment kept changing; try again") for k in results}
     targets = {k: new[k] for k, (err, _) in results.items() if err == NONE and k in new}
-    if (targets or cancelled) and not _wait(lambda: _applied(ctx.client, targets, cancelled), req.timeout_ms):
+    if (targets or cancelled) and not _wait(lambda: _applied(ctx.store, targets, cancelled), req.timeout_ms):
         results = {k: (REQUEST_TIMED_OUT, "recorded, but the simulated controller has not taken it up yet")
                    if err == NONE else (err, msg) for k, (err, msg) in results.items()}
     return _reassign_response(req, version, results, NONE, None)
@@ -161,14 +141,23 @@ def _reassign_response(req, version: int, results: dict, error: int, message: st
 
 def list_partition_reassignments(ctx: Context, req, version: int):
     """ListPartitionReassignments: the partitions moving (all, or those asked for), each with
-    its replica list (the union), adding and removing replicas (KIP-455)."""
-    asked = None if req.topics is None else {(t.name, p) for t in req.topics for p in t.partition_indexes}
-    pending, _ = _pending(ctx.client)
-    view = read_view(ctx.client, None if asked is None else sorted({t for t, _ in asked}))
+    its replica list (the union), adding and removing replicas (KIP-455). The answer for all
+    is kept, encoded, until the cluster changes (a watcher asks every few seconds)."""
+    if req.topics is None:
+        return ctx.store.cached(("reassignments", version), lambda: encoded(_listed(ctx, None, version), version))
+    return _listed(ctx, {(t.name, p) for t in req.topics for p in t.partition_indexes}, version)
+
+
+def _listed(ctx: Context, asked: set | None, version: int):
+    pending, _ = _pending(ctx.store)
+    view = ctx.store.view(None if asked is None else sorted({t for t, _ in asked}))
     T = ListPartitionReassignmentsResponse.OngoingTopicReassignment
     topics: dict[str, list] = {}
-    for key, p in sorted(view.partitions.items()):
-        if (asked is not None and key not in asked) or not _moving(p, pending):
+    # Only the partitions marked moving or listed can be: not every partition of the cluster.
+    candidates = {k for k, p in view.partitions.items() if p.adding or p.removing} | set(pending)
+    for key in sorted(candidates):
+        p = view.partitions.get(key)
+        if p is None or (asked is not None and key not in asked) or not _moving(p, pending):
             continue
         if p.adding or p.removing:
             replicas, adding, removing = p.replicas, p.adding, p.removing
@@ -204,19 +193,11 @@ def _election_wanted(req, view: View) -> tuple[dict, list, bool]:
     return results, todo, everything
 
 
-def _request_election(client, todo: list, timeout_ms: int | None) -> bool:
-    """Write /admin/preferred_replica_election for `todo` (after any election before it is
-    consumed) and wait for the controller to consume it; False when it did not in time."""
-    body = json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in todo]}).encode()
-
-    def placed() -> bool:
-        try:
-            client.ensure_path("/admin")
-            client.create(ELECTION, body)
-            return True
-        except NodeExistsError:
-            return False
-    return _wait(placed, timeout_ms) and _wait(lambda: not client.exists(ELECTION), timeout_ms)
+def _request_election(store: Store, todo: list, timeout_ms: int | None) -> bool:
+    """Ask for preferred elections of `todo` (after any request before it is consumed) and wait
+    for the controller to consume it; False when it did not in time."""
+    return _wait(lambda: store.request_election(todo), timeout_ms) and \
+        _wait(lambda: store.election() is None, timeout_ms)
 
 
 def elect_leaders(ctx: Context, req, version: int):
@@ -230,12 +211,11 @@ def elect_leaders(ctx: Context, req, version: int):
             [(tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
         return _elect_response(version, {k: (CLUSTER_AUTHORIZATION_FAILED, NOT_AUTHORIZED) for k in asked},
                                CLUSTER_AUTHORIZATION_FAILED)
-    view = read_view(ctx.client, None if req.topic_partitions is None else
-                     sorted({tp.topic for tp in req.topic_partitions}))
+    view = ctx.store.view(None if req.topic_partitions is None else sorted({tp.topic for tp in req.topic_partitions}))
     results, todo, everything = _election_wanted(req, view)
     if todo:
-        done = _request_election(ctx.client, todo, req.timeout_ms)
-        after = read_view(ctx.client, sorted({t for t, _ in todo}))
+        done = _request_election(ctx.store, todo, req.timeout_ms)
+        after = ctx.store.view(sorted({t for t, _ in todo}))
         for key in todo:
             p = after.partitions[key]
             results[key] = (NONE, None) if p.leader == p.replicas[0] else \

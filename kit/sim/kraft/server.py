@@ -1,11 +1,17 @@
 """The simulated KRaft cluster's wire server: one Kafka listener per live broker.
 
-`python -m kit.sim.kraft.server DIR` reads DIR/cluster.json (the private ZooKeeper, the
-cluster id, each broker's port), opens a TCP listener on 127.0.0.1 for every registered
-broker and answers the Kafka protocol: 4-byte length framing, requests decoded and responses
-encoded with kafka-python's classes generated from Kafka's JSON schemas (kit.sim.kraft.handlers
-answers). It watches /brokers/ids: a broker that dies has its listener and connections closed,
-one revived gets it back on the same port. What a Kafka broker does with a request it cannot
+`python -m kit.sim.kraft.server DIR [SNAPSHOT]` is the whole simulated KRaft cluster, in one
+process and without a JVM. It lays SNAPSHOT out in memory (kit.sim.memstore), or without one
+loads the state a stopped cluster saved in DIR/store.json, runs the simulated controller over it in a thread (kit.sim.controller.run,
+as `kit sim run` runs it over ZooKeeper), opens a TCP listener on 127.0.0.1 for every live
+broker (ports in DIR/cluster.json) and answers the Kafka protocol: 4-byte length framing,
+requests decoded and responses encoded with kafka-python's classes generated from Kafka's JSON
+schemas (kit.sim.kraft.handlers answers, from the store). It saves the store back to
+DIR/store.json (atomically) at most every `SAVE_EVERY_S` seconds while it changes and when it
+stops (SIGTERM, SIGINT), so that a start on DIR resumes it; a server killed outright loses at
+most the last `SAVE_EVERY_S` seconds. `kit sim kill` / `revive` reach it on its control port
+(`control`, loopback only): a broker that dies has its listener and connections closed, one
+revived gets it back on the same port. What a Kafka broker does with a request it cannot
 serve is done here too: an unknown API key or version, or a frame that does not decode, closes
 that connection; ApiVersions of an unknown version is answered (error 35, in a v0 response).
 The faults in DIR/faults.json (kit.sim.kraft.faults: rights denied, brokers slowed) apply to
@@ -24,20 +30,25 @@ import sys
 import threading
 import time
 import traceback
-
-from kazoo.client import KazooClient
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DescribeClusterRequest, DescribeConfigsRequest,
                                   DescribeLogDirsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
                                   ListPartitionReassignmentsRequest)
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from kit.cluster.zk.layout import close, connect
-from kit.sim.kraft import handlers, sasl, state
-from kit.sim.kraft.context import Context
+from kit.errors import BadInput
+from kit.formats import load_snapshot
+from kit.sim import controller
+from kit.sim.kraft import handlers, sasl
+from kit.sim.kraft.context import Context, Encoded
 from kit.sim.kraft.faults import Faults
+from kit.sim.memstore import MemoryStore
 
 MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
+STORE = "store.json"
+# How often a changing store is saved: at 200,000 partitions one save takes about a second of
+# CPU, which the controller and the listeners would otherwise have.
+SAVE_EVERY_S = 5.0
 REQUESTS = {cls.API_KEY: cls for cls in (ApiVersionsRequest, MetadataRequest, DescribeClusterRequest,
                                          DescribeConfigsRequest, IncrementalAlterConfigsRequest,
                                          AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
@@ -46,7 +57,8 @@ REQUESTS = {cls.API_KEY: cls for cls in (ApiVersionsRequest, MetadataRequest, De
 
 
 def read_config(state_dir: str) -> dict:
-    """DIR/cluster.json: {"zk": HOST:PORT, "cluster_id": ..., "ports": {broker id: port}}."""
+    """DIR/cluster.json: {"cluster_id": ..., "ports": {broker id: port}, "control": port, and the
+    controller's "speed", "client_load", "sample_every"}."""
     with open(os.path.join(state_dir, "cluster.json")) as f:
         return json.load(f)
 
@@ -71,11 +83,10 @@ def answer(ctx: Context, frame: bytes) -> bytes | None:
         req = REQUESTS[api_key].decode(frame, version=version, header=True)
     except Exception:  # noqa: BLE001  (a malformed frame: Kafka closes the connection)
         return None
-    if api_key in handlers.CHANGES:  # reads afresh, and the next reads see what it changed
-        with state.uncached():
-            resp = handlers.HANDLERS[api_key](ctx, req, version)
-    else:
-        resp = handlers.HANDLERS[api_key](ctx, req, version)
+    resp = handlers.HANDLERS[api_key](ctx, req, version)
+    if isinstance(resp, Encoded):  # kept from an earlier request: only the header is this one's
+        head = struct.pack(">i", req.header.correlation_id) + (b"\x00" if resp.flexible else b"")
+        return struct.pack(">i", len(head) + len(resp.body)) + head + resp.body
     resp.with_header(correlation_id=req.header.correlation_id)
     return bytes(resp.encode(header=True, framed=True))  # the version it was built with
 
@@ -182,20 +193,19 @@ def _shut(conn: socket.socket) -> None:
 
 
 class WireServer:
-    """Every broker's listener, opened and closed as /brokers/ids changes."""
+    """Every live broker's listener, opened and closed as brokers die and come back (`sync`)."""
 
-    def __init__(self, client: KazooClient, config: dict, faults: Faults | None = None,
+    def __init__(self, store: MemoryStore, config: dict, faults: Faults | None = None,
                  users: dict[str, str] | None = None):
-        self.client = client
-        self.listeners = {int(b): Listener(Context(client, int(b), config["cluster_id"], faults), int(port), users)
+        self.store = store
+        self.listeners = {int(b): Listener(Context(store, int(b), config["cluster_id"], faults), int(port), users)
                           for b, port in config["ports"].items()}
         self.open: set[int] = set()
         self.lock = threading.Lock()
 
-    def sync(self, children) -> None:
-        """Open the listeners of registered brokers, close the others (a ChildrenWatch callback)."""
-        live = {int(c) for c in children or [] if c.isdigit()}
-        state.invalidate()  # a broker died or came back: the next read sees it
+    def sync(self) -> None:
+        """Open the listeners of live brokers, close the others."""
+        live = set(self.store.live())
         with self.lock:
             for b in sorted(self.open - live):
                 self.listeners[b].close()
@@ -214,23 +224,102 @@ class WireServer:
                 self.listeners[b].close()
             self.open.clear()
 
+    def command(self, doc: dict) -> dict:
+        """Carry out one control request: {"op": "kill" | "revive", "broker": N}. Returns
+        {"led": partitions it led} (kill), {} (revive) or {"error": one line}."""
+        try:
+            op, broker = doc.get("op"), int(doc.get("broker"))
+            if op == "kill":
+                out = {"led": controller.kill_broker(self.store, broker)}
+            elif op == "revive":
+                controller.revive_broker(self.store, broker)
+                out = {}
+            else:
+                return {"error": f"unknown control request {op!r}"}
+        except BadInput as e:
+            return {"error": str(e)}
+        except (TypeError, ValueError):
+            return {"error": "a control request names a broker id"}
+        self.sync()
+        return out
+
+
+def serve_control(sock: socket.socket, server: WireServer) -> None:
+    """Answer control requests on `sock` (one JSON line in, one out, per connection)."""
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                conn.settimeout(30.0)
+                line = conn.makefile("rb").readline(1 << 16)
+                reply = server.command(json.loads(line.decode() or "{}"))
+            except (OSError, ValueError):
+                continue
+            except Exception as e:  # noqa: BLE001  (the server goes on; the caller hears what failed)
+                traceback.print_exc()
+                reply = {"error": f"the simulated cluster failed to carry it out ({type(e).__name__})"}
+            try:
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+            except OSError:
+                pass
+
+
+def control(port: int, doc: dict, timeout: float = 60.0) -> dict:
+    """Send one control request to the server listening on 127.0.0.1:`port`; its reply
+    (`WireServer.command`). OSError when the server cannot be reached."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(json.dumps(doc).encode() + b"\n")
+        line = s.makefile("rb").readline(1 << 16)
+    if not line:
+        raise OSError("the simulated cluster closed the control connection")
+    return json.loads(line.decode())
+
+
+def _save_while_changing(store: MemoryStore, path: str, stop: threading.Event, fresh: bool) -> None:
+    saved = store.save(path) if fresh else store.changed  # a new cluster is saved at once
+    while not stop.wait(SAVE_EVERY_S):
+        if store.changed != saved:
+            saved = store.save(path)
+
 
 def main(argv: list[str] | None = None) -> int:
-    state_dir = (argv or sys.argv[1:])[0]
+    args = argv or sys.argv[1:]
+    state_dir, snapshot = args[0], (args[1] if len(args) > 1 else None)
     config = read_config(state_dir)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    client = connect(config["zk"])
-    server = WireServer(client, config, Faults(state_dir), sasl.read_users(state_dir))
+    path = os.path.join(state_dir, STORE)
+    ports = {int(b): int(p) for b, p in config["ports"].items()}
+    # The snapshot was checked by `kit sim start` before it wrote anything.
+    store = MemoryStore.from_cluster(load_snapshot(snapshot), ports) if snapshot else MemoryStore.load(path)
+    store.set_ports(ports)
+    server = WireServer(store, config, Faults(state_dir), sasl.read_users(state_dir))
+    # The controller is `kit sim run`'s, in a thread; the process ends with it.
+    ctl = threading.Thread(target=controller.run, name="kit-sim-controller", daemon=True, kwargs=dict(
+        store=store, speed=float(config.get("speed") or 1.0), client_load=config.get("client_load"),
+        samples_dir=os.path.join(state_dir, "samples"), sample_every=float(config.get("sample_every") or 60.0)))
+    ctl.start()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", int(config["control"])))
+    sock.listen(16)
+    threading.Thread(target=serve_control, args=(sock, server), name="kit-sim-control", daemon=True).start()
+    threading.Thread(target=_save_while_changing, args=(store, path, stop, snapshot is not None), name="kit-sim-save",
+                     daemon=True).start()
+    server.sync()
     try:
-        client.ensure_path("/brokers/ids")
-        client.ChildrenWatch("/brokers/ids", server.sync)
         while not stop.wait(1.0):
-            pass
+            if not ctl.is_alive():
+                sys.stderr.write("kit.sim.kraft.server: the simulated controller stopped; the cluster stops\n")
+                return 1
     finally:
         server.close()
-        close(client)
+        sock.close()
+        store.save(path)
     return 0
 
 
