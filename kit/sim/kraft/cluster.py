@@ -31,6 +31,7 @@ import uuid
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
+from kit import pids
 from kit.cluster.zk import server as localzk
 from kit.errors import BadInput, Stuck, Unsafe
 from kit.cluster.zk.layout import sim_facts
@@ -54,17 +55,11 @@ def _pid_path(state_dir: str, name: str) -> str:
 
 
 def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie child is reaped and counts as gone)."""
-    try:
+    """Whether `pid` runs (kit.pids.alive), reaping it first when it is our ended child."""
+    with contextlib.suppress(ChildProcessError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
-    except ChildProcessError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return pids.alive(pid)
 
 
 def _pid(state_dir: str, name: str) -> int | None:
