@@ -1,8 +1,8 @@
 """The simulated cluster's clock (virtual time), kept as files in its samples directory.
 
 The simulated controller owns the clock (`Clock`): it publishes its simulated time
-(``clock/now.json``) and never advances past the earliest wake time of the actors registered
-with it (``clock/actors/NAME.json``) until that actor has acted for that time: a barrier. An
+(``_clock/now.json``) and never advances past the earliest wake time of the actors registered
+with it (``_clock/actors/NAME.json``) until that actor has acted for that time: a barrier. An
 actor (`Actor`: the auto-throttle loop) registers its next wake time, waits until the clock has
 reached it, acts on the cluster as of that simulated second, then registers the next one. So
 what the actors decide, and when on the cluster's clock, does not depend on how fast the wall
@@ -28,7 +28,9 @@ from kit.formats import write_atomic
 from kit.runbook.processes import alive
 from kit.sim.physics import sim_stamp
 
-CLOCK_DIR = "clock"
+# The clock's folder in the samples directory; named with "_" because its files are not samples:
+# readers that walk the directory for them (kit metrics, kit/metrics/edge.py) skip such folders.
+CLOCK_DIR = "_clock"
 NOW = "now.json"
 ACTORS = "actors"
 # Wall seconds the clock waits on an actor that has not acted for its wake time before dropping
@@ -67,7 +69,7 @@ class Clock:
     Parameters
     ----------
     samples_dir : str
-        The simulated cluster's samples directory; the clock's files go in its ``clock/``.
+        The simulated cluster's samples directory; the clock's files go in its ``_clock/``.
     awaited : iterable of str
         Actors the clock waits for before it first advances (for up to `await_s` wall seconds),
         so that one started beside the controller misses no simulated second.

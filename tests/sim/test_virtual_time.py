@@ -121,7 +121,7 @@ def finished_pid() -> int:
 
 
 def register(samples: Path, name: str, pid: int, wake: float) -> None:
-    folder = samples / "clock" / "actors"
+    folder = samples / "_clock" / "actors"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.json").write_text(json.dumps({"version": 1, "pid": pid, "wake_s": wake}))
 
@@ -133,9 +133,9 @@ def test_the_clock_goes_no_further_than_the_earliest_actor_and_waits_for_an_awai
     register(tmp_path, "auto-throttle", os.getpid(), 600.0)
     register(tmp_path, "watcher", os.getpid(), 300.0)
     assert clock.limit(0.0) == 300.0
-    (tmp_path / "clock" / "actors" / "watcher.json").unlink()  # it left
+    (tmp_path / "_clock" / "actors" / "watcher.json").unlink()  # it left
     assert clock.limit(0.0) == 600.0
-    (tmp_path / "clock" / "actors" / "auto-throttle.json").write_text('{"version": 1, "pid"')  # half written
+    (tmp_path / "_clock" / "actors" / "auto-throttle.json").write_text('{"version": 1, "pid"')  # half written
     assert clock.limit(0.0) == 600.0  # what it read before holds
     assert not said
 
