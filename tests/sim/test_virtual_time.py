@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import kit_command, wait_for
 from conftest import run_kit as kit
 from kit.cluster.zk.changes import apply_plan
@@ -191,3 +193,15 @@ def test_samples_land_on_whole_multiples_of_sample_every_however_the_steps_fall(
         client.stop()
     stamps = sorted(p.name for p in (tmp_path / "broker").glob("*.jsonl"))
     assert stamps == [f"20260101T000{m}00Z.jsonl" for m in range(4)] + ["20260101T000320Z.jsonl"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["sim", "run", "--zk", "127.0.0.1:1/x", "--await-actor", "auto-throttle"],
+     "--await-actor: the simulated clock lives in the samples directory; give --samples DIR"),
+    (["throttle", "run", "--zk", "127.0.0.1:1/x", "--metrics-znode", "--clock", "simulated"],
+     "--clock simulated: the simulated cluster's clock lives in its samples directory; give --samples DIR"),
+])
+def test_a_simulated_clock_without_a_samples_directory_is_exit_2_with_one_line(args, message, tmp_path):
+    r = kit(*args, "--events" if args[0] == "throttle" else "--report", tmp_path / "out.json")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"kit: {message}"]
+    assert not list(tmp_path.iterdir())  # nothing written
