@@ -521,7 +521,7 @@ class SimController:
 def run(client: KazooClient, speed: float = 1.0, client_load: float | None = None, tick: float = 0.2,
         until_idle: bool = False, max_wall_seconds: float | None = None,
         samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
-        spike_at: float = 3600.0, patience: float = 300.0, on_outage=None, awaited=(),
+        spike_at: float = 3600.0, max_lag: float = 0.5, patience: float = 300.0, on_outage=None, awaited=(),
         on_clock=None) -> SimController:
     """Run the controller; returns it (its clock: `sim_seconds`, `completion_s()`).
 
@@ -529,9 +529,11 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float | None = Non
     it publishes its time there and never advances past the earliest wake time of an actor
     registered with it (the auto-throttle loop) until that actor has acted for it; it first
     waits for the `awaited` actors to register. `on_clock(line)` is told when an actor is
-    dropped from that barrier (gone, or silent). `speed` only paces the wall clock: over a busy
-    spell the simulated time advances at most `speed` x the wall seconds since it last stood
-    still, and no simulated figure depends on it.
+    dropped from that barrier (gone, or silent). `speed` only paces the wall clock, and no
+    simulated figure of the actors on the clock depends on it: each pass advances at most
+    `speed` x the wall seconds since the last pass, counting at most `max_lag` of them, so a
+    pass that took long (ZooKeeper round trips, a busy machine) is not followed by a leap of
+    hours in which an actor on the wall clock (a loop without `--clock simulated`) gets no say.
 
     ZooKeeper going away is waited out (kazoo reconnects; the reassignment is read again from
     the znodes once it is back), `on_outage(why)` told once per outage and `on_outage(None)`
@@ -541,28 +543,30 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float | None = Non
     clock = Clock(samples_dir, awaited, on_clock) if samples_dir else None
     outage = Outage(client, patience)
     started = time.monotonic()
-    pace, lost = None, None  # pace: (wall, simulated second) the busy spell's pacing counts from
+    last, lost = started, None
     try:
         while True:
-            now, wait = time.monotonic(), tick
+            now, wait, waiting = time.monotonic(), tick, False
             try:
                 if outage.down:
                     raise ConnectionLoss("no connection")  # a call now would only wait for one
-                pace = pace or (now, ctl.sim_seconds)
-                allowed = pace[1] + speed * (now - pace[0])
                 limit = clock.limit(ctl.sim_seconds) if clock else math.inf
-                if not ctl.targets or min(allowed, limit) > ctl.sim_seconds:
-                    ctl.advance_to(max(min(allowed, limit), ctl.sim_seconds))
-                if ctl.targets and limit <= ctl.sim_seconds:
-                    wait = POLL_S  # at the barrier: look again soon for the actor's word
-                elif ctl.targets and limit < math.inf:
-                    # Paced by the wall clock: sleep until it allows the next wake time, at most a tick.
-                    wait = min(tick, max((limit - ctl.sim_seconds) / speed, POLL_S))
+                if ctl.targets and limit < math.inf:
+                    # On the clock: straight to the next wake time once the wall clock allows
+                    # the whole of it, so every run cuts the copy at the same simulated seconds.
+                    due = last + (limit - ctl.sim_seconds) / speed
+                    if limit <= ctl.sim_seconds:
+                        wait, waiting = POLL_S, True  # at the barrier: look again soon for the actor's word
+                    elif now >= due:
+                        ctl.advance_to(limit)
+                    else:
+                        wait, waiting = min(tick, max(due - now, POLL_S)), True
+                else:
+                    ctl.advance_to(max(min(ctl.sim_seconds + speed * min(now - last, max_lag), limit),
+                                       ctl.sim_seconds))
                 idle = until_idle and not ctl.busy()
                 if idle and samples_dir:
                     ctl.write_samples()  # the state after the last copy
-                if not ctl.targets:
-                    pace = None  # the clock stands still: the next busy spell is paced from its start
                 if clock:
                     clock.publish(ctl.sim_seconds, idle=not ctl.targets, stopped=idle)
             except LOST as e:
@@ -577,8 +581,9 @@ def run(client: KazooClient, speed: float = 1.0, client_load: float | None = Non
                 if lost is not None and on_outage:
                     on_outage(None)
                 lost = None
-            if lost is not None:
-                pace = None  # the cluster's clock stands still while ZooKeeper is away, and goes on from there
+            # The cluster's clock stands still while ZooKeeper is away, and goes on from there;
+            # time spent waiting (for an actor, for the pace) counts towards the next advance.
+            last = last if waiting else now
             if idle:
                 return ctl
             if max_wall_seconds is not None and now - started > max_wall_seconds:
