@@ -106,7 +106,9 @@ def _add_sim_parser(sub) -> None:
     run = ops.add_parser("run", help="carry out reassignments and elections in simulated time")
     run.add_argument("--zk", required=True, metavar="HOST:PORT[/chroot]")
     zk_auth_option(run)
-    run.add_argument("--speed", type=rate, default=1.0, metavar="X", help="simulated seconds per wall second")
+    run.add_argument("--speed", type=rate, default=1.0, metavar="X",
+                     help="at most X simulated seconds per wall second: paces the wall clock for people watching, "
+                          "changes no simulated figure (the clock waits for the actors registered with it)")
     run.add_argument("--client-load", type=load_share, default=None, metavar="F",
                      help="what-if: every partition's traffic scaled so the brokers carrying traffic carry F of "
                           "their NIC on average (default: the partition traffic kit sim seed kept)")
@@ -124,7 +126,10 @@ def _add_sim_parser(sub) -> None:
                      help="with --traffic spike: simulated second the ten-minute x1.6 spike starts")
     run.add_argument("--samples", metavar="DIR", help="write broker and replica metric samples (JSON lines) here")
     run.add_argument("--sample-every", type=rate, default=60.0, metavar="S",
-                     help="simulated seconds between samples (default 60)")
+                     help="simulated seconds between samples (default 60), written at its whole multiples")
+    run.add_argument("--await-actor", action="append", default=[], metavar="NAME",
+                     help="with --samples: the simulated clock does not advance until actor NAME (auto-throttle: "
+                          "kit throttle run --clock simulated) has registered, for up to 120 s (repeatable)")
     run.set_defaults(run=sim_run)
     stop = ops.add_parser("stop", help="stop the simulated brokers (their registrations vanish); with --state, "
                                        "everything kit sim start started")
@@ -290,6 +295,11 @@ def sim_run(a) -> int:
     """`kit sim run`: the simulated controller, until idle, a time limit or a signal."""
     if a.report:
         writable("--report", a.report)
+    if a.await_actor and not a.samples:
+        raise BadInput("--await-actor: the simulated clock lives in the samples directory; give --samples DIR")
+
+    def said(line):
+        sys.stderr.write(f"kit: {line}\n")
 
     def outage(why):
         sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); the simulated cluster waits for it (up to "
@@ -297,7 +307,8 @@ def sim_run(a) -> int:
     with layout.session(a.zk, auth=a.zk_auth) as client:
         ctl = controller.run(client, a.speed, a.client_load, until_idle=a.until_idle, max_wall_seconds=a.max_seconds,
                              samples_dir=a.samples, sample_every=a.sample_every, traffic=a.traffic,
-                             spike_at=a.spike_at, patience=a.zk_patience, on_outage=outage)
+                             spike_at=a.spike_at, patience=a.zk_patience, on_outage=outage,
+                             awaited=a.await_actor, on_clock=said)
     done = ctl.completion_s()
     if a.report:
         write_atomic(a.report, dumps({"completion_s": None if done is None else round(done, 3),

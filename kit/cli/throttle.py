@@ -20,10 +20,12 @@ import threading
 from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, auto_throttle_options, broker_id, bytes_per_second, cluster_args,
                              cluster_options, rate, throttle_settings, writable)
+from kit.errors import BadInput
 from kit.events import EventLog
 
 cluster = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 loop = lazy_module("kit.throttle.loop")
+sim_clock = lazy_module("kit.sim.clock")
 
 
 def add_parser(sub) -> None:
@@ -54,8 +56,10 @@ def add_parser(sub) -> None:
                           "metrics directory's broker_metrics.json, see docs/admin-api.md)")
     auto_throttle_options(run)
     run.add_argument("--log", metavar="FILE", help="the human log (default: stderr)")
-    run.add_argument("--clock", choices=["wall", "samples"], default="wall",
-                     help="time stamped on events: the wall clock, or the samples' own (the simulator's time)")
+    run.add_argument("--clock", choices=["wall", "samples", "simulated"], default="wall",
+                     help="the loop's clock: wall; samples (events stamped with the samples' own time); simulated "
+                          "(a simulated cluster's clock in the --samples directory, kit sim run's: --interval is "
+                          "simulated seconds, the clock waits for each round, events carry it)")
     run.add_argument("--until-idle", action="store_true",
                      help="exit once no reassignment runs and every throttle is cleared (at once when none runs "
                           "at start, after clearing leftovers)")
@@ -92,12 +96,16 @@ def throttle_remove(a) -> int:
 def throttle_run(a) -> int:
     """`kit throttle run`: the auto-throttle loop; prints its outcome when it stops."""
     settings, cap_map = throttle_settings(a), loop.load_cap_map(a.cap_map)
+    if a.clock == "simulated" and not a.samples:
+        raise BadInput("--clock simulated: the simulated cluster's clock lives in its samples directory; give "
+                       "--samples DIR")
     if a.events:
         writable("--events", a.events, cap_map=a.cap_map if a.cap_map and os.path.exists(a.cap_map) else None)
     if a.log:
         writable("--log", a.log, events=a.events)
-    metrics = (loop.SampleDirMetrics(a.samples, settings.interval) if a.samples
-               else loop.BrokerLoadMetrics(a.metrics) if a.metrics else None)
+    actor = sim_clock.Actor(a.samples, loop.ACTOR, settings.interval) if a.clock == "simulated" else None
+    metrics = (loop.SampleDirMetrics(a.samples, settings.interval, **({"clock": actor.now} if actor else {}))
+               if a.samples else loop.BrokerLoadMetrics(a.metrics) if a.metrics else None)
     human = open(a.log, "a", encoding="utf-8") if a.log else sys.stderr
     log = EventLog(a.events, human)
     stop = threading.Event()
@@ -110,7 +118,7 @@ def throttle_run(a) -> int:
             with backend:
                 source = metrics or loop.ZnodeMetrics(backend)
                 outcome = loop.run(backend, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
-                                   sample_clock=a.clock == "samples")
+                                   sample_clock=a.clock == "samples", sim_clock=actor)
     except KeyboardInterrupt:  # before the loop began (the loop itself returns its outcome)
         pass
     finally:

@@ -25,7 +25,7 @@ from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time,
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.text import human_duration
 from kit.throttle.decide import Settings
-from kit.throttle.loop import reassignment_roles
+from kit.throttle.loop import ACTOR, reassignment_roles
 
 
 class _Progress:
@@ -101,8 +101,8 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     brokermetrics); on the simulated cluster, the simulator's samples.
     """
     change = apply_plan(env, plan, throttle)
-    procs, loop = _start_processes(change, speed, client_load, loop_interval(env, speed, interval)[0],
-                                   throttle_metrics, max_wait_s)
+    procs, loop = _start_processes(change, speed, client_load, loop_interval(env, interval), throttle_metrics,
+                                   max_wait_s)
     t0 = time.monotonic()
     shown = _Progress(live_notebook(), throttle == "auto")
     try:
@@ -141,31 +141,43 @@ def apply_plan(env: Environment, plan: Plan | list[dict], throttle: str | float)
                    applied_wall, started, "simulated" if env.simulated else "wall")
 
 
-def _start_processes(change: _Change, speed: float, client_load: float, wall_interval: float,
+def _start_processes(change: _Change, speed: float, client_load: float, interval: float,
                      throttle_metrics: str, max_wait_s: float) -> tuple[list, subprocess.Popen | None]:
     """Start the simulated controller (the ZooKeeper simulated cluster: the KRaft one's runs
     already, started with the runbook's speed) and the auto-throttle loop ("auto") as `kit`
-    processes; returns every process and the loop (or None)."""
+    processes; returns every process and the loop (or None). On the simulated cluster, with the
+    simulator's samples as its metrics, the loop runs on the cluster's clock (`--clock
+    simulated`: `interval` simulated seconds) and the controller waits for its first round
+    before its clock moves (`--await-actor`)."""
     env = change.env
     kit = [sys.executable, "-m", "kit"]
     procs = []
-    scale = speed if env.simulated else 1.0  # the simulated cluster's seconds per wall second
+    auto = change.throttle == "auto"
+    source = _metric_source(env, throttle_metrics, change.samples) if auto else []
+    on_clock = auto and env.simulated and source == ["--samples", change.samples]
     if env.simulated and not env.controller_running:
         procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
                                              "--client-load", str(client_load), "--samples", change.samples,
-                                             "--sample-every", str(simulated_sample_every(wall_interval * scale)),
-                                             "--report", os.path.join(env.workdir, "controller.json")],
+                                             "--sample-every", str(simulated_sample_every()),
+                                             "--report", os.path.join(env.workdir, "controller.json")]
+                                      + (["--await-actor", ACTOR] if on_clock else []),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    if change.throttle != "auto":
+    if not auto:
         return procs, None
-    source = _metric_source(env, throttle_metrics, change.samples)
-    cmd = kit + ["throttle", "run", *env.cluster_flags(), *source, "--interval", str(wall_interval),
+    if env.simulated and not on_clock:
+        # On the wall clock: the wall seconds the cluster's interval takes at its pace, two
+        # rounds a second at most.
+        interval = max(interval / speed, 0.5)
+    cmd = kit + ["throttle", "run", *env.cluster_flags(), *source, "--interval", str(interval),
                  "--events", change.events, "--log", os.path.join(env.workdir, "throttle.log"), "--until-idle",
                  "--max-seconds", str(max_wait_s)]
     if env.cap_map:
         cmd += ["--cap-map", json.dumps(env.cap_map)]
     if env.simulated:
-        cmd += ["--clock", "samples"]  # the chart then spans the cluster's (simulated) hours
+        # On the simulator's own samples the loop runs on the cluster's clock (the chart then
+        # spans its simulated hours); on metrics from elsewhere (a what-if: metrics withheld) it
+        # decides on the wall clock as against a cluster of yours, stamping the samples' time.
+        cmd += ["--clock", "simulated" if on_clock else "samples"]
     with open(change.err_path, "w") as errors:  # the child keeps its own copy of the descriptor
         loop = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
     procs.append(loop)

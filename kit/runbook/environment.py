@@ -214,11 +214,17 @@ def check_address(zk: str, bootstrap: str, cluster: str) -> None:
         parse_bootstrap(bootstrap)  # HOST:PORT[,HOST:PORT...], else one line
 
 
-def simulated_sample_every(cluster_interval: float) -> float:
-    """Simulated seconds between the simulated controller's samples: twice per round of the
-    auto-throttle (`cluster_interval`: its interval in cluster seconds, `loop_interval`), at
-    least a minute."""
-    return max(60.0, cluster_interval / 2)
+# The auto-throttle's interval on the simulated cluster, in simulated seconds, at any speed: the
+# cluster's clock waits for each of its rounds (kit/sim/clock.py), and each round costs wall time
+# (the loop and the controller each read the whole cluster from ZooKeeper, one after the other),
+# so rounds every 5 simulated minutes keep a runbook's run to about a minute.
+SIMULATED_INTERVAL_S = 300.0
+
+
+def simulated_sample_every() -> float:
+    """Simulated seconds between the simulated controller's samples: one per round of the
+    auto-throttle, each landing on a round's simulated second."""
+    return SIMULATED_INTERVAL_S
 
 
 def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None = None, bootstrap: str = "",
@@ -249,8 +255,7 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
                  dumps({"cluster": cluster, "situation": situation, "started": utc_now(), "pid": os.getpid()}))
     if cluster == "kraft":
         state = os.path.join(workdir, "kraft")
-        line = kraft_sim.start(str(snapshot), state, speed, client_load,
-                               sample_every=simulated_sample_every(interval_at(speed)[1]))
+        line = kraft_sim.start(str(snapshot), state, speed, client_load, sample_every=simulated_sample_every())
         env = Environment("", True, workdir, cap_map=caps, bootstrap=line, kraft_state=state,
                           samples=os.path.join(state, "samples"))
         atexit.register(env.close)
@@ -267,20 +272,12 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     return env
 
 
-def loop_interval(env: Environment | None, speed: float, interval: float = 30.0) -> tuple[float, float]:
-    """The auto-throttle's interval as `apply_and_monitor` runs it: (wall seconds, cluster seconds).
-
-    A round of the loop needs real time to read and write ZooKeeper: at most two a second,
-    whatever the simulated interval; on the simulated cluster each wall second is `speed`
-    cluster seconds, so at 20,000x the loop decides every 10,000 cluster seconds.
-    """
-    return interval_at(speed if env is not None and env.simulated else 1.0, interval)
-
-
-def interval_at(scale: float, interval: float = 30.0) -> tuple[float, float]:
-    """`loop_interval` on a cluster whose clock runs `scale` seconds per wall second."""
-    wall = max(interval / scale, 0.5)
-    return wall, wall * scale
+def loop_interval(env: Environment | None, interval: float = 30.0) -> float:
+    """The auto-throttle's interval as `apply_and_monitor` runs it, in seconds of the cluster's
+    clock: `interval` wall seconds on a cluster of yours; on the simulated one
+    `SIMULATED_INTERVAL_S` simulated seconds, whatever the speed (the speed paces the wall clock
+    only)."""
+    return SIMULATED_INTERVAL_S if env is not None and env.simulated else interval
 
 
 def rollback_path(env: Environment) -> str:

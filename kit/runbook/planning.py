@@ -23,16 +23,17 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     The estimate predicts the run `apply_and_monitor` makes with the same arguments: the same
     `throttle`, and on the simulated cluster (`env.simulated`) the same what-if `client_load`
     and the auto-throttle's interval in cluster seconds (`loop_interval`); on a real cluster the
-    partitions' own traffic figures and a 30 s interval.
+    partitions' own traffic figures and a 30 s interval. `speed` changes no figure: the
+    simulated cluster's clock waits for the auto-throttle (kit/sim/clock.py).
     """
     rate = None if throttle == "auto" else float(throttle)
     simulated = env is not None and env.simulated
-    interval = loop_interval(env, speed)[1]
+    interval = loop_interval(env)
     try:  # what `kit plan` refuses, the runbook refuses
-        # On the simulated cluster the loop's first round finds no samples yet (the controller
-        # starts with the change): the plan runs at the minimum it was applied with for one interval.
+        # The loop's first round is at the pickup, on its samples (on the simulated cluster the
+        # clock waits for that round), so no interval runs at the minimum the plan was applied with.
         report = review_plan(plan, split_waves(moves_of(plan)), rate, client_load if simulated else None,
-                             Settings(interval=interval), first_decision_s=interval if simulated else 0.0)
+                             Settings(interval=interval))
     except PlanRefused as e:
         print(f"FAIL  the plan passes its own checks — {e}")
         raise CheckFailed(str(e)) from None

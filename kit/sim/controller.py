@@ -11,15 +11,18 @@ partition's leader at the rates kit/sim/physics.py's physics allow (the broker t
 when it has every byte, then writes the target replica list, elects the preferred leader when
 it is in sync, drops the removed replicas, and deletes the znode when all partitions are
 done. It also carries out /admin/preferred_replica_election. Time can run faster than the
-wall clock (`speed`). Client traffic per broker is kit/traffic.py's model over the partition
-traffic `kit sim seed` kept (or its --client-load what-if): the brokers' metric samples show
-it, and a new replica carries its partition's traffic once it joins the ISR.
+wall clock (`speed`, a pace for people watching). Client traffic per broker is kit/traffic.py's
+model over the partition traffic `kit sim seed` kept (or its --client-load what-if): the
+brokers' metric samples show it, and a new replica carries its partition's traffic once it
+joins the ISR.
 
 Its clock: `sim_seconds` counts simulated seconds from the first reassignment it picked up;
-`completion_s` is that clock when the last new replica joined the ISR. `run` never advances
-the clock by more than `max_lag` wall seconds' worth at once: when a step falls behind the wall
-clock (a slow ZooKeeper, a busy machine), the cluster's clock slows down instead of leaping
-ahead, so metric samples keep coming at the pace the auto-throttle expects.
+`completion_s` is that clock when the last new replica joined the ISR. It is the simulated
+cluster's one clock (kit/sim/clock.py): `run` publishes it in the samples directory and never
+advances it past the next wake time of an actor registered there (the auto-throttle loop) until
+that actor has acted, so the same inputs give the same figures at any `speed` and however busy
+the machine; `speed` only paces the wall clock. Metric samples are written at whole multiples
+of `sample_every` on that clock.
 A reassignment changed while it runs (the simulated KRaft cluster's AlterPartitionReassignments,
 KIP-455, rewrites /admin/reassign_partitions) is followed step by step (`_reconcile`): a
 partition dropped from it is cancelled (back to the replicas it started from), one given a new
@@ -59,6 +62,7 @@ from datetime import timedelta
 from kazoo.client import KazooClient
 
 from kit.errors import BadInput
+from kit.sim.clock import POLL_S, Clock
 from kit.sim.physics import SAMPLE_EPOCH, STEP, Flow, client_factor, fair_rates
 from kit.sim.store import Store
 from kit.sim.zkstore import ZkStore
@@ -90,7 +94,7 @@ def as_store(where: Store | KazooClient) -> Store:
 
 class SimController:
     """One controller over one store (a kazoo client: its ZooKeeper chroot's znodes).
-    `step(wall_seconds)` advances it.
+    `advance_to(simulated second)` advances it (`step(wall_seconds)`: by `wall_seconds` x `speed`).
 
     `client_load` None: client traffic from the partition traffic `kit sim seed` kept; a share
     F: kit/traffic.py's what-if over those figures. Its progress is recorded in ZooKeeper at
@@ -102,16 +106,13 @@ class SimController:
 
     def __init__(self, store: Store | KazooClient, speed: float = 1.0, client_load: float | None = None,
                  samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
-                 spike_at: float = 3600.0, sample_wall_every: float = 0.25, record_every: float = 1.0):
+                 spike_at: float = 3600.0, record_every: float = 1.0):
         self.store, self.speed, self.client_load = as_store(store), speed, client_load
         self.record_every, self._recorded_wall = record_every, None
         self.reassignment: int | None = None  # czxid of the /admin/reassign_partitions picked up
         self.picked_version: int | None = None  # its version then (a change is reconciled: `_reconcile`)
         self.resume: dict[tuple[str, int, int], float] = {}  # bytes left per copy, kept by `forget`
         self.resumed: dict | None = None
-        # Brokers report on the wall clock too: ZooKeeper writes (ISR joins, finished
-        # partitions) take wall time, and the auto-throttle judges freshness on the wall clock.
-        self.sample_wall_every, self._sampled_wall, self._sampled_at = sample_wall_every, time.monotonic(), -1.0
         client_factor(traffic, 0.0, 1.0)  # validates the name
         self.traffic, self.spike_at = traffic, spike_at
         self.flows: dict[tuple[str, int], list[Flow]] = {}
@@ -412,7 +413,13 @@ class SimController:
                     self.completed_at = self.sim_seconds
 
     def step(self, wall_seconds: float) -> None:
-        """Advance the cluster by `wall_seconds` x `speed` simulated seconds."""
+        """Advance the cluster by `wall_seconds` x `speed` simulated seconds (`advance_to`)."""
+        self.advance_to(self.sim_seconds + wall_seconds * self.speed)
+
+    def advance_to(self, until: float) -> None:
+        """Carry out elections, pick up or follow the reassignment, and copy until simulated
+        second `until` (less when the last copy ends first). Metric samples are written at
+        whole multiples of `sample_every` on the simulated clock, whatever the steps' sizes."""
         self._elections()
         stat = self.store.reassignment_id()
         if stat is None and self.targets and self.reassignment is not None:
@@ -438,36 +445,30 @@ class SimController:
         nic = {b: self._nic(b) for b in clients.live}
         throttles = self.store.throttles(sorted(nic))
         index = {p.key: i for i, p in enumerate(cluster.partitions)}
-        remaining = wall_seconds * self.speed
         self._settle(clients, index)
+        self._sample_due(cluster, clients)
         # Advance event by event inside the step, so a copy that ends early frees its share.
-        while remaining > 0 and self.targets:
+        while self.sim_seconds < until and self.targets:
             shape = self._shape()
             out_cap, in_cap = replication_caps(nic, {b: x * shape for b, x in clients.rx.items()},
                                                {b: x * shape for b, x in clients.tx.items()}, throttles)
             pending = [f for fs in self.flows.values() for f in fs]
             fair_rates(pending, out_cap, in_cap)
             moving = [f for f in pending if f.rate > 0]
-            dt = min([remaining] + [f.left / f.rate for f in moving])
+            dt = min([until - self.sim_seconds] + [f.left / f.rate for f in moving])
             if self.traffic != "flat":
                 dt = min(dt, STEP)  # client traffic changes shape: re-read the caps often enough
             if self.samples_dir:
-                due = self.sim_seconds >= self.next_sample
-                late = (time.monotonic() - self._sampled_wall >= self.sample_wall_every
-                        and self.sim_seconds - self._sampled_at >= 1.0)  # a new stamp (whole seconds)
-                if due or late:
-                    self.write_samples(cluster, clients)
-                    self._sampled_wall, self._sampled_at = time.monotonic(), self.sim_seconds
-                    if due:
-                        self.next_sample += self.sample_every
-                dt = min(dt, max(self.next_sample - self.sim_seconds, 1e-9))
-            self.sim_seconds += dt
-            remaining -= dt
+                dt = min(dt, self.next_sample - self.sim_seconds)
+            # Landing exactly on `until` and on sample times keeps the clock on the barrier's and
+            # the samples' seconds, whatever the sizes of the steps that led there.
+            self.sim_seconds = (until if dt == until - self.sim_seconds
+                                else self.next_sample if self.samples_dir and dt == self.next_sample - self.sim_seconds
+                                else self.sim_seconds + dt)
             for f in moving:
                 f.left -= f.rate * dt
             self._settle(clients, index)
-            if not moving:
-                break
+            self._sample_due(cluster, clients)
         if self.targets:
             self._record()
             return
@@ -479,37 +480,64 @@ class SimController:
         if self.store.reassignment_id() is not None:
             self._drop_reassignment()
 
+    def _sample_due(self, cluster, clients: ClientTraffic) -> None:
+        """Write the samples due at this simulated second (a whole multiple of `sample_every`)."""
+        if self.samples_dir and self.sim_seconds >= self.next_sample:
+            self.write_samples(cluster, clients)
+            self.next_sample = (math.floor(self.sim_seconds / self.sample_every) + 1) * self.sample_every
+
 
 def run(store: Store | KazooClient, speed: float = 1.0, client_load: float | None = None, tick: float = 0.2,
         until_idle: bool = False, max_wall_seconds: float | None = None,
         samples_dir: str | None = None, sample_every: float = 60.0, traffic: str = "flat",
-        spike_at: float = 3600.0, max_lag: float = 0.5, patience: float = 300.0,
-        on_outage=None) -> SimController:
+        spike_at: float = 3600.0, max_lag: float = 0.5, patience: float = 300.0, on_outage=None, awaited=(),
+        on_clock=None) -> SimController:
     """Run the controller; returns it (its clock: `sim_seconds`, `completion_s()`).
 
-    Each step advances at most `max_lag` wall seconds' worth of simulated time: a step that
-    took long (ZooKeeper round trips, a busy machine) is not followed by a leap of hours of
-    cluster time in which the auto-throttle, deciding on the wall clock, gets no say and then
-    sees no new sample for rounds on end.
+    With `samples_dir` the controller owns the simulated cluster's clock (kit/sim/clock.py):
+    it publishes its time there and never advances past the earliest wake time of an actor
+    registered with it (the auto-throttle loop) until that actor has acted for it; it first
+    waits for the `awaited` actors to register. `on_clock(line)` is told when an actor is
+    dropped from that barrier (gone, or silent). `speed` only paces the wall clock, and no
+    simulated figure of the actors on the clock depends on it: each pass advances at most
+    `speed` x the wall seconds since the last pass, counting at most `max_lag` of them, so a
+    pass that took long (ZooKeeper round trips, a busy machine) is not followed by a leap of
+    hours in which an actor on the wall clock (a loop without `--clock simulated`) gets no say.
 
     ZooKeeper going away is waited out (kazoo reconnects; the reassignment is read again from
     the znodes once it is back), `on_outage(why)` told once per outage and `on_outage(None)`
     when ZooKeeper is back; after `patience` seconds without it, BadInput.
     """
     ctl = SimController(store, speed, client_load, samples_dir, sample_every, traffic, spike_at)
+    clock = Clock(samples_dir, awaited, on_clock) if samples_dir else None
     outage = ctl.store.outage(patience)
     started = time.monotonic()
     last, lost = started, None
     try:
         while True:
-            now = time.monotonic()
+            now, wait, waiting = time.monotonic(), tick, False
             try:
                 if outage.down:
                     raise ctl.store.lost[0]("no connection")  # a call now would only wait for one
-                ctl.step(min(now - last, max_lag))
+                limit = clock.limit(ctl.sim_seconds) if clock else math.inf
+                if ctl.targets and limit < math.inf:
+                    # On the clock: straight to the next wake time once the wall clock allows
+                    # the whole of it, so every run cuts the copy at the same simulated seconds.
+                    due = last + (limit - ctl.sim_seconds) / speed
+                    if limit <= ctl.sim_seconds:
+                        wait, waiting = POLL_S, True  # at the barrier: look again soon for the actor's word
+                    elif now >= due:
+                        ctl.advance_to(limit)
+                    else:
+                        wait, waiting = min(tick, max(due - now, POLL_S)), True
+                else:
+                    ctl.advance_to(max(min(ctl.sim_seconds + speed * min(now - last, max_lag), limit),
+                                       ctl.sim_seconds))
                 idle = until_idle and not ctl.busy()
                 if idle and samples_dir:
                     ctl.write_samples()  # the state after the last copy
+                if clock:
+                    clock.publish(ctl.sim_seconds, idle=not ctl.targets, stopped=idle)
             except ctl.store.lost as e:
                 if outage.gave_up.is_set():
                     raise BadInput(f"ZooKeeper unreachable for {patience:.0f} s; the simulated controller stopped "
@@ -522,14 +550,17 @@ def run(store: Store | KazooClient, speed: float = 1.0, client_load: float | Non
                 if lost is not None and on_outage:
                     on_outage(None)
                 lost = None
-            # The cluster's clock stands still while ZooKeeper is away, and goes on from there.
-            last = now
+            # The cluster's clock stands still while ZooKeeper is away, and goes on from there;
+            # time spent waiting (for an actor, for the pace) counts towards the next advance.
+            last = last if waiting else now
             if idle:
                 return ctl
             if max_wall_seconds is not None and now - started > max_wall_seconds:
                 return ctl
-            time.sleep(tick)
+            time.sleep(wait)
     finally:
+        if clock:
+            clock.publish(ctl.sim_seconds, idle=True, stopped=True)
         outage.close()
 
 

@@ -331,7 +331,7 @@ class _Run:
             seen = [self.clients.rx[b] * factor, self.clients.tx[b] * factor, 0.0, 0.0]
             rx, tx, r_rx, r_tx = self.peak.get(b, seen)
             metrics[b] = NetSample(now, rx, tx, r_rx, r_tx)
-        d = auto.decide(now, _stamp(now), sources, dests, metrics)
+        d = auto.decide(now, sim_stamp(now), sources, dests, metrics)
         for b, rates in d.rates.items():
             self.out_cap[b] = rates.get(LEADER, self.out_cap[b])
             self.in_cap[b] = rates.get(FOLLOWER, self.in_cap[b])
@@ -444,11 +444,11 @@ def _next_step(run: _Run, traffic: str, auto: bool, next_decision: float, spike_
     return step
 
 
-def _stamp(seconds: float) -> str:
+def sim_stamp(seconds: float) -> str:
     """Simulated seconds as the events' ISO time, counted from the samples' epoch."""
     t = SAMPLE_EPOCH + timedelta(seconds=round(seconds, 3))
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond // 1000:03d}" if t.microsecond else "") + "Z"
 
 
 __all__ = ["SAMPLE_EPOCH", "SPIKE", "STEP", "client_factor", "Flow", "pair_rates", "filled_rates", "fair_rates", "copies_of",
-           "copy_arrays", "flow_arrays", "bytes_per_broker", "lower_bound", "simulate"]
+           "copy_arrays", "flow_arrays", "bytes_per_broker", "lower_bound", "sim_stamp", "simulate"]

@@ -29,8 +29,12 @@ from kit.events import EventLog, epoch, event, utc_now
 from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from kit.throttle.lease import Lease, holder_gone, lapsed, refusal, ttl_for
+from kit.sim import clock as sim_clock_files
 
 _ROLE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
+# The loop's name among the actors of a simulated cluster's clock (kit/sim/clock.py; what
+# `kit sim run --await-actor` waits for).
+ACTOR = "auto-throttle"
 
 
 def reassignment_roles(cluster, running: dict | None) -> tuple[set[int], set[int], dict[str, dict[str, str]]]:
@@ -536,15 +540,19 @@ def open_when_reachable(opener, log: EventLog, stop: threading.Event,
 
 def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
         stop: threading.Event | None = None, until_idle: bool = False, max_seconds: float | None = None,
-        patience: float = OUTAGE_PATIENCE_S, sample_clock: bool = False) -> Outcome:
+        patience: float = OUTAGE_PATIENCE_S, sample_clock: bool = False, sim_clock=None) -> Outcome:
     """The loop: it takes over the throttles in force (`ThrottleLoop.take_over`), then makes a
     round every interval, and at once when the reassignment starts, changes or ends (so the last
     throttles go the moment the reassignment ends). A lost connection (the backend's
     `connection_lost`) is retried with the same rates in force; after `patience` seconds
     unreachable it gives up (the rates in force stay:
     removing them blind could flood the brokers). With `sample_clock`, events carry the
-    samples' time instead of the wall clock. Returns its `Outcome`, also when interrupted
-    (Ctrl-C stops it as SIGTERM does, the rates in force staying).
+    samples' time instead of the wall clock. With `sim_clock` (a `kit.sim.clock.Actor`: a
+    simulated cluster's clock) the loop runs in virtual time: it registers with the clock,
+    makes a round at every whole multiple of the interval in simulated seconds (and when the
+    clock stands still: the reassignment over, the controller ended) and its events carry that
+    clock; the wall clock then only bounds `max_seconds` and `patience`. Returns its `Outcome`,
+    also when interrupted (Ctrl-C stops it as SIGTERM does, the rates in force staying).
 
     Before it changes anything it takes the cluster's auto-throttle lease (`kit.throttle.lease`;
     `Unsafe`, nothing changed, while another loop holds it), keeps it every round (`Unsafe`
@@ -552,7 +560,12 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     stop = stop or threading.Event()
     # With sample_clock, decisions carry the samples' own time (the simulator's cluster time).
     stamp = (lambda: getattr(metrics, "newest_stamp", None) or utc_now()) if sample_clock else utc_now
-    loop = ThrottleLoop(backend, settings, metrics, log, cap_map, stamp=stamp)
+    if sim_clock is not None:
+        def stamp() -> str:  # one clock per events file: the simulated cluster's
+            return sim_clock_files.stamp(sim_clock.now())
+        sim_clock.register()  # first: the simulated clock waits for this loop's first round
+    loop = ThrottleLoop(backend, settings, metrics, log, cap_map, clock=sim_clock.now if sim_clock else time.monotonic,
+                        stamp=stamp)
     # A call made while the cluster is away waits for the connection; the watch ends that wait
     # after `patience` (the call fails) so that the loop's wait has an end too. Meanwhile the
     # call says nothing: the watch's thread tells the events file that the cluster went (and
@@ -568,7 +581,7 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     lease: Lease | None = None
     held = False
     try:
-        if sample_clock:
+        if sample_clock and sim_clock is None:
             _await_first_samples(metrics, settings, stop)
         wake = threading.Event()
         started, lost_since, seen = time.monotonic(), None, False
@@ -592,7 +605,11 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
                     loop.prepare()
                     loop.take_over()
                     ready, started = True, time.monotonic()  # --max-seconds counts the rounds, not start-up
+                if sim_clock is not None and not sim_clock.wait(stop, settings.interval):
+                    break  # stopped while waiting for the simulated clock
                 res = loop.round()
+                if sim_clock is not None:
+                    sim_clock.acted()
                 loop.outcome.rounds += 1
                 lost_since = None
                 seen = seen or res["running"]
@@ -618,11 +635,14 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
                 continue
             if max_seconds is not None and time.monotonic() - started > max_seconds:
                 break
-            wake.wait(settings.interval)
-            wake.clear()
+            if sim_clock is None:  # on the simulated clock, its next round waits for the clock instead
+                wake.wait(settings.interval)
+                wake.clear()
     except KeyboardInterrupt:
         pass
     finally:
+        if sim_clock is not None:
+            sim_clock.leave()
         if held and not outage.down:
             _release(backend, lease)
         outage.close()
