@@ -469,6 +469,18 @@ def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = No
             raise BadInput(f"{flag} {path}: is the input {in_flag} {in_path}; outputs never overwrite inputs")
 
 
+def read_json_object(path: str) -> dict | None:
+    """The JSON object in the file at `path`, or None when the file is missing, unreadable, not
+    JSON or not an object: kit's own state files (records, markers, the simulated clock), which
+    a reader meets half-written or not yet written, and treats as absent."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write a file so that readers never see half of it: a regular file is replaced by a
     rename; a symlink's target is the file written; a device or a pipe (/dev/null,

@@ -137,6 +137,18 @@ def kraft_cluster(snapshot, state, **options):
         kraft.stop(str(state))
 
 
+def seed_and_apply_replace(root: str, snap, folder: Path, *apply_args) -> Path:
+    """Seed `snap` into the ZooKeeper chroot `root`, plan the replacement of its dead broker and
+    apply it (`apply_args`: e.g. a throttle) without copying anything yet: the plan's path."""
+    assert run_kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
+    replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
+                              str(snap)], capture_output=True, text=True, check=True).stdout.strip()
+    plan = folder / "plan.json"
+    assert run_kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
+    assert run_kit("apply", plan, "--zk", root, *apply_args).returncode == 0
+    return plan
+
+
 def finish_reassignment(root: str) -> None:
     """What Kafka's controller does, by kit's simulated controller: copy the reassignment in
     flight to its end, then drop it."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unsafe
 from kit.events import utc_now
-from kit.formats import dumps, load_snapshot, write_atomic
+from kit.formats import dumps, load_snapshot, read_json_object, write_atomic
 from kit.model import Cluster
 from kit.pids import alive
 from kit.runbook.catalog import RUNBOOKS
@@ -144,12 +143,7 @@ def replace_simulated(workdir: str) -> str | None:
             raise Unsafe(f"{where} holds {', '.join(foreign)}, which kit did not mark as its simulated "
                          f"cluster's ({SIMULATED_MARKER}); give the runbook another workdir, or remove them")
         return None
-    try:
-        with open(marker, encoding="utf-8") as fh:
-            info = json.load(fh)
-        info = info if isinstance(info, dict) else {}
-    except (OSError, ValueError):
-        info = {}
+    info = read_json_object(marker) or {}
     owner = info.get("pid")
     if isinstance(owner, int) and owner != os.getpid() and alive(owner):
         raise Unsafe(f"the simulated cluster in {where} belongs to a run still going (process {owner}, started "

@@ -46,7 +46,7 @@ import yaml
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.layout import parse_connect
 from kit.errors import BadInput
-from kit.formats import dumps, load_yaml, write_atomic
+from kit.formats import dumps, load_yaml, read_json_object, write_atomic
 from kit.runbook import processes
 from kit.runbook.catalog import RESERVED, declared_parameters, runbook_path
 from kit.runbook.record import run_workdir
@@ -228,7 +228,7 @@ def discard(stem: str) -> str | None:
     """Remove this run's record files after a disk error, and its default workdir unless the
     run had applied its plan (or was about to): then the rollback file is kept and returned.
     A workdir the operator named is theirs and stays."""
-    workdir = _workdir(_read_json(stem + ".json") or {}, stem)
+    workdir = _workdir(read_json_object(stem + ".json") or {}, stem)
     for end in (".json", ".ipynb", ".html"):
         if os.path.exists(stem + end):
             os.unlink(stem + end)
@@ -258,9 +258,9 @@ def _execute(path: Path, name: str, params: dict, stem: str, hide_input: bool, t
             interrupted = _stop_interrupted(execution, record_path, stem, tag, caught.signal)
         else:
             # The runbook's own default workdir, unless it was given: nothing simulated outlives the run.
-            stop_simulated(_workdir(_read_json(record_path) or {}, stem))
+            stop_simulated(_workdir(read_json_object(record_path) or {}, stem))
             processes.stop(tag)
-        record = _read_json(record_path) or first_record(name, params)
+        record = read_json_object(record_path) or first_record(name, params)
         if interrupted is not None:
             _mark_interrupted(record, interrupted)
         elif record.get("outcome") == "running":  # the runbook did not say: it failed outside its steps
@@ -411,7 +411,7 @@ def _stop_interrupted(execution: _Execution, record_path: str, stem: str, tag: s
     with _kernel_stopped_on_purpose():
         if kernel:
             processes.end([kernel], KERNEL_GRACE_S)
-        record = _read_json(record_path) or {}
+        record = read_json_object(record_path) or {}
         workdir = _workdir(record, stem)
         given = record.get("parameters") or execution.params
         address = simulated_address(workdir)
@@ -531,10 +531,3 @@ def _mark_interrupted(record: dict, interrupted: dict) -> None:
                   interrupted={k: v for k, v in interrupted.items() if k != "reason"})
 
 
-def _read_json(path: str) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None

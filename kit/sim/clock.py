@@ -24,7 +24,7 @@ import os
 import time
 
 from kit.errors import BadInput
-from kit.formats import write_atomic
+from kit.formats import read_json_object, write_atomic
 from kit.pids import alive
 from kit.sim.physics import sim_stamp
 
@@ -48,19 +48,10 @@ def stamp(sim_seconds: float) -> str:
     return sim_stamp(sim_seconds)
 
 
-def _read(path: str) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def read_now(samples_dir: str) -> dict | None:
     """The clock as its owner last published it (``sim_seconds``, ``idle``, ``stopped``, ``pid``,
     ``dropped``), or None when there is none (yet)."""
-    return _read(os.path.join(samples_dir, CLOCK_DIR, NOW))
+    return read_json_object(os.path.join(samples_dir, CLOCK_DIR, NOW))
 
 
 class Clock:
@@ -117,7 +108,7 @@ class Clock:
         now = time.monotonic()
         for path in glob.glob(os.path.join(self.root, ACTORS, "*.json")):
             name = os.path.basename(path)[:-len(".json")]
-            doc = _read(path)
+            doc = read_json_object(path)
             if doc is not None:
                 self._known[name] = doc
         for name in [n for n in self._known if not os.path.exists(os.path.join(self.root, ACTORS, n + ".json"))]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kit_command, wait_for
+from conftest import kit_command, seed_and_apply_replace, wait_for
 from conftest import run_kit as kit
 from kit.cluster.zk.changes import apply_plan
 from kit.cluster.zk.layout import connect, write_cluster
@@ -35,12 +35,7 @@ def applied(zookeeper, snap, folder: Path) -> str:
     """A seeded replace cluster in a chroot of its own with its replacement applied at the
     auto-throttle's minimum rate, not yet copying: the chroot."""
     root = f"{zookeeper}/kit-clock-{next(_chroots)}"
-    assert kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
-    replace = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / "demo_replace_arg.py"),
-                              str(snap)], capture_output=True, text=True, check=True).stdout.strip()
-    plan = folder / "plan.json"
-    assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
-    assert kit("apply", plan, "--zk", root, "--throttle", "10000000").returncode == 0
+    seed_and_apply_replace(root, snap, folder, "--throttle", "10000000")
     return root
 
 

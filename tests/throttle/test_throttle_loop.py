@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import finish_reassignment, kit_command, kraft_cluster, restarting_zookeeper, wait_for
+from conftest import (finish_reassignment, kit_command, kraft_cluster, restarting_zookeeper, seed_and_apply_replace,
+                      wait_for)
 from conftest import run_kit as kit
 from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
@@ -44,13 +45,7 @@ def replace_applied(zookeeper, snap, folder) -> tuple[str, Path]:
     """A seeded replace cluster in a chroot of its own, its replacement applied (no throttle)
     and not yet copying: (chroot, plan)."""
     root = f"{zookeeper}/kit-throttle-{next(_chroots)}"
-    assert kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
-    replace = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / "demo_replace_arg.py"),
-                              str(snap)], capture_output=True, text=True, check=True).stdout.strip()
-    plan = folder / "plan.json"
-    assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
-    assert kit("apply", plan, "--zk", root).returncode == 0
-    return root, plan
+    return root, seed_and_apply_replace(root, snap, folder)
 
 
 @pytest.fixture
