@@ -111,6 +111,8 @@ def throttle_run(a) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     outcome = None
+    if actor:
+        actor.register()  # before connecting: the simulated clock waits for this loop's first round
     try:
         # A cluster away at start is waited for as the rounds wait for it (README's promise).
         backend = loop.open_when_reachable(lambda: cluster.open_backend(**cluster_args(a)), log, stop)
@@ -122,6 +124,8 @@ def throttle_run(a) -> int:
     except KeyboardInterrupt:  # before the loop began (the loop itself returns its outcome)
         pass
     finally:
+        if actor:
+            actor.leave()  # also when it failed: the clock goes on without it at once
         log.close()
     print("\n".join(outcome.lines()) if outcome is not None else "auto-throttle stopped")
     return 0

@@ -112,9 +112,12 @@ class Clock:
             if doc is not None:
                 self._known[name] = doc
         for name in [n for n in self._known if not os.path.exists(os.path.join(self.root, ACTORS, n + ".json"))]:
-            del self._known[name]  # it left (ended cleanly)
+            del self._known[name]  # its file went: nothing to wait for
             self._waiting.pop(name, None)
-        pending = self.awaited - set(self._known)
+        # An awaited actor is awaited until it has registered once: one that left since (it
+        # ended, or failed at start, perhaps before the clock first looked) is not waited for.
+        self.awaited -= set(self._known)
+        pending = self.awaited
         if pending:
             if now - self.created <= self.await_s:
                 return sim_seconds
@@ -124,7 +127,7 @@ class Clock:
         wakes = []
         for name, doc in sorted(self._known.items()):
             pid, wake = doc.get("pid"), doc.get("wake_s")
-            if (name, pid) in self._gone:
+            if (name, pid) in self._gone or doc.get("left"):
                 continue
             if not isinstance(pid, int) or not alive(pid):
                 self._drop(name, pid, "is gone")
@@ -184,11 +187,13 @@ class Actor:
         self._write((math.floor(self.time / self.interval) + 1) * self.interval)
 
     def leave(self) -> None:
-        """Leave the barrier (the actor ends)."""
+        """Leave the barrier (the actor ends). Its file stays, saying it left: a clock that
+        awaits it and had not looked yet knows it came and went."""
         try:
-            os.unlink(self.path)
+            write_atomic(self.path, json.dumps({"version": 1, "pid": os.getpid(), "left": True}))
         except OSError:
-            pass
+            pass  # the samples directory went with its cluster: no clock waits on it
+        self.wake = None
 
     def wait(self, stop, idle_every: float, await_s: float = AWAIT_S) -> bool:
         """Block until it is time to act: the clock at its wake time, or standing still (idle,

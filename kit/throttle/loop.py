@@ -548,7 +548,8 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     unreachable it gives up (the rates in force stay:
     removing them blind could flood the brokers). With `sample_clock`, events carry the
     samples' time instead of the wall clock. With `sim_clock` (a `kit.sim.clock.Actor`: a
-    simulated cluster's clock) the loop runs in virtual time: it registers with the clock,
+    simulated cluster's clock, registered by the caller before and left after, so that a
+    loop failing at start leaves the clock too) the loop runs in virtual time: it
     makes a round at every whole multiple of the interval in simulated seconds (and when the
     clock stands still: the reassignment over, the controller ended) and its events carry that
     clock; the wall clock then only bounds `max_seconds` and `patience`. Returns its `Outcome`,
@@ -563,7 +564,6 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     if sim_clock is not None:
         def stamp() -> str:  # one clock per events file: the simulated cluster's
             return sim_clock_files.stamp(sim_clock.now())
-        sim_clock.register()  # first: the simulated clock waits for this loop's first round
     loop = ThrottleLoop(backend, settings, metrics, log, cap_map, clock=sim_clock.now if sim_clock else time.monotonic,
                         stamp=stamp)
     # A call made while the cluster is away waits for the connection; the watch ends that wait
@@ -641,8 +641,6 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     except KeyboardInterrupt:
         pass
     finally:
-        if sim_clock is not None:
-            sim_clock.leave()
         if held and not outage.down:
             _release(backend, lease)
         outage.close()

@@ -137,6 +137,22 @@ def test_the_clock_goes_no_further_than_the_earliest_actor_and_waits_for_an_awai
     assert not said
 
 
+def test_an_awaited_actor_that_came_and_went_holds_the_clock_no_longer(tmp_path):
+    """The auto-throttle failing at its start (a capacity map that knows no broker) registered
+    and left; the clock awaiting it went on waiting the whole `await_s` (the runbook's copy
+    stood still for 120 s, and timed out a test on a loaded machine)."""
+    for looked_before_it_left in (False, True):
+        folder = tmp_path / str(looked_before_it_left)
+        clock = Clock(str(folder), awaited=["auto-throttle"])
+        actor = Actor(str(folder), "auto-throttle", 300.0)
+        actor.register()
+        if looked_before_it_left:
+            assert clock.limit(0.0) == 0.0  # registered at 0: the clock waits for its round
+        actor.leave()
+        assert clock.limit(0.0) == float("inf")
+        assert not clock.dropped  # it left; nothing was dropped
+
+
 def test_an_actor_that_is_gone_or_silent_is_dropped_and_said(tmp_path):
     said = []
     clock = Clock(str(tmp_path), on_drop=said.append, silent_s=1.0)
