@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
+from queue import Empty
 
 import pytest
 
@@ -27,6 +29,26 @@ _buttons[0].click()
 """
 
 
+def _look_again_every_second(client) -> None:
+    """Make the client's wait for a cell's reply look at the shell socket again every second.
+    One long wait can miss the reply's wake-up on its socket (ipykernel 7 sends shell
+    replies raw on the ROUTER: ipython/ipykernel#1529, #1554): the Apply cell's reply, sent
+    after some 40 s of output, was then read only at the cell's timeout, 600 s after it
+    started, and this test took 10 minutes."""
+    wait = client.kc.shell_channel.get_msg
+
+    async def get_msg(timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
+            try:
+                return await wait(timeout=left)
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+    client.kc.shell_channel.get_msg = get_msg
+
+
 def run_live(notebook: Path, parameters: dict, press_apply: bool, timeout: float = 600.0):
     """Execute the runbook in a live-notebook kernel (optionally pressing Apply at the end)."""
     nb = papermill.iorw.load_notebook_node(str(ROOT / "runbooks" / "broker_replacement.ipynb"))
@@ -36,7 +58,8 @@ def run_live(notebook: Path, parameters: dict, press_apply: bool, timeout: float
     env = {**os.environ, "JPY_SESSION_NAME": str(notebook),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=runner.kernel_name(),
-                                     resources={"metadata": {"path": str(notebook.parent)}})
+                                     resources={"metadata": {"path": str(notebook.parent)}},
+                                     on_notebook_start=lambda **_: _look_again_every_second(client))
     client.execute(env=env)
     nbformat.write(nb, str(notebook))
     return nb
