@@ -529,5 +529,3 @@ def _mark_interrupted(record: dict, interrupted: dict) -> None:
             entry.update(ok=False, error=f"interrupted by {interrupted['signal']}")
     record.update(outcome="interrupted", reason=interrupted["reason"],
                   interrupted={k: v for k, v in interrupted.items() if k != "reason"})
-
-
