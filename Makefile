@@ -30,10 +30,7 @@ RECORDS := records
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist workers: most tests wait on ZooKeeper, kernels or a simulated cluster, so three
-# overlap well even on two cores (`make test TEST_WORKERS=0` runs them one at a time). Each
-# worker is given its next test when it ends one (--maxschedchunk 1): xdist's default hands each
-# worker a block of consecutive tests at the start, and the first block would hold every test
-# marked slow (tests/conftest.py runs them first).
+# overlap well even on two cores (`make test TEST_WORKERS=0` runs them one at a time).
 TEST_WORKERS ?= 3
 
 .PHONY: venv .venv zookeeper demo test bench bench-1m lab clean distclean
@@ -76,7 +73,7 @@ zookeeper:
 
 test: venv zookeeper
 	@bash scripts/ensure_debian_package.sh chromium /usr/bin/chromium "headless browser for the dashboard tests"
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk 1 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: venv
 	$(PY) bench/reference_table.py --shared $(SHARED) --docs

@@ -24,10 +24,9 @@ if os.environ.get("CI"):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests marked slow first: with `make test`'s `--maxschedchunk 1` each pytest-xdist
-    worker takes the next test as it ends one, so a test of minutes never starts when the
-    others are ending. Otherwise in collection order; the sort is stable, and the same on
-    every worker."""
+    """The tests marked slow first (each worker of pytest-xdist takes the next test as it ends
+    one): a test of minutes started last would keep one worker busy long after the others
+    ended. Otherwise in collection order; the sort is stable, and the same on every worker."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
