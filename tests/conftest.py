@@ -21,15 +21,6 @@ hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
-
-
-def pytest_collection_modifyitems(config, items):
-    """The tests marked slow first (each worker of pytest-xdist takes the next test as it ends
-    one): a test of minutes started last would keep one worker busy long after the others
-    ended. Otherwise in collection order; the sort is stable, and the same on every worker."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 # shared/ sits beside the repository root (as in the Makefile); the SHARED variable points elsewhere.
 SHARED = Path(os.environ.get("SHARED", Path(__file__).resolve().parents[2] / "shared"))
 

@@ -119,7 +119,6 @@ def test_apply_killed_before_its_transaction_changes_nothing_and_is_simply_run_a
         {(m["topic"], m["partition"]): m["replicas"] for m in moves}
 
 
-@pytest.mark.slow
 def test_apply_killed_after_its_transaction_is_found_again_followed_and_rolled_back(kafka, tmp_path):
     """Killed once the throttles and the reassignment are committed, before a word is printed:
     status says a reassignment runs and whose throttles those are; apply run again recognises
@@ -270,7 +269,6 @@ def test_verify_killed_while_clearing_leaves_a_state_status_explains_and_verify_
     assert throttles(root) == NONE_LEFT and kept_settings(root)
 
 
-@pytest.mark.slow
 def test_rollback_of_a_reassignment_cut_short_midway_waits_for_it_then_restores_the_original(kafka, tmp_path):
     """The controller copies part of the plan, then stops (as if killed) with the rest in
     flight: rollback refuses, changing nothing, until the reassignment is over; then it takes

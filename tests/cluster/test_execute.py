@@ -187,7 +187,6 @@ def test_a_huge_plan_of_partitions_the_cluster_lacks_is_refused_from_one_read_pe
         assert not backend.reassigning() and backend.throttles() == ({}, {})
 
 
-@pytest.mark.slow
 def test_verify_follows_the_copy_says_what_is_stuck_and_clears_throttles_when_done(sim_cluster, tmp_path):
     c = sim_cluster()
     plan = tmp_path / "plan.json"
@@ -221,7 +220,6 @@ ROLLBACK_WHILE_RUNNING = {"zookeeper": (3, "kit cannot cancel it through ZooKeep
                           "kraft": (0, "cancelled the reassignment in flight of")}
 
 
-@pytest.mark.slow
 def test_rollback_puts_the_previous_assignment_back(sim_cluster, tmp_path):
     c = sim_cluster()
     plan, rollback = tmp_path / "plan.json", tmp_path / "rollback.json"
@@ -279,7 +277,6 @@ def test_ctrl_c_during_rollback_and_verify_wait_says_in_one_line_what_it_left_an
                         rf"{re.escape(f'{plan} {where}')} --wait follows it and clears them when it ends", line), line
 
 
-@pytest.mark.slow
 def test_a_dead_destination_is_named_by_every_command_with_one_way_out_and_rollback_takes_it(sim_cluster, tmp_path):
     """Issue 35: status, doctor, verify --wait and rollback agree on a destination killed
     mid-copy (it can never finish): verify --wait stops at once (exit 3, not after its stall)
@@ -577,7 +574,6 @@ def test_az_loss_from_the_cluster_takes_the_missing_brokers_as_the_lost_rack(sim
     assert r.returncode == 0 and "taking the" not in r.stdout
 
 
-@pytest.mark.slow
 def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshots, tmp_path):
     """Session loss during `kit verify`: the server goes away mid-watch and comes back on the
     same port with its data; verify reconnects, sees the copy finish and clears the throttles."""

@@ -754,7 +754,6 @@ def test_a_request_naming_another_host_is_refused_page_and_records(snapshots, tm
         proc.wait(timeout=60)
 
 
-@pytest.mark.slow
 def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path):
     root = f"{zookeeper}/kit-dashboard"
     assert kit("sim", "seed", "--zk", root, "--snapshot", big["snapshot"]).returncode == 0

@@ -62,7 +62,6 @@ def traffic(spark, rows):
     return spark.createDataFrame(rows, "topic string, partition int, bytes_in double, bytes_out double")
 
 
-@pytest.mark.slow
 def test_the_window_keeps_samples_strictly_newer_than_newest_minus_window(spark):
     rows = [rep(0, 1, bin_=900.0, bout=900.0),          # exactly newest - 1h: outside
             rep(1, 1, bin_=50.0, bout=70.0),            # one second inside
@@ -206,7 +205,6 @@ def _samples(tmp_path):
     return tmp_path / "replica", tmp_path / "broker"
 
 
-@pytest.mark.slow
 def test_kit_metrics_writes_the_four_outputs_deterministically(spark, tmp_path, capsys):
     rdir, bdir = _samples(tmp_path)
     snap = tmp_path / "snap.json"
@@ -305,7 +303,6 @@ def test_follow_keeps_per_broker_rates_of_the_newest_window(spark, tmp_path):
 _chroots = itertools.count()
 
 
-@pytest.mark.slow
 def test_simulator_samples_end_to_end_through_zookeeper(spark, zookeeper, tmp_path):
     """The simulated controller copies one partition to a new broker while writing samples;
     kit metrics then writes kafka-kit's znodes, which `kit snapshot` reads back."""

@@ -281,7 +281,6 @@ def racks_pin_totals(c, targets):
 SETTINGS = settings(max_examples=int(os.environ.get("KIT_HYPOTHESIS_EXAMPLES", "30")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.mark.slow
 @SETTINGS
 @given(clusters(("replace", "balanced", "drift")))
 def test_remove_moves_exactly_the_forced_replicas_and_balances(case):
@@ -382,7 +381,6 @@ REBALANCE_SCENARIOS = ("scale-out", "drift", "balanced", "skewed-leaders")
 # One test per scenario, each with its share of the examples: the exact placement programs make
 # this the suite's slowest test, and split this way the workers run its parts side by side. (CI's
 # 6th scale-out example took ~46 s alone until the programs' smallest counts got tight bounds.)
-@pytest.mark.slow
 @pytest.mark.parametrize("scenario", REBALANCE_SCENARIOS)
 @settings(SETTINGS, max_examples=max(1, SETTINGS.max_examples // len(REBALANCE_SCENARIOS) + 1))
 @given(data=st.data())
@@ -459,7 +457,6 @@ def test_rf_adds_or_drops_only_what_the_change_needs(case, rf):
             assert set(p.replicas) <= set(plan.after[i])
 
 
-@pytest.mark.slow
 @SETTINGS
 @given(clusters(("scale-out", "replace", "drift")))
 def test_plans_are_deterministic(case):
@@ -594,7 +591,6 @@ def test_leader_flow_reaches_the_tightest_spread_the_replica_sets_allow(case):
 # Clusters where the copies the count balance chose leave failover (RF 2) or a topic's
 # leaders (a drifted topic on 3 of 5 brokers) short and no order of the replica sets can
 # fix it (kit proves that); other replica sets, within the 5% allowance, can.
-@pytest.mark.slow
 @pytest.mark.parametrize("args, figure", [
     (dict(brokers=8, racks=4, rf=2, scenario="replace", topics=5, partitions=281, dead=1, add=2, seed=6634),
      "failover_excess_spread_max"),
@@ -632,7 +628,6 @@ def test_rebalance_does_not_stop_a_step_short_of_balance():
     assert planners.plan_rebalance(cluster_from_snapshot(_snapshot_after(plan))).changed() == []
 
 
-@pytest.mark.slow
 def test_rebalance_narrows_the_count_spread_the_greedy_pass_left():
     # Hypothesis found it (outside CI's draws): with RF 3 and RF 2 over 3 racks of 8 brokers
     # every greedy placement stopped at spread 2 after the fewest copies (211), the exact

@@ -71,7 +71,6 @@ def test_an_unreadable_pools_file_is_bad_input(tmp_path):
         load_pools(str(bad))
 
 
-@pytest.mark.slow
 def test_each_pool_ends_on_its_own_brokers_balanced_with_the_fewest_copies():
     c = generate(brokers=24, racks=3, partitions=3000, scenario="scale-out", add=3, seed=1)
     plan = plan_pooled(c, parse_pools(POOLS), lambda cl, topics, brokers: planners.plan_rebalance(

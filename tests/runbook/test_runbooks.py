@@ -57,7 +57,6 @@ def record_of(stdout: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name, cluster", DEFAULT_RUNS)
 def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name, cluster, tmp_path):
     from kit.sim.kraft import cluster as kraft
@@ -82,7 +81,6 @@ def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name,
         assert "PASS" in html
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name, cluster", CLUSTERS)
 def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
     params = tmp_path / "params.yaml"
@@ -280,7 +278,6 @@ def test_the_gate_applies_only_with_apply_or_a_button_press(monkeypatch, capsys)
     assert calls == ["pressed"] and button.disabled
 
 
-@pytest.mark.slow
 def test_if_the_auto_throttle_fails_the_copy_goes_on_throttled_and_the_record_says_so(tmp_path):
     """A capacity map that knows none of the brokers' instance types stops the loop at its
     first metrics; the plan was applied at the loop's minimum rate, so the copy goes on
@@ -295,7 +292,6 @@ def test_if_the_auto_throttle_fails_the_copy_goes_on_throttled_and_the_record_sa
     assert "WARNING: the auto-throttle stopped" in Path(rec["html"]).read_text()
 
 
-@pytest.mark.slow
 def test_a_run_held_at_the_fail_safe_says_so_in_its_headline_title_and_timing(tmp_path):
     """Metrics withheld (an empty samples directory): the auto-throttle never gets a sample and
     keeps every broker at its 10 MB/s fail-safe. The copy finishes, and the record does not

@@ -214,7 +214,6 @@ def test_kit_elect_and_the_auto_throttle_refused_exit_2_and_kit_throttle_set_tou
 # ------------------------------------------------------------------ a broker dying mid-reassignment
 
 
-@pytest.mark.slow
 def test_a_destination_dying_mid_reassignment_is_said_and_after_its_revival_the_reassignment_completes(sim, tmp_path):
     state, bootstrap, _ = sim
     plan = plan_file(tmp_path, MOVES)

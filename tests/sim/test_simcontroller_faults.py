@@ -286,7 +286,6 @@ def own_zookeeper(tmp_path):
             localzk.stop(data)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("expire", [False, True], ids=["session-kept", "session-expired"])
 def test_kit_sim_run_and_its_brokers_ride_out_a_zookeeper_restart(snapshots, tmp_path, expire):
     """ZooKeeper restarts while `kit sim run` copies. Restarted at once, every session lives

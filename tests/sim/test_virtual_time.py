@@ -59,7 +59,6 @@ def decisions(events: Path) -> list[tuple]:
             for e in map(json.loads, events.read_text().splitlines())]
 
 
-@pytest.mark.slow
 def test_the_same_run_at_two_very_different_speeds_gives_the_same_decisions_and_completion(zookeeper, snapshots,
                                                                                            tmp_path):
     runs = {}
@@ -87,7 +86,6 @@ def test_the_same_run_at_two_very_different_speeds_gives_the_same_decisions_and_
     assert [d[1] for d in slow[-2:]] == ["done", "idle"]
 
 
-@pytest.mark.slow
 def test_a_loop_killed_mid_run_is_dropped_from_the_barrier_said_and_the_copy_goes_on(zookeeper, snapshots, tmp_path):
     root = applied(zookeeper, snapshots["replace"], tmp_path)
     samples, events, report = tmp_path / "samples", tmp_path / "events.jsonl", tmp_path / "controller.json"

@@ -89,7 +89,6 @@ def copying_replacement(cluster: str, zookeeper, snap, tmp_path):
         yield ["--bootstrap", bootstrap], state / "samples"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("cluster", ["zookeeper", "kraft"])
 def test_the_loop_throttles_from_measured_network_and_clears_everything_when_done(cluster, zookeeper, snapshots,
                                                                                    tmp_path, monkeypatch):
@@ -267,7 +266,6 @@ def assert_rode_out(loop: subprocess.Popen, root: str, timeout: float) -> None:
     assert not any(LEADER_REPLICAS in c or FOLLOWER_REPLICAS in c for c in configs(root, "topics").values())
 
 
-@pytest.mark.slow
 def test_the_loop_rides_out_a_zookeeper_restart(snapshots, tmp_path):
     """ZooKeeper goes away mid-run: the loop retries with the rates in force, never crashes,
     and still clears every throttle once the reassignment is done."""
@@ -289,7 +287,6 @@ def _stopped(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
 
 
-@pytest.mark.slow
 def test_the_loop_rides_out_a_zookeeper_restart_during_its_start_up(snapshots, tmp_path):
     """ZooKeeper goes away after the loop connected and before it took over the throttles
     (the loop is held there by SIGSTOP, tests/kill_at.py): start-up is retried like a round."""
