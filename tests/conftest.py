@@ -137,14 +137,21 @@ def kraft_cluster(snapshot, state, **options):
         kraft.stop(str(state))
 
 
-def seed_and_apply_replace(root: str, snap, folder: Path, *apply_args) -> Path:
-    """Seed `snap` into the ZooKeeper chroot `root`, plan the replacement of its dead broker and
-    apply it (`apply_args`: e.g. a throttle) without copying anything yet: the plan's path."""
-    assert run_kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
+def plan_replace(snap, folder: Path) -> Path:
+    """`kit plan replace` of `snap`'s dead broker by its new one (scripts/demo_replace_arg.py
+    names the pair), written to folder/plan.json: its path."""
     replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
                               str(snap)], capture_output=True, text=True, check=True).stdout.strip()
     plan = folder / "plan.json"
     assert run_kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
+    return plan
+
+
+def seed_and_apply_replace(root: str, snap, folder: Path, *apply_args) -> Path:
+    """Seed `snap` into the ZooKeeper chroot `root`, plan the replacement of its dead broker and
+    apply it (`apply_args`: e.g. a throttle) without copying anything yet: the plan's path."""
+    assert run_kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
+    plan = plan_replace(snap, folder)
     assert run_kit("apply", plan, "--zk", root, *apply_args).returncode == 0
     return plan
 

@@ -117,13 +117,12 @@ class Clock:
         # An awaited actor is awaited until it has registered once: one that left since (it
         # ended, or failed at start, perhaps before the clock first looked) is not waited for.
         self.awaited -= set(self._known)
-        pending = self.awaited
-        if pending:
+        if self.awaited:
             if now - self.created <= self.await_s:
                 return sim_seconds
-            for name in sorted(pending):
+            for name in sorted(self.awaited):
                 self._drop(name, None, f"did not register within {self.await_s:.0f} s")
-            self.awaited -= pending
+            self.awaited.clear()
         wakes = []
         for name, doc in sorted(self._known.items()):
             pid, wake = doc.get("pid"), doc.get("wake_s")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (finish_reassignment, kit_command, kraft_cluster, restarting_zookeeper, seed_and_apply_replace,
-                      wait_for)
+from conftest import (finish_reassignment, kit_command, kraft_cluster, plan_replace, restarting_zookeeper,
+                      seed_and_apply_replace, wait_for)
 from conftest import run_kit as kit
 from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
@@ -80,10 +80,7 @@ def copying_replacement(cluster: str, zookeeper, snap, tmp_path):
         return
     state = tmp_path / "kraft"
     with kraft_cluster(snap, state, speed=1000.0, client_load=0.5, sample_every=50.0) as bootstrap:
-        replace = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / "demo_replace_arg.py"),
-                                  str(snap)], capture_output=True, text=True, check=True).stdout.strip()
-        plan = tmp_path / "plan.json"
-        assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
+        plan = plan_replace(snap, tmp_path)
         r = kit("apply", plan, "--bootstrap", bootstrap, timeout=300)
         assert r.returncode == 0, r.stderr
         yield ["--bootstrap", bootstrap], state / "samples"
@@ -165,12 +162,7 @@ def test_a_rate_the_plan_set_on_a_dead_broker_is_cleared_and_not_called_another_
 
     root = f"{zookeeper}/kit-dead-rate-{next(_chroots)}"
     snap = snapshots["replace"]
-    assert kit("sim", "seed", "--zk", root, "--snapshot", snap).returncode == 0
-    replace = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / "demo_replace_arg.py"),
-                              str(snap)], capture_output=True, text=True, check=True).stdout.strip()
-    plan = tmp_path / "plan.json"
-    assert kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
-    assert kit("apply", plan, "--zk", root, "--throttle", str(int(Settings().minimum))).returncode == 0
+    seed_and_apply_replace(root, snap, tmp_path, "--throttle", str(int(Settings().minimum)))
     dead = [b.id for b in load_snapshot(str(snap)).brokers.values() if not b.alive]
     assert len(dead) == 1 and LEADER_RATE in configs(root, "brokers")[str(dead[0])]  # the apply throttled it
     events = tmp_path / "events.jsonl"
