@@ -22,6 +22,7 @@ from kit.runbook.gate import finish
 from kit.runbook.record import Record
 from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time, simulated_copy_seconds,
                                 simulated_now)
+from kit.sim.clock import Hold
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.text import human_duration
 from kit.throttle.decide import Settings
@@ -69,7 +70,7 @@ class _Progress:
 
 
 @dataclass
-class _Change:
+class Change:
     """A change just applied, as the steps of `apply_and_monitor` share it: the moves, the
     rate it was applied at, its files, and when it started on each clock."""
     env: Environment
@@ -100,9 +101,20 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     real cluster: a samples directory, a `kit metrics` directory, or "znode" (kafka-kit's
     brokermetrics); on the simulated cluster, the simulator's samples.
     """
-    change = apply_plan(env, plan, throttle)
-    procs, loop = _start_processes(change, speed, client_load, loop_interval(env, interval), throttle_metrics,
-                                   max_wait_s)
+    # The KRaft simulator's controller runs already: its clock is held for the loop from before
+    # the apply, or it would copy at the minimum rate for as long as the loop takes to start.
+    hold = (Hold(samples_path(env), ACTOR)
+            if env.controller_running and loop_on_clock(env, throttle, throttle_metrics) else None)
+    try:
+        change = apply_plan(env, plan, throttle)
+        procs, loop = start_processes(change, speed, client_load, loop_interval(env, interval), throttle_metrics,
+                                      max_wait_s)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
+    if hold is not None:
+        hold.hand_over(loop.pid)
     t0 = time.monotonic()
     shown = _Progress(live_notebook(), throttle == "auto")
     try:
@@ -115,7 +127,7 @@ def apply_and_monitor(env: Environment, plan: Plan | list[dict], throttle: str |
     return result
 
 
-def apply_plan(env: Environment, plan: Plan | list[dict], throttle: str | float) -> _Change:
+def apply_plan(env: Environment, plan: Plan | list[dict], throttle: str | float) -> Change:
     """Apply the plan at the static rate (the auto-throttle's minimum with "auto"), rollback file first."""
     moves = plan.reassignment()["partitions"] if isinstance(plan, Plan) else list(plan)
     if not moves:
@@ -136,12 +148,12 @@ def apply_plan(env: Environment, plan: Plan | list[dict], throttle: str | float)
     applied_wall = utc_now()
     started = stamp(SAMPLE_EPOCH) if env.simulated else applied_wall
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
-    return _Change(env, moves, throttle, static, urp_before, applied_to, os.path.join(env.workdir, "events.jsonl"),
-                   env.samples or os.path.join(env.workdir, "samples"), rollback, os.path.join(env.workdir, "throttle.err"),
+    return Change(env, moves, throttle, static, urp_before, applied_to, os.path.join(env.workdir, "events.jsonl"),
+                  samples_path(env), rollback, os.path.join(env.workdir, "throttle.err"),
                    applied_wall, started, "simulated" if env.simulated else "wall")
 
 
-def _start_processes(change: _Change, speed: float, client_load: float, interval: float,
+def start_processes(change: Change, speed: float, client_load: float, interval: float,
                      throttle_metrics: str, max_wait_s: float) -> tuple[list, subprocess.Popen | None]:
     """Start the simulated controller (the ZooKeeper simulated cluster: the KRaft one's runs
     already, started with the runbook's speed) and the auto-throttle loop ("auto") as `kit`
@@ -154,7 +166,7 @@ def _start_processes(change: _Change, speed: float, client_load: float, interval
     procs = []
     auto = change.throttle == "auto"
     source = _metric_source(env, throttle_metrics, change.samples) if auto else []
-    on_clock = auto and env.simulated and source == ["--samples", change.samples]
+    on_clock = loop_on_clock(env, change.throttle, throttle_metrics)
     if env.simulated and not env.controller_running:
         procs.append(subprocess.Popen(kit + ["sim", "run", "--zk", env.zk, "--speed", str(speed), "--until-idle",
                                              "--client-load", str(client_load), "--samples", change.samples,
@@ -184,7 +196,7 @@ def _start_processes(change: _Change, speed: float, client_load: float, interval
     return procs, loop
 
 
-def _monitor(change: _Change, loop: subprocess.Popen | None, t0: float, max_wait_s: float, shown: _Progress,
+def _monitor(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_s: float, shown: _Progress,
              record: Record | None) -> tuple[list, str | None]:
     """Show progress (and the live throttle chart) until no partition is left or `max_wait_s`
     has passed; warn once if the loop stops. Returns the progress samples and the wall-clock
@@ -254,7 +266,7 @@ def _wait_for(procs: list) -> None:
             p.terminate()
 
 
-def _verify(change: _Change, progress: list, done_wall: str | None, t0: float,
+def _verify(change: Change, progress: list, done_wall: str | None, t0: float,
             shown: _Progress) -> tuple[ChangeResult, int]:
     """Verify the moves and that every throttle is gone, print the verdict and draw the whole
     run's throttle chart; returns the result and the under-replicated count after."""
@@ -286,7 +298,7 @@ def _verify(change: _Change, progress: list, done_wall: str | None, t0: float,
     return result, len(st["under_replicated"])
 
 
-def _record_change(record: Record, change: _Change, result: ChangeResult, urp_after: int) -> None:
+def _record_change(record: Record, change: Change, result: ChangeResult, urp_after: int) -> None:
     """The change's timing (estimate, actual, time at the minimum and at the fail-safe rate),
     under-replicated partitions before and after, and the outcome, into the record."""
     actual = result.actual_s
@@ -307,6 +319,18 @@ def _record_change(record: Record, change: _Change, result: ChangeResult, urp_af
     record.put("change", {"done": result.done, "wall_seconds": result.wall_seconds,
                           "simulated_seconds": result.simulated_seconds, "throttles_cleared": result.cleared,
                           "rollback": change.rollback, "events": change.events})
+
+
+def samples_path(env: Environment) -> str:
+    """Where the simulated controller writes its metric samples (and keeps its clock)."""
+    return env.samples or os.path.join(env.workdir, "samples")
+
+
+def loop_on_clock(env: Environment, throttle: str | float, throttle_metrics: str) -> bool:
+    """Whether the change's auto-throttle runs on the simulated cluster's clock: on the
+    simulated cluster, with the simulator's own samples as its metrics."""
+    samples = samples_path(env)
+    return throttle == "auto" and env.simulated and _metric_source(env, throttle_metrics, samples) == ["--samples", samples]
 
 
 def _metric_source(env: Environment, where: str, samples: str) -> list[str]:

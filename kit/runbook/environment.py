@@ -118,7 +118,7 @@ def _simulator(env: Environment):
 SIMULATED_MARKER = "kit-simulated-cluster.json"
 
 # A simulated cluster's own folders in its workdir (`open_environment`), and what a run on it
-# leaves there (`apply_plan`, `_start_processes`, `write_plan`): a new simulated cluster starts its
+# leaves there (`apply_plan`, `start_processes`, `write_plan`): a new simulated cluster starts its
 # clock again, so these would be read as its own (events appended, samples, the report).
 SIMULATED_STATE = ("zookeeper", "kraft")
 

@@ -144,6 +144,42 @@ class Clock:
         return min(wakes, default=math.inf)
 
 
+class Hold:
+    """A registration made for an actor before it runs: the clock goes no further than its time
+    now until the actor (started next) has acted for it.
+
+    The simulated KRaft cluster's controller runs from `kit sim start` on and waits for no
+    actor: a change applied before its auto-throttle registers would be copied for as many
+    simulated seconds as the loop takes wall seconds to start, times the speed. Made by the
+    process that starts the actor, with its own pid; `hand_over` gives it the actor's pid (so
+    that an actor dying before it registers is dropped at once), `release` takes it back.
+    """
+
+    def __init__(self, samples_dir: str, name: str):
+        self.path = os.path.join(samples_dir, CLOCK_DIR, ACTORS, name + ".json")
+        doc = read_now(samples_dir)
+        self.wake = float(doc["sim_seconds"]) if doc and isinstance(doc.get("sim_seconds"), (int, float)) else 0.0
+        self._write(os.getpid())
+
+    def _write(self, pid: int) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        write_atomic(self.path, json.dumps({"version": 1, "pid": pid, "wake_s": self.wake, "held": True}))
+
+    def _still_held(self) -> bool:
+        doc = read_json_object(self.path)
+        return doc is not None and doc.get("held") is True and doc.get("pid") == os.getpid()
+
+    def hand_over(self, pid: int) -> None:
+        """The actor runs as `pid`: the registration is its own until it writes one itself."""
+        if self._still_held():
+            self._write(pid)
+
+    def release(self) -> None:
+        """No actor comes (the change failed before it started): the clock goes on without it."""
+        if self._still_held():
+            write_atomic(self.path, json.dumps({"version": 1, "pid": os.getpid(), "left": True}))
+
+
 class Actor:
     """One actor's side (the auto-throttle loop): register, wait for its simulated second, act,
     register the next.

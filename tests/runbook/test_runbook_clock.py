@@ -22,14 +22,14 @@ class _Started:
 
 
 def started(monkeypatch, tmp_path, speed: float, metrics: str = "") -> list[list[str]]:
-    """The `kit` command lines `_start_processes` runs for an auto-throttled change at `speed`."""
+    """The `kit` command lines `start_processes` runs for an auto-throttled change at `speed`."""
     _Started.commands = []
     monkeypatch.setattr(subprocess, "Popen", _Started)
     env = Environment("127.0.0.1:2181/kafka", True, str(tmp_path))
     samples = str(tmp_path / "samples")
-    change = change_step._Change(env, [], "auto", 10e6, 0, [], str(tmp_path / "events.jsonl"), samples,
+    change = change_step.Change(env, [], "auto", 10e6, 0, [], str(tmp_path / "events.jsonl"), samples,
                                  str(tmp_path / "rollback.json"), str(tmp_path / "throttle.err"), "", "", "simulated")
-    change_step._start_processes(change, speed, 0.5, SIMULATED_INTERVAL_S, metrics, 900.0)
+    change_step.start_processes(change, speed, 0.5, SIMULATED_INTERVAL_S, metrics, 900.0)
     return _Started.commands
 
 

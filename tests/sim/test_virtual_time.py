@@ -21,7 +21,7 @@ from kit.cluster.zk.changes import apply_plan
 from kit.cluster.zk.layout import connect, write_cluster
 from kit.formats import cluster_from_snapshot
 from kit.sim.brokers import sync_registrations
-from kit.sim.clock import Actor, Clock, read_now
+from kit.sim.clock import Actor, Clock, Hold, read_now
 from kit.sim.controller import SimController
 
 _chroots = itertools.count()
@@ -151,6 +151,34 @@ def test_an_awaited_actor_that_came_and_went_holds_the_clock_no_longer(tmp_path)
         actor.leave()
         assert clock.limit(0.0) == float("inf")
         assert not clock.dropped  # it left; nothing was dropped
+
+
+def test_a_hold_keeps_the_clock_for_an_actor_until_it_acts_or_is_gone(tmp_path):
+    """The simulated KRaft cluster's controller runs from its start and awaits no one: the
+    runbook holds its clock for the auto-throttle from before the apply (it copied at the
+    minimum rate for as long as the loop took to start, times the speed)."""
+    clock = Clock(str(tmp_path))
+    clock.publish(120.0, idle=True)
+    assert clock.limit(120.0) == float("inf")  # nobody registered: nothing holds the clock
+    hold = Hold(str(tmp_path), "auto-throttle")
+    assert clock.limit(120.0) == 120.0  # held at the clock's time
+    actor = Actor(str(tmp_path), "auto-throttle", 300.0)
+    hold.hand_over(os.getpid())
+    actor.register()
+    actor.acted()
+    assert clock.limit(120.0) == 300.0  # the loop's own registration from here
+    hold.release()  # no longer the hold's: the loop's registration stays
+    assert clock.limit(120.0) == 300.0
+    for dies_first in (True, False):
+        folder = tmp_path / f"again-{dies_first}"
+        clock = Clock(str(folder))
+        hold = Hold(str(folder), "auto-throttle")
+        if dies_first:  # the loop died before it registered: dropped at once, and said
+            hold.hand_over(finished_pid())
+            assert clock.limit(0.0) == float("inf") and "is gone" in clock.dropped[0]
+        else:  # the change failed before the loop started
+            hold.release()
+            assert clock.limit(0.0) == float("inf") and not clock.dropped
 
 
 def test_an_actor_that_is_gone_or_silent_is_dropped_and_said(tmp_path):
