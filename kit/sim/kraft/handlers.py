@@ -14,11 +14,11 @@ from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeClusterResponse
 
 from kit.sim.kraft import configs, logdirs, reassign, sasl
+from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+                                   UNSUPPORTED_VERSION, Context, encoded, fields)
 from kit.sim.kraft.versions import (ALTER_REASSIGNMENTS, API_VERSIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
                                     DESCRIBE_LOG_DIRS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, LIST_REASSIGNMENTS,
                                     METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE)
-from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-                                   UNSUPPORTED_VERSION, Context, encoded, fields)
 
 NO_AUTHORIZED_OPERATIONS = None  # "not requested" (INT32_MIN): kafka-python encodes it from None
 

@@ -72,7 +72,7 @@ def answer(ctx: Context, frame: bytes) -> bytes | None:
     # enough to pick the request class; everything else is decoded by it.
     api_key, version, correlation = struct.unpack_from(">hhi", frame, 0)
     span = ctx.versions.get(api_key)
-    if api_key == handlers.API_VERSIONS and not span[0] <= version <= span[1]:
+    if api_key == versions.API_VERSIONS and not span[0] <= version <= span[1]:
         resp = handlers.unsupported_api_versions(ctx)
         resp.with_header(correlation_id=correlation)
         return bytes(resp.encode(header=True, framed=True))
