@@ -24,9 +24,9 @@ RANGES: dict[str, dict[int, tuple[int, int]]] = {
     "3.7": {API_VERSIONS: (0, 3), METADATA: (0, 12), DESCRIBE_CLUSTER: (0, 1), DESCRIBE_CONFIGS: (1, 4),
             INCREMENTAL_ALTER_CONFIGS: (0, 1), ALTER_REASSIGNMENTS: (0, 0), LIST_REASSIGNMENTS: (0, 0),
             ELECT_LEADERS: (0, 2), DESCRIBE_LOG_DIRS: (1, 4), SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)},
-    # Kafka 4.0.0: ApiVersions v4 (KAFKA-17011), Metadata v13 (top-level error, KIP-1102),
-    # DescribeCluster v2 (fenced brokers on request, KIP-1073), DescribeConfigs and DescribeLogDirs
-    # from v1 (KIP-896). AlterPartitionReassignments v1 (KIP-860) came with 4.1.
+    # Kafka 4.0.0: ApiVersions to v4 (added by KAFKA-17011, after 3.7), Metadata v13 (a top-level
+    # error, KIP-1102), DescribeCluster v2 (fenced brokers on request, KIP-1073), DescribeConfigs
+    # and DescribeLogDirs from v1 (KIP-896). AlterPartitionReassignments v1 (KIP-860) is 4.1's.
     "4.0": {API_VERSIONS: (0, 4), METADATA: (0, 13), DESCRIBE_CLUSTER: (0, 2), DESCRIBE_CONFIGS: (1, 4),
             INCREMENTAL_ALTER_CONFIGS: (0, 1), ALTER_REASSIGNMENTS: (0, 0), LIST_REASSIGNMENTS: (0, 0),
             ELECT_LEADERS: (0, 2), DESCRIBE_LOG_DIRS: (1, 4), SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)},
