@@ -35,6 +35,7 @@ controller = lazy_module("kit.sim.controller")
 kraft = lazy_module("kit.sim.kraft.cluster")
 kraft_faults = lazy_module("kit.sim.kraft.faults")
 kraft_sasl = lazy_module("kit.sim.kraft.sasl")
+kraft_versions = lazy_module("kit.sim.kraft.versions")
 layout = lazy_module("kit.cluster.zk.layout")
 throttle_loop = lazy_module("kit.throttle.loop")
 
@@ -92,6 +93,10 @@ def _add_sim_parser(sub) -> None:
     start.add_argument("--speed", type=rate, default=1.0, metavar="N", help="simulated seconds per wall second")
     start.add_argument("--client-load", type=load_share, default=None, metavar="F",
                        help="what-if: client traffic scaled so the brokers carry F of their NIC on average")
+    start.add_argument("--kafka-version", type=kafka_release, default=None, metavar="V",
+                       help="the Kafka release whose API versions the brokers advertise: "
+                            f"{', '.join(sorted(kraft_versions.RANGES))} (default {kraft_versions.DEFAULT}; resuming: the "
+                            "one the stopped cluster had)")
     start.add_argument("--sasl-plain", metavar="FILE",
                        help="listeners ask for SASL/PLAIN credentials: FILE holds USER:PASSWORD lines (clients then "
                             "need security.protocol=SASL_PLAINTEXT in KIT_KAFKA_COMMAND_CONFIG)")
@@ -171,6 +176,14 @@ def _add_fault_parsers(ops) -> None:
     slow.set_defaults(run=sim_slow)
 
 
+def kafka_release(text: str) -> str:
+    """A Kafka release the simulated KRaft cluster can answer as (kit.sim.kraft.versions)."""
+    try:
+        return kraft_versions.release(text)
+    except BadInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def seconds(text: str) -> float:
     """A delay in seconds, 0 up to an hour."""
     x = number(text, "seconds")
@@ -225,7 +238,7 @@ def sim_seed(a) -> int:
 def sim_start(a) -> int:
     """`kit sim start --kraft`: the simulated KRaft cluster in the background; its bootstrap line last."""
     users = kraft_sasl.read_credentials_file(a.sasl_plain) if a.sasl_plain else None
-    line = kraft.start(a.snapshot, a.state, a.speed, a.client_load, sasl_users=users)
+    line = kraft.start(a.snapshot, a.state, a.speed, a.client_load, sasl_users=users, kafka_version=a.kafka_version)
     print(f"simulated KRaft cluster running from {a.state} (kit sim stop --state {a.state} ends it)")
     print(line)
     return 0

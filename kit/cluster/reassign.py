@@ -38,7 +38,8 @@ def check_partitions(known: Collection[tuple[str, int]], moves: list[dict]) -> N
 
 def check_plan(cluster: Cluster, moves: list[dict]) -> None:
     """BadInput for a plan that names partitions the cluster lacks (`check_partitions`) or
-    lists a broker twice; Unsafe when a broker in the plan is not registered (alive)."""
+    lists a broker twice; Unsafe when a broker in the plan is not alive (not registered, or
+    registered and fenced)."""
     check_partitions({p.key for p in cluster.partitions}, moves)
     live = {b.id for b in cluster.brokers.values() if b.alive}
     for m in moves:
@@ -47,7 +48,10 @@ def check_plan(cluster: Cluster, moves: list[dict]) -> None:
             raise BadInput(f"the plan lists a broker twice for {key[0]}-{key[1]}")
         missing = [b for b in m["replicas"] if b not in live]
         if missing:
-            raise Unsafe(f"broker {missing[0]} in the plan ({key[0]}-{key[1]}) is not registered; nothing was changed")
+            b = cluster.brokers.get(missing[0])
+            # A KRaft broker that died stays registered, fenced: it is dead, not unknown.
+            why = "is dead (registered, fenced)" if b is not None and b.known else "is not registered"
+            raise Unsafe(f"broker {missing[0]} in the plan ({key[0]}-{key[1]}) {why}; nothing was changed")
 
 
 def rollback_document(cluster: Cluster, moves: list[dict]) -> dict:

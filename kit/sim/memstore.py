@@ -168,10 +168,15 @@ class MemoryStore(Store):
     def view(self, topics: list[str] | None = None) -> View:
         return self._cached("view", self._build_view).only(topics)
 
+    def _broker_info(self, b: int) -> BrokerInfo:
+        reg = self.registrations[b]
+        return BrokerInfo(b, reg.get("host") or "127.0.0.1", int(reg.get("port") or -1), reg.get("rack"))
+
     def _build_view(self) -> View:
-        brokers = {b: BrokerInfo(b, self.registrations[b].get("host") or "127.0.0.1",
-                                 int(self.registrations[b].get("port") or -1), self.registrations[b].get("rack"))
-                   for b in self.live()}
+        brokers = {b: self._broker_info(b) for b in self.live()}
+        # A killed broker keeps its registration: KRaft fences a broker whose heartbeats stop
+        # (BrokerHeartbeatManager) and unregisters one only when asked (UnregisterBroker).
+        fenced = {b: self._broker_info(b) for b in sorted(self.dead & set(self.registrations))}
         parts: dict[tuple[str, int], PartitionInfo] = {}
         for t in sorted(self.topics):
             doc = self.topics[t]
@@ -181,7 +186,7 @@ class MemoryStore(Store):
                 parts[(t, int(p))] = PartitionInfo(t, int(p), list(reps), list(adding.get(p) or []),
                                                    list(removing.get(p) or []), int(st.get("leader", -1)),
                                                    int(st.get("leader_epoch", 0)), list(st.get("isr", [])))
-        return View(brokers, parts, sorted(self.topics))
+        return View(brokers, parts, sorted(self.topics), fenced)
 
     def facts(self) -> dict:
         return self.facts_doc  # written once, at the start: never changed

@@ -57,11 +57,13 @@ class PartitionInfo:
 @dataclass
 class View:
     """Live brokers by id and partitions by (topic, partition), topics sorted: what a broker
-    answers reads from. Shared between readers: never changed once made."""
+    answers reads from; `fenced` the brokers registered but not alive (a KRaft broker that died
+    stays registered, fenced). Shared between readers: never changed once made."""
 
     brokers: dict[int, BrokerInfo]
     partitions: dict[tuple[str, int], PartitionInfo]
     topics: list[str]
+    fenced: dict[int, BrokerInfo] = field(default_factory=dict)
     _by_topic: dict[str, list[PartitionInfo]] | None = field(default=None, init=False, repr=False, compare=False)
 
     def controller(self) -> int:
@@ -87,7 +89,7 @@ class View:
             return self
         wanted = sorted(set(topics) & set(self.topics))
         return View(self.brokers, {(p.topic, p.partition): p for t in wanted for p in self.topic_partitions(t)},
-                    wanted)
+                    wanted, self.fenced)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from kit.cluster.zk import server as localzk
 from kit.errors import BadInput, Stuck, Unsafe
 from kit.cluster.zk.layout import sim_facts
 from kit.formats import load_snapshot, write_atomic
-from kit.sim.kraft import faults, sasl, server
+from kit.sim.kraft import faults, sasl, server, versions
 from kit.sim.memstore import MemoryStore
 
 PROCESSES = ("server",)
@@ -115,8 +115,12 @@ def _spawn(state_dir: str, name: str, argv: list[str]) -> int:
 
 def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load: float | None = None,
           wait: float = START_WAIT_S, sample_every: float | None = None,
-          sasl_users: dict[str, str] | None = None) -> str:
+          sasl_users: dict[str, str] | None = None, kafka_version: str | None = None) -> str:
     """Start the cluster; returns the bootstrap line ("127.0.0.1:PORT,...", live brokers).
+
+    `kafka_version` names the Kafka release whose API version ranges the brokers advertise
+    (kit.sim.kraft.versions; None: the one the stopped cluster had when resuming, else the
+    default); it is kept in DIR/cluster.json.
 
     `snapshot` None resumes the cluster stopped earlier in `state_dir` (its store, faults and
     users as they were; `sasl_users` then replaces the users). `sample_every` (simulated
@@ -129,6 +133,8 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
     cluster; Stuck (everything started stopped again) when it does not come up within `wait`
     seconds.
     """
+    if kafka_version is not None:
+        kafka_version = versions.release(kafka_version)
     if os.path.exists(state_dir) and not os.path.isdir(state_dir):
         raise BadInput(f"--state {state_dir}: not a directory")
     if os.path.isdir(state_dir) and running(state_dir):
@@ -138,6 +144,8 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
         store, old = _saved(state_dir)
         cluster_id, ports = old["cluster_id"], {int(b): int(p) for b, p in old["ports"].items()}
         live, facts = [b for b in ports if store.registered(b)], store.facts()
+        # A resumed cluster answers as the release it answered as (those saved before the option: the default).
+        kafka_version = kafka_version or versions.release(old.get("kafka_version"))
     else:
         cluster = load_snapshot(snapshot)
         live = sorted(b.id for b in cluster.brokers.values() if b.alive and b.known)
@@ -160,7 +168,7 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
         write_atomic(os.path.join(state_dir, CONFIG), json.dumps(
             {"version": 2, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()},
              "control": _ports(1)[0], "speed": float(speed), "client_load": client_load,
-             "sample_every": sample_every}, indent=1) + "\n")
+             "sample_every": sample_every, "kafka_version": kafka_version or versions.DEFAULT}, indent=1) + "\n")
         write_facts(state_dir, cluster_id, facts)
         return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running

@@ -13,6 +13,7 @@ KafkaConfig.maybeSensitive). There are no static broker configs: no server.prope
 """
 from __future__ import annotations
 
+import contextlib
 import re
 
 from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
@@ -140,6 +141,45 @@ def _refused(ctx: Context, rtype: int) -> int:
     return NONE
 
 
+def _parts(value: str | None) -> list[str]:
+    """A LIST config's values, empty ones left out (ConfigurationControlManager.getParts)."""
+    return [v for v in (value or "").split(",") if v]
+
+
+def _changes(kind: str, r, current: dict[str, str]) -> tuple[dict, list, int, str | None]:
+    """(updates, deletes, error, message) of one resource's ops over its `current` dynamic
+    configs; APPEND adds the values not already in the list, SUBTRACT removes them, each on a
+    LIST key only (ConfigurationControlManager.incrementalAlterConfigResource)."""
+    updates, deletes = {}, []
+    for c in r.configs:
+        if kind == "topics" and c.name not in TOPIC_DEFAULTS:  # a broker takes custom names (see above)
+            return {}, [], INVALID_CONFIG, f"Unknown topic config name: {c.name}"
+        if c.config_operation == SET:
+            value = c.value.strip() if c.name in TYPES else c.value
+        elif c.config_operation == DELETE:
+            deletes.append(c.name)
+            continue
+        elif c.config_operation in (APPEND, SUBTRACT):
+            if TYPES.get(c.name) != LIST:  # a custom broker key has no type: not splittable either
+                verb = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
+                return {}, [], INVALID_CONFIG, f"Can't {verb} to key {c.name} because its type is not LIST."
+            # An unset key starts from its default (a topic's; a broker serves no LIST key).
+            parts = _parts(current.get(c.name, TOPIC_DEFAULTS.get(c.name) if kind == "topics" else None))
+            for v in c.value.split(","):
+                if c.config_operation == APPEND and v not in parts:
+                    parts.append(v)
+                elif c.config_operation == SUBTRACT and v in parts:
+                    parts.remove(v)
+            value = ",".join(parts)
+        else:
+            return {}, [], INVALID_REQUEST, f"unknown config operation {c.config_operation} on {c.name}"
+        why = _check_value(c.name, value)
+        if why:
+            return {}, [], INVALID_CONFIG, why
+        updates[c.name] = value
+    return updates, deletes, NONE, None
+
+
 def _alter_one(ctx: Context, r, validate_only: bool) -> tuple[int, str | None]:
     refused = _refused(ctx, r.resource_type)
     if refused != NONE:
@@ -150,36 +190,31 @@ def _alter_one(ctx: Context, r, validate_only: bool) -> tuple[int, str | None]:
     names = [c.name for c in r.configs]
     if len(set(names)) != len(names):
         return INVALID_REQUEST, f"Error due to duplicate config keys in {r.resource_name!r}"
-    updates, deletes = {}, []
-    for c in r.configs:
-        if kind == "topics" and c.name not in TOPIC_DEFAULTS:  # a broker takes custom names (see above)
-            return INVALID_CONFIG, f"Unknown topic config name: {c.name}"
-        if c.config_operation == SET:
-            why = _check_value(c.name, c.value)
-            if why:
-                return (INVALID_REQUEST if c.value is None else INVALID_CONFIG), why
-            updates[c.name] = c.value.strip() if c.name in TYPES else c.value
-        elif c.config_operation == DELETE:
-            deletes.append(c.name)
-        else:
-            return INVALID_REQUEST, (f"operation {c.config_operation} on {c.name}: the simulated cluster serves SET and "
-                                     "DELETE only")
-    if not validate_only:
-        entity = r.resource_name if kind == "topics" or r.resource_name else DEFAULT_BROKER
-        for _ in range(5):  # another writer between the read and the write: merge again
+    # Checked on the broker before the controller sees the request (ConfigAdminManager.preprocess).
+    nulls = [c.name for c in r.configs if c.config_operation != DELETE and c.value is None]
+    if nulls:
+        return INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}"
+    entity = r.resource_name if kind == "topics" or r.resource_name else DEFAULT_BROKER
+    # APPEND and SUBTRACT read before they write: the in-memory store's lock makes the two one
+    # step, as Kafka's controller applies one request at a time; a store without one (ZooKeeper's)
+    # refuses a write over a changed document (Conflict), and it is read and merged again.
+    with getattr(ctx.store, "lock", None) or contextlib.nullcontext():
+        for _ in range(5):
+            updates, deletes, err, msg = _changes(kind, r, ctx.store.config(kind, entity))
+            if err != NONE or validate_only:
+                return err, msg
             try:
                 ctx.store.alter_config(kind, entity, updates, deletes)
-                break
+                return NONE, None
             except Conflict:
                 continue
-        else:
-            return INVALID_REQUEST, f"config of {r.resource_name!r} kept changing; nothing was written"
-    return NONE, None
+    return INVALID_REQUEST, f"config of {r.resource_name!r} kept changing; nothing was written"
 
 
 def incremental_alter_configs(ctx: Context, req, version: int):
-    """IncrementalAlterConfigs: SET and DELETE per key on TOPIC and BROKER resources ("" the
-    cluster-wide default), each resource all or nothing; nothing written with validate_only.
+    """IncrementalAlterConfigs: SET, DELETE, and APPEND / SUBTRACT on LIST keys, per key on
+    TOPIC and BROKER resources ("" the cluster-wide default), each resource all or nothing;
+    nothing written with validate_only.
     A resource the principal may not alter (kit sim deny) gets 31 (broker) or 29 (topic)."""
     Resp = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
     out = []

@@ -1,10 +1,11 @@
 """What every wire handler shares: the answering broker's context and Kafka's error codes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import kafka.errors as errors
+from kit.sim.kraft import versions
 from kit.sim.kraft.faults import Faults
 from kit.sim.store import Store
 
@@ -31,13 +32,15 @@ UNKNOWN_TOPIC_ID = errors.UnknownTopicIdError.errno  # 100
 @dataclass
 class Context:
     """The broker answering, its cluster's id, the store holding the cluster (kit.sim.store: the
-    memory of the simulated KRaft cluster's process) and the faults an operator put on the
-    cluster (none when None)."""
+    memory of the simulated KRaft cluster's process), the faults an operator put on the
+    cluster (none when None) and the version ranges it advertises (kit.sim.kraft.versions: those
+    of the Kafka release it answers as)."""
 
     store: Store
     broker_id: int
     cluster_id: str
     faults: Faults | None = None
+    versions: dict[int, tuple[int, int]] = field(default_factory=lambda: versions.ranges(None))
 
     def denies(self, right: str) -> bool:
         """Whether the principal lacks `right` (kit.sim.kraft.faults.RIGHTS) now."""

@@ -16,6 +16,9 @@ from kafka.protocol.admin import DescribeClusterResponse
 from kit.sim.kraft import configs, logdirs, reassign, sasl
 from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
                                    UNSUPPORTED_VERSION, Context, encoded, fields)
+from kit.sim.kraft.versions import (ALTER_REASSIGNMENTS, API_VERSIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
+                                    DESCRIBE_LOG_DIRS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, LIST_REASSIGNMENTS,
+                                    METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE)
 
 NO_AUTHORIZED_OPERATIONS = None  # "not requested" (INT32_MIN): kafka-python encodes it from None
 
@@ -26,16 +29,17 @@ def topic_id(topic: str) -> uuid.UUID:
 
 
 def api_versions(ctx: Context, req, version: int):
-    """ApiVersions: the APIs and version ranges this simulated broker answers (`SUPPORTED`)."""
+    """ApiVersions: the APIs and version ranges this simulated broker answers (those of the
+    Kafka release it answers as, kit.sim.kraft.versions)."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi) in sorted(SUPPORTED.items())]
+            for k, (lo, hi) in sorted(ctx.versions.items())]
     return ApiVersionsResponse(version=version, error_code=NONE, api_keys=keys, throttle_time_ms=0)
 
 
-def unsupported_api_versions():
+def unsupported_api_versions(ctx: Context):
     """Kafka's answer to an ApiVersions request of a version it does not know: error 35 in a v0
     response naming the ApiVersions versions it does (ApiVersionsRequest.getErrorResponse)."""
-    lo, hi = SUPPORTED[API_VERSIONS]
+    lo, hi = ctx.versions[API_VERSIONS]
     return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=[
         ApiVersionsResponse.ApiVersion(api_key=API_VERSIONS, min_version=lo, max_version=hi)])
 
@@ -90,27 +94,21 @@ def _metadata_topic(view, t: str):
 
 
 def describe_cluster(ctx: Context, req, version: int):
-    """DescribeCluster: the cluster id, the controller and the live brokers."""
-    brokers = ctx.store.view().brokers
+    """DescribeCluster: the cluster id, the controller and the unfenced brokers; at v2, to a
+    client that sets IncludeFencedBrokers, the fenced ones too, marked (KIP-1073: KafkaApis
+    lists the metadata cache's broker nodes, fenced included, instead of the alive ones)."""
+    view = ctx.store.view()
+    listed = dict(view.brokers)
+    if version >= 2 and req.include_fenced_brokers:
+        listed.update(view.fenced)
+    Broker = DescribeClusterResponse.DescribeClusterBroker
     return DescribeClusterResponse(
         version=version, throttle_time_ms=0, error_code=NONE, error_message=None, endpoint_type=1,
-        cluster_id=ctx.cluster_id, controller_id=min(brokers) if brokers else -1,
-        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
-                 for b in brokers.values()],
+        cluster_id=ctx.cluster_id, controller_id=view.controller(),
+        brokers=[Broker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack, is_fenced=b.id in view.fenced)
+                 for _, b in sorted(listed.items())],
         authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
-
-API_VERSIONS, METADATA, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 18, 3, 60, 32, 44
-ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 45, 46, 43, 35
-SASL_HANDSHAKE, SASL_AUTHENTICATE = sasl.SASL_HANDSHAKE, sasl.SASL_AUTHENTICATE
-
-# api key -> (lowest, highest) version answered. Metadata stops at 12 and DescribeCluster at 1,
-# the ranges of Kafka 3.x/4.0 brokers; the versions after them add fields this cluster has no
-# meaning for (a top-level error, fenced brokers).
-SUPPORTED: dict[int, tuple[int, int]] = {API_VERSIONS: (0, 3), METADATA: (0, 12), DESCRIBE_CLUSTER: (0, 1),
-                                         DESCRIBE_CONFIGS: (1, 4), INCREMENTAL_ALTER_CONFIGS: (0, 1),
-                                         ALTER_REASSIGNMENTS: (0, 1), LIST_REASSIGNMENTS: (0, 0), ELECT_LEADERS: (0, 2),
-                                         DESCRIBE_LOG_DIRS: (1, 4), SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
 
 HANDLERS = {API_VERSIONS: api_versions, METADATA: metadata, DESCRIBE_CLUSTER: describe_cluster,
             DESCRIBE_CONFIGS: configs.describe_configs, INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,

@@ -40,12 +40,14 @@ def _moving(p: PartitionInfo, pending: dict) -> bool:
 
 
 def _check_target(p: PartitionInfo, target: list[int], view: View, allow_rf_change: bool) -> tuple[int, str | None]:
-    """Kafka's checks of a manual assignment (ReplicationControlManager)."""
+    """Kafka's checks of a manual assignment (ReplicationControlManager.
+    validateManualPartitionAssignment): a broker must be registered, fenced or not; a move
+    onto a fenced broker is accepted and waits for it, as in Kafka."""
     if not target:
         return INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
     if len(set(target)) != len(target):
         return INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes duplicate replicas: {target}"
-    missing = [b for b in target if b not in view.brokers]
+    missing = [b for b in target if b not in view.brokers and b not in view.fenced]
     if missing:
         return INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes broker {missing[0]}, but no such "
                                             "broker is registered.")

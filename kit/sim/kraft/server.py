@@ -39,7 +39,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kit.errors import BadInput
 from kit.formats import load_snapshot
 from kit.sim import controller
-from kit.sim.kraft import handlers, sasl
+from kit.sim.kraft import handlers, sasl, versions
 from kit.sim.kraft.context import Context, Encoded
 from kit.sim.kraft.faults import Faults
 from kit.sim.memstore import MemoryStore
@@ -71,12 +71,11 @@ def answer(ctx: Context, frame: bytes) -> bytes | None:
     # The header starts with api key, api version and correlation id in every header version:
     # enough to pick the request class; everything else is decoded by it.
     api_key, version, correlation = struct.unpack_from(">hhi", frame, 0)
-    if api_key == handlers.API_VERSIONS and not handlers.SUPPORTED[api_key][0] <= version <= \
-            handlers.SUPPORTED[api_key][1]:
-        resp = handlers.unsupported_api_versions()
+    span = ctx.versions.get(api_key)
+    if api_key == versions.API_VERSIONS and not span[0] <= version <= span[1]:
+        resp = handlers.unsupported_api_versions(ctx)
         resp.with_header(correlation_id=correlation)
         return bytes(resp.encode(header=True, framed=True))
-    span = handlers.SUPPORTED.get(api_key)
     if span is None or not span[0] <= version <= span[1] or api_key not in REQUESTS:
         return None
     try:
@@ -198,7 +197,9 @@ class WireServer:
     def __init__(self, store: MemoryStore, config: dict, faults: Faults | None = None,
                  users: dict[str, str] | None = None):
         self.store = store
-        self.listeners = {int(b): Listener(Context(store, int(b), config["cluster_id"], faults), int(port), users)
+        ranges = versions.ranges(config.get("kafka_version"))
+        self.listeners = {int(b): Listener(Context(store, int(b), config["cluster_id"], faults, ranges), int(port),
+                                           users)
                           for b, port in config["ports"].items()}
         self.open: set[int] = set()
         self.lock = threading.Lock()
