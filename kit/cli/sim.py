@@ -168,11 +168,14 @@ def _add_fault_parsers(ops) -> None:
     allow.set_defaults(run=sim_allow)
     slow = ops.add_parser("slow", help="a simulated KRaft broker (or every one) holds each request S seconds",
                           description="Slow a simulated KRaft broker: each request it receives (ApiVersions "
-                                      "included) waits --delay seconds before it is handled; --delay 0 undoes it. "
-                                      "Without --broker: every broker.")
+                                      "included) waits --delay seconds before it is handled; --delay 0 undoes it "
+                                      "(both kinds). Without --broker: every broker.")
     slow.add_argument("--state", required=True, metavar="DIR")
     slow.add_argument("--broker", type=whole(0), metavar="ID")
     slow.add_argument("--delay", type=seconds, required=True, metavar="S")
+    slow.add_argument("--changes-only", action="store_true",
+                      help="hold only the requests that change the cluster (configs, reassignments, elections); "
+                           "reads are answered at once")
     slow.set_defaults(run=sim_slow)
 
 
@@ -298,9 +301,9 @@ def sim_allow(a) -> int:
 
 def sim_slow(a) -> int:
     """`kit sim slow`: a broker (or every one) holds each request; 0 undoes it."""
-    delays = kraft.slow(a.state, a.broker, a.delay)
+    delays = kraft.slow(a.state, a.broker, a.delay, a.changes_only)
     said = ", ".join(f"{'every broker' if b == '*' else 'broker ' + b} {s:g} s" for b, s in sorted(delays.items()))
-    print(f"simulated KRaft cluster in {a.state}: requests held: {said or 'none'}")
+    print(f"simulated KRaft cluster in {a.state}: {'changes' if a.changes_only else 'requests'} held: {said or 'none'}")
     return 0
 
 

@@ -330,22 +330,28 @@ def test_a_broker_slower_than_the_request_timeout_is_named_in_one_line_exit_2(si
 
 
 def test_an_apply_cut_short_by_a_slow_broker_takes_back_every_throttle_it_can_and_names_the_rest(sim, tmp_path):
-    """Issue 35: broker 3 (a source, not the controller) holds every request 16 s, kit waits 4
-    (the other brokers, one busy process beside the tests, must answer within that):
+    """Issue 35: broker 3 (a source, not the controller) holds each change 6 s, kit waits 1.5
+    (reads are answered at once: kafka-python asks any broker for some, and one sent to broker 3
+    would end the apply before its first write):
     the throttle writes the other brokers took are taken back, and the line names broker 3 as
     the one that may keep its own (it said "the throttles it had set were removed" while 1, 2
     and 5 kept theirs)."""
     state, bootstrap, ports = sim
     short = tmp_path / "short.properties"
-    short.write_text("request.timeout.ms=4000\n")
+    short.write_text("request.timeout.ms=1500\n")
     others = ",".join(f"127.0.0.1:{p}" for b, p in sorted(ports.items()) if b != 3)
-    assert run_kit("sim", "slow", "--state", state, "--broker", 3, "--delay", 16).returncode == 0
+    assert run_kit("sim", "slow", "--state", state, "--broker", 3, "--delay", 6, "--changes-only").returncode == 0
     try:
         r = run_kit("apply", plan_file(tmp_path, MOVES), "--bootstrap", others, "--command-config", short,
                     "--throttle", CRAWL, timeout=300)
         assert r.returncode == 2 and one_line(r), r.stderr
-        assert "broker 3" in r.stderr and "could not be removed" in r.stderr, r.stderr
-        assert "were removed" not in r.stderr, r.stderr
+        # Broker 3 held the write of its own throttle (what it took is not taken back: "could not
+        # be removed") or, when kafka-python sent it the topics' write, that one (taken back
+        # elsewhere, but it lands when the delay ends: "may yet be carried out"). Either way the
+        # line names it and the way out, never "removed: nothing was changed".
+        assert "broker 3" in r.stderr and "kit verify --bootstrap" in r.stderr, r.stderr
+        assert "could not be removed" in r.stderr or "may yet be carried out" in r.stderr, r.stderr
+        assert "were removed: nothing was changed" not in r.stderr, r.stderr
     finally:
         assert run_kit("sim", "slow", "--state", state, "--delay", 0).returncode == 0
     reassigning, (brokers, topics), _ = kit_state(bootstrap)

@@ -258,7 +258,7 @@ class AdminBackend:
         have_brokers, have_topics = self.throttles()
         left_brokers = [b for b in have_brokers if not b.isdigit() or int(b) not in brokers]
         left_topics = [t for t in have_topics if t not in topics]
-        written: list[tuple[str, str, list[str]]] = []  # (kind, name, keys) this call SET, to take back
+        written: list[tuple[str, str, list[str], bool]] = []  # (kind, name, keys, answered) this call SET
         cleared: list[str] = []  # stale throttles this call removed (not put back: nothing needs them)
         try:
             self._delete_keys(left_brokers, left_topics, have_brokers, have_topics)
@@ -270,17 +270,20 @@ class AdminBackend:
         return {"partitions": len(moves), "throttled_topics": len(topics), "throttled_brokers": len(brokers),
                 "cleared_topics": len(left_topics), "cleared_brokers": len(left_brokers)}
 
-    def _undone(self, e: Exception, written: list[tuple[str, str, list[str]]], cleared: list[str]) -> Exception:
+    def _undone(self, e: Exception, written: list[tuple[str, str, list[str], bool]], cleared: list[str]) -> Exception:
         """Take back the throttles `apply` had SET (DELETE, best effort: the error that stopped
         it is the one to report) and return that error as kit's, its message saying what is left
         and which stale throttles (`cleared`, left by an earlier reassignment) it had removed."""
-        left = []
-        for kind, name, keys in written:
+        left, pending = [], []  # not removed; removed, but the write not answered may land after
+        for kind, name, keys, answered in written:
             try:
                 self._alter([ConfigResource(ConfigResourceType.TOPIC if kind == "topic" else ConfigResourceType.BROKER,
                                             name, {k: (AlterConfigOp.DELETE, None) for k in keys})])
             except Exception:  # noqa: BLE001  (said below, by name)
                 left.append(f"{kind} {name}")
+                continue
+            if not answered:
+                pending.append(f"{kind} {name}")
         mapped = e if isinstance(e, (BadInput, Unsafe)) else translate(e)
         if mapped is None:
             return e
@@ -289,6 +292,10 @@ class AdminBackend:
             tail = (f"; the throttles it had set on {', '.join(left)} could not be removed (or a write not answered "
                     f"may yet be carried out): kit verify --bootstrap {self.bootstrap} clears them once the cluster "
                     "answers")
+        elif pending:  # a broker carries out a request its client stopped waiting for
+            tail = (f"; the throttles it had set were removed, but the write to {', '.join(pending)} was not "
+                    f"answered and may yet be carried out: kit verify --bootstrap {self.bootstrap} clears it once "
+                    "the cluster answers")
         elif written:
             tail = "; the throttles it had set were removed: nothing was changed"
         else:
@@ -463,7 +470,7 @@ class AdminBackend:
         """IncrementalAlterConfigs (never the whole config: other keys kept); a refusal raised
         as one line naming the resource (and, refused for want of a right, the right). Each
         resource the cluster took, or every one when it did not answer, is added to `written` as
-        (kind, name, keys) first. The cluster-wide broker default ("") is sent to any broker
+        (kind, name, keys, answered) first. The cluster-wide broker default ("") is sent to any broker
         (`_send_to_any`)."""
         if not resources:
             return
@@ -476,14 +483,14 @@ class AdminBackend:
                 results = self.admin.alter_configs(resources, raise_on_unknown=False, incremental=True)
         except LOST:
             if written is not None:  # not answered: each write may yet be carried out, so it is recorded
-                written.extend((kind, name, k) for (kind, name), k in keys.items())
+                written.extend((kind, name, k, False) for (kind, name), k in keys.items())
             raise
         failed = []
         for kind, by_name in results.items():
             for name, result in by_name.items():
                 if result == "OK":
                     if written is not None:
-                        written.append((kind, name, keys.get((kind, name), [])))
+                        written.append((kind, name, keys.get((kind, name), []), True))
                 else:
                     failed.append((kind, name, result))
         if failed:
@@ -498,7 +505,7 @@ class AdminBackend:
     def set_throttles(self, brokers: Mapping[int | str, Mapping[str, str]] | None = None,
                       topics: Mapping[str, Mapping[str, str]] | None = None, written: list | None = None) -> None:
         """IncrementalAlterConfigs SET of these keys, topics then brokers (each resource the
-        cluster took added to `written` as (kind, name, keys))."""
+        cluster took added to `written` as (kind, name, keys, answered))."""
         self._alter([ConfigResource(ConfigResourceType.TOPIC, t, {k: (AlterConfigOp.SET, str(v)) for k, v in cfg.items()})
                      for t, cfg in (topics or {}).items() if cfg], written)
         self._alter_each_broker([ConfigResource(ConfigResourceType.BROKER, _broker_name(b),

@@ -327,14 +327,15 @@ def allow(state_dir: str) -> None:
     faults.allow(state_dir)
 
 
-def slow(state_dir: str, broker: int | None, delay: float) -> dict[str, float]:
-    """A broker (every broker when None) holds each request `delay` seconds; 0 undoes it.
-    BadInput for a broker the cluster does not have. Returns the delays in force."""
+def slow(state_dir: str, broker: int | None, delay: float, changes_only: bool = False) -> dict[str, float]:
+    """A broker (every broker when None) holds each request (with `changes_only`, each that
+    changes the cluster) `delay` seconds; 0 undoes it. BadInput for a broker the cluster does
+    not have. Returns the delays in force of that kind."""
     config = read_config(state_dir)
     if broker is not None and str(broker) not in config["ports"]:
         raise BadInput(f"--broker {broker}: the simulated cluster in {state_dir} has no such broker "
                        f"({', '.join(sorted(config['ports'], key=int))})")
-    return faults.slow(state_dir, broker, delay)
+    return faults.slow(state_dir, broker, delay, changes_only)
 
 
 def stop(state_dir: str, wait: float = 60.0) -> bool:

@@ -16,7 +16,9 @@ every client of the simulated cluster is:
 
 Reads (DESCRIBE, DESCRIBE_CONFIGS) are never denied. A slowed broker holds every request,
 ApiVersions included, `delay` seconds before it handles it (a change so held is still carried
-out when the delay ends, as a Kafka broker carries out a request its client gave up on).
+out when the delay ends, as a Kafka broker carries out a request its client gave up on); one
+slowed for changes only holds just the requests that change the cluster (`CHANGES`) and answers
+the rest at once, so that which broker a client asks for a read cannot decide where it waits.
 """
 from __future__ import annotations
 
@@ -33,11 +35,14 @@ ALTER_CONFIGS_CLUSTER = "alter-configs-cluster"
 ALTER_CONFIGS_TOPIC = "alter-configs-topic"
 RIGHTS = (ALTER_CLUSTER, ALTER_CONFIGS_CLUSTER, ALTER_CONFIGS_TOPIC)
 EVERY_BROKER = "*"
+# The API keys of the requests that change the cluster: AlterConfigs, ElectLeaders,
+# IncrementalAlterConfigs, AlterPartitionReassignments.
+CHANGES = frozenset({33, 43, 44, 45})
 
 
 def read(state_dir: str) -> dict:
-    """DIR/faults.json as ``{"deny": [right, ...], "delay": {broker id or "*": seconds}}``
-    (nothing denied or delayed without the file)."""
+    """DIR/faults.json as ``{"deny": [right, ...], "delay": {broker id or "*": seconds},
+    "delay_changes": {...}}`` (nothing denied or delayed without the file)."""
     try:
         with open(os.path.join(state_dir, FILE), encoding="utf-8") as f:
             doc = json.load(f)
@@ -46,7 +51,8 @@ def read(state_dir: str) -> dict:
     except (OSError, ValueError):
         raise BadInput(f"{os.path.join(state_dir, FILE)}: not the simulated cluster's faults (JSON)") from None
     return {"deny": sorted(set(doc.get("deny") or ()) & set(RIGHTS)),
-            "delay": {str(k): float(v) for k, v in (doc.get("delay") or {}).items() if float(v) > 0}}
+            **{kind: {str(k): float(v) for k, v in (doc.get(kind) or {}).items() if float(v) > 0}
+               for kind in ("delay", "delay_changes")}}
 
 
 def write(state_dir: str, doc: dict) -> None:
@@ -70,19 +76,19 @@ def allow(state_dir: str) -> None:
     write(state_dir, doc)
 
 
-def slow(state_dir: str, broker: int | None, delay: float) -> dict[str, float]:
-    """Hold one broker's requests (every broker's when None) `delay` seconds; 0 undoes it (for
-    every broker when None). Returns the delays in force."""
+def slow(state_dir: str, broker: int | None, delay: float, changes_only: bool = False) -> dict[str, float]:
+    """Hold one broker's requests (every broker's when None) `delay` seconds, or only its
+    requests that change the cluster (`changes_only`); 0 undoes both (for every broker when
+    None). Returns the delays in force of that kind."""
     doc = read(state_dir)
-    delays = doc["delay"]
-    if broker is None:
-        delays.clear()
-        if delay > 0:
-            delays[EVERY_BROKER] = delay
-    elif delay > 0:
-        delays[str(broker)] = delay
-    else:
-        delays.pop(str(broker), None)
+    delays = doc["delay_changes" if changes_only else "delay"]
+    for kind in ("delay", "delay_changes"):
+        if broker is None:
+            doc[kind].clear()
+        elif delay <= 0:
+            doc[kind].pop(str(broker), None)
+    if delay > 0:
+        delays[EVERY_BROKER if broker is None else str(broker)] = delay
     write(state_dir, doc)
     return delays
 
@@ -95,7 +101,7 @@ class Faults:
         self.path = os.path.join(state_dir, FILE)
         self.state_dir = state_dir
         self._seen: tuple | None = None
-        self._doc = {"deny": [], "delay": {}}
+        self._doc = {"deny": [], "delay": {}, "delay_changes": {}}
         self._lock = threading.Lock()
 
     def _current(self) -> dict:
@@ -109,7 +115,7 @@ class Faults:
                 try:
                     self._doc = read(self.state_dir)
                 except BadInput:
-                    self._doc = {"deny": [], "delay": {}}  # half a hand-edited file: no fault
+                    self._doc = {"deny": [], "delay": {}, "delay_changes": {}}  # half a hand-edited file: no fault
                 self._seen = key
             return self._doc
 
@@ -117,7 +123,8 @@ class Faults:
         """Whether the principal lacks `right` now."""
         return right in self._current()["deny"]
 
-    def delay(self, broker: int) -> float:
-        """Seconds `broker` holds each request now (0: none)."""
-        delays = self._current()["delay"]
-        return delays.get(str(broker), delays.get(EVERY_BROKER, 0.0))
+    def delay(self, broker: int, api_key: int) -> float:
+        """Seconds `broker` holds a request of `api_key` now (0: none)."""
+        doc = self._current()
+        kinds = ("delay", "delay_changes") if api_key in CHANGES else ("delay",)
+        return max(doc[kind].get(str(broker), doc[kind].get(EVERY_BROKER, 0.0)) for kind in kinds)

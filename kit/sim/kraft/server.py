@@ -160,7 +160,8 @@ class Listener:
                 frame = _read_exactly(conn, size)
                 if frame is None:
                     return
-                delay = self.ctx.faults.delay(self.ctx.broker_id) if self.ctx.faults is not None else 0.0
+                api_key = struct.unpack(">h", frame[:2])[0] if size >= 2 else -1
+                delay = self.ctx.faults.delay(self.ctx.broker_id, api_key) if self.ctx.faults is not None else 0.0
                 if delay > 0:  # a slow broker (kit sim slow): held, then handled as any other
                     time.sleep(delay)
                 if login is not None and not login.done:
