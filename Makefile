@@ -7,6 +7,12 @@
 #                docs/bench/plan-200000p-150b.md (slow: ~15 minutes on 2 cores)
 #   make bench-1m  the same at 1,000,000 partitions / 500 brokers, one run each, into
 #                docs/bench/plan-1000000p-500b.md (~40 minutes on 2 cores, ~3 GiB per run)
+#   make bench-sim  the simulator against issue 36's targets: the simulated KRaft cluster at
+#                200,000 partitions / 150 brokers (start, Metadata, DescribeLogDirs,
+#                ListPartitionReassignments, kit snapshot --bootstrap; median of 3) into
+#                docs/bench/sim-kraft-200000p-150b.md, and the demo's runbook at speeds 100, 2000
+#                and 20000 into docs/bench/sim-virtual-time.md (~15 minutes on 2 cores;
+#                BENCH_ARGS=... to the first, VIRTUAL_TIME_ARGS=... to the second)
 #   make lab     JupyterLab on the repository (runbooks/, notebooks/), kernel "kit" = this .venv
 #                (LAB_ARGS=... passes more options, e.g. --port=8889 --ip=0.0.0.0)
 #   make clean   remove build output and caches (make distclean also removes .venv)
@@ -28,12 +34,13 @@ SHARED ?= ../shared
 
 RECORDS := records
 BENCH_ARGS ?=
+VIRTUAL_TIME_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist workers: most tests wait on ZooKeeper, kernels or a simulated cluster, so three
 # overlap well even on two cores (`make test TEST_WORKERS=0` runs them one at a time).
 TEST_WORKERS ?= 3
 
-.PHONY: venv .venv zookeeper demo test bench bench-1m lab clean distclean
+.PHONY: venv .venv zookeeper demo test bench bench-1m bench-sim lab clean distclean
 
 venv .venv: $(STAMP)
 
@@ -81,6 +88,15 @@ bench: venv
 
 bench-1m: venv
 	$(PY) bench/bench_plan.py --shared $(SHARED) --partitions 1000000 --brokers 500 --topics 5000 --repeat 1 --docs $(BENCH_ARGS)
+
+# Both parts run even when the first fails; the target fails if either did.
+bench-sim: venv zookeeper
+	@rc=0; \
+	echo "$(PY) bench/bench_kraft_sim.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS)"; \
+	$(PY) bench/bench_kraft_sim.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS) || rc=1; \
+	echo "$(PY) bench/bench_virtual_time.py --speeds 100,2000,20000 --docs $(VIRTUAL_TIME_ARGS)"; \
+	$(PY) bench/bench_virtual_time.py --speeds 100,2000,20000 --docs $(VIRTUAL_TIME_ARGS) || rc=1; \
+	exit $$rc
 
 clean:
 	rm -rf build .pytest_cache .hypothesis *.egg-info

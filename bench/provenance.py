@@ -20,14 +20,26 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime())
 
 
+def memory() -> str:
+    """The machine's memory, as /proc/meminfo's MemTotal says (Linux), else ""."""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next((int(ln.split()[1]) for ln in f if ln.startswith("MemTotal:")), 0)
+    except (OSError, ValueError, IndexError):
+        kib = 0
+    return f"{kib / 2**20:.1f} GiB memory" if kib else ""
+
+
 def machine() -> str:
-    """The CPU model and count, as /proc/cpuinfo names them (Linux), else the platform's word."""
+    """The CPU model and count, as /proc/cpuinfo names them (Linux), else the platform's word,
+    and the memory."""
     try:
         with open("/proc/cpuinfo") as f:
             model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
     except OSError:
         model = ""
-    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+    mem = memory()
+    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} CPUs" + (f", {mem}" if mem else "")
 
 
 def code_version() -> str:
