@@ -64,7 +64,9 @@ def replacement_pairs(cluster: Cluster, replace: str, checks: Checks) -> list[tu
         b_new = cluster.brokers.get(new)
         checks.check(f"broker {old} holds replicas", old in held, "" if old in held else "nothing to move off it")
         checks.check(f"broker {new} is live", bool(b_new and b_new.alive),
-                     "" if b_new and b_new.alive else "not registered (no live broker has that id)")
+                     "" if b_new and b_new.alive else
+                     "dead (registered, fenced)" if b_new is not None and b_new.known else
+                     "not registered (no live broker has that id)")
         checks.check(f"broker {new} is empty", new not in held, "" if new not in held else "it already holds replicas")
         r_old, r_new = cluster.rack_of(old), cluster.rack_of(new)
         if r_old is not None:
