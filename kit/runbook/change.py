@@ -150,11 +150,11 @@ def apply_plan(env: Environment, plan: Plan | list[dict], throttle: str | float)
     print(f"applied: {len(moves)} partition(s); rollback plan in {rollback}")
     return Change(env, moves, throttle, static, urp_before, applied_to, os.path.join(env.workdir, "events.jsonl"),
                   samples_path(env), rollback, os.path.join(env.workdir, "throttle.err"),
-                   applied_wall, started, "simulated" if env.simulated else "wall")
+                  applied_wall, started, "simulated" if env.simulated else "wall")
 
 
 def start_processes(change: Change, speed: float, client_load: float, interval: float,
-                     throttle_metrics: str, max_wait_s: float) -> tuple[list, subprocess.Popen | None]:
+                    throttle_metrics: str, max_wait_s: float) -> tuple[list, subprocess.Popen | None]:
     """Start the simulated controller (the ZooKeeper simulated cluster: the KRaft one's runs
     already, started with the runbook's speed) and the auto-throttle loop ("auto") as `kit`
     processes; returns every process and the loop (or None). On the simulated cluster, with the
