@@ -3,8 +3,9 @@
 One module per command (kit/cli/<command>.py): its `add_parser(sub)` declares the command and
 names the function that runs it (`set_defaults(run=...)`); `main` calls that function.
 
-Exit codes: 0 success, 2 bad input (one line on stderr, nothing written),
-3 a request that cannot be carried out safely (nothing written).
+Exit codes: 0 success, 1 a wait that ended without what it waited for (kit.errors.Stuck, or
+not done), 2 bad input (one line on stderr, nothing written), 3 a request that cannot be
+carried out safely (nothing written), 4 the doctor alerts (no plan).
 """
 from __future__ import annotations
 

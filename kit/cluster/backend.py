@@ -114,8 +114,10 @@ class ClusterBackend(Protocol):
         """
 
     def rollback(self, moves: list[dict], throttle: float | None = None) -> dict:
-        """Start the reassignment back to a rollback file's assignment (`apply`'s checks); `Unsafe`
-        while any reassignment runs."""
+        """Start the reassignment back to a rollback file's assignment (`apply`'s checks). While a
+        reassignment runs: through ZooKeeper `Unsafe` unless a destination is dead (then it is
+        cancelled first); through the Admin API the file's partitions are cancelled first
+        (AlterPartitionReassignments with no target), `Unsafe` while others move."""
 
     def verify(self, moves: list[dict] | None = None) -> dict:
         """Progress of the plan (default: the reassignment in flight), clearing the throttles no

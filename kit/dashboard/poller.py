@@ -33,7 +33,7 @@ HISTORY_KEPT = 600
 # The auto-throttle is stale after this many of its intervals without a decision (and no
 # live process writing the events file is found on this host).
 STALE_INTERVALS = 3
-# Its interval when no process says (`kit throttle run`'s default, autothrottle.Settings).
+# Its interval when no process says (`kit throttle run`'s default, kit.throttle.decide.Settings).
 DEFAULT_LOOP_INTERVAL = 30.0
 # Free storage from the samples re-draws the distribution at most this often (wall seconds).
 STORAGE_EVERY = 10.0
@@ -811,11 +811,3 @@ def shared_poller(zk=None, zk_auth=None, events=None, samples=None, records=None
             poller = _SHARED[key] = Poller(zk, zk_auth, events, samples, records, interval, metrics,
                                            cap_map, bootstrap, command_config).start()
         return poller
-
-
-def stop_shared() -> None:
-    """Stop every shared poller (tests; a server's shutdown)."""
-    with _SHARED_LOCK:
-        for p in _SHARED.values():
-            p.stop()
-        _SHARED.clear()

@@ -62,7 +62,6 @@ __all__ = ["broker_frame", "select_brokers", "distribution_view", "throttle_view
 # --------------------------------------------------------------------------- data
 
 
-# Over 60 lines only by its numpydoc docstring (25 of its lines).
 def broker_frame(cluster: Cluster, after: list[list[int]] | None = None, topics: str | None = None) -> pd.DataFrame:
     """One row per broker with its figures before and after a plan.
 
@@ -332,7 +331,6 @@ def current_brokers(data: pd.DataFrame, role: str) -> list[int]:
     return sorted(int(b) for b in d.loc[d["time"] == d["time"].max(), "broker"].unique())
 
 
-# Over 60 lines only by its numpydoc docstring (22 of its lines); the rest builds one chart.
 def throttle_view(data: pd.DataFrame, role: str, brokers=None, now=None) -> hv.Overlay:
     """One role's throttle (dashed) and measured traffic (solid) per broker over time.
 

@@ -52,7 +52,6 @@ _EXPLAINED = {"dead_broker", "leader_saturated", "reassigning"}
 # --------------------------------------------------------------------------- diagnosis
 
 
-# Over 60 lines only by its numpydoc docstring (21 of its lines).
 def diagnose(cluster: Cluster, traffic: Traffic | None = None, limit_in: float | None = None,
              limit_out: float | None = None, reassigning: dict | None = None) -> dict:
     """The health report: dead brokers, under-replicated partitions with reasons, brokers over

@@ -51,7 +51,6 @@ def prepare(cluster: Cluster) -> None:
     layout(cluster, {b.id for b in cluster.brokers.values() if b.alive})
 
 
-# Over 60 lines only by its numpydoc docstring (25 of its lines).
 def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = "auto",
             client_load: float | None = None, settings: Settings | None = None, cap_map: dict | None = None,
             max_events: int = MAX_EVENTS, first_decision_s: float = 0.0, replay: bool = False) -> dict:

@@ -41,13 +41,6 @@ class Chart:
         return path
 
 
-def charts(dpi: int = CHART_DPI) -> None:
-    """Set the records' chart resolution (dots per inch). Charts are drawn by matplotlib into
-    PNGs, so a record's HTML shows every chart offline."""
-    global CHART_DPI
-    CHART_DPI = int(dpi)
-
-
 def _figure(width: float, height: float):
     from matplotlib.figure import Figure
 

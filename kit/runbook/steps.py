@@ -21,7 +21,7 @@ from kit.model import Cluster, Plan
 from kit.runbook.catalog import RUNBOOKS, declared_defaults
 from kit.runbook.change import (STEADY_LOOKS, STEADY_WINDOW, apply_and_monitor, apply_plan, change_and_report,
                                 progress_line, steady_rate)
-from kit.runbook.charts import Chart, charts, distribution_chart, storage_chart, throttle_chart
+from kit.runbook.charts import Chart, distribution_chart, storage_chart, throttle_chart
 from kit.runbook.checks import Checks, common_checks, lost_rack, replacement_pairs
 from kit.runbook.display import broker_table, brokers_text, events_table, live_notebook, under_replicated_table
 from kit.runbook.environment import (SIMULATED_MARKER, Environment, check_address, open_environment, rollback_path,
@@ -42,7 +42,7 @@ __all__ = [
     "Environment", "open_environment", "check_address", "stop_simulated", "simulated_address", "rollback_path",
     "SIMULATED_MARKER",
     # the situation and the checks
-    "broker_table", "under_replicated_table", "distribution_chart", "storage_chart", "charts", "Chart",
+    "broker_table", "under_replicated_table", "distribution_chart", "storage_chart", "Chart",
     "Checks", "CheckFailed", "common_checks", "replacement_pairs", "lost_rack",
     # the plan, the gate, the change
     "plan_summary", "after_cluster", "write_plan", "write_moves",
@@ -124,9 +124,6 @@ class Run:
 def start(runbook: str, namespace: dict) -> Run:
     """Start a run of `runbook` with its parameters as they stand in `namespace` (the notebook's
     `globals()`, after papermill's injected cell): the names its parameters cell declares
-    (`declared_defaults`), so a parameter is written once, in that cell. Sets the charts'
-    resolution (`charts`)."""
+    (`declared_defaults`), so a parameter is written once, in that cell."""
     names = [k for k in declared_defaults(runbook) if k != "record_path" and k in namespace]
-    run = Run(runbook, {k: namespace[k] for k in names}, namespace.get("record_path") or "")
-    charts()
-    return run
+    return Run(runbook, {k: namespace[k] for k in names}, namespace.get("record_path") or "")
