@@ -28,6 +28,7 @@ import threading
 
 from kit.errors import BadInput
 from kit.formats import write_atomic
+from kit.sim.kraft.versions import ALTER_REASSIGNMENTS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS
 
 FILE = "faults.json"
 ALTER_CLUSTER = "alter-cluster"
@@ -35,9 +36,9 @@ ALTER_CONFIGS_CLUSTER = "alter-configs-cluster"
 ALTER_CONFIGS_TOPIC = "alter-configs-topic"
 RIGHTS = (ALTER_CLUSTER, ALTER_CONFIGS_CLUSTER, ALTER_CONFIGS_TOPIC)
 EVERY_BROKER = "*"
-# The API keys of the requests that change the cluster: AlterConfigs, ElectLeaders,
-# IncrementalAlterConfigs, AlterPartitionReassignments.
-CHANGES = frozenset({33, 43, 44, 45})
+# The API keys of the requests that change the cluster: AlterConfigs (33, which the simulator
+# does not serve), ElectLeaders, IncrementalAlterConfigs, AlterPartitionReassignments.
+CHANGES = frozenset({33, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, ALTER_REASSIGNMENTS})
 
 
 def read(state_dir: str) -> dict:

@@ -22,10 +22,10 @@ from kit.errors import BadInput
 from kit.formats import read_input
 from kit.sim.kraft.context import (ILLEGAL_SASL_STATE, NONE, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
                                    Context)
+from kit.sim.kraft.versions import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 FILE = "sasl-plain"
 MECHANISM = "PLAIN"
-SASL_HANDSHAKE, SASL_AUTHENTICATE = SaslHandshakeRequest.API_KEY, SaslAuthenticateRequest.API_KEY  # 17, 36
 # Kafka's connection.failed.authentication.delay.ms default: a refused login's connection closes
 # this long after the refusal was sent (a client reads the refusal, not a bare disconnect).
 CLOSE_DELAY_S = 0.1

@@ -4,7 +4,7 @@ One table (`RANGES`): for each release, the versions its brokers advertise in Ap
 APIs the simulator serves, as read from Kafka's message schemas at that release
 (clients/src/main/resources/common/message/*Request.json, "validVersions"; ApiKeys lists the
 same). Where kafka-python 3.x's generated classes lack a version the release has, the range
-starts where the classes do (said in `NOT_IN_KAFKA_PYTHON`): every request and response stays
+starts where the classes do (said beside the release): every request and response stays
 encoded by those classes.
 """
 from __future__ import annotations
@@ -31,7 +31,6 @@ RANGES: dict[str, dict[int, tuple[int, int]]] = {
             INCREMENTAL_ALTER_CONFIGS: (0, 1), ALTER_REASSIGNMENTS: (0, 0), LIST_REASSIGNMENTS: (0, 0),
             ELECT_LEADERS: (0, 2), DESCRIBE_LOG_DIRS: (1, 4), SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)},
 }
-NOT_IN_KAFKA_PYTHON = {"3.7": {DESCRIBE_CONFIGS: 0, DESCRIBE_LOG_DIRS: 0}}
 
 
 def release(text: str | None) -> str:
