@@ -50,3 +50,14 @@ def test_a_port_in_use_is_reported_in_one_line(tmp_path):
         r = kit("zk", "start", "--port", str(port), "--data", str(tmp_path / "zk"))
     assert r.returncode == 3
     assert r.stderr.strip().count("\n") == 0 and f"port {port}" in r.stderr
+
+
+def test_a_free_port_is_outside_the_range_outgoing_connections_take():
+    """A ZooKeeper restarted on its port must find it free. A port from the kernel's ephemeral
+    range can be taken meanwhile by any outgoing connection, among them a client reconnecting
+    to the stopped server (Linux may connect it to itself): seen as "port ... is in use" when
+    the server came back."""
+    ephemeral = localzk.ephemeral_ports()
+    ports = {localzk.free_port() for _ in range(20)}
+    assert not any(p in ephemeral for p in ports), sorted(ports)
+    assert all(localzk.port_free(p) for p in ports)

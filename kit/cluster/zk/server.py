@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -55,7 +56,29 @@ def port_free(port: int) -> bool:
     return True
 
 
+def ephemeral_ports() -> range:
+    """The ports the kernel hands out to outgoing connections (Linux's ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = map(int, f.read().split())
+        return range(low, high + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
 def free_port() -> int:
+    """A free loopback port outside the kernel's ephemeral range.
+
+    A server that is stopped and started again on its port (a ZooKeeper restart) must find
+    the port still free. Inside the ephemeral range any outgoing connection can take it
+    meanwhile, among them a client reconnecting to the stopped server: Linux may give such a
+    connection the server's own port as its source and connect it to itself.
+    """
+    ephemeral = ephemeral_ports()
+    candidates = [p for p in range(10000, 30000) if p not in ephemeral]
+    for port in random.sample(candidates, 200) if len(candidates) >= 200 else candidates:
+        if port_free(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
