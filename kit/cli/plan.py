@@ -40,6 +40,7 @@ pools = lazy_module("kit.plan.pools")
 second_core = lazy_module("kit.plan.solvers.second_core")
 idle = lazy_module("kit.plan.solvers.idle")
 figures = lazy_module("kit.report.figures")
+summary = lazy_module("kit.report.summary")
 estimate = lazy_module("kit.report.estimate")
 review = lazy_module("kit.report.review")
 backends = lazy_module("kit.cluster.backend")
@@ -195,13 +196,13 @@ def run(a) -> int:
             max_changes = a.max_changes or len(plan.after)
             if plan.warnings and not a.ignore_warns:
                 progress.close()  # a terminal's bar line is cleared before the summary
-                print(figures.summary_text(plan, report, max_changes=max_changes, arrays=arrays))
+                print(summary.summary_text(plan, report, max_changes=max_changes, arrays=arrays))
                 raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} "
                              "(use --ignore-warns to write the plan)")
             progress.stage(f"writing {a.out}")
             write_outputs(a, plan, report, waves)
-            summary = figures.summary_text(plan, report, max_changes=max_changes, arrays=arrays)
-    print(summary)
+            text = summary.summary_text(plan, report, max_changes=max_changes, arrays=arrays)
+    print(text)
     return 0
 
 

@@ -1,167 +1,43 @@
-"""Plan-quality figures and the text summary of a plan.
+"""Plan-quality figures: problems, balance and movement before and after a plan.
 
 The figures are the ones `shared/tools/evaluate_plan.py` computes (design.md, "Plan
 quality"), key for key and value for value, so a kit report can be compared with the
 evaluator's verdict, or with another tool's plan, without running it. The work is done
-on numpy arrays: an assignment becomes one flat array of dense broker indices plus the
-length of each replica list, and every per-partition figure is a vectorised pass over
-the partitions that share a replication factor.
+on numpy arrays (kit.report.arrays).
 
 Pure: no I/O, nothing printed.
 """
 from __future__ import annotations
 
-import itertools
 import statistics
-from dataclasses import dataclass
 from functools import cached_property
-from operator import attrgetter
 
 import numpy as np
 
 from kit.model import Cluster, Plan
+from kit.report.arrays import FigureContext, FlatAssignment, context
 from kit.offline import describe as describe_offline
 from kit.plan.failover import excess_by_leader, heirs, worst_excess
 from kit.plan.racks import racks_needed
-from kit.report.waves import duration_lines
 
-__all__ = ["PlanArrays", "assignment_figures", "broker_figures", "movement_figures", "plan_report", "summary_text"]
+__all__ = ["PlanArrays", "assignment_figures", "broker_figures", "movement_figures", "plan_report"]
 
 # Above this many cells a (row, column) count table is built sparsely (sort) instead of
 # densely (bincount); dense is several times faster but costs 8 bytes per cell.
-_DENSE_CELLS_MAX = 1 << 22
+DENSE_CELLS_MAX = 1 << 22
 
 # float64 sums of integers are exact below 2**53; above it, per-broker bytes are summed
 # as int64 instead (slower), so storage figures never depend on rounding.
-_FLOAT_EXACT = 1 << 53
-
-# Broker ids spanning less than this get a dense lookup table (8 bytes per id in the span).
-_LOOKUP_SPAN_MAX = 1 << 20
-
-# Per-broker storage lines in the summary: beyond this many brokers, only the largest changes.
-_STORAGE_LINES_MAX = 40
+FLOAT_EXACT = 1 << 53
 
 # evaluate_plan lists at most this many problems (and counts them all).
 _PROBLEMS_LISTED = 20
 
 
-# --------------------------------------------------------------------------- arrays
-
-
-@dataclass
-class _Flat:
-    """One assignment as arrays over dense broker indices."""
-
-    lengths: np.ndarray  # replica-list length per partition
-    starts: np.ndarray  # offset of each list in `idx`
-    idx: np.ndarray  # dense broker index of every replica, list after list
-    groups: dict[int, tuple[np.ndarray, np.ndarray]]  # length -> (rows, matrix rows x length)
-
-    @cached_property
-    def part_of(self) -> np.ndarray:
-        return np.repeat(np.arange(len(self.lengths)), self.lengths)
-
-
-@dataclass
-class _Ctx:
-    """What the figures need to know about the cluster and the target brokers."""
-
-    cluster: Cluster
-    ids: np.ndarray  # sorted broker ids; position = dense index
-    target_set: set[int]
-    tidx: np.ndarray  # dense indices of the targets, in id order
-    is_target: np.ndarray
-    known: np.ndarray  # registered in the snapshot (evaluate_plan's "brokers")
-    rack: np.ndarray  # rack code per broker, -1 for none
-    n_racks: int
-    sizes: np.ndarray  # bytes per partition
-    topic: np.ndarray  # topic code per partition
-    n_topics: int
-    storage_free: list[int] | None  # per target, when every target reports it
-    snapshot: _Flat  # the cluster's own assignment (storage "before" is measured on it)
-
-
-def _flatten_ids(assignment) -> tuple[np.ndarray, np.ndarray]:
-    lengths = np.fromiter(map(len, assignment), dtype=np.int64, count=len(assignment))
-    flat = np.fromiter(itertools.chain.from_iterable(assignment), dtype=np.int64, count=int(lengths.sum()))
-    return lengths, flat
-
-
-def _flat(lengths: np.ndarray, idx: np.ndarray) -> _Flat:
-    starts = np.zeros(len(lengths), dtype=np.int64)
-    if len(lengths) > 1:
-        np.cumsum(lengths[:-1], out=starts[1:])
-    groups = {}
-    for n in np.flatnonzero(np.bincount(lengths)).tolist():  # the lengths there are (np.unique's 7x)
-        if n == 0:
-            continue
-        rows = np.flatnonzero(lengths == n)
-        groups[n] = (rows, idx[starts[rows][:, None] + np.arange(n)])
-    return _Flat(lengths, starts, idx, groups)
-
-
-def _dense_ids(base: np.ndarray, flats: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Sorted ids of every broker named anywhere, and each array renumbered densely."""
-    # Plans may name brokers the cluster has never heard of; they get indices too.
-    every = [base] + [f for f in flats if len(f)]
-    lo = min(int(a.min()) for a in every)
-    hi = max(int(a.max()) for a in every)
-    if hi - lo < _LOOKUP_SPAN_MAX:
-        # Broker ids are usually a compact range: a table beats sorting and searching.
-        seen = np.zeros(hi - lo + 1, dtype=bool)
-        for a in every:
-            seen[a - lo] = True
-        lookup = np.cumsum(seen) - 1
-        return np.flatnonzero(seen) + lo, [lookup[f - lo] for f in flats]
-    ids = np.unique(np.concatenate(every))
-    return ids, [np.searchsorted(ids, f) for f in flats]
-
-
-def _context(cluster: Cluster, targets, assignments) -> tuple[_Ctx, list[_Flat]]:
-    """Number every broker densely and turn the assignments into arrays."""
-    target_set = {int(t) for t in targets}
-    if not target_set:
-        raise ValueError("figures need at least one target broker")
-    parts = cluster.partitions
-    for a in assignments:
-        if a is not None and len(a) != len(parts):
-            raise ValueError(f"assignment has {len(a)} replica lists for {len(parts)} partitions")
-    # None stands for the cluster's own assignment, which is flattened once anyway.
-    raw = [_flatten_ids(list(map(attrgetter("replicas"), parts)))]
-    raw += [raw[0] if a is None else _flatten_ids(a) for a in assignments]
-    base = np.fromiter(itertools.chain(cluster.brokers, target_set), dtype=np.int64)
-    ids, dense = _dense_ids(base, [flat for _, flat in raw])
-    own = _flat(raw[0][0], dense[0])
-    flats = [own] + [own if a is None else _flat(r[0], d) for a, r, d in zip(assignments, raw[1:], dense[1:])]
-
-    id_list = ids.tolist()
-    is_target = np.isin(ids, np.fromiter(target_set, dtype=np.int64))
-    brokers = cluster.brokers
-    known = np.array([b in brokers and brokers[b].known for b in id_list], dtype=bool)
-    rack_names = [brokers[b].rack if b in brokers else None for b in id_list]
-    codes: dict[str, int] = {}
-    rack = np.array([-1 if r is None else codes.setdefault(r, len(codes)) for r in rack_names], dtype=np.int64)
-    n_racks = len({r for r, t in zip(rack_names, is_target.tolist()) if t and r is not None})
-
-    names = list(map(attrgetter("topic"), parts))
-    tcodes = {t: i for i, t in enumerate(dict.fromkeys(names))}
-    topic = np.fromiter(map(tcodes.__getitem__, names), dtype=np.int64, count=len(parts))
-    sizes = np.fromiter(map(attrgetter("size"), parts), dtype=np.int64, count=len(parts))
-
-    tidx = np.flatnonzero(is_target)
-    free = [brokers[b].storage_free if b in brokers else None for b in ids[tidx].tolist()]
-    ctx = _Ctx(
-        cluster=cluster, ids=ids, target_set=target_set, tidx=tidx, is_target=is_target, known=known,
-        rack=rack, n_racks=n_racks, sizes=sizes, topic=topic, n_topics=len(tcodes),
-        storage_free=None if any(f is None for f in free) else free, snapshot=flats[0],
-    )
-    return ctx, flats[1:]
-
-
 def _cell_counts(rows: np.ndarray, cols: np.ndarray, n_cols: int, n_cells: int):
     """Distinct (row, col) pairs with their multiplicity, sorted by row then col."""
     code = rows * n_cols + cols
-    if n_cells <= _DENSE_CELLS_MAX:
+    if n_cells <= DENSE_CELLS_MAX:
         table = np.bincount(code, minlength=n_cells)
         cell = np.flatnonzero(table)
         count = table[cell]
@@ -170,18 +46,18 @@ def _cell_counts(rows: np.ndarray, cols: np.ndarray, n_cols: int, n_cells: int):
     return cell // n_cols, cell % n_cols, count
 
 
-def _used_bytes(ctx: _Ctx, flat: _Flat) -> np.ndarray:
+def _used_bytes(ctx: FigureContext, flat: FlatAssignment) -> np.ndarray:
     """Bytes each broker holds under an assignment (int64, exact)."""
     weights = ctx.sizes[flat.part_of]
     n = len(ctx.ids)
-    if int(weights.sum(dtype=np.int64)) < _FLOAT_EXACT and (weights >= 0).all():
+    if int(weights.sum(dtype=np.int64)) < FLOAT_EXACT and (weights >= 0).all():
         return np.bincount(flat.idx, weights=weights, minlength=n).astype(np.int64)
     used = np.zeros(n, dtype=np.int64)
     np.add.at(used, flat.idx, weights)
     return used
 
 
-def _leaders(flat: _Flat) -> tuple[np.ndarray, np.ndarray]:
+def _leaders(flat: FlatAssignment) -> tuple[np.ndarray, np.ndarray]:
     """Rows with a replica list, and their preferred leader."""
     rows = np.flatnonzero(flat.lengths > 0)
     return rows, flat.idx[flat.starts[rows]]
@@ -194,7 +70,7 @@ def _spread(values: np.ndarray) -> int:
     return int(values.max() - values.min())
 
 
-def _duplicate_rows(flat: _Flat) -> np.ndarray:
+def _duplicate_rows(flat: FlatAssignment) -> np.ndarray:
     dup = np.zeros(len(flat.lengths), dtype=bool)
     for n, (rows, m) in flat.groups.items():
         if n > 1:
@@ -203,7 +79,7 @@ def _duplicate_rows(flat: _Flat) -> np.ndarray:
     return dup
 
 
-def _rack_violations(ctx: _Ctx, flat: _Flat) -> int:
+def _rack_violations(ctx: FigureContext, flat: FlatAssignment) -> int:
     """Replica sets that span fewer racks than the rack rule needs (`kit.plan.racks`); as in
     evaluate_plan, a set with a replica without a rack is not judged."""
     if not ctx.n_racks:
@@ -219,7 +95,7 @@ def _rack_violations(ctx: _Ctx, flat: _Flat) -> int:
     return total
 
 
-def _degrees(ctx: _Ctx, flat: _Flat) -> np.ndarray:
+def _degrees(ctx: FigureContext, flat: FlatAssignment) -> np.ndarray:
     """Distinct target peers of every target broker."""
     n = len(ctx.ids)
     lo_parts, hi_parts = [], []
@@ -237,7 +113,7 @@ def _degrees(ctx: _Ctx, flat: _Flat) -> np.ndarray:
     return deg[ctx.tidx]
 
 
-def _topic_leader_excess(ctx: _Ctx, flat: _Flat) -> int:
+def _topic_leader_excess(ctx: FigureContext, flat: FlatAssignment) -> int:
     rows, lead = _leaders(flat)
     if not len(rows):
         return 0
@@ -260,7 +136,7 @@ def _topic_leader_excess(ctx: _Ctx, flat: _Flat) -> int:
     return max(0, int(excess.max())) if len(excess) else 0
 
 
-def _failover_excess(ctx: _Ctx, flat: _Flat) -> int:
+def _failover_excess(ctx: FigureContext, flat: FlatAssignment) -> int:
     """The worst target broker's failover excess (`kit.plan.failover`)."""
     lead_parts, next_parts = [], []
     for k, (_, m) in flat.groups.items():
@@ -278,7 +154,7 @@ def _failover_excess(ctx: _Ctx, flat: _Flat) -> int:
     return worst_excess(by_leader)
 
 
-def _figures(ctx: _Ctx, flat: _Flat) -> dict:
+def _figures(ctx: FigureContext, flat: FlatAssignment) -> dict:
     n = len(ctx.ids)
     t = ctx.tidx
     count = np.bincount(flat.idx, minlength=n)
@@ -319,7 +195,7 @@ def _figures(ctx: _Ctx, flat: _Flat) -> dict:
     return out
 
 
-def _changed_rows(before: _Flat, after: _Flat) -> np.ndarray:
+def _changed_rows(before: FlatAssignment, after: FlatAssignment) -> np.ndarray:
     """Partitions whose replica list differs, order included."""
     changed = before.lengths != after.lengths
     for n, (rows, m) in after.groups.items():
@@ -331,7 +207,7 @@ def _changed_rows(before: _Flat, after: _Flat) -> np.ndarray:
     return changed
 
 
-def _set_changes(ctx: _Ctx, added_dropped: tuple[np.ndarray, np.ndarray], p: int):
+def _set_changes(ctx: FigureContext, added_dropped: tuple[np.ndarray, np.ndarray], p: int):
     """Per partition (`p` of them): distinct brokers added, distinct brokers dropped, from
     `_added_dropped`'s codes."""
     n = len(ctx.ids)
@@ -339,12 +215,12 @@ def _set_changes(ctx: _Ctx, added_dropped: tuple[np.ndarray, np.ndarray], p: int
     return np.bincount(new // n, minlength=p), np.bincount(gone // n, minlength=p)
 
 
-def _added_dropped(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _added_dropped(ctx: FigureContext, before: FlatAssignment, after: FlatAssignment, changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(partition, broker) codes, partition * brokers + broker index, of the replicas each
     changed partition gains and loses (distinct brokers), sorted."""
     n = len(ctx.ids)
 
-    def codes(flat: _Flat) -> np.ndarray:
+    def codes(flat: FlatAssignment) -> np.ndarray:
         rows = flat.part_of
         keep = changed[rows]
         # np.unique's answer, by a sort: its hash table was most of the time of this figure. The
@@ -356,7 +232,7 @@ def _added_dropped(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray) 
     return a[~np.isin(a, b, assume_unique=True)], b[~np.isin(b, a, assume_unique=True)]
 
 
-def _movement(ctx: _Ctx, before: _Flat, after: _Flat, changed: np.ndarray,
+def _movement(ctx: FigureContext, before: FlatAssignment, after: FlatAssignment, changed: np.ndarray,
               added_dropped: tuple[np.ndarray, np.ndarray]) -> dict:
     """evaluate_plan's ``movement()``; `changed` is `_changed_rows`, `added_dropped` its
     `_added_dropped`."""
@@ -408,7 +284,7 @@ def assignment_figures(cluster: Cluster, assignment, targets) -> dict:
     dict
         The same keys, values and rounding as ``evaluate_plan.metrics``.
     """
-    ctx, (flat,) = _context(cluster, targets, [assignment])
+    ctx, (flat,) = context(cluster, targets, [assignment])
     return _figures(ctx, flat)
 
 
@@ -429,12 +305,12 @@ def movement_figures(cluster: Cluster, before, after, targets) -> dict:
     dict
         Changes, replica additions, bytes moved, and their lower bounds.
     """
-    ctx, (b, a) = _context(cluster, targets, [before, after])
+    ctx, (b, a) = context(cluster, targets, [before, after])
     changed = _changed_rows(b, a)
     return _movement(ctx, b, a, changed, _added_dropped(ctx, b, a, changed))
 
 
-def _problems(ctx: _Ctx, after: _Flat, changed: np.ndarray, offline: list[int]) -> tuple[list[str], int]:
+def _problems(ctx: FigureContext, after: FlatAssignment, changed: np.ndarray, offline: list[int]) -> tuple[list[str], int]:
     """evaluate_plan's problems (unknown brokers, anywhere but the `offline` partitions) and
     kit's own (changed partitions only)."""
     p = len(after.lengths)
@@ -483,7 +359,7 @@ class PlanArrays:
     """
 
     def __init__(self, plan: Plan):
-        self.ctx, (self.before, self.after) = _context(plan.cluster, plan.targets, [None, plan.after])
+        self.ctx, (self.before, self.after) = context(plan.cluster, plan.targets, [None, plan.after])
 
     @cached_property
     def changed(self) -> np.ndarray:
@@ -495,6 +371,26 @@ class PlanArrays:
         """`_added_dropped`: the (partition, broker) codes each changed partition gains and loses."""
         return _added_dropped(self.ctx, self.before, self.after, self.changed)
 
+    @property
+    def targets(self) -> set[int]:
+        """The plan's target broker ids."""
+        return self.ctx.target_set
+
+    @cached_property
+    def holders(self) -> set[int]:
+        """The brokers holding a replica before the plan."""
+        return set(self.ctx.ids[np.bincount(self.before.idx, minlength=len(self.ctx.ids)) > 0].tolist())
+
+    def roles(self, after: bool = True) -> dict[int, tuple[int, int, int]]:
+        """Broker id -> (leader, follower, total) replica counts, after the plan or before it."""
+        return _roles(self.ctx, self.after if after else self.before)
+
+    @cached_property
+    def storage_delta(self) -> dict[int, int]:
+        """Broker id -> bytes of free space the plan gives it (taken: negative), for the
+        brokers whose replica set changes."""
+        return _storage_delta(self.ctx, self.added_dropped)
+
 
 def plan_report(plan: Plan, arrays: PlanArrays | None = None) -> dict:
     """Everything `kit plan --report` writes: problems, figures before and after, movement.
@@ -504,7 +400,8 @@ def plan_report(plan: Plan, arrays: PlanArrays | None = None) -> dict:
     plan : Plan
         The plan; its cluster's assignment is "before".
     arrays : PlanArrays, optional
-        ``PlanArrays(plan)``, when the caller has it already (it shares it with `summary_text`).
+        ``PlanArrays(plan)``, when the caller has it already (it shares it with
+        `kit.report.summary.summary_text`).
 
     Returns
     -------
@@ -548,22 +445,7 @@ def _pool_figures(plan: Plan, group: dict) -> dict:
             "movement": movement_figures(sub, before, after, group["brokers"])}
 
 
-# --------------------------------------------------------------------------- summary
-
-
-def _brackets(reps) -> str:
-    return "[" + " ".join(map(str, reps)) + "]"
-
-
-def _reason(old, new) -> str:
-    if set(old) != set(new):
-        return "replaced broker"
-    if old[:1] != new[:1]:
-        return "preferred leader"
-    return "follower order"
-
-
-def _roles(ctx: _Ctx, flat: _Flat) -> dict[int, tuple[int, int, int]]:
+def _roles(ctx: FigureContext, flat: FlatAssignment) -> dict[int, tuple[int, int, int]]:
     """Broker id -> (leader, follower, total) replica counts."""
     n = len(ctx.ids)
     total = np.bincount(flat.idx, minlength=n)
@@ -572,7 +454,7 @@ def _roles(ctx: _Ctx, flat: _Flat) -> dict[int, tuple[int, int, int]]:
     return {b: (int(l), int(t - l), int(t)) for b, l, t in zip(ctx.ids.tolist(), leader, total)}
 
 
-def _storage_delta(ctx: _Ctx, added_dropped: tuple[np.ndarray, np.ndarray]) -> dict[int, int]:
+def _storage_delta(ctx: FigureContext, added_dropped: tuple[np.ndarray, np.ndarray]) -> dict[int, int]:
     """Broker id -> bytes of free space the plan gives it (taken: negative), for the brokers
     whose replica set changes (`_added_dropped`'s codes)."""
     new, gone = added_dropped
@@ -591,213 +473,6 @@ def _storage_delta(ctx: _Ctx, added_dropped: tuple[np.ndarray, np.ndarray]) -> d
     np.subtract.at(moved, new % n, ctx.sizes[new // n])
     touched = np.union1d(new % n, gone % n)
     return dict(zip(ctx.ids[touched].tolist(), moved[touched].tolist()))
-
-
-def _storage_lines(plan: Plan, delta: dict[int, int], before: dict, after: dict) -> list[str]:
-    """topicmappr's per-broker storage lines: free before -> after (change, `delta`), and a
-    warning when the plan widens the range of free space."""
-    brokers = plan.cluster.brokers
-    out = []
-    shown = [b for b in plan.targets if brokers[b].storage_free is not None]
-    if len(shown) > _STORAGE_LINES_MAX:
-        # On large clusters only the brokers whose free space changes most.
-        biggest = sorted(shown, key=lambda b: (-abs(delta.get(b, 0)), b))[:_STORAGE_LINES_MAX]
-        hidden = len(shown) - len(biggest)
-        shown = sorted(biggest)
-    else:
-        hidden = 0
-    for b in shown:
-        free = brokers[b].storage_free
-        d = delta.get(b, 0)
-        pct = d / free * 100 if free else 0.0
-        out.append(f"  Broker {b}: {free / 1e9:.2f} -> {(free + d) / 1e9:.2f} ({d / 1e9:+.2f}GB, {pct:+.2f}%)")
-    if hidden:
-        out.append(f"  ... and {hidden} brokers whose free space changes less")
-    if after["storage_free_range_spread_pct"] > before["storage_free_range_spread_pct"]:
-        out.append(f"  WARN: the range of free storage grows ({before['storage_free_range_spread_pct']:.2f}% -> "
-                   f"{after['storage_free_range_spread_pct']:.2f}%)")
-    return out
-
-
-def summary_text(plan: Plan, report: dict, max_changes: int = 100, arrays: PlanArrays | None = None,
-                 duration_options: dict | None = None) -> str:
-    """A topicmappr-style text summary of a plan.
-
-    Parameters
-    ----------
-    plan : Plan
-        The plan to describe.
-    report : dict
-        ``plan_report(plan)``; the figures are taken from it, not recomputed.
-    max_changes : int
-        Partition map changes listed before the rest is only counted.
-    arrays : PlanArrays, optional
-        ``PlanArrays(plan)``, when the caller has it already (`plan_report` read it too).
-    duration_options : dict, optional
-        How the Duration estimate section (with ``report["duration"]``) is said:
-        `kit.report.waves.duration_lines`'s keywords (the clock, waves or all at once).
-
-    Returns
-    -------
-    str
-        Sections Topics, Broker change summary, Action, WARN, Partition map changes,
-        Broker distribution, Movement, Balance and (with storage figures) Storage free
-        change estimations, ending with a newline. Same plan, same text.
-
-    Notes
-    -----
-    ``plan.broker_changes`` may hold ``removed``, ``replacing``, ``added`` (new, empty
-    brokers) and ``missing`` (dead brokers still in the map); "Replacing N" counts the
-    brokers being vacated, removed or replaced.
-    """
-    arrays = arrays or PlanArrays(plan)
-    ctx, before, after = arrays.ctx, arrays.before, arrays.after
-    holders = set(ctx.ids[np.bincount(before.idx, minlength=len(ctx.ids)) > 0].tolist())
-    out = _topic_lines(plan)
-    out += ["", "Broker change summary:"] + _broker_change_lines(plan, ctx, holders)
-    out += ["", "Action:", f"  {plan.action}"]
-    out += ["", "WARN:"] + ([f"  {w}" for w in plan.warnings] or ["  [none]"])
-    if plan.notes:
-        out += ["", "NOTE:"] + [f"  {n}" for n in plan.notes]
-    out += _offline_lines(report, max_changes)
-    out += ["", "Partition map changes:"] + _change_lines(plan, arrays.changed, max_changes)
-    b, a, mv = report["before"], report["after"], report["movement"]
-    out += ["", "Broker distribution:",
-            f"  degree [min/max/avg]: {b['degree_min']}/{b['degree_max']}/{b['degree_avg']:.2f}"
-            f" -> {a['degree_min']}/{a['degree_max']}/{a['degree_avg']:.2f}", "  -"]
-    out += _distribution_lines(ctx, before, after, holders)
-    out += ["", "Movement:"] + _movement_lines(mv)
-    out += ["", "Balance:"] + [f"  {label}: {b[key]} -> {a[key]}" for key, label in _BALANCE_LINES]
-    if "storage_free_range_spread_pct" in a and "storage_free_range_spread_pct" in b:
-        out += ["", "Storage free change estimations:"] + _storage_estimate_lines(b, a) + _storage_lines(
-            plan, _storage_delta(ctx, arrays.added_dropped), b, a)
-    if report.get("pools"):
-        out += ["", "Pools:"] + _pool_lines(report["pools"])
-    if "duration" in report:
-        out += ["", "Duration estimate:"] + duration_lines(report["duration"], **(duration_options or {}))
-    return "\n".join(out) + "\n"
-
-
-# ---------------------------------------------------------------- summary: offline partitions
-
-
-def _offline_lines(report: dict, max_listed: int) -> list[str]:
-    """The Offline partitions section (none without them): each partition the plan left out,
-    why it has no leader and what brings it back, the first `max_listed`; the report lists
-    every one. Their replicas on dead brokers stay there: the movement figures' forced
-    additions and lower bounds, which count every replica off the targets, count them too."""
-    offline = report.get("offline_partitions") or []
-    if not offline:
-        return []
-    out = ["", f"Offline partitions: {len(offline)}, left out of the plan (no live in-sync replica: no leader, "
-               "nothing to copy from; a reassignment of one could never finish and would block every later one)"]
-    for o in offline[:max_listed]:
-        out.append(f"  {o['topic']} p{o['partition']} {_brackets(o['replicas'])} isr {_brackets(o['isr'])}: "
-                   f"{o['cause']}; back with {o['recovery']}")
-    if len(offline) > max_listed:
-        out.append(f"  ... and {len(offline) - max_listed} more (every one in the report's offline_partitions)")
-    out.append("  their replicas stay where they are: the Movement section's forced additions and lower bounds "
-               "count those on dead brokers; the replica additions do not")
-    return out
-
-
-# ---------------------------------------------------------------- summary: the other sections
-
-
-# The Balance section: (figure, label), in the order printed.
-_BALANCE_LINES = (("replica_count_spread", "replica count spread"),
-                  ("replica_count_spread_within_racks", "replica count spread within racks"),
-                  ("leader_count_spread", "leader count spread"),
-                  ("topic_leader_excess_spread_max", "topic leader excess spread, max"),
-                  ("failover_excess_spread_max", "failover excess spread, max"),
-                  ("rack_violations", "rack violations"))
-
-
-def _topic_lines(plan: Plan) -> list[str]:
-    """The Topics section: the selected topics, the first 20 named."""
-    parts = plan.cluster.partitions
-    out = ["Topics:"]
-    topics = sorted({parts[i].topic for i in plan.selected})
-    out += [f"  {t}" for t in topics[:20]] or ["  [none]"]
-    if len(topics) > 20:
-        out.append(f"  ... and {len(topics) - 20} more")
-    return out
-
-
-def _broker_change_lines(plan: Plan, ctx: _Ctx, holders: set[int]) -> list[str]:
-    """The brokers removed, replaced, missing and added, and the counts topicmappr prints."""
-    bc = plan.broker_changes
-    removed, replacing = list(bc.get("removed", [])), list(bc.get("replacing", []))
-    added, missing = list(bc.get("added", [])), list(bc.get("missing", []))
-    out = [f"  Broker {b} marked for removal" for b in sorted(removed)]
-    out += [f"  Broker {b} marked for replacement" for b in sorted(set(replacing) - set(removed))]
-    out += [f"  Broker {b} is missing (dead)" for b in sorted(missing)]
-    out += [f"  New broker {b}" for b in sorted(added)]
-    out.append(f"  Replacing {len(set(removed) | set(replacing))}, added {len(added)}, missing {len(missing)}, "
-               f"total count changed by {len(ctx.target_set) - len(holders)}")
-    return out
-
-
-def _change_lines(plan: Plan, changed_rows: np.ndarray, max_changes: int) -> list[str]:
-    """Each changed partition (`_changed_rows`), old -> new replica list and why, the first
-    `max_changes`."""
-    parts = plan.cluster.partitions
-    out = []
-    changed = np.flatnonzero(changed_rows).tolist()
-    for i in changed[:max_changes]:
-        old, new = list(parts[i].replicas), list(plan.after[i])
-        why = plan.reasons.get(i) or _reason(old, new)
-        out.append(f"  {parts[i].topic} p{parts[i].partition}: {_brackets(old)} -> {_brackets(new)} {why}")
-    if len(changed) > max_changes:
-        out.append(f"  ... and {len(changed) - max_changes} more (full list in the plan file)")
-    if not changed:
-        out.append("  [no changes]")
-    return out
-
-
-def _distribution_lines(ctx: _Ctx, before: _Flat, after: _Flat, holders: set[int]) -> list[str]:
-    """Each broker's leader, follower and total replicas after, with what it had before
-    where that differs."""
-    out = []
-    was, now = _roles(ctx, before), _roles(ctx, after)
-    for bid in sorted(ctx.target_set | holders | {k for k, v in now.items() if v[2]}):
-        line = f"  Broker {bid} - leader: {now[bid][0]}, follower: {now[bid][1]}, total: {now[bid][2]}"
-        if was[bid] != now[bid]:
-            line += " (was {}/{}/{})".format(*was[bid])
-        out.append(line)
-    return out
-
-
-def _movement_lines(mv: dict) -> list[str]:
-    """Replica additions, data moved and partitions changed, each with the least a balanced
-    result would need: a bound on balancing plans, said as such, since a plan that does not
-    balance (a replacement keeps the old counts) may well copy less."""
-    return [f"  replica additions: {mv['replica_additions']} (forced {mv['forced_additions']}: replicas of brokers "
-            f"leaving; a result with even replica counts would need at least "
-            f"{mv['additions_lower_bound_count_balanced']})",
-            f"  data moved: {mv['bytes_moved_gb']:.3f} GB (a result with no broker above the mean storage would "
-            f"move at least {mv['bytes_lower_bound_to_mean_gb']:.3f} GB)",
-            f"  partitions changed: {mv['partitions_changed']}",
-            f"  leader-only changes: {mv['leader_only_changes']}"]
-
-
-def _storage_estimate_lines(b: dict, a: dict) -> list[str]:
-    """Free storage's range spread, deviation and minimum, before -> after."""
-    return [f"  range spread: {b['storage_free_range_spread_pct']:.2f}% -> {a['storage_free_range_spread_pct']:.2f}%",
-            f"  std. deviation: {b['storage_free_stddev_gb']:.2f}GB -> {a['storage_free_stddev_gb']:.2f}GB",
-            f"  min free: {b['storage_free_min_gb']:.2f}GB -> {a['storage_free_min_gb']:.2f}GB"]
-
-
-def _pool_lines(pools: dict) -> list[str]:
-    """One line per topic pool: its topics, brokers, spreads and additions."""
-    out = []
-    for name, g in pools.items():
-        fa = g["after"]
-        out.append(f"  {name}: {g['topics']} topic(s) on {len(g['brokers'])} broker(s); "
-                   f"replica spread {g['before']['replica_count_spread']} -> {fa['replica_count_spread']}, "
-                   f"leader spread {g['before']['leader_count_spread']} -> {fa['leader_count_spread']}, "
-                   f"additions {g['movement']['replica_additions']}")
-    return out
 
 
 def broker_figures(cluster: Cluster, assignment, targets) -> dict[int, dict]:
@@ -828,7 +503,7 @@ def broker_figures(cluster: Cluster, assignment, targets) -> dict[int, dict]:
     ValueError
         When ``targets`` is empty or the assignment does not match the partitions.
     """
-    ctx, (before, flat) = _context(cluster, targets, [None, assignment])
+    ctx, (before, flat) = context(cluster, targets, [None, assignment])
     roles = _roles(ctx, flat)
     degree = dict(zip(ctx.ids[ctx.tidx].tolist(), _degrees(ctx, flat).tolist()))
     used = _used_bytes(ctx, flat).tolist()

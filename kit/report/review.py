@@ -33,7 +33,7 @@ def review_plan(plan: Plan, waves: list[list[Move]] | None = None, throttle: flo
     stage : callable, optional
         Called with the name of each stage as it starts (a progress display).
     arrays : kit.report.figures.PlanArrays, optional
-        The plan as arrays, when the caller has them (to give `figures.summary_text` too).
+        The plan as arrays, when the caller has them (to give `kit.report.summary.summary_text` too).
 
     Returns
     -------

@@ -6,7 +6,7 @@ import os
 
 from kit.formats import dumps, write_atomic
 from kit.model import Cluster, Plan
-from kit.report import figures
+from kit.report import summary
 from kit.report.review import PlanRefused, review_plan
 from kit.report.waves import moves_of, split_waves
 from kit.runbook.record import CheckFailed
@@ -39,7 +39,7 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
         raise CheckFailed(str(e)) from None
     duration = report["duration"]
     # One Duration section, on the cluster's clock, for the run the runbook makes: the whole plan at once.
-    text = figures.summary_text(plan, report, max_changes=20,
+    text = summary.summary_text(plan, report, max_changes=20,
                                 duration_options={"clock": "simulated" if simulated else "wall", "at_once": True})
     unknown = None
     if duration["brokers_without_rate"]:

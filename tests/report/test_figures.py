@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit.report import figures
-from kit.report.figures import assignment_figures, movement_figures, plan_report, summary_text
+from kit.report import arrays, figures
+from kit.report.figures import assignment_figures, movement_figures, plan_report
+from kit.report.summary import summary_text
 from kit.formats import cluster_from_snapshot, load_snapshot, plan_text
 from kit.model import Broker, Cluster, Partition, Plan
 from kit.plan import plan_remove
@@ -376,9 +377,9 @@ def test_sparse_paths_agree(tmp_path, monkeypatch):
     after = scramble(cluster, targets, 9)
     plan = Plan(cluster=cluster, action="rebalance", after=after, targets=targets)
     dense = plan_report(plan)
-    monkeypatch.setattr(figures, "_DENSE_CELLS_MAX", 0)
-    monkeypatch.setattr(figures, "_LOOKUP_SPAN_MAX", 0)
-    monkeypatch.setattr(figures, "_FLOAT_EXACT", 0)
+    monkeypatch.setattr(figures, "DENSE_CELLS_MAX", 0)
+    monkeypatch.setattr(arrays, "LOOKUP_SPAN_MAX", 0)
+    monkeypatch.setattr(figures, "FLOAT_EXACT", 0)
     assert plan_report(plan) == dense
 
 
