@@ -6,6 +6,8 @@ estimator.
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 
 def human_duration(seconds: float | None) -> str:
     """'2h 05m', '14m 03s', '42s'; 'unknown' for None."""
@@ -39,3 +41,8 @@ def rate_text(rate: float | None) -> str:
     """Bytes/s as people read a throttle or traffic figure: '12.3 MB/s'; 'unset' for None (no
     throttle)."""
     return "unset" if rate is None else f"{rate / 1e6:.1f} MB/s"
+
+
+def utc_label(ts: float) -> str:
+    """Wall-clock seconds as the page's UTC time of day."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S UTC")

@@ -20,11 +20,11 @@ def test_the_dashboard_writes_a_time_left_as_the_record_and_the_cli_do():
     """Under a minute left, the dashboard's ETA tile said '0m 42s' where the record, the plan
     summary and the progress lines say '42s'."""
     pytest.importorskip("panel")
-    from kit.dashboard import views
+    from kit.dashboard import tiles
 
-    e = views.eta({"total": 1000, "copied": 580, "rate": 10.0})
+    e = tiles.eta({"total": 1000, "copied": 580, "rate": 10.0})
     assert e["seconds"] == pytest.approx(42.0)
-    html = views.progress_view({"brokers": [{"id": 1, "alive": True}], "under_replicated": [],
+    html = tiles.progress_view({"brokers": [{"id": 1, "alive": True}], "under_replicated": [],
                                 "reassigning_partitions": 1, "bytes_left": 420, "throttled_brokers": []},
                                e, "01:00:00 UTC").object
     assert human_duration(42) == "42s" and ">42s<" in html and "0m 42s" not in html, html

@@ -22,7 +22,8 @@ import tornado.web
 
 from kit.errors import BadInput
 from kit.formats import load_plan, load_snapshot
-from kit.dashboard import views
+from kit.dashboard import distribution, tables, throttle_chart, tiles
+from kit.text import utc_label
 from kit.dashboard.poller import ROWS_KEPT, shared_poller
 
 NO_PLAN = "(no plan)"
@@ -123,13 +124,13 @@ class Dashboard(pn.viewable.Viewer):
         super().__init__()
         self.poller, self.base, self.first, self.plan_moves = poller, base, first, plan_moves
         self.source, self.records_url = source, records_url
-        racks = sorted({b.rack or views.NO_RACK for b in self.first.brokers.values()})
+        racks = sorted({b.rack or distribution.NO_RACK for b in self.first.brokers.values()})
         # -- widgets (design.md: topic regex, rack filter, plan picker, before/after, broker search)
         self.plan_w = pn.widgets.Select(name="Plan", options=[NO_PLAN] + list(plan_moves),
                                         value=list(plan_moves)[0] if plan_moves else NO_PLAN)
         self.which_w = pn.widgets.RadioButtonGroup(name="Show", options=["after", "before"], value="after",
                                                    button_type="primary")
-        self.sort_w = pn.widgets.Select(name="Sort brokers (within each rack) by", options=list(views.SORT_KEYS),
+        self.sort_w = pn.widgets.Select(name="Sort brokers (within each rack) by", options=list(distribution.SORT_KEYS),
                                         value="broker id")
         self.rack_w = pn.widgets.MultiChoice(name="Racks (empty: all)", options=racks, value=[])
         self.search_w = pn.widgets.TextInput(name="Broker search", placeholder="1001, 1010-1020, 10…")
@@ -137,7 +138,7 @@ class Dashboard(pn.viewable.Viewer):
         self.frames: dict = {}
         self.last_view: dict = {}
         # -- live throttle chart: this session's Buffer, fed from the shared poller's rows
-        self.buffer = hv.streams.Buffer(views.empty_throttle_frame(), length=ROWS_KEPT, index=False)
+        self.buffer = hv.streams.Buffer(throttle_chart.empty_throttle_frame(), length=ROWS_KEPT, index=False)
         self.seen = {"rows": 0, "version": -1}
         self.legends = {role: pn.pane.HTML("", sizing_mode="stretch_width") for role in ("leader", "follower")}
         # Created once and patched (`object`): swapping whole panes every tick makes the browser
@@ -157,10 +158,10 @@ class Dashboard(pn.viewable.Viewer):
         key = (plan, topics, version, storage_version)
         if key not in self.frames:
             # Free storage from the newest samples where they give it (else the metrics znode's).
-            c = views.with_free_storage(self.cluster(), self.poller.state.storage)
+            c = distribution.with_free_storage(self.cluster(), self.poller.state.storage)
             after = c.assignment_after(self.plan_moves.get(plan)) if plan != NO_PLAN else None
             self.frames.clear()  # one frame per session is enough; widgets change one thing at a time
-            self.frames[key] = views.broker_frame(c, after, topics or None)
+            self.frames[key] = distribution.broker_frame(c, after, topics or None)
         return self.frames[key]
 
     def distribution(self, plan, which, sort_by, racks_sel, search, topics, version, storage_version):
@@ -183,10 +184,10 @@ class Dashboard(pn.viewable.Viewer):
                 + ("Black dash: the other side of the plan. " if has_plan else "")
                 + "Hover a bar for the exact figures.")
         state = self.poller.state
-        free = (f" Free storage from the broker samples of {views.utc_label(state.clock)} (their clock)."
+        free = (f" Free storage from the broker samples of {utc_label(state.clock)} (their clock)."
                 if state.storage and state.clock else "")
         view = pn.Column(pn.pane.Markdown(head + "\n\n" + note + free, margin=(0, 10)),
-                         views.distribution_view(frame, which if has_plan else "before", sort_by, racks_sel,
+                         distribution.distribution_view(frame, which if has_plan else "before", sort_by, racks_sel,
                                                  search, show_before=has_plan),
                          sizing_mode="stretch_width")
         self.last_view.update(view=view, topics=topics)
@@ -195,14 +196,14 @@ class Dashboard(pn.viewable.Viewer):
     # -- the live throttle charts
 
     def searched(self, search):
-        ids = views.select_brokers(
+        ids = distribution.select_brokers(
             pd.DataFrame({"broker": sorted(self.first.brokers), "label": [str(b) for b in sorted(self.first.brokers)],
                           "rack": ""}), None, search)["broker"] if search else None
         return None if ids is None else set(ids.tolist())
 
     def chart(self, role):
         def view(data, search):
-            return views.throttle_view(data, role, self.searched(search), pd.Timestamp.now("UTC").tz_localize(None))
+            return throttle_chart.throttle_view(data, role, self.searched(search), pd.Timestamp.now("UTC").tz_localize(None))
         return hv.DynamicMap(pn.bind(view, search=self.search_w), streams=[self.buffer])
 
     def refresh(self):
@@ -215,23 +216,23 @@ class Dashboard(pn.viewable.Viewer):
         poller, seen = self.poller, self.seen
         rows, seen["rows"] = poller.rows_since(seen["rows"])
         if rows:
-            self.buffer.send(pd.DataFrame(rows, columns=views.THROTTLE_COLUMNS))
+            self.buffer.send(pd.DataFrame(rows, columns=throttle_chart.THROTTLE_COLUMNS))
         st = poller.state
         if st.version == seen["version"]:
             return
         seen["version"] = st.version
         ids = self.searched(self.search_w.value)
         for role, box in self.legends.items():
-            text = views.throttle_legend(self.buffer.data, role, ids)
+            text = throttle_chart.throttle_legend(self.buffer.data, role, ids)
             if box.object != text:
                 box.object = text
-        shown = views.progress_view(st.status, views.eta(st.progress, st.history),
-                                    views.utc_label(st.updated) if st.updated else None, st.error, self.source,
+        shown = tiles.progress_view(st.status, tiles.eta(st.progress, st.history),
+                                    utc_label(st.updated) if st.updated else None, st.error, self.source,
                                     st.copy_basis, st.progress, st.throttle_loop, st.clock_source,
-                                    views.clock_speed(st.history))
+                                    tiles.clock_speed(st.history))
         for box, pane in ((self.progress_box, shown),
-                          (self.events_box, views.events_view(list(st.events))),
-                          (self.records_box, views.records_view(list(st.records), self.records_url))):
+                          (self.events_box, tables.events_view(list(st.events))),
+                          (self.records_box, tables.records_view(list(st.records), self.records_url))):
             if box.object != pane.object:
                 box.object = pane.object
         if self.base is None and st.cluster_version != self.cluster_version and st.cluster is not None:

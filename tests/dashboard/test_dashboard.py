@@ -27,7 +27,8 @@ import pandas as pd  # noqa: E402
 
 from conftest import kit_command  # noqa: E402
 from conftest import run_kit as kit  # noqa: E402
-from kit.dashboard import views  # noqa: E402
+from kit.dashboard import distribution, style, tables, throttle_chart, tiles  # noqa: E402
+from kit.text import utc_label  # noqa: E402
 from kit.dashboard import poller as dash_poller  # noqa: E402
 from kit.dashboard.poller import read_records  # noqa: E402
 from kit.report.figures import assignment_figures  # noqa: E402
@@ -67,9 +68,9 @@ def _bars_labels(element) -> set[str]:
 
 def test_every_broker_of_150_is_in_the_distribution_grouped_by_rack(big):
     cluster = big["cluster"]
-    frame = views.broker_frame(cluster, big["after"])
+    frame = distribution.broker_frame(cluster, big["after"])
     assert set(frame["broker"]) == set(cluster.brokers) and len(frame) == len(cluster.brokers) == 152
-    view = views.distribution_view(frame, "after")
+    view = distribution.distribution_view(frame, "after")
     panels = [p.object for p in view.objects]
     racks = sorted({b.rack for b in cluster.brokers.values()})
     assert len(panels) == len(racks) == 3
@@ -84,7 +85,7 @@ def test_every_broker_of_150_is_in_the_distribution_grouped_by_rack(big):
 
 def test_figures_before_and_after_equal_kit_plans(big):
     cluster, after = big["cluster"], big["after"]
-    frame = views.broker_frame(cluster, after).set_index("broker")
+    frame = distribution.broker_frame(cluster, after).set_index("broker")
     live = sorted(b.id for b in cluster.brokers.values() if b.alive)
     # The per-broker lines kit plan prints: "Broker N - leader: L, follower: F, total: T (was l/f/t)".
     lines = re.findall(r"Broker (\d+) - leader: (\d+), follower: (\d+), total: (\d+)(?: \(was (\d+)/(\d+)/(\d+)\))?",
@@ -97,7 +98,7 @@ def test_figures_before_and_after_equal_kit_plans(big):
             assert (row.leaders_before, row.followers_before, row.replicas_before) == tuple(map(int, was))
     for assignment in (cluster.assignment(), after):
         want = assignment_figures(cluster, assignment, live)
-        sub = views.broker_frame(cluster, assignment).set_index("broker").loc[live]
+        sub = distribution.broker_frame(cluster, assignment).set_index("broker").loc[live]
         assert (sub.replicas_after.min(), sub.replicas_after.max()) == (want["replica_count_min"],
                                                                        want["replica_count_max"])
         assert sub.leaders_after.max() - sub.leaders_after.min() == want["leader_count_spread"]
@@ -111,20 +112,20 @@ def test_figures_before_and_after_equal_kit_plans(big):
 
 def test_search_racks_sort_and_topic_filter(big):
     cluster = big["cluster"]
-    frame = views.broker_frame(cluster, big["after"])
-    assert set(views.select_brokers(frame, None, "1001-1003, 1150")["broker"]) == {1001, 1002, 1003, 1150}
-    assert set(views.select_brokers(frame, ["rack-b"], "")["rack"]) == {"rack-b"}
-    assert set(views.select_brokers(frame, None, "110")["broker"]) == set(range(1100, 1110))
-    rows = views._ordered(views._which(frame, "after"), "replicas")
+    frame = distribution.broker_frame(cluster, big["after"])
+    assert set(distribution.select_brokers(frame, None, "1001-1003, 1150")["broker"]) == {1001, 1002, 1003, 1150}
+    assert set(distribution.select_brokers(frame, ["rack-b"], "")["rack"]) == {"rack-b"}
+    assert set(distribution.select_brokers(frame, None, "110")["broker"]) == set(range(1100, 1110))
+    rows = distribution.ordered(distribution.side(frame, "after"), "replicas")
     one = rows[rows.rack == "rack-a"]["replicas"].tolist()
     assert one == sorted(one, reverse=True)
     topic = cluster.partitions[0].topic
-    part = views.broker_frame(cluster, big["after"], f"^{re.escape(topic)}$")
+    part = distribution.broker_frame(cluster, big["after"], f"^{re.escape(topic)}$")
     assert part["replicas_before"].sum() == sum(len(p.replicas) for p in cluster.partitions if p.topic == topic)
     # A topic filter narrows the counts, never the disks.
     assert part["free_after"].fillna(-1).tolist() == frame["free_after"].fillna(-1).tolist()
     with pytest.raises(re.error):
-        views.broker_frame(cluster, None, "(")
+        distribution.broker_frame(cluster, None, "(")
 
 
 def test_throttle_view_draws_each_role_and_the_empty_start():
@@ -132,25 +133,25 @@ def test_throttle_view_draws_each_role_and_the_empty_start():
     data = pd.DataFrame({"time": list(t) * 2, "broker": [1001, 1001, 1002, 1002], "role": ["leader"] * 2 + ["follower"] * 2,
                          "throttle": [50.0, 60.0, 40.0, 40.0], "measured": [30.0, 45.0, 20.0, 39.0],
                          "replication": [10.0, 20.0, 5.0, 6.0]})
-    lead = views.throttle_view(data, "leader")
+    lead = throttle_chart.throttle_view(data, "leader")
     assert len(lead.get(0).split()) == len(lead.get(1).split()) == 1  # one broker's measured and throttle paths
     assert set(lead.get(0).dimension_values("broker")) == {"1001"}
-    assert set(views.throttle_view(data, "follower", brokers={1002}).get(1).dimension_values("broker")) == {"1002"}
-    for el in (lead, views.throttle_view(views.empty_throttle_frame(), "leader", now=pd.Timestamp("2026-01-01"))):
+    assert set(throttle_chart.throttle_view(data, "follower", brokers={1002}).get(1).dimension_values("broker")) == {"1002"}
+    for el in (lead, throttle_chart.throttle_view(throttle_chart.empty_throttle_frame(), "leader", now=pd.Timestamp("2026-01-01"))):
         hv.render(el)
     # A throttle the copy runs at exactly is a flat line: the axis still spans from zero to above it.
     flat = data.assign(throttle=50.0, measured=50.0)
-    fig = hv.render(views.throttle_view(flat, "follower"))
+    fig = hv.render(throttle_chart.throttle_view(flat, "follower"))
     assert fig.y_range.start == 0 and fig.y_range.end > 50
 
 
 def test_eta_progress_events_and_records(tmp_path):
-    assert views.eta(None) == {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
+    assert tiles.eta(None) == {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
     # No bound known: the rate is the bytes copied seen over the cluster's clock.
-    e = views.eta({"total": 1000, "copied": 400, "rate": None}, [(0.0, 0, None), (10.0, 200, None), (20.0, 400, None)])
+    e = tiles.eta({"total": 1000, "copied": 400, "rate": None}, [(0.0, 0, None), (10.0, 200, None), (20.0, 400, None)])
     assert e["rate"] == pytest.approx(20.0) and e["seconds"] == pytest.approx(30.0)
     assert e["done_fraction"] == pytest.approx(0.4) and e["basis"] == "bytes copied seen"
-    html = views.progress_view({"brokers": [{"id": 1, "alive": True}, {"id": 2, "alive": False}],
+    html = tiles.progress_view({"brokers": [{"id": 1, "alive": True}, {"id": 2, "alive": False}],
                                 "under_replicated": ["t-0"], "reassigning_partitions": 3, "bytes_left": 600,
                                 "throttled_brokers": [1]}, e, "01:00:00 UTC").object
     assert "30s" in html and "dead: 2" in html and ">3<" in html and ">40%<" in html
@@ -160,7 +161,7 @@ def test_eta_progress_events_and_records(tmp_path):
               {"time": "T2", "source": "throttle", "kind": "failsafe", "brokers": [1, 2], "role": "follower",
                "old": 5e7, "new": 1e7, "reason": "no metrics"},
               {"time": "T3", "source": "doctor", "kind": "alert", "brokers": [], "reason": "<b>odd</b>"}]
-    table = views.events_view(events[::-1]).object
+    table = tables.events_view(events[::-1]).object
     assert table.index("T3") < table.index("T2") < table.index("T1")
     assert "&lt;b&gt;odd" in table  # reasons are text, never markup
     assert rates_in_force(events) == {1: {"leader": 5e7, "follower": 1e7}, 2: {"follower": 1e7}}
@@ -178,7 +179,7 @@ def test_eta_progress_events_and_records(tmp_path):
     got = read_records(str(rec))
     assert [r["stem"] for r in got] == ["20260102T000000Z-az_loss", "20260101T000000Z-replace"]
     assert got[0]["runbook"] == "az_loss" and got[0]["html"] is None and got[1]["html"].endswith(".html")
-    page = views.records_view(got).object
+    page = tables.records_view(got).object
     assert 'href="records/20260101T000000Z-replace.html"' in page and "succeeded" in page and "unknown" in page
     assert read_records(str(tmp_path / "none")) == []
 
@@ -211,7 +212,7 @@ def test_the_copy_rate_is_never_above_what_the_throttles_allow():
     assert dash_poller.copy_bound({1001}, {1013, 1014}, {1013: {"follower": 5e6}}, {}, {})["into"] is None
     assert dash_poller.copy_bound(set(), set(), throttles, samples, nic)["rate"] is None
     # The ETA then is never shorter than the bytes left at the allowed rate.
-    e = views.eta({"total": 10e9, "copied": 1e9, "rate": got["rate"]})
+    e = tiles.eta({"total": 10e9, "copied": 1e9, "rate": got["rate"]})
     assert e["seconds"] >= 9e9 / 50e6 and e["seconds"] == pytest.approx(9e9 / 20e6)
 
 
@@ -233,14 +234,14 @@ def test_progress_share_matches_the_bytes_copied():
     sizes = {("t", i, 1013): 240_000_000 for i in range(4)}
     got = ledger.update(_ledger_cluster(), running, 1000.0, 50e6, sizes=sizes)
     assert got["total"] == 4 * 10**9 and got["copied"] == pytest.approx(0.96e9)
-    assert views.eta({**got, "rate": 50e6})["done_fraction"] == pytest.approx(0.24)
+    assert tiles.eta({**got, "rate": 50e6})["done_fraction"] == pytest.approx(0.24)
     # Later: partition 0 in sync, and gone from the reassignment (Kafka drops finished ones):
     # still counted whole, the total does not shrink.
     later = {"version": 1, "partitions": running["partitions"][1:]}
     sizes = {("t", i, 1013): 500_000_000 for i in range(1, 4)}
     got = ledger.update(_ledger_cluster(isr_extra=(0,)), later, 1100.0, 50e6, sizes=sizes)
     assert got["total"] == 4 * 10**9 and got["copied"] == pytest.approx(1e9 + 1.5e9)
-    assert views.eta({**got, "rate": 50e6})["done_fraction"] == pytest.approx(0.625)
+    assert tiles.eta({**got, "rate": 50e6})["done_fraction"] == pytest.approx(0.625)
     # Without replica sizes: in-sync replicas, plus the allowed rate over the cluster's clock
     # (simulated seconds here: 100 s at 50 MB/s is 5 GB, capped at what is left to copy).
     fresh = dash_poller.CopyLedger()
@@ -252,7 +253,7 @@ def test_progress_share_matches_the_bytes_copied():
 
 def test_the_eta_does_not_rise_when_the_rates_rise():
     progress = {"total": 100e9, "copied": 24e9}
-    etas = [views.eta({**progress, "rate": r})["seconds"] for r in (25e6, 50e6, 100e6, 275e6)]
+    etas = [tiles.eta({**progress, "rate": r})["seconds"] for r in (25e6, 50e6, 100e6, 275e6)]
     assert etas == sorted(etas, reverse=True) and etas[0] == pytest.approx(76e9 / 25e6)
     assert etas[1] == pytest.approx(etas[0] / 2)  # the rates doubled, the ETA halved
     # The same through the poller's figures: a higher allowed rate, the same bytes left.
@@ -260,10 +261,10 @@ def test_the_eta_does_not_rise_when_the_rates_rise():
 
     lo = dash_poller.copy_bound({1}, {2}, {1: {"leader": 50e6}, 2: {"follower": 50e6}}, {2: NetSample(0, 0, 0, 60e6)}, {})
     hi = dash_poller.copy_bound({1}, {2}, {1: {"leader": 100e6}, 2: {"follower": 100e6}}, {2: NetSample(0, 0, 0, 120e6)}, {})
-    assert views.eta({**progress, "rate": hi["rate"]})["seconds"] < views.eta({**progress, "rate": lo["rate"]})["seconds"]
-    html = views.progress_view({"brokers": [], "under_replicated": [], "reassigning_partitions": 4,
+    assert tiles.eta({**progress, "rate": hi["rate"]})["seconds"] < tiles.eta({**progress, "rate": lo["rate"]})["seconds"]
+    html = tiles.progress_view({"brokers": [], "under_replicated": [], "reassigning_partitions": 4,
                                 "bytes_left": 100e9, "throttled_brokers": [2]},
-                               views.eta({**progress, "rate": lo["rate"]}), copy_basis="throttle",
+                               tiles.eta({**progress, "rate": lo["rate"]}), copy_basis="throttle",
                                detail={**progress, "basis": "replica sizes", "started": 1767225600.0,
                                        "into": 50e6, "out_of": 50e6}, clock_source="samples", speed=2000.0).object
     assert ">24%<" in html and "24.0 GB of 100.0 GB copied" in html and "simulated clock" in html
@@ -291,12 +292,12 @@ def test_free_storage_comes_from_the_newest_samples(tmp_path, big):
         {**line, "ts": "2026-01-01T00:10:00Z", "storage_free_bytes": 7 * 10**11}) + "\n")
     st = dash_poller.Poller(samples=str(tmp_path / "samples")).poll()
     assert st.storage == {b: 7 * 10**11} and st.clock_source == "samples"
-    assert views.utc_label(st.clock) == "00:10:00 UTC"
-    frame = views.broker_frame(views.with_free_storage(cluster, st.storage)).set_index("broker")
+    assert utc_label(st.clock) == "00:10:00 UTC"
+    frame = distribution.broker_frame(distribution.with_free_storage(cluster, st.storage)).set_index("broker")
     assert frame.loc[b, "free_before"] == 7 * 10**11
     other = next(x for x in cluster.brokers if x != b and cluster.brokers[x].storage_free is not None)
     assert frame.loc[other, "free_before"] == cluster.brokers[other].storage_free  # the znode's, no sample
-    assert views.with_free_storage(cluster, {}) is cluster
+    assert distribution.with_free_storage(cluster, {}) is cluster
     assert dash_poller.Poller().poll().storage == {}  # no samples: the cluster's own figures stay
 
 
@@ -305,13 +306,13 @@ def test_a_stale_or_dead_auto_throttle_is_a_red_tile(tmp_path):
     # No decision for more than STALE_INTERVALS of its intervals, no process found: stale.
     stale = h(True, 1000.0, 1000.0 - 3 * 0.5 - 0.1, 900.0, 0.5, [], None, "2026-01-01T01:23:20Z")
     assert stale["state"] == "stale" and stale["since"] == pytest.approx(998.4)
-    tile = views.loop_tile(stale)
-    assert views.TROUBLE in tile and "stale since" in tile and "based on: no process on this host" in tile
+    tile = tiles.loop_tile(stale)
+    assert style.TROUBLE in tile and "stale since" in tile and "based on: no process on this host" in tile
     assert "last decision 2026-01-01T01:23:20Z" in tile
     assert h(True, 1000.0, 999.0, 900.0, 0.5, [], None, None)["state"] == "waiting"  # within the limit
     assert h(True, 1000.0, 10.0, 900.0, 0.5, [42], None, None)["state"] == "running"  # alive, rates steady
     assert h(False, 1000.0, 10.0, 900.0, 0.5, [], 950.0, None)["state"] == "idle"  # nothing to look after
-    assert views.TROUBLE not in views.loop_tile(h(True, 1000.0, 10.0, 900.0, 0.5, [42], None, None))
+    assert style.TROUBLE not in tiles.loop_tile(h(True, 1000.0, 10.0, 900.0, 0.5, [42], None, None))
     # The dashboard looked for a minute without any file: the default interval (30 s) x 3 counts.
     assert h(True, 1000.0, None, 950.0, None, [], None, None)["state"] == "waiting"
     assert h(True, 1000.0, None, 900.0, None, [], None, None)["state"] == "stale"
@@ -329,7 +330,7 @@ def test_a_stale_or_dead_auto_throttle_is_a_red_tile(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
     gone = watch.check(time.time(), (), True)
-    assert gone["state"] == "stopped" and "not running since" in views.loop_tile(gone)
+    assert gone["state"] == "stopped" and "not running since" in tiles.loop_tile(gone)
 
 
 def test_the_throttle_chart_counts_and_draws_only_brokers_taking_part(tmp_path):
@@ -351,14 +352,14 @@ def test_the_throttle_chart_counts_and_draws_only_brokers_taking_part(tmp_path):
                          for b in range(1001, 1011)]
                         + [{**_nan_row(), "time": t + pd.Timedelta(seconds=2), "broker": 1013, "throttle": 50.0,
                             "measured": 49.0}])
-    view = views.throttle_view(data, "follower")
+    view = throttle_chart.throttle_view(data, "follower")
     assert view.opts.get().kwargs["title"].startswith("INTO 1 destination broker now")
-    legend = views.throttle_legend(data, "follower")
+    legend = throttle_chart.throttle_legend(data, "follower")
     assert "<b>1013</b> throttle 50.0" in legend and "<b>1001</b>" not in legend
     assert "no longer taking part: 1001, 1002" in legend
     many = pd.DataFrame([{**_nan_row(), "broker": b, "throttle": 10.0} for b in range(1001, 1101)])
-    assert "<b>1024</b>" in views.throttle_legend(many, "follower") and "<b>1025</b>" not in \
-        views.throttle_legend(many, "follower") and "and 76 more" in views.throttle_legend(many, "follower")
+    assert "<b>1024</b>" in throttle_chart.throttle_legend(many, "follower") and "<b>1025</b>" not in \
+        throttle_chart.throttle_legend(many, "follower") and "and 76 more" in throttle_chart.throttle_legend(many, "follower")
     hv.render(view)
 
 
@@ -367,19 +368,19 @@ def test_a_cleared_throttle_line_ends():
     thr = [50.0, 50.0, float("nan"), float("nan"), 30.0]
     data = pd.DataFrame([{**_nan_row(), "time": t + pd.Timedelta(seconds=2 * i), "broker": 1013, "throttle": v,
                           "measured": 40.0} for i, v in enumerate(thr)])
-    view = views.throttle_view(data, "follower")
+    view = throttle_chart.throttle_view(data, "follower")
     dashed = view.get(1)
     assert len(dashed.split()) == 2  # two runs, nothing drawn across the cleared polls
     assert [len(p.dimension_values("MB/s")) for p in dashed.split()] == [2, 1]
     # Cleared at the end: the line ends, no current-throttle dot held at the old value.
-    ended = views.throttle_view(data.iloc[:4], "follower")
+    ended = throttle_chart.throttle_view(data.iloc[:4], "follower")
     assert len(ended.get(1).split()) == 1
     assert not any(v == v for v in ended.get(2).dimension_values("MB/s"))  # only the invisible stand-in
-    assert "throttle cleared" in views.throttle_legend(data.iloc[:4], "follower")
+    assert "throttle cleared" in throttle_chart.throttle_legend(data.iloc[:4], "follower")
     # A broker that left the reassignment (no rows in later polls) is not joined up when it returns.
     gap = pd.concat([data.iloc[:2].assign(broker=1014), data.assign(broker=1013)])
     gap = pd.concat([gap, data.iloc[4:].assign(broker=1014)])
-    assert len(views.throttle_view(gap.assign(throttle=20.0), "follower", brokers={1014}).get(1).split()) == 2
+    assert len(throttle_chart.throttle_view(gap.assign(throttle=20.0), "follower", brokers={1014}).get(1).split()) == 2
     hv.render(ended)
 
 
@@ -514,8 +515,8 @@ def test_broker_rates_json_of_kit_metrics_follow_is_measured_traffic(tmp_path):
 def test_throttle_chart_hover_and_ranges_follow_the_data():
     from bokeh.models import HoverTool
 
-    buf = hv.streams.Buffer(views.empty_throttle_frame(), length=100, index=False)
-    plot = hv.renderer("bokeh").get_plot(hv.DynamicMap(lambda data: views.throttle_view(data, "follower"),
+    buf = hv.streams.Buffer(throttle_chart.empty_throttle_frame(), length=100, index=False)
+    plot = hv.renderer("bokeh").get_plot(hv.DynamicMap(lambda data: throttle_chart.throttle_view(data, "follower"),
                                                        streams=[buf]))
     t = pd.Timestamp("2026-01-01")
 
@@ -548,15 +549,15 @@ def test_the_page_is_a_viewer_and_its_two_throttle_charts_do_not_share_a_y_axis(
 
 
 def test_racks_come_first_fit_1600_pixels_and_titles_are_whole(big):
-    frame = views.broker_frame(big["cluster"], big["after"])
+    frame = distribution.broker_frame(big["cluster"], big["after"])
     # Make two brokers lose their rack (dead and unregistered): their group comes after the racks.
-    frame.loc[frame["broker"].isin([1016, 1067]), "rack"] = views.DEAD_GROUP
-    view = views.distribution_view(frame, "after")
+    frame.loc[frame["broker"].isin([1016, 1067]), "rack"] = distribution.DEAD_GROUP
+    view = distribution.distribution_view(frame, "after")
     opts = [p.object.traverse(lambda e: e.opts.get().kwargs, [hv.Bars])[0] for p in view.objects]
     titles, widths = [o["title"] for o in opts], [o["width"] for o in opts]
-    assert [t.split(" · ")[0] for t in titles] == ["rack-a", "rack-b", "rack-c", views.DEAD_GROUP]
-    assert all(w >= views.panel_width_for_title(t) for w, t in zip(widths, titles))
-    assert views.panel_width_for_title(titles[-1]) > 340  # the width that cut "… · aft"
+    assert [t.split(" · ")[0] for t in titles] == ["rack-a", "rack-b", "rack-c", distribution.DEAD_GROUP]
+    assert all(w >= distribution.panel_width_for_title(t) for w, t in zip(widths, titles))
+    assert distribution.panel_width_for_title(titles[-1]) > 340  # the width that cut "… · aft"
     # Three racks of ~50 brokers side by side at 1600 px: panels, their margins, a scrollbar.
     assert sum(widths[:3]) + 3 * 10 + 15 <= 1600, widths
 
@@ -906,7 +907,7 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                 assert moving and int(moving.group(1)) > 0, "the reassignment should still be in flight (paused)"
                 dead = _wait(lambda: (t := page.evaluate(JS_LOOP_TILE)) and "not running since" in t["text"] and t,
                              240, "the red tile of a stopped auto-throttle")  # a poll takes seconds when loaded
-                assert dead["border"] in ("rgb(192, 57, 43)", views.TROUBLE), dead
+                assert dead["border"] in ("rgb(192, 57, 43)", style.TROUBLE), dead
                 assert "based on: its process exited" in dead["text"], dead
                 page.set_viewport_size({"width": 1920, "height": 1080})
                 page.screenshot(path=str(ARTIFACTS / "dashboard-throttle-stopped.png"), full_page=False)
