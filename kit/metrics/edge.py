@@ -19,7 +19,8 @@ from typing import Any
 
 from kit.cluster.backend import open_backend
 from kit.errors import BadInput
-from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
+from kit.formats import dumps, load_snapshot, snapshot_doc
+from kit.files import write_atomic
 from kit.metrics import BROKER_LOAD, BROKER_METRICS, BROKER_RATES, PARTITION_META, REPLICA_TRAFFIC
 
 # PySpark (and spark/, whose jobs import it) and pyarrow are the `spark` extra, and PySpark takes
