@@ -30,7 +30,7 @@ import numpy as np
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities
 from kit.errors import BadInput
 from kit import offline
-from kit.sim import fill_kernel
+from kit import fill_kernel
 from kit.model import Cluster
 from kit.traffic import (ClientTraffic, appearance_order, dense_codes, floor_traffic, layout, leader_of, member,
                          pair_keys, partition_traffic)
