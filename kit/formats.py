@@ -9,7 +9,6 @@ import itertools
 import json
 import math
 import operator
-import os
 from typing import Any
 
 import numpy as np

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from kit import fill_kernel
-from kit.sim import physics
+from kit import physics
 
 # Caps drawn from a few values, so that resources fill in the same round (ties) as often as
 # not; 0 (a throttle of nothing) and inf (no cap) included.
