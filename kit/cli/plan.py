@@ -7,7 +7,7 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 # 2) check_request refuses unwritable outputs and options that do not go together, before
 #    anything is read.
 # 3) A second process is forked for the planner's shares on large clusters
-#    (kit.plan.solvers.second_core). The cluster is read from a snapshot (kit.formats) or
+#    (kit.concurrency.second_core). The cluster is read from a snapshot (kit.formats) or
 #    from the cluster itself (kit.cluster.backend.open_backend).
 # 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
 #    (kit.plan.pooled).
@@ -36,8 +36,8 @@ from kit.progress import Progress
 planner = lazy_module("kit.plan")
 pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")
-second_core = lazy_module("kit.plan.solvers.second_core")
-idle = lazy_module("kit.plan.solvers.idle")
+second_core = lazy_module("kit.concurrency.second_core")
+idle = lazy_module("kit.concurrency.idle")
 figures = lazy_module("kit.report.figures")
 estimate = lazy_module("kit.report.estimate")
 review = lazy_module("kit.report.review")
@@ -182,7 +182,7 @@ def run(a) -> int:
     action = planner.ACTIONS[a.action]
     check_request(a, action)
     # The second process for the planner's shares on large clusters is forked first, while
-    # this one is small and has no other thread (kit.plan.solvers.second_core).
+    # this one is small and has no other thread (kit.concurrency.second_core).
     # Progress goes to stderr, when it takes a while.
     with second_core.second_process(), idle.tasks_kept(), Progress("kit plan") as progress:
         # Planning, the review and the outputs make millions of objects and no cycles: the

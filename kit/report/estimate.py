@@ -47,7 +47,7 @@ def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, floa
 def prepare(cluster: Cluster) -> None:
     """Read now what `predict` and `kit.report.waves.duration_report` read of `cluster` before
     any plan (its layout for the live brokers, kept by `kit.traffic.layout`): `kit plan` does
-    it where its planner would only wait (`kit.plan.solvers.idle`; about 0.2 s at 200,000
+    it where its planner would only wait (`kit.concurrency.idle`; about 0.2 s at 200,000
     partitions)."""
     layout(cluster, {b.id for b in cluster.brokers.values() if b.alive})
 
