@@ -1,6 +1,6 @@
 """Benchmark `kit metrics` on generated samples: Spark local[1] vs local[2], and pandas.
 
-Generates (once) 30 million replica samples as Parquet with spark/samples.py (`ts` as a UTC
+Generates (once) 30 million replica samples as Parquet with kit/spark/samples.py (`ts` as a UTC
 timestamp column, or ISO-8601 text with --ts-text); with --format json, converts those
 (once) into JSON lines, the form collectors and `kit sim` write (`ts` ISO-8601 text, 40
 files per directory so that Spark reads parallel splits). Times the batch job's computation
@@ -171,7 +171,7 @@ def to_json_lines(src: str, dst: str, files: int = JSON_FILES) -> dict:
     from pyspark.sql import functions as F
 
     from kit.metrics.edge import spark_session
-    from spark.metrics_jobs import BROKER_SCHEMA, REPLICA_SCHEMA
+    from kit.spark.metrics_jobs import BROKER_SCHEMA, REPLICA_SCHEMA
 
     spark = spark_session("local[2]", driver_memory="4g", app="bench-json-lines")
     tmp = dst + ".tmp"
@@ -247,7 +247,7 @@ def main() -> int:
     if a.data != parquet:  # generate the Parquet samples where asked (to convert from: beside the JSON lines)
         parquet = a.data if a.format == "parquet" else a.data.rstrip("/") + "-parquet"
     if not os.path.isdir(os.path.join(a.data, "replica")) and not os.path.isdir(os.path.join(parquet, "replica")):
-        from spark.samples import generate
+        from kit.spark.samples import generate
 
         t = time.perf_counter()
         n = generate(parquet, partitions=a.partitions, steps=a.steps, ts_text=a.ts_text)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 
 import kit.cli  # noqa: F401  (the start-up `kit snapshot` pays)
-from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
+from kit.formats import dumps, load_snapshot, snapshot_doc
+from kit.files import write_atomic
 
 
 def main(argv: list[str] | None = None) -> int:

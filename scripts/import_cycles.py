@@ -1,4 +1,4 @@
-"""Import cycles among kit's own modules (kit/ and spark/), imports inside functions included.
+"""Import cycles among kit's own modules (kit/), imports inside functions included.
 
 Reads the source only (no import runs). An edge A -> B is an `import` or `from ... import` in
 A naming B, or naming a module inside package B (importing kit.a.b runs kit/a/__init__.py
@@ -15,9 +15,9 @@ from pathlib import Path
 
 
 def modules(root: Path) -> dict[str, Path]:
-    """Dotted module name -> file, for every .py under kit/ and spark/."""
+    """Dotted module name -> file, for every .py under kit/."""
     out = {}
-    for path in sorted([*root.glob("kit/**/*.py"), *root.glob("spark/**/*.py")]):
+    for path in sorted(root.glob("kit/**/*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out

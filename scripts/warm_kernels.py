@@ -1,5 +1,5 @@
 """Compile the count balance's kernels (kit/plan/steps/count_kernels.py) and the duration
-estimate's filling (kit/sim/fill_kernel.py) into numba's cache.
+estimate's filling (kit/fill_kernel.py) into numba's cache.
 
 numba compiles them on first use on a machine (the count balance's about 40 CPU s on 2 cores,
 the filling's about 1) and keeps the result on disk; `make venv` runs this once after
@@ -19,7 +19,7 @@ from kit.model import Broker, Cluster, Partition
 from kit.plan.steps import count_kernels
 from kit.plan.steps.count_balance import balance_counts
 from kit.plan.workspace import Workspace
-from kit.sim import fill_kernel
+from kit import fill_kernel
 
 
 def piled_cluster() -> Cluster:

@@ -12,7 +12,8 @@ import re
 import pytest
 
 from kit.errors import BadInput
-from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, plan_text, write_atomic
+from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, plan_text
+from kit.files import write_atomic
 from kit.model import Partition, Plan
 
 

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from kit.cli.lazy import lazy_module
 from kit.cli.options import bytes_per_second, cluster_args, cluster_flag, cluster_options, command, rate, writable
 from kit.errors import Unsafe
-from kit.formats import dumps, load_plan, snapshot_doc, write_atomic
+from kit.files import write_atomic
 from kit.progress import Progress
 
 backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
+formats = lazy_module("kit.formats")
 reassign = lazy_module("kit.cluster.reassign")
 
 
@@ -77,7 +78,7 @@ def snapshot(a) -> int:
     writable("--out", a.out)
     with backends.open_backend(**cluster_args(a)) as backend:
         cluster, reassigning = backend.read()
-    write_atomic(a.out, dumps(snapshot_doc(cluster)))
+    write_atomic(a.out, formats.dumps(formats.snapshot_doc(cluster)))
     live = sum(b.alive for b in cluster.brokers.values())
     dead = sum(not b.alive for b in cluster.brokers.values())
     print(f"{a.out}: {live} live and {dead} dead brokers, {len(cluster.topics())} topics, "
@@ -104,7 +105,7 @@ def _run_again(backend, moves, what: str, plan: str, where: str, rollback_out: s
         if rollback_out:
             keys = {(m["topic"], m["partition"]) for m in moves}
             if not os.path.exists(rollback_out) or \
-                    {(m["topic"], m["partition"]) for m in load_plan(rollback_out)} != keys:
+                    {(m["topic"], m["partition"]) for m in formats.load_plan(rollback_out)} != keys:
                 raise Unsafe(f"this plan's reassignment is already in progress (an earlier kit {what} started it), "
                              f"but --rollback-out {rollback_out} is not its rollback file and the assignment before "
                              "it can no longer be read; nothing was changed")
@@ -156,7 +157,7 @@ def apply(a) -> int:
     Ctrl-C at any moment ends it with one line saying the state it left (`on_ctrl_c`)."""
     if a.rollback_out:
         writable("--rollback-out", a.rollback_out, plan=a.plan)
-    moves = load_plan(a.plan)
+    moves = formats.load_plan(a.plan)
 
     def work() -> int:
         with backends.open_backend(**cluster_args(a)) as backend:
@@ -215,7 +216,7 @@ def _interrupted(a, command: str, path: str | None, moves: list[dict] | None, la
 def verify(a) -> int:
     """`kit verify [--wait]`: what is left of the reassignment; exit 0 once it is done. Ctrl-C
     ends it with one line saying how far the reassignment got (`on_ctrl_c`)."""
-    moves = load_plan(a.plan) if a.plan else None
+    moves = formats.load_plan(a.plan) if a.plan else None
     rounds: list[dict] = []  # each check's result, the last one said on Ctrl-C
     return on_ctrl_c(lambda: _verify(a, moves, rounds.append),
                      lambda: _interrupted(a, "verify", a.plan, moves, rounds[-1] if rounds else None))
@@ -268,7 +269,7 @@ def _verify(a, moves: list[dict] | None, checked: Callable[[dict], None]) -> int
 
 def elect(a) -> int:
     """`kit elect`: a preferred-leader election where the first replica does not lead."""
-    moves = load_plan(a.plan) if a.plan else None
+    moves = formats.load_plan(a.plan) if a.plan else None
     with backends.open_backend(**cluster_args(a)) as backend:
         n = backend.elect(moves)
     print(f"preferred-leader election requested for {n} partition(s)" if n else "every partition is led by "
@@ -279,7 +280,7 @@ def elect(a) -> int:
 def rollback(a) -> int:
     """`kit rollback`: a rollback file from kit apply, started with apply's checks. Ctrl-C ends
     it with one line saying the state it left (`on_ctrl_c`)."""
-    moves = load_plan(a.file)
+    moves = formats.load_plan(a.file)
     return on_ctrl_c(lambda: _rollback(a, moves), lambda: _interrupted(a, "rollback", a.file, moves))
 
 

@@ -20,10 +20,10 @@ import sys
 from kit.cli.lazy import lazy_module
 from kit.cli.options import cluster_args, cluster_options, command, rate, whole
 from kit.errors import BadInput
-from kit.formats import load_snapshot
 
 backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 throttle_loop = lazy_module("kit.throttle.loop")
+formats = lazy_module("kit.formats")
 
 EXAMPLE = ("KIT_DASHBOARD_AUTH=oncall:s3cret kit dashboard --zk 127.0.0.1:2181/kafka --plan plan.json "
            "--events build/events.jsonl --samples build/samples --metrics build/metrics --records records")
@@ -104,7 +104,7 @@ def run(a) -> int:
         with backends.open_backend(**live) as backend:  # the same wait as every command (DEFAULT_TIMEOUT)
             cluster, _ = backend.read()
     else:
-        cluster = load_snapshot(a.snapshot)
+        cluster = formats.load_snapshot(a.snapshot)
     if not cluster.brokers:
         raise BadInput("the cluster has no brokers")
     app.load_plans(a.plan, cluster)  # a bad plan fails now, not in the first browser tab

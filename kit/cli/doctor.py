@@ -22,7 +22,7 @@ from kit.cli.lazy import lazy_module
 from kit.cli.options import cluster_args, cluster_flag, cluster_options, command, rate, whole, writable
 from kit.errors import BadInput
 from kit.events import EventLog, event, utc_now
-from kit.formats import write_atomic
+from kit.files import write_atomic
 
 examine = lazy_module("kit.doctor.examine")  # imported when used: see kit.cli.lazy
 load = lazy_module("kit.doctor.load")

@@ -5,8 +5,10 @@ import at their top, `kit --help` and every command load. Imported eagerly, the 
 hand over to (ZooKeeper through kazoo, the simulator, the runbooks, the doctor, the figures)
 made `kit --help` half as slow again (0.30 s of CPU to 0.45 s), and the planner (SciPy and
 OR-Tools) would add almost a second more. So each command module names those libraries at its
-top with `lazy_module`, and a library is imported by the first call into it. kit's light core
-(errors, formats, events, progress), which `kit --help` loads anyway, is imported as usual.
+top with `lazy_module`, and a library is imported by the first call into it; so is anything that
+loads numpy (kit.formats, kit.throttle.decide, the report), which no help text needs. kit's light
+core (errors, files, events, progress, text, validate), which `kit --help` loads anyway, is
+imported as usual; tests/test_imports.py checks that every `kit ... --help` stays that light.
 """
 from __future__ import annotations
 

@@ -10,9 +10,12 @@ import math
 import sys
 
 from kit import validate
+from kit.cli.lazy import lazy_module
 from kit.errors import BadInput
-from kit.formats import check_output
-from kit.throttle.decide import Settings
+from kit.files import check_output
+
+# Imported when used (see kit.cli.lazy): it loads numpy.
+decide = lazy_module("kit.throttle.decide")
 
 
 class Parser(argparse.ArgumentParser):
@@ -184,10 +187,10 @@ def auto_throttle_options(p) -> None:
     g.add_argument("--events", metavar="FILE", help="append every decision to this JSON-lines file")
 
 
-def throttle_settings(a) -> Settings:
+def throttle_settings(a) -> decide.Settings:
     """The auto-throttle's Settings from the options auto_throttle_options declared."""
-    return Settings(interval=a.interval, share=a.share, minimum=a.min_rate, change_threshold=a.change_threshold,
-                    stale_intervals=a.stale_intervals)
+    return decide.Settings(interval=a.interval, share=a.share, minimum=a.min_rate,
+                           change_threshold=a.change_threshold, stale_intervals=a.stale_intervals)
 
 
 def cluster_options(p, group=None, required: bool = True) -> None:

@@ -7,7 +7,7 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 # 2) check_request refuses unwritable outputs and options that do not go together, before
 #    anything is read.
 # 3) A second process is forked for the planner's shares on large clusters
-#    (kit.plan.solvers.second_core). The cluster is read from a snapshot (kit.formats) or
+#    (kit.concurrency.second_core). The cluster is read from a snapshot (kit.formats) or
 #    from the cluster itself (kit.cluster.backend.open_backend).
 # 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
 #    (kit.plan.pooled).
@@ -28,22 +28,24 @@ from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, broker_ids, broker_pairs, bytes_per_second, load_share, rate, target_ids,
                              whole, writable, cluster_args, cluster_options)
 from kit.errors import BadInput, Unsafe
-from kit.formats import dumps, load_snapshot, plan_text, same_file, write_atomic
+from kit.files import same_file, write_atomic
 from kit.progress import Progress
-from kit.report.waves import moves_of, split_waves, wave_documents
-from kit.throttle.decide import Settings
 
-# Imported when used (see kit.cli.lazy): kit.plan loads SciPy and OR-Tools, about a second.
+# Imported when used (see kit.cli.lazy): the planners load OR-Tools and SciPy (about a second),
+# the rest numpy.
 planner = lazy_module("kit.plan")
 pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")
-second_core = lazy_module("kit.plan.solvers.second_core")
-idle = lazy_module("kit.plan.solvers.idle")
+second_core = lazy_module("kit.concurrency.second_core")
+idle = lazy_module("kit.concurrency.idle")
 figures = lazy_module("kit.report.figures")
 summary = lazy_module("kit.report.summary")
 estimate = lazy_module("kit.report.estimate")
 review = lazy_module("kit.report.review")
 backends = lazy_module("kit.cluster.backend")
+formats = lazy_module("kit.formats")
+decide = lazy_module("kit.throttle.decide")
+wave_split = lazy_module("kit.report.waves")  # not `waves`: run's name for the waves it splits
 
 EXAMPLES = """\
 examples:
@@ -149,7 +151,7 @@ def make_plan(a, action, progress):
     """Read the cluster and run the action's planner on it (once per pool with --pools)."""
     progress.stage(f"reading {a.snapshot}" if a.snapshot else "reading the live cluster")
     if a.snapshot:
-        cluster = load_snapshot(a.snapshot)
+        cluster = formats.load_snapshot(a.snapshot)
     else:
         with backends.open_backend(**cluster_args(a)) as backend:
             cluster, _ = backend.read()
@@ -181,7 +183,7 @@ def run(a) -> int:
     action = planner.ACTIONS[a.action]
     check_request(a, action)
     # The second process for the planner's shares on large clusters is forked first, while
-    # this one is small and has no other thread (kit.plan.solvers.second_core).
+    # this one is small and has no other thread (kit.concurrency.second_core).
     # Progress goes to stderr, when it takes a while.
     with second_core.second_process(), idle.tasks_kept(), Progress("kit plan") as progress:
         # Planning, the review and the outputs make millions of objects and no cycles: the
@@ -189,9 +191,10 @@ def run(a) -> int:
         # rebalance (three full scans of the loaded cluster, 2,700 young ones).
         with collector.paused():
             plan = make_plan(a, action, progress)
-            waves = split_waves(moves_of(plan), a.max_moves_per_broker, a.wave_order == "biggest")
+            waves = wave_split.split_waves(wave_split.moves_of(plan), a.max_moves_per_broker,
+                                           a.wave_order == "biggest")
             arrays = figures.PlanArrays(plan)  # read by the review and the summary alike
-            report = review.review_plan(plan, waves, a.throttle, a.client_load, Settings(interval=a.interval),
+            report = review.review_plan(plan, waves, a.throttle, a.client_load, decide.Settings(interval=a.interval),
                                         stage=progress.stage, arrays=arrays)  # PlanRefused (exit 3): problems
             max_changes = a.max_changes or len(plan.after)
             if plan.warnings and not a.ignore_warns:
@@ -208,7 +211,7 @@ def run(a) -> int:
 
 def write_outputs(a, plan, report, waves) -> None:
     """The plan, the report (if asked for) and the waves (if asked for): no plan without its report."""
-    text = plan_text(plan)
+    text = formats.plan_text(plan)
     report_text = json.dumps(report, indent=1, sort_keys=True) + "\n" if a.report else None
     try:
         write_atomic(a.out, text)
@@ -222,5 +225,5 @@ def write_outputs(a, plan, report, waves) -> None:
             raise BadInput(f"--report {a.report}: cannot write ({e.strerror or e})") from None
     if a.waves_dir is not None:
         os.makedirs(a.waves_dir, exist_ok=True)
-        for n, doc in enumerate(wave_documents(plan, waves), 1):
-            write_atomic(os.path.join(a.waves_dir, f"wave-{n:03d}.json"), dumps(doc))
+        for n, doc in enumerate(wave_split.wave_documents(plan, waves), 1):
+            write_atomic(os.path.join(a.waves_dir, f"wave-{n:03d}.json"), formats.dumps(doc))

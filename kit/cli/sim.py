@@ -26,11 +26,12 @@ from kit.cli.options import (Parser, auto_throttle_options, bytes_per_second, co
                              throttle_settings, whole, writable, zk_auth_option)
 from kit.errors import BadInput
 from kit.events import EventLog
-from kit.formats import dumps, load_plan, load_snapshot, write_atomic
-from kit.sim import physics
+from kit.files import write_atomic
 from kit.text import human_duration
 
 brokers = lazy_module("kit.sim.brokers")  # imported when used: see kit.cli.lazy
+formats = lazy_module("kit.formats")
+physics = lazy_module("kit.sim.physics")
 controller = lazy_module("kit.sim.controller")
 kraft = lazy_module("kit.sim.kraft.cluster")
 kraft_faults = lazy_module("kit.sim.kraft.faults")
@@ -212,11 +213,11 @@ def simulate(a) -> int:
     writable("--out", a.out, snapshot=a.snapshot, plan=a.plan)
     if a.events:
         writable("--events", a.events, snapshot=a.snapshot, plan=a.plan, out=a.out)
-    cluster = load_snapshot(a.snapshot)
+    cluster = formats.load_snapshot(a.snapshot)
     events: list[dict] = []
-    res = physics.simulate(cluster, load_plan(a.plan, cluster), throttle, a.client_load, a.traffic, settings,
+    res = physics.simulate(cluster, formats.load_plan(a.plan, cluster), throttle, a.client_load, a.traffic, settings,
                            cap_map, events)
-    write_atomic(a.out, dumps(res))
+    write_atomic(a.out, formats.dumps(res))
     if a.events:
         log = EventLog(a.events)
         for e in events:
@@ -229,7 +230,7 @@ def simulate(a) -> int:
 
 def sim_seed(a) -> int:
     """`kit sim seed`: the snapshot's cluster in ZooKeeper, its live brokers registered."""
-    cluster = load_snapshot(a.snapshot)
+    cluster = formats.load_snapshot(a.snapshot)
     with layout.session(a.zk, auth=a.zk_auth) as client:
         layout.write_cluster(client, cluster)
     pid = brokers.start_holder(a.zk, a.zk_auth, patience=a.zk_patience)
@@ -327,7 +328,7 @@ def sim_run(a) -> int:
                              awaited=a.await_actor, on_clock=said)
     done = ctl.completion_s()
     if a.report:
-        write_atomic(a.report, dumps({"completion_s": None if done is None else round(done, 3),
+        write_atomic(a.report, formats.dumps({"completion_s": None if done is None else round(done, 3),
                                       "sim_seconds": round(ctl.sim_seconds, 3), "speed": a.speed,
                                       "resumed": ctl.resumed}))
     if ctl.resumed:

@@ -17,9 +17,6 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
-from kit.cluster.kafka.backend import AdminBackend
-from kit.cluster.zk import layout
-from kit.cluster.zk.backend import ZkBackend
 from kit.errors import BadInput
 from kit.model import Cluster
 from kit.throttle.lease import Lease
@@ -37,6 +34,8 @@ def read_auth_file(path: str) -> str:
         The file cannot be read or holds no SCHEME:CREDENTIALS; the message names the file,
         never its content.
     """
+    from kit.cluster.zk import layout  # lazy: see backend_class
+
     return layout.read_auth_file(path)
 
 
@@ -232,6 +231,17 @@ class ClusterBackend(Protocol):
         stored or they are not JSON."""
 
 
+def backend_class(bootstrap: str | None) -> type[ClusterBackend]:
+    """The backend for a cluster given by `bootstrap` (else by ZooKeeper), its module imported
+    now: each brings its client library (kafka-python, kazoo), so a caller loads only the one it
+    opens, and importing this module loads neither."""
+    if bootstrap:
+        from kit.cluster.kafka.backend import AdminBackend
+        return AdminBackend
+    from kit.cluster.zk.backend import ZkBackend
+    return ZkBackend
+
+
 def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str | None = None,
                  timeout: float | None = None, command_config: str | None = None, state_file: str | None = None,
                  metrics_dir: str | None = None, sim_facts: str | None = None) -> ClusterBackend:
@@ -270,18 +280,18 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
     if zk is not None and bootstrap is not None:
         raise BadInput("--zk and --bootstrap: give one, not both")
     if bootstrap is not None:
-        return AdminBackend(bootstrap, timeout, command_config, state_file, metrics_dir, sim_facts)
+        return backend_class(bootstrap)(bootstrap, timeout, command_config, state_file, metrics_dir, sim_facts)
     if zk is None:
         raise BadInput("no cluster given: --zk HOST:PORT[/chroot] or --bootstrap HOST:PORT")
     if sim_facts is not None:
         raise BadInput("--sim-facts goes with --bootstrap (the ZooKeeper simulated cluster keeps its facts itself)")
-    return ZkBackend(zk, DEFAULT_TIMEOUT if timeout is None else timeout, auth)
+    return backend_class(None)(zk, DEFAULT_TIMEOUT if timeout is None else timeout, auth)
 
 
 def reached_through(bootstrap: str | None) -> str:
     """What a cluster given by `bootstrap` (else by ZooKeeper) is reached through, in its
     backend's own words (`ClusterBackend.reached_through`), without opening it."""
-    return AdminBackend.reached_through if bootstrap else ZkBackend.reached_through
+    return backend_class(bootstrap).reached_through
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""`kit metrics`: the thin edge around the PySpark metrics jobs (spark/metrics_jobs.py).
+"""`kit metrics`: the thin edge around the PySpark metrics jobs (kit/spark/metrics_jobs.py).
 
 Reads replica and broker samples (JSON lines or Parquet, files or directories), runs the
 pure transforms, and writes kafka-kit's partitionmeta/brokermetrics figures, the replica
@@ -19,10 +19,11 @@ from typing import Any
 
 from kit.cluster.backend import open_backend
 from kit.errors import BadInput
-from kit.formats import dumps, load_snapshot, snapshot_doc, write_atomic
+from kit.formats import dumps, load_snapshot, snapshot_doc
+from kit.files import write_atomic
 from kit.metrics import BROKER_LOAD, BROKER_METRICS, BROKER_RATES, PARTITION_META, REPLICA_TRAFFIC
 
-# PySpark (and spark/, whose jobs import it) and pyarrow are the `spark` extra, and PySpark takes
+# PySpark (and kit/spark/, whose jobs import it) and pyarrow are the `spark` extra, and PySpark takes
 # seconds to import: both are imported inside the functions that use them, so this module loads
 # (and checks its options) without them.
 
@@ -211,7 +212,7 @@ def read_samples(spark, path: str, kind: str, keep: list | None = None,  # 62 li
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from spark.metrics_jobs import (BROKER_REQUIRED, BROKER_SCHEMA, CORRUPT, REPLICA_REQUIRED, REPLICA_SCHEMA,
+    from kit.spark.metrics_jobs import (BROKER_REQUIRED, BROKER_SCHEMA, CORRUPT, REPLICA_REQUIRED, REPLICA_SCHEMA,
                                     typed_samples)
 
     schema, required = (REPLICA_SCHEMA, REPLICA_REQUIRED) if kind == "replica" else (BROKER_SCHEMA, BROKER_REQUIRED)
@@ -259,7 +260,7 @@ def _parquet_samples(spark, files: list[str], schema, required: list[str], where
     column of the wrong type (or a required one missing)."""
     from pyspark.sql import functions as F
 
-    from spark.metrics_jobs import CORRUPT
+    from kit.spark.metrics_jobs import CORRUPT
 
     try:
         pq = spark.read.parquet(*files)
@@ -285,7 +286,7 @@ def compute(spark, replica_path: str, broker_path: str, window_s: int, stat: str
     Returns a dict with `partition_meta`, `broker_metrics` (kafka-kit shapes), `replica_traffic`
     and `broker_load` (lists of row dicts), and `malformed` (rows skipped).
     """
-    from spark.metrics_jobs import broker_load, latest_broker_samples, latest_sizes, replica_latest, replica_traffic
+    from kit.spark.metrics_jobs import broker_load, latest_broker_samples, latest_sizes, replica_latest, replica_traffic
 
     cached: list = []
     try:
@@ -423,7 +424,7 @@ class _RatesSink:
     def __call__(self, batch, _batch_id) -> None:
         from pyspark.sql import functions as F
 
-        from spark.metrics_jobs import BROKER_REQUIRED, BROKER_SCHEMA, broker_rate_windows, typed_samples
+        from kit.spark.metrics_jobs import BROKER_REQUIRED, BROKER_SCHEMA, broker_rate_windows, typed_samples
 
         sums, window_s = self.sums, self.window_s
         typed = typed_samples(batch, BROKER_SCHEMA, BROKER_REQUIRED).cache()
@@ -471,7 +472,7 @@ def follow(broker_path: str, out_dir: str, window: str = "5m", master: str | Non
     check_spark_options(master, driver_memory)  # before Spark is even imported
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from spark.metrics_jobs import BROKER_SCHEMA, CORRUPT
+    from kit.spark.metrics_jobs import BROKER_SCHEMA, CORRUPT
 
     window_s = parse_window(window)
     if not os.path.isdir(broker_path):

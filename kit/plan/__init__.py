@@ -1,18 +1,26 @@
-"""Planners: cluster in, plan out, no I/O. One module per action."""
+"""Planners: cluster in, plan out, no I/O. One module per action.
+
+Importing this package imports no planner: `kit plan --help` declares its subcommands from
+ACTIONS, and the planners load OR-Tools and numpy (most of a second). `plan_X` is imported
+from kit.plan.actions.X the first time it is read, here or through its Action.
+"""
+from __future__ import annotations
+
+import importlib
 from typing import Callable, NamedTuple
 
 from kit.model import Plan
-from kit.plan.actions.az_loss import plan_az_loss
-from kit.plan.actions.leaders import plan_leaders
-from kit.plan.actions.rebalance import plan_rebalance
-from kit.plan.actions.rebuild import plan_rebuild
-from kit.plan.actions.remove import plan_remove
-from kit.plan.actions.replace import plan_replace
-from kit.plan.actions.rf import plan_rf
-from kit.plan.actions.scale_out import plan_scale_out
 
 __all__ = ["plan_az_loss", "plan_leaders", "plan_rebalance", "plan_scale_out", "plan_rebuild",
            "plan_remove", "plan_replace", "plan_rf"]
+
+
+def __getattr__(name: str):
+    # PEP 562: reached only for names the module does not define, i.e. the planners.
+    if name in __all__:
+        return getattr(importlib.import_module(f"kit.plan.actions.{name.removeprefix('plan_')}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # --------------------------------------------------------------------------- the actions, in one map
 # `kit plan ACTION` declares its subcommands from this map and runs them through it
@@ -28,29 +36,35 @@ class Input(NamedTuple):
 
 
 class Action(NamedTuple):
-    """A `kit plan` action: its planner, one line on what it does, and what the planner takes
-    besides the cluster and the topic selection (topics, exclude)."""
-    planner: Callable[..., Plan]
+    """A `kit plan` action: its module in kit.plan.actions (which defines `plan_<module>`), one
+    line on what it does, and what the planner takes besides the cluster and the topic selection
+    (topics, exclude)."""
+    module: str
     summary: str
     inputs: tuple[Input, ...] = ()
     warns: bool = True  # the planner can raise warnings, and takes ignore_warns
     swaps: bool = False  # one for one: its targets are the live brokers with OLD swapped for NEW (no brokers)
 
+    @property
+    def planner(self) -> Callable[..., Plan]:
+        """The action's planner (its module imported on first use)."""
+        return __getattr__(f"plan_{self.module}")
+
 
 SIZE_FACTOR = Input("size_factor", help="multiply partition sizes by F for storage placement (headroom for growth)")
 ACTIONS: dict[str, Action] = {
-    "replace": Action(plan_replace, "OLD's replica slots go to NEW, nothing else moves",
+    "replace": Action("replace", "OLD's replica slots go to NEW, nothing else moves",
                       (Input("pairs", required=True),), swaps=True),
-    "remove": Action(plan_remove, "evacuate brokers, balanced over the rest", (Input("remove", required=True),)),
-    "az-loss": Action(plan_az_loss, "every replica in the lost rack re-placed on the others",
+    "remove": Action("remove", "evacuate brokers, balanced over the rest", (Input("remove", required=True),)),
+    "az-loss": Action("az_loss", "every replica in the lost rack re-placed on the others",
                       (Input("rack", required=True),)),
-    "scale-out": Action(plan_scale_out, "move the minimum onto new/underfull brokers until balanced"),
-    "rf": Action(plan_rf, "change the replication factor of the selected topics",
+    "scale-out": Action("scale_out", "move the minimum onto new/underfull brokers until balanced"),
+    "rf": Action("rf", "change the replication factor of the selected topics",
                  (Input("replication", required=True),), warns=False),
-    "rebalance": Action(plan_rebalance, "in place, minimal movement, to balance", (
+    "rebalance": Action("rebalance", "in place, minimal movement, to balance", (
         Input("placement", help="balance replica counts (default) or free storage by utilisation"), SIZE_FACTOR)),
-    "leaders": Action(plan_leaders, "leadership and follower order only; no data moves", warns=False),
-    "rebuild": Action(plan_rebuild, "topicmappr's rebuild", (
+    "leaders": Action("leaders", "leadership and follower order only; no data moves", warns=False),
+    "rebuild": Action("rebuild", "topicmappr's rebuild", (
         Input("placement"),
         Input("optimize", help="with --placement storage: also even out free storage (moves more data)"),
         SIZE_FACTOR,

@@ -1,6 +1,7 @@
 """The duration estimate: what `kit simulate` (and the runbook's run) will take, predicted fast.
 
-A fluid model of kit/sim/physics.py's physics, run the way kit runs a plan: every copy starts at once;
+A fluid model of the simulator's physics (the copy physics of kit/physics.py, which kit/sim/physics.py
+runs in simulated time), run the way kit runs a plan: every copy starts at once;
 client traffic per broker is kit/traffic.py's model (a new replica carries its partition's
 traffic once it joins the ISR; a finished partition drops its removed replicas and is led by
 its first replica); the brokers' caps come from kit's auto-throttle (kit/throttle/decide.py,
@@ -22,7 +23,7 @@ import numpy as np
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities, role_rates
 from kit.errors import BadInput
 from kit.model import Cluster
-from kit.sim.physics import bytes_per_broker, copy_arrays, flow_arrays, lower_bound, pair_rates
+from kit.physics import bytes_per_broker, copy_arrays, flow_arrays, lower_bound, pair_rates
 from kit.traffic import ClientTraffic, broker_traffic, layout, traffic_array
 
 MAX_EVENTS = 1500  # rate recomputations for copies finishing; past this, copies finish in groups
@@ -46,7 +47,7 @@ def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, floa
 def prepare(cluster: Cluster) -> None:
     """Read now what `predict` and `kit.report.waves.duration_report` read of `cluster` before
     any plan (its layout for the live brokers, kept by `kit.traffic.layout`): `kit plan` does
-    it where its planner would only wait (`kit.plan.solvers.idle`; about 0.2 s at 200,000
+    it where its planner would only wait (`kit.concurrency.idle`; about 0.2 s at 200,000
     partitions)."""
     layout(cluster, {b.id for b in cluster.brokers.values() if b.alive})
 

@@ -17,7 +17,8 @@ from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unsafe
 from kit.events import utc_now
-from kit.formats import dumps, load_snapshot, read_json_object, write_atomic
+from kit.formats import dumps, load_snapshot
+from kit.files import read_json_object, write_atomic
 from kit.model import Cluster
 from kit.pids import alive
 from kit.runbook.catalog import RUNBOOKS

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from kit.formats import dumps, write_atomic
+from kit.formats import dumps
+from kit.files import write_atomic
 from kit.model import Cluster, Plan
 from kit.report import summary
 from kit.report.review import PlanRefused, review_plan

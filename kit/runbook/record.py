@@ -14,7 +14,8 @@ from html import escape
 
 from kit.errors import Unsafe
 from kit.events import utc_now
-from kit.formats import dumps, write_atomic
+from kit.formats import dumps
+from kit.files import write_atomic
 from kit.runbook.catalog import declared_defaults
 from kit.runbook.display import brokers_text, displayable, in_kernel, live_notebook
 from kit.text import human_duration

@@ -46,7 +46,8 @@ import yaml
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.layout import parse_connect
 from kit.errors import BadInput
-from kit.formats import dumps, load_yaml, read_json_object, write_atomic
+from kit.formats import dumps, load_yaml
+from kit.files import read_json_object, write_atomic
 from kit.runbook import processes
 from kit.runbook.catalog import RESERVED, declared_parameters, runbook_path
 from kit.runbook.record import run_workdir

@@ -10,7 +10,7 @@ clock runs or how busy the machine is; ``--speed`` only paces the wall clock.
 
 Files, not ZooKeeper: the samples directory is what every actor on a simulated cluster
 already knows, for the ZooKeeper and the KRaft simulator alike. Files are written whole
-(`kit.formats.write_atomic`); a reader meeting a missing or unreadable file keeps what it read
+(`kit.files.write_atomic`); a reader meeting a missing or unreadable file keeps what it read
 before. An actor that dies (its pid gone) or stays silent for `SILENT_S` wall seconds while the
 clock waits on it is dropped from the barrier, and that is said (`Clock.limit`'s `on_drop`, and
 the ``dropped`` list of ``now.json``), never silently.
@@ -24,7 +24,7 @@ import os
 import time
 
 from kit.errors import BadInput
-from kit.formats import read_json_object, write_atomic
+from kit.files import read_json_object, write_atomic
 from kit.pids import alive
 from kit.sim.physics import sim_stamp
 

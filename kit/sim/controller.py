@@ -63,7 +63,8 @@ from kazoo.client import KazooClient
 
 from kit.errors import BadInput
 from kit.sim.clock import POLL_S, Clock
-from kit.sim.physics import SAMPLE_EPOCH, STEP, Flow, client_factor, fair_rates
+from kit.physics import Flow, fair_rates
+from kit.sim.physics import SAMPLE_EPOCH, STEP, client_factor
 from kit.sim.store import Store
 from kit.sim.zkstore import ZkStore
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE

@@ -18,7 +18,8 @@ from typing import Callable
 
 from kit.cluster.zk.layout import initial_state, registration, sim_facts
 from kit.errors import BadInput
-from kit.formats import cluster_from_snapshot, write_atomic
+from kit.formats import cluster_from_snapshot
+from kit.files import write_atomic
 from kit.model import Cluster
 from kit.sim.store import BrokerInfo, Conflict, PartitionInfo, Pending, Store, View
 

@@ -1,4 +1,4 @@
-"""The metrics pipeline (spark/metrics_jobs.py, kit/metrics/edge.py) on real local Spark.
+"""The metrics pipeline (kit/spark/metrics_jobs.py, kit/metrics/edge.py) on real local Spark.
 
 Small hand-made samples with answers worked out by hand: the window edge, the 30-minute
 cooldown after reassigning samples, p95 against max, followers without traffic, the
@@ -23,7 +23,7 @@ from pyspark.testing import assertDataFrameEqual  # noqa: E402
 from kit.cli import main  # noqa: E402
 from kit.errors import BadInput  # noqa: E402
 from kit.metrics.edge import read_samples  # noqa: E402
-from spark.metrics_jobs import (BROKER_REQUIRED, BROKER_SCHEMA, REPLICA_REQUIRED, REPLICA_SCHEMA,  # noqa: E402
+from kit.spark.metrics_jobs import (BROKER_REQUIRED, BROKER_SCHEMA, REPLICA_REQUIRED, REPLICA_SCHEMA,  # noqa: E402
                                 broker_load, latest_sizes, replica_latest, replica_traffic, typed_samples)
 from tests.conftest import PROGRESS_LINE, run_kit  # noqa: E402
 

@@ -108,8 +108,8 @@ def test_an_error_in_the_kernel_reaches_the_caller_and_its_thread_ends():
 
 def test_tasks_kept_for_an_idle_moment_are_done_while_the_kernel_chooses():
     # `moves_aside` waits for the kernel's thread: meanwhile the caller's thread does the
-    # tasks kept (`kit.plan.solvers.idle`). This kernel chooses only once a task has run.
-    from kit.plan.solvers import idle
+    # tasks kept (`kit.concurrency.idle`). This kernel chooses only once a task has run.
+    from kit.concurrency import idle
 
     state = np.zeros(3, dtype=np.int64)
     ran = threading.Event()

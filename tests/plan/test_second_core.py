@@ -1,4 +1,4 @@
-"""The planner's second process (`kit.plan.solvers.second_core`): its answers are the ones
+"""The planner's second process (`kit.concurrency.second_core`): its answers are the ones
 computed here, and whatever happens to it, the share is computed here instead and every
 wait ends."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from kit.formats import plan_text
 from kit.model import Broker, Cluster
 from kit.plan import plan_rebalance
 from kit.plan.actions import rebalance
-from kit.plan.solvers import idle, second_core
+from kit.concurrency import idle, second_core
 from kit.plan.steps import leadership
 
 

@@ -93,6 +93,10 @@ def test_a_wheel_carries_the_runbooks_and_runs_them_from_anywhere(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     wheel = next(dist.glob("kit-*.whl"))
     inside = set(zipfile.ZipFile(wheel).namelist())
+    # One top-level package: the Spark jobs ship inside kit, not as a package named `spark`
+    # that could clash with another distribution's (issue 37).
+    assert {n.split("/")[0] for n in inside if ".dist-info/" not in n} == {"kit"}
+    assert "kit/spark/metrics_jobs.py" in inside
     for path in sorted((ROOT / "runbooks").rglob("*")):
         if path.is_file() and path.suffix in (".ipynb", ".json"):
             assert f"kit/runbooks/{path.relative_to(ROOT / 'runbooks')}" in inside, path

@@ -1,11 +1,12 @@
-"""The compiled progressive filling (kit/sim/fill_kernel.py) makes the very floats of the
+"""The compiled progressive filling (kit/fill_kernel.py) makes the very floats of the
 array version (`physics.filled_rates`), which the duration estimates' figures rest on."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from kit.sim import fill_kernel, physics
+from kit import fill_kernel
+from kit import physics
 
 # Caps drawn from a few values, so that resources fill in the same round (ties) as often as
 # not; 0 (a throttle of nothing) and inf (no cap) included.

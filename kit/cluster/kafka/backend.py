@@ -30,7 +30,8 @@ from kit.cluster.kafka.local import LocalStore, default_home
 from kit.cluster.reassign import (check_partitions, check_plan, plan_state, progress, rollback_document, status_doc,
                                   verify_result, wait_until_done)
 from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
-from kit.formats import dumps, write_atomic
+from kit.formats import dumps
+from kit.files import write_atomic
 from kit.model import Cluster
 from kit.throttle.configs import throttle_configs
 from kit.throttle.lease import Lease

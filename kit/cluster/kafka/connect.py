@@ -22,7 +22,7 @@ from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
 from kit.errors import BadInput, Unreachable, Unsafe
-from kit.formats import read_input
+from kit.files import read_input
 
 COMMAND_CONFIG_ENV = "KIT_KAFKA_COMMAND_CONFIG"
 USERNAME_ENV = "KIT_KAFKA_SASL_USERNAME"

@@ -16,7 +16,7 @@ import os
 import re
 
 from kit.errors import BadInput
-from kit.formats import write_atomic
+from kit.files import write_atomic
 from kit.metrics import BROKER_METRICS, PARTITION_META
 
 STATE_DIR_ENV = "KIT_STATE_DIR"

@@ -13,7 +13,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoAuthError, NodeExistsError, NoNodeError, RolledBackError
 
 from kit.errors import Unsafe
-from kit.formats import dumps, write_atomic
+from kit.formats import dumps
+from kit.files import write_atomic
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, throttle_configs
 from kit.cluster.reassign import (check_partitions, check_plan, dead_destination_advice, dead_destinations,

@@ -26,7 +26,8 @@ from kazoo.retry import KazooRetry
 from kazoo.security import make_acl, make_digest_acl_credential
 
 from kit.errors import BadInput, Unreachable, Unsafe
-from kit.formats import cluster_from_snapshot, read_input
+from kit.formats import cluster_from_snapshot
+from kit.files import read_input
 from kit.model import Cluster
 
 _SPEC = re.compile(r"^(?P<hosts>[^/]+?)(?P<chroot>/.*)?$")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from kit.concurrency import second_core
 from kit.model import Cluster, Plan
 from kit.plan.objectives import COUNT_SPREAD
 from kit.plan.pipeline import Stages, rank, run, run_stages
 from kit.plan.select import broker_changes, finish, resolve_brokers, select_partitions
-from kit.plan.solvers import second_core
 from kit.plan.steps import count_kernels
 from kit.plan.steps.count_balance import CountBalance, balance_counts
 from kit.plan.steps.exact_refinement import refine_counts, small

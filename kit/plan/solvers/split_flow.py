@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from ortools.graph.python import max_flow, min_cost_flow
 
-from kit.plan.solvers import second_core
+from kit.concurrency import second_core
 
 # scipy loads in the two functions that use it, not here: importing it takes most of a second
 # and only networks of `flow.SPLIT_LIMIT` items or more come this way (tests/test_imports.py).

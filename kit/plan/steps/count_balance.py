@@ -17,7 +17,7 @@ from itertools import chain
 
 import numpy as np
 
-from kit.plan.solvers import idle
+from kit.concurrency import idle
 from kit.plan.steps import count_kernels
 from kit.plan.steps.leadership import replica_matrix
 from kit.plan.workspace import LARGE, Workspace

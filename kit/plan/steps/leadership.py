@@ -18,9 +18,9 @@ from typing import NamedTuple
 import numpy as np
 
 from kit import collector
+from kit.concurrency import second_core
 from kit.plan.failover import excess_by_leader, heirs
 from kit.plan.objectives import LeaderFigures
-from kit.plan.solvers import second_core
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.solvers.flow import SPLIT_LIMIT, bounds_met, soft_assignment, water_fill
 from kit.plan.workspace import LARGE, Workspace

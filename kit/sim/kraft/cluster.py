@@ -35,7 +35,8 @@ from kit import pids
 from kit.cluster.zk import server as localzk
 from kit.errors import BadInput, Stuck, Unsafe
 from kit.cluster.zk.layout import sim_facts
-from kit.formats import load_snapshot, write_atomic
+from kit.formats import load_snapshot
+from kit.files import write_atomic
 from kit.sim.kraft import faults, sasl, server, versions
 from kit.sim.memstore import MemoryStore
 

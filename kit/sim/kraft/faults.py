@@ -27,7 +27,7 @@ import os
 import threading
 
 from kit.errors import BadInput
-from kit.formats import write_atomic
+from kit.files import write_atomic
 from kit.sim.kraft.versions import ALTER_REASSIGNMENTS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS
 
 FILE = "faults.json"

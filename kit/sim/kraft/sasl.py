@@ -19,7 +19,7 @@ from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateRespon
                                  SaslHandshakeResponse)
 
 from kit.errors import BadInput
-from kit.formats import read_input
+from kit.files import read_input
 from kit.sim.kraft.context import (ILLEGAL_SASL_STATE, NONE, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
                                    Context)
 from kit.sim.kraft.versions import SASL_AUTHENTICATE, SASL_HANDSHAKE

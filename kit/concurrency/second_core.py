@@ -36,7 +36,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from kit.plan.solvers import idle
+from kit.concurrency import idle
 
 # Candidate arcs from which a solve is worth splitting over two processes: about 0.1 s of
 # OR-Tools at 100,000 arcs, against some 10 ms to send the arrays and the answer over.
