@@ -114,6 +114,7 @@ def restarting_zookeeper(snapshot, tmp_path):
             if while_down is not None:
                 while_down()
             time.sleep(1.5)
+            wait_for(f"port {port} free again", lambda: localzk.port_free(port))
             localzk.start(port, data)
             finish_reassignment(root)
         yield root, plan, restart, brokers

@@ -61,3 +61,33 @@ def test_a_free_port_is_outside_the_range_outgoing_connections_take():
     ports = {localzk.free_port() for _ in range(20)}
     assert not any(p in ephemeral for p in ports), sorted(ports)
     assert all(localzk.port_free(p) for p in ports)
+
+
+def test_stop_returns_once_a_server_that_ignores_sigterm_is_gone_and_its_port_free(tmp_path):
+    """A server that does not end on SIGTERM within `wait` is killed; `stop` returns only once
+    it is gone and its port is free, so starting again on the port (a restart) finds it free."""
+    import subprocess
+    import sys
+
+    from kit.pids import alive
+
+    port, data = localzk.free_port(), tmp_path / "zk"
+    data.mkdir()
+    server = subprocess.Popen([sys.executable, "-c", (
+        "import signal, socket, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('127.0.0.1', {port})); s.listen()\n"
+        "print('listening', flush=True)\n"
+        "while True: time.sleep(1)\n")], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        (data / "kit-zookeeper.pid").write_text(f"{server.pid} {port}")
+        assert not localzk.port_free(port)
+        assert localzk.stop(str(data), wait=0.5)
+        assert not alive(server.pid)
+        assert localzk.port_free(port)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()

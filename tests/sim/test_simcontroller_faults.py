@@ -275,6 +275,8 @@ def own_zookeeper(tmp_path):
         localzk.stop(data)
         if between:
             between()
+        # The stopped server's port is free once its process is gone and its sockets closed.
+        wait_for(f"port {port} free again", lambda: localzk.port_free(port))
         localzk.start(port, data)
     try:
         yield root, restart

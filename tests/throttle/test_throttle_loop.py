@@ -586,6 +586,7 @@ def test_the_loop_waits_for_a_zookeeper_away_at_its_start_and_says_what_it_waits
             wait_for("the loop saying it waits for ZooKeeper",
                      lambda: (events.exists() and said(events, "unreachable")) or loop.poll() is not None, limit=180)
             assert loop.poll() is None, loop.communicate()
+            wait_for(f"port {port} free again", lambda: localzk.port_free(port))
             localzk.start(port, data)
             out, err = loop.communicate(timeout=300)
         finally:

@@ -184,6 +184,15 @@ def stop(data: str, wait: float = 15.0) -> bool:
         time.sleep(0.1)
     else:
         os.killpg(running.pid, signal.SIGKILL)
+        # The kill is delivered asynchronously: the server holds its port until it is gone.
+        deadline = time.monotonic() + wait
+        while alive(running.pid) and time.monotonic() < deadline:
+            try:
+                if os.waitpid(running.pid, os.WNOHANG)[0] == running.pid:
+                    break
+            except ChildProcessError:
+                pass
+            time.sleep(0.1)
     try:
         os.unlink(_pid_file(data))
     except OSError:
