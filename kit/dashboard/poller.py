@@ -9,6 +9,7 @@ be changed from their own event loop).
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.errors import BadInput
 from kit.events import epoch
-from kit.model import Cluster
+from kit.model import Broker, Cluster
+from kit.nic import broker_capacity
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 from kit.throttle.loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
 from kit.throttle.loop import SampleDirMetrics, reassignment_roles
@@ -277,18 +279,18 @@ class Poller:
         return out
 
     def _nic(self, cluster: Cluster | None, sampled: dict[int, dict]) -> dict[int, float]:
-        """Each broker's NIC (bytes/s): the capacity map by the samples' instance type, else the
-        simulated cluster's seeded capacity, else the cluster's `net_capacity`."""
+        """Each broker's NIC (bytes/s) as the auto-throttle has it (`kit.nic.broker_capacity`,
+        the instance type from the samples where the cluster says none, as the loop reads it);
+        a broker with none is left out."""
+        facts = (self._facts or {}).get("brokers") or {}
+        brokers = dict(cluster.brokers) if cluster is not None else {}
         out = {}
-        if cluster is not None:
-            out.update({b.id: float(b.net_capacity) for b in cluster.brokers.values() if b.net_capacity})
-        for b, f in ((self._facts or {}).get("brokers") or {}).items():
-            if str(b).isdigit() and (f or {}).get("net_capacity"):
-                out[int(b)] = float(f["net_capacity"])
-        for b, row in sampled.items():
-            cap = self.cap_map.get(row.get("instance_type"), self.cap_map.get("*"))
-            if cap:
-                out[b] = float(cap)
+        for b in sorted(set(brokers) | set(sampled) | {int(f) for f in facts if str(f).isdigit()}):
+            broker = brokers.get(b) or Broker(b)
+            if broker.instance_type is None and (sampled.get(b) or {}).get("instance_type") is not None:
+                broker = replace(broker, instance_type=sampled[b]["instance_type"])
+            with contextlib.suppress(BadInput):
+                out[b] = broker_capacity(broker, self.cap_map, facts.get(str(b)))
         return out
 
     def poll(self) -> State:  # 62 lines: one pass over every source in the order they are read, then one publish

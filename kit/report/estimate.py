@@ -16,13 +16,15 @@ figure stays within 10% of the exact one). Pure: no I/O.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 
-from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, capacities, role_rates
+from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, role_rates
 from kit.errors import BadInput
 from kit.model import Cluster
+from kit.nic import broker_capacity
 from kit.physics import bytes_per_broker, copy_arrays, flow_arrays, lower_bound, pair_rates
 from kit.traffic import ClientTraffic, broker_traffic, layout, traffic_array
 
@@ -50,6 +52,17 @@ def prepare(cluster: Cluster) -> None:
     it where its planner would only wait (`kit.concurrency.idle`; about 0.2 s at 200,000
     partitions)."""
     layout(cluster, {b.id for b in cluster.brokers.values() if b.alive})
+
+
+def known_capacities(brokers: dict, cap_map: dict | None = None) -> dict[int, float]:
+    """Each live broker's NIC (bytes/s) as the auto-throttle decides it (`kit.nic.broker_capacity`),
+    leaving out the brokers with none (the estimate names them)."""
+    out = {}
+    for b in brokers.values():
+        if b.alive:
+            with contextlib.suppress(BadInput):
+                out[b.id] = broker_capacity(b, cap_map)
+    return out
 
 
 def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = "auto",
@@ -97,10 +110,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     targets, source, dest, size, part = copy_arrays(cluster, moves, live)
     copies = (source, dest, size)
     assumptions = _assumptions(len(moves), client_load, throttle, settings, bool(figures.any()))
-    try:
-        cap = capacities(brokers, cap_map)
-    except BadInput:
-        cap = {b: float(br.net_capacity) for b, br in brokers.items() if br.net_capacity is not None}
+    cap = known_capacities(brokers, cap_map)
     involved = set(np.unique(np.concatenate([source, dest])).tolist())
     # A fixed throttle is a rate for every broker: only the others need the capacities.
     unknown = sorted(b for b in involved if b not in cap) if throttle == "auto" or throttle is None else []

@@ -19,7 +19,7 @@ import numpy as np
 
 from kit.throttle.decide import Settings
 from kit.errors import BadInput
-from kit.report.estimate import predict
+from kit.report.estimate import known_capacities, predict
 from kit.model import Cluster, Plan
 from kit.text import human_duration
 from kit.traffic import broker_traffic as client_traffic
@@ -172,24 +172,25 @@ def replication_rates(cluster: Cluster, throttle: float | None = None, client_lo
     less its client traffic (at least `MIN_RATE`), capped by `throttle` when one is set; with
     `settings`, the auto-throttle's first rates instead (that share of the free capacity, at
     least its minimum). Brokers with neither a capacity nor a throttle are left out."""
-    return _replication_rates(cluster, *broker_traffic(cluster, client_load), throttle, settings)
+    return _replication_rates(cluster, *broker_traffic(cluster, client_load), throttle, settings,
+                              known_capacities(cluster.brokers))
 
 
 def _replication_rates(cluster: Cluster, tx: dict[int, float], rx: dict[int, float], throttle: float | None,
-                       settings: Settings | None) -> dict[int, tuple[float, float]]:
-    """`replication_rates` from the client traffic `broker_traffic` gives."""
+                       settings: Settings | None, nic: dict[int, float]) -> dict[int, tuple[float, float]]:
+    """`replication_rates` from the client traffic `broker_traffic` gives and the NICs `nic`."""
     rates = {}
     for b in cluster.brokers.values():
         if not b.alive:
             continue
-        if b.net_capacity is None:
+        if b.id not in nic:
             if throttle is None:
                 continue
             rates[b.id] = (float(throttle), float(throttle))
             continue
         share, floor = (settings.share, settings.minimum) if settings is not None else (1.0, MIN_RATE)
-        out_room = max((b.net_capacity - tx.get(b.id, 0.0)) * share, floor)
-        in_room = max((b.net_capacity - rx.get(b.id, 0.0)) * share, floor)
+        out_room = max((nic[b.id] - tx.get(b.id, 0.0)) * share, floor)
+        in_room = max((nic[b.id] - rx.get(b.id, 0.0)) * share, floor)
         if throttle is not None:
             out_room, in_room = min(out_room, throttle), min(in_room, throttle)
         rates[b.id] = (out_room, in_room)
@@ -321,11 +322,11 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
     # A what-if the estimate could not scale (no capacities: it says so) is not used below either.
     what_if = None if pred["estimate_s"] is None else client_load
     tx, rx = broker_traffic(plan.cluster, what_if)
-    rates = _replication_rates(plan.cluster, tx, rx, fixed, settings if mode == "auto" else None)
+    nic = known_capacities(plan.cluster.brokers, cap_map)  # the figures `predict` used
+    rates = _replication_rates(plan.cluster, tx, rx, fixed, settings if mode == "auto" else None, nic)
     if pred["unknown"]:
         rates = {b: r for b, r in rates.items() if b not in pred["unknown"]}
-    saturated = sorted(b.id for b in plan.cluster.brokers.values() if b.alive and b.net_capacity is not None
-                       and max(tx.get(b.id, 0.0), rx.get(b.id, 0.0)) > b.net_capacity - MIN_RATE)
+    saturated = sorted(b for b, cap in nic.items() if max(tx.get(b, 0.0), rx.get(b, 0.0)) > cap - MIN_RATE)
     # All at once, then wave by wave: the moves' columns read once.
     start, *per_wave = _estimates(_Copies.of(moves).twice(), [len(moves), *map(len, waves)], rates)
     known = all(e.seconds is not None for e in per_wave)

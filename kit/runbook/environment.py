@@ -20,6 +20,7 @@ from kit.events import utc_now
 from kit.formats import dumps, load_snapshot
 from kit.files import read_json_object, write_atomic
 from kit.model import Cluster
+from kit.nic import broker_capacity
 from kit.pids import alive
 from kit.runbook.catalog import RUNBOOKS
 from kit.sim.brokers import start_holder, stop_holder
@@ -86,15 +87,14 @@ class Environment:
         elif self.simulated:  # (kit sim seed kept them)
             with _simulator(self) as c:
                 facts = read_sim_facts(c)["brokers"]
+        # ZooKeeper has no NIC figures: the estimates read each broker's as the auto-throttle
+        # decides it (kit.nic.broker_capacity), from the capacity map (MB/s) and the simulated
+        # cluster's facts; a broker with none stays without one (the estimates say so).
+        caps = {k: v * 1e6 for k, v in self.cap_map.items()}
         for b in list(cluster.brokers.values()):
-            nic = (facts.get(str(b.id)) or {}).get("net_capacity")
-            if b.net_capacity is None and nic:
-                cluster.brokers[b.id] = dataclasses.replace(b, net_capacity=nic)
-        default = self.cap_map.get("*")
-        if default:  # ZooKeeper has no NIC figures: the capacity map's default feeds the estimates
-            for b in list(cluster.brokers.values()):
-                if b.net_capacity is None:
-                    cluster.brokers[b.id] = dataclasses.replace(b, net_capacity=int(default * 1e6))
+            with contextlib.suppress(BadInput):
+                cluster.brokers[b.id] = dataclasses.replace(
+                    b, net_capacity=broker_capacity(b, caps, facts.get(str(b.id))))
         return cluster, running
 
     def close(self) -> None:

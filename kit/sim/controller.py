@@ -62,6 +62,7 @@ from datetime import timedelta
 from kazoo.client import KazooClient
 
 from kit.errors import BadInput
+from kit.nic import broker_capacity
 from kit.sim.clock import POLL_S, Clock
 from kit.physics import Flow, fair_rates
 from kit.sim.physics import SAMPLE_EPOCH, STEP, client_factor
@@ -137,14 +138,16 @@ class SimController:
         return self._seeded(cluster, self.figures)
 
     def _seeded(self, cluster, figures):
-        brokers = {b.id: dataclasses.replace(b, net_capacity=self._nic(b.id)) for b in cluster.brokers.values()}
+        brokers = {b.id: dataclasses.replace(b, net_capacity=self._nic(b)) for b in cluster.brokers.values()}
         parts = tuple(dataclasses.replace(p, bytes_in=figures.get(p.key, (0.0, 0.0))[0],
                                           bytes_out=figures.get(p.key, (0.0, 0.0))[1])
                       for p in cluster.partitions)
         return dataclasses.replace(cluster, brokers=brokers, partitions=parts)
 
-    def _nic(self, b: int) -> float:
-        return float((self.facts["brokers"].get(str(b)) or {}).get("net_capacity") or DEFAULT_NIC)
+    def _nic(self, b) -> float:
+        """Broker `b`'s physical NIC: its own figure as `kit sim seed` kept it, else `DEFAULT_NIC`
+        (no capacity map: that is the operator's belief, not the simulated hardware)."""
+        return broker_capacity(b, fact=self.facts["brokers"].get(str(b.id)), default=DEFAULT_NIC)
 
     def _clients(self, cluster) -> ClientTraffic:
         c = self._with_facts(cluster)
@@ -443,7 +446,7 @@ class SimController:
         # cluster; within the step the controller keeps its own changes in memory.
         cluster = self.store.cluster()
         clients = self._clients(cluster)
-        nic = {b: self._nic(b) for b in clients.live}
+        nic = {b: self._nic(cluster.brokers[b]) for b in clients.live}
         throttles = self.store.throttles(sorted(nic))
         index = {p.key: i for i, p in enumerate(cluster.partitions)}
         self._settle(clients, index)

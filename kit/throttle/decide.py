@@ -31,6 +31,7 @@ import numpy as np
 
 from kit.errors import BadInput
 from kit.events import event
+from kit.nic import broker_capacity
 from kit.text import rate_text
 
 LEADER, FOLLOWER = "leader", "follower"
@@ -152,25 +153,12 @@ def role_rates(settings: Settings, capacity: np.ndarray, used: np.ndarray, repli
     return np.where(setting, rate, old), setting
 
 
-def capacities(brokers: dict, cap_map: dict[str, float] | None = None) -> dict[int, float]:
-    """Network capacity (bytes/s) of each broker: the capacity map by instance type first
-    (the operator's word; its "*" entry for any other type), else the broker's `net_capacity`.
-    BadInput names a broker with neither."""
-    cap_map = cap_map or {}
-    out = {}
-    for b in brokers.values():
-        if not b.alive:
-            continue
-        cap = cap_map.get(b.instance_type) if b.instance_type is not None else None
-        cap = cap if cap is not None else b.net_capacity
-        cap = cap if cap is not None else cap_map.get("*")
-        if cap is None:
-            what = f"instance type {b.instance_type!r}" if b.instance_type else "no instance type"
-            raise BadInput(f"broker {b.id} has {what} and no net_capacity: give its capacity with --cap-map")
-        if cap <= 0:
-            raise BadInput(f"broker {b.id}: capacity must be positive, got {cap}")
-        out[b.id] = float(cap)
-    return out
+def capacities(brokers: dict, cap_map: dict[str, float] | None = None, facts: dict | None = None) -> dict[int, float]:
+    """Network capacity (bytes/s) of each live broker (`kit.nic.broker_capacity`, with the
+    simulated cluster's facts about it from `facts`, by broker id as a string). BadInput names
+    a broker with none."""
+    facts = facts or {}
+    return {b.id: broker_capacity(b, cap_map, facts.get(str(b.id))) for b in brokers.values() if b.alive}
 
 
 class AutoThrottle:

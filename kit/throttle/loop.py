@@ -384,6 +384,7 @@ class ThrottleLoop:
         self.topics: dict[str, dict[str, str]] = {}
         self.outcome = Outcome()
         self._said: dict[str, str] = {}  # bad overrides already said, while they stay bad
+        self.facts: dict | None = None  # the simulated cluster's facts by broker ({} on a real cluster)
 
     def overrides(self, cluster) -> tuple[dict | None, dict[int, float]]:
         """The overrides to honour (global, {broker: bytes/s}). A stored one that cannot be
@@ -451,12 +452,16 @@ class ThrottleLoop:
         # A broker not yet described is held at the minimum rate, as with missing metrics,
         # unless no metrics can ever give it a capacity (no capacity map at all): that is
         # refused now, before the first write.
+        # A simulated cluster's brokers have their NIC in its seeded facts (read once; the
+        # dashboard's copy bound reads the same: kit.nic.broker_capacity).
+        if self.facts is None:
+            self.facts = (self.backend.sim_facts() or {}).get("brokers") or {}
         todo = {b.id: b for b in cluster.brokers.values() if b.alive and b.id not in self.auto.capacity
-                and (b.id in metrics or b.net_capacity is not None or not self.cap_map)}
+                and (b.id in metrics or b.net_capacity is not None or str(b.id) in self.facts or not self.cap_map)}
         for bid, b in todo.items():
             if bid in metrics and b.instance_type is None:
                 todo[bid] = dataclasses.replace(b, instance_type=metrics[bid].instance_type)
-        self.auto.capacity.update(capacities(todo, self.cap_map))
+        self.auto.capacity.update(capacities(todo, self.cap_map, self.facts))
 
     def _rates_in_force(self) -> dict[int, dict[str, float]]:
         out = {}

@@ -23,7 +23,7 @@ from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, 
 from kit.throttle.loop import IDLE_FINISHED, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.backend import OVERRIDES
-from kit.cluster.zk.layout import connect, read_cluster
+from kit.cluster.zk.layout import SIM_FACTS, connect, read_cluster
 
 _chroots = itertools.count()
 CAP = 125e6
@@ -134,6 +134,7 @@ def test_throttles_left_behind_with_nothing_running_are_cleared_at_start(zookeep
                                                    "replicas": [b for b in cluster.live_ids
                                                                 if b not in cluster.partitions[0].replicas][:3]}]
         set_throttles(client, cluster, moves, 5e7)
+        client.delete(SIM_FACTS)  # as a cluster of yours: no seeded NIC figures
     finally:
         client.stop()
     assert any(LEADER_RATE in c for c in configs(root, "brokers").values())
