@@ -28,8 +28,9 @@ CLUSTERS = [
 def main() -> int:
     from test_plan_properties import generate  # gen_cluster.py in-process
     from kit.plan.actions import rebalance
-    from kit.plan.pipeline import rank, run_stages
+    from kit.plan.pipeline import run_stages
     from kit.plan.select import resolve_brokers, select_partitions
+    from kit.plan.steps.leadership import leader_figures
     from kit.plan.workspace import Workspace
 
     print("| cluster | placement | copies | replica spread | leader spread | topic leader excess "
@@ -45,9 +46,10 @@ def main() -> int:
             ws = run_stages(Workspace(c, targets, selected),
                             rebalance.count_stages("rebalance", False, spread_topics=False, **how))
             secs = time.perf_counter() - start
-            q = rank(ws)  # spread, copies, shortfalls, then the three figures
-            print(f"| {args['partitions']:,} partitions, {args['brokers']} brokers | {name} | {q[1]} | {q[0]} "
-                  f"| {q[5]} | {q[6]} | {q[7]} | {secs:.1f} |", flush=True)
+            figs = leader_figures(ws, ws.assign)
+            print(f"| {args['partitions']:,} partitions, {args['brokers']} brokers | {name} | {ws.copies_made()} "
+                  f"| {ws.count_spread()} | {figs.leader_spread} | {figs.topic_leader_excess} "
+                  f"| {figs.failover_excess} | {secs:.1f} |", flush=True)
     return 0
 
 

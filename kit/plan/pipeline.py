@@ -24,7 +24,8 @@ finish             the workspace becomes a Plan                   select.py
 
 Each stage is a function of the `Workspace`. An action says which stages it runs
 (`Stages`, by name); `run` runs them in this order and skips the ones left out. What every
-stage aims for, first things first, is `kit.plan.objectives.OBJECTIVES`.
+stage aims for, first things first, is `kit.plan.objectives.OBJECTIVES`; each stage that ranks
+declares its `Ranking` (`RANKING` here ranks whole pipelines' results against each other).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from kit.model import Plan
+from kit.plan.objectives import COPIES, COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
 from kit.plan.select import finish
 from kit.plan.steps.leadership import balance_leadership, leader_figures
 from kit.plan.workspace import Workspace
@@ -66,7 +68,10 @@ def run(ws: Workspace, stages: Stages, action: str, changes: dict[str, list[int]
     return finish(run_stages(ws, stages), action, changes, notes)
 
 
+# Every objective a stage chooses by: the hard limits are kept by every stage's moves.
+RANKING = Ranking(COUNT_SPREAD, COPIES, LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS)
+
+
 def rank(ws: Workspace) -> tuple:
-    """How a workspace stands against the objectives, as a sort key (lower is better): the
-    replica count spread, the copies, then the leadership figures' rank (shortfalls first)."""
-    return (ws.count_spread(), ws.copies_made()) + leader_figures(ws, ws.assign).rank()
+    """How a workspace stands against the objectives, as a sort key (lower is better): `RANKING`."""
+    return RANKING.key(ws, leader_figures(ws, ws.assign))

@@ -2,16 +2,23 @@
 failover figure that the planner, the report and the doctor all use."""
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from kit.model import Broker, Cluster, Partition
 from kit.plan.failover import excess_by_leader, heirs, worst_excess
-from kit.plan.objectives import LEADER_TARGETS, OBJECTIVES, LeaderFigures
+import kit.plan
+from kit.plan import pipeline
+from kit.plan.objectives import (COPIES, COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SPREAD, LEADER_TARGETS, OBJECTIVES,
+                                 RACK_RULE, LeaderFigures, Ranking, allowance_key)
 from kit.plan.pipeline import STAGES, Stages, run_stages
 from kit.plan.racks import may_join, racks_needed, set_ok, spans
+from kit.plan.steps import leadership, pair_balance, spare_copies
 from kit.plan.steps.leadership import balance_leadership, leader_figures
 from kit.plan.workspace import Workspace
 from kit.report.figures import assignment_figures
@@ -35,9 +42,87 @@ def test_objectives_by_priority_and_the_leadership_targets():
     assert LEADER_TARGETS == (1, 1, 2)
     figs = LeaderFigures(3, 1, 5)
     assert figs.shortfall() == (2, 0, 3) and not figs.met()
-    assert figs.rank() == (2, 0, 3, 3, 1, 5)
+    key = leadership.RANKING.key
+    assert key(None, figs) == (2, 0, 3, 3, 1, 5)  # the shortfalls in order, then the figures
     assert figs.missed() == "leader count spread 3, failover excess 5"
-    assert LeaderFigures(1, 0, -1).met() and LeaderFigures(1, 0, -1).rank() < LeaderFigures(1, 0, 0).rank()
+    assert LeaderFigures(1, 0, -1).met() and key(None, LeaderFigures(1, 0, -1)) < key(None, LeaderFigures(1, 0, 0))
+    assert allowance_key(figs, 7) == (2, 0, 3, 7)
+
+
+def _standing(count_spread: int, copies: int, *figs: int) -> tuple[SimpleNamespace, LeaderFigures]:
+    """What a ranking measures, without a workspace: (ws, figs) for `Ranking.key`."""
+    return SimpleNamespace(count_spread=lambda: count_spread, copies_made=lambda: copies), LeaderFigures(*figs)
+
+
+def _swapped(a, b) -> tuple:
+    """The objectives table with `a` and `b` swapped."""
+    table = list(OBJECTIVES)
+    i, j = table.index(a), table.index(b)
+    table[i], table[j] = b, a
+    return tuple(table)
+
+
+def _under(ranking: Ranking, table: tuple) -> Ranking:
+    """The same objectives ranked by another table (ties left out)."""
+    return Ranking(*sorted(ranking.objectives, key=table.index), table=table)
+
+
+def _rankings() -> dict[str, Ranking]:
+    """Every `Ranking` a kit.plan module declares, by module."""
+    found = {}
+    for info in pkgutil.walk_packages(kit.plan.__path__, "kit.plan."):
+        module = importlib.import_module(info.name)
+        found.update({info.name: v for v in vars(module).values() if isinstance(v, Ranking)})
+    return found
+
+
+def test_every_stage_ranks_by_the_objectives_table_in_its_order():
+    rankings = _rankings()
+    assert {pipeline.RANKING, leadership.RANKING, pair_balance.RANKING, spare_copies.RANKING} <= set(rankings.values())
+    for name, ranking in rankings.items():
+        at = [OBJECTIVES.index(o) for o in ranking.objectives]
+        assert at == sorted(at) and len(set(at)) == len(at), name
+    # The key, built from the table: count spread (a group of one: its shortfall, then its
+    # value), copies, then the leadership group's shortfalls before its figures.
+    ws, figs = _standing(2, 7, 3, 1, 5)
+    assert pipeline.RANKING.key(ws, figs) == (1, 2, 7, 2, 0, 3, 3, 1, 5)
+    assert pair_balance.RANKING.key(ws, figs) == (1, 2, 2, 0, 3, 3, 1, 5)
+    # A count spread of 0 ranks before 1 even at more copies: its group is itself alone.
+    assert pipeline.RANKING.key(*_standing(0, 9, 0, 0, 0)) < pipeline.RANKING.key(*_standing(1, 8, 0, 0, 0))
+    with pytest.raises(ValueError, match="order"):
+        Ranking(LEADER_SPREAD, COUNT_SPREAD)
+    with pytest.raises(ValueError, match="not measured"):
+        Ranking(RACK_RULE, COUNT_SPREAD)
+
+
+@pytest.mark.parametrize("stage, swap, better, worse", [
+    # Copies before leader spread: the copies decide; swapped, leader spread (now grouped
+    # with count spread) does.
+    (pipeline, (COPIES, LEADER_SPREAD), _standing(1, 10, 1, 0, 2), _standing(1, 11, 0, 0, 2)),
+    # Leader spread's shortfall before failover's; swapped, failover's first.
+    (leadership, (LEADER_SPREAD, FAILOVER_EXCESS), _standing(0, 0, 1, 0, 3), _standing(0, 0, 2, 0, 2)),
+    (spare_copies, (LEADER_SPREAD, FAILOVER_EXCESS), _standing(0, 0, 1, 0, 3), _standing(0, 0, 2, 0, 2)),
+    # Copies are not pair_balance's to rank, but where they stand in the table is: swapped with
+    # count spread, count spread joins the leadership group and its shortfalls come first.
+    (pair_balance, (COUNT_SPREAD, COPIES), _standing(0, 0, 2, 0, 2), _standing(1, 0, 1, 0, 2)),
+])
+def test_swapping_two_objectives_in_the_table_changes_what_a_stage_prefers(stage, swap, better, worse):
+    plain = _under(stage.RANKING, OBJECTIVES)
+    assert plain.key(*better) < plain.key(*worse)
+    swapped = _under(stage.RANKING, _swapped(*swap))
+    assert swapped.key(*worse) < swapped.key(*better)
+
+
+def test_the_pipelines_rank_is_its_ranking_over_the_table(monkeypatch):
+    c = _cluster(["a", "b", "c", "a"], [[1, 2, 3], [1, 2, 3], [1, 3, 2], [4, 2, 3]])
+    ws = Workspace(c, [1, 2, 3, 4], range(4))
+    ws.replace_slot(0, 0, 4, "test")  # a copy: broker 4 leads partition 0 now
+    figs = leader_figures(ws, ws.assign)
+    assert pipeline.rank(ws) == pipeline.RANKING.key(ws, figs)
+    swapped = _under(pipeline.RANKING, _swapped(COPIES, FAILOVER_EXCESS))
+    assert swapped.key(ws, figs) != pipeline.rank(ws)
+    monkeypatch.setattr(pipeline, "RANKING", swapped)
+    assert pipeline.rank(ws) == swapped.key(ws, figs)
 
 
 def test_the_rack_rule():

@@ -7,8 +7,9 @@ first follower so that a dead leader's partitions spread evenly over the brokers
 of the other racks. Bounds start tight (floor..ceil of an even split) and widen a
 step at a time only when the replica sets leave no other way.
 
-A new order is taken only when it is strictly better than the current one, so
-planning again on a result changes nothing.
+A new order is taken only when it ranks strictly better than the current one (`RANKING`:
+the order changes only the leadership figures), so planning again on a result changes
+nothing.
 """
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ import numpy as np
 from kit import collector
 from kit.concurrency import second_core
 from kit.plan.failover import excess_by_leader, heirs
-from kit.plan.objectives import LeaderFigures
+from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures, Ranking
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.solvers.flow import SPLIT_LIMIT, bounds_met, soft_assignment, water_fill
 from kit.plan.workspace import LARGE, Workspace
+
+RANKING = Ranking(LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS)
 
 
 def replica_matrix(ws: Workspace, assign: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -530,7 +533,7 @@ def _exact_pass(ws: Workspace) -> bool:
         return False
     order, optimal = found
     figs = leader_figures(ws, order)
-    better = figs.rank() < before.rank()
+    better = RANKING.key(ws, figs) < RANKING.key(ws, before)
     final = figs if better else before
     if optimal and not final.met():
         note = f"{final.missed()}{ORDER_NOTE}"
@@ -564,14 +567,14 @@ def _leadership_pass(ws: Workspace) -> bool:
     fr = _Frame(ws, lens, cur)
     if not fr.items:
         return False
-    best = (before.rank(), cur)
+    best = (RANKING.key(ws, before), cur, before)
 
     def consider(order):
         nonlocal best
         figs = _figures(ws, lens, order)
-        key = figs.rank()
+        key = RANKING.key(ws, figs)
         if key < best[0]:
-            best = (key, order)
+            best = (key, order, figs)
         return figs
 
     def step(choose, order):
@@ -602,7 +605,7 @@ def _leadership_pass(ws: Workspace) -> bool:
         routes = routes[:1]
     for route in routes:
         route()
-        if not any(best[0][:3]):  # every shortfall 0
+        if best[2].met():
             break
     if best[1] is cur:
         return False

@@ -14,8 +14,8 @@ the fixed partitions allow, with every broker receiving as many re-placed replic
 before: replica counts and copies do not change.
 
 The new placement is kept only if, after the leadership stage, the plan ranks strictly
-better (replica count spread, then the leadership figures in order of priority), so no
-figure ahead of failover gets worse. Where failover excess still misses its target on a
+better (`RANKING`: replica count spread, then the leadership figures; the copies do not
+change), and no figure ahead of failover gets worse. Where failover excess still misses its target on a
 small cluster, `prove_failover` asks the placement program (`exact_order.best_placement`)
 for the least within the same copies: with RF 2 every plan that adds only the forced
 replicas keeps the survivors and so is among its choices, and the plan's NOTE states it.
@@ -26,7 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kit.plan.objectives import LeaderFigures
+from kit.plan.objectives import (COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures,
+                                 Ranking)
 from kit.plan.solvers.exact_order import SparseRows
 from kit.plan.steps.leadership import balance_leadership, drop_order_notes, leader_figures
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
@@ -35,6 +36,8 @@ from kit.plan.workspace import LARGE, Workspace
 # (survivor, topic, receiver) variables above which the program is not tried.
 MAX_VARIABLES = 20_000
 NODE_LIMIT = 500  # a count, not a time: the same input gives the same placement
+# A re-placement keeps every broker's count of re-placed replicas, so not the copies.
+RANKING = Ranking(COUNT_SPREAD, LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS)
 
 
 def _movable(ws: Workspace) -> dict[int, tuple[int, int]] | None:
@@ -191,10 +194,9 @@ def _choose(ws: Workspace, pb: _Problem, take: dict[tuple[int, int], np.ndarray]
 
 
 def _standing(ws: Workspace) -> tuple[tuple, LeaderFigures, int]:
-    """The plan's rank (count spread, then the leadership figures' rank), its leadership
-    figures and its degree."""
+    """The plan's rank (`RANKING`), its leadership figures and its degree."""
     figs = leader_figures(ws, ws.assign)
-    return (ws.count_spread(), figs.rank()), figs, ws.degree_min()
+    return RANKING.key(ws, figs), figs, ws.degree_min()
 
 
 def _better(new: tuple[tuple, LeaderFigures, int], old: tuple[tuple, LeaderFigures, int]) -> bool:

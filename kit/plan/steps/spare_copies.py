@@ -18,8 +18,8 @@ replica), and the plan says so. Where that program is too large, a local search:
   leads fewest as a follower, so the leadership pass can hand the partition over.
 
 Where the counts must stay even, one replica also moves back the other way. Each try is
-kept only if the leadership pass then ranks strictly better. Small clusters only: every try
-re-plans leadership.
+kept only if the leadership pass then ranks strictly better (`RANKING`). Small clusters
+only: every try re-plans leadership.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ import numpy as np
 
 from kit.plan.steps.count_balance import count_range
 from kit.plan.solvers.exact_order import best_placement
-from kit.plan.objectives import FAILOVER_EXCESS, TOPIC_LEADER_EXCESS, LeaderFigures
+from kit.plan.objectives import (FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures, Ranking,
+                                 allowance_key)
 from kit.plan.steps.leadership import (balance_leadership, drop_order_notes, failover_excess_by_broker, heirs_of,
                                       inherit_matrix, leader_figures)
 from kit.plan.workspace import Workspace
@@ -38,6 +39,17 @@ MAX_PARTITIONS = 5_000  # selected partitions: each try of the local search re-p
 PROGRAM_MAX_PARTITIONS = 500
 MAX_TRIES = 30  # leadership re-plans in all
 CANDIDATES = 6  # tries per round, for the worst broker or topic
+
+
+def failover_profile(ws: Workspace, figs: LeaderFigures) -> tuple[int, ...]:
+    """Every target broker's failover excess, worst first: one move evens out one broker, and
+    several brokers may share the worst figure."""
+    return tuple(sorted(failover_excess_by_broker(ws, inherit_matrix(ws, ws.assign)).values(), reverse=True))
+
+
+# The leadership figures; the replica counts never get worse and the copies stay within the
+# budget, so neither ranks a try. Ties go by every broker's failover excess, worst first.
+RANKING = Ranking(LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS, ties=failover_profile)
 
 
 PLACEMENT_NOTE = ("the least any plan within {budget} copies allows where each partition moves at most one"
@@ -98,7 +110,7 @@ def place_for_leadership(ws: Workspace, budget: int, reason: str, figs: LeaderFi
     assign, proved = found
     before = ws.copies_made()
     after = sum(_copies_of(ws, p, assign[p]) for p in ws.selected)
-    if leader_figures(ws, assign).shortfall() + (after,) < figs.shortfall() + (before,):
+    if allowance_key(leader_figures(ws, assign), after) < allowance_key(figs, before):
         _take(ws, assign, reason)
         drop_order_notes(ws)  # other replica sets now
         balance_leadership(ws)  # the flows' figures below the targets too: a fixed point
@@ -136,7 +148,7 @@ def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: LeaderFigu
     if budget < 1 or len(ws.selected) > MAX_PARTITIONS or ws.target_idx.size < 3:
         return 0
     used = tries = 0
-    key = _rank(ws, figs)
+    key = RANKING.key(ws, figs)
     while (figs.shortfall().topic_leader_excess or figs.shortfall().failover_excess) and tries < MAX_TRIES:
         for moves in _candidates(ws, figs):
             cost = _copies(ws, moves)
@@ -151,7 +163,7 @@ def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: LeaderFigu
                 drop_order_notes(ws)  # other replica sets now: the program proves afresh
                 balance_leadership(ws)
                 new = leader_figures(ws, ws.assign)
-                new_key = _rank(ws, new)
+                new_key = RANKING.key(ws, new)
                 if new_key < key:
                     used, figs, key = used + cost, new, new_key
                     break
@@ -161,13 +173,6 @@ def spend_spare_copies(ws: Workspace, budget: int, reason: str, figs: LeaderFigu
         else:
             return used
     return used
-
-
-def _rank(ws: Workspace, figs: LeaderFigures) -> tuple:
-    """Shortfalls, figures, then every broker's failover excess, worst first: one move
-    evens out one broker, and several brokers may share the worst figure."""
-    excess = failover_excess_by_broker(ws, inherit_matrix(ws, ws.assign))
-    return figs.rank() + tuple(sorted(excess.values(), reverse=True))
 
 
 def _candidates(ws: Workspace, figs: LeaderFigures) -> list[list[tuple[int, int, int]]]:
