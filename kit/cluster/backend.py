@@ -65,6 +65,11 @@ class ClusterBackend(Protocol):
             none runs.
         """
 
+    def follow(self) -> None:
+        """From now on `read` may answer from what it read before where the cluster did not
+        change since (a long-running reader's rounds: the auto-throttle loop). Only for a caller
+        that changes no replica list itself. Nothing by default: every `read` asks the cluster."""
+
     def reassigning(self) -> bool:
         """Whether a reassignment runs now (cheaper than `read`)."""
 

@@ -266,6 +266,7 @@ class Poller:
         if self._backend is None:
             self._backend = open_backend(zk=self.zk, bootstrap=self.bootstrap, auth=self.zk_auth, timeout=5.0,
                                          command_config=self.command_config)
+            self._backend.follow()  # the poller reads the cluster again and again, and changes nothing
         return self._backend
 
     def _throttle_rates(self, backend: ClusterBackend) -> dict[int | str, dict[str, float]]:

@@ -126,6 +126,7 @@ class SimController:
         self.next_sample = 0.0
         self.facts = self.store.facts()
         self.figures: dict[tuple[str, int], tuple[float, float]] | None = None
+        self._with_facts_of: tuple | None = None  # (cluster, the same with its facts): `_with_facts`
 
     def _with_facts(self, cluster):
         """The cluster read from ZooKeeper with what `kit sim seed` kept: capacities, traffic."""
@@ -135,7 +136,11 @@ class SimController:
                                                                                     [0.0, 0.0]))
                                             for p in cluster.partitions})
             self.figures = {p.key: f for p, f in zip(seeded.partitions, partition_traffic(seeded, self.client_load))}
-        return self._seeded(cluster, self.figures)
+        # The store answers with the same cluster while nothing changed (kit.sim.zkstore's
+        # reader): the same cluster with the same facts, not made again each step.
+        if self._with_facts_of is None or self._with_facts_of[0] is not cluster:
+            self._with_facts_of = (cluster, self._seeded(cluster, self.figures))
+        return self._with_facts_of[1]
 
     def _seeded(self, cluster, figures):
         brokers = {b.id: dataclasses.replace(b, net_capacity=self._nic(b)) for b in cluster.brokers.values()}

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk.changes import ELECTION, REASSIGN, alter_config_keys, children_or_none, read_config
-from kit.cluster.zk.layout import (LOST, Outage, drop_sim_progress, get_many, parse_znode_json, read_cluster,
+from kit.cluster.zk.layout import (LOST, ClusterReader, Outage, drop_sim_progress, get_many, parse_znode_json,
                                    read_sim_facts, read_sim_progress, write_sim_progress)
 from kit.errors import BadInput
 from kit.model import Cluster
@@ -24,15 +24,20 @@ from kit.sim.store import BrokerInfo, Conflict, PartitionInfo, Pending, Store, V
 
 
 class ZkStore(Store):
-    """The store over one ZooKeeper chroot (`client`, a connected kazoo client)."""
+    """The store over one ZooKeeper chroot (`client`, a connected kazoo client).
+
+    The cluster is read through a `ClusterReader`: the controller reads it every step, and
+    only the znodes that changed are read again (its own writes are dropped from what the
+    reader keeps as they are made)."""
 
     lost = LOST
 
     def __init__(self, client: KazooClient):
         self.client = client
+        self.reader = ClusterReader(client)
 
     def cluster(self) -> Cluster:
-        return read_cluster(self.client)[0]
+        return self.reader.read()[0]
 
     def facts(self) -> dict:
         return read_sim_facts(self.client)
@@ -81,7 +86,10 @@ class ZkStore(Store):
         raw, stat = self.client.get(path)
         doc = json.loads(raw.decode())
         fn(doc)
-        self.client.set(path, json.dumps(doc).encode(), version=stat.version)
+        try:
+            self.client.set(path, json.dumps(doc).encode(), version=stat.version)
+        finally:  # also when the answer was lost: the write may have landed
+            self.reader.znodes.forget(path)
 
     def update_state(self, topic: str, partition: int, fn: Callable[[dict], None]) -> None:
         path = f"/brokers/topics/{topic}/partitions/{partition}/state"
@@ -89,7 +97,10 @@ class ZkStore(Store):
         st = json.loads(raw.decode())
         fn(st)
         st["leader_epoch"] = st.get("leader_epoch", 0) + 1
-        self.client.set(path, json.dumps(st).encode(), version=stat.version)
+        try:
+            self.client.set(path, json.dumps(st).encode(), version=stat.version)
+        finally:  # also when the answer was lost: the write may have landed
+            self.reader.znodes.forget(path)
 
     def reassignment_id(self) -> tuple[int, int] | None:
         stat = self.client.exists(REASSIGN)
@@ -188,6 +199,8 @@ class ZkStore(Store):
             self.client.delete(f"/brokers/ids/{broker}")
         except NoNodeError:
             pass
+        self.reader.znodes.forget("/brokers/ids")
+        self.reader.znodes.forget(f"/brokers/ids/{broker}")
 
     def register(self, broker: int, timeout: float) -> None:
         if not holder_running(self.client):
@@ -198,6 +211,7 @@ class ZkStore(Store):
             if time.monotonic() > deadline:
                 raise BadInput(f"broker {broker} did not register again within {timeout:.0f} s")
             time.sleep(0.05)
+        self.reader.znodes.forget("/brokers/ids")
 
     def outage(self, patience: float) -> Outage:
         return Outage(self.client, patience)

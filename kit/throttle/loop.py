@@ -583,6 +583,7 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
             log.write(event(stamp(), "throttle", "unreachable", f"{backend.reached_through} unreachable ({lost}); "
                             f"waiting for it up to {patience:.0f} s, rates in force unchanged"))
     outage = backend.watch_connection(patience, said_by_watch)
+    backend.follow()  # every round reads the cluster; the loop changes no replica list
     lease: Lease | None = None
     held = False
     try:

@@ -90,7 +90,7 @@ def _compatible(wanted: inspect.Signature, got: inspect.Signature) -> list[str]:
 
 
 def test_the_protocol_covers_what_kit_does_to_a_cluster():
-    assert PROTOCOL == sorted(["__enter__", "__exit__", "close", "read", "reassigning", "progress", "apply",
+    assert PROTOCOL == sorted(["__enter__", "__exit__", "close", "read", "follow", "reassigning", "progress", "apply",
                                "sim_facts", "write_metrics",
                                "rollback", "verify", "verify_until_done", "elect", "status", "throttles",
                                "set_throttles", "clear_throttles", "clear_leftover_throttles",

@@ -12,8 +12,9 @@ from kit.sim.brokers import sync_registrations
 from conftest import run_kit as kit
 from conftest import seed
 from kit.errors import BadInput, Unsafe
-from kit.formats import load_snapshot
-from kit.cluster.zk.layout import connect, read_cluster, write_cluster
+from kit.formats import load_snapshot, snapshot_doc
+from conftest import wait_for
+from kit.cluster.zk.layout import ClusterReader, connect, read_cluster, write_cluster
 
 _chroots = itertools.count()
 
@@ -65,6 +66,43 @@ def test_gzipped_metrics_and_a_reassignment_in_flight_are_read(zk_root):
     assert cluster.partitions[0].size == 42
     assert not cluster.brokers[2].alive  # named in a replica list, not registered
     assert reassigning["partitions"][0]["replicas"] == [1, 3]
+
+
+def test_a_cluster_reader_follows_every_change_another_client_makes(zk_root, snapshots):
+    """`ClusterReader` keeps what it read and reads again only what ZooKeeper says changed: its
+    answer is always the one `read_cluster` gives, once the change's notification arrived."""
+    cluster = load_snapshot(str(snapshots["replace"]))
+    client, other = connect(zk_root), connect(zk_root)
+    try:
+        write_cluster(client, cluster)
+        sync_registrations(client)
+        reader = ClusterReader(client)
+
+        def same():
+            got, fresh = reader.read(), read_cluster(other)
+            return snapshot_doc(got[0]) == snapshot_doc(fresh[0]) and got[1] == fresh[1]
+        assert same()
+        first = reader.read()
+        assert reader.read() is first  # nothing changed: the same answer, nothing read again
+        p = cluster.partitions[0]
+        state = f"/brokers/topics/{p.topic}/partitions/{p.partition}/state"
+        other.set(state, json.dumps({"leader": -1, "isr": [], "leader_epoch": 9}).encode())
+        wait_for("the reader to see a partition state changed", same, 60)
+        assert reader.read()[0].partitions[0].leader is None
+        other.set(f"/brokers/topics/{p.topic}",
+                  json.dumps({"version": 1, "partitions": {str(q.partition): list(reversed(q.replicas))
+                                                           for q in cluster.partitions if q.topic == p.topic}}).encode())
+        wait_for("the reader to see a replica list changed", same, 60)
+        other.create("/admin/reassign_partitions", b'{"version":1,"partitions":[]}')  # created: was not there
+        wait_for("the reader to see a reassignment begin", lambda: same() and reader.read()[1] is not None, 60)
+        other.delete("/admin/reassign_partitions")
+        live = next(b for b in cluster.brokers.values() if b.alive)
+        client.delete(f"/brokers/ids/{live.id}")  # a broker's registration goes
+        wait_for("the reader to see a broker go and the reassignment end",
+                 lambda: same() and reader.read()[1] is None and not reader.read()[0].brokers[live.id].alive, 60)
+    finally:
+        other.stop()
+        client.stop()
 
 
 def test_writing_over_a_kafka_cluster_is_refused(zk_root, snapshots):

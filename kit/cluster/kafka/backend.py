@@ -161,6 +161,9 @@ class AdminBackend:
         model (`kit.cluster.kafka.model`), sizes falling back on the metrics directory."""
         return self._read(sizes=True)
 
+    def follow(self) -> None:
+        """Nothing: every `read` asks the cluster (the Admin API has no watch to follow it by)."""
+
     def _read(self, sizes: bool) -> tuple[Cluster, dict | None]:
         """`read`; without `sizes` no DescribeLogDirs (a request per broker): what checks a plan
         or follows its progress needs only the replicas, ISR and leaders."""

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk import changes
-from kit.cluster.zk.layout import (LOST, SIM_FACTS, Outage, children_or_none, close, connect, dump_znode_json,
-                                   parse_znode_json, read_cluster, read_sim_facts, translate)
+from kit.cluster.zk.layout import (LOST, SIM_FACTS, ClusterReader, Outage, children_or_none, close, connect,
+                                   dump_znode_json, parse_znode_json, read_cluster, read_sim_facts, translate)
 from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -55,6 +55,7 @@ class ZkBackend:
     def __init__(self, spec: str, timeout: float = 10.0, auth: str | None = None):
         self.client = connect(spec, timeout, auth)
         self._closed = False
+        self._reader: ClusterReader | None = None
 
     def __enter__(self) -> ZkBackend:
         return self
@@ -69,8 +70,14 @@ class ZkBackend:
             close(self.client)  # also when an `Outage` giving up is stopping it at the same moment
 
     def read(self) -> tuple[Cluster, dict | None]:
-        """`kit.cluster.zk.layout.read_cluster`."""
-        return read_cluster(self.client)
+        """`kit.cluster.zk.layout.read_cluster` (through a `ClusterReader` once `follow` was called)."""
+        return self._reader.read() if self._reader is not None else read_cluster(self.client)
+
+    def follow(self) -> None:
+        """Reads go through a `kit.cluster.zk.layout.ClusterReader`: only the znodes ZooKeeper
+        says changed are read again."""
+        if self._reader is None:
+            self._reader = ClusterReader(self.client)
 
     def reassigning(self) -> bool:
         """Whether /admin/reassign_partitions exists."""
@@ -121,8 +128,8 @@ class ZkBackend:
         return changes.elect(self.client, moves)
 
     def status(self) -> dict:
-        """`kit.cluster.zk.changes.status`."""
-        return changes.status(self.client)
+        """`kit.cluster.zk.changes.status` (the cluster read as `read` reads it)."""
+        return changes.status(self.client, self._reader)
 
     def throttles(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
         """The throttle keys of /config/brokers/* and /config/topics/*."""

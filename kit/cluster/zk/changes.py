@@ -20,7 +20,7 @@ from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, 
 from kit.cluster.reassign import (check_partitions, check_plan, dead_destination_advice, dead_destinations,
                                   plan_state, progress, rollback_document, sort_broker_names, status_doc,
                                   verify_result, wait_until_done)
-from kit.cluster.zk.layout import LOST, Outage, children_or_none, read_cluster
+from kit.cluster.zk.layout import LOST, ClusterReader, Outage, children_or_none, read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
 
@@ -416,14 +416,14 @@ def elect(client: KazooClient, moves: list[dict] | None = None) -> int:
     return len(todo)
 
 
-def status(client: KazooClient) -> dict:
+def status(client: KazooClient, reader: ClusterReader | None = None) -> dict:
     """Brokers, under-replicated partitions, the reassignment in flight and the throttles set
-    (`kit.cluster.reassign.status_doc`).
+    (`kit.cluster.reassign.status_doc`); the cluster read through `reader` when given.
 
     `throttled_brokers` (ids) and `throttled_topics` are every /config entity carrying a
     throttle key, registered or not; `throttles_without_reassignment` is True when some are
     set and no reassignment runs (nothing needs them: `verify` clears them).
     """
-    cluster, running = read_cluster(client)
+    cluster, running = reader.read() if reader is not None else read_cluster(client)
     brokers, topics = throttled_entities(client)
     return status_doc(cluster, running, brokers, topics)
