@@ -189,15 +189,17 @@ class MemoryStore(Store):
 
     def per_topic(self, key: tuple, build: Callable[[View, str], object]) -> tuple[View, list]:
         with self.lock:  # one state for the view and every part
-            view, out = self.view(), []
-            for t in view.topics:
-                now = (self._topic_changes.get(t, 0), self._broker_changes)
-                hit = self._kept.get((key, t))
-                if hit is None or hit[0] != now:
-                    hit = (now, build(view, t))
-                    self._kept[(key, t)] = hit
-                out.append(hit[1])
-            return view, out
+            view = self.view()
+            return view, [self.topic_kept(key, t, lambda t=t: build(view, t)) for t in view.topics]
+
+    def topic_kept(self, key: tuple, topic: str, build: Callable[[], object]):
+        with self.lock:
+            now = (self._topic_changes.get(topic, 0), self._broker_changes)
+            hit = self._kept.get((key, topic))
+            if hit is None or hit[0] != now:
+                hit = (now, build())
+                self._kept[(key, topic)] = hit
+            return hit[1]
 
     def _broker_info(self, b: int) -> BrokerInfo:
         reg = self.registrations[b]

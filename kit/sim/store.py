@@ -226,6 +226,12 @@ class Store:
         view = self.view()
         return view, [build(view, t) for t in view.topics]
 
+    def topic_kept(self, key: tuple, topic: str, build: Callable[[], object]):
+        """`build()` (a part of an answer about `topic`), which a store may keep until that
+        topic's partitions or the live brokers change; a `per_topic` build may call it for a
+        part of its own (the same state)."""
+        return build()
+
     def cached(self, key: tuple, build: Callable[[], object]):
         """What `build()` returns for the state as it is: a reader's answer derived from the
         whole store (an encoded response), which a store may keep until anything changes."""

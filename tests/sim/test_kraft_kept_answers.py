@@ -11,9 +11,11 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kit.formats import cluster_from_snapshot
 from kit.sim.kraft import handlers, logdirs, reassign
 from kit.sim.kraft.context import Context, encoded
+from kit.sim.kraft.versions import DESCRIBE_LOG_DIRS, ranges
 from kit.sim.memstore import MemoryStore
 
 TOPICS = ("alpha", "beta", "gamma")
+RANGES = [ranges(release) for release in ("3.7", "4.0")]  # the releases the simulated broker answers as
 
 
 def make_store() -> MemoryStore:
@@ -120,3 +122,23 @@ def test_throttle_change_leaves_the_kept_answers_right():
     store.alter_config("brokers", "1", {"leader.replication.throttled.rate": "1000"}, [])
     assert (every_topic(store, 12), log_dir(store, 1), moving(store)) == first
     assert every_topic(store, 12) == named(store, 12)
+
+
+def test_metadata_kept_for_one_version_serves_every_other_version_right():
+    store = make_store()
+    for version in range(MetadataResponse.max_version, 0, -1):
+        assert every_topic(store, version) == named(store, version)
+
+
+def test_log_dirs_kept_is_the_answer_made_whole():
+    store = make_store()
+    ctx = Context(store, 2, "kit-test")
+    asked = DescribeLogDirsRequest.DescribableLogDirTopic
+    lowest = min(r[DESCRIBE_LOG_DIRS][0] for r in RANGES)
+    highest = max(r[DESCRIBE_LOG_DIRS][1] for r in RANGES)
+    for version in range(lowest, highest + 1):
+        every = DescribeLogDirsRequest(version=version, topics=[asked(topic=t, partitions=list(range(4)))
+                                                                for t in TOPICS])
+        whole = encoded(logdirs.describe_log_dirs(ctx, every, version), version).body
+        kept = logdirs.describe_log_dirs(ctx, DescribeLogDirsRequest(version=version, topics=None), version).body
+        assert kept == whole

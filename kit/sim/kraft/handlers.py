@@ -59,11 +59,19 @@ def metadata(ctx: Context, req, version: int):
 
 
 def every_topic(ctx: Context, version: int):
-    """The Metadata answer for every topic, encoded from the kept parts of the topics."""
-    view, parts = ctx.store.per_topic(
-        ("metadata", version),
-        lambda view, t: encode_entry(MetadataResponse, "topics", _metadata_topic(view, t), version))
-    return encoded_with(_response(ctx, view, [], version), version, "topics", parts)
+    """The Metadata answer for every topic, kept until the cluster changes; then encoded from
+    the kept parts of the topics (a topic's entry is kept for every version, its encoding per
+    version), made again for the topics changed only."""
+    store = ctx.store
+
+    def part(view, t: str) -> bytes:
+        entry = store.topic_kept(("metadata",), t, lambda: _metadata_topic(view, t))
+        return encode_entry(MetadataResponse, "topics", entry, version)
+
+    def whole():
+        view, parts = store.per_topic(("metadata", version), part)
+        return encoded_with(_response(ctx, view, [], version), version, "topics", parts)
+    return store.cached(("metadata", version), whole)
 
 
 def _metadata(ctx: Context, asked, version: int):
