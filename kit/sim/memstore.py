@@ -49,6 +49,14 @@ class MemoryStore(Store):
         self.generation = 0  # bumped by every change of what `cluster` and `view` show
         self.changed = 0  # bumped by every change at all (what `save` must keep)
         self._cache: dict[str, tuple[int, object]] = {}
+        # Kept per topic, so that a change costs only the topics it touches (200,000 partitions
+        # take seconds to go through): each topic's partitions as the view shows them (made
+        # again when the topic changes), a count of each topic's changes and of the live
+        # brokers' changes, and `per_topic`'s parts with the counts they were made at.
+        self._topic_parts: dict[str, list[PartitionInfo]] = {}
+        self._topic_changes: dict[str, int] = {}
+        self._broker_changes = 0
+        self._kept: dict[tuple, tuple[tuple[int, int], object]] = {}
 
     # -- building, saving, loading
     @classmethod
@@ -114,13 +122,24 @@ class MemoryStore(Store):
             for b, port in ports.items():
                 if b in self.registrations:
                     self.registrations[b].update(registration(self.registrations[b].get("rack"), port))
-            self._touch()
+            self._touch_brokers()
 
     def _touch(self, seen: bool = True) -> None:
         """Count a change (`seen`: one that `cluster` and `view` show)."""
         self.changed += 1
         if seen:
             self.generation += 1
+
+    def _touch_topic(self, topic: str) -> None:
+        """Count a change of `topic`'s assignment or of one of its partitions' state."""
+        self._topic_parts.pop(topic, None)
+        self._topic_changes[topic] = self._topic_changes.get(topic, 0) + 1
+        self._touch()
+
+    def _touch_brokers(self) -> None:
+        """Count a change of the brokers' registrations or liveness."""
+        self._broker_changes += 1
+        self._touch()
 
     def _cached(self, key: str, build: Callable[[], object], every_change: bool = False):
         """`build()` for this state, made once per generation (`every_change`: once per change)."""
@@ -169,6 +188,20 @@ class MemoryStore(Store):
     def view(self, topics: list[str] | None = None) -> View:
         return self._cached("view", self._build_view).only(topics)
 
+    def per_topic(self, key: tuple, build: Callable[[View, str], object]) -> tuple[View, list]:
+        with self.lock:  # one state for the view and every part
+            view = self.view()
+            return view, [self.topic_kept(key, t, lambda t=t: build(view, t)) for t in view.topics]
+
+    def topic_kept(self, key: tuple, topic: str, build: Callable[[], object]):
+        with self.lock:
+            now = (self._topic_changes.get(topic, 0), self._broker_changes)
+            hit = self._kept.get((key, topic))
+            if hit is None or hit[0] != now:
+                hit = (now, build())
+                self._kept[(key, topic)] = hit
+            return hit[1]
+
     def _broker_info(self, b: int) -> BrokerInfo:
         reg = self.registrations[b]
         return BrokerInfo(b, reg.get("host") or "127.0.0.1", int(reg.get("port") or -1), reg.get("rack"))
@@ -178,16 +211,22 @@ class MemoryStore(Store):
         # A killed broker keeps its registration: KRaft fences a broker whose heartbeats stop
         # (BrokerHeartbeatManager) and unregisters one only when asked (UnregisterBroker).
         fenced = {b: self._broker_info(b) for b in sorted(self.dead & set(self.registrations))}
-        parts: dict[tuple[str, int], PartitionInfo] = {}
-        for t in sorted(self.topics):
+        return View.of_topics(brokers, {t: self._partitions_of(t) for t in sorted(self.topics)}, fenced)
+
+    def _partitions_of(self, t: str) -> list[PartitionInfo]:
+        """Topic `t`'s partitions by number, as the view shows them (kept until `t` changes)."""
+        parts = self._topic_parts.get(t)
+        if parts is None:
             doc = self.topics[t]
             adding, removing = doc.get("adding_replicas") or {}, doc.get("removing_replicas") or {}
+            parts = []
             for p, reps in sorted(doc["partitions"].items(), key=lambda kv: int(kv[0])):
                 st = self.states.get((t, int(p))) or {}
-                parts[(t, int(p))] = PartitionInfo(t, int(p), list(reps), list(adding.get(p) or []),
-                                                   list(removing.get(p) or []), int(st.get("leader", -1)),
-                                                   int(st.get("leader_epoch", 0)), list(st.get("isr", [])))
-        return View(brokers, parts, sorted(self.topics), fenced)
+                parts.append(PartitionInfo(t, int(p), list(reps), list(adding.get(p) or []),
+                                           list(removing.get(p) or []), int(st.get("leader", -1)),
+                                           int(st.get("leader_epoch", 0)), list(st.get("isr", []))))
+            self._topic_parts[t] = parts
+        return parts
 
     def facts(self) -> dict:
         return self.facts_doc  # written once, at the start: never changed
@@ -201,7 +240,7 @@ class MemoryStore(Store):
             doc = copy.deepcopy(self.topics[topic])  # all or nothing, as a znode's version-checked set
             fn(doc)
             self.topics[topic] = doc
-            self._touch()
+            self._touch_topic(topic)
 
     def update_state(self, topic: str, partition: int, fn: Callable[[dict], None]) -> None:
         with self.lock:
@@ -209,7 +248,7 @@ class MemoryStore(Store):
             fn(st)
             st["leader_epoch"] = st.get("leader_epoch", 0) + 1
             self.states[(topic, partition)] = st
-            self._touch()
+            self._touch_topic(topic)
 
     # -- the reassignment in flight
     def reassignment_id(self) -> tuple[int, int] | None:
@@ -307,9 +346,9 @@ class MemoryStore(Store):
     def deregister(self, broker: int) -> None:
         with self.lock:
             self.dead.add(broker)
-            self._touch()
+            self._touch_brokers()
 
     def register(self, broker: int, timeout: float) -> None:
         with self.lock:
             self.dead.discard(broker)
-            self._touch()
+            self._touch_brokers()

@@ -82,6 +82,15 @@ class View:
             self._by_topic = by_topic
         return self._by_topic.get(topic, [])
 
+    @classmethod
+    def of_topics(cls, brokers: dict[int, BrokerInfo], by_topic: dict[str, list[PartitionInfo]],
+                  fenced: dict[int, BrokerInfo]) -> "View":
+        """The view of `by_topic` (each topic's partitions by number, lists nobody changes)."""
+        view = cls(brokers, {(p.topic, p.partition): p for ps in by_topic.values() for p in ps}, sorted(by_topic),
+                   fenced)
+        view._by_topic = by_topic
+        return view
+
     def only(self, topics: list[str] | None) -> "View":
         """The same brokers with the partitions of `topics` only (all when None; unknown names
         are left out)."""
@@ -209,6 +218,19 @@ class Store:
     def register(self, broker: int, timeout: float) -> None:
         """A killed broker comes back; returns once it is registered (BadInput otherwise)."""
         raise NotImplementedError
+
+    def per_topic(self, key: tuple, build: Callable[[View, str], object]) -> tuple[View, list]:
+        """The view of every topic and, for each of its topics in order, `build(view, topic)`
+        (an encoded part of an answer), which a store may keep per topic until that topic's
+        partitions or the live brokers change."""
+        view = self.view()
+        return view, [build(view, t) for t in view.topics]
+
+    def topic_kept(self, key: tuple, topic: str, build: Callable[[], object]):
+        """`build()` (a part of an answer about `topic`), which a store may keep until that
+        topic's partitions or the live brokers change; a `per_topic` build may call it for a
+        part of its own (the same state)."""
+        return build()
 
     def cached(self, key: tuple, build: Callable[[], object]):
         """What `build()` returns for the state as it is: a reader's answer derived from the

@@ -22,6 +22,7 @@ from kafka import TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from kafka import errors as kerr
 from kafka.errors import for_code
+from kafka.protocol.admin import DescribeLogDirsRequest
 
 from kit.cluster.kafka import model
 from kit.cluster.kafka.connect import (LOST, authorization_error, new_client, refused, resolve_security,
@@ -139,13 +140,17 @@ class AdminBackend:
                 continue
         return out
 
-    def _log_dirs(self, brokers: list[int], topics: list[dict]) -> list[dict]:
-        """DescribeLogDirs of each broker for every partition; a broker that does not answer is
-        left out (its replicas' sizes then come from another, or the metrics directory)."""
-        wanted = {t["name"]: [p["partition_index"] for p in t.get("partitions") or ()] for t in topics}
-        answers = self._per_broker(lambda b: self.admin.describe_log_dirs(topic_partitions=wanted, brokers=[b]),
-                                   brokers)
-        return [entry for b in brokers for entry in answers.get(b, ())]
+    def _log_dirs(self, brokers: list[int]) -> list[dict]:
+        """DescribeLogDirs of each broker for all its partitions (a null topic list, as Kafka's
+        own Admin client asks: kafka-python's `describe_log_dirs` would name every partition of
+        the cluster in each request, or read Metadata again to do so), in `describe_log_dirs`'s
+        shape; a broker that does not answer is left out (its replicas' sizes then come from
+        another, or the metrics directory)."""
+        def ask(b: int) -> dict:
+            response = self._send(DescribeLogDirsRequest(topics=None), b)
+            return {"broker": b, "log_dirs": [result.to_dict() for result in response.results]}
+        answers = self._per_broker(ask, brokers)
+        return [answers[b] for b in brokers if b in answers]
 
     def _broker_throttles(self, brokers: Iterable[str]) -> dict[str, dict[str, str]]:
         """The throttle keys of these brokers (DescribeConfigs, each to its broker)."""
@@ -173,7 +178,7 @@ class AdminBackend:
         running = model.reassignment_doc(self._to_controller(self.admin.list_partition_reassignments))
         described = self.admin.describe_cluster()
         topics = self.admin.describe_topics()
-        sizes, disks = model.replica_sizes(self._log_dirs(self._live(described), topics)) if sizes else ({}, {})
+        sizes, disks = model.replica_sizes(self._log_dirs(self._live(described))) if sizes else ({}, {})
         partition_meta, broker_metrics = self.store.metrics()
         cluster = model.build_cluster(described, topics, sizes, disks, partition_meta, broker_metrics)
         return (self._with_facts(cluster) if self._facts else cluster), running
@@ -579,10 +584,15 @@ class AdminBackend:
         alter_configs address a BROKER resource to the broker its name numbers, which the
         cluster-wide default ("", answered by every broker) has not: the request they would
         build is sent here instead."""
+        return self._send(request)
+
+    def _send(self, request, broker: int | None = None):
+        """One request to `broker` (None: any), its answer, through kafka-python's connections
+        (it picks the version both sides know)."""
         manager = self.admin._manager  # noqa: SLF001  (kafka-python 3.x's connection manager)
 
         async def send():
-            return await manager.send(request)
+            return await manager.send(request, node_id=broker)
         return manager.run(send)
 
     # ------------------------------------------------------------------ the auto-throttle's lease

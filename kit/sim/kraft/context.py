@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import kafka.errors as errors
+from kafka.protocol.schemas.fields.codecs import EncodeBuffer, Int32, UnsignedVarInt32
 from kit.sim.kraft import versions
 from kit.sim.kraft.faults import Faults
 from kit.sim.store import Store
@@ -66,3 +67,33 @@ def fields(**values) -> SimpleNamespace:
     generated encoders read its fields by name, and this is made in a fraction of the time
     kafka-python's own data classes take (200,000 partitions: seconds less)."""
     return SimpleNamespace(**values)
+
+
+def encode_entry(resp_class, array: str, entry, version: int) -> bytes:
+    """One entry of `resp_class`'s array field `array` (a topic of Metadata), encoded on its own
+    for `version` as it sits inside the response: `encoded_with` puts kept entries together."""
+    flexible = resp_class.flexible_version_q(version)
+    encode = resp_class.fields[array].array_of.compiled_encode_into(version, compact=flexible, tagged=flexible)
+    out = EncodeBuffer()
+    encode(entry, out)
+    return bytes(out.buf[:out.pos])
+
+
+def encoded_with(resp, version: int, array: str, entries: list[bytes]) -> Encoded:
+    """`resp` encoded with its array field `array` (left empty in `resp`) made of `entries`,
+    each from `encode_entry`: the same bytes as encoding the whole response, without
+    encoding again the entries a cluster change did not touch."""
+    cls = type(resp)
+    flexible = cls.flexible_version_q(version)
+    whole = bytes(resp.encode(version=version))
+    # The response's own fields before the array, each as the response encodes it.
+    head = 0
+    for name, field in cls.fields.items():
+        if name == array:
+            break
+        if field.for_version_q(version) and not field.tagged_field_q(version):
+            head += len(field.encode(getattr(resp, name), version=version, compact=flexible, tagged=flexible))
+    empty = len(UnsignedVarInt32.encode(1)) if flexible else 4  # the empty array's length
+    count = UnsignedVarInt32.encode(len(entries) + 1) if flexible else Int32.encode(len(entries))
+    body = b"".join([whole[:head], count, *entries, whole[head + empty:]])
+    return Encoded(body, flexible)

@@ -15,7 +15,7 @@ from kafka.protocol.admin import DescribeClusterResponse
 
 from kit.sim.kraft import configs, logdirs, reassign, sasl
 from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-                                   UNSUPPORTED_VERSION, Context, encoded, fields)
+                                   UNSUPPORTED_VERSION, Context, encode_entry, encoded_with, fields)
 from kit.sim.kraft.versions import (ALTER_REASSIGNMENTS, API_VERSIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
                                     DESCRIBE_LOG_DIRS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, LIST_REASSIGNMENTS,
                                     METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE)
@@ -48,37 +48,54 @@ def metadata(ctx: Context, req, version: int):
     """Metadata: live brokers, the controller, and the topics asked for (all when the list is
     null, or empty at v0); a named topic the cluster lacks gets UNKNOWN_TOPIC_OR_PARTITION, an
     unknown topic id UNKNOWN_TOPIC_ID. Partitions: leader, epoch, replicas, ISR, offline
-    replicas (those on brokers not alive); LEADER_NOT_AVAILABLE where none leads. The answer
-    for every topic is kept, encoded, until the cluster changes (clients ask for it often, and
-    at 200,000 partitions it takes seconds to make)."""
+    replicas (those on brokers not alive); LEADER_NOT_AVAILABLE where none leads. In the
+    answer for every topic each topic's part is kept, encoded, until that topic or the live
+    brokers change (clients ask for it often, and at 200,000 partitions it takes seconds to
+    make whole)."""
     asked = req.topics
     if asked is None or (version == 0 and not asked):
-        return ctx.store.cached(("metadata", version),
-                                lambda: encoded(_metadata(ctx, None, version), version))
+        return every_topic(ctx, version)
     return _metadata(ctx, asked, version)
 
 
+def every_topic(ctx: Context, version: int):
+    """The Metadata answer for every topic, kept until the cluster changes; then encoded from
+    the kept parts of the topics (a topic's entry is kept for every version, its encoding per
+    version), made again for the topics changed only."""
+    store = ctx.store
+
+    def part(view, t: str) -> bytes:
+        entry = store.topic_kept(("metadata",), t, lambda: _metadata_topic(view, t))
+        return encode_entry(MetadataResponse, "topics", entry, version)
+
+    def whole():
+        view, parts = store.per_topic(("metadata", version), part)
+        return encoded_with(_response(ctx, view, [], version), version, "topics", parts)
+    return store.cached(("metadata", version), whole)
+
+
 def _metadata(ctx: Context, asked, version: int):
-    """The Metadata response for the topics `asked` (None: every topic)."""
+    """The Metadata response for the topics `asked`."""
     view = ctx.store.view()
     Topic = MetadataResponse.MetadataResponseTopic
-    if asked is None:
-        out = [_metadata_topic(view, t) for t in view.topics]
-    else:
-        by_id = {topic_id(t): t for t in view.topics}
-        out = []
-        for entry in asked:
-            name = entry.name if entry.name is not None else by_id.get(entry.topic_id)
-            if name in view.topics:
-                out.append(_metadata_topic(view, name))
-            elif entry.name is None:
-                out.append(Topic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=entry.topic_id, partitions=[]))
-            else:
-                out.append(Topic(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=None, partitions=[]))
+    by_id = {topic_id(t): t for t in view.topics}
+    out = []
+    for entry in asked:
+        name = entry.name if entry.name is not None else by_id.get(entry.topic_id)
+        if name in view.topics:
+            out.append(_metadata_topic(view, name))
+        elif entry.name is None:
+            out.append(Topic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=entry.topic_id, partitions=[]))
+        else:
+            out.append(Topic(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=None, partitions=[]))
+    return _response(ctx, view, out, version)
+
+
+def _response(ctx: Context, view, topics: list, version: int):
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
                for b in view.brokers.values()]
     return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id,
-                            controller_id=view.controller(), topics=out,
+                            controller_id=view.controller(), topics=topics,
                             authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=NONE)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeLogDirsResponse
 
-from kit.sim.kraft.context import NONE, Context, encoded, fields
+from kit.sim.kraft.context import NONE, Context, encode_entry, encoded_with, fields
 
 
 def log_dir(broker: int) -> str:
@@ -43,9 +43,17 @@ def describe_log_dirs(ctx: Context, req, version: int):
     all of them is kept, encoded, until the cluster changes (a client asks every broker in
     turn)."""
     if req.topics is None:
-        return ctx.store.cached(("logdirs", ctx.broker_id, version),
-                                lambda: encoded(_describe(ctx, None, version), version))
+        return ctx.store.cached(("logdirs", ctx.broker_id, version), lambda: _encoded(ctx, version))
     return _describe(ctx, {(t.topic, p) for t in req.topics for p in t.partitions}, version)
+
+
+def _encoded(ctx: Context, version: int):
+    """The answer for all partitions, encoded (its one result with kafka-python's generated
+    encoder for the entry: thousands of replicas a broker)."""
+    resp = _describe(ctx, None, version)
+    (result,) = resp.results
+    resp.results = []
+    return encoded_with(resp, version, "results", [encode_entry(DescribeLogDirsResponse, "results", result, version)])
 
 
 def _describe(ctx: Context, asked: set | None, version: int):

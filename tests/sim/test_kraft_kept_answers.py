@@ -1,0 +1,144 @@
+"""The simulated KRaft broker's kept answers (Metadata per topic, DescribeLogDirs,
+ListPartitionReassignments) follow every change of the store: the answer after a change is the
+one made from scratch, and shows the change."""
+from __future__ import annotations
+
+import pytest
+from kafka.protocol.admin import (DescribeLogDirsRequest, DescribeLogDirsResponse, ListPartitionReassignmentsRequest,
+                                  ListPartitionReassignmentsResponse)
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from kit.formats import cluster_from_snapshot
+from kit.sim.kraft import handlers, logdirs, reassign
+from kit.sim.kraft.context import Context, encoded
+from kit.sim.kraft.versions import DESCRIBE_LOG_DIRS, ranges
+from kit.sim.memstore import MemoryStore
+
+TOPICS = ("alpha", "beta", "gamma")
+RANGES = [ranges(release) for release in ("3.7", "4.0")]  # the releases the simulated broker answers as
+
+
+def make_store() -> MemoryStore:
+    """Four brokers; three topics of four partitions, two replicas each."""
+    brokers = [{"id": b, "rack": f"r{b % 2}", "alive": True, "storage_total": 10**12, "storage_free": 9 * 10**11}
+               for b in range(1, 5)]
+    parts = [{"topic": t, "partition": p, "replicas": [1 + p % 4, 1 + (p + 1) % 4], "size": 1000 * (p + 1)}
+             for t in TOPICS for p in range(4)]
+    cluster = cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts})
+    return MemoryStore.from_cluster(cluster, {b: 9000 + b for b in range(1, 5)})
+
+
+def every_topic(store: MemoryStore, version: int) -> bytes:
+    """The Metadata answer for every topic (null topic list; empty at v0), as the broker sends it."""
+    req = MetadataRequest(version=version, topics=[] if version == 0 else None, allow_auto_topic_creation=False)
+    return handlers.metadata(Context(store, 1, "kit-test"), req, version).body
+
+
+def named(store: MemoryStore, version: int) -> bytes:
+    """The Metadata answer for every topic asked by name: made whole, never kept."""
+    Topic = MetadataRequest.MetadataRequestTopic
+    req = MetadataRequest(version=version, topics=[Topic(name=t, topic_id=None) for t in TOPICS],
+                          allow_auto_topic_creation=False)
+    return encoded(handlers.metadata(Context(store, 1, "kit-test"), req, version), version).body
+
+
+def partition(store: MemoryStore, topic: str, p: int, version: int = 12):
+    resp = MetadataResponse.decode(every_topic(store, version), version=version, header=False)
+    (t,) = [t for t in resp.topics if t.name == topic]
+    return t.partitions[p]
+
+
+def log_dir(store: MemoryStore, broker: int) -> dict[tuple[str, int], int]:
+    body = logdirs.describe_log_dirs(Context(store, broker, "kit-test"), DescribeLogDirsRequest(version=4, topics=None),
+                                     4).body
+    (result,) = DescribeLogDirsResponse.decode(body, version=4, header=False).results
+    return {(t.name, p.partition_index): p.partition_size for t in result.topics for p in t.partitions}
+
+
+def moving(store: MemoryStore) -> dict[tuple[str, int], tuple[list, list, list]]:
+    req = ListPartitionReassignmentsRequest(version=0, timeout_ms=1000, topics=None)
+    body = reassign.list_partition_reassignments(Context(store, 1, "kit-test"), req, 0).body
+    resp = ListPartitionReassignmentsResponse.decode(body, version=0, header=False)
+    return {(t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+            for t in resp.topics for p in t.partitions}
+
+
+@pytest.mark.parametrize("version", range(1, MetadataResponse.max_version + 1))
+def test_metadata_of_kept_topics_is_the_answer_made_whole(version):
+    store = make_store()
+    assert every_topic(store, version) == named(store, version)
+    every_topic(store, version)  # kept now
+    store.update_state("beta", 2, lambda st: st.update(leader=st["isr"][-1]))
+    assert every_topic(store, version) == named(store, version)
+
+
+def test_metadata_v0_all_topics_decodes_to_every_topic():
+    resp = MetadataResponse.decode(every_topic(make_store(), 0), version=0, header=False)
+    assert [t.name for t in resp.topics] == list(TOPICS)
+    assert [len(t.partitions) for t in resp.topics] == [4, 4, 4]
+
+
+def test_leader_change_shows_in_the_next_metadata():
+    store = make_store()
+    before = partition(store, "beta", 2)
+    assert (before.leader_id, before.leader_epoch) == (3, 0)
+    store.update_state("beta", 2, lambda st: st.update(leader=4))
+    after = partition(store, "beta", 2)
+    assert (after.leader_id, after.leader_epoch) == (4, 1)
+    assert partition(store, "alpha", 2).leader_id == 3  # the other topics' kept parts stay right
+
+
+def test_reassignment_shows_in_the_next_metadata_log_dirs_and_reassignments():
+    store = make_store()
+    assert partition(store, "gamma", 0).replica_nodes == [1, 2]
+    assert ("gamma", 0) not in log_dir(store, 3)
+    assert moving(store) == {}
+
+    def add_three(doc):
+        doc["partitions"]["0"] = [3, 1, 2]
+        doc["adding_replicas"] = {"0": [3]}
+        doc["removing_replicas"] = {"0": [1]}
+
+    store.set_reassignment({("gamma", 0): [3, 2]}, None)
+    store.update_topic("gamma", add_three)
+    assert partition(store, "gamma", 0).replica_nodes == [3, 1, 2]
+    assert log_dir(store, 3)[("gamma", 0)] == 1000
+    assert moving(store) == {("gamma", 0): ([3, 1, 2], [3], [1])}
+
+
+def test_dead_broker_shows_in_the_next_metadata():
+    store = make_store()
+    assert partition(store, "alpha", 1).offline_replicas == []
+    store.deregister(2)
+    p = partition(store, "alpha", 1)
+    assert (p.leader_id, p.error_code, p.offline_replicas) == (-1, 5, [2])  # LEADER_NOT_AVAILABLE
+    store.register(2, 1.0)
+    assert partition(store, "alpha", 1).offline_replicas == []
+
+
+def test_throttle_change_leaves_the_kept_answers_right():
+    store = make_store()
+    first = every_topic(store, 12), log_dir(store, 1), moving(store)
+    store.alter_config("brokers", "1", {"leader.replication.throttled.rate": "1000"}, [])
+    assert (every_topic(store, 12), log_dir(store, 1), moving(store)) == first
+    assert every_topic(store, 12) == named(store, 12)
+
+
+def test_metadata_kept_for_one_version_serves_every_other_version_right():
+    store = make_store()
+    for version in range(MetadataResponse.max_version, 0, -1):
+        assert every_topic(store, version) == named(store, version)
+
+
+def test_log_dirs_kept_is_the_answer_made_whole():
+    store = make_store()
+    ctx = Context(store, 2, "kit-test")
+    asked = DescribeLogDirsRequest.DescribableLogDirTopic
+    lowest = min(r[DESCRIBE_LOG_DIRS][0] for r in RANGES)
+    highest = max(r[DESCRIBE_LOG_DIRS][1] for r in RANGES)
+    for version in range(lowest, highest + 1):
+        every = DescribeLogDirsRequest(version=version, topics=[asked(topic=t, partitions=list(range(4)))
+                                                                for t in TOPICS])
+        whole = encoded(logdirs.describe_log_dirs(ctx, every, version), version).body
+        kept = logdirs.describe_log_dirs(ctx, DescribeLogDirsRequest(version=version, topics=None), version).body
+        assert kept == whole
