@@ -2,7 +2,8 @@
 
 `ClusterBackend` lists those operations, drawn from what kit's callers do today (`kit apply`,
 `verify`, `rollback`, `elect`, `status`, the doctor, the runbooks, the dashboard and the
-auto-throttle); `open_backend` is the one place where a backend is chosen: the ZooKeeper
+auto-throttle), as one protocol per role: `Connection`, `Reading`, `Reassigning`,
+`Throttling`, `Overrides` (an auto-throttle's records beside the cluster) and `Metrics`; `open_backend` is the one place where a backend is chosen: the ZooKeeper
 backend (`kit.cluster.zk.backend.ZkBackend`, --zk) or the Admin API's
 (`kit.cluster.kafka.backend.AdminBackend`, --bootstrap). Each turns its library's errors into
 kit's (`kit.errors`), so callers catch only those.
@@ -40,20 +41,37 @@ def read_auth_file(path: str) -> str:
 
 
 @runtime_checkable
-class ClusterBackend(Protocol):
-    """A connection to one Kafka cluster, and what kit does through it.
+class Connection(Protocol):
+    """The connection itself: closing it, what it is reached through, its health for a
+    long-running caller."""
 
-    Closed by `close`, or at the end of a ``with`` block. Errors follow kit's exit codes
-    (`kit.errors`): `BadInput` for a plan or address that cannot be right, `Unsafe` when a
-    change is refused and nothing was changed, `Stuck` when a wait can never end.
-    """
-
-    def __enter__(self) -> ClusterBackend: ...
+    def __enter__(self) -> Connection: ...
 
     def __exit__(self, exc_type, exc, tb) -> None: ...
 
     def close(self) -> None:
         """Let go of the connection (idempotent)."""
+
+    reached_through: str
+    """What the cluster is reached through, for messages ("ZooKeeper", "Kafka (Admin API)")."""
+
+    connection_lost: tuple[type[BaseException], ...]
+    """The errors any call raises while the cluster cannot be reached (the connection or the
+    session lost): a long-running caller retries on them, the state it set left in force."""
+
+    def watch_connection(self, patience: float, on_change: Callable[[str | None], None] | None = None
+                         ) -> ConnectionWatch:
+        """Start watching the connection for a long-running caller: after `patience` seconds
+        without the cluster, calls still waiting for it fail (`connection_lost`) and the watch
+        says it gave up. `on_change`, if given, is called from the watch's own thread when the
+        connection goes (with what was seen, e.g. "connection lost") and when it is back (None):
+        a call already waiting for the cluster says nothing until then. Closed by the caller
+        before it closes the backend."""
+
+
+@runtime_checkable
+class Reading(Protocol):
+    """Reading the cluster: its brokers and partitions, the reassignment in flight, its state."""
 
     def read(self) -> tuple[Cluster, dict | None]:
         """The cluster now, and the reassignment in flight.
@@ -73,6 +91,10 @@ class ClusterBackend(Protocol):
     def reassigning(self) -> bool:
         """Whether a reassignment runs now (cheaper than `read`)."""
 
+    def status(self) -> dict:
+        """Brokers, under-replicated partitions, the reassignment in flight and the throttles set;
+        the dict of `kit.cluster.zk.changes.status`."""
+
     def sim_facts(self) -> dict | None:
         """The simulated cluster's own facts, None on a real cluster.
 
@@ -83,17 +105,11 @@ class ClusterBackend(Protocol):
             ...}}, "traffic": {...}}`` (brokers' capacities and disks, partitions' traffic).
         """
 
-    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> str:
-        """Publish measured partition sizes and brokers' free storage where `read` (and
-        kafka-kit's tools) find them, replacing what was there; returns where (for messages).
 
-        Parameters
-        ----------
-        partition_meta : dict
-            ``{topic: {partition: {"Size": bytes}}}``, kafka-kit's partition metadata.
-        broker_metrics : dict
-            ``{broker: {"StorageFree": bytes, ...}}``, kafka-kit's broker metrics.
-        """
+@runtime_checkable
+class Reassigning(Protocol):
+    """Reassignments: start one (with its throttles and rollback file), follow it, take it
+    back, and the preferred-leader election after it."""
 
     def progress(self, moves: list[dict]) -> str | None:
         """How far a plan already got: "running", "in place" or None (see `kit apply` run again)."""
@@ -137,9 +153,14 @@ class ClusterBackend(Protocol):
         """Preferred-leader election where the first replica does not lead (the plan's partitions,
         default all); returns how many were asked for."""
 
-    def status(self) -> dict:
-        """Brokers, under-replicated partitions, the reassignment in flight and the throttles set;
-        the dict of `kit.cluster.zk.changes.status`."""
+    def watch_reassignment(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from another thread) once now, then whenever a reassignment starts,
+        changes or ends, until `close`."""
+
+
+@runtime_checkable
+class Throttling(Protocol):
+    """Kafka's replication throttle keys on brokers and topics, whoever set them."""
 
     def throttles(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
         """The throttle keys in force, whoever set them.
@@ -163,28 +184,11 @@ class ClusterBackend(Protocol):
         """With no reassignment running, remove every throttle key; returns (brokers, topics)
         cleared. `Unsafe` while one runs."""
 
-    def watch_reassignment(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (from another thread) once now, then whenever a reassignment starts,
-        changes or ends, until `close`."""
 
-    # What a long-running caller (the auto-throttle loop) needs besides: the connection's
-    # health, and the records kafka-kit's tools keep beside the cluster.
-
-    reached_through: str
-    """What the cluster is reached through, for messages ("ZooKeeper", "Kafka (Admin API)")."""
-
-    connection_lost: tuple[type[BaseException], ...]
-    """The errors any call raises while the cluster cannot be reached (the connection or the
-    session lost): a long-running caller retries on them, the state it set left in force."""
-
-    def watch_connection(self, patience: float, on_change: Callable[[str | None], None] | None = None
-                         ) -> ConnectionWatch:
-        """Start watching the connection for a long-running caller: after `patience` seconds
-        without the cluster, calls still waiting for it fail (`connection_lost`) and the watch
-        says it gave up. `on_change`, if given, is called from the watch's own thread when the
-        connection goes (with what was seen, e.g. "connection lost") and when it is back (None):
-        a call already waiting for the cluster says nothing until then. Closed by the caller
-        before it closes the backend."""
+@runtime_checkable
+class Overrides(Protocol):
+    """What an auto-throttle keeps beside the cluster: kafka-kit's override rates and the
+    one lease that lets a single loop act on a cluster."""
 
     def throttle_overrides(self) -> dict[str, tuple[str | None, bytes]]:
         """The override rates stored for an auto-throttle, unparsed, where kafka-kit's keeps them.
@@ -230,10 +234,44 @@ class ClusterBackend(Protocol):
         """The leases stored now, earliest first: the holder, and any asker of this moment or
         lapsed holder not yet cleared (none: no auto-throttle holds the cluster)."""
 
+
+@runtime_checkable
+class Metrics(Protocol):
+    """Measured sizes and broker metrics where kafka-kit's tools keep them."""
+
+    def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> str:
+        """Publish measured partition sizes and brokers' free storage where `read` (and
+        kafka-kit's tools) find them, replacing what was there; returns where (for messages).
+
+        Parameters
+        ----------
+        partition_meta : dict
+            ``{topic: {partition: {"Size": bytes}}}``, kafka-kit's partition metadata.
+        broker_metrics : dict
+            ``{broker: {"StorageFree": bytes, ...}}``, kafka-kit's broker metrics.
+        """
+
     def broker_metrics(self) -> tuple[object, float] | None:
         """kafka-kit's broker metrics (``{broker: {"StorageFree", "NetRX", "NetTX", ...}}``, as
         stored, gunzipped), and when they were written (epoch seconds); None when none are
         stored or they are not JSON."""
+
+
+@runtime_checkable
+class ClusterBackend(Connection, Reading, Reassigning, Throttling, Overrides, Metrics, Protocol):
+    """A connection to one Kafka cluster, and everything kit does through it: each role's
+    protocol above, which a caller needing only one names instead.
+
+    Closed by `close`, or at the end of a ``with`` block. Errors follow kit's exit codes
+    (`kit.errors`): `BadInput` for a plan or address that cannot be right, `Unsafe` when a
+    change is refused and nothing was changed, `Stuck` when a wait can never end.
+    """
+
+    def __enter__(self) -> ClusterBackend: ...
+
+
+ROLES = (Connection, Reading, Reassigning, Throttling, Overrides, Metrics)
+"""`ClusterBackend`'s protocols, one per role."""
 
 
 def backend_class(bootstrap: str | None) -> type[ClusterBackend]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import finish_reassignment, seed
-from kit.cluster.backend import ClusterBackend, ConnectionWatch, open_backend
+from kit.cluster.backend import ROLES, ClusterBackend, ConnectionWatch, open_backend
 from kit.cluster.kafka.backend import AdminBackend
 from kit.cluster.zk.backend import ZkBackend
 from kit.dashboard.poller import Poller
@@ -20,8 +20,14 @@ from kit.formats import load_snapshot
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 _chroots = itertools.count()
-PROTOCOL = sorted(n for n, v in vars(ClusterBackend).items()
-                  if callable(v) and (not n.startswith("_") or n in ("__enter__", "__exit__")))
+
+
+def members(protocol) -> set[str]:
+    """The methods a protocol class itself declares (its own, not inherited)."""
+    return {n for n, v in vars(protocol).items() if callable(v) and (not n.startswith("_") or n in ("__enter__", "__exit__"))}
+
+
+PROTOCOL = sorted(set().union(*map(members, ROLES)))
 
 
 @pytest.fixture
@@ -97,6 +103,25 @@ def test_the_protocol_covers_what_kit_does_to_a_cluster():
                                "watch_reassignment", "watch_connection", "throttle_overrides",
                                "store_throttle_override", "remove_throttle_override", "broker_metrics",
                                "hold_lease", "release_lease", "leases"])
+
+
+def test_the_seam_is_split_by_role_each_member_in_one_role():
+    """`ClusterBackend` is its roles and nothing more: no member in two roles, none of its own
+    besides `__enter__` (typed to return the whole backend)."""
+    seen: dict[str, str] = {}
+    for role in ROLES:
+        for name in members(role):
+            assert name not in seen, f"{name} in {seen.get(name)} and {role.__name__}"
+            seen[name] = role.__name__
+    assert members(ClusterBackend) == {"__enter__"}
+    assert set(ClusterBackend.__mro__) >= set(ROLES)
+    assert {r.__name__ for r in ROLES} == {"Connection", "Reading", "Reassigning", "Throttling", "Overrides", "Metrics"}
+
+
+@pytest.mark.parametrize("backend", [ZkBackend, AdminBackend])
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: r.__name__)
+def test_each_backend_is_an_instance_of_each_role(role, backend):
+    assert members(role) <= set(dir(backend))
 
 
 @pytest.mark.parametrize("backend", [ZkBackend, AdminBackend])
