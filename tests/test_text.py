@@ -26,5 +26,5 @@ def test_the_dashboard_writes_a_time_left_as_the_record_and_the_cli_do():
     assert e["seconds"] == pytest.approx(42.0)
     html = tiles.progress_view({"brokers": [{"id": 1, "alive": True}], "under_replicated": [],
                                 "reassigning_partitions": 1, "bytes_left": 420, "throttled_brokers": []},
-                               e, "01:00:00 UTC").object
+                               e, updated="01:00:00 UTC").object
     assert human_duration(42) == "42s" and ">42s<" in html and "0m 42s" not in html, html

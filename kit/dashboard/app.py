@@ -227,9 +227,10 @@ class Dashboard(pn.viewable.Viewer):
             if box.object != text:
                 box.object = text
         shown = tiles.progress_view(st.status, tiles.eta(st.progress, st.history),
-                                    utc_label(st.updated) if st.updated else None, st.error, self.source,
-                                    st.copy_basis, st.progress, st.throttle_loop, st.clock_source,
-                                    tiles.clock_speed(st.history))
+                                    updated=utc_label(st.updated) if st.updated else None, error=st.error,
+                                    source=self.source, copy_basis=st.copy_basis, detail=st.progress,
+                                    loop=st.throttle_loop, clock_source=st.clock_source,
+                                    speed=tiles.clock_speed(st.history))
         for box, pane in ((self.progress_box, shown),
                           (self.events_box, tables.events_view(list(st.events))),
                           (self.records_box, tables.records_view(list(st.records), self.records_url))):

@@ -80,7 +80,7 @@ def _tile(label: str, value: str, bad: bool = False, note: str = "") -> str:
             f'<div style="font-size:11px;color:#666">{html.escape(note)}</div></div>')
 
 
-def progress_view(status: dict | None, progress: dict | None = None, updated: str | None = None,
+def progress_view(status: dict | None, progress: dict | None = None, *, updated: str | None = None,
                   error: str | None = None, source: str = "", copy_basis: str | None = None,
                   detail: dict | None = None, loop: dict | None = None, clock_source: str = "wall",
                   speed: float | None = None) -> pn.pane.HTML:

@@ -153,7 +153,7 @@ def test_eta_progress_events_and_records(tmp_path):
     assert e["done_fraction"] == pytest.approx(0.4) and e["basis"] == "bytes copied seen"
     html = tiles.progress_view({"brokers": [{"id": 1, "alive": True}, {"id": 2, "alive": False}],
                                 "under_replicated": ["t-0"], "reassigning_partitions": 3, "bytes_left": 600,
-                                "throttled_brokers": [1]}, e, "01:00:00 UTC").object
+                                "throttled_brokers": [1]}, e, updated="01:00:00 UTC").object
     assert "30s" in html and "dead: 2" in html and ">3<" in html and ">40%<" in html
 
     events = [{"time": "T1", "source": "throttle", "kind": "rate", "brokers": [1], "role": "leader",
