@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import re
 import subprocess
 import sys
 import time
@@ -13,6 +12,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings as hypothesis_settings
+
+# The harness kit ships (kit/testing.py); tests import these names from here or from kit.testing.
+from kit.testing import (PROGRESS_LINE, finish_reassignment, kit_command, kraft_cluster,  # noqa: F401
+                         local_zookeeper, run_kit, seed, wait_for)
 
 # CI (CI=true, as .ci/run is called) draws the same examples every run: a red build is then
 # the code's fault, reproducible, never the luck of a new random draw. Elsewhere hypothesis
@@ -69,21 +72,13 @@ def snapshots(make_snapshot) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     """A real ZooKeeper server on a free loopback port for the whole session: its connect string."""
-    from kit.cluster.zk import server as localzk
     from kit.errors import BadInput
 
     try:
-        localzk.classpath()
+        with local_zookeeper(str(tmp_path_factory.mktemp("zookeeper"))) as connect:
+            yield connect
     except BadInput as e:
         pytest.fail(f"ZooKeeper is needed for these tests: {e}")
-    data = str(tmp_path_factory.mktemp("zookeeper"))
-    server = localzk.start(localzk.free_port(), data)
-    yield server.connect
-    _stop_simulated_brokers(server.connect)
-    for client in _BROKER_SESSIONS:
-        client.stop()
-        client.close()
-    localzk.stop(data)
 
 
 @contextlib.contextmanager
@@ -124,20 +119,6 @@ def restarting_zookeeper(snapshot, tmp_path):
         localzk.stop(data)
 
 
-@contextlib.contextmanager
-def kraft_cluster(snapshot, state, **options):
-    """A simulated KRaft cluster holding `snapshot`, started in the state directory `state` by
-    the code behind `kit sim start --kraft` (`options`: speed, client_load, sample_every) and
-    stopped afterwards: yields its bootstrap line."""
-    from kit.sim.kraft import cluster as kraft
-
-    line = kraft.start(str(snapshot), str(state), **options)
-    try:
-        yield line
-    finally:
-        kraft.stop(str(state))
-
-
 def plan_replace(snap, folder: Path) -> Path:
     """`kit plan replace` of `snap`'s dead broker by its new one (scripts/demo_replace_arg.py
     names the pair), written to folder/plan.json: its path."""
@@ -155,95 +136,6 @@ def seed_and_apply_replace(root: str, snap, folder: Path, *apply_args) -> Path:
     plan = plan_replace(snap, folder)
     assert run_kit("apply", plan, "--zk", root, *apply_args).returncode == 0
     return plan
-
-
-def finish_reassignment(root: str) -> None:
-    """What Kafka's controller does, by kit's simulated controller: copy the reassignment in
-    flight to its end, then drop it."""
-    from kit.cluster.zk.layout import close, connect
-    from kit.sim.controller import SimController
-
-    client = connect(root)
-    try:
-        ctl = SimController(client, speed=1e6)
-        for _ in range(1000):  # a bound on steps, never on time: each step copies 10^6 simulated seconds
-            if not ctl.busy():
-                break
-            ctl.step(1.0)
-        assert not ctl.busy(), "the simulated controller did not finish"
-    finally:
-        close(client)
-
-
-def _stop_simulated_brokers(connect_string: str) -> None:
-    """Stop every `kit sim seed` holder the tests started (one per chroot)."""
-    from kit.sim.brokers import HOLDER, stop_holder
-    from kit.cluster.zk.layout import connect
-
-    root = connect(connect_string)
-    try:
-        chroots = [c for c in root.get_children("/") if root.exists(f"/{c}{HOLDER}")]
-    finally:
-        root.stop()
-        root.close()
-    for c in chroots:
-        client = connect(f"{connect_string}/{c}")
-        try:
-            stop_holder(client)
-        finally:
-            client.stop()
-            client.close()
-
-
-def kit_command() -> list[str]:
-    """The installed `kit` command line (the console script, else `python -m kit`)."""
-    exe = Path(sys.executable).parent / "kit"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
-
-
-# A progress line on stderr (kit/progress.py): "kit plan · ... · elapsed 12s (wall clock)".
-PROGRESS_LINE = re.compile(r"kit [a-z -]+ · .*\(wall clock\)")
-
-
-def wait_for(what: str, ready, limit: float = 300.0, every: float = 0.2):
-    """Poll `ready()` until it returns something true (returned): the event itself, however loaded
-    the machine, failing with `what` after `limit` seconds (minutes, not seconds)."""
-    deadline = time.monotonic() + limit
-    while True:
-        got = ready()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {limit:.0f} s"
-        time.sleep(every)
-
-
-def run_kit(*args, env=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:
-    """The installed `kit` command, run for real in a child process. Progress lines, which
-    a slow machine prints and a fast one does not, are taken out of `stderr` into
-    `progress`: what a test asserts of stderr is the same on both."""
-    r = subprocess.run(kit_command() + [str(a) for a in args], capture_output=True, text=True, env=env,
-                       timeout=timeout, cwd=cwd)
-    lines = r.stderr.splitlines(keepends=True)
-    r.progress = [x.rstrip("\n") for x in lines if PROGRESS_LINE.fullmatch(x.rstrip("\n"))]
-    r.stderr = "".join(x for x in lines if not PROGRESS_LINE.fullmatch(x.rstrip("\n")))
-    return r
-
-
-# Sessions holding seeded brokers' ephemeral registrations, as running brokers would; closed
-# when the session's ZooKeeper stops.
-_BROKER_SESSIONS: list = []
-
-
-def seed(connect_string: str, cluster) -> None:
-    """Lay a cluster out in Kafka's znodes under `connect_string` (HOST:PORT/chroot), its live
-    brokers registered (ephemeral) by a client kept open for the rest of the test session."""
-    from kit.sim.brokers import sync_registrations
-    from kit.cluster.zk.layout import connect, write_cluster
-
-    client = connect(connect_string)
-    _BROKER_SESSIONS.append(client)
-    write_cluster(client, cluster)
-    sync_registrations(client)
 
 
 @pytest.fixture(scope="session")

@@ -65,6 +65,8 @@ LAYERS: dict[str, set[str]] = {
     "kit.runbooks": set(),
     # The command line may import every layer; `python -m kit` is the command line.
     "kit.cli": {"*"},
+    # The test harness kit ships starts servers and clusters of every kind.
+    "kit.testing": {"*"},
     "kit.__main__": {"kit.cli"},
 }
 

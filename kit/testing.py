@@ -1,0 +1,172 @@
+"""kit's test harness, shipped with kit (as kazoo ships its own): a real local ZooKeeper, a
+simulated KRaft cluster, seeded clusters, the `kit` command run for real, and waiting for an
+event rather than for a time.
+
+For kit's own tests (tests/conftest.py builds its fixtures on these) and for anyone testing
+code that drives kit: nothing here fakes a cluster. ZooKeeper is Apache ZooKeeper itself
+(`kit.cluster.zk.server`); the KRaft cluster is kit's simulator answering Kafka's wire
+protocol (`kit.sim.kraft`). Heavy clients (kazoo, kafka-python) load only when a helper that
+needs one is called.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+__all__ = ["PROGRESS_LINE", "finish_reassignment", "kit_command", "kraft_cluster", "local_zookeeper", "run_kit",
+           "seed", "wait_for"]
+
+# A progress line on stderr (kit/progress.py): "kit plan · ... · elapsed 12s (wall clock)".
+PROGRESS_LINE = re.compile(r"kit [a-z -]+ · .*\(wall clock\)")
+
+# Sessions holding seeded brokers' ephemeral registrations, as running brokers would; closed
+# when the `local_zookeeper` they were seeded into stops.
+_BROKER_SESSIONS: list = []
+
+
+def wait_for(what: str, ready: Callable[[], object], limit: float = 300.0, every: float = 0.2):
+    """Poll `ready()` until it returns something true, and return that: the event itself,
+    however loaded the machine.
+
+    Parameters
+    ----------
+    what : str
+        The event, for the failure's message.
+    ready : callable
+        Returns something true once the event happened.
+    limit : float
+        Seconds before giving up (minutes, not seconds: a loaded machine is slow, not wrong).
+    every : float
+        Seconds between two looks.
+
+    Raises
+    ------
+    AssertionError
+        ``"<what>: not within <limit> s"``.
+    """
+    deadline = time.monotonic() + limit
+    while True:
+        got = ready()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not within {limit:.0f} s"
+        time.sleep(every)
+
+
+def kit_command() -> list[str]:
+    """The installed `kit` command line (the console script beside this Python, else
+    `python -m kit`)."""
+    exe = Path(sys.executable).parent / "kit"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
+
+
+def run_kit(*args, env=None, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
+    """The `kit` command, run for real in a child process.
+
+    Progress lines, which a slow machine prints and a fast one does not, are taken out of
+    ``stderr`` into ``progress`` (a list of lines): what a test asserts of stderr is then the
+    same on both.
+    """
+    r = subprocess.run(kit_command() + [str(a) for a in args], capture_output=True, text=True, env=env,
+                       timeout=timeout, cwd=cwd)
+    lines = r.stderr.splitlines(keepends=True)
+    r.progress = [x.rstrip("\n") for x in lines if PROGRESS_LINE.fullmatch(x.rstrip("\n"))]
+    r.stderr = "".join(x for x in lines if not PROGRESS_LINE.fullmatch(x.rstrip("\n")))
+    return r
+
+
+@contextlib.contextmanager
+def local_zookeeper(data: str) -> Iterator[str]:
+    """A real ZooKeeper server on a free loopback port, its data in `data`: yields its connect
+    string. On exit the simulated brokers seeded into it (`seed`, `kit sim seed`) are stopped
+    and the server with them.
+
+    Raises
+    ------
+    kit.errors.BadInput
+        No ZooKeeper server is installed (`kit.cluster.zk.server.classpath`).
+    """
+    from kit.cluster.zk import server as localzk
+
+    localzk.classpath()
+    server = localzk.start(localzk.free_port(), data)
+    try:
+        yield server.connect
+    finally:
+        try:
+            _stop_simulated_brokers(server.connect)
+        finally:
+            while _BROKER_SESSIONS:
+                client = _BROKER_SESSIONS.pop()
+                client.stop()
+                client.close()
+            localzk.stop(data)
+
+
+def seed(connect_string: str, cluster) -> None:
+    """Lay `cluster` out in Kafka's znodes under `connect_string` (HOST:PORT/chroot), its live
+    brokers registered (ephemeral) by a client kept open until its `local_zookeeper` stops."""
+    from kit.cluster.zk.layout import connect, write_cluster
+    from kit.sim.brokers import sync_registrations
+
+    client = connect(connect_string)
+    _BROKER_SESSIONS.append(client)
+    write_cluster(client, cluster)
+    sync_registrations(client)
+
+
+def finish_reassignment(root: str) -> None:
+    """What Kafka's controller does, by kit's simulated controller: copy the reassignment in
+    flight under the ZooKeeper chroot `root` to its end, then drop it."""
+    from kit.cluster.zk.layout import close, connect
+    from kit.sim.controller import SimController
+
+    client = connect(root)
+    try:
+        ctl = SimController(client, speed=1e6)
+        for _ in range(1000):  # a bound on steps, never on time: each step copies 10^6 simulated seconds
+            if not ctl.busy():
+                break
+            ctl.step(1.0)
+        assert not ctl.busy(), "the simulated controller did not finish"
+    finally:
+        close(client)
+
+
+@contextlib.contextmanager
+def kraft_cluster(snapshot, state, **options) -> Iterator[str]:
+    """A simulated KRaft cluster holding `snapshot`, started in the state directory `state` by
+    the code behind `kit sim start --kraft` (`options`: speed, client_load, sample_every) and
+    stopped afterwards: yields its bootstrap line."""
+    from kit.sim.kraft import cluster as kraft
+
+    line = kraft.start(str(snapshot), str(state), **options)
+    try:
+        yield line
+    finally:
+        kraft.stop(str(state))
+
+
+def _stop_simulated_brokers(connect_string: str) -> None:
+    """Stop every `kit sim seed` holder started under the server (one per chroot)."""
+    from kit.cluster.zk.layout import connect
+    from kit.sim.brokers import HOLDER, stop_holder
+
+    root = connect(connect_string)
+    try:
+        chroots = [c for c in root.get_children("/") if root.exists(f"/{c}{HOLDER}")]
+    finally:
+        root.stop()
+        root.close()
+    for c in chroots:
+        client = connect(f"{connect_string}/{c}")
+        try:
+            stop_holder(client)
+        finally:
+            client.stop()
+            client.close()
