@@ -96,10 +96,150 @@ def bootstrap_label(bootstrap: str) -> str:
     return f"Kafka Admin API {hosts[0] if hosts else bootstrap}{more}"
 
 
+class DistributionControls(pn.viewable.Viewer):
+    """The distribution's controls (design.md: plan picker, before/after, sort, rack filter,
+    broker search, topic regex), their state as params: widgets made from them show it, and
+    what is bound to them follows it.
+
+    Parameters
+    ----------
+    plans : sequence of str
+        The plan picker's labels (the first is picked).
+    racks : sequence of str
+        The rack filter's choices.
+    """
+
+    plan = param.Selector(default=NO_PLAN, objects=[NO_PLAN])
+    which = param.Selector(default="after", objects=["after", "before"])
+    sort_by = param.Selector(default="broker id", objects=list(distribution.SORT_KEYS))
+    racks = param.ListSelector(default=[], objects=[])
+    search = param.String(default="")
+    topics = param.String(default="")
+
+    def __init__(self, plans, racks, **params):
+        super().__init__(**params)
+        self.param.plan.objects = [NO_PLAN, *plans]
+        self.param.racks.objects = list(racks)
+        if plans:
+            self.plan = list(plans)[0]
+
+    def __panel__(self):
+        """One row of controls above the charts: the racks get the screen's full width."""
+        return pn.Row(
+            pn.widgets.Select.from_param(self.param.plan, name="Plan", width=220),
+            pn.Column(pn.pane.Markdown("Show", margin=(0, 10)),
+                      pn.widgets.RadioButtonGroup.from_param(self.param.which, name="Show", button_type="primary",
+                                                             width=140)),
+            pn.widgets.Select.from_param(self.param.sort_by, name="Sort brokers (within each rack) by", width=220),
+            pn.widgets.MultiChoice.from_param(self.param.racks, name="Racks (empty: all)", width=220),
+            pn.widgets.TextInput.from_param(self.param.search, name="Broker search",
+                                            placeholder="1001, 1010-1020, 10…", width=220),
+            pn.widgets.TextInput.from_param(self.param.topics, name="Topic regex", placeholder="e.g. ^payments\\.",
+                                            width=220),
+            sizing_mode="stretch_width")
+
+
+class ThrottleCharts(pn.viewable.Viewer):
+    """The live throttle charts, leaders out and followers in, with their legends: this
+    session's `hv.streams.Buffer`, fed from the shared poller's rows.
+
+    Parameters
+    ----------
+    brokers : iterable of int
+        The cluster's broker ids, which the broker search picks among.
+    """
+
+    search = param.String(default="", doc="The broker search (the distribution's), which filters the charts too.")
+
+    def __init__(self, brokers, **params):
+        super().__init__(**params)
+        self.brokers = sorted(brokers)
+        self.buffer = hv.streams.Buffer(throttle_chart.empty_throttle_frame(), length=ROWS_KEPT, index=False)
+        # Created once and patched (`object`): swapping whole panes every tick makes the browser
+        # rebuild them, and a busy page then stops showing the updates.
+        self.legends = {role: pn.pane.HTML("", sizing_mode="stretch_width") for role in ("leader", "follower")}
+
+    def searched(self, search: str) -> set[int] | None:
+        """The broker ids the search names, None without a search."""
+        if not search:
+            return None
+        ids = distribution.select_brokers(pd.DataFrame({"broker": self.brokers, "label": [str(b) for b in self.brokers],
+                                                        "rack": ""}), None, search)["broker"]
+        return set(ids.tolist())
+
+    def chart(self, role: str) -> hv.DynamicMap:
+        def view(data, search):
+            return throttle_chart.throttle_view(data, role, self.searched(search),
+                                                pd.Timestamp.now("UTC").tz_localize(None))
+        return hv.DynamicMap(pn.bind(view, search=self.param.search), streams=[self.buffer])
+
+    def add(self, rows: list) -> None:
+        """New throttle rows (`throttle_chart.THROTTLE_COLUMNS`) into the charts."""
+        if rows:
+            self.buffer.send(pd.DataFrame(rows, columns=throttle_chart.THROTTLE_COLUMNS))
+
+    def relabel(self) -> None:
+        """The legends, from the rows the charts hold now."""
+        ids = self.searched(self.search)
+        for role, box in self.legends.items():
+            text = throttle_chart.throttle_legend(self.buffer.data, role, ids)
+            if box.object != text:
+                box.object = text
+
+    def __panel__(self):
+        # linked_axes off: Panel otherwise gives both charts (both "time" by "MB/s") one y range, the
+        # sources' (their tx, ~60 MB/s), and the destinations' measured rx (client traffic plus the
+        # copy, ~120 MB/s) is drawn above the top of their chart, where nobody sees it.
+        return pn.Row(*(pn.Column(pn.pane.HoloViews(self.chart(role), sizing_mode="stretch_width", linked_axes=False),
+                                  self.legends[role], sizing_mode="stretch_width")
+                        for role in ("leader", "follower")), sizing_mode="stretch_width")
+
+
+class LiveTiles(pn.viewable.Viewer):
+    """The progress tiles, and the events and records tables, patched from the poller's state.
+
+    Parameters
+    ----------
+    source, records_url : str
+        Where the figures come from (no credentials); the URL prefix of the records folder.
+    """
+
+    def __init__(self, source: str, records_url: str, **params):
+        super().__init__(**params)
+        self.source, self.records_url = source, records_url
+        # Created once and patched (`object`), as the legends are.
+        self.progress = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.events = pn.pane.HTML("", sizing_mode="stretch_width", styles={"overflow-y": "auto", "max-height": "360px"})
+        self.records = pn.pane.HTML("", sizing_mode="stretch_width", styles={"overflow-y": "auto", "max-height": "360px"})
+
+    def show(self, st) -> None:
+        """Patch the tiles and tables with the poller's state `st`."""
+        shown = tiles.progress_view(st.status, tiles.eta(st.progress, st.history),
+                                    updated=utc_label(st.updated) if st.updated else None, error=st.error,
+                                    source=self.source, copy_basis=st.copy_basis, detail=st.progress,
+                                    loop=st.throttle_loop, clock_source=st.clock_source,
+                                    speed=tiles.clock_speed(st.history))
+        for box, pane in ((self.progress, shown), (self.events, tables.events_view(list(st.events))),
+                          (self.records, tables.records_view(list(st.records), self.records_url))):
+            if box.object != pane.object:
+                box.object = pane.object
+
+    def event_tables(self) -> pn.Row:
+        """The events and records side by side (the tiles go at the top of the page)."""
+        return pn.Row(pn.Column(pn.pane.Markdown("### Events (newest first)", margin=(0, 10)), self.events,
+                                sizing_mode="stretch_width"),
+                      pn.Column(pn.pane.Markdown("### Runbook records", margin=(0, 10)), self.records,
+                                sizing_mode="stretch_width"),
+                      sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.progress
+
+
 class Dashboard(pn.viewable.Viewer):
-    """One session's page: its widgets, the views bound to them, and the live parts the
-    periodic `refresh` patches from the shared poller (a Panel `Viewer`: display it, or
-    `pn.panel(page)`, to get the layout).
+    """One session's page, composed of its parts: the distribution's controls, the live throttle
+    charts and the live tiles, which the periodic `refresh` patches from the shared poller in
+    one go (a Panel `Viewer`: display it, or `pn.panel(page)`, to get the layout).
 
     Parameters
     ----------
@@ -123,31 +263,15 @@ class Dashboard(pn.viewable.Viewer):
     def __init__(self, poller, base, first, plan_moves: dict[str, list[dict]], source: str, records_url: str):
         super().__init__()
         self.poller, self.base, self.first, self.plan_moves = poller, base, first, plan_moves
-        self.source, self.records_url = source, records_url
-        racks = sorted({b.rack or distribution.NO_RACK for b in self.first.brokers.values()})
-        # -- widgets (design.md: topic regex, rack filter, plan picker, before/after, broker search)
-        self.plan_w = pn.widgets.Select(name="Plan", options=[NO_PLAN] + list(plan_moves),
-                                        value=list(plan_moves)[0] if plan_moves else NO_PLAN)
-        self.which_w = pn.widgets.RadioButtonGroup(name="Show", options=["after", "before"], value="after",
-                                                   button_type="primary")
-        self.sort_w = pn.widgets.Select(name="Sort brokers (within each rack) by", options=list(distribution.SORT_KEYS),
-                                        value="broker id")
-        self.rack_w = pn.widgets.MultiChoice(name="Racks (empty: all)", options=racks, value=[])
-        self.search_w = pn.widgets.TextInput(name="Broker search", placeholder="1001, 1010-1020, 10…")
-        self.topics_w = pn.widgets.TextInput(name="Topic regex", placeholder="e.g. ^payments\\.")
+        self.source = source
+        self.controls = DistributionControls(list(plan_moves),
+                                             sorted({b.rack or distribution.NO_RACK for b in first.brokers.values()}))
+        self.charts = ThrottleCharts(first.brokers)
+        self.controls.param.watch(lambda e: setattr(self.charts, "search", e.new), "search")
+        self.live = LiveTiles(source, records_url)
         self.frames: dict = {}
         self.last_view: dict = {}
-        # -- live throttle chart: this session's Buffer, fed from the shared poller's rows
-        self.buffer = hv.streams.Buffer(throttle_chart.empty_throttle_frame(), length=ROWS_KEPT, index=False)
         self.seen = {"rows": 0, "version": -1}
-        self.legends = {role: pn.pane.HTML("", sizing_mode="stretch_width") for role in ("leader", "follower")}
-        # Created once and patched (`object`): swapping whole panes every tick makes the browser
-        # rebuild them, and a busy page then stops showing the updates.
-        self.progress_box = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.events_box = pn.pane.HTML("", sizing_mode="stretch_width",
-                                       styles={"overflow-y": "auto", "max-height": "360px"})
-        self.records_box = pn.pane.HTML("", sizing_mode="stretch_width",
-                                        styles={"overflow-y": "auto", "max-height": "360px"})
 
     def cluster(self):
         return self.base if self.base is not None else self.poller.state.cluster
@@ -193,19 +317,6 @@ class Dashboard(pn.viewable.Viewer):
         self.last_view.update(view=view, topics=topics)
         return view
 
-    # -- the live throttle charts
-
-    def searched(self, search):
-        ids = distribution.select_brokers(
-            pd.DataFrame({"broker": sorted(self.first.brokers), "label": [str(b) for b in sorted(self.first.brokers)],
-                          "rack": ""}), None, search)["broker"] if search else None
-        return None if ids is None else set(ids.tolist())
-
-    def chart(self, role):
-        def view(data, search):
-            return throttle_chart.throttle_view(data, role, self.searched(search), pd.Timestamp.now("UTC").tz_localize(None))
-        return hv.DynamicMap(pn.bind(view, search=self.search_w), streams=[self.buffer])
-
     def refresh(self):
         try:
             self._refresh()
@@ -213,29 +324,16 @@ class Dashboard(pn.viewable.Viewer):
             logging.getLogger("kit.dashboard").exception("refresh failed")
 
     def _refresh(self):
+        """One poll's rows and state into the charts, legends and tiles together."""
         poller, seen = self.poller, self.seen
         rows, seen["rows"] = poller.rows_since(seen["rows"])
-        if rows:
-            self.buffer.send(pd.DataFrame(rows, columns=throttle_chart.THROTTLE_COLUMNS))
+        self.charts.add(rows)
         st = poller.state
         if st.version == seen["version"]:
             return
         seen["version"] = st.version
-        ids = self.searched(self.search_w.value)
-        for role, box in self.legends.items():
-            text = throttle_chart.throttle_legend(self.buffer.data, role, ids)
-            if box.object != text:
-                box.object = text
-        shown = tiles.progress_view(st.status, tiles.eta(st.progress, st.history),
-                                    updated=utc_label(st.updated) if st.updated else None, error=st.error,
-                                    source=self.source, copy_basis=st.copy_basis, detail=st.progress,
-                                    loop=st.throttle_loop, clock_source=st.clock_source,
-                                    speed=tiles.clock_speed(st.history))
-        for box, pane in ((self.progress_box, shown),
-                          (self.events_box, tables.events_view(list(st.events))),
-                          (self.records_box, tables.records_view(list(st.records), self.records_url))):
-            if box.object != pane.object:
-                box.object = pane.object
+        self.charts.relabel()
+        self.live.show(st)
         if self.base is None and st.cluster_version != self.cluster_version and st.cluster is not None:
             self.cluster_version = st.cluster_version
         if st.storage_version != self.storage_version:
@@ -245,37 +343,21 @@ class Dashboard(pn.viewable.Viewer):
 
     def __panel__(self):
         """The page's layout (Panel calls this to display the Viewer)."""
-        dist = pn.bind(self.distribution, self.plan_w, self.which_w, self.sort_w, self.rack_w, self.search_w,
-                       self.topics_w, self.param.cluster_version, self.param.storage_version)
-        # linked_axes off: Panel otherwise gives both charts (both "time" by "MB/s") one y range, the
-        # sources' (their tx, ~60 MB/s), and the destinations' measured rx (client traffic plus the
-        # copy, ~120 MB/s) is drawn above the top of their chart, where nobody sees it.
-        throttle = pn.Row(*(pn.Column(pn.pane.HoloViews(self.chart(role), sizing_mode="stretch_width",
-                                                        linked_axes=False),
-                                      self.legends[role], sizing_mode="stretch_width")
-                            for role in ("leader", "follower")), sizing_mode="stretch_width")
-        # One row of controls above the charts: the racks get the screen's full width.
-        for w in (self.plan_w, self.sort_w, self.rack_w, self.search_w, self.topics_w):
-            w.width = 220
-        self.which_w.width = 140
-        controls = pn.Row(self.plan_w, pn.Column(pn.pane.Markdown("Show", margin=(0, 10)), self.which_w),
-                          self.sort_w, self.rack_w, self.search_w, self.topics_w, sizing_mode="stretch_width")
+        c = self.controls
+        dist = pn.bind(self.distribution, c.param.plan, c.param.which, c.param.sort_by, c.param.racks, c.param.search,
+                       c.param.topics, self.param.cluster_version, self.param.storage_version)
         return pn.Column(
             pn.pane.Markdown(f"## kit · Kafka operations · {self.source}", margin=(0, 10)),
-            self.progress_box,
+            self.live,
             pn.pane.Markdown("### Replication throttles (live; solid: measured, dashed: throttle, dot: current "
                              "throttle, label: broker id; only brokers sending or receiving in the running "
                              "reassignment)", margin=(0, 10)),
-            throttle,
+            self.charts,
             pn.pane.Markdown("Broker search also filters the throttle chart.", margin=(0, 10),
                              styles={"font-size": "11px", "color": "#666"}),
-            controls,
+            c,
             dist,
-            pn.Row(pn.Column(pn.pane.Markdown("### Events (newest first)", margin=(0, 10)), self.events_box,
-                             sizing_mode="stretch_width"),
-                   pn.Column(pn.pane.Markdown("### Runbook records", margin=(0, 10)), self.records_box,
-                             sizing_mode="stretch_width"),
-                   sizing_mode="stretch_width"),
+            self.live.event_tables(),
             sizing_mode="stretch_width")
 
 

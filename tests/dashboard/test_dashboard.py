@@ -548,6 +548,26 @@ def test_the_page_is_a_viewer_and_its_two_throttle_charts_do_not_share_a_y_axis(
     assert all(p.linked_axes is False for p in panes)
 
 
+def test_the_page_is_composed_of_parts_whose_state_is_params(big):
+    """The controls, the throttle charts and the live tiles are Viewers of their own; the
+    broker search is a param of the controls, which widgets show and the charts follow."""
+    import panel as pn
+
+    from kit.dashboard.app import dashboard
+
+    page = dashboard(snapshot=str(big["snapshot"]), plans=[str(big["plan"])])
+    assert all(isinstance(part, pn.viewable.Viewer) for part in (page.controls, page.charts, page.live))
+    assert page.controls.plan == big["plan"].name
+    first = min(big["cluster"].brokers)
+    page.controls.search = str(first)
+    assert page.charts.search == str(first) and page.charts.searched(page.charts.search) == {first}
+    layout = pn.panel(page)
+    box = next(w for w in layout.select(pn.widgets.TextInput) if w.name == "Broker search")
+    assert box.value == str(first)
+    box.value = ""
+    assert page.controls.search == "" and page.charts.searched(page.charts.search) is None
+
+
 def test_racks_come_first_fit_1600_pixels_and_titles_are_whole(big):
     frame = distribution.broker_frame(big["cluster"], big["after"])
     # Make two brokers lose their rack (dead and unregistered): their group comes after the racks.
