@@ -38,7 +38,7 @@ kraft_faults = lazy_module("kit.sim.kraft.faults")
 kraft_sasl = lazy_module("kit.sim.kraft.sasl")
 kraft_versions = lazy_module("kit.sim.kraft.versions")
 layout = lazy_module("kit.cluster.zk.layout")
-throttle_loop = lazy_module("kit.throttle.loop")
+throttle_sources = lazy_module("kit.throttle.sources")
 
 
 def add_parser(sub) -> None:
@@ -209,7 +209,7 @@ def simulate(a) -> int:
     except argparse.ArgumentTypeError as e:
         raise BadInput(f"--throttle: {e}") from None
     throttle = None if throttle == "none" else throttle
-    settings, cap_map = throttle_settings(a), throttle_loop.load_cap_map(a.cap_map)
+    settings, cap_map = throttle_settings(a), throttle_sources.load_cap_map(a.cap_map)
     writable("--out", a.out, snapshot=a.snapshot, plan=a.plan)
     if a.events:
         writable("--events", a.events, snapshot=a.snapshot, plan=a.plan, out=a.out)

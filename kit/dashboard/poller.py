@@ -26,8 +26,9 @@ from kit.errors import BadInput
 from kit.model import Broker, Cluster
 from kit.nic import broker_capacity
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
-from kit.throttle.loop import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
-from kit.throttle.loop import SampleDirMetrics, reassignment_roles
+from kit.throttle.loop import reassignment_roles
+from kit.throttle.sources import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
+from kit.throttle.sources import SampleDirMetrics
 from kit.throttle.replay import rates_in_force
 
 # Throttle rows kept for new sessions: at 2 s per poll and a few dozen brokers, hours of history.

@@ -34,6 +34,7 @@ from kit.dashboard import loop_health  # noqa: E402
 from kit.dashboard import poller as dash_poller  # noqa: E402
 from kit.dashboard import readers as dash_readers  # noqa: E402
 from kit.dashboard.readers import read_records  # noqa: E402
+from kit.throttle.sources import BrokerRatesMetrics  # noqa: E402
 from kit.report.figures import assignment_figures  # noqa: E402
 from kit.formats import load_plan, load_snapshot  # noqa: E402
 from kit.throttle.replay import rates_in_force  # noqa: E402
@@ -491,7 +492,7 @@ def test_every_participating_broker_has_a_measured_line(tmp_path):
 def test_broker_rates_json_of_kit_metrics_follow_is_measured_traffic(tmp_path):
     out = tmp_path / "metrics"
     out.mkdir()
-    reader = dash_poller.BrokerRatesMetrics(str(out))
+    reader = BrokerRatesMetrics(str(out))
     assert reader.read({1001}) == {}  # kit metrics --follow has not written it yet
     doc = {"1001": {"window_end": "2026-01-01T00:05:00Z", "rx_bytes_per_sec": 1e6, "tx_bytes_per_sec": 7e7,
                     "samples": 5},
@@ -501,7 +502,7 @@ def test_broker_rates_json_of_kit_metrics_follow_is_measured_traffic(tmp_path):
     got = reader.read({1001, 1151, 1999})
     assert {b: (s.rx, s.tx, s.replication_rx) for b, s in got.items()} == {1001: (1e6, 7e7, None),
                                                                             1151: (9e7, 2e6, None)}
-    assert set(dash_poller.BrokerRatesMetrics(str(out / "broker_rates.json")).read({1001})) == {1001}
+    assert set(BrokerRatesMetrics(str(out / "broker_rates.json")).read({1001})) == {1001}
     (out / "broker_rates.json").write_text('{"1001": {"window_e')  # never half-read: no figures
     assert reader.read({1001}) == {}
     (out / "broker_rates.json").write_text(json.dumps(doc))

@@ -20,7 +20,9 @@ from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
 from kit.cluster.zk.changes import apply_plan, children_or_none, merge_configs, remove_config_keys
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.throttle.loop import IDLE_FINISHED, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
+from kit.throttle.loop import IDLE_FINISHED, reassignment_roles, run
+from kit.throttle.overrides import remove_override, set_override
+from kit.throttle.sources import SampleDirMetrics
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.backend import OVERRIDES
 from kit.cluster.zk.layout import SIM_FACTS, connect, read_cluster
@@ -353,7 +355,7 @@ def test_kit_metrics_outputs_are_a_metric_source(tmp_path):
     import pyarrow.parquet as pq
 
     from kit.errors import BadInput
-    from kit.throttle.loop import BrokerLoadMetrics
+    from kit.throttle.sources import BrokerLoadMetrics
 
     with pytest.raises(BadInput, match="no broker_load.parquet"):
         BrokerLoadMetrics(str(tmp_path / "missing"))
