@@ -25,7 +25,8 @@ from kit.throttle.overrides import remove_override, set_override
 from kit.throttle.sources import SampleDirMetrics
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.backend import OVERRIDES
-from kit.cluster.zk.layout import SIM_FACTS, connect, read_cluster
+from kit.cluster.zk.layout import SIM_FACTS, connect
+from kit.cluster.zk.read import read_cluster
 
 _chroots = itertools.count()
 CAP = 125e6
@@ -129,7 +130,7 @@ def test_throttles_left_behind_with_nothing_running_are_cleared_at_start(zookeep
     try:
         from kit.cluster.zk.changes import set_throttles
         from kit.formats import load_plan
-        from kit.cluster.zk.layout import read_cluster
+        from kit.cluster.zk.read import read_cluster
 
         cluster, _ = read_cluster(client)
         moves = load_plan(str(plan), cluster, allow_empty=True) or [{"topic": cluster.partitions[0].topic, "partition": 0,
