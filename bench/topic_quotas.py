@@ -30,7 +30,7 @@ def main() -> int:
     from kit.plan.actions import rebalance
     from kit.plan.pipeline import run_stages
     from kit.plan.select import resolve_brokers, select_partitions
-    from kit.plan.steps.leadership import leader_figures
+    from kit.plan.steps.leadership_figures import leader_figures
     from kit.plan.workspace import Workspace
 
     print("| cluster | placement | copies | replica spread | leader spread | topic leader excess "

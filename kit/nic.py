@@ -24,7 +24,7 @@ def broker_capacity(broker, cap_map: dict[str, float] | None = None, fact: dict 
     broker : kit.model.Broker
         The broker (its ``id``, ``instance_type``, ``net_capacity``).
     cap_map : dict, optional
-        Instance type -> bytes/s, ``"*"`` for any other broker (`kit.throttle.loop.load_cap_map`).
+        Instance type -> bytes/s, ``"*"`` for any other broker (`kit.throttle.sources.load_cap_map`).
     fact : dict, optional
         The simulated cluster's facts about this broker (``net_capacity``, ``instance_type``:
         `kit.cluster.zk.layout.sim_facts`), None on a real cluster.

@@ -29,7 +29,7 @@ FOUNDATION = {"kit", "kit.errors", "kit.text", "kit.validate", "kit.collector", 
 # the simulator; they import only the foundations and one another.
 MODELS = {"kit.traffic", "kit.offline", "kit.physics", "kit.fill_kernel", "kit.capacity"}
 THROTTLE = {"kit.throttle.decide", "kit.throttle.configs", "kit.throttle.replay", "kit.throttle.lease",
-            "kit.throttle.loop"}
+            "kit.throttle.sources", "kit.throttle.overrides", "kit.throttle.loop"}
 # Each layer (a kit module, or a package and everything in it) and the layers it may import
 # besides itself. A module belongs to the longest layer name it starts with.
 LAYERS: dict[str, set[str]] = {
@@ -56,6 +56,9 @@ LAYERS: dict[str, set[str]] = {
     # The PySpark jobs: pure DataFrame transforms, nothing of kit; `kit metrics` runs them.
     "kit.spark": set(),
     "kit.metrics.edge": FOUNDATION | {"kit.cluster", "kit.metrics", "kit.spark"},
+    # The auto-throttle's metric sources and overrides: read through the seam to a cluster.
+    "kit.throttle.sources": FOUNDATION | {"kit.throttle.decide", "kit.cluster", "kit.metrics"},
+    "kit.throttle.overrides": FOUNDATION | {"kit.cluster"},
     "kit.throttle.loop": FOUNDATION | THROTTLE | {"kit.cluster", "kit.metrics", "kit.sim"},
     "kit.doctor": FOUNDATION | MODELS | {"kit.cluster", "kit.metrics", "kit.plan", "kit.report"},
     "kit.dashboard": FOUNDATION | MODELS | THROTTLE | {"kit.cluster", "kit.report"},

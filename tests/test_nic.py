@@ -14,7 +14,8 @@ from kit.nic import broker_capacity
 from kit.report.estimate import predict
 from kit.runbook import environment
 from kit.throttle.decide import Settings
-from kit.throttle.loop import SampleDirMetrics, ThrottleLoop
+from kit.throttle.loop import ThrottleLoop
+from kit.throttle.sources import SampleDirMetrics
 
 CAP_MAP = {"big": 4e8, "*": 1e8}
 

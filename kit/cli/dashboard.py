@@ -6,7 +6,7 @@ flag is one line on stderr and exit 2, never a half-started server or a tracebac
 # General flow:
 # 1) add_parser declares `kit dashboard`.
 # 2) The port, the interval, the login, the plans, the events log and the folders are
-#    checked, and the cap map read (kit.throttle.loop.load_cap_map).
+#    checked, and the cap map read (kit.throttle.sources.load_cap_map).
 # 3) kit.dashboard.app is imported (Panel, HoloViews: the dashboard extra); missing, it is
 #    one line and exit 2.
 # 4) The cluster is read (through kit.cluster.backend, or a snapshot) and the plans loaded
@@ -22,7 +22,7 @@ from kit.cli.options import cluster_args, cluster_options, command, rate, whole
 from kit.errors import BadInput
 
 backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
-throttle_loop = lazy_module("kit.throttle.loop")
+throttle_sources = lazy_module("kit.throttle.sources")
 formats = lazy_module("kit.formats")
 
 EXAMPLE = ("KIT_DASHBOARD_AUTH=oncall:s3cret kit dashboard --zk 127.0.0.1:2181/kafka --plan plan.json "
@@ -94,7 +94,7 @@ def run(a) -> int:
     _folder("--samples", a.samples)
     _folder("--records", a.records)
     _folder("--metrics", a.metrics)
-    cap_map = throttle_loop.load_cap_map(a.cap_map)
+    cap_map = throttle_sources.load_cap_map(a.cap_map)
     try:  # lazy: Panel and HoloViews are the optional dashboard extra, and slow to import
         from kit.dashboard import app
     except ImportError as e:

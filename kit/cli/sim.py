@@ -11,7 +11,7 @@ Kafka protocol (kit.sim.kraft).
 # 3) sim seed lays the cluster out in ZooKeeper (kit.cluster.zk.layout.write_cluster) and
 #    starts the process holding the brokers' registrations (kit.sim.brokers); sim stop ends it.
 # 4) sim run carries out reassignments and elections in simulated time until told to stop
-#    (kit.sim.controller.run); sim kill / revive take a broker down and back.
+#    (kit.sim.controller_loop.run); sim kill / revive take a broker down and back.
 # 5) sim start --kraft starts a simulated KRaft cluster in the background (kit.sim.kraft.cluster:
 #    one process holding its state in memory, running sim run's controller and the Kafka wire
 #    server; without --snapshot it resumes the cluster stopped in --state); kill / revive /
@@ -33,12 +33,13 @@ brokers = lazy_module("kit.sim.brokers")  # imported when used: see kit.cli.lazy
 formats = lazy_module("kit.formats")
 physics = lazy_module("kit.sim.physics")
 controller = lazy_module("kit.sim.controller")
+controller_loop = lazy_module("kit.sim.controller_loop")
 kraft = lazy_module("kit.sim.kraft.cluster")
 kraft_faults = lazy_module("kit.sim.kraft.faults")
 kraft_sasl = lazy_module("kit.sim.kraft.sasl")
 kraft_versions = lazy_module("kit.sim.kraft.versions")
 layout = lazy_module("kit.cluster.zk.layout")
-throttle_loop = lazy_module("kit.throttle.loop")
+throttle_sources = lazy_module("kit.throttle.sources")
 
 
 def add_parser(sub) -> None:
@@ -209,7 +210,7 @@ def simulate(a) -> int:
     except argparse.ArgumentTypeError as e:
         raise BadInput(f"--throttle: {e}") from None
     throttle = None if throttle == "none" else throttle
-    settings, cap_map = throttle_settings(a), throttle_loop.load_cap_map(a.cap_map)
+    settings, cap_map = throttle_settings(a), throttle_sources.load_cap_map(a.cap_map)
     writable("--out", a.out, snapshot=a.snapshot, plan=a.plan)
     if a.events:
         writable("--events", a.events, snapshot=a.snapshot, plan=a.plan, out=a.out)
@@ -322,7 +323,7 @@ def sim_run(a) -> int:
         sys.stderr.write(f"kit: ZooKeeper connection lost ({why}); the simulated cluster waits for it (up to "
                          f"{a.zk_patience:.0f} s)\n" if why else "kit: ZooKeeper is back; the reassignment goes on\n")
     with layout.session(a.zk, auth=a.zk_auth) as client:
-        ctl = controller.run(client, a.speed, a.client_load, until_idle=a.until_idle, max_wall_seconds=a.max_seconds,
+        ctl = controller_loop.run(client, a.speed, a.client_load, until_idle=a.until_idle, max_wall_seconds=a.max_seconds,
                              samples_dir=a.samples, sample_every=a.sample_every, traffic=a.traffic,
                              spike_at=a.spike_at, patience=a.zk_patience, on_outage=outage,
                              awaited=a.await_actor, on_clock=said)

@@ -3,7 +3,7 @@
 """
 # General flow:
 # 1) add_parser declares `kit throttle run|set|remove`, each running its own function below.
-# 2) set / remove write or delete an override kept beside the cluster (kit.throttle.loop.set_override,
+# 2) set / remove write or delete an override kept beside the cluster (kit.throttle.overrides.set_override,
 #    remove_override, through kit.cluster.backend) and say so.
 # 3) run checks its outputs, picks the metric source (sample files, kit metrics output or
 #    kafka-kit's znode), opens the events log and the cluster's backend, and hands over to kit.throttle.loop.run until
@@ -25,6 +25,8 @@ from kit.events import EventLog
 
 cluster = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 loop = lazy_module("kit.throttle.loop")
+overrides = lazy_module("kit.throttle.overrides")
+sources = lazy_module("kit.throttle.sources")
 sim_clock = lazy_module("kit.sim.clock")
 
 
@@ -79,7 +81,7 @@ def add_parser(sub) -> None:
 def throttle_set(a) -> int:
     """`kit throttle set`: an override rate for every broker taking part, or one."""
     with cluster.open_backend(**cluster_args(a)) as backend:
-        loop.set_override(backend, a.rate, a.broker, a.autoremove)
+        overrides.set_override(backend, a.rate, a.broker, a.autoremove)
     who = f"broker {a.broker}" if a.broker is not None else "every broker taking part"
     print(f"override set: {a.rate / 1e6:.1f} MB/s for {who}" + (" (autoremove)" if a.autoremove else ""))
     return 0
@@ -88,14 +90,14 @@ def throttle_set(a) -> int:
 def throttle_remove(a) -> int:
     """`kit throttle remove`: the override goes."""
     with cluster.open_backend(**cluster_args(a)) as backend:
-        had = loop.remove_override(backend, a.broker)
+        had = overrides.remove_override(backend, a.broker)
     print("override removed" if had else "no override was set")
     return 0
 
 
 def throttle_run(a) -> int:
     """`kit throttle run`: the auto-throttle loop; prints its outcome when it stops."""
-    settings, cap_map = throttle_settings(a), loop.load_cap_map(a.cap_map)
+    settings, cap_map = throttle_settings(a), sources.load_cap_map(a.cap_map)
     if a.clock == "simulated" and not a.samples:
         raise BadInput("--clock simulated: the simulated cluster's clock lives in its samples directory; give "
                        "--samples DIR")
@@ -104,8 +106,8 @@ def throttle_run(a) -> int:
     if a.log:
         writable("--log", a.log, events=a.events)
     actor = sim_clock.Actor(a.samples, loop.ACTOR, settings.interval) if a.clock == "simulated" else None
-    metrics = (loop.SampleDirMetrics(a.samples, settings.interval, **({"clock": actor.now} if actor else {}))
-               if a.samples else loop.BrokerLoadMetrics(a.metrics) if a.metrics else None)
+    metrics = (sources.SampleDirMetrics(a.samples, settings.interval, **({"clock": actor.now} if actor else {}))
+               if a.samples else sources.BrokerLoadMetrics(a.metrics) if a.metrics else None)
     human = open(a.log, "a", encoding="utf-8") if a.log else sys.stderr
     log = EventLog(a.events, human)
     stop = threading.Event()
@@ -118,7 +120,7 @@ def throttle_run(a) -> int:
         backend = loop.open_when_reachable(lambda: cluster.open_backend(**cluster_args(a)), log, stop)
         if backend is not None:
             with backend:
-                source = metrics or loop.ZnodeMetrics(backend)
+                source = metrics or sources.ZnodeMetrics(backend)
                 outcome = loop.run(backend, settings, source, log, cap_map, stop, a.until_idle, a.max_seconds,
                                    sample_clock=a.clock == "samples", sim_clock=actor)
     except KeyboardInterrupt:  # before the loop began (the loop itself returns its outcome)

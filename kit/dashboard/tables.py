@@ -61,7 +61,7 @@ def records_view(records: list[dict], base_url: str = "records/") -> pn.pane.HTM
     Parameters
     ----------
     records : list of dict
-        As `kit.dashboard.poller.read_records` returns them (``runbook, started, finished,
+        As `kit.dashboard.readers.read_records` returns them (``runbook, started, finished,
         outcome, reason, html``; any may be missing).
     base_url : str
         Where the server serves the records folder.

@@ -21,7 +21,7 @@ def eta(progress: dict | None, history=(), window: float = 600.0) -> dict:
         The poller's progress: ``total`` and ``copied`` bytes of the running reassignment (every
         replica it adds, counted from when it was first seen), and ``rate``: the copy rate the
         throttles allow (bytes/s per second of the cluster's clock; see
-        `kit.dashboard.poller.copy_bound`), None when unknown.
+        `kit.dashboard.ledger.copy_bound`), None when unknown.
     history : sequence of tuple
         ``(cluster seconds, bytes copied, rate, ...)`` observations, oldest first: the copy
         rate seen (bytes copied over cluster time) when no bound is known.
@@ -104,7 +104,7 @@ def progress_view(status: dict | None, progress: dict | None = None, *, updated:
         The poller's progress dict (``total``, ``copied``, ``basis``, ``started``, ``into``,
         ``out_of``): what the share and the rate rest on.
     loop : dict, optional
-        `kit.dashboard.poller.throttle_health`'s dict; stale or stopped is a red tile.
+        `kit.dashboard.loop_health.throttle_health`'s dict; stale or stopped is a red tile.
     clock_source : {"wall", "samples"}
         The cluster clock the ETA is counted on.
     speed : float, optional

@@ -116,7 +116,7 @@ def _groups(table: tuple[Objective, ...]) -> list[list[Objective]]:
 
 class LeaderFigures(NamedTuple):
     """The leadership figures of an assignment over the target brokers, as evaluate_plan
-    defines them (`kit.plan.steps.leadership.leader_figures` computes them)."""
+    defines them (`kit.plan.steps.leadership_figures.leader_figures` computes them)."""
 
     leader_spread: int  # most minus fewest leaders on a target broker
     topic_leader_excess: int  # the worst topic's leader spread beyond the unavoidable 1

@@ -35,7 +35,8 @@ from typing import NamedTuple
 from kit.model import Plan
 from kit.plan.objectives import COPIES, COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
 from kit.plan.select import finish
-from kit.plan.steps.leadership import balance_leadership, leader_figures
+from kit.plan.steps.leadership import balance_leadership
+from kit.plan.steps.leadership_figures import leader_figures
 from kit.plan.workspace import Workspace
 
 Stage = Callable[[Workspace], object]

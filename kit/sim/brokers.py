@@ -28,7 +28,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kit.errors import BadInput
-from kit.cluster.zk.layout import Outage, children_or_none, connect
+from kit.cluster.zk.layout import Outage, connect
+from kit.cluster.zk.read import children_or_none
 
 REGISTRATIONS = "/kit/sim/brokers"
 DEAD = "/kit/sim/dead"

@@ -15,8 +15,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk.changes import ELECTION, REASSIGN, alter_config_keys, children_or_none, read_config
-from kit.cluster.zk.layout import (LOST, ClusterReader, Outage, drop_sim_progress, get_many, parse_znode_json,
-                                   read_sim_facts, read_sim_progress, write_sim_progress)
+from kit.cluster.zk.layout import LOST, Outage, drop_sim_progress, read_sim_facts, read_sim_progress, write_sim_progress
+from kit.cluster.zk.read import ClusterReader, get_many, parse_znode_json
 from kit.errors import BadInput
 from kit.model import Cluster
 from kit.sim.brokers import DEAD, holder_running

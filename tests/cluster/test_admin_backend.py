@@ -339,7 +339,8 @@ def test_the_auto_throttle_loop_says_the_admin_api_is_unreachable_and_gives_up_a
 
     from kit.events import EventLog
     from kit.throttle.decide import Settings
-    from kit.throttle.loop import SampleDirMetrics, run
+    from kit.throttle.loop import run
+    from kit.throttle.sources import SampleDirMetrics
 
     bootstrap, _, _ = kraft
 

@@ -19,7 +19,8 @@ from kit.cluster.zk.changes import REASSIGN, rollback_document, set_throttles
 from kit.formats import dumps, load_plan, load_snapshot
 from kit.sim.controller import SimController
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.cluster.zk.layout import connect, read_cluster
+from kit.cluster.zk.layout import connect
+from kit.cluster.zk.read import read_cluster
 
 KILL_AT = Path(__file__).parents[1] / "kill_at.py"
 THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPLICAS, FOLLOWER_REPLICAS)}

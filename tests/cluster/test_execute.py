@@ -395,7 +395,7 @@ def seeded_replace(zookeeper, snapshots, tmp_path):
 def test_zookeeper_simulated_brokers_are_ephemeral_and_vanish_when_their_holder_stops(zookeeper, snapshots):
     """As in Kafka, /brokers/ids/N lives only as long as a session: stopping the simulated
     brokers leaves every one of them dead, and the cluster's data where it was."""
-    from kit.cluster.zk.layout import read_cluster
+    from kit.cluster.zk.read import read_cluster
 
     root = f"{zookeeper}/kit-holder-{next(_chroots)}"
     cluster = load_snapshot(str(snapshots["replace"]))

@@ -14,7 +14,8 @@ from conftest import seed
 from kit.errors import BadInput, Unsafe
 from kit.formats import load_snapshot, snapshot_doc
 from conftest import wait_for
-from kit.cluster.zk.layout import ClusterReader, connect, read_cluster, write_cluster
+from kit.cluster.zk.layout import connect, write_cluster
+from kit.cluster.zk.read import ClusterReader, read_cluster
 
 _chroots = itertools.count()
 

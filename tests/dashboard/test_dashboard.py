@@ -29,8 +29,12 @@ from conftest import kit_command  # noqa: E402
 from conftest import run_kit as kit  # noqa: E402
 from kit.dashboard import distribution, style, tables, throttle_chart, tiles  # noqa: E402
 from kit.text import utc_label  # noqa: E402
+from kit.dashboard import ledger as dash_ledger  # noqa: E402
+from kit.dashboard import loop_health  # noqa: E402
 from kit.dashboard import poller as dash_poller  # noqa: E402
-from kit.dashboard.poller import read_records  # noqa: E402
+from kit.dashboard import readers as dash_readers  # noqa: E402
+from kit.dashboard.readers import read_records  # noqa: E402
+from kit.throttle.sources import BrokerRatesMetrics  # noqa: E402
 from kit.report.figures import assignment_figures  # noqa: E402
 from kit.formats import load_plan, load_snapshot  # noqa: E402
 from kit.throttle.replay import rates_in_force  # noqa: E402
@@ -200,17 +204,17 @@ def test_the_copy_rate_is_never_above_what_the_throttles_allow():
     throttles[1013] = {"leader": 10e6, "follower": 50e6}
     samples = {1013: NetSample(0.0, 120e6, 1e6, 110e6, 0.0), 1009: NetSample(0.0, 60e6, 60e6, 0.0, 0.0)}
     nic = {b: 125e6 for b in list(throttles) + [1013]}
-    got = dash_poller.copy_bound({1001, 1002}, {1013}, throttles, samples, nic)
+    got = dash_ledger.copy_bound({1001, 1002}, {1013}, throttles, samples, nic)
     assert got["into"] == pytest.approx(50e6) and got["rate"] <= 50e6
     # The sources' leader throttles bound it too: two sources at 10 MB/s send 20 MB/s at most.
     assert got["out_of"] == pytest.approx(20e6) and got["rate"] == pytest.approx(20e6) and got["basis"] == "throttle"
     # No throttle: the measured replication, else the NIC.
-    free = dash_poller.copy_bound({1001}, {1013}, {}, {1013: NetSample(0.0, 90e6, 0.0, 40e6, None)}, nic)
+    free = dash_ledger.copy_bound({1001}, {1013}, {}, {1013: NetSample(0.0, 90e6, 0.0, 40e6, None)}, nic)
     assert free["into"] == pytest.approx(40e6) and free["out_of"] == pytest.approx(125e6)
     assert free["rate"] == pytest.approx(40e6) and free["basis"] == "measured"
     # A broker with no figure at all: that side is unknown, not understated.
-    assert dash_poller.copy_bound({1001}, {1013, 1014}, {1013: {"follower": 5e6}}, {}, {})["into"] is None
-    assert dash_poller.copy_bound(set(), set(), throttles, samples, nic)["rate"] is None
+    assert dash_ledger.copy_bound({1001}, {1013, 1014}, {1013: {"follower": 5e6}}, {}, {})["into"] is None
+    assert dash_ledger.copy_bound(set(), set(), throttles, samples, nic)["rate"] is None
     # The ETA then is never shorter than the bytes left at the allowed rate.
     e = tiles.eta({"total": 10e9, "copied": 1e9, "rate": got["rate"]})
     assert e["seconds"] >= 9e9 / 50e6 and e["seconds"] == pytest.approx(9e9 / 20e6)
@@ -229,7 +233,7 @@ def _ledger_cluster(isr_extra=()):
 def test_progress_share_matches_the_bytes_copied():
     running = {"version": 1, "partitions": [{"topic": "t", "partition": i, "replicas": [1001, 1002, 1013]}
                                             for i in range(4)]}
-    ledger = dash_poller.CopyLedger()
+    ledger = dash_ledger.CopyLedger()
     # 0.96 GB of 4 GB copied (24%), no replica in sync yet: ZooKeeper still says 4 GB "left".
     sizes = {("t", i, 1013): 240_000_000 for i in range(4)}
     got = ledger.update(_ledger_cluster(), running, 1000.0, 50e6, sizes=sizes)
@@ -244,11 +248,11 @@ def test_progress_share_matches_the_bytes_copied():
     assert tiles.eta({**got, "rate": 50e6})["done_fraction"] == pytest.approx(0.625)
     # Without replica sizes: in-sync replicas, plus the allowed rate over the cluster's clock
     # (simulated seconds here: 100 s at 50 MB/s is 5 GB, capped at what is left to copy).
-    fresh = dash_poller.CopyLedger()
+    fresh = dash_ledger.CopyLedger()
     fresh.update(_ledger_cluster(), running, 0.0, 10e6)
     got = fresh.update(_ledger_cluster(), running, 20.0, 10e6)
     assert got["copied"] == pytest.approx(200e6) and "copy rate x cluster time" in got["basis"]
-    assert dash_poller.CopyLedger().update(_ledger_cluster(), None, 0.0, None) is None
+    assert dash_ledger.CopyLedger().update(_ledger_cluster(), None, 0.0, None) is None
 
 
 def test_the_eta_does_not_rise_when_the_rates_rise():
@@ -259,8 +263,8 @@ def test_the_eta_does_not_rise_when_the_rates_rise():
     # The same through the poller's figures: a higher allowed rate, the same bytes left.
     from kit.throttle.decide import NetSample
 
-    lo = dash_poller.copy_bound({1}, {2}, {1: {"leader": 50e6}, 2: {"follower": 50e6}}, {2: NetSample(0, 0, 0, 60e6)}, {})
-    hi = dash_poller.copy_bound({1}, {2}, {1: {"leader": 100e6}, 2: {"follower": 100e6}}, {2: NetSample(0, 0, 0, 120e6)}, {})
+    lo = dash_ledger.copy_bound({1}, {2}, {1: {"leader": 50e6}, 2: {"follower": 50e6}}, {2: NetSample(0, 0, 0, 60e6)}, {})
+    hi = dash_ledger.copy_bound({1}, {2}, {1: {"leader": 100e6}, 2: {"follower": 100e6}}, {2: NetSample(0, 0, 0, 120e6)}, {})
     assert tiles.eta({**progress, "rate": hi["rate"]})["seconds"] < tiles.eta({**progress, "rate": lo["rate"]})["seconds"]
     html = tiles.progress_view({"brokers": [], "under_replicated": [], "reassigning_partitions": 4,
                                 "bytes_left": 100e9, "throttled_brokers": [2]},
@@ -302,7 +306,7 @@ def test_free_storage_comes_from_the_newest_samples(tmp_path, big):
 
 
 def test_a_stale_or_dead_auto_throttle_is_a_red_tile(tmp_path):
-    h = dash_poller.throttle_health
+    h = loop_health.throttle_health
     # No decision for more than STALE_INTERVALS of its intervals, no process found: stale.
     stale = h(True, 1000.0, 1000.0 - 3 * 0.5 - 0.1, 900.0, 0.5, [], None, "2026-01-01T01:23:20Z")
     assert stale["state"] == "stale" and stale["since"] == pytest.approx(998.4)
@@ -322,7 +326,7 @@ def test_a_stale_or_dead_auto_throttle_is_a_red_tile(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "throttle", "run", "--events",
                              str(events), "--interval", "0.5"])
     try:
-        watch = dash_poller.LoopWatch(str(events))
+        watch = loop_health.LoopWatch(str(events))
         alive = _wait(lambda: (r := watch.check(time.time(), (), True))["state"] == "running" and r, 30,
                       "the process to be seen")
         assert alive["interval"] == 0.5 and str(proc.pid) in alive["basis"]
@@ -412,7 +416,7 @@ def _event(i, **kw):
 
 def test_the_events_log_is_tailed_not_reread(tmp_path, monkeypatch):
     log = tmp_path / "events.jsonl"
-    tail = dash_poller.EventTail(str(log), keep=3)
+    tail = dash_readers.EventTail(str(log), keep=3)
     assert tail.read() == ()  # not written yet
     log.write_text(_event(1) + _event(2))
     assert [e["time"] for e in tail.read()] == ["T2", "T1"]
@@ -488,7 +492,7 @@ def test_every_participating_broker_has_a_measured_line(tmp_path):
 def test_broker_rates_json_of_kit_metrics_follow_is_measured_traffic(tmp_path):
     out = tmp_path / "metrics"
     out.mkdir()
-    reader = dash_poller.BrokerRatesMetrics(str(out))
+    reader = BrokerRatesMetrics(str(out))
     assert reader.read({1001}) == {}  # kit metrics --follow has not written it yet
     doc = {"1001": {"window_end": "2026-01-01T00:05:00Z", "rx_bytes_per_sec": 1e6, "tx_bytes_per_sec": 7e7,
                     "samples": 5},
@@ -498,7 +502,7 @@ def test_broker_rates_json_of_kit_metrics_follow_is_measured_traffic(tmp_path):
     got = reader.read({1001, 1151, 1999})
     assert {b: (s.rx, s.tx, s.replication_rx) for b, s in got.items()} == {1001: (1e6, 7e7, None),
                                                                             1151: (9e7, 2e6, None)}
-    assert set(dash_poller.BrokerRatesMetrics(str(out / "broker_rates.json")).read({1001})) == {1001}
+    assert set(BrokerRatesMetrics(str(out / "broker_rates.json")).read({1001})) == {1001}
     (out / "broker_rates.json").write_text('{"1001": {"window_e')  # never half-read: no figures
     assert reader.read({1001}) == {}
     (out / "broker_rates.json").write_text(json.dumps(doc))

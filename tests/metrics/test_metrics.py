@@ -306,7 +306,8 @@ _chroots = itertools.count()
 def test_simulator_samples_end_to_end_through_zookeeper(spark, zookeeper, tmp_path):
     """The simulated controller copies one partition to a new broker while writing samples;
     kit metrics then writes kafka-kit's znodes, which `kit snapshot` reads back."""
-    from kit.cluster.zk.layout import connect, read_cluster
+    from kit.cluster.zk.layout import connect
+    from kit.cluster.zk.read import read_cluster
 
     cap = 100e6
     snap = tmp_path / "cluster.json"

@@ -122,7 +122,7 @@ def test_bounds_met_agrees_with_the_items_listed_one_by_one(seed):
 def test_replica_sets_are_the_distinct_rows_in_order_with_their_counts_and_inverse(base, k):
     # Leadership's replica sets for `bounds_met`: rows read as numbers where they fit,
     # np.unique over rows where they do not (2**21 ** 3 is over 62 bits); the same answer.
-    from kit.plan.steps.leadership import distinct_rows
+    from kit.plan.steps.leadership_figures import distinct_rows
 
     rows = np.sort(np.random.default_rng(k).integers(0, min(base, 12), (500, k)), axis=1)
     got, counts, inverse = distinct_rows(rows, base)

@@ -19,7 +19,8 @@ from kit.plan.objectives import (COPIES, COUNT_SPREAD, FAILOVER_EXCESS, LEADER_S
 from kit.plan.pipeline import STAGES, Stages, run_stages
 from kit.plan.racks import may_join, racks_needed, set_ok, spans
 from kit.plan.steps import leadership, pair_balance, spare_copies
-from kit.plan.steps.leadership import balance_leadership, leader_figures
+from kit.plan.steps.leadership import balance_leadership
+from kit.plan.steps.leadership_figures import leader_figures
 from kit.plan.workspace import Workspace
 from kit.report.figures import assignment_figures
 

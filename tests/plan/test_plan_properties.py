@@ -572,7 +572,8 @@ def assert_best_order(c):
 def test_leader_flow_reaches_the_tightest_spread_the_replica_sets_allow(case):
     """The leader flow alone (no integer program behind it) finds the least leader count
     spread: where the even shares cannot be met, its bounds come from minimum cuts."""
-    from kit.plan.steps.leadership import _choose_leaders, _figures, _Frame, _reordered, replica_matrix
+    from kit.plan.steps.leadership import _choose_leaders, _Frame, _reordered
+    from kit.plan.steps.leadership_figures import order_figures, replica_matrix
     from kit.plan.workspace import Workspace
 
     _, c = case
@@ -585,7 +586,7 @@ def test_leader_flow_reaches_the_tightest_spread_the_replica_sets_allow(case):
     if not fr.items:
         return
     order = _reordered(lens, mat, _choose_leaders(ws, lens, mat, fr))
-    assert _figures(ws, lens, order)[0] <= max(1, best_leader_spread(plan))
+    assert order_figures(ws, lens, order)[0] <= max(1, best_leader_spread(plan))
 
 
 # Clusters where the copies the count balance chose leave failover (RF 2) or a topic's
@@ -663,7 +664,7 @@ def test_replica_sets_for_leadership_match_every_plan_a_search_finds(case, budge
     import itertools
 
     from kit.plan.solvers.exact_order import best_placement
-    from kit.plan.steps.leadership import heirs_of
+    from kit.plan.steps.leadership_figures import heirs_of
     from kit.plan.workspace import Workspace
 
     c = case[1]

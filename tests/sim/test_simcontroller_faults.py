@@ -22,7 +22,8 @@ from kit.cluster.zk.changes import REASSIGN, apply_plan
 from kit.formats import cluster_from_snapshot, load_snapshot
 from kit.sim.brokers import HOLDER, sync_registrations
 from kit.sim.controller import SimController
-from kit.cluster.zk.layout import connect, drop_sim_progress, read_cluster, read_sim_progress, session, write_cluster
+from kit.cluster.zk.layout import connect, drop_sim_progress, read_sim_progress, session, write_cluster
+from kit.cluster.zk.read import read_cluster
 
 _chroots = itertools.count()
 RATE = 50e6  # bytes/s: the throttle applied, the most any broker receives replication at

@@ -20,10 +20,13 @@ from kit.throttle.decide import Settings
 from kit.events import EventLog, read_events
 from kit.cluster.zk.changes import apply_plan, children_or_none, merge_configs, remove_config_keys
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from kit.throttle.loop import IDLE_FINISHED, SampleDirMetrics, reassignment_roles, remove_override, run, set_override
+from kit.throttle.loop import IDLE_FINISHED, reassignment_roles, run
+from kit.throttle.overrides import remove_override, set_override
+from kit.throttle.sources import SampleDirMetrics
 from kit.cluster.backend import open_backend
 from kit.cluster.zk.backend import OVERRIDES
-from kit.cluster.zk.layout import SIM_FACTS, connect, read_cluster
+from kit.cluster.zk.layout import SIM_FACTS, connect
+from kit.cluster.zk.read import read_cluster
 
 _chroots = itertools.count()
 CAP = 125e6
@@ -127,7 +130,7 @@ def test_throttles_left_behind_with_nothing_running_are_cleared_at_start(zookeep
     try:
         from kit.cluster.zk.changes import set_throttles
         from kit.formats import load_plan
-        from kit.cluster.zk.layout import read_cluster
+        from kit.cluster.zk.read import read_cluster
 
         cluster, _ = read_cluster(client)
         moves = load_plan(str(plan), cluster, allow_empty=True) or [{"topic": cluster.partitions[0].topic, "partition": 0,
@@ -353,7 +356,7 @@ def test_kit_metrics_outputs_are_a_metric_source(tmp_path):
     import pyarrow.parquet as pq
 
     from kit.errors import BadInput
-    from kit.throttle.loop import BrokerLoadMetrics
+    from kit.throttle.sources import BrokerLoadMetrics
 
     with pytest.raises(BadInput, match="no broker_load.parquet"):
         BrokerLoadMetrics(str(tmp_path / "missing"))

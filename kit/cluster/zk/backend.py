@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk import changes
-from kit.cluster.zk.layout import (LOST, SIM_FACTS, ClusterReader, Outage, children_or_none, close, connect,
-                                   dump_znode_json, parse_znode_json, read_cluster, read_sim_facts, translate)
+from kit.cluster.zk.layout import LOST, SIM_FACTS, Outage, close, connect, dump_znode_json, read_sim_facts, translate
+from kit.cluster.zk.read import ClusterReader, children_or_none, parse_znode_json, read_cluster
 from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -70,11 +70,11 @@ class ZkBackend:
             close(self.client)  # also when an `Outage` giving up is stopping it at the same moment
 
     def read(self) -> tuple[Cluster, dict | None]:
-        """`kit.cluster.zk.layout.read_cluster` (through a `ClusterReader` once `follow` was called)."""
+        """`kit.cluster.zk.read.read_cluster` (through a `ClusterReader` once `follow` was called)."""
         return self._reader.read() if self._reader is not None else read_cluster(self.client)
 
     def follow(self) -> None:
-        """Reads go through a `kit.cluster.zk.layout.ClusterReader`: only the znodes ZooKeeper
+        """Reads go through a `kit.cluster.zk.read.ClusterReader`: only the znodes ZooKeeper
         says changed are read again."""
         if self._reader is None:
             self._reader = ClusterReader(self.client)

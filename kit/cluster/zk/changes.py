@@ -20,7 +20,8 @@ from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, 
 from kit.cluster.reassign import (check_partitions, check_plan, dead_destination_advice, dead_destinations,
                                   plan_state, progress, rollback_document, sort_broker_names, status_doc,
                                   verify_result, wait_until_done)
-from kit.cluster.zk.layout import LOST, ClusterReader, Outage, children_or_none, read_cluster
+from kit.cluster.zk.layout import LOST, Outage
+from kit.cluster.zk.read import ClusterReader, children_or_none, read_cluster
 
 REASSIGN = "/admin/reassign_partitions"
 

@@ -12,7 +12,7 @@ from kit.plan.select import broker_changes, finish, resolve_brokers, select_part
 from kit.plan.steps import count_kernels
 from kit.plan.steps.count_balance import CountBalance, balance_counts
 from kit.plan.steps.exact_refinement import refine_counts, small
-from kit.plan.steps.leadership import leader_figures
+from kit.plan.steps.leadership_figures import leader_figures
 from kit.plan.steps.place import place_orphans
 from kit.plan.steps.spare_copies import may_spend_copies, spend_copies_on_leadership
 from kit.plan.steps.storage import StorageBook, balance_storage, place_orphans_by_storage

@@ -19,7 +19,7 @@ import numpy as np
 
 from kit.concurrency import idle
 from kit.plan.steps import count_kernels
-from kit.plan.steps.leadership import replica_matrix
+from kit.plan.steps.leadership_figures import replica_matrix
 from kit.plan.workspace import LARGE, Workspace
 
 # Candidates looked at per move (in all, per topic, recently moved): wide enough on small

@@ -29,7 +29,8 @@ import numpy as np
 from kit.plan.objectives import (COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures,
                                  Ranking)
 from kit.plan.solvers.exact_order import SparseRows
-from kit.plan.steps.leadership import balance_leadership, drop_order_notes, leader_figures
+from kit.plan.steps.leadership import balance_leadership, drop_order_notes
+from kit.plan.steps.leadership_figures import leader_figures
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
 from kit.plan.workspace import LARGE, Workspace
 

@@ -16,7 +16,7 @@ from kit import collector
 from kit.errors import Unsafe
 from kit.plan.racks import spans
 from kit.plan.steps.count_balance import balance_counts
-from kit.plan.steps.leadership import distinct_rows, replica_matrix
+from kit.plan.steps.leadership_figures import distinct_rows, replica_matrix
 from kit.plan.workspace import Workspace
 
 

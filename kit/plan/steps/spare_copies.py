@@ -29,8 +29,8 @@ from kit.plan.steps.count_balance import count_range
 from kit.plan.solvers.exact_order import best_placement
 from kit.plan.objectives import (FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures, Ranking,
                                  allowance_key)
-from kit.plan.steps.leadership import (balance_leadership, drop_order_notes, failover_excess_by_broker, heirs_of,
-                                      inherit_matrix, leader_figures)
+from kit.plan.steps.leadership import balance_leadership, drop_order_notes
+from kit.plan.steps.leadership_figures import failover_excess_by_broker, heirs_of, inherit_matrix, leader_figures
 from kit.plan.workspace import Workspace
 
 MAX_PARTITIONS = 5_000  # selected partitions: each try of the local search re-plans leadership

@@ -2,7 +2,7 @@
 
 `python -m kit.sim.kraft.server DIR [SNAPSHOT]` is the whole simulated KRaft cluster, in one
 process and without a JVM. It lays SNAPSHOT out in memory (kit.sim.memstore), or without one
-loads the state a stopped cluster saved in DIR/store.json, runs the simulated controller over it in a thread (kit.sim.controller.run,
+loads the state a stopped cluster saved in DIR/store.json, runs the simulated controller over it in a thread (kit.sim.controller_loop.run,
 as `kit sim run` runs it over ZooKeeper), opens a TCP listener on 127.0.0.1 for every live
 broker (ports in DIR/cluster.json) and answers the Kafka protocol: 4-byte length framing,
 requests decoded and responses encoded with kafka-python's classes generated from Kafka's JSON
@@ -39,7 +39,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kit.errors import BadInput
 from kit.formats import load_snapshot
-from kit.sim import controller
+from kit.sim import controller, controller_loop
 from kit.sim.kraft import handlers, logdirs, sasl, versions
 from kit.sim.kraft.context import Context, Encoded
 from kit.sim.kraft.faults import Faults
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     server = WireServer(store, config, Faults(state_dir), sasl.read_users(state_dir))
     server.warm()
     # The controller is `kit sim run`'s, in a thread; the process ends with it.
-    ctl = threading.Thread(target=controller.run, name="kit-sim-controller", daemon=True, kwargs=dict(
+    ctl = threading.Thread(target=controller_loop.run, name="kit-sim-controller", daemon=True, kwargs=dict(
         store=store, speed=float(config.get("speed") or 1.0), client_load=config.get("client_load"),
         samples_dir=os.path.join(state_dir, "samples"), sample_every=float(config.get("sample_every") or 60.0)))
     ctl.start()

@@ -1,0 +1,215 @@
+"""Reading a cluster from Kafka's znodes, once (`read_cluster`) or kept up to date by watches
+(`WatchedZnodes`, `ClusterReader`).
+
+Only the znodes Kafka (ZooKeeper mode, up to 3.x) and kafka-kit keep are read: /brokers/ids/N,
+/brokers/topics/T, /brokers/topics/T/partitions/P/state, /admin/reassign_partitions,
+/topicmappr/partitionmeta and /topicmappr/brokermetrics. Reads of many znodes are issued
+together with kazoo's async API, not one round trip at a time. Laying a cluster out, and the
+connection, are `kit.cluster.zk.layout`'s.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NoNodeError
+
+from kit.errors import BadInput
+from kit.formats import cluster_from_snapshot
+from kit.model import Cluster
+
+
+def parse_znode_json(raw: bytes, where: str):
+    """A znode's JSON (gunzipped when kafka-kit gzipped it); `BadInput` names the znode."""
+    if raw[:2] == b"\x1f\x8b":  # kafka-kit may gzip its metric znodes
+        raw = gzip.decompress(raw)
+    try:
+        return json.loads(raw.decode() or "null")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadInput(f"znode {where}: not JSON") from None
+
+
+def get_many(client: KazooClient, paths: list[str]) -> dict[str, bytes | None]:
+    """Data of many znodes, requested all at once; None for the missing ones."""
+    pending = [(p, client.get_async(p)) for p in paths]
+    out = {}
+    for path, result in pending:
+        try:
+            out[path] = result.get()[0]
+        except NoNodeError:
+            out[path] = None
+    return out
+
+
+def children_or_none(client: KazooClient, path: str) -> list[str]:
+    """The children of `path`, or none when it does not exist."""
+    try:
+        return client.get_children(path)
+    except NoNodeError:
+        return []
+
+
+class WatchedZnodes:
+    """Znodes read once and kept until ZooKeeper says they changed: for a process that reads the
+    same thousands of znodes every second (the simulated controller), of which a few change.
+
+    Every read leaves a one-time watch (on the data, on the children, or on the creation of a
+    znode not there); the watch's notification drops what was kept, and the next read asks
+    ZooKeeper again. So a read returns what one straight from ZooKeeper would, once the change's
+    notification has arrived (as Kafka's own controller, which follows znodes by their watches,
+    sees them). A writer using this client calls `forget(path)` after its write: kazoo delivers
+    notifications on a thread of its own, which may not have run yet. `changes` counts what was
+    dropped, so a reader can keep what it derived from the znodes while it stays the same.
+    Without a connection nothing is kept (a lost session loses its watches).
+    """
+
+    def __init__(self, client: KazooClient):
+        self.client = client
+        self.changes = 0
+        self._lock = threading.Lock()
+        self._data: dict[str, bytes | None] = {}
+        self._children: dict[str, list[str]] = {}
+        self._fired: dict[str, int] = {}  # the value of `changes` when a path's watch last fired
+        client.add_listener(self._on_state)
+
+    def _on_state(self, state) -> None:
+        if state != KazooState.CONNECTED:
+            with self._lock:
+                self._data.clear()
+                self._children.clear()
+                self.changes += 1
+
+    def _on_change(self, event) -> None:
+        self.forget(event.path)
+
+    def forget(self, path: str) -> None:
+        """Drop what is kept of `path` (its data and its children): the next read asks ZooKeeper."""
+        with self._lock:
+            self.changes += 1
+            self._fired[path] = self.changes
+            self._data.pop(path, None)
+            self._children.pop(path, None)
+
+    def _keep(self, into: dict, path: str, value, asked_at: int) -> None:
+        # Not kept when its watch fired after the read was sent: the value may predate the change.
+        with self._lock:
+            if self._fired.get(path, 0) <= asked_at and self.client.connected:
+                into[path] = value
+
+    def get_many(self, paths: list[str]) -> dict[str, bytes | None]:
+        """`get_many`, from what is kept where nothing changed."""
+        with self._lock:
+            out = {p: self._data[p] for p in paths if p in self._data}
+            asked_at = self.changes
+        reads = [(p, self.client.get_async(p, watch=self._on_change)) for p in paths if p not in out]
+        missing = []
+        for path, result in reads:
+            try:
+                out[path] = result.get()[0]
+            except NoNodeError:
+                missing.append(path)
+                continue
+            self._keep(self._data, path, out[path], asked_at)
+        # A znode not there is watched for its creation; one created meanwhile is read next time.
+        for path, result in [(p, self.client.exists_async(p, watch=self._on_change)) for p in missing]:
+            out[path] = None
+            if result.get() is None:
+                self._keep(self._data, path, None, asked_at)
+        return out
+
+    def children(self, path: str) -> list[str] | None:
+        """The children of `path` (None when it does not exist), from what is kept if unchanged."""
+        with self._lock:
+            if path in self._children:
+                return list(self._children[path])
+            asked_at = self.changes
+        try:
+            kids = self.client.get_children(path, watch=self._on_change)
+        except NoNodeError:
+            if self.client.exists(path, watch=self._on_change) is None:
+                self._keep(self._children, path, None, asked_at)
+            return None
+        self._keep(self._children, path, list(kids), asked_at)
+        return kids
+
+
+class ClusterReader:
+    """`read_cluster` for a process that reads the cluster again and again: the znodes through
+    `WatchedZnodes`, and the same answer while none of them changed."""
+
+    def __init__(self, client: KazooClient):
+        self.znodes = WatchedZnodes(client)
+        self._last: tuple[int, tuple[Cluster, dict | None]] | None = None
+
+    def read(self) -> tuple[Cluster, dict | None]:
+        """The cluster and the reassignment in flight, as `read_cluster` (the answer is shared:
+        a caller does not change it)."""
+        asked_at = self.znodes.changes
+        if self._last is not None and self._last[0] == asked_at:
+            return self._last[1]
+        got = read_cluster(self.znodes.client, self.znodes)
+        self._last = (asked_at, got)  # read again next time if anything changed meanwhile
+        return got
+
+
+def read_cluster(client: KazooClient, znodes: WatchedZnodes | None = None) -> tuple[Cluster, dict | None]:
+    """The cluster as Kafka's znodes describe it, and the reassignment in flight (or None).
+
+    A broker named in a replica list but absent from /brokers/ids is dead. Partition sizes and
+    free storage come from kafka-kit's metric znodes when they exist. `znodes`: read through
+    them (`WatchedZnodes`), only what changed since the last read.
+    """
+    many = znodes.get_many if znodes is not None else (lambda paths: get_many(client, paths))
+    try:
+        kids = znodes.children("/brokers/ids") if znodes is not None else client.get_children("/brokers/ids")
+        if kids is None:
+            raise NoNodeError
+        ids = sorted(int(b) for b in kids if b.isdigit())
+    except NoNodeError:
+        # Kafka creates /brokers/ids when it first starts: without it this is no Kafka cluster
+        # (most often a typo in the chroot), and an empty cluster would be a silent wrong answer.
+        where = client.chroot or "/"
+        raise BadInput(f"no Kafka cluster at chroot {where}: /brokers/ids does not exist "
+                       "(check the chroot in --zk)") from None
+    topics = sorted((znodes.children("/brokers/topics") or []) if znodes is not None
+                    else children_or_none(client, "/brokers/topics"))
+    data = many([f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
+                + ["/topicmappr/partitionmeta", "/topicmappr/brokermetrics", "/admin/reassign_partitions"])
+    metrics = parse_znode_json(data["/topicmappr/brokermetrics"], "/topicmappr/brokermetrics") \
+        if data["/topicmappr/brokermetrics"] else {}
+    sizes = parse_znode_json(data["/topicmappr/partitionmeta"], "/topicmappr/partitionmeta") \
+        if data["/topicmappr/partitionmeta"] else {}
+    brokers = []
+    for b in ids:
+        info = parse_znode_json(data[f"/brokers/ids/{b}"] or b"{}", f"/brokers/ids/{b}")
+        entry = {"id": b, "rack": info.get("rack"), "alive": True}
+        free = (metrics.get(str(b)) or {}).get("StorageFree")
+        if free is not None:
+            entry["storage_free"] = int(free)
+        brokers.append(entry)
+    assignments = {}
+    state_paths = []
+    for t in topics:
+        doc = parse_znode_json(data[f"/brokers/topics/{t}"] or b"{}", f"/brokers/topics/{t}")
+        for p, reps in (doc.get("partitions") or {}).items():
+            assignments[(t, int(p))] = reps
+            state_paths.append(f"/brokers/topics/{t}/partitions/{p}/state")
+    states = many(state_paths)
+    parts = []
+    for (t, p), reps in sorted(assignments.items()):
+        entry = {"topic": t, "partition": p, "replicas": reps}
+        raw = states[f"/brokers/topics/{t}/partitions/{p}/state"]
+        if raw:
+            st = parse_znode_json(raw, f"/brokers/topics/{t}/partitions/{p}/state")
+            entry["isr"] = st.get("isr", reps)
+            if st.get("leader", -1) >= 0:
+                entry["leader"] = st["leader"]
+        size = ((sizes.get(t) or {}).get(str(p)) or {}).get("Size")
+        if size is not None:
+            entry["size"] = int(size)
+        parts.append(entry)
+    reassigning = parse_znode_json(data["/admin/reassign_partitions"], "/admin/reassign_partitions") \
+        if data["/admin/reassign_partitions"] else None
+    return cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts}, "zookeeper"), reassigning
