@@ -1,6 +1,6 @@
 """DescribeLogDirs: the answering broker's one log dir, its replicas' sizes and its disk.
 
-Sizes are the partition sizes kit sim start laid out (the store's cluster); a new replica
+Sizes are the partition sizes kit sim start laid out (the store's `held`); a new replica
 still copying holds what it has copied so far (the simulated controller's record of the bytes
 left). Total and usable bytes (v4+) come from the snapshot's storage figures
 (`kit sim seed`'s facts): total less other files less the replicas held.
