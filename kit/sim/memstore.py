@@ -21,7 +21,7 @@ from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot
 from kit.files import write_atomic
 from kit.model import Cluster
-from kit.sim.store import BrokerInfo, Conflict, PartitionInfo, Pending, Store, View
+from kit.sim.store import BrokerInfo, Conflict, PartitionInfo, Pending, Store, View, copies_left
 
 FORMAT = 1  # the saved file's "version"
 
@@ -57,6 +57,19 @@ class MemoryStore(Store):
         self._topic_changes: dict[str, int] = {}
         self._broker_changes = 0
         self._kept: dict[tuple, tuple[tuple[int, int], object]] = {}
+        # Kept per broker, so that a change costs only the brokers it touches: the partitions
+        # each broker's assignment names with their sizes (`held`), the controller's bytes
+        # left per copy, a count of the changes of each broker's `held`, and `broker_kept`'s
+        # answers with the counts they were made at.
+        self._held: dict[int, dict[tuple[str, int], int]] = {}
+        for t, doc in self.topics.items():
+            for p, reps in doc["partitions"].items():
+                key = (t, int(p))
+                for b in reps:
+                    self._held.setdefault(b, {})[key] = int(self.sizes.get(key, 0))
+        self._left = copies_left(self.progress_doc)
+        self._held_changes: dict[int, int] = {}
+        self._broker_kept: dict[tuple, tuple[int, object]] = {}
 
     # -- building, saving, loading
     @classmethod
@@ -141,6 +154,30 @@ class MemoryStore(Store):
         self._broker_changes += 1
         self._touch()
 
+    def _touch_held(self, brokers) -> None:
+        """Count a change of what `held` gives for each of `brokers`."""
+        for b in brokers:
+            self._held_changes[b] = self._held_changes.get(b, 0) + 1
+
+    def _reassigned(self, topic: str, before: dict, after: dict) -> None:
+        """Follow in `held` a change of `topic`'s replica lists from `before` to `after`
+        ({partition: replicas}): only the brokers a partition gained or lost are touched."""
+        for p in before.keys() | after.keys():
+            old, new = set(before.get(p) or ()), set(after.get(p) or ())
+            key = (topic, int(p))
+            for b in old - new:
+                self._held[b].pop(key, None)
+            for b in new - old:
+                self._held.setdefault(b, {})[key] = int(self.sizes.get(key, 0))
+            self._touch_held(old ^ new)
+
+    def _set_progress(self, doc: dict | None) -> None:
+        """The controller's record becomes `doc`; the new replicas whose bytes left changed
+        are touched (while copies run, each record touches every broker receiving one)."""
+        left = copies_left(doc)
+        self._touch_held({k[2] for k in self._left.keys() | left.keys() if self._left.get(k) != left.get(k)})
+        self.progress_doc, self._left = doc, left
+
     def _cached(self, key: str, build: Callable[[], object], every_change: bool = False):
         """`build()` for this state, made once per generation (`every_change`: once per change)."""
         with self.lock:
@@ -184,6 +221,22 @@ class MemoryStore(Store):
                     entry["size"] = int(self.sizes[key])
                 parts.append(entry)
         return cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts}, "the simulated cluster")
+
+    def held(self, broker: int) -> list[tuple[str, int, int, float]]:
+        with self.lock:
+            mine, left = sorted((self._held.get(broker) or {}).items()), self._left
+            if not left:  # nothing copying
+                return [(t, p, size, 0.0) for (t, p), size in mine]
+            return [(t, p, size, left.get((t, p, broker), 0.0)) for (t, p), size in mine]
+
+    def broker_kept(self, key: tuple, broker: int, build: Callable[[], object]):
+        with self.lock:
+            now = self._held_changes.get(broker, 0)
+            hit = self._broker_kept.get((key, broker))
+            if hit is None or hit[0] != now:
+                hit = (now, build())
+                self._broker_kept[(key, broker)] = hit
+            return hit[1]
 
     def view(self, topics: list[str] | None = None) -> View:
         return self._cached("view", self._build_view).only(topics)
@@ -239,7 +292,9 @@ class MemoryStore(Store):
         with self.lock:
             doc = copy.deepcopy(self.topics[topic])  # all or nothing, as a znode's version-checked set
             fn(doc)
+            before = self.topics[topic]["partitions"]
             self.topics[topic] = doc
+            self._reassigned(topic, before, doc["partitions"])
             self._touch_topic(topic)
 
     def update_state(self, topic: str, partition: int, fn: Callable[[dict], None]) -> None:
@@ -280,7 +335,7 @@ class MemoryStore(Store):
             if self.pending is None or (version is not None and self.pending["version"] != version):
                 return False
             self.pending = None
-            self.progress_doc = None
+            self._set_progress(None)
             self._touch()
             return True
 
@@ -325,13 +380,13 @@ class MemoryStore(Store):
 
     def write_progress(self, doc: dict) -> bool:
         with self.lock:
-            self.progress_doc = json.loads(json.dumps(doc))  # a copy, in the shape a saved file gives back
+            self._set_progress(json.loads(json.dumps(doc)))  # a copy, in the shape a saved file gives back
             self._touch(seen=False)
             return True
 
     def drop_progress(self) -> None:
         with self.lock:
-            self.progress_doc = None
+            self._set_progress(None)
             self._touch(seen=False)
 
     # -- brokers' liveness

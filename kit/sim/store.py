@@ -25,6 +25,17 @@ from typing import Callable
 from kit.model import Cluster
 
 
+def copies_left(doc: dict | None) -> dict[tuple[str, int, int], float]:
+    """Bytes still to copy per (topic, partition, new replica) in the simulated controller's
+    record of its progress (`Store.progress`'s ``"left"``); empty without one, or for a record
+    not in that shape."""
+    try:
+        return {(t, int(p), int(d)): float(n) for t, parts in ((doc or {}).get("left") or {}).items()
+                for p, dests in parts.items() for d, n in dests.items()}
+    except (AttributeError, TypeError, ValueError):
+        return {}
+
+
 class Conflict(Exception):
     """The document changed between the read and the write (a compare-and-set lost): read again."""
 
@@ -230,6 +241,19 @@ class Store:
         """`build()` (a part of an answer about `topic`), which a store may keep until that
         topic's partitions or the live brokers change; a `per_topic` build may call it for a
         part of its own (the same state)."""
+        return build()
+
+    def held(self, broker: int) -> list[tuple[str, int, int, float]]:
+        """The replicas `broker`'s assignment names (the union while a partition moves), by
+        topic then partition: (topic, partition, the partition's size, the bytes still to copy
+        to this replica as the controller last recorded them, 0 when none)."""
+        left = copies_left(self.progress())
+        return sorted((p.topic, p.partition, p.size, left.get((p.topic, p.partition, broker), 0.0))
+                      for p in self.cluster().partitions if broker in p.replicas)
+
+    def broker_kept(self, key: tuple, broker: int, build: Callable[[], object]):
+        """`build()` (an answer about the replicas `broker` holds, from `held`), which a store
+        may keep until what `held(broker)` gives changes."""
         return build()
 
     def cached(self, key: tuple, build: Callable[[], object]):

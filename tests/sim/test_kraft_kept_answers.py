@@ -13,6 +13,7 @@ from kit.sim.kraft import handlers, logdirs, reassign
 from kit.sim.kraft.context import Context, encoded
 from kit.sim.kraft.versions import DESCRIBE_LOG_DIRS, ranges
 from kit.sim.memstore import MemoryStore
+from kit.sim.store import Store
 
 TOPICS = ("alpha", "beta", "gamma")
 RANGES = [ranges(release) for release in ("3.7", "4.0")]  # the releases the simulated broker answers as
@@ -142,3 +143,73 @@ def test_log_dirs_kept_is_the_answer_made_whole():
         whole = encoded(logdirs.describe_log_dirs(ctx, every, version), version).body
         kept = logdirs.describe_log_dirs(ctx, DescribeLogDirsRequest(version=version, topics=None), version).body
         assert kept == whole
+
+
+def all_log_dirs(store: MemoryStore, broker: int, version: int = 4):
+    """The broker's kept DescribeLogDirs answer for every partition (the object itself)."""
+    return logdirs.describe_log_dirs(Context(store, broker, "kit-test"),
+                                     DescribeLogDirsRequest(version=version, topics=None), version)
+
+
+def test_log_dirs_kept_with_a_copy_under_way_is_the_answer_made_whole():
+    store = make_store()
+    store.update_topic("gamma", lambda doc: doc["partitions"].update({"0": [3, 1, 2]}))
+    store.write_progress({"left": {"gamma": {"0": {"3": 400}}}})
+    asked = DescribeLogDirsRequest.DescribableLogDirTopic
+    for version in range(1, max(r[DESCRIBE_LOG_DIRS][1] for r in RANGES) + 1):
+        every = DescribeLogDirsRequest(version=version, topics=[asked(topic=t, partitions=list(range(4)))
+                                                                for t in TOPICS])
+        whole = encoded(logdirs.describe_log_dirs(Context(store, 3, "kit-test"), every, version), version).body
+        assert all_log_dirs(store, 3, version).body == whole
+    assert log_dir(store, 3)[("gamma", 0)] == 600  # 1000 bytes, 400 still to copy
+
+
+def test_a_reassignment_changes_the_log_dirs_of_the_brokers_it_touches_only():
+    store = make_store()
+    kept = {b: all_log_dirs(store, b) for b in range(1, 5)}
+    store.update_topic("gamma", lambda doc: doc["partitions"].update({"0": [3, 2]}))  # gamma-0 from 1 to 3
+    assert ("gamma", 0) not in log_dir(store, 1)
+    assert log_dir(store, 3)[("gamma", 0)] == 1000
+    for b in (1, 3):
+        assert all_log_dirs(store, b) is not kept[b]
+    for b in (2, 4):  # gamma-0 stays on 2; 4 never had it
+        assert all_log_dirs(store, b) is kept[b]
+
+
+def test_a_copy_progressing_changes_the_log_dir_of_its_new_replica_only():
+    store = make_store()
+    store.update_topic("gamma", lambda doc: doc["partitions"].update({"0": [3, 1, 2]}))
+    store.write_progress({"left": {"gamma": {"0": {"3": 900}}}})
+    kept = {b: all_log_dirs(store, b) for b in range(1, 5)}
+    store.write_progress({"left": {"gamma": {"0": {"3": 500}}}})
+    assert log_dir(store, 3)[("gamma", 0)] == 500
+    assert all(all_log_dirs(store, b) is kept[b] for b in (1, 2, 4))
+    store.drop_progress()
+    assert log_dir(store, 3)[("gamma", 0)] == 1000
+    assert all(all_log_dirs(store, b) is kept[b] for b in (1, 2, 4))
+
+
+def test_leadership_throttles_and_deaths_leave_the_kept_log_dirs():
+    store = make_store()
+    kept = {b: all_log_dirs(store, b) for b in range(1, 5)}
+    store.update_state("beta", 2, lambda st: st.update(leader=st["isr"][-1]))
+    store.alter_config("brokers", "1", {"leader.replication.throttled.rate": "1000"}, [])
+    store.deregister(2)
+    assert all(all_log_dirs(store, b) is kept[b] for b in range(1, 5))
+
+
+def test_replicas_held_kept_per_broker_are_those_of_the_whole_cluster():
+    """The store's per-broker index, followed change by change, is what the whole cluster says."""
+    store = make_store()
+
+    def move(doc):
+        doc["partitions"].update({"0": [3, 4, 1, 2], "2": [4, 3]})
+        doc["adding_replicas"] = {"0": [3, 4]}
+        doc["removing_replicas"] = {"0": [1, 2]}
+    store.update_topic("alpha", move)
+    store.write_progress({"left": {"alpha": {"0": {"3": 10, "4": 999}}}})
+    store.update_state("beta", 1, lambda st: st.update(isr=[3], leader=3))
+    store.update_topic("beta", lambda doc: doc["partitions"].update({"1": [3]}))  # off broker 2
+    for b in range(1, 5):
+        assert store.held(b) == Store.held(store, b)
+    assert store.held(4)[0] == ("alpha", 0, 1000, 999.0)

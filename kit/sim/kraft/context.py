@@ -85,15 +85,22 @@ def encoded_with(resp, version: int, array: str, entries: list[bytes]) -> Encode
     encoding again the entries a cluster change did not touch."""
     cls = type(resp)
     flexible = cls.flexible_version_q(version)
-    whole = bytes(resp.encode(version=version))
-    # The response's own fields before the array, each as the response encodes it.
+    return Encoded(spliced(cls.fields, resp, bytes(resp.encode(version=version)), version, flexible, array, entries),
+                   flexible)
+
+
+def spliced(schema: dict, value, whole: bytes, version: int, flexible: bool, array: str,
+            entries: list[bytes]) -> bytes:
+    """`whole` (`value` encoded for `version`, its array field `array` left empty; `schema` the
+    fields of `value`'s type: a response class's, or an array entry's) with that array made of
+    `entries`, each encoded already."""
+    # `value`'s own fields before the array, each as `value`'s encoding has them.
     head = 0
-    for name, field in cls.fields.items():
+    for name, spec in schema.items():
         if name == array:
             break
-        if field.for_version_q(version) and not field.tagged_field_q(version):
-            head += len(field.encode(getattr(resp, name), version=version, compact=flexible, tagged=flexible))
+        if spec.for_version_q(version) and not spec.tagged_field_q(version):
+            head += len(spec.encode(getattr(value, name), version=version, compact=flexible, tagged=flexible))
     empty = len(UnsignedVarInt32.encode(1)) if flexible else 4  # the empty array's length
     count = UnsignedVarInt32.encode(len(entries) + 1) if flexible else Int32.encode(len(entries))
-    body = b"".join([whole[:head], count, *entries, whole[head + empty:]])
-    return Encoded(body, flexible)
+    return b"".join([whole[:head], count, *entries, whole[head + empty:]])
