@@ -358,3 +358,37 @@ def test_start_waits_for_listeners_slower_than_a_minute_and_says_so(tmp_path, mo
         assert "broker listeners answer; waiting up to" in capsys.readouterr().err
     finally:
         kraft.stop(str(state))
+
+
+def test_a_broker_port_held_by_another_process_stops_the_start_and_names_it(tmp_path, monkeypatch):
+    """Ports are picked free, then bound by the server seconds later: another process may take
+    one meanwhile. Here another simulated cluster holds it, answering Kafka's ApiVersions as any
+    broker would. The start used to see every port answer and say the cluster runs, its clients
+    then served by a stranger; now the start fails, names the broker and the port, and leaves
+    nothing running."""
+    from kit.errors import Stuck
+    from kit.sim.kraft import cluster as kraft
+
+    doc = snapshot_doc()
+    doc["partitions"] = doc["partitions"][:3]
+    snap = tmp_path / "cluster.json"
+    snap.write_text(json.dumps(doc))
+    other, state = tmp_path / "other", tmp_path / "state"
+    taken = int(kraft.start(str(snap), str(other)).split(",")[0].rsplit(":", 1)[1])
+    try:
+        picked = kraft.free_ports
+        calls = []
+
+        def ports_with_one_taken(n):
+            calls.append(n)
+            got = picked(n)
+            return [taken, *got[1:]] if len(calls) == 1 else got
+        monkeypatch.setattr(kraft, "free_ports", ports_with_one_taken)
+        with pytest.raises(Stuck) as failed:
+            kraft.start(str(snap), str(state))
+        assert f"cannot listen on port {taken}" in str(failed.value), failed.value
+        assert not kraft.running(str(state))
+        assert answers(taken)  # the other cluster's broker, untouched
+    finally:
+        kraft.stop(str(other))
+        kraft.stop(str(state))

@@ -95,7 +95,8 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free loopback ports (`kit.cluster.zk.server.free_port`), for the listeners."""
     ports: list[int] = []
     while len(ports) < n:
         p = localzk.free_port()
@@ -154,7 +155,7 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
             raise BadInput(f"snapshot {snapshot}: no live broker to start")
         # The server lays the snapshot out itself: a store of 200,000 partitions written here and
         # read back there would cost as much again as the rest of the start.
-        cluster_id, ports, facts = _cluster_id(), dict(zip(live, _ports(len(live)))), sim_facts(cluster)
+        cluster_id, ports, facts = _cluster_id(), dict(zip(live, free_ports(len(live)))), sim_facts(cluster)
     os.makedirs(state_dir, exist_ok=True)
     if snapshot is not None:
         # A cluster stopped earlier: its metadata, samples, faults, facts and users are not this one's.
@@ -168,7 +169,7 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
             sasl.write_users(state_dir, sasl_users)
         write_atomic(os.path.join(state_dir, CONFIG), json.dumps(
             {"version": 2, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()},
-             "control": _ports(1)[0], "speed": float(speed), "client_load": client_load,
+             "control": free_ports(1)[0], "speed": float(speed), "client_load": client_load,
              "sample_every": sample_every, "kafka_version": kafka_version or versions.DEFAULT}, indent=1) + "\n")
         write_facts(state_dir, cluster_id, facts)
         return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot)
@@ -196,26 +197,52 @@ def _saved(state_dir: str) -> tuple[MemoryStore, dict]:
     return MemoryStore.load(path), config
 
 
+def _last_line(path: str) -> str:
+    """The last line of a log, or "" when there is none."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = [x.strip() for x in f.read()[-4000:].splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def _listening(state_dir: str, pid: int | None) -> bool:
+    """Whether the server `pid` said every live broker's listener is open (`server.LISTENING`)."""
+    try:
+        with open(os.path.join(state_dir, server.LISTENING)) as f:
+            return pid is not None and int(f.read().split()[0]) == pid
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | None) -> str:
     deadline = time.monotonic() + wait
-    _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)]
-           + ([os.path.abspath(snapshot)] if snapshot is not None else []))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(state_dir, server.LISTENING))
+    pid = _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)]
+                 + ([os.path.abspath(snapshot)] if snapshot is not None else []))
     waiting = dict(ports)
     said = time.monotonic() + START_QUIET_S
-    while waiting:
+    # A port that answers may be another process's until the server says its own are open.
+    while waiting or not _listening(state_dir, pid):
         for name in PROCESSES:
             if _pid(state_dir, name) is None:
-                raise Stuck(f"its {name} process exited; see {os.path.join(state_dir, name + '.log')}")
+                log = os.path.join(state_dir, name + ".log")
+                last = _last_line(log)
+                raise Stuck(f"its {name} process exited" + (f" ({last})" if last else "") + f"; see {log}")
         waiting = {b: p for b, p in waiting.items() if not answers(p)}
         if waiting and time.monotonic() > deadline:
             raise Stuck(f"broker {min(waiting)}'s listener (port {waiting[min(waiting)]}) did not answer within "
                         f"{wait:.0f} s")
+        if not waiting and time.monotonic() > deadline and not _listening(state_dir, pid):
+            raise Stuck(f"its server did not say its listeners are open within {wait:.0f} s")
         if waiting and time.monotonic() > said:
             print(f"kit: the simulated KRaft cluster is starting: {len(ports) - len(waiting)} of {len(ports)} "
                   f"broker listeners answer; waiting up to {max(deadline - time.monotonic(), 0):.0f} s more",
                   file=sys.stderr, flush=True)
             said = time.monotonic() + START_QUIET_S
-        if waiting:
+        if waiting or not _listening(state_dir, pid):
             time.sleep(0.2)
     line = ",".join(f"127.0.0.1:{p}" for p in ports.values())
     write_atomic(os.path.join(state_dir, "bootstrap"), line + "\n")

@@ -38,6 +38,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kit.errors import BadInput
+from kit.files import write_atomic
 from kit.formats import load_snapshot
 from kit.sim import controller, controller_loop
 from kit.sim.kraft import handlers, logdirs, sasl, versions
@@ -47,6 +48,9 @@ from kit.sim.memstore import MemoryStore
 
 MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 STORE = "store.json"
+# Written (with the server's pid) once every live broker's listener is open: until then a port
+# that answers may be another process's.
+LISTENING = "listening"
 # How often a changing store is saved: at 200,000 partitions one save takes about a second of
 # CPU, which the controller and the listeners would otherwise have.
 SAVE_EVERY_S = 5.0
@@ -224,8 +228,9 @@ class WireServer:
             version = ctx.versions[versions.DESCRIBE_LOG_DIRS][1]
             logdirs.describe_log_dirs(ctx, DescribeLogDirsRequest(version=version, topics=None), version)
 
-    def sync(self) -> None:
-        """Open the listeners of live brokers, close the others."""
+    def sync(self, strict: bool = False) -> None:
+        """Open the listeners of live brokers, close the others. A listener that cannot open is
+        said on stderr; with `strict` (the start) it is an OSError naming the broker and port."""
         live = set(self.store.live())
         with self.lock:
             for b in sorted(self.open - live):
@@ -236,8 +241,10 @@ class WireServer:
                     self.listeners[b].open()
                     self.open.add(b)
                 except OSError as e:
-                    sys.stderr.write(f"kit.sim.kraft.server: broker {b} cannot listen on port "
-                                     f"{self.listeners[b].port}: {e}\n")
+                    why = f"broker {b} cannot listen on port {self.listeners[b].port}: {e.strerror or e}"
+                    if strict:
+                        raise OSError(why) from None
+                    sys.stderr.write(f"kit.sim.kraft.server: {why}\n")
 
     def close(self) -> None:
         with self.lock:
@@ -334,7 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=serve_control, args=(sock, server), name="kit-sim-control", daemon=True).start()
     threading.Thread(target=_save_while_changing, args=(store, path, stop, snapshot is not None), name="kit-sim-save",
                      daemon=True).start()
-    server.sync()
+    try:
+        server.sync(strict=True)
+    except OSError as e:
+        # Another process holds a broker's port: a client there would be answered by a stranger.
+        sys.stderr.write(f"kit.sim.kraft.server: {e}; the cluster stops\n")
+        server.close()
+        sock.close()
+        return 3
+    write_atomic(os.path.join(state_dir, LISTENING), f"{os.getpid()}\n")
     try:
         while not stop.wait(1.0):
             if not ctl.is_alive():
