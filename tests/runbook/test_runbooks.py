@@ -319,15 +319,19 @@ def test_the_gate_applies_only_with_apply_or_a_button_press(monkeypatch, capsys)
 
 
 def test_if_the_auto_throttle_fails_the_copy_goes_on_throttled_and_the_record_says_so(tmp_path):
-    """A capacity map that knows none of the brokers' instance types stops the loop at its
-    first metrics; the plan was applied at the loop's minimum rate, so the copy goes on
-    throttled (never unthrottled) and finishes, and the record names the failure."""
+    """A metrics source the loop cannot read (a file where it wants a samples directory) stops
+    the loop at its start; the plan was applied at the loop's minimum rate, so the copy goes on
+    throttled (never unthrottled) and finishes, and the record names the failure. (A capacity
+    map knowing none of the instance types no longer stops it on the simulated cluster: the
+    brokers' seeded NIC figures come first, kit.nic.)"""
+    not_samples = tmp_path / "not-a-samples-directory"
+    not_samples.write_text("x\n")
     r = kit("run", "broker_replacement", "-p", "apply", "true", "-p", "speed", "50000",
-            "-p", "cap_map", '{"other": 100}', "--record-dir", tmp_path, timeout=300)
+            "-p", "throttle_metrics", not_samples, "--record-dir", tmp_path / "records", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     rec = record_of(r.stdout)
     assert rec["outcome"] == "succeeded" and "auto-throttle stopped early" in rec["reason"]
-    assert "instance type 'standard'" in rec["throttle_failure"]
+    assert "not a directory" in rec["throttle_failure"]
     assert rec["change"]["done"] and rec["change"]["throttles_cleared"]
     assert "WARNING: the auto-throttle stopped" in Path(rec["html"]).read_text()
 
