@@ -132,3 +132,28 @@ def test_an_auth_file_others_can_read_is_refused(protected, tmp_path):
     r = kit("status", "--zk", root, "--zk-auth-file", auth_file)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "chmod 600" in r.stderr and "0644" in r.stderr
     assert SECRET not in r.stdout + r.stderr
+
+
+def test_a_refusal_landing_before_the_start_looks_is_still_named_as_a_refusal(monkeypatch):
+    """ZooKeeper refuses an unknown scheme just after the session is made. When the refusal
+    lands before kazoo's `start` checks the connection (a loaded machine), kazoo raises its
+    time-out, and kit said "no ZooKeeper answers there" (seen in CI); its state says
+    AUTH_FAILED, and that is what kit names. The client is kazoo's own, its start replaced."""
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+    from kazoo.protocol.states import KeeperState
+
+    from kit.cluster.zk import layout
+    from kit.errors import BadInput
+
+    def start_refused(self, timeout=15):
+        self._state = KeeperState.AUTH_FAILED  # what kazoo's connection sets on the refusal
+        raise KazooTimeoutError("Connection time-out")
+    monkeypatch.setattr(KazooClient, "start", start_refused)
+    try:
+        layout.connect("127.0.0.1:1/kafka", timeout=1.0, auth="bogus:x")
+    except BadInput as e:
+        assert "refused authentication with scheme 'bogus'" in str(e), e
+        assert "bogus:x" not in str(e)
+    else:
+        raise AssertionError("connect did not refuse")

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.protocol.states import KeeperState
 from kazoo.exceptions import (AuthFailedError, ConnectionClosedError, ConnectionLoss, KazooException, NoAuthError,
                               NoNodeError, SessionExpiredError)
 from kazoo.retry import KazooRetry
@@ -151,10 +152,13 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
             warnings.simplefilter("ignore", UserWarning)
             client.start(timeout=timeout)
     except Exception as e:
+        # ZooKeeper refuses an unknown scheme just after the session is made: when the refusal
+        # lands before `start` looks, kazoo reports a time-out, but its state says why.
+        refused = isinstance(e, AuthFailedError) or client.client_state == KeeperState.AUTH_FAILED
         with contextlib.suppress(Exception):  # kazoo closes only a stopped client
             client.stop()
         client.close()
-        if isinstance(e, AuthFailedError):
+        if refused and auth_data:
             raise _refused_scheme(spec, auth_data) from None
         raise Unreachable(f"--zk {spec}: no ZooKeeper answers there") from None
     if auth_data:
