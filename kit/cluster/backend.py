@@ -85,8 +85,9 @@ class Reading(Protocol):
 
     def follow(self) -> None:
         """From now on `read` may answer from what it read before where the cluster did not
-        change since (a long-running reader's rounds: the auto-throttle loop). Only for a caller
-        that changes no replica list itself. Nothing by default: every `read` asks the cluster."""
+        change since (a long-running reader's rounds: the auto-throttle loop, the dashboard's
+        poller). Only for a caller that changes no replica list itself. Nothing by default:
+        every `read` asks the cluster."""
 
     def reassigning(self) -> bool:
         """Whether a reassignment runs now (cheaper than `read`)."""

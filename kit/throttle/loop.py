@@ -349,9 +349,7 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
             log.write(event(stamp(), "throttle", "unreachable", f"{backend.reached_through} unreachable ({lost}); "
                             f"waiting for it up to {patience:.0f} s, rates in force unchanged"))
     outage = backend.watch_connection(patience, said_by_watch)
-    # No `backend.follow()` here: a round that read a partition's state fresh and its replica
-    # list from what was kept (its change's notification not yet in, after a ZooKeeper restart)
-    # saw an ISR outside the replicas, refused the cluster and ended the loop (CI).
+    backend.follow()  # a round reads again only what changed since the last (the loop changes no replica list)
     lease: Lease | None = None
     held = False
     try:

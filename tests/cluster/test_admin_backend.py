@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 
 import pytest
@@ -332,6 +333,29 @@ def test_a_cluster_that_stops_answering_is_said_by_the_watch_and_raised_as_conne
                 backend.progress([{"topic": "topic-0000", "partition": 0, "replicas": [1001]}])
         finally:
             watch.close()
+
+
+def test_a_probe_cut_short_by_the_watch_closing_says_nothing(kraft):
+    """The loop closes its watch, then the client, as it ends: a probe in flight then fails
+    because the client went, which says nothing of the cluster (CI: the loop's events ended
+    with `unreachable` after the lease's `alert`)."""
+    from kafka.errors import KafkaConnectionError
+
+    bootstrap, _, _ = kraft
+    with open_backend(bootstrap=bootstrap) as backend:
+        said, entered, let_go = [], threading.Event(), threading.Event()
+
+        def in_flight(*_, **__):
+            entered.set()
+            assert let_go.wait(120)
+            raise KafkaConnectionError("client closed")
+        backend.admin.describe_cluster = in_flight
+        watch = backend.watch_connection(600.0, said.append)
+        assert entered.wait(120)
+        watch.close()
+        let_go.set()
+        watch.thread.join(120)
+        assert not watch.thread.is_alive() and said == [] and not watch.down
 
 
 def test_the_auto_throttle_loop_says_the_admin_api_is_unreachable_and_gives_up_after_its_patience(kraft, tmp_path):

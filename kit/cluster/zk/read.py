@@ -154,12 +154,24 @@ class ClusterReader:
         return got
 
 
-def read_cluster(client: KazooClient, znodes: WatchedZnodes | None = None) -> tuple[Cluster, dict | None]:
+def _consistent(entry: dict) -> bool:
+    """Whether a partition's ISR and leader are among its replicas, as Kafka keeps them."""
+    reps = entry["replicas"]
+    if not isinstance(reps, list):
+        return True  # not a replica list at all: `cluster_from_snapshot` names it
+    isr, leader = entry.get("isr", reps), entry.get("leader")
+    return (not isinstance(isr, list) or all(r in reps for r in isr)) and (leader is None or leader in reps)
+
+
+def read_cluster(client: KazooClient, znodes: WatchedZnodes | None = None,
+                 reread: bool = False) -> tuple[Cluster, dict | None]:
     """The cluster as Kafka's znodes describe it, and the reassignment in flight (or None).
 
     A broker named in a replica list but absent from /brokers/ids is dead. Partition sizes and
     free storage come from kafka-kit's metric znodes when they exist. `znodes`: read through
-    them (`WatchedZnodes`), only what changed since the last read.
+    them (`WatchedZnodes`), only what changed since the last read; a partition whose ISR or
+    leader is outside its kept replica list has its topic read again straight from ZooKeeper
+    (`reread`: this is that second read).
     """
     many = znodes.get_many if znodes is not None else (lambda paths: get_many(client, paths))
     try:
@@ -206,6 +218,16 @@ def read_cluster(client: KazooClient, znodes: WatchedZnodes | None = None) -> tu
             entry["isr"] = st.get("isr", reps)
             if st.get("leader", -1) >= 0:
                 entry["leader"] = st["leader"]
+        if znodes is not None and not reread and not _consistent(entry):
+            # A topic's replica list kept from before a change whose notification is not in yet
+            # (after a reconnect, say) beside a state read fresh: Kafka writes the replicas before
+            # the state names them. Its znodes are read again, once, straight from ZooKeeper;
+            # a cluster still inconsistent then is refused by `cluster_from_snapshot`.
+            znodes.forget(f"/brokers/topics/{t}")
+            for q in assignments:
+                if q[0] == t:
+                    znodes.forget(f"/brokers/topics/{t}/partitions/{q[1]}/state")
+            return read_cluster(client, znodes, reread=True)
         size = ((sizes.get(t) or {}).get(str(p)) or {}).get("Size")
         if size is not None:
             entry["size"] = int(size)
