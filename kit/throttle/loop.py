@@ -331,10 +331,12 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     when it lapsed and another took over) and gives it up when it ends."""
     stop = stop or threading.Event()
     # With sample_clock, decisions carry the samples' own time (the simulator's cluster time).
-    stamp = (lambda: getattr(metrics, "newest_stamp", None) or utc_now()) if sample_clock else utc_now
-    if sim_clock is not None:
-        def stamp() -> str:  # one clock per events file: the simulated cluster's
+    def stamp() -> str:  # one clock per events file
+        if sim_clock is not None:  # the simulated cluster's
             return sim_clock_files.stamp(sim_clock.now())
+        if sample_clock:
+            return getattr(metrics, "newest_stamp", None) or utc_now()
+        return utc_now()
     loop = ThrottleLoop(backend, settings, metrics, log, cap_map, clock=sim_clock.now if sim_clock else time.monotonic,
                         stamp=stamp)
     # A call made while the cluster is away waits for the connection; the watch ends that wait

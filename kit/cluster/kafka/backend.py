@@ -9,7 +9,6 @@ every backend decides alike `kit.cluster.reassign`, and what kit keeps beside th
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
