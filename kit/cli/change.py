@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import bytes_per_second, cluster_args, cluster_flag, cluster_options, command, rate, writable
+from kit.cli.options import bytes_per_second, cluster_address, cluster_flag, cluster_options, command, rate, writable
 from kit.errors import Unsafe
 from kit.files import write_atomic
 from kit.progress import Progress
@@ -76,7 +76,7 @@ def add_parser(sub) -> None:
 def snapshot(a) -> int:
     """`kit snapshot`: the live cluster read, written as Snapshot v1."""
     writable("--out", a.out)
-    with backends.open_backend(**cluster_args(a)) as backend:
+    with backends.open_backend(cluster_address(a)) as backend:
         cluster, reassigning = backend.read()
     write_atomic(a.out, formats.dumps(formats.snapshot_doc(cluster)))
     live = sum(b.alive for b in cluster.brokers.values())
@@ -160,7 +160,7 @@ def apply(a) -> int:
     moves = formats.load_plan(a.plan)
 
     def work() -> int:
-        with backends.open_backend(**cluster_args(a)) as backend:
+        with backends.open_backend(cluster_address(a)) as backend:
             if _run_again(backend, moves, "apply", a.plan, cluster_flag(a), a.rollback_out):
                 return 0
             done = backend.apply(moves, a.throttle, a.rollback_out)
@@ -181,7 +181,7 @@ def _interrupted(a, command: str, path: str | None, moves: list[dict] | None, la
     light (whether a reassignment runs, whether it is this plan's, the throttles): no sizes."""
     where = cluster_flag(a)
     try:
-        with backends.open_backend(**cluster_args(a)) as backend:
+        with backends.open_backend(cluster_address(a)) as backend:
             running = backend.reassigning()
             ours = running and moves is not None and backend.progress(moves) == "running"
             rates, _ = backend.throttles()
@@ -234,10 +234,10 @@ def _verify(a, moves: list[dict] | None, checked: Callable[[dict], None]) -> int
 
         def retry(why):
             sys.stderr.write(f"kit: {'ZooKeeper' if a.zk else 'Kafka cluster'} connection lost ({why}); retrying\n")
-        with bar, backends.open_backend(**cluster_args(a)) as backend:
+        with bar, backends.open_backend(cluster_address(a)) as backend:
             res = backend.verify_until_done(moves, a.interval, progress, retry, stall=a.stall)
     else:
-        with backends.open_backend(**cluster_args(a)) as backend:
+        with backends.open_backend(cluster_address(a)) as backend:
             res = backend.verify(moves)
         checked(res)
     done = sum(r["done"] for r in res["partitions"])
@@ -270,7 +270,7 @@ def _verify(a, moves: list[dict] | None, checked: Callable[[dict], None]) -> int
 def elect(a) -> int:
     """`kit elect`: a preferred-leader election where the first replica does not lead."""
     moves = formats.load_plan(a.plan) if a.plan else None
-    with backends.open_backend(**cluster_args(a)) as backend:
+    with backends.open_backend(cluster_address(a)) as backend:
         n = backend.elect(moves)
     print(f"preferred-leader election requested for {n} partition(s)" if n else "every partition is led by "
           "its first replica: nothing to elect")
@@ -286,7 +286,7 @@ def rollback(a) -> int:
 
 def _rollback(a, moves: list[dict]) -> int:
     """`rollback`'s work."""
-    with backends.open_backend(**cluster_args(a)) as backend:
+    with backends.open_backend(cluster_address(a)) as backend:
         done = None if _run_again(backend, moves, "rollback", a.file, cluster_flag(a)) else \
             backend.rollback(moves, a.throttle)
     if done is not None:
@@ -316,7 +316,7 @@ def offline_line(offline: list[str], named: int = 5) -> str:
 
 def status(a) -> int:
     """`kit status`: brokers, under-replicated partitions, the reassignment in flight, throttles."""
-    with backends.open_backend(**cluster_args(a)) as backend:
+    with backends.open_backend(cluster_address(a)) as backend:
         res = backend.status()
     live = [b for b in res["brokers"] if b["alive"]]
     dead = [b for b in res["brokers"] if not b["alive"]]

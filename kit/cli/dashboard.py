@@ -18,7 +18,7 @@ import os
 import sys
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import cluster_args, cluster_options, command, rate, whole
+from kit.cli.options import cluster_address, cluster_options, command, rate, whole
 from kit.errors import BadInput
 
 backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
@@ -99,9 +99,9 @@ def run(a) -> int:
         from kit.dashboard import app
     except ImportError as e:
         raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
-    live = cluster_args(a)
+    live = cluster_address(a)
     if a.zk or a.bootstrap:
-        with backends.open_backend(**live) as backend:  # the same wait as every command (DEFAULT_TIMEOUT)
+        with backends.open_backend(live) as backend:  # the same wait as every command (DEFAULT_TIMEOUT)
             cluster, _ = backend.read()
     else:
         cluster = formats.load_snapshot(a.snapshot)
@@ -110,7 +110,7 @@ def run(a) -> int:
     app.load_plans(a.plan, cluster)  # a bad plan fails now, not in the first browser tab
     server = app.serve(port=a.port, address=a.address, basic_auth=auth, records=a.records, start=False,
                        snapshot=a.snapshot, zk=a.zk, zk_auth=a.zk_auth, plans=a.plan, events=a.events,
-                       bootstrap=a.bootstrap, command_config=live["command_config"],
+                       bootstrap=a.bootstrap, command_config=live.command_config,
                        samples=a.samples, interval=a.interval, metrics=a.metrics, cap_map=cap_map)
     shown = "localhost" if a.address in ("127.0.0.1", "::1") else a.address
     print(f"kit dashboard: http://{shown}:{server.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",

@@ -19,7 +19,7 @@ import json
 import os
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import cluster_args, cluster_flag, cluster_options, command, rate, whole, writable
+from kit.cli.options import cluster_address, cluster_flag, cluster_options, command, rate, whole, writable
 from kit.errors import BadInput
 from kit.events import EventLog, event, utc_now
 from kit.files import write_atomic
@@ -70,7 +70,7 @@ def run(a) -> int:
     """Run the doctor for parsed arguments `a`; returns the exit code."""
     if a.apply and not (a.zk or a.bootstrap):
         raise BadInput("--apply needs --zk or --bootstrap (a snapshot file cannot be changed)")
-    live = cluster_args(a)
+    live = cluster_address(a)
     if (a.throttle or a.rollback_out) and not a.apply:
         raise BadInput("--throttle and --rollback-out only apply with --apply")
     paths = [(f, p) for f, p in (("--out", a.out), ("--report", a.report), ("--events", a.events),
@@ -82,9 +82,8 @@ def run(a) -> int:
         raise BadInput("--out, --report, --events and --rollback-out must name different files")
 
     now = utc_now()
-    report = load.run(snapshot=a.snapshot, zk=a.zk, metrics=a.metrics, limit_in=a.limit_in,
-                      limit_out=a.limit_out, zk_auth=a.zk_auth, time=now, bootstrap=a.bootstrap,
-                      command_config=live["command_config"])
+    report = load.run(snapshot=a.snapshot, address=live, metrics=a.metrics, limit_in=a.limit_in,
+                      limit_out=a.limit_out, time=now)
     log = EventLog(a.events)
     try:
         for e in report["events"]:
@@ -98,8 +97,7 @@ def run(a) -> int:
         if a.report:
             write_atomic(a.report, json.dumps(report, indent=1, sort_keys=True) + "\n")
         if a.apply:
-            done = load.apply_report(report, a.zk, a.zk_auth, a.throttle, a.rollback_out, a.bootstrap,
-                                     live["command_config"])
+            done = load.apply_report(report, live, a.throttle, a.rollback_out)
             msg = f"applied: reassignment of {done['partitions']} partition(s) started"
             log.write(event(utc_now(), "doctor", "apply", msg, sorted({b for m in report["plan"]["partitions"]
                                                                     for b in m["replicas"]}),

@@ -15,7 +15,7 @@ import os
 import sys
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import cluster_args, cluster_options, command, rate, whole, writable
+from kit.cli.options import cluster_address, cluster_options, command, rate, whole, writable
 from kit.errors import BadInput
 from kit.metrics import BROKER_RATES
 from kit.progress import Progress
@@ -72,7 +72,7 @@ def run(a) -> int:
     with Progress("kit metrics") as progress:
         f = edge.run_batch(a.replica_samples, a.broker_samples, a.out, a.window or "48h", a.stat, a.master,
                            a.shuffle_partitions, a.driver_memory,
-                           cluster_args(a) if a.zk or a.bootstrap else None, a.snapshot_in,
+                           cluster_address(a) if a.zk or a.bootstrap else None, a.snapshot_in,
                            a.snapshot_out, progress=progress)
     if f["malformed"]:
         sys.stderr.write(f"kit: skipped {f['malformed']} malformed rows\n")

@@ -16,6 +16,7 @@ from kit.files import check_output
 
 # Imported when used (see kit.cli.lazy): it loads numpy.
 decide = lazy_module("kit.throttle.decide")
+backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 
 
 class Parser(argparse.ArgumentParser):
@@ -195,7 +196,7 @@ def throttle_settings(a) -> decide.Settings:
 
 def cluster_options(p, group=None, required: bool = True) -> None:
     """--zk | --bootstrap (in `group` when given, e.g. beside --snapshot), with each one's
-    credentials: --zk-auth-file / --zk-auth, and --command-config. `cluster_args` reads them."""
+    credentials: --zk-auth-file / --zk-auth, and --command-config. `cluster_address` reads them."""
     where = group if group is not None else p.add_mutually_exclusive_group(required=required)
     where.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="Kafka's ZooKeeper (ZooKeeper-mode clusters)")
     where.add_argument("--bootstrap", metavar="HOST:PORT[,HOST:PORT]",
@@ -210,21 +211,13 @@ def cluster_options(p, group=None, required: bool = True) -> None:
                         "--kraft), the brokers' NIC capacities and instance types Kafka does not say")
 
 
-def cluster_args(a) -> dict:
-    """`kit.cluster.backend.open_backend`'s address and credentials from `cluster_options`'
-    arguments; `BadInput` when one cluster's credentials come with the other's address."""
-    zk, bootstrap = getattr(a, "zk", None), getattr(a, "bootstrap", None)
-    if getattr(a, "command_config", None) and not bootstrap:
-        raise BadInput("--command-config goes with --bootstrap (ZooKeeper takes --zk-auth-file)")
-    if getattr(a, "zk_auth", None) and bootstrap:
-        raise BadInput("--zk-auth / --zk-auth-file go with --zk (the Admin API takes --command-config)")
-    if getattr(a, "sim_facts", None) and not bootstrap:
-        raise BadInput("--sim-facts goes with --bootstrap (the ZooKeeper simulated cluster keeps its facts itself)")
-    out = {"zk": zk, "bootstrap": bootstrap, "auth": getattr(a, "zk_auth", None),
-           "command_config": getattr(a, "command_config", None)}
-    if getattr(a, "sim_facts", None):
-        out["sim_facts"] = a.sim_facts
-    return out
+def cluster_address(a) -> backends.ClusterAddress:
+    """The cluster `cluster_options`' arguments name (`kit.cluster.backend.ClusterAddress`, which
+    refuses options that do not go together: one cluster's credentials with the other's address)."""
+    return backends.ClusterAddress(zk=getattr(a, "zk", None), bootstrap=getattr(a, "bootstrap", None),
+                                   auth=getattr(a, "zk_auth", None),
+                                   command_config=getattr(a, "command_config", None),
+                                   sim_facts=getattr(a, "sim_facts", None))
 
 
 def cluster_flag(a) -> str:

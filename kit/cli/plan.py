@@ -26,7 +26,7 @@ import os
 from kit import collector
 from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, broker_ids, broker_pairs, bytes_per_second, load_share, rate, target_ids,
-                             whole, writable, cluster_args, cluster_options)
+                             whole, writable, cluster_address, cluster_options)
 from kit.errors import BadInput, Unsafe
 from kit.files import same_file, write_atomic
 from kit.progress import Progress
@@ -153,7 +153,7 @@ def make_plan(a, action, progress):
     if a.snapshot:
         cluster = formats.load_snapshot(a.snapshot)
     else:
-        with backends.open_backend(**cluster_args(a)) as backend:
+        with backends.open_backend(cluster_address(a)) as backend:
             cluster, _ = backend.read()
     # The review's view of the cluster read, made where the planner would only wait (for its
     # second process, for the count kernel), if it does: the same figures either way.

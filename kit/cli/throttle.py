@@ -18,7 +18,7 @@ import sys
 import threading
 
 from kit.cli.lazy import lazy_module
-from kit.cli.options import (Parser, auto_throttle_options, broker_id, bytes_per_second, cluster_args,
+from kit.cli.options import (Parser, auto_throttle_options, broker_id, bytes_per_second, cluster_address,
                              cluster_options, rate, throttle_settings, writable)
 from kit.errors import BadInput
 from kit.events import EventLog
@@ -80,7 +80,7 @@ def add_parser(sub) -> None:
 
 def throttle_set(a) -> int:
     """`kit throttle set`: an override rate for every broker taking part, or one."""
-    with cluster.open_backend(**cluster_args(a)) as backend:
+    with cluster.open_backend(cluster_address(a)) as backend:
         overrides.set_override(backend, a.rate, a.broker, a.autoremove)
     who = f"broker {a.broker}" if a.broker is not None else "every broker taking part"
     print(f"override set: {a.rate / 1e6:.1f} MB/s for {who}" + (" (autoremove)" if a.autoremove else ""))
@@ -89,7 +89,7 @@ def throttle_set(a) -> int:
 
 def throttle_remove(a) -> int:
     """`kit throttle remove`: the override goes."""
-    with cluster.open_backend(**cluster_args(a)) as backend:
+    with cluster.open_backend(cluster_address(a)) as backend:
         had = overrides.remove_override(backend, a.broker)
     print("override removed" if had else "no override was set")
     return 0
@@ -117,7 +117,7 @@ def throttle_run(a) -> int:
         actor.register()  # before connecting: the simulated clock waits for this loop's first round
     try:
         # A cluster away at start is waited for as the rounds wait for it (README's promise).
-        backend = loop.open_when_reachable(lambda: cluster.open_backend(**cluster_args(a)), log, stop)
+        backend = loop.open_when_reachable(lambda: cluster.open_backend(cluster_address(a)), log, stop)
         if backend is not None:
             with backend:
                 source = metrics or sources.ZnodeMetrics(backend)

@@ -14,8 +14,10 @@ backend only translates, never decides.
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from kit.errors import BadInput
@@ -286,10 +288,24 @@ def backend_class(bootstrap: str | None) -> type[ClusterBackend]:
     return ZkBackend
 
 
-def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str | None = None,
-                 timeout: float | None = None, command_config: str | None = None, state_file: str | None = None,
-                 metrics_dir: str | None = None, sim_facts: str | None = None) -> ClusterBackend:
-    """The backend for a cluster address: the one place where a backend is chosen.
+def parse_bootstrap(spec: str) -> list[str]:
+    """HOST:PORT[,HOST:PORT...] as a list; `BadInput` (one line) unless every entry has a port 1..65535."""
+    hosts = [h.strip() for h in (spec or "").split(",") if h.strip()]
+    if not hosts or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
+                            for h in hosts):
+        raise BadInput(f"--bootstrap {spec!r}: expected HOST:PORT[,HOST:PORT...] with ports in 1..65535")
+    return hosts
+
+
+@dataclass(frozen=True)
+class ClusterAddress:
+    """Where a cluster is and what reaches it: the one value commands, the doctor, the
+    dashboard's poller and the runbooks pass to `open_backend`.
+
+    Built from kit's options (`kit.cli.options.cluster_address`) or a runbook's parameters; the
+    rules of which options go together are checked here, once, when it is made (`BadInput`, one
+    line, before anything is read or written). An address with neither `zk` nor `bootstrap` is
+    no cluster (`live` false): a snapshot file's commands carry one, and `open_backend` refuses it.
 
     Parameters
     ----------
@@ -299,15 +315,10 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
         Kafka's bootstrap servers HOST:PORT[,HOST:PORT...], for the Admin API (KRaft clusters).
     auth : str, optional
         ZooKeeper credentials (SCHEME:CREDENTIALS, else `kit.cluster.zk.layout.resolve_auth`'s
-        environment variables); never printed.
-    timeout : float, optional
-        Seconds to wait for the cluster to answer: ZooKeeper's connection (default
-        `DEFAULT_TIMEOUT`), or each Admin API request (default
-        `kit.cluster.kafka.connect.REQUEST_SECONDS`; request.timeout.ms in the client
-        properties file wins).
+        environment variables); never printed (left out of the repr).
     command_config : str, optional
         Admin API: Kafka's client properties file (SASL, TLS), else
-        `kit.cluster.kafka.connect`'s environment variables; never printed.
+        `kit.cluster.kafka.connect`'s environment variables.
     state_file, metrics_dir : str, optional
         Admin API: where the auto-throttle's overrides and kafka-kit's metrics are kept
         (default ``$KIT_STATE_DIR/clusters/<cluster id>/state.json`` and ``.../metrics``,
@@ -315,21 +326,74 @@ def open_backend(zk: str | None = None, bootstrap: str | None = None, auth: str 
     sim_facts : str, optional
         Admin API: the simulated KRaft cluster's facts file (`kit sim start --kraft` writes
         DIR/facts.json; `ClusterBackend.sim_facts`), never a real cluster's.
+    """
+
+    zk: str | None = None
+    bootstrap: str | None = None
+    auth: str | None = field(default=None, repr=False)
+    command_config: str | None = None
+    state_file: str | None = None
+    metrics_dir: str | None = None
+    sim_facts: str | None = None
+
+    def __post_init__(self):
+        if self.zk and self.bootstrap:
+            raise BadInput("--zk and --bootstrap: give one, not both")
+        if self.command_config and not self.bootstrap:
+            raise BadInput("--command-config goes with --bootstrap (ZooKeeper takes --zk-auth-file)")
+        if self.auth and self.bootstrap:
+            raise BadInput("--zk-auth / --zk-auth-file go with --zk (the Admin API takes --command-config)")
+        if self.sim_facts and not self.bootstrap:
+            raise BadInput("--sim-facts goes with --bootstrap (the ZooKeeper simulated cluster keeps its facts itself)")
+        if (self.state_file or self.metrics_dir) and not self.bootstrap:
+            raise BadInput("a state file and metrics directory beside the cluster are the Admin API's "
+                           "(ZooKeeper keeps them in its znodes)")
+
+    @property
+    def live(self) -> bool:
+        """Whether it names a cluster (else: no cluster, a snapshot file's commands)."""
+        return bool(self.zk or self.bootstrap)
+
+    @property
+    def reached_through(self) -> str:
+        """`reached_through` for this address, without opening it."""
+        return reached_through(self.bootstrap)
+
+    def flags(self) -> list[str]:
+        """The address as `kit` options (``--zk X`` or ``--bootstrap X``), for the commands kit
+        suggests next or starts; credentials stay where they were (files, environment)."""
+        return ["--bootstrap", self.bootstrap] if self.bootstrap else ["--zk", self.zk] if self.zk else []
+
+
+def open_backend(address: ClusterAddress | None = None, timeout: float | None = None,
+                 **fields) -> ClusterBackend:
+    """The backend for a cluster address: the one place where a backend is chosen.
+
+    Parameters
+    ----------
+    address : ClusterAddress, optional
+        The cluster; without it, one is made from `fields` (``open_backend(zk=...)``, as a
+        notebook or a test writes it).
+    timeout : float, optional
+        Seconds to wait for the cluster to answer: ZooKeeper's connection (default
+        `DEFAULT_TIMEOUT`), or each Admin API request (default
+        `kit.cluster.kafka.connect.REQUEST_SECONDS`; request.timeout.ms in the client
+        properties file wins).
 
     Raises
     ------
     BadInput
-        Both or neither address given, or nothing answering there (within 30 s).
+        No cluster named, options that do not go together, or nothing answering there (within 30 s).
     """
-    if zk is not None and bootstrap is not None:
-        raise BadInput("--zk and --bootstrap: give one, not both")
-    if bootstrap is not None:
-        return backend_class(bootstrap)(bootstrap, timeout, command_config, state_file, metrics_dir, sim_facts)
-    if zk is None:
+    a = ClusterAddress(**fields) if address is None else address
+    if fields and address is not None:
+        raise BadInput("open_backend: an address or its fields, not both")
+    if a.bootstrap:
+        return backend_class(a.bootstrap)(a.bootstrap, timeout, a.command_config, a.state_file, a.metrics_dir,
+                                          a.sim_facts)
+    if not a.zk:
         raise BadInput("no cluster given: --zk HOST:PORT[/chroot] or --bootstrap HOST:PORT")
-    if sim_facts is not None:
-        raise BadInput("--sim-facts goes with --bootstrap (the ZooKeeper simulated cluster keeps its facts itself)")
-    return backend_class(None)(zk, DEFAULT_TIMEOUT if timeout is None else timeout, auth)
+    return backend_class(None)(a.zk, DEFAULT_TIMEOUT if timeout is None else timeout, a.auth)
 
 
 def reached_through(bootstrap: str | None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.doctor.examine import examine
 from kit.errors import BadInput
 from kit.formats import load_snapshot
@@ -49,34 +49,35 @@ def read_traffic(metrics_dir: str) -> dict[tuple[str, int], tuple[float, float]]
             for (t, p), row in grouped.iterrows()}
 
 
-def load_cluster(snapshot: str | None = None, zk: str | None = None, zk_auth: str | None = None,
-                 bootstrap: str | None = None, command_config: str | None = None):
+def load_cluster(snapshot: str | None = None, address: ClusterAddress | None = None):
     """(cluster, reassignment in flight or None) from a snapshot file or a live cluster (its
     ZooKeeper, or its brokers' Admin API)."""
-    if sum(x is not None for x in (snapshot, zk, bootstrap)) != 1:
+    live = address is not None and address.live
+    if (snapshot is not None) == live:
         raise BadInput("give exactly one of a snapshot file, a ZooKeeper connect string or bootstrap servers")
     if snapshot is not None:
         return load_snapshot(snapshot), None
-    with open_backend(zk=zk, bootstrap=bootstrap, auth=zk_auth, command_config=command_config) as backend:
+    with open_backend(address) as backend:
         return backend.read()
 
 
-def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None = None,
-        limit_in: float | None = None, limit_out: float | None = None, zk_auth: str | None = None,
-        time: str | None = None, bootstrap: str | None = None, command_config: str | None = None) -> dict:
-    """Load the cluster (snapshot file, live ZooKeeper or Admin API) and traffic (metrics directory), then
-    `kit.doctor.examine.examine` it. The one call a notebook needs; the report is a plain dict
-    (JSON-ready except the ``figures``' numbers, which are plain too).
+def run(snapshot: str | None = None, address: ClusterAddress | None = None, metrics: str | None = None,
+        limit_in: float | None = None, limit_out: float | None = None, time: str | None = None) -> dict:
+    """Load the cluster (a snapshot file, or the live cluster at `address`: its ZooKeeper or its
+    Admin API) and traffic (metrics directory), then `kit.doctor.examine.examine` it. The one
+    call a notebook needs; the report is a plain dict (JSON-ready except the ``figures``'
+    numbers, which are plain too).
 
     Examples
     --------
     >>> report = run(snapshot="cluster.json")          # doctest: +SKIP
+    >>> report = run(address=ClusterAddress(zk="zk1:2181/kafka"))  # doctest: +SKIP
     >>> from kit.doctor.examine import report_text      # doctest: +SKIP
     >>> print(report_text(report))                      # doctest: +SKIP
     """
     traffic = read_traffic(metrics) if metrics else None
-    cluster, reassigning = load_cluster(snapshot, zk, zk_auth, bootstrap, command_config)
-    source = "snapshot" if snapshot else "ZooKeeper" if zk else "Admin API"
+    cluster, reassigning = load_cluster(snapshot, address)
+    source = "snapshot" if snapshot else address.reached_through
     if traffic is not None:
         named = sum(1 for p in cluster.partitions if p.key in traffic)
         source = (f"metrics {os.path.join(metrics, REPLICA_TRAFFIC)} ({named} of {len(cluster.partitions)} "
@@ -84,11 +85,10 @@ def run(snapshot: str | None = None, zk: str | None = None, metrics: str | None 
     return examine(cluster, traffic, limit_in, limit_out, reassigning, time=time, traffic_source=source)
 
 
-def apply_report(report: dict, zk: str | None, zk_auth: str | None = None, throttle: float | None = None,
-                 rollback_out: str | None = None, bootstrap: str | None = None,
-                 command_config: str | None = None) -> dict:
+def apply_report(report: dict, address: ClusterAddress, throttle: float | None = None,
+                 rollback_out: str | None = None) -> dict:
     """Apply the report's plan through `kit apply`'s path (pre-flight, rollback file, throttles,
     then the reassignment). Raises `Unsafe` when pre-flight refuses."""
     moves = report["plan"]["partitions"]
-    with open_backend(zk=zk, bootstrap=bootstrap, auth=zk_auth, command_config=command_config) as backend:
+    with open_backend(address) as backend:
         return backend.apply(moves, throttle, rollback_out)

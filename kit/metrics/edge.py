@@ -17,7 +17,7 @@ import time
 import warnings
 from typing import Any
 
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.errors import BadInput
 from kit.formats import dumps, load_snapshot, snapshot_doc
 from kit.files import write_atomic
@@ -365,10 +365,10 @@ def enrich_snapshot(doc: dict, figures: dict[str, Any]) -> dict:
 
 def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "48h", stat: str = "max",
               master: str | None = None, shuffle_partitions: int | None = None, driver_memory: str | None = None,
-              cluster: dict | None = None, snapshot_in: str | None = None,
+              cluster: ClusterAddress | None = None, snapshot_in: str | None = None,
               snapshot_out: str | None = None, progress=None) -> dict[str, Any]:
     """The whole `kit metrics` batch job; returns the figures, `seconds` taken and, with a
-    `cluster` (`open_backend`'s arguments), `published`: where the metrics went there.
+    `cluster` (a `kit.cluster.backend.ClusterAddress`), `published`: where the metrics went there.
 
     Every input is checked (and the snapshot loaded, the cluster reached) before any output
     is written, so bad input leaves nothing behind. `progress` (a `kit.progress.Progress`)
@@ -390,7 +390,7 @@ def run_batch(replica_path: str, broker_path: str, out_dir: str, window: str = "
     if (snapshot_in is None) != (snapshot_out is None):
         raise BadInput("--snapshot-in and --snapshot-out go together")
     doc = snapshot_doc(load_snapshot(snapshot_in)) if snapshot_in else None
-    backend = open_backend(**cluster) if cluster else None
+    backend = open_backend(cluster) if cluster else None
     try:
         start = time.perf_counter()
         stage("starting Spark")

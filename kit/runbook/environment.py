@@ -11,8 +11,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from kit.cluster.backend import ClusterBackend, open_backend, reached_through
-from kit.cluster.kafka.connect import parse_bootstrap
+from kit.cluster.backend import ClusterAddress, ClusterBackend, open_backend, parse_bootstrap
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unsafe
@@ -51,26 +50,28 @@ class Environment:
     kraft_state: str | None = None
     samples: str = ""  # where the simulated controller writes its metric samples
 
-    def address(self) -> dict:
-        """`open_backend`'s (and `kit.doctor.load.run`'s) address keyword: zk= or bootstrap=."""
-        return {"bootstrap": self.bootstrap} if self.bootstrap else {"zk": self.zk}
+    @property
+    def address(self) -> ClusterAddress:
+        """The cluster's address, for `open_backend` and `kit.doctor.load.run` (credentials from
+        the environment variables, see `backend`)."""
+        return ClusterAddress(bootstrap=self.bootstrap) if self.bootstrap else ClusterAddress(zk=self.zk)
 
     def backend(self) -> ClusterBackend:
         """The cluster the runbook works on. Credentials come from the environment, never from
         parameters: $KIT_ZK_AUTH for ZooKeeper, $KIT_KAFKA_COMMAND_CONFIG (Kafka's client
         properties file) for the Admin API, whose requests may take `ADMIN_TIMEOUT_S` (a broker
         answers a config or log dir request beside its clients; the runbook can wait)."""
-        return open_backend(**self.address(), **({"timeout": ADMIN_TIMEOUT_S} if self.bootstrap else {}))
+        return open_backend(self.address, timeout=ADMIN_TIMEOUT_S if self.bootstrap else None)
 
     def cluster_flags(self) -> list[str]:
         """The address as `kit` command-line options (--zk or --bootstrap); credentials stay in
         the environment variables the children inherit."""
-        return ["--bootstrap", self.bootstrap] if self.bootstrap else ["--zk", self.zk]
+        return self.address.flags()
 
     @property
     def reached_through(self) -> str:
         """What the cluster is reached through, as its backend says it ("ZooKeeper", "Kafka (Admin API)")."""
-        return reached_through(self.bootstrap)
+        return self.address.reached_through
 
     @property
     def controller_running(self) -> bool:
@@ -180,19 +181,19 @@ def stop_simulated(workdir: str) -> bool:
     return stopped
 
 
-def simulated_address(workdir: str) -> dict | None:
-    """`open_backend`'s address (zk= or bootstrap=) of the embedded simulated cluster running in
+def simulated_address(workdir: str) -> ClusterAddress | None:
+    """The address of the embedded simulated cluster running in
     `workdir` as `open_environment` lays it out, or None when none runs there: `kit run` reads
     an interrupted run's cluster through it before `stop_simulated`."""
     state = os.path.join(workdir, "kraft")
     if os.path.isdir(state) and kraft_sim.running(state):
         try:
             with open(os.path.join(state, "bootstrap"), encoding="utf-8") as fh:
-                return {"bootstrap": fh.read().strip()}
+                return ClusterAddress(bootstrap=fh.read().strip())
         except OSError:  # still starting: it has no listeners yet
             return None
     server = localzk.status(os.path.join(workdir, "zookeeper"))
-    return {"zk": f"{server.connect}/kafka"} if server is not None else None
+    return ClusterAddress(zk=f"{server.connect}/kafka") if server is not None else None
 
 
 def check_address(zk: str, bootstrap: str, cluster: str) -> None:
@@ -201,7 +202,7 @@ def check_address(zk: str, bootstrap: str, cluster: str) -> None:
     if cluster not in SIMULATED_CLUSTERS:
         raise BadInput(f'parameter cluster: "zookeeper" or "kraft", got {cluster!r}')
     if zk and bootstrap:
-        raise BadInput("parameters zk and bootstrap: give one, not both")
+        raise BadInput("parameters zk and bootstrap: give one, not both")  # the parameters' names, not the options'
     if zk and cluster == "kraft":
         raise BadInput("parameter cluster kraft is the simulated KRaft cluster: a KRaft cluster of yours "
                        "takes bootstrap, not zk")

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.cluster.zk.layout import parse_connect
 from kit.errors import BadInput
 from kit.formats import dumps, load_yaml
@@ -420,7 +420,7 @@ def _stop_interrupted(execution: _Execution, record_path: str, stem: str, tag: s
         if address is None:
             processes.stop(tag)
             if not simulated:
-                address = {"zk": given["zk"]} if given.get("zk") else {"bootstrap": given["bootstrap"]}
+                address = ClusterAddress(zk=given.get("zk") or None, bootstrap=given.get("bootstrap") or None)
         state = cluster_state(address) if address else None
         stop_simulated(workdir)
         processes.stop(tag)
@@ -452,14 +452,14 @@ def _kernel_stopped_on_purpose():
             log.removeFilter(quiet)
 
 
-def cluster_state(address: dict, wait: float = STATE_WAIT_S) -> dict:
+def cluster_state(address: ClusterAddress, wait: float = STATE_WAIT_S) -> dict:
     """The reassignment and throttles the cluster holds now (its backend's `status`), or
     {"error": why} when it did not answer within `wait` seconds."""
     got: dict = {}
 
     def read():
         try:
-            with open_backend(**address) as backend:
+            with open_backend(address) as backend:
                 got["status"] = backend.status()
         except Exception as e:  # noqa: BLE001  (whatever kept the answer away is what the record says)
             got["error"] = str(e) or type(e).__name__

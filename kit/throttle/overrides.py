@@ -10,7 +10,7 @@ import json
 import re
 
 from kit import validate
-from kit.cluster.backend import ClusterBackend
+from kit.cluster.backend import ClusterBackend, Overrides
 from kit.errors import BadInput
 
 
@@ -88,7 +88,7 @@ def set_override(backend: ClusterBackend, rate: float, broker: int | None = None
     backend.store_throttle_override(body, None if broker is None else str(broker))
 
 
-def remove_override(backend: ClusterBackend, broker: int | None = None) -> bool:
+def remove_override(backend: Overrides, broker: int | None = None) -> bool:
     """Remove the global (or one broker's) override; False when there was none."""
     raw = backend.remove_throttle_override(None if broker is None else str(broker))
     if raw is None or broker is not None:

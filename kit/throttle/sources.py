@@ -13,7 +13,7 @@ import os
 import time
 
 from kit import validate
-from kit.cluster.backend import ClusterBackend
+from kit.cluster.backend import Metrics
 from kit.errors import BadInput
 from kit.events import epoch
 from kit.metrics import BROKER_LOAD, BROKER_RATES
@@ -150,11 +150,11 @@ class BrokerLoadMetrics:
 
 
 class ZnodeMetrics:
-    """kafka-kit's broker metrics (`ClusterBackend.broker_metrics`; in ZooKeeper
+    """kafka-kit's broker metrics (`kit.cluster.backend.Metrics.broker_metrics`; in ZooKeeper
     `/topicmappr/brokermetrics`, plain or gzipped), when its per-broker entries carry
     `NetRX`/`NetTX` (bytes/s) beside `StorageFree`; aged by when they were written."""
 
-    def __init__(self, backend: ClusterBackend, clock=time.time):
+    def __init__(self, backend: Metrics, clock=time.time):
         self.backend, self.clock = backend, clock
 
     def read(self, brokers) -> dict[int, NetSample]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import finish_reassignment, seed
-from kit.cluster.backend import ROLES, ClusterBackend, ConnectionWatch, open_backend
+from kit.cluster.backend import ROLES, ClusterAddress, ClusterBackend, ConnectionWatch, open_backend
 from kit.cluster.kafka.backend import AdminBackend
 from kit.cluster.zk.backend import ZkBackend
 from kit.dashboard.poller import Poller
@@ -142,6 +142,32 @@ def test_open_backend_refuses_what_it_cannot_open_as_bad_input(kwargs, says):
     with pytest.raises(BadInput, match=says.replace("(", r"\(").replace(")", r"\)")) as e:
         open_backend(**kwargs)
     assert e.value.exit_code == 2
+
+
+@pytest.mark.parametrize("fields, says", [
+    ({"zk": "127.0.0.1:2181", "bootstrap": "127.0.0.1:9092"}, "give one, not both"),
+    ({"zk": "127.0.0.1:2181", "command_config": "client.properties"}, "--command-config goes with --bootstrap"),
+    ({"bootstrap": "127.0.0.1:9092", "auth": "digest:kit:secret"}, "--zk-auth / --zk-auth-file go with --zk"),
+    ({"zk": "127.0.0.1:2181", "sim_facts": "facts.json"}, "--sim-facts goes with --bootstrap"),
+    ({"zk": "127.0.0.1:2181", "state_file": "state.json"}, "are the Admin API's"),
+])
+def test_a_cluster_address_refuses_options_that_do_not_go_together_when_it_is_made(fields, says):
+    """One rule, one place: every command, the doctor, the runbooks and the dashboard make
+    their address with `ClusterAddress`, which checks the pairing before anything is opened."""
+    with pytest.raises(BadInput, match=says.replace("(", r"\(").replace(")", r"\)")) as e:
+        ClusterAddress(**fields)
+    assert e.value.exit_code == 2
+
+
+def test_a_cluster_address_keeps_its_credentials_out_of_its_repr_and_says_how_it_is_reached():
+    zk = ClusterAddress(zk="127.0.0.1:2181/kafka", auth="digest:kit:s3cret")
+    assert "s3cret" not in repr(zk) and zk.live and zk.flags() == ["--zk", "127.0.0.1:2181/kafka"]
+    assert zk.reached_through == ZkBackend.reached_through
+    kraft = ClusterAddress(bootstrap="127.0.0.1:9092")
+    assert kraft.flags() == ["--bootstrap", "127.0.0.1:9092"] and kraft.reached_through == AdminBackend.reached_through
+    assert not ClusterAddress().live and ClusterAddress().flags() == []
+    with pytest.raises(BadInput, match="no cluster given"):
+        open_backend(ClusterAddress())
 
 
 def _moves(cluster, n=4) -> list[dict]:

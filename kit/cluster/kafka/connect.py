@@ -21,6 +21,7 @@ from kafka.net.compat import KafkaNetClient
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
+from kit.cluster.backend import parse_bootstrap
 from kit.errors import BadInput, Unreachable, Unsafe
 from kit.files import read_input
 
@@ -60,15 +61,6 @@ _IGNORED = {"retries", "retry.backoff.ms", "client.id",
             "ssl.protocol", "ssl.enabled.protocols", "ssl.keystore.type", "ssl.truststore.type",
             "sasl.login.callback.handler.class", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm"}
 _JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-def parse_bootstrap(spec: str) -> list[str]:
-    """HOST:PORT[,HOST:PORT...] as a list; `BadInput` (one line) unless every entry has a port 1..65535."""
-    hosts = [h.strip() for h in (spec or "").split(",") if h.strip()]
-    if not hosts or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
-                            for h in hosts):
-        raise BadInput(f"--bootstrap {spec!r}: expected HOST:PORT[,HOST:PORT...] with ports in 1..65535")
-    return hosts
 
 
 def read_properties(path: str) -> dict[str, str]:
