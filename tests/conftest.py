@@ -119,13 +119,26 @@ def restarting_zookeeper(snapshot, tmp_path):
         localzk.stop(data)
 
 
+# `kit plan replace` of a snapshot, by snapshot: a plan is a pure function of its cluster
+# (tests/plan/test_plan_properties.py: plans are deterministic), and the tests that take one
+# here test what is done with it, not the planning (two child processes, ~5 s under load, per use).
+_REPLACE_PLANS: dict[str, str] = {}
+
+
 def plan_replace(snap, folder: Path) -> Path:
     """`kit plan replace` of `snap`'s dead broker by its new one (scripts/demo_replace_arg.py
-    names the pair), written to folder/plan.json: its path."""
-    replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
-                              str(snap)], capture_output=True, text=True, check=True).stdout.strip()
+    names the pair), written to folder/plan.json: its path. Planned once per snapshot per test
+    process; each caller gets its own copy of the file."""
     plan = folder / "plan.json"
-    assert run_kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
+    key = str(Path(snap).resolve())
+    if key not in _REPLACE_PLANS:
+        replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
+                                  str(snap)], capture_output=True, text=True, check=True).stdout.strip()
+        r = run_kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan)
+        assert r.returncode == 0, r.stderr
+        _REPLACE_PLANS[key] = plan.read_text()
+    else:
+        plan.write_text(_REPLACE_PLANS[key])
     return plan
 
 
