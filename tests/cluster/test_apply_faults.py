@@ -120,6 +120,7 @@ def test_apply_killed_before_its_transaction_changes_nothing_and_is_simply_run_a
         {(m["topic"], m["partition"]): m["replicas"] for m in moves}
 
 
+@pytest.mark.slow
 def test_apply_killed_after_its_transaction_is_found_again_followed_and_rolled_back(kafka, tmp_path):
     """Killed once the throttles and the reassignment are committed, before a word is printed:
     status says a reassignment runs and whose throttles those are; apply run again recognises

@@ -58,6 +58,7 @@ def record_of(stdout: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, cluster", DEFAULT_RUNS)
 def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name, cluster, tmp_path):
     env = dict(os.environ, KIT_STATE_DIR=str(tmp_path / "state"))
@@ -96,6 +97,7 @@ def check_the_planned_run(rec: dict, name: str, cluster: str) -> None:
         assert "PASS" in html
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, cluster", CLUSTERS)
 def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
     params = tmp_path / "params.yaml"
@@ -148,6 +150,7 @@ def test_each_runbook_takes_a_parameter_file(name, cluster, tmp_path):
         assert rec["outcome"] == "planned"
 
 
+@pytest.mark.slow
 def test_the_replacement_on_kraft_gives_the_same_record_at_any_speed(tmp_path):
     """Issue 34: the simulated KRaft cluster's controller runs from its start and waited for no
     one, so until the auto-throttle joined its clock it copied at the minimum rate for the
@@ -232,6 +235,7 @@ def check_the_kraft_run(rec: dict, tmp_path: Path) -> None:
     assert not kraft.running(str(files / "kraft"))  # stopped at the end, as the ZooKeeper one is
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cluster", ["zookeeper", "kraft"])
 def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(cluster, tmp_path):
     from kit.cluster.zk import server as localzk
@@ -289,6 +293,7 @@ def test_parameters_keep_their_declared_types():
                    "speed": 5000.0, "apply": True}
 
 
+@pytest.mark.slow
 def test_exploratory_notebooks_pass_nbval_lax():
     notebooks = Path(__file__).resolve().parents[2] / "notebooks"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbval-lax", "-p", "no:cacheprovider",
@@ -330,6 +335,7 @@ def test_the_gate_applies_only_with_apply_or_a_button_press(monkeypatch, capsys)
     assert calls == ["pressed"] and button.disabled
 
 
+@pytest.mark.slow
 def test_if_the_auto_throttle_fails_the_copy_goes_on_throttled_and_the_record_says_so(tmp_path):
     """A metrics source the loop cannot read (a file where it wants a samples directory) stops
     the loop at its start; the plan was applied at the loop's minimum rate, so the copy goes on
@@ -348,6 +354,7 @@ def test_if_the_auto_throttle_fails_the_copy_goes_on_throttled_and_the_record_sa
     assert "WARNING: the auto-throttle stopped" in Path(rec["html"]).read_text()
 
 
+@pytest.mark.slow
 def test_a_run_held_at_the_fail_safe_says_so_in_its_headline_title_and_timing(tmp_path):
     """Metrics withheld (an empty samples directory): the auto-throttle never gets a sample and
     keeps every broker at its 10 MB/s fail-safe. The copy finishes, and the record does not

@@ -262,6 +262,7 @@ def assert_rode_out(loop: subprocess.Popen, root: str, timeout: float) -> None:
     assert not any(LEADER_REPLICAS in c or FOLLOWER_REPLICAS in c for c in configs(root, "topics").values())
 
 
+@pytest.mark.slow
 def test_the_loop_rides_out_a_zookeeper_restart(snapshots, tmp_path):
     """ZooKeeper goes away mid-run: the loop retries with the rates in force, never crashes,
     and still clears every throttle once the reassignment is done."""
@@ -283,6 +284,7 @@ def _stopped(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
 
 
+@pytest.mark.slow
 def test_the_loop_rides_out_a_zookeeper_restart_during_its_start_up(snapshots, tmp_path):
     """ZooKeeper goes away after the loop connected and before it took over the throttles
     (the loop is held there by SIGSTOP, tests/kill_at.py): start-up is retried like a round."""
