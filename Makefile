@@ -2,7 +2,9 @@
 #
 #   make demo    run the broker-replacement runbook end to end on a local ZooKeeper with a
 #                simulated cluster, into an incident record (records/)
-#   make test    run the test suite
+#   make test    run the test suite (all of it)
+#   make test-fast  the suite without the tests marked slow (whole runbook runs, browsers, ZooKeeper
+#                restarts: pyproject.toml's markers), for a quick look while working, never instead of make test
 #   make bench   time `kit plan` on 200,000-partition clusters, median of 3, into
 #                docs/bench/plan-200000p-150b.md (slow: ~15 minutes on 2 cores)
 #   make bench-1m  the same at 1,000,000 partitions / 500 brokers, one run each, into
@@ -40,7 +42,7 @@ PYTEST_ARGS ?=
 # overlap well even on two cores (`make test TEST_WORKERS=0` runs them one at a time).
 TEST_WORKERS ?= 3
 
-.PHONY: venv .venv zookeeper demo test bench bench-1m bench-sim lab clean distclean
+.PHONY: venv .venv zookeeper demo test test-fast bench bench-1m bench-sim lab clean distclean
 
 venv .venv: $(STAMP)
 
@@ -81,6 +83,10 @@ zookeeper:
 test: venv zookeeper
 	@bash scripts/ensure_debian_package.sh chromium /usr/bin/chromium "headless browser for the dashboard tests"
 	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+test-fast: venv zookeeper
+	@bash scripts/ensure_debian_package.sh chromium /usr/bin/chromium "headless browser for the dashboard tests"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 bench: venv
 	$(PY) bench/reference_table.py --shared $(SHARED) --docs

@@ -16,10 +16,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PROGRESS_LINE", "finish_reassignment", "kit_command", "kraft_cluster", "local_zookeeper", "run_kit",
-           "seed", "wait_for"]
+__all__ = ["PROGRESS_LINE", "SimulatedCluster", "finish_reassignment", "kit_command", "kraft_cluster",
+           "local_zookeeper", "run_kit", "seed", "simulated_cluster", "wait_for"]
 
 # A progress line on stderr (kit/progress.py): "kit plan · ... · elapsed 12s (wall clock)".
 PROGRESS_LINE = re.compile(r"kit [a-z -]+ · .*\(wall clock\)")
@@ -150,6 +151,76 @@ def kraft_cluster(snapshot, state, **options) -> Iterator[str]:
         yield line
     finally:
         kraft.stop(str(state))
+
+
+@dataclass
+class SimulatedCluster:
+    """A started simulated cluster, ZooKeeper mode or KRaft, its simulated controller running.
+
+    `flag` reaches it from the command line (``--zk ROOT`` or ``--bootstrap HOST:PORT,...``),
+    `where` names it to `kit sim kill/revive` (``--zk ROOT`` or ``--state DIR``), `backend()`
+    reads it back through kit's one seam (`kit.cluster.backend.open_backend`); `seeded` is the
+    snapshot's cluster it was started from.
+    """
+
+    kind: str
+    flag: tuple[str, str]
+    where: tuple[str, str]
+    seeded: object
+
+    def backend(self):
+        """A `ClusterBackend` on the cluster (closed by a ``with`` block)."""
+        from kit.cluster.backend import open_backend
+
+        return open_backend(**{self.flag[0][2:]: self.flag[1]})
+
+    def let_go(self) -> None:
+        """Lift every broker's replication throttle (to 1 TB/s): the simulated controller then
+        finishes the copies in flight within seconds (verify clears the throttles after)."""
+        from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
+
+        with self.backend() as b:
+            cluster, _ = b.read()
+            b.set_throttles(brokers={i: {LEADER_RATE: str(10**12), FOLLOWER_RATE: str(10**12)}
+                                     for i in cluster.live_ids})
+
+
+@contextlib.contextmanager
+def simulated_cluster(kind: str, snapshot, folder, speed: float, zookeeper_root: str = "",
+                      env=None) -> Iterator[SimulatedCluster]:
+    """A simulated cluster of `kind` holding `snapshot`, its controller at `speed` simulated
+    seconds per wall second, stopped afterwards: yields its `SimulatedCluster`.
+
+    "zookeeper": `kit sim seed` into the chroot `zookeeper_root` (of a running ZooKeeper, e.g.
+    `local_zookeeper`'s) and `kit sim run` in the background (its output in folder/controller.log;
+    `env` for both); "kraft": `kit sim start --kraft`'s code, its state in folder/kraft, samples
+    every simulated hour (kit sim run's minute would have its controller write 600 partitions'
+    replicas each simulated minute, for tests that read none)."""
+    from kit.formats import load_snapshot
+
+    folder = Path(folder)
+    seeded = load_snapshot(str(snapshot))
+    if kind == "kraft":
+        state = folder / "kraft"
+        with kraft_cluster(snapshot, state, speed=speed, sample_every=3600.0) as line:
+            yield SimulatedCluster(kind, ("--bootstrap", line), ("--state", str(state)), seeded)
+        return
+    if kind != "zookeeper":
+        raise ValueError(f"kind: 'zookeeper' or 'kraft', not {kind!r}")
+    r = run_kit("sim", "seed", "--zk", zookeeper_root, "--snapshot", snapshot, env=env)
+    assert r.returncode == 0, r.stderr
+    with open(folder / "controller.log", "wb") as log:
+        controller = subprocess.Popen(kit_command() + ["sim", "run", "--zk", zookeeper_root, "--speed", str(speed)],
+                                      stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        yield SimulatedCluster(kind, ("--zk", zookeeper_root), ("--zk", zookeeper_root), seeded)
+    finally:
+        controller.terminate()
+        try:
+            controller.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+            controller.wait(timeout=30)
 
 
 def _stop_simulated_brokers(connect_string: str) -> None:

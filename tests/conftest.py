@@ -7,15 +7,14 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import settings as hypothesis_settings
 
 # The harness kit ships (kit/testing.py); tests import these names from here or from kit.testing.
-from kit.testing import (PROGRESS_LINE, finish_reassignment, kit_command, kraft_cluster,  # noqa: F401
-                         local_zookeeper, run_kit, seed, wait_for)
+from kit.testing import (PROGRESS_LINE, SimulatedCluster, finish_reassignment, kit_command,  # noqa: F401
+                         kraft_cluster, local_zookeeper, run_kit, seed, simulated_cluster, wait_for)
 
 # CI (CI=true, as .ci/run is called) draws the same examples every run: a red build is then
 # the code's fault, reproducible, never the luck of a new random draw. Elsewhere hypothesis
@@ -119,13 +118,26 @@ def restarting_zookeeper(snapshot, tmp_path):
         localzk.stop(data)
 
 
+# `kit plan replace` of a snapshot, by snapshot: a plan is a pure function of its cluster
+# (tests/plan/test_plan_properties.py: plans are deterministic), and the tests that take one
+# here test what is done with it, not the planning (two child processes, ~5 s under load, per use).
+_REPLACE_PLANS: dict[str, str] = {}
+
+
 def plan_replace(snap, folder: Path) -> Path:
     """`kit plan replace` of `snap`'s dead broker by its new one (scripts/demo_replace_arg.py
-    names the pair), written to folder/plan.json: its path."""
-    replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
-                              str(snap)], capture_output=True, text=True, check=True).stdout.strip()
+    names the pair), written to folder/plan.json: its path. Planned once per snapshot per test
+    process; each caller gets its own copy of the file."""
     plan = folder / "plan.json"
-    assert run_kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan).returncode == 0
+    key = str(Path(snap).resolve())
+    if key not in _REPLACE_PLANS:
+        replace = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "demo_replace_arg.py"),
+                                  str(snap)], capture_output=True, text=True, check=True).stdout.strip()
+        r = run_kit("plan", "replace", "--snapshot", snap, "--replace", replace, "--out", plan)
+        assert r.returncode == 0, r.stderr
+        _REPLACE_PLANS[key] = plan.read_text()
+    else:
+        plan.write_text(_REPLACE_PLANS[key])
     return plan
 
 
@@ -160,80 +172,23 @@ CRAWL = 10
 _sim_roots = itertools.count()
 
 
-@dataclass
-class SimulatedCluster:
-    """A started simulated cluster, ZooKeeper mode or KRaft, its simulated controller running.
-
-    `flag` reaches it from the command line (``--zk ROOT`` or ``--bootstrap HOST:PORT,...``),
-    `where` names it to `kit sim kill/revive` (``--zk ROOT`` or ``--state DIR``), `backend()`
-    reads it back through kit's one seam (`kit.cluster.backend.open_backend`); `seeded` is the
-    snapshot's cluster it was started from.
-    """
-
-    kind: str
-    flag: tuple[str, str]
-    where: tuple[str, str]
-    seeded: object
-
-    def backend(self):
-        """A `ClusterBackend` on the cluster (closed by a ``with`` block)."""
-        from kit.cluster.backend import open_backend
-
-        return open_backend(**{self.flag[0][2:]: self.flag[1]})
-
-    def let_go(self) -> None:
-        """Lift every broker's replication throttle (to 1 TB/s): the simulated controller then
-        finishes the copies in flight within seconds (verify clears the throttles after)."""
-        from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
-
-        with self.backend() as b:
-            cluster, _ = b.read()
-            b.set_throttles(brokers={i: {LEADER_RATE: str(10**12), FOLLOWER_RATE: str(10**12)}
-                                     for i in cluster.live_ids})
-
-
 @pytest.fixture(params=["zookeeper", "kraft"])
 def sim_cluster(request, zookeeper, snapshots, tmp_path, monkeypatch):
-    """sim_cluster(scenario="scale-out") -> a started `SimulatedCluster` of the standard small
-    cluster `scenario`, of each kind in turn (the test runs once per backend); stopped after.
+    """sim_cluster(scenario="scale-out") -> a started `SimulatedCluster` (kit.testing) of the
+    standard small cluster `scenario`, of each kind in turn (the test runs once per backend);
+    stopped after.
 
     ZooKeeper mode: `kit sim seed` in a chroot of the session's ZooKeeper and `kit sim run` in
     the background; KRaft: `kit sim start --kraft`'s code (kit's own state in tmp_path). Both
-    run the same simulated controller at `SIM_SPEED`.
+    run the same simulated controller at `SIM_SPEED` (kit.testing.simulated_cluster).
     """
-    from kit.formats import load_snapshot
-    from kit.sim.kraft import cluster as kraft
-
-    kind, stop = request.param, []
+    kind = request.param
     monkeypatch.setenv("KIT_STATE_DIR", str(tmp_path / "kit-state"))
-
-    def start(scenario: str = "scale-out") -> SimulatedCluster:
-        snap = snapshots[scenario]
-        if kind == "kraft":
-            state = tmp_path / f"kraft-{len(stop)}"
-            # Samples every simulated hour, not kit sim run's minute: none of these tests reads
-            # them, and the controller writes each due one (600 partitions' replicas) in its step.
-            line = kraft.start(str(snap), str(state), speed=SIM_SPEED, sample_every=3600.0)
-            stop.append(lambda: kraft.stop(str(state)))
-            return SimulatedCluster(kind, ("--bootstrap", line), ("--state", str(state)), load_snapshot(str(snap)))
-        root = f"{zookeeper}/kit-either-{next(_sim_roots)}"
-        r = run_kit("sim", "seed", "--zk", root, "--snapshot", snap)
-        assert r.returncode == 0, r.stderr
-        log = open(tmp_path / f"controller-{len(stop)}.log", "wb")
-        controller = subprocess.Popen(kit_command() + ["sim", "run", "--zk", root, "--speed", str(SIM_SPEED)],
-                                      stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-
-        def end():
-            controller.terminate()
-            try:
-                controller.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                controller.kill()
-                controller.wait(timeout=30)
-        stop.append(end)
-        return SimulatedCluster(kind, ("--zk", root), ("--zk", root), load_snapshot(str(snap)))
-
-    yield start
-    for end in reversed(stop):
-        end()
+    count = itertools.count()
+    with contextlib.ExitStack() as started:
+        def start(scenario: str = "scale-out") -> SimulatedCluster:
+            folder = tmp_path / f"cluster-{next(count)}"
+            folder.mkdir()
+            return started.enter_context(simulated_cluster(kind, snapshots[scenario], folder, SIM_SPEED,
+                                                           f"{zookeeper}/kit-either-{next(_sim_roots)}"))
+        yield start

@@ -27,14 +27,24 @@ THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPL
 _chroots = itertools.count()
 
 
+# The plan `kit plan scale-out --zk` makes of a freshly seeded chroot, made once per test process:
+# every chroot holds the same cluster, a plan is a pure function of it, and these tests are about
+# the faults of applying one (one child process, ~3-7 s under load, per test).
+_PLAN: list[str] = []
+
+
 @pytest.fixture
 def kafka(zookeeper, snapshots, tmp_path):
     """A chroot holding the scale-out cluster and its plan: (connect string, plan path)."""
     root = f"{zookeeper}/kit-faults-{next(_chroots)}"
     seed(root, load_snapshot(str(snapshots["scale-out"])))
     plan = tmp_path / "plan.json"
-    r = kit("plan", "scale-out", "--zk", root, "--out", plan)
-    assert r.returncode == 0, r.stderr
+    if not _PLAN:
+        r = kit("plan", "scale-out", "--zk", root, "--out", plan)
+        assert r.returncode == 0, r.stderr
+        _PLAN.append(plan.read_text())
+    else:
+        plan.write_text(_PLAN[0])
     return root, plan
 
 
@@ -120,6 +130,7 @@ def test_apply_killed_before_its_transaction_changes_nothing_and_is_simply_run_a
         {(m["topic"], m["partition"]): m["replicas"] for m in moves}
 
 
+@pytest.mark.slow
 def test_apply_killed_after_its_transaction_is_found_again_followed_and_rolled_back(kafka, tmp_path):
     """Killed once the throttles and the reassignment are committed, before a word is printed:
     status says a reassignment runs and whose throttles those are; apply run again recognises

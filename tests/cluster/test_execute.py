@@ -574,6 +574,7 @@ def test_az_loss_from_the_cluster_takes_the_missing_brokers_as_the_lost_rack(sim
     assert r.returncode == 0 and "taking the" not in r.stdout
 
 
+@pytest.mark.slow
 def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshots, tmp_path):
     """Session loss during `kit verify`: the server goes away mid-watch and comes back on the
     same port with its data; verify reconnects, sees the copy finish and clears the throttles."""

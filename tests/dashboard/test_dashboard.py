@@ -730,6 +730,7 @@ def _wait(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}: last saw {str(got)[:300]}")
 
 
+@pytest.mark.slow
 def test_a_request_naming_another_host_is_refused_page_and_records(snapshots, tmp_path):
     """DNS rebinding: a page on evil.example whose name is made to point at 127.0.0.1 sends
     `Host: evil.example:PORT`. The dashboard on loopback answers only its loopback names, so that
@@ -779,6 +780,7 @@ def test_a_request_naming_another_host_is_refused_page_and_records(snapshots, tm
         proc.wait(timeout=60)
 
 
+@pytest.mark.slow
 def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path):
     root = f"{zookeeper}/kit-dashboard"
     assert kit("sim", "seed", "--zk", root, "--snapshot", big["snapshot"]).returncode == 0
@@ -966,6 +968,7 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_the_notebook_runs_under_papermill(big, tmp_path):
     papermill = pytest.importorskip("papermill")
     nb = ROOT / "notebooks" / "dashboard.ipynb"

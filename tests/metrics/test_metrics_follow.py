@@ -58,6 +58,7 @@ def expected_rates(broker_dir) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_follow_keeps_broker_rates_current_while_the_simulator_writes_samples(spark, zookeeper, tmp_path):
     from kit.metrics.edge import follow
 

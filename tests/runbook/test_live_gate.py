@@ -78,6 +78,7 @@ def cell_with(nb, source: str):
     return next(c for c in nb.cells if c.cell_type == "code" and source in c.source)
 
 
+@pytest.mark.slow
 def test_apply_pressed_leaves_one_story_and_a_second_run_on_the_same_workdir_works(tmp_path):
     workdir = tmp_path / "work"
     notebook = tmp_path / "broker_replacement.ipynb"

@@ -95,6 +95,7 @@ def jupyterlab(tmp_path):
         log.close()
 
 
+@pytest.mark.slow
 def test_apply_in_jupyterlab_shows_progress_and_leaves_the_record(jupyterlab):
     lab = jupyterlab
     root: Path = lab["root"]

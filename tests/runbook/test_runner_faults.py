@@ -270,6 +270,7 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_run_stops_everything_it_started_and_says_what_it_left(tmp_path, sig, code):
     """Ctrl-C (or a SIGTERM) in the middle of a copy: every process the run started stops (the
@@ -409,6 +410,7 @@ def test_each_kernel_talks_over_sockets_in_a_folder_of_its_own(tmp_path):
     assert km.transport == "ipc" and Path(km.ip).parent == private and Path(km.connection_file).parent == private
 
 
+@pytest.mark.slow
 def test_two_runs_into_one_folder_in_the_same_second_both_succeed(tmp_path, monkeypatch):
     """Two runs of one runbook started in the same second into one folder (the clock held on
     one second): each keeps its own record, and neither kernel talks on the other's sockets

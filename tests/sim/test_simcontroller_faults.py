@@ -204,6 +204,7 @@ def sim_run(root: str, *args: str) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_kit_sim_run_killed_mid_copy_resumes_with_the_bytes_still_to_copy(zookeeper, snapshots, tmp_path):
     """SIGKILL part way through a replace: the next `kit sim run` resumes every unfinished
     copy from the recorded bytes left and takes the simulated time they need; its report
@@ -289,6 +290,7 @@ def own_zookeeper(tmp_path):
             localzk.stop(data)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("expire", [False, True], ids=["session-kept", "session-expired"])
 def test_kit_sim_run_and_its_brokers_ride_out_a_zookeeper_restart(snapshots, tmp_path, expire):
     """ZooKeeper restarts while `kit sim run` copies. Restarted at once, every session lives

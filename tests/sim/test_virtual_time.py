@@ -59,6 +59,7 @@ def decisions(events: Path) -> list[tuple]:
             for e in map(json.loads, events.read_text().splitlines())]
 
 
+@pytest.mark.slow
 def test_the_same_run_at_two_very_different_speeds_gives_the_same_decisions_and_completion(zookeeper, snapshots,
                                                                                            tmp_path):
     # The two runs go side by side, each on a cluster of its own: the slow one's wall time is

@@ -262,6 +262,7 @@ def assert_rode_out(loop: subprocess.Popen, root: str, timeout: float) -> None:
     assert not any(LEADER_REPLICAS in c or FOLLOWER_REPLICAS in c for c in configs(root, "topics").values())
 
 
+@pytest.mark.slow
 def test_the_loop_rides_out_a_zookeeper_restart(snapshots, tmp_path):
     """ZooKeeper goes away mid-run: the loop retries with the rates in force, never crashes,
     and still clears every throttle once the reassignment is done."""
@@ -283,6 +284,7 @@ def _stopped(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
 
 
+@pytest.mark.slow
 def test_the_loop_rides_out_a_zookeeper_restart_during_its_start_up(snapshots, tmp_path):
     """ZooKeeper goes away after the loop connected and before it took over the throttles
     (the loop is held there by SIGSTOP, tests/kill_at.py): start-up is retried like a round."""
@@ -314,8 +316,9 @@ def test_the_loop_rides_out_a_zookeeper_restart_during_its_start_up(snapshots, t
     (["--samples", "s", "--cap-map", "[1, 2]"], "--cap-map"),
     (["--samples", "s", "--interval", "-1"], "positive rate"),
 ])
-def test_bad_loop_settings_exit_2_with_one_line(running_replace, args, message, tmp_path, monkeypatch):
-    root, _ = running_replace
+def test_bad_loop_settings_exit_2_with_one_line(still_replacing, args, message, tmp_path, monkeypatch):
+    # Refused before the cluster is reached: the module's one replacement in flight serves.
+    root, _ = still_replacing
     monkeypatch.chdir(tmp_path)
     r = kit("throttle", "run", "--zk", root, *args, "--max-seconds", "1")
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -482,8 +485,9 @@ BAD_OVERRIDES = {
 
 @pytest.fixture(scope="module")
 def still_replacing(zookeeper, snapshots, tmp_path_factory):
-    """One replacement in flight (nothing copies it) for the override cases: (chroot, a
-    destination broker of it)."""
+    """One replacement in flight (nothing copies it) for the module's cases that change
+    nothing or reset what they change first (the override cases, refused settings): (chroot,
+    a destination broker of it). One seed, plan and apply instead of one per case."""
     root, _ = replace_applied(zookeeper, snapshots["replace"], tmp_path_factory.mktemp("overrides"))
     client = connect(root)
     try:
@@ -532,8 +536,14 @@ def test_a_bad_stored_override_is_ignored_said_and_the_loop_goes_on(case, still_
     assert all(v == "10000000" for c in rates.values() for v in c.values())
 
 
-def test_kit_throttle_set_refuses_a_broker_the_cluster_lacks(running_replace):
-    root, _ = running_replace
+def test_kit_throttle_set_refuses_a_broker_the_cluster_lacks(still_replacing):
+    root, _ = still_replacing
+    client = connect(root)
+    try:  # a bad-override case may have left this one in the module's cluster
+        if client.exists(f"{OVERRIDES}/999999"):
+            client.delete(f"{OVERRIDES}/999999")
+    finally:
+        client.stop()
     r = kit("throttle", "set", "30000000", "--broker", "999999", "--zk", root)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "--broker" in r.stderr and "Traceback" not in r.stderr
