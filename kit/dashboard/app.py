@@ -217,8 +217,8 @@ class LiveTiles(pn.viewable.Viewer):
         shown = tiles.progress_view(st.status, tiles.eta(st.progress, st.history),
                                     updated=utc_label(st.updated) if st.updated else None, error=st.error,
                                     source=self.source, copy_basis=st.copy_basis, detail=st.progress,
-                                    loop=st.throttle_loop, clock_source=st.clock_source,
-                                    speed=tiles.clock_speed(st.history))
+                                    loop=st.throttle_loop, clock_source=st.clock_source, pace=st.pace,
+                                    as_of=st.clock)
         for box, pane in ((self.progress, shown), (self.events, tables.events_view(list(st.events))),
                           (self.records, tables.records_view(list(st.records), self.records_url))):
             if box.object != pane.object:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.dashboard.ledger import CopyLedger, copy_bound
 from kit.dashboard.loop_health import LoopWatch
-from kit.dashboard.readers import EventTail, read_records, replica_sizes, samples_clock
+from kit.dashboard.readers import EventTail, read_records, replica_sizes, samples_clock, sim_pace
 from kit.errors import BadInput
 from kit.model import Broker, Cluster
 from kit.nic import broker_capacity
@@ -57,6 +57,7 @@ class State:
     copy_basis: str | None = None  # what bounds the copy rate: "measured", "throttle", "NIC" joined by +
     clock: float | None = None  # the cluster's clock (epoch s): newest sample's ts, else the wall
     clock_source: str = "wall"  # "samples" (simulated time in the simulator) or "wall"
+    pace: dict | None = None  # readers.sim_pace: a simulated cluster's --speed and its clock's pace, else None
     progress: dict | None = None  # CopyLedger.update's dict, plus "rate"/"into"/"out_of"
     roles: tuple = ((), ())  # (sources, destinations) of the running reassignment
     storage: dict = field(default_factory=dict)  # broker -> free bytes from the newest samples
@@ -218,6 +219,8 @@ class Poller:
             sample_clock, sampled = None, {}
         # The cluster's own clock: the samples' (simulated time in the simulator), else the wall.
         clock, clock_source = (sample_clock, "samples") if sample_clock is not None else (now, "wall")
+        # How the simulated clock goes against the wall: the simulator's own figures (issue 39).
+        pace = sim_pace(self.samples) if clock_source == "samples" else None
         sources, dests = self._roles(fresh, running, rates)
         net = self._net(sources | dests | set(rates))
         self._add_rows(now, rates, sources, dests, net)
@@ -241,7 +244,7 @@ class Poller:
         with self._lock:
             self.state = replace(st, version=st.version + 1, updated=now, status=status, cluster=cluster,
                                  cluster_version=cluster_version, history=history, copy_basis=basis,
-                                 clock=clock, clock_source=clock_source, progress=progress,
+                                 clock=clock, clock_source=clock_source, pace=pace, progress=progress,
                                  roles=(tuple(sorted(sources)), tuple(sorted(dests))),
                                  storage=storage, storage_version=storage_version, throttle_loop=loop,
                                  events=events, records=records, error=error,
