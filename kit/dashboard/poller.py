@@ -13,6 +13,7 @@ and the auto-throttle's health in `kit.dashboard.loop_health`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections import deque
@@ -146,12 +147,16 @@ class Poller:
 
     # -- reading
 
-    def rows_since(self, seen: int) -> tuple[list[dict], int]:
-        """Throttle rows after the first `seen`, and the new count (what a session has seen)."""
+    def rows_since(self, seen: int, upto: int | None = None) -> tuple[list[dict], int]:
+        """Throttle rows after the first `seen` up to the first `upto` (a `State`'s ``rows``:
+        that poll's rows and none of a poll not published yet; None: all there are), and the
+        new count (what a session has seen)."""
         with self._lock:
             start = max(seen, self._first_row)
-            rows = list(self._rows)[start - self._first_row:]
-            return rows, self._first_row + len(self._rows)
+            end = self._first_row + len(self._rows) if upto is None else max(start, min(upto, self._first_row
+                                                                                       + len(self._rows)))
+            rows = list(itertools.islice(self._rows, start - self._first_row, end - self._first_row))
+            return rows, end
 
     def _cluster(self) -> ClusterBackend:
         """The cluster's backend, opened at the first poll and kept (kazoo reconnects by itself)."""

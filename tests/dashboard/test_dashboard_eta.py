@@ -6,9 +6,11 @@ the page's parts are compared by the stamps they show, never by when they were d
 from __future__ import annotations
 
 import html
+import json
 import re
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 pytest.importorskip("panel")
@@ -141,3 +143,64 @@ def test_the_live_tiles_show_the_simulated_clocks_pace():
     assert "≈ 12s wall at least: at ×150 (--speed 150; the clock's own pace not known yet)" in \
         html.unescape(live.progress.object)
     assert f"read {utc_label(st.updated)}" in live.progress.object
+
+
+def _throttle_events(path):
+    """The auto-throttle's decisions: 1001 sends at 40 MB/s, 1013 receives at 50 MB/s."""
+    path.write_text("".join(json.dumps({"time": "2026-01-01T00:00:00Z", "source": "throttle", "kind": "rate",
+                                        "brokers": [b], "role": role, "old": None, "new": rate, "reason": "x"}) + "\n"
+                            for b, role, rate in ((1001, "leader", 40e6), (1013, "follower", 50e6))))
+
+
+def test_the_chart_legend_and_tiles_show_one_poll_even_when_a_poll_lands_between_the_reads(tmp_path, monkeypatch):
+    """The issue: the chart ended at the same minute in two screenshots 27 s apart while the
+    tiles and legend had moved. The page reads one State, and the chart gets that State's rows
+    and no later poll's, streamed (its sources grow, never rebuilt)."""
+    from types import SimpleNamespace
+
+    from kit.dashboard import poller as dash_poller
+    from kit.dashboard.app import Dashboard
+    from kit.formats import cluster_from_snapshot
+
+    wall = SimpleNamespace(t=EPOCH + 3600.0)
+
+    def now():
+        wall.t += 10.0  # each poll 10 s after the one before: their stamps differ
+        return wall.t
+    monkeypatch.setattr(dash_poller, "time", SimpleNamespace(time=now, monotonic=now))
+    events = tmp_path / "events.jsonl"
+    _throttle_events(events)
+
+    class Racing(dash_poller.Poller):
+        """A poller whose thread publishes its next poll while the page reads the rows."""
+
+        def rows_since(self, seen, upto=None):
+            got = super().rows_since(seen, upto)
+            self.poll()
+            return got
+
+    poller = Racing(events=str(events))
+    poller.poll()
+    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r"} for b in (1001, 1013)],
+                                     "partitions": []})
+    page = Dashboard(poller, cluster, cluster, {}, "test", "records/")
+    streamed = []
+    source_type = type(page.charts.charts["leader"].dots)
+    stream = source_type.stream
+    monkeypatch.setattr(source_type, "stream", lambda self, data, rollover=None: (
+        streamed.append(len(data["time"])), stream(self, data, rollover))[1])
+    for polls in (1, 2, 3):
+        st = poller.state  # what the page's refresh will read
+        page.refresh()
+        assert poller.state.version > st.version  # a poll landed during the refresh
+        newest = page.charts.newest_time()
+        assert newest == np.datetime64(int(st.updated * 1e3), "ms"), (newest, st.updated)
+        read = utc_label(st.updated)
+        assert f"read {read}" in page.live.progress.object
+        for role in ("leader", "follower"):
+            assert f"the poll of {read} (wall clock)" in page.charts.legends[role].object
+        leader = page.charts.charts["leader"].lines[1001][0]
+        assert len(leader.data["time"]) == polls  # one point per poll the page has shown
+    # Each refresh streamed one poll's points per line (2 lines per broker, 2 brokers), the first
+    # one too: nothing was rebuilt from the whole history.
+    assert streamed and set(streamed) == {1} and len(streamed) == 3 * 4
