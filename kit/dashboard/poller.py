@@ -3,9 +3,9 @@
 A page open in ten tabs must not read ZooKeeper ten times every few seconds, so one thread per
 source (`shared_poller`) reads the reassignment status, the throttle rates, the events log (its
 new lines only), the broker samples or `kit metrics --follow`'s rates, and the runbook records, and keeps an immutable `State` plus an append-only list
-of throttle rows. Sessions never touch ZooKeeper: each copies the rows it has not seen yet into
-its own `hv.streams.Buffer` from its own document's periodic callback (Bokeh documents may only
-be changed from their own event loop).
+of throttle rows. Sessions never touch ZooKeeper: each reads one `State` and streams the rows
+of that State it has not seen yet into its own charts from its own document's periodic callback
+(Bokeh documents may only be changed from their own event loop).
 
 The readers of files are in `kit.dashboard.readers`, the copy figures in `kit.dashboard.ledger`
 and the auto-throttle's health in `kit.dashboard.loop_health`.
