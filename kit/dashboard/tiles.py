@@ -35,7 +35,7 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
         Cluster seconds of history the copy rate is measured over (bytes copied over that time).
     min_span : float
         Cluster seconds of history the measure needs; with less, the rate the throttles allow
-        now stands in.
+        now stands in, as it does when it is the lower.
 
     Returns
     -------
@@ -44,7 +44,8 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
         (bytes/s), ``seconds`` (ETA in cluster seconds: left / rate, so a higher rate never
         gives a later ETA; None when unknown, 0 when nothing is left), ``basis`` (``"bytes
         copied"``: measured over ``window`` cluster seconds, the span of history it used; ``"copy
-        rate within throttles"``: the rate allowed now, ``window`` None; None while unknown).
+        rate within throttles"``: the rate allowed now, when there is no such measure or it is
+        lower, ``window`` None; None while unknown).
         All None without progress.
     """
     if not progress:
@@ -58,8 +59,11 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
         first, last = recent[0], recent[-1]
         if last[0] - first[0] >= min_span and last[1] > first[1]:
             rate, basis, span = (last[1] - first[1]) / (last[0] - first[0]), "bytes copied", last[0] - first[0]
-    if rate is None and progress.get("rate"):
-        rate, basis = float(progress["rate"]), "copy rate within throttles"
+    allowed = float(progress["rate"]) if progress.get("rate") else None
+    # Never above what the throttles allow now: when they come down (the fail-safe, a loop that
+    # stopped), the bytes copied over the window would say so only minutes later.
+    if allowed is not None and (rate is None or allowed < rate):
+        rate, basis, span = allowed, "copy rate within throttles", None
     seconds = 0.0 if left == 0 else (left / rate if rate else None)
     return {"rate": rate, "seconds": seconds, "left": left, "done_fraction": copied / total if total else None,
             "basis": basis, "window": span}

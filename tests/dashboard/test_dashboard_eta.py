@@ -122,6 +122,11 @@ def test_the_eta_rests_on_the_bytes_copied_over_a_stated_window_of_the_clusters_
     # Less than the least span (a copy seen for 90 s): the rate allowed now, and said so.
     short = tiles.eta({"total": total, "copied": 40e6 * 90, "rate": 100e6}, history[:4])
     assert short["basis"] == "copy rate within throttles" and short["rate"] == 100e6 and short["window"] is None
+    # The throttles came down to 10 MB/s (the auto-throttle stopped, or failed safe): the bytes
+    # copied over the window would say so only minutes later; the ETA never assumes more.
+    down = tiles.eta({"total": total, "copied": 40e6 * 1200, "rate": 10e6}, history)
+    assert down["basis"] == "copy rate within throttles" and down["rate"] == 10e6
+    assert down["seconds"] == pytest.approx((total - 48e9) / 10e6)
     html = tiles.progress_view(STATUS, e, detail={"total": total, "copied": 48e9, "rate": 100e6, "into": 100e6},
                                copy_basis="throttle", clock_source="wall").object
     assert "at 40.0 MB/s: bytes copied over the last 10m 00s of the wall clock; allowed now 100.0 MB/s (throttle; " \
