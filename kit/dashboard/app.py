@@ -3,7 +3,8 @@
 `dashboard(...)` builds one session's page (a Panel layout; in a notebook it displays inline).
 Widgets drive the distribution through `pn.bind`; the live parts (progress, throttle chart,
 events, records) are refreshed from the shared poller by a periodic callback of the session's
-own document, which streams new throttle rows into the session's `hv.streams.Buffer`.
+own document, which streams one poll's new throttle rows into the session's charts
+(`throttle_chart.LiveThrottleChart`) and patches the legends and tiles from the same poll.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from kit.errors import BadInput
 from kit.formats import load_plan, load_snapshot
 from kit.dashboard import distribution, tables, throttle_chart, tiles
 from kit.text import utc_label
-from kit.dashboard.poller import ROWS_KEPT, shared_poller
+from kit.dashboard.poller import shared_poller
 
 NO_PLAN = "(no plan)"
 
@@ -141,7 +142,7 @@ class DistributionControls(pn.viewable.Viewer):
 
 class ThrottleCharts(pn.viewable.Viewer):
     """The live throttle charts, leaders out and followers in, with their legends: this
-    session's `hv.streams.Buffer`, fed from the shared poller's rows.
+    session's `throttle_chart.LiveThrottleChart` per role, fed the shared poller's rows.
 
     Parameters
     ----------
@@ -154,10 +155,11 @@ class ThrottleCharts(pn.viewable.Viewer):
     def __init__(self, brokers, **params):
         super().__init__(**params)
         self.brokers = sorted(brokers)
-        self.buffer = hv.streams.Buffer(throttle_chart.empty_throttle_frame(), length=ROWS_KEPT, index=False)
+        self.charts = {role: throttle_chart.LiveThrottleChart(role) for role in ("leader", "follower")}
         # Created once and patched (`object`): swapping whole panes every tick makes the browser
         # rebuild them, and a busy page then stops showing the updates.
         self.legends = {role: pn.pane.HTML("", sizing_mode="stretch_width") for role in ("leader", "follower")}
+        self.when: str | None = None  # the time of the poll the charts end at
 
     def searched(self, search: str) -> set[int] | None:
         """The broker ids the search names, None without a search."""
@@ -167,30 +169,37 @@ class ThrottleCharts(pn.viewable.Viewer):
                                                         "rack": ""}), None, search)["broker"]
         return set(ids.tolist())
 
-    def chart(self, role: str) -> hv.DynamicMap:
-        def view(data, search):
-            return throttle_chart.throttle_view(data, role, self.searched(search),
-                                                pd.Timestamp.now("UTC").tz_localize(None))
-        return hv.DynamicMap(pn.bind(view, search=self.param.search), streams=[self.buffer])
+    @param.depends("search", watch=True)
+    def _follow_search(self):
+        ids = self.searched(self.search)
+        for chart in self.charts.values():
+            chart.search(ids)
+        self.relabel()
 
-    def add(self, rows: list) -> None:
-        """New throttle rows (`throttle_chart.THROTTLE_COLUMNS`) into the charts."""
-        if rows:
-            self.buffer.send(pd.DataFrame(rows, columns=throttle_chart.THROTTLE_COLUMNS))
+    def add(self, rows: list, when: str | None = None) -> None:
+        """New throttle rows (`throttle_chart.THROTTLE_COLUMNS`, oldest first) into the charts:
+        streamed, each chart sends the new points only; `when`, the time of the poll they end at."""
+        for chart in self.charts.values():
+            chart.add(rows)
+        if when is not None:
+            self.when = when
+
+    def newest_time(self):
+        """The time of the newest poll the charts draw (numpy datetime64), None before any."""
+        times = [c.newest_time for c in self.charts.values() if c.newest_time is not None]
+        return max(times) if times else None
 
     def relabel(self) -> None:
         """The legends, from the rows the charts hold now."""
-        ids = self.searched(self.search)
         for role, box in self.legends.items():
-            text = throttle_chart.throttle_legend(self.buffer.data, role, ids)
+            text = self.charts[role].legend(self.when)
             if box.object != text:
                 box.object = text
 
     def __panel__(self):
-        # linked_axes off: Panel otherwise gives both charts (both "time" by "MB/s") one y range, the
-        # sources' (their tx, ~60 MB/s), and the destinations' measured rx (client traffic plus the
-        # copy, ~120 MB/s) is drawn above the top of their chart, where nobody sees it.
-        return pn.Row(*(pn.Column(pn.pane.HoloViews(self.chart(role), sizing_mode="stretch_width", linked_axes=False),
+        # Each chart has a y range of its own: the sources' (their tx, ~60 MB/s) would otherwise
+        # hide the destinations' measured rx (client traffic plus the copy, ~120 MB/s).
+        return pn.Row(*(pn.Column(pn.pane.Bokeh(self.charts[role].figure, sizing_mode="stretch_width"),
                                   self.legends[role], sizing_mode="stretch_width")
                         for role in ("leader", "follower")), sizing_mode="stretch_width")
 
@@ -217,8 +226,8 @@ class LiveTiles(pn.viewable.Viewer):
         shown = tiles.progress_view(st.status, tiles.eta(st.progress, st.history),
                                     updated=utc_label(st.updated) if st.updated else None, error=st.error,
                                     source=self.source, copy_basis=st.copy_basis, detail=st.progress,
-                                    loop=st.throttle_loop, clock_source=st.clock_source,
-                                    speed=tiles.clock_speed(st.history))
+                                    loop=st.throttle_loop, clock_source=st.clock_source, pace=st.pace,
+                                    as_of=st.clock)
         for box, pane in ((self.progress, shown), (self.events, tables.events_view(list(st.events))),
                           (self.records, tables.records_view(list(st.records), self.records_url))):
             if box.object != pane.object:
@@ -324,20 +333,23 @@ class Dashboard(pn.viewable.Viewer):
             logging.getLogger("kit.dashboard").exception("refresh failed")
 
     def _refresh(self):
-        """One poll's rows and state into the charts, legends and tiles together."""
+        """One poll's State into the charts, legends and tiles together: the rows streamed into
+        the charts are that State's (`rows_since` up to its ``rows``), never a later poll's the
+        tiles have not read, and the page gets all of it as one change (`pn.io.hold`)."""
         poller, seen = self.poller, self.seen
-        rows, seen["rows"] = poller.rows_since(seen["rows"])
-        self.charts.add(rows)
         st = poller.state
         if st.version == seen["version"]:
             return
         seen["version"] = st.version
-        self.charts.relabel()
-        self.live.show(st)
-        if self.base is None and st.cluster_version != self.cluster_version and st.cluster is not None:
-            self.cluster_version = st.cluster_version
-        if st.storage_version != self.storage_version:
-            self.storage_version = st.storage_version
+        rows, seen["rows"] = poller.rows_since(seen["rows"], st.rows)
+        with pn.io.hold():
+            self.charts.add(rows, utc_label(st.updated) if st.updated else None)
+            self.charts.relabel()
+            self.live.show(st)
+            if self.base is None and st.cluster_version != self.cluster_version and st.cluster is not None:
+                self.cluster_version = st.cluster_version
+            if st.storage_version != self.storage_version:
+                self.storage_version = st.storage_version
 
     # -- the page
 

@@ -3,9 +3,9 @@
 A page open in ten tabs must not read ZooKeeper ten times every few seconds, so one thread per
 source (`shared_poller`) reads the reassignment status, the throttle rates, the events log (its
 new lines only), the broker samples or `kit metrics --follow`'s rates, and the runbook records, and keeps an immutable `State` plus an append-only list
-of throttle rows. Sessions never touch ZooKeeper: each copies the rows it has not seen yet into
-its own `hv.streams.Buffer` from its own document's periodic callback (Bokeh documents may only
-be changed from their own event loop).
+of throttle rows. Sessions never touch ZooKeeper: each reads one `State` and streams the rows
+of that State it has not seen yet into its own charts from its own document's periodic callback
+(Bokeh documents may only be changed from their own event loop).
 
 The readers of files are in `kit.dashboard.readers`, the copy figures in `kit.dashboard.ledger`
 and the auto-throttle's health in `kit.dashboard.loop_health`.
@@ -13,6 +13,7 @@ and the auto-throttle's health in `kit.dashboard.loop_health`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections import deque
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from kit.cluster.backend import ClusterBackend, open_backend, reached_through
 from kit.dashboard.ledger import CopyLedger, copy_bound
 from kit.dashboard.loop_health import LoopWatch
-from kit.dashboard.readers import EventTail, read_records, replica_sizes, samples_clock
+from kit.dashboard.readers import EventTail, read_records, replica_sizes, samples_clock, sim_pace
 from kit.errors import BadInput
 from kit.model import Broker, Cluster
 from kit.nic import broker_capacity
@@ -57,6 +58,7 @@ class State:
     copy_basis: str | None = None  # what bounds the copy rate: "measured", "throttle", "NIC" joined by +
     clock: float | None = None  # the cluster's clock (epoch s): newest sample's ts, else the wall
     clock_source: str = "wall"  # "samples" (simulated time in the simulator) or "wall"
+    pace: dict | None = None  # readers.sim_pace: a simulated cluster's --speed and its clock's pace, else None
     progress: dict | None = None  # CopyLedger.update's dict, plus "rate"/"into"/"out_of"
     roles: tuple = ((), ())  # (sources, destinations) of the running reassignment
     storage: dict = field(default_factory=dict)  # broker -> free bytes from the newest samples
@@ -145,12 +147,16 @@ class Poller:
 
     # -- reading
 
-    def rows_since(self, seen: int) -> tuple[list[dict], int]:
-        """Throttle rows after the first `seen`, and the new count (what a session has seen)."""
+    def rows_since(self, seen: int, upto: int | None = None) -> tuple[list[dict], int]:
+        """Throttle rows after the first `seen` up to the first `upto` (a `State`'s ``rows``:
+        that poll's rows and none of a poll not published yet; None: all there are), and the
+        new count (what a session has seen)."""
         with self._lock:
             start = max(seen, self._first_row)
-            rows = list(self._rows)[start - self._first_row:]
-            return rows, self._first_row + len(self._rows)
+            end = self._first_row + len(self._rows) if upto is None else max(start, min(upto, self._first_row
+                                                                                       + len(self._rows)))
+            rows = list(itertools.islice(self._rows, start - self._first_row, end - self._first_row))
+            return rows, end
 
     def _cluster(self) -> ClusterBackend:
         """The cluster's backend, opened at the first poll and kept (kazoo reconnects by itself)."""
@@ -218,6 +224,8 @@ class Poller:
             sample_clock, sampled = None, {}
         # The cluster's own clock: the samples' (simulated time in the simulator), else the wall.
         clock, clock_source = (sample_clock, "samples") if sample_clock is not None else (now, "wall")
+        # How the simulated clock goes against the wall: the simulator's own figures (issue 39).
+        pace = sim_pace(self.samples) if clock_source == "samples" else None
         sources, dests = self._roles(fresh, running, rates)
         net = self._net(sources | dests | set(rates))
         self._add_rows(now, rates, sources, dests, net)
@@ -241,7 +249,7 @@ class Poller:
         with self._lock:
             self.state = replace(st, version=st.version + 1, updated=now, status=status, cluster=cluster,
                                  cluster_version=cluster_version, history=history, copy_basis=basis,
-                                 clock=clock, clock_source=clock_source, progress=progress,
+                                 clock=clock, clock_source=clock_source, pace=pace, progress=progress,
                                  roles=(tuple(sorted(sources)), tuple(sorted(dests))),
                                  storage=storage, storage_version=storage_version, throttle_loop=loop,
                                  events=events, records=records, error=error,

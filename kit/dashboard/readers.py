@@ -12,6 +12,7 @@ import os
 from collections import deque
 
 from kit.events import epoch
+from kit.files import read_json_object
 
 EVENTS_KEPT = 500
 
@@ -197,3 +198,33 @@ def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]
         if out:
             return out
     return {}
+
+
+def sim_pace(folder: str | None) -> dict | None:
+    """How fast a simulated cluster's clock goes, as its controller publishes it (kit/sim/clock.py's
+    ``_clock/now.json``, read here as a file: the dashboard does not import the simulator).
+
+    Returns
+    -------
+    dict or None
+        ``speed`` (the controller's ``--speed``), ``pace`` (simulated seconds per wall second
+        over the clock's last ``window_s`` wall seconds, the waits for the auto-throttle's rounds
+        included; None until it has gone on for some), ``window_s``, and ``now``: the clock's
+        time in epoch seconds as the samples stamp theirs (the newest sample can be up to a
+        sample's interval behind it), None when not published; None without a published
+        clock (a cluster of yours, or an older simulator).
+    """
+    if not folder:
+        return None
+    doc = read_json_object(os.path.join(folder, "_clock", "now.json"))
+    if doc is None or not isinstance(doc.get("sim_seconds"), (int, float)):
+        return None
+
+    def number(key):
+        v = doc.get(key)
+        return float(v) if isinstance(v, (int, float)) and v > 0 else None
+    try:
+        now = epoch(doc["time"])
+    except (KeyError, TypeError, ValueError):
+        now = None  # an older simulator's clock: no time as the samples stamp it
+    return {"speed": number("speed"), "pace": number("pace"), "window_s": number("pace_window_s"), "now": now}

@@ -10,9 +10,16 @@ import panel as pn
 from kit.dashboard.style import OK, TROUBLE
 from kit.text import human_duration, utc_label
 
-__all__ = ["eta", "clock_speed", "progress_view", "loop_tile"]
+__all__ = ["eta", "wall_eta", "ETA_WINDOW_S", "progress_view", "loop_tile"]
 
-def eta(progress: dict | None, history=(), window: float = 600.0) -> dict:
+# Cluster seconds the ETA's copy rate is measured over (bytes copied over that much of the
+# cluster's clock), and the least of it the measure needs before it is used: a minute or two of
+# a copy paced by throttles set every few minutes says little.
+ETA_WINDOW_S = 600.0
+ETA_MIN_SPAN_S = 150.0
+
+
+def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_span: float = ETA_MIN_SPAN_S) -> dict:
     """Share done and time left of the running reassignment, on the cluster's clock.
 
     Parameters
@@ -20,47 +27,82 @@ def eta(progress: dict | None, history=(), window: float = 600.0) -> dict:
     progress : dict or None
         The poller's progress: ``total`` and ``copied`` bytes of the running reassignment (every
         replica it adds, counted from when it was first seen), and ``rate``: the copy rate the
-        throttles allow (bytes/s per second of the cluster's clock; see
+        throttles allow now (bytes/s per second of the cluster's clock; see
         `kit.dashboard.ledger.copy_bound`), None when unknown.
     history : sequence of tuple
-        ``(cluster seconds, bytes copied, rate, ...)`` observations, oldest first: the copy
-        rate seen (bytes copied over cluster time) when no bound is known.
+        ``(cluster seconds, bytes copied, ...)`` observations of this reassignment, oldest first.
     window : float
-        Cluster seconds of history the seen rate is measured over.
+        Cluster seconds of history the copy rate is measured over (bytes copied over that time).
+    min_span : float
+        Cluster seconds of history the measure needs; with less, the rate the throttles allow
+        now stands in, as it does when it is the lower.
 
     Returns
     -------
     dict
         ``left`` (bytes to copy still), ``done_fraction`` (copied / to copy), ``rate``
         (bytes/s), ``seconds`` (ETA in cluster seconds: left / rate, so a higher rate never
-        gives a later ETA; None when unknown, 0 when nothing is left) and ``basis`` (``"copy
-        rate within throttles"`` or ``"bytes copied seen"``, None while unknown). All None
-        without progress.
+        gives a later ETA; None when unknown, 0 when nothing is left), ``basis`` (``"bytes
+        copied"``: measured over ``window`` cluster seconds, the span of history it used; ``"copy
+        rate within throttles"``: the rate allowed now, when there is no such measure or it is
+        lower, ``window`` None; None while unknown).
+        All None without progress.
     """
     if not progress:
-        return {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
+        return {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None, "window": None}
     total, copied = float(progress["total"]), float(progress["copied"])
     left = max(0.0, total - copied)
-    rate, basis = progress.get("rate"), "copy rate within throttles"
-    if not rate:
-        t1 = history[-1][0] if history else None
-        recent = [h for h in history if t1 is not None and h[0] >= t1 - window]
-        rate, basis = None, None
-        if len(recent) > 1 and recent[-1][0] > recent[0][0] and recent[-1][1] > recent[0][1]:
-            rate = (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
-            basis = "bytes copied seen"
+    rate, basis, span = None, None, None
+    if history:
+        t1 = history[-1][0]
+        recent = [h for h in history if h[0] >= t1 - window]
+        first, last = recent[0], recent[-1]
+        if last[0] - first[0] >= min_span and last[1] > first[1]:
+            rate, basis, span = (last[1] - first[1]) / (last[0] - first[0]), "bytes copied", last[0] - first[0]
+    allowed = float(progress["rate"]) if progress.get("rate") else None
+    # Never above what the throttles allow now: when they come down (the fail-safe, a loop that
+    # stopped), the bytes copied over the window would say so only minutes later.
+    if allowed is not None and (rate is None or allowed < rate):
+        rate, basis, span = allowed, "copy rate within throttles", None
     seconds = 0.0 if left == 0 else (left / rate if rate else None)
     return {"rate": rate, "seconds": seconds, "left": left, "done_fraction": copied / total if total else None,
-            "basis": basis}
+            "basis": basis, "window": span}
 
 
-def clock_speed(history) -> float | None:
-    """Cluster seconds per wall second over the history (``(clock, ..., wall)`` entries): about
-    1 on a real cluster, the speed-up on the simulated one; None while unknown."""
-    if len(history) < 2 or len(history[0]) < 4:
-        return None
-    (c0, w0), (c1, w1) = (history[0][0], history[0][3]), (history[-1][0], history[-1][3])
-    return (c1 - c0) / (w1 - w0) if w1 > w0 and c1 > c0 else None
+def wall_eta(seconds: float | None, pace: dict | None, as_of: float | None = None) -> tuple[float | None, str]:
+    """The wall-clock time left on a simulated cluster, and what it assumes.
+
+    Parameters
+    ----------
+    seconds : float or None
+        The ETA in simulated seconds (`eta`'s).
+    pace : dict or None
+        `kit.dashboard.readers.sim_pace`'s dict: the controller's ``speed`` and its clock's
+        ``pace`` over ``window_s`` wall seconds (the simulator's own figures, not measured here),
+        and its time ``now``.
+    as_of : float, optional
+        The cluster's time `seconds` is counted from (the newest sample's): the clock is already
+        ``now - as_of`` simulated seconds further, which the wall time left does not wait for.
+
+    Returns
+    -------
+    (float or None, str)
+        Wall seconds (simulated seconds left / the clock's pace; / its ``--speed`` while the
+        pace is not known yet, the least it can take then) and the words saying so; (None, "")
+        without a simulated clock or an ETA.
+    """
+    if not pace or not seconds:
+        return None, ""
+    if as_of is not None and pace.get("now") is not None:
+        seconds = max(0.0, seconds - max(0.0, pace["now"] - as_of))
+    speed = pace.get("speed")
+    named = f"--speed {speed:g}" if speed else "--speed unknown"
+    if pace.get("pace"):
+        return seconds / pace["pace"], (f"at ×{pace['pace']:.0f}, the simulated clock's pace over its last "
+                                        f"{human_duration(pace.get('window_s') or 0)} of wall time ({named})")
+    if speed:
+        return seconds / speed, f"at least: at ×{speed:g} ({named}; the clock's own pace not known yet)"
+    return None, ""
 
 
 def _bytes(n: float | None) -> str:
@@ -83,7 +125,7 @@ def _tile(label: str, value: str, bad: bool = False, note: str = "") -> str:
 def progress_view(status: dict | None, progress: dict | None = None, *, updated: str | None = None,
                   error: str | None = None, source: str = "", copy_basis: str | None = None,
                   detail: dict | None = None, loop: dict | None = None, clock_source: str = "wall",
-                  speed: float | None = None) -> pn.pane.HTML:
+                  pace: dict | None = None, as_of: float | None = None) -> pn.pane.HTML:
     """Big tiles for the state of the cluster and the reassignment in flight.
 
     Parameters
@@ -107,14 +149,17 @@ def progress_view(status: dict | None, progress: dict | None = None, *, updated:
         `kit.dashboard.loop_health.throttle_health`'s dict; stale or stopped is a red tile.
     clock_source : {"wall", "samples"}
         The cluster clock the ETA is counted on.
-    speed : float, optional
-        Cluster seconds per wall second (the simulator's speed-up), for the wall-clock ETA.
+    pace : dict, optional
+        A simulated cluster's `kit.dashboard.readers.sim_pace` (its ``--speed`` and its clock's
+        pace), for the wall-clock ETA beside the simulated one (`wall_eta`).
+    as_of : float, optional
+        The cluster's time (epoch seconds) the figures are of: the newest sample's.
     """
     progress, detail = progress or {}, detail or {}
     if status is None:
         tiles = [_tile("reassignment", "no live source", note="snapshot file: distribution only")]
     else:
-        tiles = _status_tiles(status, progress, copy_basis, detail, clock_source, speed)
+        tiles = _status_tiles(status, progress, copy_basis, detail, clock_source, pace, as_of)
     if loop is not None:
         tiles.append(loop_tile(loop))
     foot = f"{html.escape(source)} · read {html.escape(updated or 'never')}"
@@ -125,7 +170,7 @@ def progress_view(status: dict | None, progress: dict | None = None, *, updated:
 
 
 def _status_tiles(status: dict, progress: dict, copy_basis: str | None, detail: dict, clock_source: str,
-                  speed: float | None) -> list[str]:
+                  pace: dict | None, as_of: float | None) -> list[str]:
     """`progress_view`'s tiles for a live cluster: the reassignment in flight, under-replicated
     partitions, brokers and throttles."""
     moving = int(status.get("reassigning_partitions", 0))
@@ -144,11 +189,18 @@ def _status_tiles(status: dict, progress: dict, copy_basis: str | None, detail: 
         f"out of sources {_bytes(detail['out_of'])}/s" if detail.get("out_of") is not None else "") if x)
     eta_note = ""
     if moving and rate:
-        eta_note = (f"at {_bytes(rate)}/s" + (f" ({copy_basis}" + (f"; {bounds}" if bounds else "") + ")"
-                                               if copy_basis else f" ({progress.get('basis')})")
-                    + f"; {clock}")
-        if speed and speed > 1.5 and progress.get("seconds"):
-            eta_note += f"; ≈ {human_duration(progress['seconds'] / speed)} wall at ×{speed:.0f}"
+        # What the ETA assumes, said on the tile: the rate, what it was measured over, on which clock.
+        allowed = (f"{_bytes(detail['rate'])}/s " if detail.get("rate") else "") + (
+            f"({copy_basis}" + (f"; {bounds}" if bounds else "") + ")" if copy_basis else "")
+        if progress.get("basis") == "bytes copied":
+            eta_note = (f"at {_bytes(rate)}/s: bytes copied over the last {human_duration(progress['window'])} of "
+                        f"the {clock}" + (f"; allowed now {allowed}" if allowed.strip() else ""))
+        else:
+            eta_note = f"at {_bytes(rate)}/s ({copy_basis or progress.get('basis')}" + (
+                f"; {bounds}" if bounds else "") + f"): the rate the throttles allow now; {clock}"
+        wall, why = wall_eta(progress.get("seconds"), pace if clock_source == "samples" else None, as_of)
+        if wall is not None:
+            eta_note += f"; ≈ {human_duration(wall)} wall {why}"
     return [
         _tile("partitions reassigning", str(moving), note="none running" if not moving else "in flight"),
         _tile("copied", f"{frac:.0%}" if moving and frac is not None else "–" if moving else "0",

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import time
+from collections import deque
 
 from kit.errors import BadInput
 from kit.files import read_json_object, write_atomic
@@ -41,6 +42,10 @@ SILENT_S = 120.0
 AWAIT_S = 120.0
 # Wall seconds between two looks at the other side's file while waiting on it.
 POLL_S = 0.01
+# Wall seconds the clock's published pace (simulated seconds per wall second) is measured over:
+# a minute, so that a reader's wall-clock estimate (the dashboard's ETA) rests on how fast the
+# clock has gone, the waits at the barrier included, not on a few seconds of it.
+PACE_WINDOW_S = 60.0
 
 
 def stamp(sim_seconds: float) -> str:
@@ -49,8 +54,10 @@ def stamp(sim_seconds: float) -> str:
 
 
 def read_now(samples_dir: str) -> dict | None:
-    """The clock as its owner last published it (``sim_seconds``, ``idle``, ``stopped``, ``pid``,
-    ``dropped``), or None when there is none (yet)."""
+    """The clock as its owner last published it (``sim_seconds``, ``time``: the same as events
+    stamp it, ``idle``, ``stopped``, ``pid``, ``dropped``; ``speed``, its ``--speed``; ``pace`` and ``pace_window_s``, the simulated
+    seconds it went per wall second over that many of the last wall seconds it was not idle,
+    None until it has gone on for some), or None when there is none (yet)."""
     return read_json_object(os.path.join(samples_dir, CLOCK_DIR, NOW))
 
 
@@ -66,10 +73,12 @@ class Clock:
         so that one started beside the controller misses no simulated second.
     on_drop : callable, optional
         Told one line each time an actor is dropped from the barrier.
+    speed : float, optional
+        The controller's ``--speed`` (simulated seconds per wall second at most), published.
     """
 
     def __init__(self, samples_dir: str, awaited=(), on_drop=None, silent_s: float = SILENT_S,
-                 await_s: float = AWAIT_S):
+                 await_s: float = AWAIT_S, speed: float | None = None):
         self.root = os.path.join(samples_dir, CLOCK_DIR)
         os.makedirs(os.path.join(self.root, ACTORS), exist_ok=True)
         self.awaited, self.on_drop = set(awaited), on_drop
@@ -80,16 +89,41 @@ class Clock:
         self._known: dict[str, dict] = {}  # each actor's last readable registration
         self._waiting: dict[str, tuple] = {}  # name -> ((pid, wake), wall since the clock waits on it)
         self._published: tuple | None = None
+        self.speed = speed
+        self._marks: deque = deque()  # (wall monotonic, simulated s) where it moved, one a wall second at most
+        self._last_sim: float | None = None
+
+    def pace(self, sim_seconds: float, idle: bool) -> tuple[float | None, float]:
+        """(simulated seconds per wall second, over how many wall seconds): from the first time
+        it moved in the last `PACE_WINDOW_S` wall seconds it was not idle, to now. Marks are taken
+        only where the time moved, so on the barrier's whole steps the figure has no rounding, and
+        the wait for the awaited actors to start is not counted; (None, span) before 10 wall
+        seconds of it."""
+        now = time.monotonic()
+        moved = self._last_sim is not None and sim_seconds != self._last_sim
+        self._last_sim = sim_seconds
+        if idle:
+            self._marks.clear()
+            return None, 0.0
+        if moved and (not self._marks or now - self._marks[-1][0] >= 1.0):
+            self._marks.append((now, sim_seconds))
+        while len(self._marks) > 2 and now - self._marks[1][0] >= PACE_WINDOW_S:
+            self._marks.popleft()
+        span = now - self._marks[0][0] if self._marks else 0.0
+        return ((sim_seconds - self._marks[0][1]) / span if span >= 10.0 else None), span
 
     def publish(self, sim_seconds: float, idle: bool, stopped: bool = False) -> None:
         """Say the simulated time (and whether it stands still: `idle`, nothing to advance for;
-        `stopped`, the controller ended). Written only when something changed."""
+        `stopped`, the controller ended). Written only when something else than the pace changed
+        (the pace alone would rewrite the file every pass while the clock waits at the barrier)."""
+        pace, span = self.pace(sim_seconds, idle)
         state = (sim_seconds, idle, stopped, len(self.dropped))
         if state == self._published:
             return
         write_atomic(os.path.join(self.root, NOW),
-                     json.dumps({"version": 1, "sim_seconds": sim_seconds, "idle": idle, "stopped": stopped,
-                                 "pid": os.getpid(), "dropped": self.dropped}))
+                     json.dumps({"version": 1, "sim_seconds": sim_seconds, "time": stamp(sim_seconds), "idle": idle,
+                                 "stopped": stopped, "pid": os.getpid(), "dropped": self.dropped, "speed": self.speed,
+                                 "pace": pace, "pace_window_s": round(span, 1)}))
         self._published = state
 
     def _drop(self, name: str, pid, why: str) -> None:

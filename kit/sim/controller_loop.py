@@ -40,7 +40,7 @@ def run(store: Store | KazooClient, speed: float = 1.0, client_load: float | Non
     when ZooKeeper is back; after `patience` seconds without it, BadInput.
     """
     ctl = SimController(store, speed, client_load, samples_dir, sample_every, traffic, spike_at)
-    clock = Clock(samples_dir, awaited, on_clock) if samples_dir else None
+    clock = Clock(samples_dir, awaited, on_clock, speed=speed) if samples_dir else None
     outage = ctl.store.outage(patience)
     started = time.monotonic()
     last, lost = started, None

@@ -150,15 +150,17 @@ def test_throttle_view_draws_each_role_and_the_empty_start():
 
 
 def test_eta_progress_events_and_records(tmp_path):
-    assert tiles.eta(None) == {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None}
-    # No bound known: the rate is the bytes copied seen over the cluster's clock.
-    e = tiles.eta({"total": 1000, "copied": 400, "rate": None}, [(0.0, 0, None), (10.0, 200, None), (20.0, 400, None)])
-    assert e["rate"] == pytest.approx(20.0) and e["seconds"] == pytest.approx(30.0)
-    assert e["done_fraction"] == pytest.approx(0.4) and e["basis"] == "bytes copied seen"
+    assert tiles.eta(None) == {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None,
+                               "window": None}
+    # The rate is the bytes copied over the cluster's clock (issue 39: over a stated window).
+    e = tiles.eta({"total": 4600, "copied": 4000, "rate": None}, [(0.0, 0, None), (100.0, 2000, None),
+                                                                   (200.0, 4000, None)])
+    assert e["rate"] == pytest.approx(20.0) and e["seconds"] == pytest.approx(30.0) and e["window"] == 200.0
+    assert e["done_fraction"] == pytest.approx(4000 / 4600) and e["basis"] == "bytes copied"
     html = tiles.progress_view({"brokers": [{"id": 1, "alive": True}, {"id": 2, "alive": False}],
                                 "under_replicated": ["t-0"], "reassigning_partitions": 3, "bytes_left": 600,
                                 "throttled_brokers": [1]}, e, updated="01:00:00 UTC").object
-    assert "30s" in html and "dead: 2" in html and ">3<" in html and ">40%<" in html
+    assert "30s" in html and "dead: 2" in html and ">3<" in html and ">87%<" in html
 
     events = [{"time": "T1", "source": "throttle", "kind": "rate", "brokers": [1], "role": "leader",
                "old": None, "new": 5e7, "reason": "first"},
@@ -270,7 +272,8 @@ def test_the_eta_does_not_rise_when_the_rates_rise():
                                 "bytes_left": 100e9, "throttled_brokers": [2]},
                                tiles.eta({**progress, "rate": lo["rate"]}), copy_basis="throttle",
                                detail={**progress, "basis": "replica sizes", "started": 1767225600.0,
-                                       "into": 50e6, "out_of": 50e6}, clock_source="samples", speed=2000.0).object
+                                       "into": 50e6, "out_of": 50e6}, clock_source="samples",
+                               pace={"speed": 2000.0, "pace": 2000.0, "window_s": 60.0}).object
     assert ">24%<" in html and "24.0 GB of 100.0 GB copied" in html and "simulated clock" in html
     assert "at 50.0 MB/s (throttle; into destinations 50.0 MB/s, out of sources 50.0 MB/s" in html and "25m 20s" in html and "wall at ×2000" in html
     # The ISR figure is the cluster's, whichever way it is reached: no tile names ZooKeeper on a KRaft page.
@@ -546,10 +549,11 @@ def test_the_page_is_a_viewer_and_its_two_throttle_charts_do_not_share_a_y_axis(
     heads = [o.object for o in layout.select(pn.pane.Markdown)]
     assert any(f"snapshot {big['snapshot'].name}" in h for h in heads), heads
     assert [w.value for w in layout.select(pn.widgets.Select) if w.name == "Plan"] == [big["plan"].name]
-    panes = [o for o in layout.select(pn.pane.HoloViews) if isinstance(o.object, hv.DynamicMap)]
+    # The live charts are Bokeh figures that each poll's points are streamed into (issue 39).
+    panes = [o for o in layout.select(pn.pane.Bokeh) if "now:" in (o.object.title.text or "")]
     assert len(panes) == 2
     # Shared, the sources' range (their tx, ~60 MB/s) hid the destinations' rx (~120 MB/s).
-    assert all(p.linked_axes is False for p in panes)
+    assert panes[0].object.y_range is not panes[1].object.y_range
 
 
 def test_the_page_is_composed_of_parts_whose_state_is_params(big):
@@ -639,11 +643,9 @@ JS_STATE = """() => {
       const d = m.data, keys = d instanceof Map ? [...d.keys()] : Object.keys(d);
       const get = k => (d instanceof Map ? d.get(k) : d[k]);
       if (keys.includes('label') && keys.includes('role')) out.labels.push(...Array.from(get('label'), String));
-      if (keys.includes('xs') && keys.includes('broker')) {
-        for (const ys of Array.from(get('ys'))) {
-          for (const y of Array.from(ys)) {
-            if (Number.isFinite(y)) { out.throttle_points += 1; out.throttle_max = Math.max(out.throttle_max, y); }
-          }
+      if (keys.includes('series') && keys.includes('broker')) {  // a live chart's line (one broker's)
+        for (const y of Array.from(get('MB/s'))) {
+          if (Number.isFinite(y)) { out.throttle_points += 1; out.throttle_max = Math.max(out.throttle_max, y); }
         }
       }
     }
@@ -662,15 +664,13 @@ JS_THROTTLE = """() => {
       if (!m.renderers || !m.title || !m.y_range || !/OUT of|INTO/.test(m.title.text || '')) continue;
       const plot = {title: m.title.text, y: [m.y_range.start, m.y_range.end], solid: {}, dashed: {}};
       for (const r of m.renderers) {
-        if (!r.glyph || !r.data_source || r.glyph.type !== 'MultiLine') continue;
+        // One line per broker and kind, its points streamed in (issue 39).
+        if (!r.glyph || !r.data_source || r.glyph.type !== 'Line' || !r.visible) continue;
         const d = r.data_source.data, get = k => (d instanceof Map ? d.get(k) : d[k]);
         const dash = r.glyph.line_dash, v = dash && dash.value !== undefined ? dash.value : dash;
         const kind = (Array.isArray(v) ? v.length : v && v !== 'solid') ? 'dashed' : 'solid';
-        const ys = Array.from(get('ys') || []), b = Array.from(get('broker') || []);
-        ys.forEach((y, i) => {
-          const f = Array.from(y).filter(Number.isFinite);
-          if (f.length) plot[kind][String(b[i])] = f[f.length - 1];
-        });
+        const ys = Array.from(get('MB/s') || []).filter(Number.isFinite), b = Array.from(get('broker') || []);
+        if (ys.length && b.length) plot[kind][String(b[0])] = ys[ys.length - 1];
       }
       out.push(plot);
     }
