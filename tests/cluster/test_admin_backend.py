@@ -104,6 +104,40 @@ def test_the_admin_backend_reads_the_cluster_as_the_snapshot_has_it(kraft):
     assert all(b.storage_total == seeded.brokers[b.id].storage_total for b in cluster.brokers.values())
 
 
+def test_a_read_pauses_garbage_collection_and_leaves_it_as_it_was(kraft, monkeypatch):
+    """A read of a large cluster makes millions of objects, none in a cycle: collections pause
+    while the answers are decoded and the model built, and resume after (or stay off when
+    they were), a failed read included."""
+    import gc
+
+    from kit.cluster.kafka import model
+
+    bootstrap, _, seeded = kraft
+    seen, build = [], model.build_cluster
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return build(*args, **kwargs)
+    monkeypatch.setattr(model, "build_cluster", watched)
+    with open_backend(bootstrap=bootstrap) as backend:
+        assert gc.isenabled()
+        assert len(backend.read()[0].partitions) == len(seeded.partitions)
+        assert seen == [False] and gc.isenabled()
+        gc.disable()
+        try:
+            backend.read()
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+
+        def broken(*_, **__):
+            raise RuntimeError("decoding failed")
+        monkeypatch.setattr(model, "build_cluster", broken)
+        with pytest.raises(RuntimeError):
+            backend.read()
+        assert gc.isenabled()
+
+
 def test_apply_sets_throttles_then_the_reassignment_refuses_a_second_and_verify_clears_them(kraft, tmp_path):
     bootstrap, _, seeded = kraft
     moves, other = _moves(seeded), _moves(seeded, 2, skip=10)

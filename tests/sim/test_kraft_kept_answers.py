@@ -10,7 +10,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from kit.formats import cluster_from_snapshot
 from kit.sim.kraft import handlers, logdirs, reassign
-from kit.sim.kraft.context import Context, encoded
+from kit.sim.kraft.context import Context, encode_entry, encoded, layout
 from kit.sim.kraft.versions import DESCRIBE_LOG_DIRS, ranges
 from kit.sim.memstore import MemoryStore
 from kit.sim.store import Store
@@ -129,6 +129,28 @@ def test_metadata_kept_for_one_version_serves_every_other_version_right():
     store = make_store()
     for version in range(MetadataResponse.max_version, 0, -1):
         assert every_topic(store, version) == named(store, version)
+
+
+def test_metadata_topics_encoded_once_serve_every_version_of_the_same_layout(monkeypatch):
+    """Metadata v10 to v13 encode a topic alike (v13 adds only a top-level error): the answer the
+    start made at v13 serves a client asking v12 without encoding a topic again, and a change
+    shows at both (librdkafka and kafka-python ask different versions of the same broker)."""
+    assert layout(MetadataResponse, "topics", 12) == layout(MetadataResponse, "topics", 13)
+    assert layout(MetadataResponse, "topics", 9) != layout(MetadataResponse, "topics", 10)  # v10 adds topic ids
+    store = make_store()
+    every_topic(store, 13)
+    made = []
+    monkeypatch.setattr(handlers, "encode_entry", lambda *a: made.append(a[2].name) or encode_entry(*a))
+    assert every_topic(store, 12) == named(store, 12)
+    assert made == []
+
+    def add_three(doc):
+        doc["partitions"]["1"] = [3, 4, 1]
+    store.update_topic("beta", add_three)
+    assert partition(store, "beta", 1, 13).replica_nodes == [3, 4, 1]
+    assert partition(store, "beta", 1, 12).replica_nodes == [3, 4, 1]
+    assert made == ["beta"]  # the changed topic only, once for both versions
+    assert every_topic(store, 12) == named(store, 12) and every_topic(store, 13) == named(store, 13)
 
 
 def test_log_dirs_kept_is_the_answer_made_whole():

@@ -1,10 +1,12 @@
 """Kafka's Admin API answers, as kit's model: pure, no client here (`kit.cluster.kafka.backend`
 makes the calls).
 
-The shapes are kafka-python 3.x's: `describe_cluster()`'s dict, `describe_topics()`'s list,
+The shapes are kafka-python 3.x's: `describe_cluster()`'s dict,
 `list_partition_reassignments()`'s ``{TopicPartition: {"replicas", "adding_replicas",
-"removing_replicas"}}``, `describe_log_dirs()`'s per-broker list and `describe_configs()`'s
-``{"topic"|"broker": {name: {key: {"value", ...}}}}``.
+"removing_replicas"}}``, `describe_configs()`'s ``{"topic"|"broker": {name: {key: {"value",
+...}}}}``, and the Metadata and DescribeLogDirs responses as its generated classes decode them,
+read field by field: the dicts `describe_topics()` and `to_dict()` would make of every
+partition and replica cost most of a read at 200,000 partitions.
 """
 from __future__ import annotations
 
@@ -32,8 +34,14 @@ def reassignment_doc(reassignments: dict) -> dict | None:
     return {"version": 1, "partitions": sorted(entries, key=lambda e: (e["topic"], e["partition"]))}
 
 
-def replica_sizes(log_dirs: list[dict]) -> tuple[dict[tuple[str, int], int], dict[int, dict[str, int]]]:
+def replica_sizes(log_dirs: list[tuple[int, list]]) -> tuple[dict[tuple[str, int], int], dict[int, dict[str, int]]]:
     """Partition sizes and brokers' storage from DescribeLogDirs.
+
+    Parameters
+    ----------
+    log_dirs : list of (int, list)
+        Each broker that answered and its DescribeLogDirs response's results (log dirs), as
+        kafka-python decodes them.
 
     Returns
     -------
@@ -45,35 +53,37 @@ def replica_sizes(log_dirs: list[dict]) -> tuple[dict[tuple[str, int], int], dic
     """
     sizes: dict[tuple[str, int], int] = {}
     disks: dict[int, dict[str, int]] = {}
-    for entry in log_dirs:
+    for broker, results in log_dirs:
         total = free = 0
-        known = bool(entry.get("log_dirs"))
-        for d in entry.get("log_dirs") or ():
-            if d.get("error_code"):
+        known = bool(results)
+        for d in results:
+            if d.error_code:
                 continue  # an offline log dir says nothing of its size
-            for t in d.get("topics") or ():
-                for p in t.get("partitions") or ():
-                    if p.get("is_future_key"):
+            for t in d.topics or ():
+                name = t.name
+                for p in t.partitions or ():
+                    if p.is_future_key:
                         continue
-                    key = (t["name"], p["partition_index"])
-                    sizes[key] = max(sizes.get(key, 0), int(p.get("partition_size") or 0))
-            t_bytes, u_bytes = d.get("total_bytes"), d.get("usable_bytes")
+                    key = (name, p.partition_index)
+                    sizes[key] = max(sizes.get(key, 0), int(p.partition_size or 0))
+            # total_bytes and usable_bytes are v4's: absent from an older answer.
+            t_bytes, u_bytes = getattr(d, "total_bytes", None), getattr(d, "usable_bytes", None)
             if t_bytes is None or u_bytes is None or t_bytes < 0 or u_bytes < 0:
                 known = False
             else:
                 total += t_bytes
                 free += u_bytes
         if known:
-            disks[entry["broker"]] = {"storage_total": total, "storage_free": free}
+            disks[broker] = {"storage_total": total, "storage_free": free}
     return sizes, disks
 
 
-def build_cluster(described: dict, topics: list[dict], sizes: dict[tuple[str, int], int],
+def build_cluster(described: dict, topics: list, sizes: dict[tuple[str, int], int],
                   disks: dict[int, dict[str, int]], partition_meta: dict | None = None,
                   broker_metrics: dict | None = None) -> Cluster:
-    """The cluster from DescribeCluster and Metadata, with sizes and storage from DescribeLogDirs,
-    else from the metrics directory (kafka-kit's ``{topic: {partition: {"Size"}}}`` and
-    ``{broker: {"StorageFree"}}``).
+    """The cluster from DescribeCluster and Metadata (`topics`: its response's, decoded), with
+    sizes and storage from DescribeLogDirs, else from the metrics directory (kafka-kit's
+    ``{topic: {partition: {"Size"}}}`` and ``{broker: {"StorageFree"}}``).
 
     A fenced broker is registered but not alive; a broker named in a replica list but not
     registered is dead (`kit.formats.cluster_from_snapshot`), as ZooKeeper mode reads them.
@@ -92,14 +102,15 @@ def build_cluster(described: dict, topics: list[dict], sizes: dict[tuple[str, in
         brokers.append(entry)
     parts = []
     for t in topics:
-        if t.get("error_code") and not t.get("partitions"):
+        if t.error_code and not t.partitions:
             continue  # deleted meanwhile, or not ours to see
-        for p in t.get("partitions") or ():
-            key = (t["name"], p["partition_index"])
-            entry = {"topic": key[0], "partition": key[1], "replicas": list(p["replica_nodes"]),
-                     "isr": list(p.get("isr_nodes") or ())}
-            if p.get("leader_id", -1) >= 0:
-                entry["leader"] = p["leader_id"]
+        name = t.name
+        for p in t.partitions or ():
+            key = (name, p.partition_index)
+            # The decoded lists are this answer's own: taken as they are, not copied.
+            entry = {"topic": name, "partition": key[1], "replicas": p.replica_nodes, "isr": p.isr_nodes or []}
+            if p.leader_id >= 0:
+                entry["leader"] = p.leader_id
             size = sizes.get(key)
             if size is None:
                 size = ((partition_meta.get(key[0]) or {}).get(str(key[1])) or {}).get("Size")

@@ -69,6 +69,27 @@ def fields(**values) -> SimpleNamespace:
     return SimpleNamespace(**values)
 
 
+def layout(resp_class, array: str, version: int) -> tuple:
+    """What decides how an entry of `resp_class`'s array field `array` is encoded at `version`:
+    the fields present there (and within them, each nested struct's), which of them are tagged or
+    nullable, and whether the version is flexible (compact strings and arrays, tagged fields).
+    Two versions with the same layout encode an entry to the same bytes (Metadata's topics: v10
+    to v13 alike, where v13 only adds a top-level error), so an entry encoded for one serves the
+    others: `encode_entry`'s output can be kept by layout, not by version."""
+    return (resp_class.flexible_version_q(version), _struct_layout(resp_class.fields[array].array_of, version))
+
+
+def _struct_layout(struct, version: int) -> tuple:
+    out = []
+    for f in struct.fields.values():
+        if not f.for_version_q(version):
+            continue
+        inner = f.array_of if f.is_struct_array() else f if f.is_struct() else None
+        out.append((f.name, f.type_str, f.tagged_field_q(version), f.nullable_for_version_q(version),
+                    None if inner is None else _struct_layout(inner, version)))
+    return tuple(out)
+
+
 def encode_entry(resp_class, array: str, entry, version: int) -> bytes:
     """One entry of `resp_class`'s array field `array` (a topic of Metadata), encoded on its own
     for `version` as it sits inside the response: `encoded_with` puts kept entries together."""

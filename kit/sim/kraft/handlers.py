@@ -15,7 +15,8 @@ from kafka.protocol.admin import DescribeClusterResponse
 
 from kit.sim.kraft import configs, logdirs, reassign, sasl
 from kit.sim.kraft.context import (LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-                                   UNSUPPORTED_VERSION, Context, encode_entry, encoded_with, fields)
+                                   UNSUPPORTED_VERSION, Context, encode_entry, encoded_with, fields,
+                                   layout)
 from kit.sim.kraft.versions import (ALTER_REASSIGNMENTS, API_VERSIONS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS,
                                     DESCRIBE_LOG_DIRS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, LIST_REASSIGNMENTS,
                                     METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE)
@@ -61,7 +62,9 @@ def metadata(ctx: Context, req, version: int):
 def every_topic(ctx: Context, version: int):
     """The Metadata answer for every topic, kept until the cluster changes; then encoded from
     the kept parts of the topics (a topic's entry is kept for every version, its encoding per
-    version), made again for the topics changed only."""
+    layout: the versions whose topic entries encode alike share it, so the start's answer at
+    the newest version serves a client that asks one below, as librdkafka asks v12 of a 4.0
+    broker), made again for the topics changed only."""
     store = ctx.store
 
     def part(view, t: str) -> bytes:
@@ -69,7 +72,7 @@ def every_topic(ctx: Context, version: int):
         return encode_entry(MetadataResponse, "topics", entry, version)
 
     def whole():
-        view, parts = store.per_topic(("metadata", version), part)
+        view, parts = store.per_topic(("metadata", layout(MetadataResponse, "topics", version)), part)
         return encoded_with(_response(ctx, view, [], version), version, "topics", parts)
     return store.cached(("metadata", version), whole)
 
