@@ -6,7 +6,8 @@
 #   make test-fast  the suite without the tests marked slow (whole runbook runs, browsers, ZooKeeper
 #                restarts: pyproject.toml's markers), for a quick look while working, never instead of make test
 #   make bench   time `kit plan` on 200,000-partition clusters, median of 3, into
-#                docs/bench/plan-200000p-150b.md (slow: ~15 minutes on 2 cores)
+#                docs/bench/plan-200000p-150b.md (slow: ~15 minutes on 2 cores), and every
+#                action on 3,000 and 5,000 partitions into docs/bench/plan-small.md (~2 minutes)
 #   make bench-1m  the same at 1,000,000 partitions / 500 brokers, one run each, into
 #                docs/bench/plan-1000000p-500b.md (~40 minutes on 2 cores, ~3 GiB per run)
 #   make bench-sim  the simulator against issue 36's targets: the simulated KRaft cluster at
@@ -91,6 +92,7 @@ test-fast: venv zookeeper
 bench: venv
 	$(PY) bench/reference_table.py --shared $(SHARED) --docs
 	$(PY) bench/bench_plan.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS)
+	$(PY) bench/bench_plan_small.py --shared $(SHARED) --repeat 3 --docs
 
 bench-1m: venv
 	$(PY) bench/bench_plan.py --shared $(SHARED) --partitions 1000000 --brokers 500 --topics 5000 --repeat 1 --docs $(BENCH_ARGS)

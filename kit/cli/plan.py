@@ -36,6 +36,7 @@ from kit.progress import Progress
 planner = lazy_module("kit.plan")
 pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")
+workspace = lazy_module("kit.plan.workspace")
 second_core = lazy_module("kit.concurrency.second_core")
 idle = lazy_module("kit.concurrency.idle")
 figures = lazy_module("kit.report.figures")
@@ -183,9 +184,11 @@ def run(a) -> int:
     action = planner.ACTIONS[a.action]
     check_request(a, action)
     # The second process for the planner's shares on large clusters is forked first, while
-    # this one is small and has no other thread (kit.concurrency.second_core).
+    # this one is small and has no other thread (kit.concurrency.second_core); not for a
+    # snapshot of a small cluster (kit.plan.workspace.SMALL), which would never use it.
     # Progress goes to stderr, when it takes a while.
-    with second_core.second_process(), idle.tasks_kept(), Progress("kit plan") as progress:
+    with second_core.second_process(not small_snapshot(a.snapshot)), idle.tasks_kept(), \
+            Progress("kit plan") as progress:
         # Planning, the review and the outputs make millions of objects and no cycles: the
         # collector's scans of them found nothing and took 4.5 CPU s of a 1,000,000-partition
         # rebalance (three full scans of the loaded cluster, 2,700 young ones).
@@ -207,6 +210,24 @@ def run(a) -> int:
             text = summary.summary_text(plan, report, max_changes=max_changes, arrays=arrays)
     print(text)
     return 0
+
+
+# Snapshot bytes per partition, fewest: a partition's entry with its topic, number and replica
+# list takes some 80 bytes and gen_cluster's (sizes, ISR) some 145, so a file of at most
+# SMALL x this many bytes holds a small cluster. Counting before reading: the fork comes first.
+SNAPSHOT_BYTES_PER_PARTITION = 150
+
+
+def small_snapshot(path: str | None) -> bool:
+    """Whether the snapshot file at `path` holds at most `kit.plan.workspace.SMALL` partitions
+    by its size (False for a live cluster, or a file that cannot be read: forked as before)."""
+    if path is None:
+        return False
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return False
+    return size <= workspace.SMALL * SNAPSHOT_BYTES_PER_PARTITION
 
 
 def write_outputs(a, plan, report, waves) -> None:

@@ -116,11 +116,12 @@ def available() -> bool:
 
 
 @contextmanager
-def second_process() -> Iterator[bool]:
+def second_process(worth: bool = True) -> Iterator[bool]:
     """Within the block, `run_both` gives shares to a second process, forked now (call it
-    before loading a large cluster, and before starting threads); yields whether it did."""
+    before loading a large cluster, and before starting threads); yields whether it did.
+    `worth` False forks nothing (a small cluster, whose shares are never split)."""
     global _process
-    if _process is not None or not available():
+    if _process is not None or not worth or not available():
         yield False
         return
     _process = _Process()

@@ -21,6 +21,12 @@ from kit.plan.racks import may_join, racks_needed, set_ok, spans
 # Selected partitions above which a cluster is large: there a stage's pass takes seconds,
 # so the stages make one pass, scan fewer candidates and try one route only.
 LARGE = 20_000
+# Partitions at or below which a cluster is small (issue 38: `kit plan` of any action within
+# 0.6 s there). A small plan runs in plain Python and numpy: its count balance never loads numba
+# (about 0.5 s to import with the SciPy it pulls in, more than a small balance's moves cost as
+# plain Python), and `kit plan` forks no second process for it (its shares are split only
+# above `LARGE`). The one size below which the planner pays for no heavy machinery.
+SMALL = 5_000
 
 
 class Workspace:

@@ -234,6 +234,27 @@ def test_a_leadership_target_no_plan_within_the_allowance_can_meet_is_explained_
                           "integer programming)"]
 
 
+def test_an_order_the_integer_program_could_not_prove_within_its_budget_is_kept_and_said(monkeypatch):
+    """The exact pass has a budget (branch-and-bound nodes, so the same input gives the same
+    plan): where its search ends before the proof, the plan keeps the best order it found and
+    its NOTE says that no proof was made (issue 38: an unbounded search took 5.9 s)."""
+    from test_plan_properties import generate
+
+    from kit.plan.solvers import exact_order
+    from kit.report.figures import plan_report
+
+    c = generate(brokers=8, racks=2, rf=2, partitions=300, topics=3, seed=0, scenario="az-loss")
+    monkeypatch.setattr(exact_order, "NODE_LIMIT", 1)
+    plan = planners.plan_az_loss(c, rack="rack-b")
+    report = plan_report(plan)
+    after = report["after"]
+    assert report["problems"] == [] and after["rack_violations"] == 0
+    assert after["failover_excess_spread_max"] > 2
+    assert plan.notes == [f"failover excess {after['failover_excess_spread_max']}: the best order the integer "
+                          "program found within its budget (1 branch-and-bound nodes); not proved the least "
+                          "these replica sets allow"]
+
+
 @pytest.mark.parametrize("args", [
     dict(brokers=3, racks=3, rf=3, add=3, topics=1, partitions=300, seed=1),
     dict(brokers=4, racks=2, rf=2, add=2, topics=2, partitions=300, seed=3),

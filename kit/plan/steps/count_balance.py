@@ -20,7 +20,7 @@ import numpy as np
 from kit.concurrency import idle
 from kit.plan.steps import count_kernels
 from kit.plan.steps.leadership_figures import replica_matrix
-from kit.plan.workspace import LARGE, Workspace
+from kit.plan.workspace import LARGE, SMALL, Workspace
 
 # Candidates looked at per move (in all, per topic, recently moved): wide enough on small
 # clusters for every pair of brokers to keep common partitions, narrow on large ones,
@@ -99,17 +99,20 @@ class CountBalance:
         """Balance, following `quotas` if given (`balance_counts`); the number of moves. The
         first `_PLAIN_MOVES` as plain Python, the rest compiled; all compiled when the counts
         alone ask for more moves than that (the plain moves' searches cost most on large
-        clusters, where the balances are long)."""
+        clusters, where the balances are long); all plain on a small cluster (`SMALL`
+        partitions or fewer), whatever the moves. The moves are the same either way."""
         if quotas is not None:
             self.quotas = self._quotas(quotas)
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         args = (-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan, self.band,
                 self.lists, self.counts, self.quotas, self.peers, self.targets, state)
         kernels = count_kernels.balance, count_kernels.bucket_orders
-        rows = min(_PLAIN_MOVES, _LOG_ROWS) if self.fewest_moves() <= _PLAIN_MOVES else 0
+        plain = len(self.ws.cluster.partitions) <= SMALL
+        limit = None if plain else _PLAIN_MOVES
+        rows = min(_PLAIN_MOVES, _LOG_ROWS) if plain or self.fewest_moves() <= _PLAIN_MOVES else 0
         log = np.empty((rows, 3), dtype=np.int64)
         # A batch logs at least 2 rows (a two-step move); one batch of 500 by default.
-        while rows >= 2 and not state[2] and state[1] + rows <= _PLAIN_MOVES:
+        while rows >= 2 and not state[2] and (limit is None or state[1] + rows <= limit):
             self.make(log[:kernels[0](*args, log)].tolist())
         if not state[2]:
             kernels = count_kernels.compiled()

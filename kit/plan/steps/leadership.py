@@ -20,6 +20,7 @@ import numpy as np
 from kit import collector
 from kit.concurrency import second_core
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
+from kit.plan.solvers import exact_order
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.solvers.flow import SPLIT_LIMIT, bounds_met, soft_assignment, water_fill
 from kit.plan.steps.leadership_figures import distinct_rows, heirs_of, leader_figures, order_figures, replica_matrix
@@ -429,9 +430,22 @@ ORDER_NOTE = (": the least any order of these replica sets allows (proved by int
               " only moving replicas to other brokers could lower it")
 
 
+# The integer program's search is bounded (`exact_order.NODE_LIMIT`, a count of nodes, so the
+# same input gives the same plan): where it ends before its proof, the plan keeps the best order
+# found and says that a better one may exist.
+BUDGET_NOTE = (": the best order the integer program found within its budget ({nodes:,} branch-and-bound"
+               " nodes); not proved the least these replica sets allow")
+
+
+def budget_note(missed: str) -> str:
+    """The NOTE of an order the integer program kept without its proof (`BUDGET_NOTE`)."""
+    return missed + BUDGET_NOTE.format(nodes=exact_order.NODE_LIMIT)
+
+
 def drop_order_notes(ws: Workspace) -> None:
-    """Forget what the integer program proved of the replica sets (before they change)."""
-    ws.notes[:] = [n for n in ws.notes if not n.endswith(ORDER_NOTE)]
+    """Forget what the integer program proved, or found within its budget, of the replica sets
+    (before they change)."""
+    ws.notes[:] = [n for n in ws.notes if not n.endswith((ORDER_NOTE, budget_note("")))]
 
 
 def _exact_pass(ws: Workspace) -> bool:
@@ -450,8 +464,10 @@ def _exact_pass(ws: Workspace) -> bool:
     figs = leader_figures(ws, order)
     better = RANKING.key(ws, figs) < RANKING.key(ws, before)
     final = figs if better else before
-    if optimal and not final.met():
-        note = f"{final.missed()}{ORDER_NOTE}"
+    # Only the last search's budget note holds: an earlier one spoke of an order since improved.
+    ws.notes[:] = [n for n in ws.notes if not n.endswith(budget_note(""))]
+    if not final.met():
+        note = f"{final.missed()}{ORDER_NOTE}" if optimal else budget_note(final.missed())
         if note not in ws.notes:
             ws.notes.append(note)
     if not better:
