@@ -106,15 +106,18 @@ def io_floor(snapshot: Path, scratch: Path) -> float:
     return dt
 
 
-def run_child(cmd: list[str], stdout: Path, stderr: Path) -> tuple[float, float, int]:
-    """Run cmd; return (wall seconds, peak RSS MiB of that child alone, exit code)."""
+def run_child(cmd: list[str], stdout: Path, stderr: Path) -> tuple[float, float, float, int]:
+    """Run cmd: (wall seconds, CPU seconds (user + system, its own and its second process's),
+    peak RSS MiB of that child alone, exit code). On a loaded machine the CPU time is the
+    steadier figure."""
     with open(stdout, "wb") as so, open(stderr, "wb") as se:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=so, stderr=se)
         _, status, usage = os.wait4(proc.pid, 0)
         dt = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    return dt, usage.ru_maxrss / 1024.0, proc.returncode  # ru_maxrss is KiB on Linux
+    # ru_maxrss is KiB on Linux
+    return dt, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, proc.returncode
 
 
 def action_args(action: str, snap: Path) -> tuple[list[str], list[int] | None]:
@@ -168,7 +171,7 @@ def bench_action(scenario: str, action: str, snap: Path, floor: float, a: argpar
         log(f"{scenario} / {action}: run {i + 1}/{a.repeat}")
         if plan.exists():
             plan.unlink()
-        dt, peak, code = run_child(cmd, out, err)
+        dt, _, peak, code = run_child(cmd, out, err)
         if code != 0:
             msg = last_line(err) or f"exit {code}"
             log(f"  exit {code}: {msg}")

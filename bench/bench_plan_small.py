@@ -33,12 +33,11 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_plan import action_args, generator, kit_command, log  # noqa: E402
+from bench_plan import action_args, generator, kit_command, log, run_child  # noqa: E402
 from provenance import header as provenance_header, load_average, utc_now, write_atomically  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,18 +65,6 @@ CASES = [
     ("rebuild", "az-loss", "rebuild", ["--brokers", "-2"]),
 ]
 COLUMNS = ["partitions", "brokers", "action", "median s", "min s", "max s", "within 0.6 s", "CPU s", "peak MiB"]
-
-
-def timed_child(cmd: list[str], stdout: Path, stderr: Path) -> tuple[float, float, float, int]:
-    """Run cmd: (wall seconds, CPU seconds (user + system, its own and its second process's),
-    peak RSS MiB, exit code). On a loaded machine the CPU time is the steadier figure."""
-    with open(stdout, "wb") as so, open(stderr, "wb") as se:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=so, stderr=se)
-        _, status, usage = os.wait4(proc.pid, 0)
-        dt = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    return dt, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, proc.returncode
 
 
 def snapshot(shared: Path, cache: Path, scenario: str, partitions: int, seed: int) -> Path:
@@ -123,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             out, err = work / "stdout", work / "stderr"
             times, cpus, peaks, code = [], [], [], 0
             for i in range(a.repeat + 1):
-                dt, cpu, peak, code = timed_child(cmd, out, err)
+                dt, cpu, peak, code = run_child(cmd, out, err)
                 if code != 0:
                     break
                 if i:  # the first run writes the caches

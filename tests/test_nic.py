@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from kit.cluster.backend import ClusterAddress
 from kit.dashboard import poller as dash_poller
 from kit.errors import BadInput
 from kit.events import EventLog
@@ -97,8 +98,8 @@ def test_the_dashboards_copy_bound_and_the_auto_throttle_use_one_nic_figure(tmp_
     loop.prepare()
     assert loop.auto.capacity == {1: 2e8, 2: 2e8}  # the broker's own figure before "*"
 
-    monkeypatch.setattr(dash_poller, "open_backend", lambda **_: backend)
-    poller = dash_poller.Poller(zk="fake:2181", samples=str(tmp_path / "samples"), cap_map=cap_map)
+    monkeypatch.setattr(dash_poller, "open_backend", lambda *_, **__: backend)
+    poller = dash_poller.Poller(ClusterAddress(zk="fake:2181"), samples=str(tmp_path / "samples"), cap_map=cap_map)
     state = poller.poll()
     assert state.error is None and state.copy_basis == "NIC"
     assert (state.progress["into"], state.progress["out_of"]) == (loop.auto.capacity[2], loop.auto.capacity[1])
@@ -107,7 +108,7 @@ def test_the_dashboards_copy_bound_and_the_auto_throttle_use_one_nic_figure(tmp_
 def test_a_runbooks_estimates_read_the_nic_the_auto_throttle_uses(tmp_path, monkeypatch):
     # The runbook's cap_map is in MB/s: its instance-type entry counts as the throttle's does
     # (it once fed the estimates only its "*" entry).
-    def read_anew(**_):
+    def read_anew(*_, **__):
         return _Cluster(Cluster({1: Broker(1, instance_type="standard"), 2: Broker(2, net_capacity=2e8),
                                  3: Broker(3)}, (Partition("t", 0, (1,), (1,)),)), None)
 

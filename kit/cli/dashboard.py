@@ -100,7 +100,7 @@ def run(a) -> int:
     except ImportError as e:
         raise BadInput(f"the dashboard needs its extra: pip install 'kit[dashboard]' ({e.name} is missing)") from None
     live = cluster_address(a)
-    if a.zk or a.bootstrap:
+    if live.live:
         with backends.open_backend(live) as backend:  # the same wait as every command (DEFAULT_TIMEOUT)
             cluster, _ = backend.read()
     else:
@@ -109,8 +109,7 @@ def run(a) -> int:
         raise BadInput("the cluster has no brokers")
     app.load_plans(a.plan, cluster)  # a bad plan fails now, not in the first browser tab
     server = app.serve(port=a.port, address=a.address, basic_auth=auth, records=a.records, start=False,
-                       snapshot=a.snapshot, zk=a.zk, zk_auth=a.zk_auth, plans=a.plan, events=a.events,
-                       bootstrap=a.bootstrap, command_config=live.command_config,
+                       snapshot=a.snapshot, cluster=live if live.live else None, plans=a.plan, events=a.events,
                        samples=a.samples, interval=a.interval, metrics=a.metrics, cap_map=cap_map)
     shown = "localhost" if a.address in ("127.0.0.1", "::1") else a.address
     print(f"kit dashboard: http://{shown}:{server.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",

@@ -21,6 +21,7 @@ import param
 import tornado.routing
 import tornado.web
 
+from kit.cluster.backend import ClusterAddress
 from kit.errors import BadInput
 from kit.formats import load_plan, load_snapshot
 from kit.dashboard import distribution, tables, throttle_chart, tiles
@@ -39,24 +40,23 @@ def load_plans(paths, cluster) -> dict[str, list[dict]]:
     return {_plan_label(p): load_plan(p, cluster) for p in paths or []}
 
 
-def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), events: str | None = None,
-              samples: str | None = None, records: str | None = None, zk_auth: str | None = None,
+def dashboard(snapshot: str | None = None, cluster: ClusterAddress | None = None, plans=(),
+              events: str | None = None, samples: str | None = None, records: str | None = None,
               interval: float = 2.0, records_url: str = "records/", metrics: str | None = None,
-              cap_map: dict | None = None, bootstrap: str | None = None, command_config: str | None = None):
+              cap_map: dict | None = None):
     """One session's dashboard page.
 
     Parameters
     ----------
     snapshot : str, optional
         Snapshot v1 file (the distribution; no live status).
-    zk : str, optional
-        Kafka's ZooKeeper, HOST:PORT[/chroot] (distribution, progress, throttles).
+    cluster : ClusterAddress, optional
+        The live cluster (distribution, progress, throttles): its ZooKeeper or its brokers'
+        Admin API; credentials never displayed.
     plans : sequence of str
         Plan files (Kafka reassignment JSON) for the plan picker.
     events, samples, records : str, optional
         Events log, broker samples folder, runbook records folder.
-    zk_auth : str, optional
-        SCHEME:CREDENTIALS for ZooKeeper; never displayed.
     interval : float
         Seconds between refreshes.
     records_url : str
@@ -66,9 +66,6 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         brokers the samples do not describe.
     cap_map : dict, optional
         NIC capacity (bytes/s) by instance type (``"*"``: any other), a bound on the copy rate.
-    bootstrap, command_config : str, optional
-        The cluster's brokers (Admin API) instead of `zk`, and their client properties file
-        (never displayed).
 
     Returns
     -------
@@ -76,11 +73,12 @@ def dashboard(snapshot: str | None = None, zk: str | None = None, plans=(), even
         The page (a `Viewer`), or a one-line pane saying why there is none.
     """
     hv.extension("bokeh", logo=False)
-    poller = shared_poller(zk, zk_auth, events, samples, records, interval, metrics, cap_map, bootstrap, command_config)
+    poller = shared_poller(cluster, events, samples, records, interval, metrics, cap_map)
     base = load_snapshot(snapshot) if snapshot else None
     first = base if base is not None else poller.state.cluster
     if first is None:
         return pn.pane.Markdown(f"**No cluster:** {poller.state.error or 'nothing read yet'}")
+    zk, bootstrap = (cluster.zk, cluster.bootstrap) if cluster is not None else (None, None)
     source = (f"ZooKeeper {zk.split('@')[-1]}" if zk else bootstrap_label(bootstrap) if bootstrap
               else f"snapshot {os.path.basename(snapshot or '')}")
     page = Dashboard(poller, base, first, load_plans(plans, first), source, records_url)
@@ -446,9 +444,8 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
             port = s.getsockname()[1]  # port 0: the free port the system chose, served from here on
     except OSError as e:
         raise BadInput(f"--address {address} --port {port}: cannot listen there ({e.strerror or e})") from None
-    shared_poller(page.get("zk"), page.get("zk_auth"), page.get("events"), page.get("samples"), records,
-                  page.get("interval", 2.0), page.get("metrics"), page.get("cap_map"), page.get("bootstrap"),
-                  page.get("command_config"))
+    shared_poller(page.get("cluster"), page.get("events"), page.get("samples"), records, page.get("interval", 2.0),
+                  page.get("metrics"), page.get("cap_map"))
     extra = [_records_handler(os.path.abspath(records), bool(basic_auth))] if records else []
     hosts = served_hosts(address, port)
     kwargs = {}

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from kit.cluster.backend import ClusterBackend, open_backend, reached_through
+from kit.cluster.backend import ClusterAddress, ClusterBackend, open_backend
 from kit.dashboard.ledger import CopyLedger, copy_bound
 from kit.dashboard.loop_health import LoopWatch
 from kit.dashboard.readers import EventTail, read_records, replica_sizes, samples_clock, sim_pace
@@ -76,10 +76,9 @@ class Poller:
 
     Parameters
     ----------
-    zk : str, optional
-        HOST:PORT[/chroot] of Kafka's ZooKeeper.
-    zk_auth : str, optional
-        SCHEME:CREDENTIALS for ZooKeeper (never shown or logged).
+    cluster : ClusterAddress, optional
+        The live cluster to poll (its ZooKeeper or its brokers' Admin API; credentials never
+        shown or logged); without one, the samples and events alone.
     events, samples, records : str, optional
         The events log, the broker samples folder (`kit sim run --samples`), the records folder.
     interval : float
@@ -87,16 +86,12 @@ class Poller:
     metrics : str, optional
         `kit metrics --follow`'s folder (its ``broker_rates.json``): measured rx/tx for the
         brokers the samples do not describe.
-    bootstrap, command_config : str, optional
-        The cluster's brokers, through the Admin API, instead of `zk`, and their client
-        properties file (never shown or logged).
     """
 
-    def __init__(self, zk=None, zk_auth=None, events=None, samples=None, records=None, interval: float = 2.0,
-                 metrics=None, cap_map: dict | None = None, bootstrap=None, command_config=None):
-        self.zk, self.zk_auth, self.events_path = zk, zk_auth, events
-        self.bootstrap, self.command_config = bootstrap, command_config
-        self.live = zk or bootstrap  # a live cluster to poll (else samples and events alone)
+    def __init__(self, cluster: ClusterAddress | None = None, events=None, samples=None, records=None,
+                 interval: float = 2.0, metrics=None, cap_map: dict | None = None):
+        self.cluster, self.events_path = cluster or ClusterAddress(), events
+        self.live = self.cluster.live  # a live cluster to poll (else samples and events alone)
         self._events = EventTail(events) if events else None
         self._rates_file = BrokerRatesMetrics(metrics) if metrics else None
         self.samples, self.records, self.interval = samples, records, interval
@@ -161,8 +156,7 @@ class Poller:
     def _cluster(self) -> ClusterBackend:
         """The cluster's backend, opened at the first poll and kept (kazoo reconnects by itself)."""
         if self._backend is None:
-            self._backend = open_backend(zk=self.zk, bootstrap=self.bootstrap, auth=self.zk_auth, timeout=5.0,
-                                         command_config=self.command_config)
+            self._backend = open_backend(self.cluster, timeout=5.0)
             self._backend.follow()  # the poller reads the cluster again and again, and changes nothing
         return self._backend
 
@@ -211,7 +205,7 @@ class Poller:
             except BadInput as e:
                 error = str(e)
             except Exception as e:  # noqa: BLE001  (a cluster hiccup shows on the page, the poller goes on)
-                error = f"{reached_through(self.bootstrap)}: {type(e).__name__}"
+                error = f"{self.cluster.reached_through}: {type(e).__name__}"
         try:
             events = self._events.read() if self._events else ()
         except OSError:
@@ -377,14 +371,12 @@ _SHARED: dict[tuple, Poller] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_poller(zk=None, zk_auth=None, events=None, samples=None, records=None, interval: float = 2.0,
-                  metrics=None, cap_map: dict | None = None, bootstrap=None, command_config=None) -> Poller:
+def shared_poller(cluster: ClusterAddress | None = None, events=None, samples=None, records=None,
+                  interval: float = 2.0, metrics=None, cap_map: dict | None = None) -> Poller:
     """The one running `Poller` for these sources in this process (started on first use)."""
-    key = (zk, zk_auth, events, samples, records, interval, metrics,
-           tuple(sorted((cap_map or {}).items())), bootstrap, command_config)
+    key = (cluster, events, samples, records, interval, metrics, tuple(sorted((cap_map or {}).items())))
     with _SHARED_LOCK:
         poller = _SHARED.get(key)
         if poller is None:
-            poller = _SHARED[key] = Poller(zk, zk_auth, events, samples, records, interval, metrics,
-                                           cap_map, bootstrap, command_config).start()
+            poller = _SHARED[key] = Poller(cluster, events, samples, records, interval, metrics, cap_map).start()
         return poller

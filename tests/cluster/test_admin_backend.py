@@ -15,7 +15,7 @@ import pytest
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 
 from conftest import run_kit
-from kit.cluster.backend import ClusterBackend, open_backend
+from kit.cluster.backend import ClusterAddress, ClusterBackend, open_backend
 from kit.cluster.kafka.backend import AdminBackend
 from kit.cluster.kafka.connect import client_settings, read_properties
 from kit.errors import BadInput, Unsafe
@@ -302,7 +302,7 @@ def test_the_doctor_and_the_dashboards_poller_read_the_cluster_through_the_admin
     bootstrap, _, seeded = kraft
     r = run_kit("doctor", "--bootstrap", bootstrap)
     assert r.returncode == 0 and f"{len(seeded.partitions)} partition(s)" in r.stdout, r.stdout + r.stderr
-    poller = Poller(bootstrap=bootstrap)
+    poller = Poller(ClusterAddress(bootstrap=bootstrap))
     try:
         # A poll the cluster does not answer in the dashboard's 5 s is shown as an error and the
         # next poll tries again (a loaded machine's first polls may); wait for an answered one.

@@ -242,7 +242,7 @@ def test_the_dashboards_poller_reads_status_and_rates_through_the_backend(kafka)
     moves = _moves(seeded)
     with open_backend(zk=root) as backend:
         backend.apply(moves, 30e6)
-    poller = Poller(zk=root)
+    poller = Poller(ClusterAddress(zk=root))
     try:
         state = poller.poll()
         assert state.error is None and state.status["reassigning_partitions"] == len(moves)

@@ -27,6 +27,7 @@ import pandas as pd  # noqa: E402
 
 from conftest import kit_command  # noqa: E402
 from conftest import run_kit as kit  # noqa: E402
+from kit.cluster.backend import ClusterAddress  # noqa: E402
 from kit.dashboard import distribution, style, tables, throttle_chart, tiles  # noqa: E402
 from kit.text import utc_label  # noqa: E402
 from kit.dashboard import ledger as dash_ledger  # noqa: E402
@@ -999,7 +1000,7 @@ def test_the_poller_follows_a_kraft_cluster_through_the_admin_api(make_snapshot,
     with kraft_cluster(snap, tmp_path / "kraft", speed=0.01) as bootstrap:
         with open_backend(bootstrap=bootstrap) as backend:
             backend.apply(moves, 30e6)
-        poller = dash_poller.Poller(bootstrap=bootstrap)
+        poller = dash_poller.Poller(ClusterAddress(bootstrap=bootstrap))
         try:
             deadline = time.monotonic() + 60  # a busy machine: the poller's 5 s requests may time out once
             state = poller.poll()
