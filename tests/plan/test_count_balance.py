@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.model import Broker, Cluster, Partition
-from kit.plan.steps import count_balance
+from kit.plan.steps import count_balance, count_kernels
 from kit.plan.steps.count_balance import balance_counts
 from kit.plan.steps.place import place_orphans
 from kit.plan.steps.topic_quotas import topic_quotas
@@ -52,6 +52,10 @@ def _balanced(cluster: Cluster, compiled: bool, monkeypatch, how: str):
     """The workspace's state after a count balance run compiled or as plain Python: `how` is
     a rebalance with quotas and spread moves, one without, or placing a dead broker's replicas."""
     monkeypatch.setattr(count_balance, "_PLAIN_MOVES", 0 if compiled else 10 ** 9)
+    if compiled:
+        count_kernels.preload()  # a cluster this small is balanced as plain Python until numba is loaded
+    calls, compile_ = [], count_kernels.compiled
+    monkeypatch.setattr(count_kernels, "compiled", lambda: calls.append(1) or compile_())
     ids = sorted(cluster.brokers)
     targets = ids[1:] if how == "place" else ids
     ws = Workspace(cluster, targets=targets, selected=range(len(cluster.partitions)))
@@ -60,6 +64,7 @@ def _balanced(cluster: Cluster, compiled: bool, monkeypatch, how: str):
         moves = place_orphans(ws, "placed", allow_rack_violation=True)
     else:
         moves = balance_counts(ws, "balance", quotas=quotas, spread_touched=how == "quotas")
+    assert bool(calls) == (compiled and moves > 0), "the kernels ran compiled" if calls else "as plain Python"
     return (moves, ws.assign, list(ws.reasons.items()), ws.count.tolist(), ws.shared.tolist(),
             [[(t, list(ps)) for t, ps in d.items()] for d in ws.on_topic],
             None if quotas is None else [q.tolist() for q in quotas])
@@ -148,3 +153,24 @@ def test_the_compiled_topic_order_loop_keeps_the_same_topics_in_the_same_order(n
     got = topic_order_by_loop(0, 1, fresh, counts, quotas)
     assert got.tolist() == want.tolist()
     assert fresh or len(got) <= SEARCHED_TOPICS
+
+
+def test_the_warm_up_runs_the_balance_compiled_so_numba_caches_it(monkeypatch):
+    # `make venv` runs scripts/warm_kernels.py so that no test and no `kit plan` compiles the
+    # balance (some 40 CPU s, paid by every test process of a fresh clone otherwise). Its
+    # cluster is small, so it must load numba first or its balance runs as plain Python.
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "warm_kernels.py"
+    spec = importlib.util.spec_from_file_location("warm_kernels", path)
+    warm_kernels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(warm_kernels)
+    ran, compile_ = [], count_kernels.compiled
+
+    def spied():
+        balance, bucket_orders = compile_()
+        return (lambda *args: ran.append(1) or balance(*args)), bucket_orders
+    monkeypatch.setattr(count_kernels, "compiled", spied)
+    assert warm_kernels.main() == 0
+    assert ran, "the warm-up's balance ran as plain Python: numba's cache holds no balance"

@@ -100,14 +100,15 @@ class CountBalance:
         first `_PLAIN_MOVES` as plain Python, the rest compiled; all compiled when the counts
         alone ask for more moves than that (the plain moves' searches cost most on large
         clusters, where the balances are long); all plain on a small cluster (`SMALL`
-        partitions or fewer), whatever the moves. The moves are the same either way."""
+        partitions or fewer), whatever the moves, unless numba is loaded already
+        (`count_kernels.loaded`). The moves are the same either way."""
         if quotas is not None:
             self.quotas = self._quotas(quotas)
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         args = (-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan, self.band,
                 self.lists, self.counts, self.quotas, self.peers, self.targets, state)
         kernels = count_kernels.balance, count_kernels.bucket_orders
-        plain = len(self.ws.cluster.partitions) <= SMALL
+        plain = len(self.ws.cluster.partitions) <= SMALL and not count_kernels.loaded()
         limit = None if plain else _PLAIN_MOVES
         rows = min(_PLAIN_MOVES, _LOG_ROWS) if plain or self.fewest_moves() <= _PLAIN_MOVES else 0
         log = np.empty((rows, 3), dtype=np.int64)
