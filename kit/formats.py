@@ -37,6 +37,17 @@ def parse_json(raw: bytes | str, where: str) -> Any:
         raise BadInput(f"{where}: JSON nested too deeply") from None
 
 
+class OutsideReplicas(BadInput):
+    """A partition's isr or leader names a broker that is not one of its replicas (Kafka
+    keeps both among them). `topic` names the partition's topic: a reader that keeps
+    replica lists from an earlier read (`kit.cluster.zk.read.read_cluster`) reads that
+    topic again before it believes this."""
+
+    def __init__(self, message: str, topic: str):
+        super().__init__(message)
+        self.topic = topic
+
+
 class _NoAliasLoader(yaml.SafeLoader):
     """YAML without anchors' aliases: a parameters or pools file never needs them, and an
     alias bomb (a few lines expanding to millions of strings) is refused, not expanded."""
@@ -350,14 +361,15 @@ def _partitions_of(raw_parts: list, source: str) -> dict[tuple[str, int], Partit
             isr = tuple(validate.broker_id(r, f"{source}: {topic}-{num} isr") for r in isr)
         stray = next((r for r in isr if r not in reps), None)
         if stray is not None:
-            raise BadInput(f"{source}: {topic}-{num} isr names broker {stray}, which is not one of its replicas "
-                           f"{list(reps)} (Kafka's isr is a subset of the replicas)")
+            raise OutsideReplicas(f"{source}: {topic}-{num} isr names broker {stray}, which is not one of its "
+                                  f"replicas {list(reps)} (Kafka's isr is a subset of the replicas)", topic)
         leader = p.get("leader")
         if leader is not None and (type(leader) is not int or not -1 <= leader <= validate.INT32_MAX):
             # -1 is Kafka's "no leader" (every replica offline)
             leader = validate.whole(leader, f"{source}: {topic}-{num} leader", -1)
         if leader is not None and leader != -1 and leader not in reps:
-            raise BadInput(f"{source}: {topic}-{num} leader {leader} is not one of its replicas {list(reps)}")
+            raise OutsideReplicas(f"{source}: {topic}-{num} leader {leader} is not one of its replicas {list(reps)}",
+                                  topic)
         if (topic, num) in parts:
             raise BadInput(f"{source}: partition {topic}-{num} listed twice")
         figures = []

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
 from kit.errors import BadInput
-from kit.formats import cluster_from_snapshot
+from kit.formats import OutsideReplicas, cluster_from_snapshot
 from kit.model import Cluster
 
 
@@ -154,15 +154,6 @@ class ClusterReader:
         return got
 
 
-def _consistent(entry: dict) -> bool:
-    """Whether a partition's ISR and leader are among its replicas, as Kafka keeps them."""
-    reps = entry["replicas"]
-    if not isinstance(reps, list):
-        return True  # not a replica list at all: `cluster_from_snapshot` names it
-    isr, leader = entry.get("isr", reps), entry.get("leader")
-    return (not isinstance(isr, list) or all(r in reps for r in isr)) and (leader is None or leader in reps)
-
-
 def read_cluster(client: KazooClient, znodes: WatchedZnodes | None = None,
                  reread: bool = False) -> tuple[Cluster, dict | None]:
     """The cluster as Kafka's znodes describe it, and the reassignment in flight (or None).
@@ -218,20 +209,24 @@ def read_cluster(client: KazooClient, znodes: WatchedZnodes | None = None,
             entry["isr"] = st.get("isr", reps)
             if st.get("leader", -1) >= 0:
                 entry["leader"] = st["leader"]
-        if znodes is not None and not reread and not _consistent(entry):
-            # A topic's replica list kept from before a change whose notification is not in yet
-            # (after a reconnect, say) beside a state read fresh: Kafka writes the replicas before
-            # the state names them. Its znodes are read again, once, straight from ZooKeeper;
-            # a cluster still inconsistent then is refused by `cluster_from_snapshot`.
-            znodes.forget(f"/brokers/topics/{t}")
-            for q in assignments:
-                if q[0] == t:
-                    znodes.forget(f"/brokers/topics/{t}/partitions/{q[1]}/state")
-            return read_cluster(client, znodes, reread=True)
         size = ((sizes.get(t) or {}).get(str(p)) or {}).get("Size")
         if size is not None:
             entry["size"] = int(size)
         parts.append(entry)
     reassigning = parse_znode_json(data["/admin/reassign_partitions"], "/admin/reassign_partitions") \
         if data["/admin/reassign_partitions"] else None
-    return cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts}, "zookeeper"), reassigning
+    try:
+        cluster = cluster_from_snapshot({"version": 1, "brokers": brokers, "partitions": parts}, "zookeeper")
+    except OutsideReplicas as e:
+        if znodes is None or reread:
+            raise
+        # A topic's replica list kept from before a change whose notification is not in yet
+        # (after a reconnect, say) beside a state read fresh: Kafka writes the replicas before
+        # the state names them. Its znodes are read again, once, straight from ZooKeeper; a
+        # cluster still inconsistent then is refused.
+        znodes.forget(f"/brokers/topics/{e.topic}")
+        for t, p in assignments:
+            if t == e.topic:
+                znodes.forget(f"/brokers/topics/{t}/partitions/{p}/state")
+        return read_cluster(client, znodes, reread=True)
+    return cluster, reassigning
