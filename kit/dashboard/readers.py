@@ -11,8 +11,8 @@ import json
 import os
 from collections import deque
 
+from kit import clock_file
 from kit.events import epoch
-from kit.files import read_json_object
 
 EVENTS_KEPT = 500
 
@@ -201,8 +201,8 @@ def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]
 
 
 def sim_pace(folder: str | None) -> dict | None:
-    """How fast a simulated cluster's clock goes, as its controller publishes it (kit/sim/clock.py's
-    ``_clock/now.json``, read here as a file: the dashboard does not import the simulator).
+    """How fast a simulated cluster's clock goes, as its controller publishes it
+    (`kit.clock_file`: the dashboard does not import the simulator).
 
     Returns
     -------
@@ -216,7 +216,7 @@ def sim_pace(folder: str | None) -> dict | None:
     """
     if not folder:
         return None
-    doc = read_json_object(os.path.join(folder, "_clock", "now.json"))
+    doc = clock_file.read_now(folder)
     if doc is None or not isinstance(doc.get("sim_seconds"), (int, float)):
         return None
 

@@ -24,15 +24,12 @@ import os
 import time
 from collections import deque
 
+from kit.clock_file import CLOCK_DIR, NOW, read_now
 from kit.errors import BadInput
 from kit.files import read_json_object, write_atomic
 from kit.pids import alive
 from kit.sim.physics import sim_stamp
 
-# The clock's folder in the samples directory; named with "_" because its files are not samples:
-# readers that walk the directory for them (kit metrics, kit/metrics/edge.py) skip such folders.
-CLOCK_DIR = "_clock"
-NOW = "now.json"
 ACTORS = "actors"
 # Wall seconds the clock waits on an actor that has not acted for its wake time before dropping
 # it (a process stopped, or stuck): generous, a loaded machine's round of the loop takes seconds.
@@ -51,14 +48,6 @@ PACE_WINDOW_S = 60.0
 def stamp(sim_seconds: float) -> str:
     """A simulated second as events stamp it (ISO UTC, counted from the samples' epoch)."""
     return sim_stamp(sim_seconds)
-
-
-def read_now(samples_dir: str) -> dict | None:
-    """The clock as its owner last published it (``sim_seconds``, ``time``: the same as events
-    stamp it, ``idle``, ``stopped``, ``pid``, ``dropped``; ``speed``, its ``--speed``; ``pace`` and ``pace_window_s``, the simulated
-    seconds it went per wall second over that many of the last wall seconds it was not idle,
-    None until it has gone on for some), or None when there is none (yet)."""
-    return read_json_object(os.path.join(samples_dir, CLOCK_DIR, NOW))
 
 
 class Clock:

@@ -21,7 +21,8 @@ from kit.cluster.zk.changes import apply_plan
 from kit.cluster.zk.layout import connect, write_cluster
 from kit.formats import cluster_from_snapshot
 from kit.sim.brokers import sync_registrations
-from kit.sim.clock import Actor, Clock, Hold, read_now
+from kit.clock_file import read_now
+from kit.sim.clock import Actor, Clock, Hold
 from kit.sim.controller import SimController
 
 _chroots = itertools.count()
