@@ -59,6 +59,16 @@ def wait_for(what: str, ready: Callable[[], object], limit: float = 300.0, every
         time.sleep(every)
 
 
+def stop_process(proc: subprocess.Popen, wait: float = 30.0) -> None:
+    """End `proc`: SIGTERM, then SIGKILL if it has not ended within `wait` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=wait)
+
+
 def kit_command() -> list[str]:
     """The installed `kit` command line (the console script beside this Python, else
     `python -m kit`)."""
@@ -215,12 +225,7 @@ def simulated_cluster(kind: str, snapshot, folder, speed: float, zookeeper_root:
     try:
         yield SimulatedCluster(kind, ("--zk", zookeeper_root), ("--zk", zookeeper_root), seeded)
     finally:
-        controller.terminate()
-        try:
-            controller.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            controller.kill()
-            controller.wait(timeout=30)
+        stop_process(controller)
 
 
 def _stop_simulated_brokers(connect_string: str) -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from kit.testing import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 JUPYTER = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "jupyter"
@@ -87,11 +89,7 @@ def jupyterlab(tmp_path):
             finally:
                 browser.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
         log.close()
 
 
