@@ -133,21 +133,40 @@ def test_search_racks_sort_and_topic_filter(big):
         distribution.broker_frame(cluster, None, "(")
 
 
-def test_throttle_view_draws_each_role_and_the_empty_start():
-    t = pd.to_datetime(["2026-01-01T00:00:00", "2026-01-01T00:00:02"])
-    data = pd.DataFrame({"time": list(t) * 2, "broker": [1001, 1001, 1002, 1002], "role": ["leader"] * 2 + ["follower"] * 2,
-                         "throttle": [50.0, 60.0, 40.0, 40.0], "measured": [30.0, 45.0, 20.0, 39.0],
-                         "replication": [10.0, 20.0, 5.0, 6.0]})
-    lead = throttle_chart.throttle_view(data, "leader")
-    assert len(lead.get(0).split()) == len(lead.get(1).split()) == 1  # one broker's measured and throttle paths
-    assert set(lead.get(0).dimension_values("broker")) == {"1001"}
-    assert set(throttle_chart.throttle_view(data, "follower", brokers={1002}).get(1).dimension_values("broker")) == {"1002"}
-    for el in (lead, throttle_chart.throttle_view(throttle_chart.empty_throttle_frame(), "leader", now=pd.Timestamp("2026-01-01"))):
-        hv.render(el)
-    # A throttle the copy runs at exactly is a flat line: the axis still spans from zero to above it.
-    flat = data.assign(throttle=50.0, measured=50.0)
-    fig = hv.render(throttle_chart.throttle_view(flat, "follower"))
-    assert fig.y_range.start == 0 and fig.y_range.end > 50
+def _chart(rows, role="follower", brokers=None) -> throttle_chart.LiveThrottleChart:
+    """A live chart of one role with `rows` (dicts with THROTTLE_COLUMNS) streamed in."""
+    chart = throttle_chart.LiveThrottleChart(role)
+    chart.add(rows)
+    if brokers is not None:
+        chart.search(brokers)
+    return chart
+
+
+def _line(chart, broker: int, series: str) -> list[float]:
+    """One broker's streamed values of one series ("measured" or "throttle"), NaN where its line breaks."""
+    measured, throttle, _ = chart.lines[broker]
+    return list((measured if series == "measured" else throttle).data["MB/s"])
+
+
+def test_the_live_chart_draws_each_role_and_the_empty_start():
+    t = pd.Timestamp("2026-01-01")
+    rows = [{"time": t, "broker": 1001, "role": "leader", "throttle": 50.0, "measured": 30.0, "replication": 1.0},
+            {"time": t, "broker": 1002, "role": "follower", "throttle": 40.0, "measured": 20.0, "replication": 1.0},
+            {"time": t + pd.Timedelta(seconds=2), "broker": 1001, "role": "leader", "throttle": 60.0,
+             "measured": 45.0, "replication": 2.0}]
+    lead = _chart(rows, "leader")
+    assert set(lead.lines) == {1001}  # the leader rows only
+    assert _line(lead, 1001, "measured") == [30.0, 45.0] and _line(lead, 1001, "throttle") == [50.0, 60.0]
+    follow = _chart(rows, "follower", brokers={1002})
+    assert all(r.visible for r in follow.lines[1002][2])
+    hidden = _chart(rows, "follower", brokers={1003})
+    assert not any(r.visible for r in hidden.lines[1002][2]) and "INTO 0 destination brokers now" in \
+        hidden.figure.title.text
+    empty = throttle_chart.LiveThrottleChart("leader")
+    assert empty.lines == {} and "OUT of 0 source brokers now" in empty.figure.title.text
+    assert "no broker takes part" in empty.legend()
+    # From zero whatever the rates: a flat line (a throttle the copy runs at exactly) keeps an axis under it.
+    assert lead.figure.y_range.start == 0
 
 
 def test_eta_progress_events_and_records(tmp_path):
@@ -360,36 +379,31 @@ def test_the_throttle_chart_counts_and_draws_only_brokers_taking_part(tmp_path):
                          for b in range(1001, 1011)]
                         + [{**_nan_row(), "time": t + pd.Timedelta(seconds=2), "broker": 1013, "throttle": 50.0,
                             "measured": 49.0}])
-    view = throttle_chart.throttle_view(data, "follower")
-    assert view.opts.get().kwargs["title"].startswith("INTO 1 destination broker now")
-    legend = throttle_chart.throttle_legend(data, "follower")
+    chart = _chart(data.to_dict("records"))
+    assert chart.figure.title.text.startswith("INTO 1 destination broker now")
+    legend = chart.legend()
     assert "<b>1013</b> throttle 50.0" in legend and "<b>1001</b>" not in legend
     assert "no longer taking part: 1001, 1002" in legend
-    many = pd.DataFrame([{**_nan_row(), "broker": b, "throttle": 10.0} for b in range(1001, 1101)])
-    assert "<b>1024</b>" in throttle_chart.throttle_legend(many, "follower") and "<b>1025</b>" not in \
-        throttle_chart.throttle_legend(many, "follower") and "and 76 more" in throttle_chart.throttle_legend(many, "follower")
-    hv.render(view)
+    many = _chart([{**_nan_row(), "broker": b, "throttle": 10.0} for b in range(1001, 1101)]).legend()
+    assert "<b>1024</b>" in many and "<b>1025</b>" not in many and "and 76 more" in many
 
 
 def test_a_cleared_throttle_line_ends():
     t = pd.Timestamp("2026-01-01")
     thr = [50.0, 50.0, float("nan"), float("nan"), 30.0]
-    data = pd.DataFrame([{**_nan_row(), "time": t + pd.Timedelta(seconds=2 * i), "broker": 1013, "throttle": v,
-                          "measured": 40.0} for i, v in enumerate(thr)])
-    view = throttle_chart.throttle_view(data, "follower")
-    dashed = view.get(1)
-    assert len(dashed.split()) == 2  # two runs, nothing drawn across the cleared polls
-    assert [len(p.dimension_values("MB/s")) for p in dashed.split()] == [2, 1]
+    rows = [{**_nan_row(), "time": t + pd.Timedelta(seconds=2 * i), "broker": 1013, "throttle": v, "measured": 40.0}
+            for i, v in enumerate(thr)]
+    dashed = _line(_chart(rows), 1013, "throttle")
+    assert dashed[:2] == [50.0, 50.0] and dashed[4] == 30.0 and all(v != v for v in dashed[2:4])  # two runs
     # Cleared at the end: the line ends, no current-throttle dot held at the old value.
-    ended = throttle_chart.throttle_view(data.iloc[:4], "follower")
-    assert len(ended.get(1).split()) == 1
-    assert not any(v == v for v in ended.get(2).dimension_values("MB/s"))  # only the invisible stand-in
-    assert "throttle cleared" in throttle_chart.throttle_legend(data.iloc[:4], "follower")
+    ended = _chart(rows[:4])
+    assert ended.dots.data["MB/s"] == [] and ended.ends.data["broker"] == ["1013"]
+    assert "throttle cleared" in ended.legend()
     # A broker that left the reassignment (no rows in later polls) is not joined up when it returns.
-    gap = pd.concat([data.iloc[:2].assign(broker=1014), data.assign(broker=1013)])
-    gap = pd.concat([gap, data.iloc[4:].assign(broker=1014)])
-    assert len(throttle_chart.throttle_view(gap.assign(throttle=20.0), "follower", brokers={1014}).get(1).split()) == 2
-    hv.render(ended)
+    other = [dict(r, broker=1014, throttle=20.0) for r in rows[:2] + rows[4:]]
+    gap = _chart(sorted(rows + other, key=lambda r: r["time"]), brokers={1014})
+    assert [v == v for v in _line(gap, 1014, "throttle")] == [True, True, False, True]
+    assert gap.dots.data["broker"] == ["1014"]  # the search narrows the marks too
 
 
 def test_a_bad_topic_regex_keeps_the_last_view_with_an_inline_error(big):
@@ -520,23 +534,19 @@ def test_broker_rates_json_of_kit_metrics_follow_is_measured_traffic(tmp_path):
         (1001, "leader"): (50.0, 70.0), (1151, "follower"): (50.0, 90.0)}
 
 
-def test_throttle_chart_hover_and_ranges_follow_the_data():
-    from bokeh.models import HoverTool
-
-    buf = hv.streams.Buffer(throttle_chart.empty_throttle_frame(), length=100, index=False)
-    plot = hv.renderer("bokeh").get_plot(hv.DynamicMap(lambda data: throttle_chart.throttle_view(data, "follower"),
-                                                       streams=[buf]))
+def test_throttle_chart_hover_names_the_broker_series_value_and_time():
+    chart = throttle_chart.LiveThrottleChart("follower")
     t = pd.Timestamp("2026-01-01")
-
-    def row(i, measured):
-        return pd.DataFrame([{"time": t + pd.Timedelta(seconds=i), "broker": 1151, "role": "follower",
-                              "throttle": 56.0, "measured": measured, "replication": 1.0}])
-    buf.send(row(0, 60.0))
-    buf.send(row(1, 118.0))
-    assert plot.state.y_range.start <= 56.0 and plot.state.y_range.end >= 118.0
-    tips = [dict(h.tooltips) for h in plot.state.select(HoverTool) if isinstance(h.tooltips, list)]
-    assert any("MB/s" in t and "time" in t and "{0.0}" in t["MB/s"] and "%H:%M:%S" in t["time"] for t in tips), tips
-    assert any(h.formatters and "datetime" in h.formatters.values() for h in plot.state.select(HoverTool))
+    for i, measured in enumerate((60.0, 118.0)):
+        chart.add([{"time": t + pd.Timedelta(seconds=i), "broker": 1151, "role": "follower", "throttle": 56.0,
+                    "measured": measured, "replication": 1.0}])
+    assert _line(chart, 1151, "measured") == [60.0, 118.0]
+    tips = dict(chart.hover.tooltips)
+    assert "{0.0}" in tips["MB/s"] and "%H:%M:%S" in tips["time"] and tips["broker"] == "@broker"
+    assert chart.hover.formatters == {"@time": "datetime"}
+    assert set(chart.hover.renderers) == set(chart.lines[1151][2])
+    # The range follows only the lines shown (the broker search hides the others).
+    assert chart.figure.y_range.only_visible and chart.figure.y_range.start == 0
 
 
 def test_the_page_is_a_viewer_and_its_two_throttle_charts_do_not_share_a_y_axis(big):
