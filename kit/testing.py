@@ -180,9 +180,9 @@ class SimulatedCluster:
 
     def backend(self):
         """A `ClusterBackend` on the cluster (closed by a ``with`` block)."""
-        from kit.cluster.backend import open_backend
+        from kit.cluster.backend import ClusterAddress, open_backend
 
-        return open_backend(**{self.flag[0][2:]: self.flag[1]})
+        return open_backend(ClusterAddress(**{self.flag[0][2:]: self.flag[1]}))
 
     def let_go(self) -> None:
         """Lift every broker's replication throttle (to 1 TB/s): the simulated controller then

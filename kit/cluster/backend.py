@@ -365,15 +365,13 @@ class ClusterAddress:
         return ["--bootstrap", self.bootstrap] if self.bootstrap else ["--zk", self.zk] if self.zk else []
 
 
-def open_backend(address: ClusterAddress | None = None, timeout: float | None = None,
-                 **fields) -> ClusterBackend:
+def open_backend(address: ClusterAddress, timeout: float | None = None) -> ClusterBackend:
     """The backend for a cluster address: the one place where a backend is chosen.
 
     Parameters
     ----------
-    address : ClusterAddress, optional
-        The cluster; without it, one is made from `fields` (``open_backend(zk=...)``, as a
-        notebook or a test writes it).
+    address : ClusterAddress
+        The cluster (``open_backend(ClusterAddress(zk=...))`` in a notebook).
     timeout : float, optional
         Seconds to wait for the cluster to answer: ZooKeeper's connection (default
         `DEFAULT_TIMEOUT`), or each Admin API request (default
@@ -385,9 +383,7 @@ def open_backend(address: ClusterAddress | None = None, timeout: float | None = 
     BadInput
         No cluster named, options that do not go together, or nothing answering there (within 30 s).
     """
-    a = ClusterAddress(**fields) if address is None else address
-    if fields and address is not None:
-        raise BadInput("open_backend: an address or its fields, not both")
+    a = address
     if a.bootstrap:
         return backend_class(a.bootstrap)(a.bootstrap, timeout, a.command_config, a.state_file, a.metrics_dir,
                                           a.sim_facts)

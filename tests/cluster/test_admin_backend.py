@@ -91,7 +91,7 @@ def _idle(backend) -> None:
 
 def test_the_admin_backend_reads_the_cluster_as_the_snapshot_has_it(kraft):
     bootstrap, _, seeded = kraft
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         assert isinstance(backend, ClusterBackend) and isinstance(backend, AdminBackend)
         cluster, running = backend.read()
         st = backend.status()
@@ -119,7 +119,7 @@ def test_a_read_pauses_garbage_collection_and_leaves_it_as_it_was(kraft, monkeyp
         seen.append(gc.isenabled())
         return build(*args, **kwargs)
     monkeypatch.setattr(model, "build_cluster", watched)
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         assert gc.isenabled()
         assert len(backend.read()[0].partitions) == len(seeded.partitions)
         assert seen == [False] and gc.isenabled()
@@ -148,7 +148,7 @@ def test_apply_sets_throttles_then_the_reassignment_refuses_a_second_and_verify_
     assert r.returncode == 0, r.stderr
     assert [e["replicas"] for e in json.loads(rollback.read_text())["partitions"]] == \
         [list(p.replicas) for p in seeded.partitions[:len(moves)]]
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         try:
             _, running = backend.read()
             assert running["partitions"] == sorted(moves, key=lambda m: (m["topic"], m["partition"]))
@@ -181,7 +181,7 @@ def test_apply_sets_throttles_then_the_reassignment_refuses_a_second_and_verify_
 def test_throttles_are_set_and_cleared_with_other_config_keys_kept(kraft):
     bootstrap, _, seeded = kraft
     topic = seeded.partitions[0].topic
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         try:
             backend.admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
                                                         {"retention.ms": (AlterConfigOp.SET, "3600000")})],
@@ -207,7 +207,7 @@ def test_throttles_are_set_and_cleared_with_other_config_keys_kept(kraft):
 def test_overrides_and_metrics_live_in_the_state_file_and_metrics_directory(kraft, tmp_path):
     bootstrap, _, seeded = kraft
     state, metrics = tmp_path / "state.json", tmp_path / "metrics"
-    with open_backend(bootstrap=bootstrap, state_file=str(state), metrics_dir=str(metrics)) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap, state_file=str(state), metrics_dir=str(metrics))) as backend:
         assert backend.throttle_overrides() == {} and backend.remove_throttle_override() is None
         assert backend.broker_metrics() is None and backend.sim_facts() is None
         where = backend.store_throttle_override(b'{"rate": 30.0, "autoremove": true}')
@@ -223,7 +223,7 @@ def test_overrides_and_metrics_live_in_the_state_file_and_metrics_directory(kraf
         assert backend.broker_metrics()[0] == doc
     r = run_kit("throttle", "set", "50000000", "--broker", "1003", "--bootstrap", bootstrap)
     assert r.returncode == 0, r.stderr
-    with open_backend(bootstrap=bootstrap) as backend:  # the default state file, shared by every kit process
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:  # the default state file, shared by every kit process
         assert [name for name, _ in backend.throttle_overrides().values()] == [None, "1003"]
         assert run_kit("throttle", "remove", "--broker", "1003", "--bootstrap", bootstrap).returncode == 0
         assert [name for name, _ in backend.throttle_overrides().values()] == [None]
@@ -237,7 +237,7 @@ def test_a_dead_bootstrap_address_is_bad_input_and_kit_gives_up_on_it():
     r = run_kit("status", "--bootstrap", f"127.0.0.1:{port}", timeout=180)
     assert r.returncode == 2 and "no Kafka broker answers there" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     with pytest.raises(BadInput, match="expected HOST:PORT"):
-        open_backend(bootstrap="127.0.0.1")
+        open_backend(ClusterAddress(bootstrap="127.0.0.1"))
 
 
 def test_a_killed_bootstrap_broker_with_another_in_the_list_still_reaches_the_cluster(kraft):
@@ -286,7 +286,7 @@ def test_the_auto_throttle_loop_drives_a_reassignment_to_its_end_through_the_adm
     assert r.returncode == 0, r.stderr
     kinds = [json.loads(line)["kind"] for line in events.read_text().splitlines()]
     assert "done" in kinds, kinds
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         try:
             assert not backend.reassigning() and backend.throttles() == ({}, {})
             cluster, _ = backend.read()
@@ -321,7 +321,7 @@ def test_a_cluster_that_stops_answering_is_said_by_the_watch_and_raised_as_conne
     from kit.cluster.backend import ConnectionWatch
 
     bootstrap, _, _ = kraft
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         said = []
         watch = backend.watch_connection(1.0, said.append)
         try:
@@ -376,7 +376,7 @@ def test_a_probe_cut_short_by_the_watch_closing_says_nothing(kraft):
     from kafka.errors import KafkaConnectionError
 
     bootstrap, _, _ = kraft
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         said, entered, let_go = [], threading.Event(), threading.Event()
 
         def in_flight(*_, **__):
@@ -404,7 +404,7 @@ def test_the_auto_throttle_loop_says_the_admin_api_is_unreachable_and_gives_up_a
 
     def gone(*_, **__):
         raise KafkaConnectionError("connection refused")  # as when every broker's listener closes
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         for call in ("describe_cluster", "describe_topics", "list_partition_reassignments", "describe_configs"):
             setattr(backend.admin, call, gone)
         log = EventLog()
@@ -465,7 +465,7 @@ def test_the_lease_marker_sits_on_the_cluster_wide_default_and_goes_when_release
     bootstrap, _, seeded = kraft
     _, described = _librdkafka(bootstrap)
     broker, mine = min(seeded.live_ids), Lease.mine()
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         before = backend.throttles()
         assert backend.hold_lease(mine, 60.0, holder_gone) is None
         [held] = backend.leases()

@@ -50,7 +50,7 @@ def test_these_reach_a_cluster_through_the_backend_alone(module):
 
 def test_the_simulated_clusters_facts_are_read_and_a_real_cluster_has_none(kafka):
     root, seeded = kafka
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         facts = backend.sim_facts()
         assert sorted(facts["brokers"]) == sorted(str(b.id) for b in seeded.brokers.values() if b.known)
         assert len(facts["traffic"]) == len(seeded.partitions)
@@ -64,7 +64,7 @@ def test_metrics_written_through_the_backend_are_what_it_reads_back(kafka):
     for p in seeded.partitions:
         sizes.setdefault(p.topic, {})[str(p.partition)] = {"Size": 1000 + p.partition}
     free = {str(b): {"StorageFree": 7_000 + b} for b in seeded.live_ids}
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         backend.write_metrics(sizes, free)
         backend.write_metrics(sizes, free)  # replaced, not refused for being there
         cluster, _ = backend.read()
@@ -140,7 +140,7 @@ def test_each_backend_has_each_method_with_a_compatible_signature(name, backend)
 ])
 def test_open_backend_refuses_what_it_cannot_open_as_bad_input(kwargs, says):
     with pytest.raises(BadInput, match=says.replace("(", r"\(").replace(")", r"\)")) as e:
-        open_backend(**kwargs)
+        open_backend(ClusterAddress(**kwargs))
     assert e.value.exit_code == 2
 
 
@@ -181,7 +181,7 @@ def test_a_change_round_trip_through_the_zookeeper_backend_alone(kafka, tmp_path
     root, seeded = kafka
     moves = _moves(seeded)
     rollback = tmp_path / "rollback.json"
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         assert isinstance(backend, ClusterBackend) and isinstance(backend, ZkBackend)
         cluster, running = backend.read()
         assert running is None and not backend.reassigning() and backend.progress(moves) is None
@@ -218,7 +218,7 @@ def test_throttles_are_set_and_cleared_by_name_and_the_end_of_a_reassignment_is_
     root, seeded = kafka
     moves = _moves(seeded, 2)
     changed = threading.Event()
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         backend.watch_reassignment(changed.set)
         assert changed.wait(60)  # once at once
         changed.clear()
@@ -240,7 +240,7 @@ def test_throttles_are_set_and_cleared_by_name_and_the_end_of_a_reassignment_is_
 def test_the_dashboards_poller_reads_status_and_rates_through_the_backend(kafka):
     root, seeded = kafka
     moves = _moves(seeded)
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         backend.apply(moves, 30e6)
     poller = Poller(ClusterAddress(zk=root))
     try:
@@ -254,7 +254,7 @@ def test_the_dashboards_poller_reads_status_and_rates_through_the_backend(kafka)
 
 def test_kafka_kits_throttle_overrides_are_stored_read_and_removed_through_the_backend(kafka):
     root, seeded = kafka
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         assert backend.throttle_overrides() == {} and backend.remove_throttle_override() is None
         assert backend.remove_throttle_override("1") is None
         assert backend.store_throttle_override(b'{"rate": 20.0, "autoremove": false}', "1002") \
@@ -281,7 +281,7 @@ def test_kafka_kits_broker_metrics_are_read_gunzipped_with_when_they_were_writte
 
     root, cluster = kafka
     doc = {"1001": {"StorageFree": 1e12, "NetRX": 25e6, "NetTX": 50e6}}
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         seeded, _ = backend.broker_metrics()  # kit sim seed writes StorageFree, as kafka-kit does
         assert {k: set(v) for k, v in seeded.items()} == {str(b): {"StorageFree"} for b in cluster.brokers}
         backend.client.delete("/topicmappr/brokermetrics")
@@ -297,7 +297,7 @@ def test_kafka_kits_broker_metrics_are_read_gunzipped_with_when_they_were_writte
 
 def test_a_lost_connection_is_said_by_the_watch_and_raised_as_connection_lost(kafka):
     root, _ = kafka
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         said = []
         watch = backend.watch_connection(0.1, said.append)
         try:

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import kraft_cluster, run_kit, seed
 from kit.cli.change import offline_line
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.formats import load_snapshot
 
 # Three brokers dead at once and RF-2 topics: every replica of some partitions is on a dead broker.
@@ -54,7 +54,7 @@ def test_status_says_how_many_partitions_are_offline(kind, make_snapshot, zookee
 
 def _status(flag: tuple[str, str]):
     """The backend's status dict and `kit status`'s run, on the cluster `flag` names."""
-    with open_backend(**{flag[0][2:]: flag[1]}) as backend:
+    with open_backend(ClusterAddress(**{flag[0][2:]: flag[1]})) as backend:
         status = backend.status()
     return status, run_kit("status", *flag, timeout=300)
 

@@ -1008,7 +1008,7 @@ def test_the_poller_follows_a_kraft_cluster_through_the_admin_api(make_snapshot,
               "replicas": [b for b in sorted(c.live_ids) if b not in p.replicas][:1] + list(p.replicas[1:])}
              for p in c.partitions[:3]]
     with kraft_cluster(snap, tmp_path / "kraft", speed=0.01) as bootstrap:
-        with open_backend(bootstrap=bootstrap) as backend:
+        with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
             backend.apply(moves, 30e6)
         poller = dash_poller.Poller(ClusterAddress(bootstrap=bootstrap))
         try:

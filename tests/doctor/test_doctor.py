@@ -11,7 +11,7 @@ import pytest
 from conftest import kraft_cluster
 from conftest import run_kit as kit
 from conftest import seed
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.doctor.examine import examine, report_text
 from kit.plan.network import broker_loads
 from kit.events import read_events
@@ -349,7 +349,7 @@ def test_a_broker_of_the_simulated_kraft_cluster_dies_and_the_doctor_heals_it_th
         r = kit("doctor", "--bootstrap", bootstrap, "--events", events)
         assert r.returncode == 0 and "Status: WAIT" in r.stdout, r.stdout
 
-        with open_backend(bootstrap=bootstrap) as backend:  # the copy may go at the brokers' full speed
+        with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:  # the copy may go at the brokers' full speed
             backend.set_throttles(brokers={b: {LEADER_RATE: "1000000000", FOLLOWER_RATE: "1000000000"}
                                            for b in c.brokers if b != victim and c.brokers[b].alive})
         deadline = time.monotonic() + 120

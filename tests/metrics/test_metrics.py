@@ -239,7 +239,7 @@ def test_kit_metrics_writes_the_four_outputs_deterministically(spark, tmp_path, 
 def test_kit_metrics_publishes_to_a_kraft_cluster_through_the_admin_api(spark, tmp_path, capsys, monkeypatch):
     """With --bootstrap the sizes and free storage go to kit's metrics directory for that
     cluster, where the Admin API backend (the planners, the auto-throttle) reads them back."""
-    from kit.cluster.backend import open_backend
+    from kit.cluster.backend import ClusterAddress, open_backend
 
     rdir, bdir = _samples(tmp_path)
     snap = tmp_path / "snap.json"
@@ -254,7 +254,7 @@ def test_kit_metrics_publishes_to_a_kraft_cluster_through_the_admin_api(spark, t
         bootstrap = (state / "bootstrap").read_text().strip()
         assert main(["metrics", "--replica-samples", str(rdir), "--broker-samples", str(bdir),
                      "--out", str(tmp_path / "out"), "--window", "1h", "--bootstrap", bootstrap]) == 0
-        with open_backend(bootstrap=bootstrap) as backend:
+        with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
             published, _ = backend.broker_metrics()
     finally:
         run_kit("sim", "stop", "--state", state, timeout=120)

@@ -19,7 +19,7 @@ from kafka.errors import ClusterAuthorizationFailedError
 from kafka.protocol.admin import ElectionType
 from kafka.structs import TopicPartition
 
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 from tests.conftest import run_kit, wait_for
 
@@ -62,14 +62,14 @@ def plan_file(tmp_path, moves: list[dict]):
 
 def kit_state(bootstrap: str) -> tuple:
     """What the cluster says now, read through the Admin API: (reassigning?, throttles, {partition: replicas})."""
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         cluster, running = backend.read()
         return running is not None, backend.throttles(), {p.key: list(p.replicas) for p in cluster.partitions}
 
 
 def settle(bootstrap: str) -> None:
     """No reassignment, no throttle: cancel and clear what a test left (every right granted)."""
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         running = backend.read()[1]
         if running:
             backend.cancel([(e["topic"], e["partition"]) for e in running["partitions"]])
@@ -168,7 +168,7 @@ def test_a_refused_apply_names_the_stale_throttles_it_cleared_before_it_was_refu
     ones are set; when the reassignment is then refused, the line says so rather than
     "nothing was changed"."""
     state, bootstrap, _ = sim
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         backend.set_throttles(brokers={"4": {RATE: "7000"}}, topics={})
     assert kit_state(bootstrap)[1][0] == {"4": {RATE: "7000"}}
     assert run_kit("sim", "deny", "--state", state, "--right", "alter-cluster").returncode == 0
@@ -204,7 +204,7 @@ def test_kit_elect_and_the_auto_throttle_refused_exit_2_and_kit_throttle_set_tou
         assert r.stderr.strip().splitlines()[-1].startswith(
             "kit: Kafka refused the auto-throttle's lease marker on the cluster-wide broker default ")
         assert kit_state(bootstrap) == before
-        with open_backend(bootstrap=bootstrap) as backend:
+        with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
             assert next(p for p in backend.read()[0].partitions if p.key == ("elect", 0)).leader == 2
     finally:
         assert run_kit("sim", "allow", "--state", state).returncode == 0
@@ -230,7 +230,7 @@ def test_a_destination_dying_mid_reassignment_is_said_and_after_its_revival_the_
             assert f"{m['topic']} p{m['partition']}: in progress, waiting for broker(s) 5 (dead)" in r.stdout, r.stdout
     finally:
         assert run_kit("sim", "revive", "--state", state, "--broker", 5).returncode == 0
-    with open_backend(bootstrap=bootstrap) as backend:  # let the copies go
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:  # let the copies go
         backend.set_throttles(brokers={b: {LEADER_RATE: str(10**12), FOLLOWER_RATE: str(10**12)} for b in range(1, 6)})
     r = run_kit("verify", plan, "--bootstrap", bootstrap, "--wait", "--interval", "0.5", "--stall", "120", timeout=300)
     assert r.returncode == 0 and "2 of 2 partition(s) done" in r.stdout, r.stdout + r.stderr
@@ -383,7 +383,7 @@ def test_the_auto_throttle_reads_the_simulated_clusters_facts_without_a_capacity
     facts = state / "facts.json"
     doc = json.loads(facts.read_text())
     assert doc["simulated"] and doc["brokers"]["5"]["net_capacity"] == 125 * MB
-    with open_backend(bootstrap=bootstrap) as backend:
+    with open_backend(ClusterAddress(bootstrap=bootstrap)) as backend:
         assert doc["cluster_id"] == backend.admin.describe_cluster()["cluster_id"]
     assert run_kit("apply", plan_file(tmp_path, MOVES), "--bootstrap", bootstrap, "--throttle", CRAWL).returncode == 0
     try:

@@ -10,7 +10,7 @@ import json
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.cluster.zk.layout import close, connect, write_cluster
 from kit.formats import cluster_from_snapshot
 from kit.sim.brokers import sync_registrations
@@ -140,7 +140,7 @@ def test_stop_and_start_on_the_same_state_resume_the_reassignment_and_its_thrott
         bootstrap = (state / "bootstrap").read_text().strip()
         r = run_kit("apply", plan, "--bootstrap", bootstrap, "--throttle", str(MB), timeout=300)
         assert r.returncode == 0, r.stderr
-        with open_backend(bootstrap=bootstrap) as b:
+        with open_backend(ClusterAddress(bootstrap=bootstrap)) as b:
             throttles = b.throttles()
         assert throttles[0]  # the apply throttled the brokers
     finally:
@@ -156,7 +156,7 @@ def test_stop_and_start_on_the_same_state_resume_the_reassignment_and_its_thrott
             admin.close()
         [(tp, moving_a0)] = moving.items()
         assert (tp.topic, tp.partition) == ("a", 0) and moving_a0["adding_replicas"] == [4]
-        with open_backend(bootstrap=bootstrap) as b:
+        with open_backend(ClusterAddress(bootstrap=bootstrap)) as b:
             assert b.throttles() == throttles
     finally:
         assert run_kit("sim", "stop", "--state", state, timeout=180).returncode == 0

@@ -22,7 +22,7 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlte
 
 from conftest import kit_command, kraft_cluster, wait_for
 from conftest import run_kit as kit
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.cluster.zk.backend import LEASE
 from kit.cluster.zk.layout import close, connect
 from kit.events import read_events
@@ -40,7 +40,7 @@ class Idle:
         self.kind, self.where, self.store = kind, where, store
 
     def backend(self):
-        return open_backend(**{self.where[0][2:]: self.where[1]})
+        return open_backend(ClusterAddress(**{self.where[0][2:]: self.where[1]}))
 
     def leases(self) -> list[Lease]:
         with self.backend() as b:

@@ -23,7 +23,7 @@ from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, 
 from kit.throttle.loop import IDLE_FINISHED, reassignment_roles, run
 from kit.throttle.overrides import remove_override, set_override
 from kit.throttle.sources import SampleDirMetrics
-from kit.cluster.backend import open_backend
+from kit.cluster.backend import ClusterAddress, open_backend
 from kit.cluster.zk.backend import OVERRIDES
 from kit.cluster.zk.layout import SIM_FACTS, connect
 from kit.cluster.zk.read import read_cluster
@@ -99,7 +99,7 @@ def test_the_loop_throttles_from_measured_network_and_clears_everything_when_don
                 "--events", events, "--log", log, "--until-idle", "--max-seconds", "300", timeout=400)
         assert r.returncode == 0, r.stderr
         # The cluster's own record of its configs, as its backend reads them: every throttle gone.
-        with open_backend(**{where[0][2:]: where[1]}) as b:
+        with open_backend(ClusterAddress(**{where[0][2:]: where[1]})) as b:
             brokers, topics = b.throttles()
         assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in brokers.values())
         assert not any(c for c in topics.values())
@@ -171,7 +171,7 @@ def test_a_rate_the_plan_set_on_a_dead_broker_is_cleared_and_not_called_another_
     assert len(dead) == 1 and LEADER_RATE in configs(root, "brokers")[str(dead[0])]  # the apply throttled it
     events = tmp_path / "events.jsonl"
     log = EventLog(str(events))
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         loop = ThrottleLoop(backend, Settings(), SampleDirMetrics(str(tmp_path / "no-samples"), 60.0), log,
                             cap_map={"*": CAP})
         loop.prepare()
@@ -425,7 +425,7 @@ def test_a_restarted_loop_takes_over_and_clears_what_the_reassignment_in_flight_
         overridden = next(b for b in sorted(old_rates) if b not in taking_part)
     finally:
         client.stop()
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         set_override(backend, 20e6, int(overridden))
     assert set(lists) == {p.topic} and lists[p.topic] != old_lists[p.topic]
     gone_rates = set(old_rates) - taking_part - {overridden}
@@ -443,7 +443,7 @@ def test_a_restarted_loop_takes_over_and_clears_what_the_reassignment_in_flight_
         assert now_lists == lists
         assert set(now_rates) == taking_part | {overridden}
         assert now_rates[overridden] == {LEADER_RATE: "20000000", FOLLOWER_RATE: "20000000"}
-        with open_backend(zk=root) as backend:
+        with open_backend(ClusterAddress(zk=root)) as backend:
             remove_override(backend, int(overridden))
         finish_reassignment(root)
         out, err = b.communicate(timeout=400)
@@ -503,7 +503,7 @@ def test_a_bad_stored_override_is_ignored_said_and_the_loop_goes_on(case, still_
     child, body = BAD_OVERRIDES.get(case, ("BROKER", b'{"rate": 0, "autoremove": false}'))
     child = child.replace("BROKER", str(dest))
     path = f"{OVERRIDES}/{child}" if child else OVERRIDES
-    with open_backend(zk=root) as backend:
+    with open_backend(ClusterAddress(zk=root)) as backend:
         client = backend.client
         # Each case starts bare: no override but this one, no throttle in force.
         if client.exists(OVERRIDES):
