@@ -13,6 +13,8 @@ from kit.cluster.kafka.connect import LOST, authorization_error, refused, transl
 from kit.cluster.kafka.requests import PARALLEL, AdminRequests
 from kit.errors import BadInput, Unsafe, translate_errors
 
+# How `_alter`'s messages name a write to the cluster-wide broker default (""): only the lease
+# markers (kit.cluster.kafka.lease) are written there.
 LEASE_MARKER = "the auto-throttle's lease marker on the cluster-wide broker default"
 
 

@@ -14,6 +14,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from kit.cluster.kafka import model
 from kit.cluster.kafka.connect import translate
+from kit.cluster.kafka.local import LocalStore
 from kit.cluster.kafka.requests import AdminRequests
 from kit.errors import BadInput, translate_errors
 from kit.model import Cluster
@@ -38,6 +39,10 @@ def collections_paused():
 class AdminReading(AdminRequests):
     """Reading the cluster (`kit.cluster.backend.Reading`, but `status`, which needs the
     throttles too: `kit.cluster.kafka.backend.AdminBackend`)."""
+
+    facts_file: str | None  # the simulated cluster's facts file given (--sim-facts)
+    _facts: dict | None  # its content, checked to be this cluster's (`_read_facts`)
+    store: LocalStore  # the metrics directory beside the cluster (`kit.cluster.kafka.local`)
 
     def _log_dirs(self, brokers: list[int]) -> list[tuple[int, list]]:
         """DescribeLogDirs of each broker for all its partitions (a null topic list, as Kafka's
