@@ -17,7 +17,7 @@ import sys
 from kit.errors import BadInput
 from kit.formats import load_snapshot
 from kit.model import Cluster
-from kit.plan.actions.replace import pair_dead_with_new
+from kit.plan.pairs import pair_dead_with_new
 
 
 def replace_arg(cluster: Cluster) -> str:

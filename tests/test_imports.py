@@ -204,6 +204,20 @@ def test_the_runbook_layer_loads_no_notebook_library_until_asked(module):
     assert not found, f"import {module} loads " + "; ".join(found)
 
 
+# What the notebooks' one entry point loads: `kit run` and the runner import it before any kernel
+# starts. A cluster is opened through the seam, which loads only the client of the backend it
+# opens, and a simulated cluster's modules load when one is started or read; the replacement's
+# pairing is a pure rule apart from the planner's pipeline. numpy does load: kit's foundations
+# (kit.formats) and the estimate use it.
+NOT_FOR_STEPS = ["ortools", "kazoo", "kafka", "scipy", "numba"]
+
+
+def test_the_runbook_steps_load_no_cluster_client_or_solver():
+    # It loaded OR-Tools, kazoo and kafka-python (1.2 s, issue 37).
+    found = loaded_heavy("kit.runbook.steps", NOT_FOR_STEPS)
+    assert not found, "import kit.runbook.steps loads " + "; ".join(found)
+
+
 def test_the_check_names_the_import_chain():
     # The ZooKeeper layer does load kazoo: the check sees it and says where from.
     found = loaded_heavy("kit.cluster.zk.layout")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kit.errors import BadInput
 from kit.model import Cluster
-from kit.plan.actions.replace import pair_dead_with_new
+from kit.plan.pairs import pair_dead_with_new
 from kit.runbook.environment import Environment
 from kit.runbook.record import CheckFailed, Record
 

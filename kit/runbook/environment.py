@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from kit.cluster.backend import ClusterAddress, ClusterBackend, open_backend, parse_bootstrap
 from kit.cluster.zk import server as localzk
-from kit.cluster.zk.layout import read_sim_facts, session, write_cluster
 from kit.errors import BadInput, Unsafe
 from kit.events import utc_now
 from kit.formats import dumps, load_snapshot
@@ -22,8 +21,12 @@ from kit.model import Cluster
 from kit.nic import broker_capacity
 from kit.pids import alive
 from kit.runbook.catalog import RUNBOOKS
-from kit.sim.brokers import start_holder, stop_holder
-from kit.sim.kraft import cluster as kraft_sim
+
+# The simulated clusters (kit.sim.kraft.cluster, kit.sim.brokers) and ZooKeeper sessions
+# (kit.cluster.zk.layout) are imported by the functions that start, read or stop them: they load
+# kafka-python and kazoo, which `import kit.runbook.steps` (`kit run`, before any kernel starts)
+# does not need; the cluster itself is opened through the seam (`open_backend`), which loads
+# only the backend it opens.
 
 # The simulated clusters are gen_cluster.py's; their brokers are instance type "standard", 125 MB/s.
 SIMULATED_CAP_MAP = {"*": 125}
@@ -84,8 +87,12 @@ class Environment:
             cluster, running = backend.read()
         facts = {}
         if self.kraft_state:  # the simulated cluster knows its brokers' NICs (kit sim start kept them)
+            from kit.sim.kraft import cluster as kraft_sim  # lazy: see the top
+
             facts = kraft_sim.read_facts(self.kraft_state)["brokers"]
         elif self.simulated:  # (kit sim seed kept them)
+            from kit.cluster.zk.layout import read_sim_facts  # lazy: see the top
+
             with _simulator(self) as c:
                 facts = read_sim_facts(c)["brokers"]
         # ZooKeeper has no NIC figures: the estimates read each broker's as the auto-throttle
@@ -100,11 +107,15 @@ class Environment:
 
     def close(self) -> None:
         if self.zk_data:
+            from kit.sim.brokers import stop_holder  # lazy: see the top
+
             with contextlib.suppress(Exception), _simulator(self) as c:
                 stop_holder(c)
             localzk.stop(self.zk_data)
             self.zk_data = None
         if self.kraft_state:
+            from kit.sim.kraft import cluster as kraft_sim  # lazy: see the top
+
             kraft_sim.stop(self.kraft_state)
             self.kraft_state = None
 
@@ -112,6 +123,8 @@ class Environment:
 def _simulator(env: Environment):
     """A session to the simulated cluster's local ZooKeeper, for what only the simulator keeps
     there (its brokers' facts and registrations): with ... as client."""
+    from kit.cluster.zk.layout import session  # lazy: see the top
+
     return session(env.zk)
 
 
@@ -168,6 +181,10 @@ def replace_simulated(workdir: str) -> str | None:
 def stop_simulated(workdir: str) -> bool:
     """Stop an embedded simulated cluster a runbook left running in `workdir` (its kernel ended
     before `Environment.close`: a failed cell under papermill); True when one was running."""
+    from kit.cluster.zk.layout import session  # lazy: see the top
+    from kit.sim.brokers import stop_holder
+    from kit.sim.kraft import cluster as kraft_sim
+
     stopped = False
     state = os.path.join(workdir, "kraft")
     if os.path.isdir(state) and kraft_sim.running(state):
@@ -185,6 +202,8 @@ def simulated_address(workdir: str) -> ClusterAddress | None:
     """The address of the embedded simulated cluster running in
     `workdir` as `open_environment` lays it out, or None when none runs there: `kit run` reads
     an interrupted run's cluster through it before `stop_simulated`."""
+    from kit.sim.kraft import cluster as kraft_sim  # lazy: see the top
+
     state = os.path.join(workdir, "kraft")
     if os.path.isdir(state) and kraft_sim.running(state):
         try:
@@ -240,6 +259,10 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
         with env.backend():
             pass  # reachable, or BadInput with one line
         return env
+    from kit.cluster.zk.layout import write_cluster  # lazy: see the top
+    from kit.sim.brokers import start_holder
+    from kit.sim.kraft import cluster as kraft_sim
+
     snapshot = RUNBOOKS / "clusters" / f"{situation}.json"
     if not snapshot.exists():
         raise BadInput(f"no simulated cluster for {situation!r} in {snapshot.parent}")

@@ -13,7 +13,7 @@ from kit import plan as planners
 from kit.errors import BadInput, Unsafe
 from kit.model import Broker, Cluster, Partition
 from kit.offline import cause, describe, offline_indices, recovery
-from kit.plan.actions.replace import pair_dead_with_new
+from kit.plan.pairs import pair_dead_with_new
 from kit.plan.pooled import plan_pooled
 from kit.plan.pools import parse_pools
 

@@ -441,7 +441,7 @@ def test_the_fail_safe_is_never_blamed_on_a_broker_that_copies_nothing(zookeeper
 
     from kit.formats import load_snapshot
     from kit.plan import plan_replace
-    from kit.plan.actions.replace import pair_dead_with_new
+    from kit.plan.pairs import pair_dead_with_new
     from kit.runbook.steps import Environment, apply_plan, floor_time
 
     root = f"{zookeeper}/kit-runbook-floor"
