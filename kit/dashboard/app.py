@@ -20,6 +20,7 @@ import panel as pn
 import param
 import tornado.routing
 import tornado.web
+import tornado.websocket
 
 from kit.cluster.backend import ClusterAddress
 from kit.errors import BadInput
@@ -423,6 +424,18 @@ class _ClosedTab(logging.Filter):
         return record.getMessage() != "Failed sending message as connection was closed"
 
 
+def _closed_tab_write(loop, context) -> None:
+    """The event loop's handler of exceptions nobody retrieved: a write to a tab's websocket
+    that the browser closed (WebSocketClosedError) is the same benign end as `_ClosedTab`'s, and
+    was a full traceback ("Task exception was never retrieved") on every closed tab. Panel
+    writes a patch as tornado write tasks that its own task awaits, and cancels that task when
+    the closed tab's document is destroyed; a write failing then is never retrieved. Anything
+    else keeps asyncio's report."""
+    if isinstance(context.get("exception"), tornado.websocket.WebSocketClosedError):
+        return
+    loop.default_exception_handler(context)
+
+
 def _records_handler(folder: str, auth: bool):
     """A static handler for the records folder that asks for the login when the page does."""
     class RecordsHandler(tornado.web.StaticFileHandler):
@@ -509,6 +522,7 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
                       check_unused_sessions_milliseconds=5000, **kwargs)
     for name in ("bokeh.server.views.ws", "panel.io.document"):
         logging.getLogger(name).addFilter(_ClosedTab())
+    server.io_loop.asyncio_loop.set_exception_handler(_closed_tab_write)
     if hosts:
         # Ahead of every route (the page, the websocket, /records/): Bokeh checks a websocket's
         # Origin but no request's Host. Bokeh's Server keeps its tornado Application in `_tornado`.
