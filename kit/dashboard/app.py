@@ -424,6 +424,25 @@ class _ClosedTab(logging.Filter):
         return record.getMessage() != "Failed sending message as connection was closed"
 
 
+class DetachedTab(logging.Filter):
+    """Drops Bokeh's "error handling message" (and tornado's "Uncaught exception GET /ws") whose
+    error is the AssertionError of a connection already detached from its session
+    (`ServerConnection.session`): a tab's last messages (its plots' sizes) handled after the tab
+    closed. Bokeh runs each message in a task of its own, and
+    when the tab closes first, the message finds its connection gone; it had nothing left to
+    update. Any other error keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.exc_info or not isinstance(record.exc_info[1], AssertionError):
+            return True
+        tb = record.exc_info[2]
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code if tb is not None else None
+        return not (code and code.co_name == "session"
+                    and code.co_filename.replace(os.sep, "/").endswith("bokeh/server/connection.py"))
+
+
 def _closed_tab_write(loop, context) -> None:
     """The event loop's handler of exceptions nobody retrieved: a write to a tab's websocket
     that the browser closed (WebSocketClosedError) is the same benign end as `_ClosedTab`'s, and
@@ -522,6 +541,9 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
                       check_unused_sessions_milliseconds=5000, **kwargs)
     for name in ("bokeh.server.views.ws", "panel.io.document"):
         logging.getLogger(name).addFilter(_ClosedTab())
+    # Bokeh's message handler, and tornado's report of Bokeh's on_close finding the same detached connection.
+    for name in ("bokeh.server.protocol_handler", "tornado.application"):
+        logging.getLogger(name).addFilter(DetachedTab())
     server.io_loop.asyncio_loop.set_exception_handler(_closed_tab_write)
     if hosts:
         # Ahead of every route (the page, the websocket, /records/): Bokeh checks a websocket's

@@ -106,3 +106,31 @@ def test_opening_and_closing_tabs_leaves_no_traceback_in_the_server_log(zookeepe
     if closed is not None:
         raise closed
     assert len(re.findall(CLOSED, out.read_text())) == TABS, out.read_text()
+
+
+def test_a_message_of_a_tab_that_closed_is_no_traceback_and_other_errors_keep_theirs():
+    """Bokeh handles a closed tab's last message (its plots' sizes) in a task of its own; when
+    the tab closed first, the message finds its connection detached (seen in the test above:
+    AssertionError in ServerConnection.session, a traceback per message)."""
+    import logging
+
+    from bokeh.server.connection import ServerConnection
+
+    from kit.dashboard import app
+
+    detached = ServerConnection.__new__(ServerConnection)
+    detached._session = None
+
+    def record(error):
+        try:
+            error()
+        except Exception:
+            import sys
+            return logging.LogRecord("bokeh.server.protocol_handler", logging.ERROR, __file__, 1,
+                                     "error handling message", (), sys.exc_info())
+    keep = app.DetachedTab()
+    assert not keep.filter(record(lambda: detached.session))
+
+    def other():
+        assert False, "a real fault"
+    assert keep.filter(record(other))
