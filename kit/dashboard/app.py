@@ -20,12 +20,11 @@ import panel as pn
 import param
 import tornado.routing
 import tornado.web
-import tornado.websocket
 
 from kit.cluster.backend import ClusterAddress
 from kit.errors import BadInput
 from kit.formats import load_plan, load_snapshot
-from kit.dashboard import distribution, tables, throttle_chart, tiles
+from kit.dashboard import distribution, serverlog, tables, throttle_chart, tiles
 from kit.text import utc_label
 from kit.dashboard.poller import shared_poller
 
@@ -86,8 +85,7 @@ def dashboard(snapshot: str | None = None, cluster: ClusterAddress | None = None
     page.refresh()
     pn.state.add_periodic_callback(page.tick, period=int(interval * 1000))
     if page.context is not None:
-        TABS.opened()
-        pn.state.on_session_destroyed(TABS.closed)
+        TABS.page(pn.state.curdoc)
     return page
 
 
@@ -395,64 +393,8 @@ class Dashboard(pn.viewable.Viewer):
 # --------------------------------------------------------------------------- server
 
 
-class _Tabs:
-    """The server's open pages, and the one line it says when a tab's session ends."""
-
-    def __init__(self):
-        self.open = 0
-
-    def opened(self) -> None:
-        self.open += 1
-
-    def closed(self, session_context) -> None:
-        # Bokeh calls this on its event loop once the session is discarded (a closed tab, after
-        # the grace Bokeh's client has to reconnect): one line, the normal end of a tab.
-        self.open -= 1
-        print(f"kit dashboard: a tab closed ({self.open} open)", flush=True)
-
-
-TABS = _Tabs()
-
-
-class _ClosedTab(logging.Filter):
-    """Drops Bokeh's and Panel's warning that a message could not be sent to a closed tab: a
-    write in flight when the browser closed its websocket, which Bokeh handles as a lost
-    connection (its own comment: "on_close() is / will be called anyway"). Nothing is lost, the
-    tab is gone; the server says so in one line when its session ends (`_Tabs.closed`)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "Failed sending message as connection was closed"
-
-
-class DetachedTab(logging.Filter):
-    """Drops Bokeh's "error handling message" (and tornado's "Uncaught exception GET /ws") whose
-    error is the AssertionError of a connection already detached from its session
-    (`ServerConnection.session`): a tab's last messages (its plots' sizes) handled after the tab
-    closed. Bokeh runs each message in a task of its own, and
-    when the tab closes first, the message finds its connection gone; it had nothing left to
-    update. Any other error keeps its traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.exc_info or not isinstance(record.exc_info[1], AssertionError):
-            return True
-        tb = record.exc_info[2]
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        code = tb.tb_frame.f_code if tb is not None else None
-        return not (code and code.co_name == "session"
-                    and code.co_filename.replace(os.sep, "/").endswith("bokeh/server/connection.py"))
-
-
-def _closed_tab_write(loop, context) -> None:
-    """The event loop's handler of exceptions nobody retrieved: a write to a tab's websocket
-    that the browser closed (WebSocketClosedError) is the same benign end as `_ClosedTab`'s, and
-    was a full traceback ("Task exception was never retrieved") on every closed tab. Panel
-    writes a patch as tornado write tasks that its own task awaits, and cancels that task when
-    the closed tab's document is destroyed; a write failing then is never retrieved. Anything
-    else keeps asyncio's report."""
-    if isinstance(context.get("exception"), tornado.websocket.WebSocketClosedError):
-        return
-    loop.default_exception_handler(context)
+# The server's browser tabs: one line when one closes (issue 39).
+TABS = serverlog.Tabs()
 
 
 def _records_handler(folder: str, auth: bool):
@@ -539,12 +481,7 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
                       # A closed tab's session is dropped 15-20 s after it closed (Bokeh's default
                       # checks every 17 s): its client's reconnects, seconds apart, still find it.
                       check_unused_sessions_milliseconds=5000, **kwargs)
-    for name in ("bokeh.server.views.ws", "panel.io.document"):
-        logging.getLogger(name).addFilter(_ClosedTab())
-    # Bokeh's message handler, and tornado's report of Bokeh's on_close finding the same detached connection.
-    for name in ("bokeh.server.protocol_handler", "tornado.application"):
-        logging.getLogger(name).addFilter(DetachedTab())
-    server.io_loop.asyncio_loop.set_exception_handler(_closed_tab_write)
+    serverlog.quiet(server, TABS)
     if hosts:
         # Ahead of every route (the page, the websocket, /records/): Bokeh checks a websocket's
         # Origin but no request's Host. Bokeh's Server keeps its tornado Application in `_tornado`.
