@@ -24,7 +24,7 @@ import tornado.web
 from kit.cluster.backend import ClusterAddress
 from kit.errors import BadInput
 from kit.formats import load_plan, load_snapshot
-from kit.dashboard import distribution, tables, throttle_chart, tiles
+from kit.dashboard import distribution, serverlog, tables, throttle_chart, tiles
 from kit.text import utc_label
 from kit.dashboard.poller import shared_poller
 
@@ -83,7 +83,9 @@ def dashboard(snapshot: str | None = None, cluster: ClusterAddress | None = None
               else f"snapshot {os.path.basename(snapshot or '')}")
     page = Dashboard(poller, base, first, load_plans(plans, first), source, records_url)
     page.refresh()
-    pn.state.add_periodic_callback(page.refresh, period=int(interval * 1000))
+    pn.state.add_periodic_callback(page.tick, period=int(interval * 1000))
+    if page.context is not None:
+        TABS.page(pn.state.curdoc)
     return page
 
 
@@ -279,6 +281,23 @@ class Dashboard(pn.viewable.Viewer):
         self.frames: dict = {}
         self.last_view: dict = {}
         self.seen = {"rows": 0, "version": -1}
+        # The Bokeh server session's context of this page (None in a notebook); its session is
+        # set once the page is built, and counts the browser tabs connected to it.
+        self.context = getattr(pn.state.curdoc, "session_context", None)
+
+    def connected(self) -> bool:
+        """Whether a browser tab shows this page now (always, outside a server)."""
+        if self.context is None:
+            return True
+        session = self.context.session
+        return session is not None and not session.destroyed and session.connection_count > 0
+
+    def tick(self):
+        """The periodic refresh, for a page a tab shows: a closed tab's session lingers (Bokeh's
+        client may reconnect to it), and patching its document would queue writes to its
+        closed socket, which fail in the server's log."""
+        if self.connected():
+            self.refresh()
 
     def cluster(self):
         return self.base if self.base is not None else self.poller.state.cluster
@@ -374,6 +393,10 @@ class Dashboard(pn.viewable.Viewer):
 # --------------------------------------------------------------------------- server
 
 
+# The server's browser tabs: one line when one closes (issue 39).
+TABS = serverlog.Tabs()
+
+
 def _records_handler(folder: str, auth: bool):
     """A static handler for the records folder that asks for the login when the page does."""
     class RecordsHandler(tornado.web.StaticFileHandler):
@@ -454,7 +477,11 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
     server = pn.serve({"/": lambda: dashboard(records=records, **page)}, port=port, address=address,
                       # Bokeh's origin list takes no bracketed IPv6 address
                       websocket_origin=[h for h in hosts if not h.startswith("[")] if hosts else ["*"], show=False, start=False, title="kit dashboard",
-                      verbose=False, extra_patterns=extra, **kwargs)
+                      verbose=False, extra_patterns=extra,
+                      # A closed tab's session is dropped 15-20 s after it closed (Bokeh's default
+                      # checks every 17 s): its client's reconnects, seconds apart, still find it.
+                      check_unused_sessions_milliseconds=5000, **kwargs)
+    serverlog.quiet(server, TABS)
     if hosts:
         # Ahead of every route (the page, the websocket, /records/): Bokeh checks a websocket's
         # Origin but no request's Host. Bokeh's Server keeps its tornado Application in `_tornado`.
