@@ -288,13 +288,29 @@ def backend_class(bootstrap: str | None) -> type[ClusterBackend]:
     return ZkBackend
 
 
+def _host_port(h: str) -> bool:
+    """Whether `h` is HOST:PORT with a port in 1..65535."""
+    return bool(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h)) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
+
+
 def parse_bootstrap(spec: str) -> list[str]:
     """HOST:PORT[,HOST:PORT...] as a list; `BadInput` (one line) unless every entry has a port 1..65535."""
     hosts = [h.strip() for h in (spec or "").split(",") if h.strip()]
-    if not hosts or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
-                            for h in hosts):
+    if not hosts or not all(map(_host_port, hosts)):
         raise BadInput(f"--bootstrap {spec!r}: expected HOST:PORT[,HOST:PORT...] with ports in 1..65535")
     return hosts
+
+
+_CONNECT = re.compile(r"^(?P<hosts>[^/]+?)(?P<chroot>/.*)?$")
+
+
+def parse_connect(spec: str, name: str = "--zk") -> tuple[str, str]:
+    """A ZooKeeper connect string HOST:PORT[,HOST:PORT...][/chroot] as (hosts, chroot: "" or
+    "/..."); BadInput (one line, naming the option or parameter `name`) for anything else."""
+    m = _CONNECT.match(spec or "")
+    if not m or not all(map(_host_port, m.group("hosts").split(","))):
+        raise BadInput(f"{name} {spec!r}: expected HOST:PORT[/chroot] with a port in 1..65535")
+    return m.group("hosts"), m.group("chroot") or ""
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from kit.cluster.backend import ClusterAddress, open_backend
-from kit.cluster.zk.layout import parse_connect
+from kit.cluster.backend import ClusterAddress, open_backend, parse_connect
 from kit.errors import BadInput
 from kit.formats import dumps, load_yaml
 from kit.files import read_json_object, write_atomic

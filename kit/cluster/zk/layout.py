@@ -12,7 +12,6 @@ import gzip
 import json
 import logging
 import os
-import re
 import threading
 import time
 import warnings
@@ -25,13 +24,11 @@ from kazoo.exceptions import (AuthFailedError, ConnectionClosedError, Connection
 from kazoo.retry import KazooRetry
 from kazoo.security import make_acl, make_digest_acl_credential
 
+from kit.cluster.backend import parse_connect
 from kit.cluster.zk.read import children_or_none, parse_znode_json
 from kit.errors import BadInput, Unreachable, Unsafe
 from kit.files import read_input
 from kit.model import Cluster
-
-_SPEC = re.compile(r"^(?P<hosts>[^/]+?)(?P<chroot>/.*)?$")
-
 
 AUTH_ENV = "KIT_ZK_AUTH"
 AUTH_FILE_ENV = "KIT_ZK_AUTH_FILE"
@@ -108,17 +105,6 @@ def _inherit_acl(client: KazooClient) -> None:
     except (NoNodeError, NoAuthError):
         acl = _CREATOR_ALL_WORLD_READ
     client.default_acl = list(acl)
-
-
-def parse_connect(spec: str, name: str = "--zk") -> tuple[str, str]:
-    """A ZooKeeper connect string HOST:PORT[,HOST:PORT...][/chroot] as (hosts, chroot: "" or
-    "/..."); BadInput (one line, naming the option or parameter `name`) for anything else."""
-    m = _SPEC.match(spec or "")
-    hosts = m.group("hosts").split(",") if m else []
-    if not m or not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", h) and 1 <= int(h.rsplit(":", 1)[1]) <= 65535
-                        for h in hosts):
-        raise BadInput(f"{name} {spec!r}: expected HOST:PORT[/chroot] with a port in 1..65535")
-    return m.group("hosts"), m.group("chroot") or ""
 
 
 # The session kit asks ZooKeeper for: Kafka's brokers' default (zookeeper.session.timeout.ms,
