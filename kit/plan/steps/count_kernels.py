@@ -68,9 +68,7 @@ def compiled():
 
 
 def loaded() -> bool:
-    """Whether numba is loaded in this process already: the compiled kernels then cost no
-    more than reading numba's disk cache, and a small balance may as well run them (a
-    notebook's second plan, the test suite, `scripts/warm_kernels.py`)."""
+    """Whether numba is loaded already: compiled kernels then cost only numba's disk cache."""
     return "numba" in sys.modules
 
 
