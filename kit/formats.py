@@ -320,7 +320,7 @@ def _repeats_a_broker(reps: list[list[int]], ids: np.ndarray) -> bool:
     return False
 
 
-# One loop kept whole (63 lines): a call per partition made loading 200,000 partitions 8% slower.
+# Checked inline, in one loop: a call per partition made loading 200,000 partitions 8% slower.
 def _partitions_of(raw_parts: list, source: str) -> dict[tuple[str, int], Partition]:
     """The snapshot's partitions by (topic, partition), each validated; `BadInput` names the
     first bad one. The common case (plain ints, a known topic) is checked inline: a snapshot

@@ -52,7 +52,6 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
     return filled_rates(src, dst, weight, out_cap, in_cap)
 
 
-# One progressive filling (67 lines): its loop's arrays are shared by every step of a round.
 def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
                  in_cap: np.ndarray) -> np.ndarray:
     """`pair_rates` in numpy operations on the brokers (none on the pairs within a round)."""

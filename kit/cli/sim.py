@@ -70,7 +70,7 @@ def _zk_patience_option(p, who: str) -> None:
                         "old one expired) before giving up (default 300)")
 
 
-# Declarations only (65 lines): the sim subcommands' options, read top to bottom as `kit sim --help` lists them.
+# The sim subcommands' options, in the order `kit sim --help` lists them.
 def _add_sim_parser(sub) -> None:
     sim = sub.add_parser("sim", help="a simulated Kafka controller over a real ZooKeeper",
                          description="Play Kafka's controller over ZooKeeper: seed a cluster, then carry out "

@@ -207,7 +207,7 @@ def _check_round(res: dict) -> None:
                     f"finish if the plan is applied again; throttles cleared")
 
 
-# One loop kept whole (~50 lines): retry, progress and stall are one state machine.
+# Retry, progress and stall are one state machine, in one loop.
 def wait_until_done(verify_once: Callable[[], dict], lost: tuple[type[BaseException], ...],
                     gave_up: Callable[[], bool], what: str, interval: float = 5.0, on_progress=None,
                     on_retry=None, patience: float = 120.0, sleep=time.sleep, stall: float | None = None,

@@ -185,7 +185,7 @@ class Poller:
                 out[b] = broker_capacity(broker, self.cap_map, facts.get(str(b)))
         return out
 
-    def poll(self) -> State:  # 62 lines: one pass over every source in the order they are read, then one publish
+    def poll(self) -> State:
         """Read every source once and publish a new `State` (errors are kept, never raised)."""
         now = time.time()
         st = self.state

@@ -189,7 +189,7 @@ _KINDS = {"string": ("string",), "bigint": ("tinyint", "smallint", "int", "bigin
           "double": ("tinyint", "smallint", "int", "bigint", "float", "double")}
 
 
-def read_samples(spark, path: str, kind: str, keep: list | None = None,  # 62 lines: each check says its own error
+def read_samples(spark, path: str, kind: str, keep: list | None = None,
                  stats: dict | None = None):
     """Typed, valid samples of `kind` ('replica' or 'broker') from `path`, and the count of
     malformed rows skipped. BadInput when the path holds nothing or a column is of the wrong

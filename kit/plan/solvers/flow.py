@@ -193,7 +193,6 @@ _TIER_UNIT = 8  # one step of deviation costs more than any change-of-order cost
 SPLIT_LIMIT = 50_000
 
 
-# One min-cost-flow network built and solved whole (73 lines): its node numbering runs through it all.
 def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
                     group_lo: np.ndarray, group_hi: np.ndarray, group_cap: np.ndarray,
                     parent_of_group: np.ndarray | None = None,

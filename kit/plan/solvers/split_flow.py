@@ -123,7 +123,7 @@ def _over_price(arc_cost, tier_cost) -> int:
     return 2 * int(np.abs(tier_cost).max(initial=0)) + int(arc_cost.max(initial=0)) + 1
 
 
-# One OR-Tools network per batch of components (69 lines).
+# One OR-Tools network per batch of components.
 def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost, group_price):
     """Each component's optimum with the parents unbounded (all of them one sink), each unit a
     group sends to its parent paying `group_price` more; None if infeasible."""
@@ -269,7 +269,7 @@ class _Network:
         """Each item arc's reduced cost taken item -> group (turned back, its negation)."""
         return self.cost + pot[self.it] - pot[self.grp]
 
-    # The four kinds of group and parent arc, each a few array operations (24 lines).
+    # The four kinds of group and parent arc, each a few array operations.
     def residual(self, x, f):
         """The residual arcs other than the items' (tail, head, cost, capacity, kind, index):
         kind 1 a group's next tier, 2 its last filled tier (index: the group), 3 parent to
@@ -370,7 +370,7 @@ def _graph(tail, head, weight, size):
     return csr_matrix((weight[arc], head[arc], order.indptr), shape=(size, size))
 
 
-# The primal-dual loop: potentials, shortest paths, a max flow, the choice updated (55 lines).
+# The primal-dual loop: potentials, shortest paths, a max flow, the choice updated.
 def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: int, max_excess: float):
     """Move the parents' excess to their deficits, keeping the flow optimal; None if it fails.
 

@@ -52,7 +52,6 @@ def topic_spread_cost(ws: Workspace, sets: dict[int, set[int]] | None = None) ->
     return cost
 
 
-# One min-cost-flow network built and read whole (93 lines): its node numbering runs through it all.
 def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bool = False):
     """Min-cost placement of the selected partitions: each keeps its replication factor and
     the rack rule, every target's total count lies in [lo, hi]; a replica on a broker that

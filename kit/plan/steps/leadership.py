@@ -479,7 +479,7 @@ def _exact_pass(ws: Workspace) -> bool:
     return True
 
 
-# Two routes kept as closures over one best order so far (62 lines): split, they would pass it around.
+# Two routes kept as closures over one best order so far.
 def _leadership_pass(ws: Workspace) -> bool:
     """Reorder the selected partitions' replicas for leader, per-topic and failover balance.
 

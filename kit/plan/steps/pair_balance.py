@@ -106,7 +106,7 @@ def _even(rows: SparseRows, entries, base: int, lo: int, hi: int, slack: int, wo
         rows.add([(slack + 1, 1), (worst, -1)], -np.inf, 0)
 
 
-# One builder for the whole program (62 lines): its variables' numbering is shared by every row.
+# One builder for the whole program: its variables' numbering is shared by every row.
 def _program(pb: _Problem) -> dict[tuple[int, int], np.ndarray] | None:
     """For each (survivor, topic) group, how many of its partitions take each target of the
     other rack: every target takes as many as now, every cross pair's count (fixed plus both
