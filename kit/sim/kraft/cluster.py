@@ -9,7 +9,7 @@ stopped earlier in DIR from the store it saved (its reassignment, throttles and 
 copy). The server's pid is in DIR/server.pid; `stop` ends it (it saves the store as it goes).
 DIR/cluster.json holds the cluster id, each broker's port (fixed for the cluster's life), the
 server's control port and the controller's pace; DIR/facts.json what only the simulator knows
-(`write_facts`);
+(kit.sim.kraft.server.write_facts);
 DIR/faults.json the faults `deny`, `allow` and `slow` put on it (kit.sim.kraft.faults);
 DIR/sasl-plain, when it has users, the SASL/PLAIN credentials its listeners ask for
 (kit.sim.kraft.sasl).
@@ -34,7 +34,6 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kit import pids
 from kit.cluster.zk import server as localzk
 from kit.errors import BadInput, Stuck, Unsafe
-from kit.cluster.zk.layout import sim_facts
 from kit.formats import load_snapshot
 from kit.files import write_atomic
 from kit.sim.kraft import faults, sasl, server, versions
@@ -42,7 +41,7 @@ from kit.sim.memstore import MemoryStore
 
 PROCESSES = ("server",)
 CONFIG = "cluster.json"
-FACTS = "facts.json"
+FACTS = server.FACTS  # written by the server (server.write_facts)
 # How long `start` waits for every live broker's listener. Quiet, a small cluster answers in
 # about a second (one Python process); on two cores shared with other work it gets a small
 # share. The bound is for a start that will never come up, not for a slow one.
@@ -145,7 +144,7 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
     if snapshot is None:
         store, old = _saved(state_dir)
         cluster_id, ports = old["cluster_id"], {int(b): int(p) for b, p in old["ports"].items()}
-        live, facts = [b for b in ports if store.registered(b)], store.facts()
+        live = [b for b in ports if store.registered(b)]
         # A resumed cluster answers as the release it answered as (those saved before the option: the default).
         kafka_version = kafka_version or versions.release(old.get("kafka_version"))
     else:
@@ -154,8 +153,9 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
         if not live:
             raise BadInput(f"snapshot {snapshot}: no live broker to start")
         # The server lays the snapshot out itself: a store of 200,000 partitions written here and
-        # read back there would cost as much again as the rest of the start.
-        cluster_id, ports, facts = _cluster_id(), dict(zip(live, free_ports(len(live)))), sim_facts(cluster)
+        # read back there would cost as much again as the rest of the start. It writes the facts
+        # too (`write_facts`): it makes them anyway, and here they cost seconds more before it starts.
+        cluster_id, ports = _cluster_id(), dict(zip(live, free_ports(len(live))))
     os.makedirs(state_dir, exist_ok=True)
     if snapshot is not None:
         # A cluster stopped earlier: its metadata, samples, faults, facts and users are not this one's.
@@ -171,7 +171,6 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
             {"version": 2, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()},
              "control": free_ports(1)[0], "speed": float(speed), "client_load": client_load,
              "sample_every": sample_every, "kafka_version": kafka_version or versions.DEFAULT}, indent=1) + "\n")
-        write_facts(state_dir, cluster_id, facts)
         return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
         stop(state_dir)
@@ -224,42 +223,37 @@ def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | N
                  + ([os.path.abspath(snapshot)] if snapshot is not None else []))
     waiting = dict(ports)
     said = time.monotonic() + START_QUIET_S
-    # A port that answers may be another process's until the server says its own are open.
+    # A port that answers may be another process's until the server says its own are open, so
+    # the ports are asked only after that: asking 150 of them five times a second while the
+    # server lays its cluster out took seconds of the CPU it needs (200,000 partitions).
     while waiting or not _listening(state_dir, pid):
         for name in PROCESSES:
             if _pid(state_dir, name) is None:
                 log = os.path.join(state_dir, name + ".log")
                 last = _last_line(log)
                 raise Stuck(f"its {name} process exited" + (f" ({last})" if last else "") + f"; see {log}")
-        waiting = {b: p for b, p in waiting.items() if not answers(p)}
-        if waiting and time.monotonic() > deadline:
-            raise Stuck(f"broker {min(waiting)}'s listener (port {waiting[min(waiting)]}) did not answer within "
-                        f"{wait:.0f} s")
-        if not waiting and time.monotonic() > deadline and not _listening(state_dir, pid):
+        listening = _listening(state_dir, pid)
+        if not listening and time.monotonic() > deadline:
             raise Stuck(f"its server did not say its listeners are open within {wait:.0f} s")
+        if listening:
+            waiting = {b: p for b, p in waiting.items() if not answers(p)}
+            if waiting and time.monotonic() > deadline:
+                raise Stuck(f"broker {min(waiting)}'s listener (port {waiting[min(waiting)]}) did not answer "
+                            f"within {wait:.0f} s")
         if waiting and time.monotonic() > said:
             print(f"kit: the simulated KRaft cluster is starting: {len(ports) - len(waiting)} of {len(ports)} "
                   f"broker listeners answer; waiting up to {max(deadline - time.monotonic(), 0):.0f} s more",
                   file=sys.stderr, flush=True)
             said = time.monotonic() + START_QUIET_S
-        if waiting or not _listening(state_dir, pid):
+        if waiting or not listening:
             time.sleep(0.2)
     line = ",".join(f"127.0.0.1:{p}" for p in ports.values())
     write_atomic(os.path.join(state_dir, "bootstrap"), line + "\n")
     return line
 
 
-def write_facts(state_dir: str, cluster_id: str, facts: dict) -> str:
-    """DIR/facts.json: what only the simulator knows of its brokers and partitions (`kit sim
-    seed`'s facts: NIC capacity, instance type, disks, traffic), with the cluster id they
-    belong to, for `--sim-facts` (kit.cluster.kafka.backend). A real cluster has no such file."""
-    path = os.path.join(state_dir, FACTS)
-    write_atomic(path, json.dumps({"version": 1, "simulated": True, "cluster_id": cluster_id, **facts}) + "\n")
-    return path
-
-
 def read_facts(state_dir: str) -> dict:
-    """DIR/facts.json as `write_facts` wrote it (BadInput when there is none to read)."""
+    """DIR/facts.json as the server wrote it (kit.sim.kraft.server.write_facts) (BadInput when there is none to read)."""
     path = os.path.join(state_dir, FACTS)
     try:
         with open(path, encoding="utf-8") as f:
