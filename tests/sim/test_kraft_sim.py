@@ -321,6 +321,20 @@ def test_start_refuses_bad_input_and_stop_leaves_no_process(tmp_path):
     assert all(refuses(p) for p in ports)
 
 
+def test_a_snapshot_refused_while_the_server_starts_leaves_nothing(tmp_path):
+    """Into a new state directory the server starts as soon as the brokers are read, and the
+    snapshot is checked whole beside it: a bad partition is still refused as bad input (exit 2,
+    one line), the server is stopped and the directory is not left behind."""
+    doc = snapshot_doc()
+    doc["partitions"] = doc["partitions"][:3]
+    doc["partitions"][1]["replicas"] = [doc["partitions"][1]["replicas"][0]] * 2
+    snap, state = tmp_path / "cluster.json", tmp_path / "state"
+    snap.write_text(json.dumps(doc))
+    r = run_kit("sim", "start", "--kraft", "--snapshot", snap, "--state", state, timeout=180)
+    assert r.returncode == 2 and "twice in its replicas" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not state.exists()
+
+
 def test_start_waits_for_listeners_slower_than_a_minute_and_says_so(tmp_path, monkeypatch, capsys):
     """On two loaded cores the same start took over 60 s (CI: a runbook's simulated KRaft cluster
     "did not answer within 60 s"). `start` waits for the listeners themselves, says on stderr what

@@ -48,7 +48,6 @@ from kit.sim.memstore import MemoryStore
 
 MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 STORE = "store.json"
-FACTS = "facts.json"
 # Written (with the server's pid) once every live broker's listener is open: until then a port
 # that answers may be another process's.
 LISTENING = "listening"
@@ -307,16 +306,6 @@ def control(port: int, doc: dict, timeout: float = 60.0) -> dict:
     return json.loads(line.decode())
 
 
-def write_facts(state_dir: str, cluster_id: str, facts: dict) -> str:
-    """DIR/facts.json: what only the simulator knows of its brokers and partitions (`kit sim
-    seed`'s facts: NIC capacity, instance type, disks, traffic), with the cluster id they
-    belong to, for `--sim-facts` (kit.cluster.kafka.backend). A real cluster has no such file.
-    Written by the server before it says its listeners are open: it holds the facts already."""
-    path = os.path.join(state_dir, FACTS)
-    write_atomic(path, json.dumps({"version": 1, "simulated": True, "cluster_id": cluster_id, **facts}) + "\n")
-    return path
-
-
 def _save_while_changing(store: MemoryStore, path: str, stop: threading.Event, fresh: bool) -> None:
     saved = store.save(path) if fresh else store.changed  # a new cluster is saved at once
     while not stop.wait(SAVE_EVERY_S):
@@ -358,7 +347,6 @@ def main(argv: list[str] | None = None) -> int:
         server.close()
         sock.close()
         return 3
-    write_facts(state_dir, config["cluster_id"], store.facts())
     write_atomic(os.path.join(state_dir, LISTENING), f"{os.getpid()}\n")
     # A new cluster's first save (a second of CPU at 200,000 partitions) comes after the
     # listeners are said open, not in the start's way.
