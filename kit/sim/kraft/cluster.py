@@ -3,8 +3,8 @@
 `start` lays the snapshot out in the cluster's store (DIR/store.json, kit.sim.memstore: it
 stands in for KRaft's metadata log and no client sees it), starts the one process that is the
 whole cluster (kit.sim.kraft.server: the store in memory, the simulated controller in a thread,
-a listener per live broker; no JVM), waits until every live broker's listener answers
-ApiVersions, and writes DIR/bootstrap. Started without a snapshot, it resumes the cluster
+a listener per live broker; no JVM), waits until the server says its listeners are open and
+then until every live broker's listener answers ApiVersions, and writes DIR/bootstrap. Started without a snapshot, it resumes the cluster
 stopped earlier in DIR from the store it saved (its reassignment, throttles and bytes still to
 copy). The server's pid is in DIR/server.pid; `stop` ends it (it saves the store as it goes).
 DIR/cluster.json holds the cluster id, each broker's port (fixed for the cluster's life), the
