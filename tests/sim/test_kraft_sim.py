@@ -321,6 +321,30 @@ def test_start_refuses_bad_input_and_stop_leaves_no_process(tmp_path):
     assert all(refuses(p) for p in ports)
 
 
+def test_the_server_holds_its_ports_from_its_first_moment():
+    """The ports kit sim start picked are bound as the server begins, before it lays the cluster
+    out (tens of seconds at 200,000 partitions, in which another simulator's free-port check
+    took one): that check then sees them taken. A port another process holds is named."""
+    import socket
+
+    from kit.cluster.zk.server import free_port, port_free
+    from kit.sim.kraft import server
+
+    port = free_port()
+    held = server.bind_all({1: port})
+    try:
+        assert not port_free(port)
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            other.listen(1)
+            taken = other.getsockname()[1]
+            with pytest.raises(OSError, match=f"broker 7 cannot listen on port {taken}"):
+                server.bind_all({6: free_port(), 7: taken})
+    finally:
+        held[1].close()
+    assert port_free(port)
+
+
 def test_a_snapshot_refused_while_the_server_starts_leaves_nothing(tmp_path):
     """Into a new state directory the server starts as soon as the brokers are read, and the
     snapshot is checked whole beside it: a bad partition is still refused as bad input (exit 2,
