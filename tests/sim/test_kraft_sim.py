@@ -325,8 +325,6 @@ def test_the_server_holds_its_ports_from_its_first_moment():
     """The ports kit sim start picked are bound as the server begins, before it lays the cluster
     out (tens of seconds at 200,000 partitions, in which another simulator's free-port check
     took one): that check then sees them taken. A port another process holds is named."""
-    import socket
-
     from kit.cluster.zk.server import free_port, port_free
     from kit.sim.kraft import server
 
