@@ -235,3 +235,21 @@ def test_replicas_held_kept_per_broker_are_those_of_the_whole_cluster():
     for b in range(1, 5):
         assert store.held(b) == Store.held(store, b)
     assert store.held(4)[0] == ("alpha", 0, 1000, 999.0)
+
+
+@pytest.mark.parametrize("version", range(MetadataResponse.max_version + 1))
+def test_metadata_partitions_packed_are_kafka_pythons_bytes(version):
+    """context.entry_packer gives the bytes of kafka-python's generated encoder, at every
+    version, for partitions with no replica, a leader gone, and more replicas than a one-byte
+    compact array count holds (the generic path)."""
+    from kit.sim.kraft.context import EncodeBuffer, entry_packer, fields
+
+    schema = handlers.PARTITION
+    flexible = MetadataResponse.flexible_version_q(version)
+    pack = entry_packer(schema, version, flexible)
+    encode = schema.compiled_encode_into(version, compact=flexible, tagged=flexible)
+    for row in [(0, 3, 2, 7, [2, 1], [2], []), (5, 0, -1, 0, [4, 3], [], [4, 3]), (0, 9, 1, 1, [], [], []),
+                (0, 1, 1, 2, list(range(1, 200)), list(range(1, 128)), [126])]:
+        out = EncodeBuffer()
+        encode(fields(**dict(zip(handlers.PARTITION_FIELDS, row))), out)
+        assert pack(row) == bytes(out.buf[:out.pos])

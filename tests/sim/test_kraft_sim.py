@@ -321,6 +321,42 @@ def test_start_refuses_bad_input_and_stop_leaves_no_process(tmp_path):
     assert all(refuses(p) for p in ports)
 
 
+def test_the_server_holds_its_ports_from_its_first_moment():
+    """The ports kit sim start picked are bound as the server begins, before it lays the cluster
+    out (tens of seconds at 200,000 partitions, in which another simulator's free-port check
+    took one): that check then sees them taken. A port another process holds is named."""
+    from kit.cluster.zk.server import free_port, port_free
+    from kit.sim.kraft import server
+
+    port = free_port()
+    held = server.bind_all({1: port})
+    try:
+        assert not port_free(port)
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            other.listen(1)
+            taken = other.getsockname()[1]
+            with pytest.raises(OSError, match=f"broker 7 cannot listen on port {taken}"):
+                server.bind_all({6: free_port(), 7: taken})
+    finally:
+        held[1].close()
+    assert port_free(port)
+
+
+def test_a_snapshot_refused_while_the_server_starts_leaves_nothing(tmp_path):
+    """Into a new state directory the server starts as soon as the brokers are read, and the
+    snapshot is checked whole beside it: a bad partition is still refused as bad input (exit 2,
+    one line), the server is stopped and the directory is not left behind."""
+    doc = snapshot_doc()
+    doc["partitions"] = doc["partitions"][:3]
+    doc["partitions"][1]["replicas"] = [doc["partitions"][1]["replicas"][0]] * 2
+    snap, state = tmp_path / "cluster.json", tmp_path / "state"
+    snap.write_text(json.dumps(doc))
+    r = run_kit("sim", "start", "--kraft", "--snapshot", snap, "--state", state, timeout=180)
+    assert r.returncode == 2 and "twice in its replicas" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not state.exists()
+
+
 def test_start_waits_for_listeners_slower_than_a_minute_and_says_so(tmp_path, monkeypatch, capsys):
     """On two loaded cores the same start took over 60 s (CI: a runbook's simulated KRaft cluster
     "did not answer within 60 s"). `start` waits for the listeners themselves, says on stderr what

@@ -3,8 +3,8 @@
 `start` lays the snapshot out in the cluster's store (DIR/store.json, kit.sim.memstore: it
 stands in for KRaft's metadata log and no client sees it), starts the one process that is the
 whole cluster (kit.sim.kraft.server: the store in memory, the simulated controller in a thread,
-a listener per live broker; no JVM), waits until every live broker's listener answers
-ApiVersions, and writes DIR/bootstrap. Started without a snapshot, it resumes the cluster
+a listener per live broker; no JVM), waits until the server says its listeners are open and
+then until every live broker's listener answers ApiVersions, and writes DIR/bootstrap. Started without a snapshot, it resumes the cluster
 stopped earlier in DIR from the store it saved (its reassignment, throttles and bytes still to
 copy). The server's pid is in DIR/server.pid; `stop` ends it (it saves the store as it goes).
 DIR/cluster.json holds the cluster id, each broker's port (fixed for the cluster's life), the
@@ -31,12 +31,12 @@ import uuid
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from kit import pids
+from kit import collector, pids
 from kit.cluster.zk import server as localzk
-from kit.errors import BadInput, Stuck, Unsafe
 from kit.cluster.zk.layout import sim_facts
-from kit.formats import load_snapshot
-from kit.files import write_atomic
+from kit.errors import BadInput, Stuck, Unsafe
+from kit.formats import cluster_from_snapshot, parse_json
+from kit.files import read_input, write_atomic
 from kit.sim.kraft import faults, sasl, server, versions
 from kit.sim.memstore import MemoryStore
 
@@ -142,20 +142,31 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
     if os.path.isdir(state_dir) and running(state_dir):
         raise BadInput(f"--state {state_dir}: a simulated cluster already runs from there (kit sim stop --state "
                        f"{state_dir} first)")
+    fresh = not os.path.exists(state_dir)
     if snapshot is None:
         store, old = _saved(state_dir)
         cluster_id, ports = old["cluster_id"], {int(b): int(p) for b, p in old["ports"].items()}
-        live, facts = [b for b in ports if store.registered(b)], store.facts()
+        live = [b for b in ports if store.registered(b)]
         # A resumed cluster answers as the release it answered as (those saved before the option: the default).
         kafka_version = kafka_version or versions.release(old.get("kafka_version"))
+        listed, facts = None, store.facts()
     else:
-        cluster = load_snapshot(snapshot)
-        live = sorted(b.id for b in cluster.brokers.values() if b.alive and b.known)
+        # The server lays the snapshot out itself: a store of 200,000 partitions written here and
+        # read back there would cost as much again as the rest of the start. Into a new state
+        # directory the server starts once the brokers are read, and the snapshot is checked
+        # whole and the facts written here meanwhile (seconds at 200,000 partitions, on the
+        # other core): a snapshot refused then stops the server and removes the directory.
+        # Elsewhere (a stopped cluster's directory, whose files a start replaces) it is checked first.
+        source = f"snapshot {snapshot}"
+        with collector.paused():  # millions of objects, no cycles (as load_snapshot)
+            doc = parse_json(read_input(snapshot, "snapshot"), source)
+            later = fresh and isinstance(doc, dict) and isinstance(doc.get("partitions"), list)
+            listed = cluster_from_snapshot({**doc, "partitions": []} if later else doc, source)
+        live = sorted(b.id for b in listed.brokers.values() if b.alive and b.known)
         if not live:
             raise BadInput(f"snapshot {snapshot}: no live broker to start")
-        # The server lays the snapshot out itself: a store of 200,000 partitions written here and
-        # read back there would cost as much again as the rest of the start.
-        cluster_id, ports, facts = _cluster_id(), dict(zip(live, free_ports(len(live)))), sim_facts(cluster)
+        cluster_id, ports = _cluster_id(), dict(zip(live, free_ports(len(live))))
+        facts = None if later else sim_facts(listed)
     os.makedirs(state_dir, exist_ok=True)
     if snapshot is not None:
         # A cluster stopped earlier: its metadata, samples, faults, facts and users are not this one's.
@@ -164,6 +175,19 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
         for old_file in (faults.FILE, FACTS, sasl.FILE, server.STORE):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(state_dir, old_file))
+    refused: list[BadInput] = []
+
+    def meanwhile() -> None:
+        """While the server starts: the snapshot checked whole (when not yet), the facts written."""
+        found = facts
+        if found is None:
+            try:
+                with collector.paused():
+                    found = sim_facts(cluster_from_snapshot(doc, source))
+            except BadInput as e:
+                refused.append(e)
+                raise
+        write_facts(state_dir, cluster_id, found)
     try:
         if sasl_users:
             sasl.write_users(state_dir, sasl_users)
@@ -171,9 +195,12 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
             {"version": 2, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()},
              "control": free_ports(1)[0], "speed": float(speed), "client_load": client_load,
              "sample_every": sample_every, "kafka_version": kafka_version or versions.DEFAULT}, indent=1) + "\n")
-        write_facts(state_dir, cluster_id, facts)
-        return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot)
+        return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot, meanwhile)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
+        if refused and e is refused[0]:  # a bad snapshot: as if never started (the server is only starting)
+            stop(state_dir, wait=0.0)
+            shutil.rmtree(state_dir, ignore_errors=True)
+            raise
         stop(state_dir)
         if not isinstance(e, Exception):
             raise
@@ -216,33 +243,39 @@ def _listening(state_dir: str, pid: int | None) -> bool:
         return False
 
 
-def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | None) -> str:
+def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | None, meanwhile) -> str:
+    """Spawn the server, do `meanwhile()` while it starts, wait until every listener answers."""
     deadline = time.monotonic() + wait
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(state_dir, server.LISTENING))
     pid = _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)]
                  + ([os.path.abspath(snapshot)] if snapshot is not None else []))
+    meanwhile()
     waiting = dict(ports)
     said = time.monotonic() + START_QUIET_S
-    # A port that answers may be another process's until the server says its own are open.
+    # A port that answers may be another process's until the server says its own are open, so
+    # the ports are asked only after that: asking 150 of them five times a second while the
+    # server lays its cluster out took seconds of the CPU it needs (200,000 partitions).
     while waiting or not _listening(state_dir, pid):
         for name in PROCESSES:
             if _pid(state_dir, name) is None:
                 log = os.path.join(state_dir, name + ".log")
                 last = _last_line(log)
                 raise Stuck(f"its {name} process exited" + (f" ({last})" if last else "") + f"; see {log}")
-        waiting = {b: p for b, p in waiting.items() if not answers(p)}
-        if waiting and time.monotonic() > deadline:
-            raise Stuck(f"broker {min(waiting)}'s listener (port {waiting[min(waiting)]}) did not answer within "
-                        f"{wait:.0f} s")
-        if not waiting and time.monotonic() > deadline and not _listening(state_dir, pid):
+        listening = _listening(state_dir, pid)
+        if not listening and time.monotonic() > deadline:
             raise Stuck(f"its server did not say its listeners are open within {wait:.0f} s")
+        if listening:
+            waiting = {b: p for b, p in waiting.items() if not answers(p)}
+            if waiting and time.monotonic() > deadline:
+                raise Stuck(f"broker {min(waiting)}'s listener (port {waiting[min(waiting)]}) did not answer "
+                            f"within {wait:.0f} s")
         if waiting and time.monotonic() > said:
             print(f"kit: the simulated KRaft cluster is starting: {len(ports) - len(waiting)} of {len(ports)} "
                   f"broker listeners answer; waiting up to {max(deadline - time.monotonic(), 0):.0f} s more",
                   file=sys.stderr, flush=True)
             said = time.monotonic() + START_QUIET_S
-        if waiting or not _listening(state_dir, pid):
+        if waiting or not listening:
             time.sleep(0.2)
     line = ",".join(f"127.0.0.1:{p}" for p in ports.values())
     write_atomic(os.path.join(state_dir, "bootstrap"), line + "\n")

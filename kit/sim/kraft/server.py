@@ -115,17 +115,20 @@ class Listener:
     """One broker's listener on 127.0.0.1:`port`, serving each connection on its own thread
     (SASL/PLAIN first when `users` holds the cluster's credentials)."""
 
-    def __init__(self, ctx: Context, port: int, users: dict[str, str] | None = None):
+    def __init__(self, ctx: Context, port: int, users: dict[str, str] | None = None,
+                 bound: socket.socket | None = None):
         self.ctx, self.port, self.users = ctx, port, users
         self.sock: socket.socket | None = None
+        self.bound = bound  # the port held since the process began (`bind`), listened on at the first open
         self.conns: set[socket.socket] = set()
         self.lock = threading.Lock()
 
     def open(self) -> None:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        # Reopened on the same port after a revive, while the old connections sit in TIME_WAIT.
+        s, self.bound = self.bound or bind(self.port), None
+        # Held against other binders until now (`bind_all`); listening holds it anyway, and the
+        # connections it accepts inherit the option: their TIME_WAIT must not keep a revived
+        # broker off its port.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", self.port))
         s.listen(128)
         self.sock = s
         threading.Thread(target=self._accept, args=(s,), name=f"broker-{self.ctx.broker_id}", daemon=True).start()
@@ -194,6 +197,39 @@ class Listener:
             _shut(conn)
 
 
+def bind(port: int) -> socket.socket:
+    """A socket bound to 127.0.0.1:`port`, not yet listening (a connection there is refused)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Reopened on the same port after a revive, while the old connections sit in TIME_WAIT.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+def bind_all(ports: dict[int, int]) -> dict[int, socket.socket]:
+    """Every broker's port bound at once ({broker: socket}): kit sim start picked them free, and
+    the server holds them from its first moment, not from the end of its start (tens of seconds
+    at 200,000 partitions, in which another process took one). OSError naming the broker and
+    the port when one cannot be bound (those bound are closed again)."""
+    held: dict[int, socket.socket] = {}
+    for b, port in sorted(ports.items()):
+        try:
+            held[b] = bind(port)
+            # Bound past the last cluster's connections in TIME_WAIT (SO_REUSEADDR), then held
+            # against every other binder: Linux lets two sockets that both allow reuse bind one
+            # port while neither listens, as another simulator's free-port check does.
+            held[b].setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+        except OSError as e:
+            for s in held.values():
+                s.close()
+            raise OSError(f"broker {b} cannot listen on port {port}: {e.strerror or e}") from None
+    return held
+
+
 def _shut(conn: socket.socket) -> None:
     try:
         conn.shutdown(socket.SHUT_RDWR)
@@ -206,11 +242,11 @@ class WireServer:
     """Every live broker's listener, opened and closed as brokers die and come back (`sync`)."""
 
     def __init__(self, store: MemoryStore, config: dict, faults: Faults | None = None,
-                 users: dict[str, str] | None = None):
+                 users: dict[str, str] | None = None, bound: dict[int, socket.socket] | None = None):
         self.store = store
         ranges = versions.ranges(config.get("kafka_version"))
         self.listeners = {int(b): Listener(Context(store, int(b), config["cluster_id"], faults, ranges), int(port),
-                                           users)
+                                           users, (bound or {}).get(int(b)))
                           for b, port in config["ports"].items()}
         self.open: set[int] = set()
         self.lock = threading.Lock()
@@ -323,24 +359,26 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     path = os.path.join(state_dir, STORE)
     ports = {int(b): int(p) for b, p in config["ports"].items()}
-    # The snapshot was checked by `kit sim start` before it wrote anything.
+    try:
+        bound = bind_all(ports)
+        sock = bind(int(config["control"]))
+    except OSError as e:
+        # Another process holds a port: a client there would be answered by a stranger.
+        sys.stderr.write(f"kit.sim.kraft.server: {e}; the cluster stops\n")
+        return 3
+    # The snapshot is checked by `kit sim start` (before it wrote anything, or beside this start).
     store = MemoryStore.from_cluster(load_snapshot(snapshot), ports) if snapshot else MemoryStore.load(path)
     store.set_ports(ports)
     gc.freeze()  # what start-up made stays: collections skip it
-    server = WireServer(store, config, Faults(state_dir), sasl.read_users(state_dir))
+    server = WireServer(store, config, Faults(state_dir), sasl.read_users(state_dir), bound)
     server.warm()
     # The controller is `kit sim run`'s, in a thread; the process ends with it.
     ctl = threading.Thread(target=controller_loop.run, name="kit-sim-controller", daemon=True, kwargs=dict(
         store=store, speed=float(config.get("speed") or 1.0), client_load=config.get("client_load"),
         samples_dir=os.path.join(state_dir, "samples"), sample_every=float(config.get("sample_every") or 60.0)))
     ctl.start()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", int(config["control"])))
     sock.listen(16)
     threading.Thread(target=serve_control, args=(sock, server), name="kit-sim-control", daemon=True).start()
-    threading.Thread(target=_save_while_changing, args=(store, path, stop, snapshot is not None), name="kit-sim-save",
-                     daemon=True).start()
     try:
         server.sync(strict=True)
     except OSError as e:
@@ -350,6 +388,10 @@ def main(argv: list[str] | None = None) -> int:
         sock.close()
         return 3
     write_atomic(os.path.join(state_dir, LISTENING), f"{os.getpid()}\n")
+    # A new cluster's first save (a second of CPU at 200,000 partitions) comes after the
+    # listeners are said open, not in the start's way.
+    threading.Thread(target=_save_while_changing, args=(store, path, stop, snapshot is not None), name="kit-sim-save",
+                     daemon=True).start()
     try:
         while not stop.wait(1.0):
             if not ctl.is_alive():
