@@ -126,6 +126,31 @@ def test_wrong_credentials_are_named_in_one_line_without_a_traceback(protected, 
     assert SECRET not in r.stdout + r.stderr
 
 
+def test_a_refused_scheme_is_named_even_when_kazoo_looks_after_its_connection_ended(protected, monkeypatch):
+    # CI of 66606c5, loaded: "no ZooKeeper answers there" for scheme 'bogus'. kazoo says CONNECTED,
+    # then ZooKeeper refuses the credentials and kazoo's connection thread ends (state CLOSED);
+    # a `start` that looks only then saw a time-out and no AUTH_FAILED. Here it always looks then.
+    from kazoo.client import KazooClient
+    from kazoo.protocol.states import KeeperState
+
+    from kit.errors import BadInput, Unreachable
+    from kit.testing import wait_for
+
+    def late_start(self, timeout=15):
+        self.start_async()
+        wait_for("kazoo's connection thread to end", lambda: self.client_state == KeeperState.CLOSED, 60)
+        if not self.connected:  # kazoo's own ending of a start that finds no connection
+            self.stop()
+            self.close()
+            raise self.handler.timeout_exception("Connection time-out")
+    monkeypatch.setattr(KazooClient, "start", late_start)
+    root, _, _ = protected
+    with pytest.raises(BadInput) as e:
+        connect(root, auth="bogus:x")
+    assert not isinstance(e.value, Unreachable)
+    assert "ZooKeeper refused authentication with scheme 'bogus'" in str(e.value)
+
+
 def test_an_auth_file_others_can_read_is_refused(protected, tmp_path):
     root, auth_file, _ = protected
     auth_file.chmod(0o644)

@@ -132,21 +132,27 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
     retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)
     client = KazooClient(hosts=hosts + chroot, timeout=max(timeout, SESSION_TIMEOUT_S), auth_data=auth_data,
                          connection_retry=retry)
+    # ZooKeeper refuses an unknown scheme just after it made the session: kazoo says CONNECTED,
+    # sends the credentials, then says LOST (AUTH_FAILED) and its connection thread ends (CLOSED).
+    # When `start` looks after that, it reports a time-out and the state no longer says why; the
+    # order of the states does.
+    seen: list = []
+    client.add_listener(seen.append)
     try:
         with warnings.catch_warnings():
             # A chroot that does not exist yet is normal before write_cluster creates it.
             warnings.simplefilter("ignore", UserWarning)
             client.start(timeout=timeout)
     except Exception as e:
-        # ZooKeeper refuses an unknown scheme just after the session is made: when the refusal
-        # lands before `start` looks, kazoo reports a time-out, but its state says why.
-        refused = isinstance(e, AuthFailedError) or client.client_state == KeeperState.AUTH_FAILED
+        refused = (isinstance(e, AuthFailedError) or client.client_state == KeeperState.AUTH_FAILED
+                   or seen[:2] == [KazooState.CONNECTED, KazooState.LOST])
         with contextlib.suppress(Exception):  # kazoo closes only a stopped client
             client.stop()
         client.close()
         if refused and auth_data:
             raise _refused_scheme(spec, auth_data) from None
         raise Unreachable(f"--zk {spec}: no ZooKeeper answers there") from None
+    client.remove_listener(seen.append)
     if auth_data:
         try:
             _inherit_acl(client)  # the first request: a scheme ZooKeeper does not know fails here
