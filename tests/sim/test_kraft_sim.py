@@ -343,10 +343,9 @@ def test_the_server_holds_its_ports_from_its_first_moment():
     assert port_free(port)
 
 
-def test_a_snapshot_refused_while_the_server_starts_leaves_nothing(tmp_path):
-    """Into a new state directory the server starts as soon as the brokers are read, and the
-    snapshot is checked whole beside it: a bad partition is still refused as bad input (exit 2,
-    one line), the server is stopped and the directory is not left behind."""
+def test_a_refused_snapshot_starts_nothing_and_writes_nothing(tmp_path):
+    """The snapshot is checked whole before the state directory is made or the server started:
+    a bad partition is bad input (exit 2, one line) and nothing is written."""
     doc = snapshot_doc()
     doc["partitions"] = doc["partitions"][:3]
     doc["partitions"][1]["replicas"] = [doc["partitions"][1]["replicas"][0]] * 2

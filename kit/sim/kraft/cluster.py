@@ -31,12 +31,12 @@ import uuid
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from kit import collector, pids
+from kit import pids
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import sim_facts
 from kit.errors import BadInput, Stuck, Unsafe
-from kit.formats import cluster_from_snapshot, parse_json
-from kit.files import read_input, write_atomic
+from kit.formats import load_snapshot
+from kit.files import write_atomic
 from kit.sim.kraft import faults, sasl, server, versions
 from kit.sim.memstore import MemoryStore
 
@@ -142,31 +142,24 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
     if os.path.isdir(state_dir) and running(state_dir):
         raise BadInput(f"--state {state_dir}: a simulated cluster already runs from there (kit sim stop --state "
                        f"{state_dir} first)")
-    fresh = not os.path.exists(state_dir)
     if snapshot is None:
         store, old = _saved(state_dir)
         cluster_id, ports = old["cluster_id"], {int(b): int(p) for b, p in old["ports"].items()}
         live = [b for b in ports if store.registered(b)]
         # A resumed cluster answers as the release it answered as (those saved before the option: the default).
         kafka_version = kafka_version or versions.release(old.get("kafka_version"))
-        listed, facts = None, store.facts()
+        facts = store.facts()
     else:
         # The server lays the snapshot out itself: a store of 200,000 partitions written here and
-        # read back there would cost as much again as the rest of the start. Into a new state
-        # directory the server starts once the brokers are read, and the snapshot is checked
-        # whole and the facts written here meanwhile (seconds at 200,000 partitions, on the
-        # other core): a snapshot refused then stops the server and removes the directory.
-        # Elsewhere (a stopped cluster's directory, whose files a start replaces) it is checked first.
-        source = f"snapshot {snapshot}"
-        with collector.paused():  # millions of objects, no cycles (as load_snapshot)
-            doc = parse_json(read_input(snapshot, "snapshot"), source)
-            later = fresh and isinstance(doc, dict) and isinstance(doc.get("partitions"), list)
-            listed = cluster_from_snapshot({**doc, "partitions": []} if later else doc, source)
+        # read back there would cost as much again as the rest of the start. The snapshot is
+        # checked whole here first (bad input writes nothing); the facts are written while the
+        # server starts.
+        listed = load_snapshot(snapshot)
         live = sorted(b.id for b in listed.brokers.values() if b.alive and b.known)
         if not live:
             raise BadInput(f"snapshot {snapshot}: no live broker to start")
         cluster_id, ports = _cluster_id(), dict(zip(live, free_ports(len(live))))
-        facts = None if later else sim_facts(listed)
+        facts = sim_facts(listed)
     os.makedirs(state_dir, exist_ok=True)
     if snapshot is not None:
         # A cluster stopped earlier: its metadata, samples, faults, facts and users are not this one's.
@@ -175,19 +168,10 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
         for old_file in (faults.FILE, FACTS, sasl.FILE, server.STORE):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(state_dir, old_file))
-    refused: list[BadInput] = []
 
     def meanwhile() -> None:
-        """While the server starts: the snapshot checked whole (when not yet), the facts written."""
-        found = facts
-        if found is None:
-            try:
-                with collector.paused():
-                    found = sim_facts(cluster_from_snapshot(doc, source))
-            except BadInput as e:
-                refused.append(e)
-                raise
-        write_facts(state_dir, cluster_id, found)
+        """While the server starts: the facts written."""
+        write_facts(state_dir, cluster_id, facts)
     try:
         if sasl_users:
             sasl.write_users(state_dir, sasl_users)
@@ -197,10 +181,6 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
              "sample_every": sample_every, "kafka_version": kafka_version or versions.DEFAULT}, indent=1) + "\n")
         return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot, meanwhile)
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
-        if refused and e is refused[0]:  # a bad snapshot: as if never started (the server is only starting)
-            stop(state_dir, wait=0.0)
-            shutil.rmtree(state_dir, ignore_errors=True)
-            raise
         stop(state_dir)
         if not isinstance(e, Exception):
             raise
