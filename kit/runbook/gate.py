@@ -136,16 +136,18 @@ def keep_html_record(record: Record, wait_s: float = 1800.0) -> None:
     if not record.path or not os.path.exists(notebook):
         return
     stem = os.path.splitext(record.path)[0]
-    since = time.time()
-    marker = f"data-started='{record.doc.get('started')}'"  # the headline of this run, as Headline writes it
-    print(f"The HTML record ({stem}.html) is written when this notebook is next saved (Ctrl+S).")
+    # This run's headline, as Headline writes it. The gate shows it as soon as the record
+    # finishes, and a save holding it may come before this watch begins (the change's last
+    # steps run in between): any save holding it is one made after the run ended.
+    marker = f"data-started='{record.doc.get('started')}'"
+    print(f"The HTML record ({stem}.html) is written once this notebook is saved with the headline above (Ctrl+S).")
 
     def watch():
-        deadline = since + wait_s
-        while time.time() < deadline:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
             try:
                 with open(notebook, encoding="utf-8") as fh:
-                    saved = os.path.getmtime(notebook) > since and marker in fh.read()
+                    saved = marker in fh.read()
             except OSError:
                 saved = False
             if saved:

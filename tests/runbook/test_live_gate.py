@@ -123,3 +123,30 @@ def test_apply_pressed_leaves_one_story_and_a_second_run_on_the_same_workdir_wor
     assert all(s["ok"] for s in rec2["steps"]) and rec2["plan"]["partitions"] > 0
     assert rec2["outcome"] == "planned" and "kernel ended before Apply" in rec2["reason"]
     assert json.loads(records[0].read_text()) == record  # the first record is untouched
+
+
+def test_a_save_made_before_the_html_watch_begins_still_gives_the_html_record(tmp_path, monkeypatch):
+    # CI of bc0aa1f (JupyterLab, loaded): the gate shows the headline as soon as the record
+    # finishes; the change's last steps ran on, the save came before the watch began, and the
+    # watch, which wanted a save newer than itself, never wrote the HTML record.
+    import nbformat
+
+    from kit.runbook.gate import keep_html_record
+    from kit.runbook.record import Record
+    from kit.testing import wait_for
+
+    record = Record(str(tmp_path / "run.json"), "broker_replacement", {"apply": True})
+    record.finish("succeeded")
+    record.save()
+    notebook = tmp_path / "broker_replacement.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("gate()", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/html": headline(record)._repr_html_(), "text/plain": "headline"})])])
+    nbformat.write(nb, str(notebook))
+    saved_at = time.time() - 10
+    os.utime(notebook, (saved_at, saved_at))  # saved before the watch begins
+    monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
+    keep_html_record(record, wait_s=600)
+    # The JSON names the HTML record last, once it is written.
+    html = wait_for("the HTML record", lambda: json.loads((tmp_path / "run.json").read_text()).get("html"), 600)
+    assert html == str(tmp_path / "run.html")
+    assert "broker_replacement: succeeded" in Path(html).read_text()
