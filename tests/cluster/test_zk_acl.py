@@ -130,14 +130,21 @@ def test_a_refused_scheme_is_named_even_when_kazoo_looks_after_its_connection_en
     # CI of 66606c5, loaded: "no ZooKeeper answers there" for scheme 'bogus'. kazoo says CONNECTED,
     # then ZooKeeper refuses the credentials and kazoo's connection thread ends (state CLOSED);
     # a `start` that looks only then saw a time-out and no AUTH_FAILED. Here it always looks then.
-    from kazoo.client import KazooClient
+    from kazoo.client import KazooClient, KazooState
     from kazoo.protocol.states import KeeperState
 
     from kit.errors import BadInput, Unreachable
     from kit.testing import wait_for
 
+    states: list = []  # what kazoo tells its listeners
+    add_listener = KazooClient.add_listener
+    monkeypatch.setattr(KazooClient, "add_listener", lambda self, f: (add_listener(self, f),
+                                                                       add_listener(self, states.append)))
+
     def late_start(self, timeout=15):
         self.start_async()
+        # CLOSED is also a new client's state: first the session given up (LOST), then CLOSED.
+        wait_for("kazoo to give the session up", lambda: KazooState.LOST in states, 60)
         wait_for("kazoo's connection thread to end", lambda: self.client_state == KeeperState.CLOSED, 60)
         if not self.connected:  # kazoo's own ending of a start that finds no connection
             self.stop()
@@ -147,7 +154,7 @@ def test_a_refused_scheme_is_named_even_when_kazoo_looks_after_its_connection_en
     root, _, _ = protected
     with pytest.raises(BadInput) as e:
         connect(root, auth="bogus:x")
-    assert not isinstance(e.value, Unreachable)
+    assert not isinstance(e.value, Unreachable), (str(e.value), states)
     assert "ZooKeeper refused authentication with scheme 'bogus'" in str(e.value)
 
 

@@ -135,7 +135,9 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
     # ZooKeeper refuses an unknown scheme just after it made the session: kazoo says CONNECTED,
     # sends the credentials, then says LOST (AUTH_FAILED) and its connection thread ends (CLOSED).
     # When `start` looks after that, it reports a time-out and the state no longer says why; the
-    # order of the states does.
+    # order of the states does. A connection dropped with the refusal is retried first
+    # (CONNECTED, SUSPENDED, CONNECTED, ...), so it is a LOST right after a CONNECTED: a lost
+    # connection that `start` gives up on says SUSPENDED first.
     seen: list = []
     client.add_listener(seen.append)
     try:
@@ -145,7 +147,7 @@ def connect(spec: str, timeout: float = 10.0, auth: str | None = None) -> KazooC
             client.start(timeout=timeout)
     except Exception as e:
         refused = (isinstance(e, AuthFailedError) or client.client_state == KeeperState.AUTH_FAILED
-                   or seen[:2] == [KazooState.CONNECTED, KazooState.LOST])
+                   or (KazooState.CONNECTED, KazooState.LOST) in zip(seen, seen[1:]))
         with contextlib.suppress(Exception):  # kazoo closes only a stopped client
             client.stop()
         client.close()
