@@ -144,12 +144,17 @@ def keep_html_record(record: Record, wait_s: float = 1800.0) -> None:
 
     def watch():
         deadline = time.monotonic() + wait_s
+        looked_at = None  # the save last read; the first look reads a save made before the watch
         while time.monotonic() < deadline:
+            saved = False
             try:
-                with open(notebook, encoding="utf-8") as fh:
-                    saved = marker in fh.read()
+                mtime = os.stat(notebook).st_mtime_ns
+                if mtime != looked_at:
+                    looked_at = mtime
+                    with open(notebook, encoding="utf-8") as fh:
+                        saved = marker in fh.read()
             except OSError:
-                saved = False
+                pass
             if saved:
                 doc = dict(record.doc, json=record.path)
                 record_notebook(notebook, doc, stem + ".ipynb", stem + ".html")
