@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from kit.cli.lazy import lazy_module
 from kit.cli.options import bytes_per_second, cluster_address, cluster_flag, cluster_options, command, rate, writable
@@ -25,6 +26,13 @@ from kit.progress import Progress
 backends = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 formats = lazy_module("kit.formats")
 reassign = lazy_module("kit.cluster.reassign")
+
+if TYPE_CHECKING:  # the roles a helper below needs, for a reader; the seam itself loads when a command runs
+    from kit.cluster.backend import Reassigning, Throttling
+
+    class RunAgain(Reassigning, Throttling, Protocol):
+        """What `_run_again` needs of a cluster's backend: the plan's progress, and the
+        throttles left without a reassignment cleared."""
 
 
 def add_parser(sub) -> None:
@@ -94,7 +102,7 @@ def _cleared(done: dict) -> str:
     return f"cleared throttles left without a reassignment: {b} broker(s), {t} topic(s)" if b or t else ""
 
 
-def _run_again(backend, moves, what: str, plan: str, where: str, rollback_out: str | None = None) -> bool:
+def _run_again(backend: RunAgain, moves, what: str, plan: str, where: str, rollback_out: str | None = None) -> bool:
     """`kit apply` (what="apply") or `kit rollback` run again after a crash: True, having said
     so, when the plan's reassignment already runs (nothing written) or the plan is already in
     place (nothing started; throttles left without a reassignment cleared). Unsafe when it runs

@@ -3,8 +3,10 @@
 `ClusterBackend` lists those operations, drawn from what kit's callers do today (`kit apply`,
 `verify`, `rollback`, `elect`, `status`, the doctor, the runbooks, the dashboard and the
 auto-throttle), as one protocol per role: `Connection`, `Reading`, `Reassigning`,
-`Throttling`, `Overrides` (an auto-throttle's records beside the cluster) and `Metrics`; `open_backend` is the one place where a backend is chosen: the ZooKeeper
-backend (`kit.cluster.zk.backend.ZkBackend`, --zk) or the Admin API's
+`Throttling`, `Overrides` (an auto-throttle's records beside the cluster) and `Metrics`. A
+caller handed a backend names the roles it uses (tests/test_seam_roles.py). `open_backend` is
+the one place where a backend is chosen: the ZooKeeper backend
+(`kit.cluster.zk.backend.ZkBackend`, --zk) or the Admin API's
 (`kit.cluster.kafka.backend.AdminBackend`, --bootstrap). Each turns its library's errors into
 kit's (`kit.errors`), so callers catch only those.
 
@@ -73,7 +75,8 @@ class Connection(Protocol):
 
 @runtime_checkable
 class Reading(Protocol):
-    """Reading the cluster: its brokers and partitions, the reassignment in flight, its state."""
+    """Reading the cluster: its brokers and partitions, the reassignment in flight (and a watch
+    on it), its state; nothing here changes the cluster."""
 
     def read(self) -> tuple[Cluster, dict | None]:
         """The cluster now, and the reassignment in flight.
@@ -94,6 +97,10 @@ class Reading(Protocol):
     def reassigning(self) -> bool:
         """Whether a reassignment runs now (cheaper than `read`)."""
 
+    def watch_reassignment(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from another thread) once now, then whenever a reassignment starts,
+        changes or ends, until `close`."""
+
     def status(self) -> dict:
         """Brokers, under-replicated partitions, the reassignment in flight and the throttles set;
         the dict of `kit.cluster.zk.changes.status`."""
@@ -111,8 +118,8 @@ class Reading(Protocol):
 
 @runtime_checkable
 class Reassigning(Protocol):
-    """Reassignments: start one (with its throttles and rollback file), follow it, take it
-    back, and the preferred-leader election after it."""
+    """Reassignments: start one (with its throttles and rollback file), follow it to its end,
+    take it back, and the preferred-leader election after it."""
 
     def progress(self, moves: list[dict]) -> str | None:
         """How far a plan already got: "running", "in place" or None (see `kit apply` run again)."""
@@ -155,10 +162,6 @@ class Reassigning(Protocol):
     def elect(self, moves: list[dict] | None = None) -> int:
         """Preferred-leader election where the first replica does not lead (the plan's partitions,
         default all); returns how many were asked for."""
-
-    def watch_reassignment(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (from another thread) once now, then whenever a reassignment starts,
-        changes or ends, until `close`."""
 
 
 @runtime_checkable
@@ -263,7 +266,8 @@ class Metrics(Protocol):
 @runtime_checkable
 class ClusterBackend(Connection, Reading, Reassigning, Throttling, Overrides, Metrics, Protocol):
     """A connection to one Kafka cluster, and everything kit does through it: each role's
-    protocol above, which a caller needing only one names instead.
+    protocol above, which a caller names instead (one, or its own protocol composed of the few
+    it uses, as `kit.throttle.loop.ThrottledCluster`).
 
     Closed by `close`, or at the end of a ``with`` block. Errors follow kit's exit codes
     (`kit.errors`): `BadInput` for a plan or address that cannot be right, `Unsafe` when a

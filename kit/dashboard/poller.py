@@ -18,8 +18,9 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
-from kit.cluster.backend import ClusterAddress, ClusterBackend, open_backend
+from kit.cluster.backend import ClusterAddress, Connection, Reading, Throttling, open_backend
 from kit.dashboard.ledger import CopyLedger, copy_bound
 from kit.dashboard.loop_health import LoopWatch
 from kit.dashboard.readers import EventTail, read_records, replica_sizes, samples_clock, sim_pace
@@ -28,6 +29,11 @@ from kit.model import Broker, Cluster
 from kit.nic import broker_capacity
 from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
 from kit.throttle.loop import reassignment_roles
+
+
+class PolledCluster(Connection, Reading, Throttling, Protocol):
+    """What the poller needs of a cluster's backend: it reads the cluster and the throttles in
+    force, and changes nothing."""
 from kit.throttle.sources import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
 from kit.throttle.sources import SampleDirMetrics
 from kit.throttle.replay import rates_in_force
@@ -102,7 +108,7 @@ class Poller:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._backend: ClusterBackend | None = None
+        self._backend: PolledCluster | None = None
         self._metrics = None
         self._last_cluster = 0.0
         self._read: tuple = (None, None)  # (cluster, reassignment document) of the last placement read
@@ -153,14 +159,14 @@ class Poller:
             rows = list(itertools.islice(self._rows, start - self._first_row, end - self._first_row))
             return rows, end
 
-    def _cluster(self) -> ClusterBackend:
+    def _cluster(self) -> PolledCluster:
         """The cluster's backend, opened at the first poll and kept (kazoo reconnects by itself)."""
         if self._backend is None:
             self._backend = open_backend(self.cluster, timeout=5.0)
             self._backend.follow()  # the poller reads the cluster again and again, and changes nothing
         return self._backend
 
-    def _throttle_rates(self, backend: ClusterBackend) -> dict[int | str, dict[str, float]]:
+    def _throttle_rates(self, backend: Throttling) -> dict[int | str, dict[str, float]]:
         """Each throttled broker's leader and follower rate in force (bytes/s), by id."""
         out = {}
         for name, keys in backend.throttles()[0].items():
@@ -269,7 +275,7 @@ class Poller:
             storage, storage_version, self._last_storage = free, storage_version + 1, now
         return storage, storage_version
 
-    def _read_placement(self, backend: ClusterBackend, now: float, st: State, status: dict
+    def _read_placement(self, backend: Reading, now: float, st: State, status: dict
                         ) -> tuple[Cluster | None, int]:
         """The placement re-read into `self._read` when due; returns (cluster, cluster_version),
         the version moved only when the placement changed."""

@@ -3,7 +3,7 @@
 Two loops on one cluster undo each other (each takes the other's rates for its own "previous
 throttle" and rewrites them every round), so a loop holds a lease in the cluster before it
 changes anything, renews it every round and gives it up when it ends. Where the lease is kept
-is the backend's (`kit.cluster.backend.ClusterBackend.hold_lease`): an ephemeral znode in
+is the backend's (`kit.cluster.backend.Overrides.hold_lease`): an ephemeral znode in
 ZooKeeper mode, which goes with its holder's session; through the Admin API a config marker
 on the cluster-wide broker default, which carries an expiry its holder moves on. What a lease
 says, when its holder counts as gone and what the refusal says are decided here, once.

@@ -3,8 +3,8 @@
 The decisions are kit/throttle/decide.py's (pure); this module reads who takes part in the
 running reassignment, reads the brokers' network from one of the metric sources
 (`kit.throttle.sources`), applies the rates through the cluster's backend
-(`kit.cluster.backend.ClusterBackend`: broker rates and topic replica lists, as `kit apply`
-sets them), and writes every decision to the events log.
+(`ThrottledCluster`, the roles of `kit.cluster.backend` it needs: broker rates and topic
+replica lists, as `kit apply` sets them), and writes every decision to the events log.
 
 It honours the override rates (`kit.throttle.overrides`, where kafka-kit's autothrottle keeps
 them): a global override with autoremove goes when the next reassignment ends; a broker
@@ -16,9 +16,11 @@ import dataclasses
 import re
 import threading
 import time
+from collections.abc import Callable
+from typing import Protocol
 
 from kit import validate
-from kit.cluster.backend import ClusterBackend
+from kit.cluster.backend import Connection, Overrides, Reading, Throttling
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, Settings, capacities
 from kit.errors import BadInput, Unreachable, Unsafe
 from kit.events import EventLog, event, utc_now
@@ -31,6 +33,12 @@ _ROLE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
 # The loop's name among the actors of a simulated cluster's clock (kit/sim/clock.py; what
 # `kit sim run --await-actor` waits for).
 ACTOR = "auto-throttle"
+
+
+class ThrottledCluster(Connection, Reading, Throttling, Overrides, Protocol):
+    """What the auto-throttle needs of a cluster's backend: it reads the cluster and watches
+    its reassignment, sets and clears throttles, and keeps its overrides and lease; it never
+    starts, changes or ends a reassignment (`kit.cluster.backend.Reassigning`)."""
 
 
 def reassignment_roles(cluster, running: dict | None) -> tuple[set[int], set[int], dict[str, dict[str, str]]]:
@@ -141,7 +149,7 @@ def _broker_name(name: str) -> int | None:
 class ThrottleLoop:
     """One auto-throttle over one cluster. `take_over()` once, then `round()` does one decision."""
 
-    def __init__(self, backend: ClusterBackend, settings: Settings, metrics, log: EventLog,
+    def __init__(self, backend: ThrottledCluster, settings: Settings, metrics, log: EventLog,
                  cap_map: dict | None = None, clock=time.monotonic, stamp=utc_now):
         self.backend, self.settings, self.metrics, self.log = backend, settings, metrics, log
         self.cap_map, self.clock, self.stamp = cap_map, clock, stamp
@@ -286,8 +294,8 @@ class ThrottleLoop:
 OUTAGE_PATIENCE_S = 300.0
 
 
-def open_when_reachable(opener, log: EventLog, stop: threading.Event,
-                        patience: float = OUTAGE_PATIENCE_S) -> ClusterBackend | None:
+def open_when_reachable(opener: Callable[[], ThrottledCluster], log: EventLog, stop: threading.Event,
+                        patience: float = OUTAGE_PATIENCE_S) -> ThrottledCluster | None:
     """`opener()` (a backend), retried while the cluster does not answer (`Unreachable`) for up
     to `patience` seconds, as the rounds ride out an outage: said once as an `unreachable`
     event naming what it waits for. None when `stop` is set meanwhile; `Unreachable` (exit 2,
@@ -309,7 +317,7 @@ def open_when_reachable(opener, log: EventLog, stop: threading.Event,
             return None
 
 
-def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
+def run(backend: ThrottledCluster, settings: Settings, metrics, log: EventLog, cap_map: dict | None = None,
         stop: threading.Event | None = None, until_idle: bool = False, max_seconds: float | None = None,
         patience: float = OUTAGE_PATIENCE_S, sample_clock: bool = False, sim_clock=None) -> Outcome:
     """The loop: it takes over the throttles in force (`ThrottleLoop.take_over`), then makes a
@@ -421,7 +429,7 @@ def run(backend: ClusterBackend, settings: Settings, metrics, log: EventLog, cap
     return loop.outcome
 
 
-def _release(backend: ClusterBackend, lease: Lease) -> None:
+def _release(backend: ThrottledCluster, lease: Lease) -> None:
     """Give the lease up as the loop ends; a cluster that does not answer now ends it itself
     (ZooKeeper with the session, the Admin API's marker when it expires)."""
     try:

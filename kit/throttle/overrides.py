@@ -1,6 +1,6 @@
 """The auto-throttle's override rates, kept where kafka-kit's autothrottle keeps them.
 
-`ClusterBackend.throttle_overrides` holds them (in ZooKeeper `/autothrottle/override_rate` the
+`kit.cluster.backend.Overrides.throttle_overrides` holds them (in ZooKeeper `/autothrottle/override_rate` the
 global override, `/autothrottle/override_rate/<broker>` a broker's), each
 `{"rate": MB/s, "autoremove": bool}`: read, set and removed here, honoured by `kit.throttle.loop`.
 """
@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Protocol
 
 from kit import validate
-from kit.cluster.backend import ClusterBackend, Overrides
+from kit.cluster.backend import Overrides, Reading
 from kit.errors import BadInput
+
+
+class OverriddenCluster(Reading, Overrides, Protocol):
+    """What `set_override` needs of a cluster's backend: its brokers, and where overrides are kept."""
 
 
 def parse_override(raw: bytes, where: str) -> dict | None:
@@ -50,7 +55,7 @@ def _override_broker(name: str, where: str, brokers) -> int:
     return b
 
 
-def read_overrides(backend: ClusterBackend, brokers=None) -> tuple[dict | None, dict[int, float], dict[str, str]]:
+def read_overrides(backend: Overrides, brokers=None) -> tuple[dict | None, dict[int, float], dict[str, str]]:
     """(global override {"rate": bytes/s, "autoremove": bool} or None, {broker: bytes/s},
     {where it is stored: why it was ignored}).
 
@@ -72,7 +77,7 @@ def read_overrides(backend: ClusterBackend, brokers=None) -> tuple[dict | None, 
     return glob_override, out, bad
 
 
-def set_override(backend: ClusterBackend, rate: float, broker: int | None = None, autoremove: bool = False) -> None:
+def set_override(backend: OverriddenCluster, rate: float, broker: int | None = None, autoremove: bool = False) -> None:
     """Store an override (bytes/s) in kafka-kit's layout (MB/s in the record).
 
     `BadInput` for a rate Kafka cannot hold, or a broker the cluster does not have (the loop

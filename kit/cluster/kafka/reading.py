@@ -38,7 +38,8 @@ def collections_paused():
 @translate_errors(translate)
 class AdminReading(AdminRequests):
     """Reading the cluster (`kit.cluster.backend.Reading`, but `status`, which needs the
-    throttles too: `kit.cluster.kafka.backend.AdminBackend`)."""
+    throttles too: `kit.cluster.kafka.backend.AdminBackend`, and `watch_reassignment`:
+    `kit.cluster.kafka.watch`)."""
 
     facts_file: str | None  # the simulated cluster's facts file given (--sim-facts)
     _facts: dict | None  # its content, checked to be this cluster's (`_read_facts`)

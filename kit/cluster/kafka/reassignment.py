@@ -29,8 +29,7 @@ ALTER_CLUSTER = "ALTER on the CLUSTER"  # the right AlterPartitionReassignments 
 
 @translate_errors(translate)
 class AdminReassigning(AdminReading, AdminThrottling):
-    """The reassignment (`kit.cluster.backend.Reassigning`, but `watch_reassignment`:
-    `kit.cluster.kafka.watch`)."""
+    """The reassignment (`kit.cluster.backend.Reassigning`)."""
 
     def progress(self, moves: list[dict]) -> str | None:
         """`kit.cluster.reassign.plan_state` from the plan's topics (one Metadata request) and the

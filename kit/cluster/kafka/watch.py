@@ -18,7 +18,7 @@ POLL_SECONDS = 1.0
 
 @translate_errors(translate)
 class AdminWatching(AdminRequests):
-    """The watches (`kit.cluster.backend.Reassigning.watch_reassignment`,
+    """The watches (`kit.cluster.backend.Reading.watch_reassignment`,
     `kit.cluster.backend.Connection.watch_connection`)."""
 
     def watch_reassignment(self, callback: Callable[[], None]) -> None:
