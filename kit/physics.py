@@ -10,13 +10,12 @@ throttle, in by its follower throttle (or its NIC), and a broker's flows share i
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
 
-from kit import fill_kernel, offline
+from kit import fill_kernel, jit, offline
 from kit.errors import BadInput
 from kit.model import Cluster
 from kit.traffic import appearance_order, dense_codes, floor_traffic, layout, leader_of, member, pair_keys
@@ -42,10 +41,10 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
     runs over pairs, each weighted by its number of flows (`weight`, whole numbers). `src`/`dst`
     index the cap arrays. Returns the rate of one flow of each pair (0 for pairs of weight 0).
 
-    Compiled (`fill_kernel`, the same floats) once numba is loaded, as a large plan's count
-    balance loads it: a long estimate then fills thousands of times for nothing more.
+    Compiled (`fill_kernel`, the same floats) once numba is loaded (`kit.jit.numba_loaded`), as
+    a large plan's count balance loads it: a long estimate then fills thousands of times for nothing more.
     """
-    if "numba" in sys.modules and len(src) and (weight > 0).all():
+    if jit.numba_loaded() and len(src) and (weight > 0).all():
         return fill_kernel.compiled()(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64),
                                       np.asarray(weight, dtype=float), np.asarray(out_cap, dtype=float),
                                       np.asarray(in_cap, dtype=float))

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The foundations: data, errors, text, files and formats, which every layer may import; they
 # import only one another.
 FOUNDATION = {"kit", "kit.errors", "kit.text", "kit.validate", "kit.collector", "kit.pids", "kit.files", "kit.model",
-              "kit.events", "kit.progress", "kit.formats", "kit.clock_file"}
+              "kit.events", "kit.progress", "kit.formats", "kit.clock_file", "kit.jit"}
 # The pure models of a cluster's traffic and copies, shared by the planner, the estimator and
 # the simulator; they import only the foundations and one another.
 MODELS = {"kit.traffic", "kit.offline", "kit.physics", "kit.fill_kernel", "kit.capacity"}

@@ -17,6 +17,7 @@ from itertools import chain
 
 import numpy as np
 
+from kit import jit
 from kit.concurrency import idle
 from kit.plan.steps import count_kernels
 from kit.plan.steps.leadership_figures import replica_matrix
@@ -101,14 +102,14 @@ class CountBalance:
         alone ask for more moves than that (the plain moves' searches cost most on large
         clusters, where the balances are long); all plain on a small cluster (`SMALL`
         partitions or fewer), whatever the moves, unless numba is loaded already
-        (`count_kernels.loaded`). The moves are the same either way."""
+        (`kit.jit.numba_loaded`). The moves are the same either way."""
         if quotas is not None:
             self.quotas = self._quotas(quotas)
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         args = (-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan, self.band,
                 self.lists, self.counts, self.quotas, self.peers, self.targets, state)
         kernels = count_kernels.balance, count_kernels.bucket_orders
-        plain = len(self.ws.cluster.partitions) <= SMALL and not count_kernels.loaded()
+        plain = len(self.ws.cluster.partitions) <= SMALL and not jit.numba_loaded()
         limit = None if plain else _PLAIN_MOVES
         rows = min(_PLAIN_MOVES, _LOG_ROWS) if plain or self.fewest_moves() <= _PLAIN_MOVES else 0
         log = np.empty((rows, 3), dtype=np.int64)

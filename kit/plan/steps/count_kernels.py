@@ -6,7 +6,7 @@ Plain Python over numpy arrays, written in the subset numba compiles: a large re
 makes a hundred thousand moves of some twenty candidates each, about 120 us of Python per
 move, and compiled they take a few. `compiled` returns the kernels compiled (numba is
 imported there, only once a balance has made enough moves to pay for its import); small
-balances run them as they are, unless numba is loaded already (`loaded`). Both give the same moves (tests/plan/test_count_balance.py).
+balances run them as they are, unless numba is loaded already (`kit.jit.numba_loaded`). Both give the same moves (tests/plan/test_count_balance.py).
 
 The state, built by `count_balance.CountBalance` and kept up by `_move`:
 
@@ -29,7 +29,6 @@ The state, built by `count_balance.CountBalance` and kept up by `_move`:
 """
 from __future__ import annotations
 
-import sys
 from types import FunctionType
 
 import numpy as np
@@ -65,11 +64,6 @@ def compiled():
         _COMPILED = scope["balance"], scope["bucket_orders"]
         _READY = jit(_ready)
     return _COMPILED
-
-
-def loaded() -> bool:
-    """Whether numba is loaded already: compiled kernels then cost only numba's disk cache."""
-    return "numba" in sys.modules
 
 
 def preload() -> None:
