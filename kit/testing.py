@@ -154,13 +154,13 @@ def kraft_cluster(snapshot, state, **options) -> Iterator[str]:
     """A simulated KRaft cluster holding `snapshot`, started in the state directory `state` by
     the code behind `kit sim start --kraft` (`options`: speed, client_load, sample_every) and
     stopped afterwards: yields its bootstrap line."""
-    from kit.sim.kraft import cluster as kraft
+    from kit.sim.kraft import cluster as kraft, state as kraft_state
 
     line = kraft.start(str(snapshot), str(state), **options)
     try:
         yield line
     finally:
-        kraft.stop(str(state))
+        kraft_state.stop(str(state))
 
 
 @dataclass

@@ -220,6 +220,15 @@ def test_the_runbook_steps_and_runner_load_no_cluster_client_or_solver(module):
     assert not found, f"import {module} loads " + "; ".join(found)
 
 
+# A simulated KRaft cluster's state directory (whether it runs, its facts, ending it) is what
+# `kit sim stop --state`, a runbook's end and `kit run`'s clean-up need: read without the Kafka
+# wire protocol (kafka-python) or ZooKeeper's client, which its start and its listeners' probe load.
+def test_the_simulated_kraft_clusters_state_directory_loads_no_cluster_client():
+    # kit.sim.kraft.cluster loaded kafka-python at its top for one ApiVersions probe (issue 37).
+    found = loaded_heavy("kit.sim.kraft.state", NOT_FOR_STEPS + ["numpy"])
+    assert not found, "import kit.sim.kraft.state loads " + "; ".join(found)
+
+
 def test_the_check_names_the_import_chain():
     # The ZooKeeper layer does load kazoo: the check sees it and says where from.
     found = loaded_heavy("kit.cluster.zk.layout")
@@ -272,6 +281,11 @@ def test_help_loads_no_planner_cluster_client_or_numpy(words):
     # kit --help took 0.8 s loading OR-Tools to print help (issue 37): argparse is declared
     # from light modules; a command imports what it runs when it runs.
     assert loaded_by_help(*words) == []
+
+
+def test_kit_sim_stop_of_a_kraft_state_directory_loads_no_cluster_client(tmp_path):
+    # It loaded kafka-python, kazoo and numpy through kit.sim.kraft.cluster (issue 37).
+    assert loaded_by_help("sim", "stop", "--state", str(tmp_path)) == []
 
 
 SEAM = dedent("""\

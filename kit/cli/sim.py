@@ -35,6 +35,7 @@ physics = lazy_module("kit.sim.physics")
 controller = lazy_module("kit.sim.controller")
 controller_loop = lazy_module("kit.sim.controller_loop")
 kraft = lazy_module("kit.sim.kraft.cluster")
+kraft_state = lazy_module("kit.sim.kraft.state")
 kraft_faults = lazy_module("kit.sim.kraft.faults")
 kraft_sasl = lazy_module("kit.sim.kraft.sasl")
 kraft_versions = lazy_module("kit.sim.kraft.versions")
@@ -253,7 +254,7 @@ def sim_stop(a) -> int:
     """`kit sim stop`: the process holding the simulated brokers' registrations ends (with
     --state: everything the simulated KRaft cluster started, its ZooKeeper included)."""
     if a.state:
-        print(f"simulated KRaft cluster in {a.state} stopped" if kraft.stop(a.state)
+        print(f"simulated KRaft cluster in {a.state} stopped" if kraft_state.stop(a.state)
               else f"no simulated KRaft cluster was running from {a.state}")
         return 0
     with layout.session(a.zk, auth=a.zk_auth) as client:

@@ -21,10 +21,12 @@ from kit.model import Cluster
 from kit.nic import broker_capacity
 from kit.pids import alive
 from kit.runbook.catalog import RUNBOOKS
+from kit.sim.kraft import state as kraft_files
 
 # The simulated clusters (kit.sim.kraft.cluster, kit.sim.brokers) and ZooKeeper sessions
-# (kit.cluster.zk.layout) are imported by the functions that start, read or stop them: they load
-# kafka-python and kazoo, which `import kit.runbook.steps` (`kit run`, before any kernel starts)
+# (kit.cluster.zk.layout) are imported by the functions that start them or reach their
+# ZooKeeper (a simulated KRaft cluster's state directory is read and ended through
+# kit.sim.kraft.state, which loads no client): they load kafka-python and kazoo, which `import kit.runbook.steps` (`kit run`, before any kernel starts)
 # does not need; the cluster itself is opened through the seam (`open_backend`), which loads
 # only the backend it opens.
 
@@ -87,9 +89,7 @@ class Environment:
             cluster, running = backend.read()
         facts = {}
         if self.kraft_state:  # the simulated cluster knows its brokers' NICs (kit sim start kept them)
-            from kit.sim.kraft import cluster as kraft_sim  # lazy: see the top
-
-            facts = kraft_sim.read_facts(self.kraft_state)["brokers"]
+            facts = kraft_files.read_facts(self.kraft_state)["brokers"]
         elif self.simulated:  # (kit sim seed kept them)
             from kit.cluster.zk.layout import read_sim_facts  # lazy: see the top
 
@@ -114,9 +114,7 @@ class Environment:
             localzk.stop(self.zk_data)
             self.zk_data = None
         if self.kraft_state:
-            from kit.sim.kraft import cluster as kraft_sim  # lazy: see the top
-
-            kraft_sim.stop(self.kraft_state)
+            kraft_files.stop(self.kraft_state)
             self.kraft_state = None
 
 
@@ -183,12 +181,11 @@ def stop_simulated(workdir: str) -> bool:
     before `Environment.close`: a failed cell under papermill); True when one was running."""
     from kit.cluster.zk.layout import session  # lazy: see the top
     from kit.sim.brokers import stop_holder
-    from kit.sim.kraft import cluster as kraft_sim
 
     stopped = False
     state = os.path.join(workdir, "kraft")
-    if os.path.isdir(state) and kraft_sim.running(state):
-        stopped = kraft_sim.stop(state) or True
+    if os.path.isdir(state) and kraft_files.running(state):
+        stopped = kraft_files.stop(state) or True
     data = os.path.join(workdir, "zookeeper")
     server = localzk.status(data)
     if server is not None:
@@ -202,10 +199,8 @@ def simulated_address(workdir: str) -> ClusterAddress | None:
     """The address of the embedded simulated cluster running in
     `workdir` as `open_environment` lays it out, or None when none runs there: `kit run` reads
     an interrupted run's cluster through it before `stop_simulated`."""
-    from kit.sim.kraft import cluster as kraft_sim  # lazy: see the top
-
     state = os.path.join(workdir, "kraft")
-    if os.path.isdir(state) and kraft_sim.running(state):
+    if os.path.isdir(state) and kraft_files.running(state):
         try:
             with open(os.path.join(state, "bootstrap"), encoding="utf-8") as fh:
                 return ClusterAddress(bootstrap=fh.read().strip())

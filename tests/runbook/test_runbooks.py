@@ -79,7 +79,7 @@ def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name,
 def check_the_planned_run(rec: dict, name: str, cluster: str) -> None:
     """A runbook that only planned: every step passed, reached through the cluster's own
     interface (the simulated KRaft cluster stopped after), the record's HTML readable offline."""
-    from kit.sim.kraft import cluster as kraft
+    from kit.sim.kraft import state as kraft
 
     assert rec["outcome"] == "planned" and rec["exit_code"] == 0
     if cluster == "kraft":  # planned from what the Admin API said, the cluster stopped after
@@ -207,7 +207,7 @@ def check_the_kraft_run(rec: dict, tmp_path: Path) -> None:
     --bootstrap`, the cluster's samples as its metrics), watched to the end, verified, every
     throttle gone; the cluster stopped after."""
     from kit.runbook.steps import simulated_copy_seconds
-    from kit.sim.kraft import cluster as kraft
+    from kit.sim.kraft import state as kraft
 
     assert rec["outcome"] == "succeeded", rec["reason"]
     assert rec["reached_through"] == "Kafka (Admin API)"
@@ -239,7 +239,7 @@ def check_the_kraft_run(rec: dict, tmp_path: Path) -> None:
 @pytest.mark.parametrize("cluster", ["zookeeper", "kraft"])
 def test_a_runbook_that_stops_at_a_check_leaves_a_record_and_exits_non_zero(cluster, tmp_path):
     from kit.cluster.zk import server as localzk
-    from kit.sim.kraft import cluster as kraft
+    from kit.sim.kraft import state as kraft
 
     r = kit("run", "broker_replacement", "-p", "replace", "1009:4242", "-p", "cluster", cluster,
             "--record-dir", tmp_path, timeout=300)

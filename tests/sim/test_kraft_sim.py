@@ -364,7 +364,7 @@ def test_start_waits_for_listeners_slower_than_a_minute_and_says_so(tmp_path, mo
     long the real processes take to come up), and the listeners are not asked before 70 s."""
     import time as real_time
 
-    from kit.sim.kraft import cluster as kraft
+    from kit.sim.kraft import cluster as kraft, state as kraft_state
 
     class FastClock:
         now = 0.0
@@ -392,7 +392,7 @@ def test_start_waits_for_listeners_slower_than_a_minute_and_says_so(tmp_path, mo
         assert line.count("127.0.0.1:") == len(json.loads((state / "cluster.json").read_text())["ports"])
         assert "broker listeners answer; waiting up to" in capsys.readouterr().err
     finally:
-        kraft.stop(str(state))
+        kraft_state.stop(str(state))
 
 
 def test_a_broker_port_held_by_another_process_stops_the_start_and_names_it(tmp_path, monkeypatch):
@@ -402,7 +402,7 @@ def test_a_broker_port_held_by_another_process_stops_the_start_and_names_it(tmp_
     then served by a stranger; now the start fails, names the broker and the port, and leaves
     nothing running."""
     from kit.errors import Stuck
-    from kit.sim.kraft import cluster as kraft
+    from kit.sim.kraft import cluster as kraft, state as kraft_state
 
     doc = snapshot_doc()
     doc["partitions"] = doc["partitions"][:3]
@@ -422,8 +422,8 @@ def test_a_broker_port_held_by_another_process_stops_the_start_and_names_it(tmp_
         with pytest.raises(Stuck) as failed:
             kraft.start(str(snap), str(state))
         assert f"cannot listen on port {taken}" in str(failed.value), failed.value
-        assert not kraft.running(str(state))
+        assert not kraft_state.running(str(state))
         assert answers(taken)  # the other cluster's broker, untouched
     finally:
-        kraft.stop(str(other))
-        kraft.stop(str(state))
+        kraft_state.stop(str(other))
+        kraft_state.stop(str(state))

@@ -1,18 +1,18 @@
-"""Start and stop the simulated KRaft cluster kept in a state directory.
+"""Start the simulated KRaft cluster kept in a state directory, and act on it while it runs.
 
 `start` lays the snapshot out in the cluster's store (DIR/store.json, kit.sim.memstore: it
 stands in for KRaft's metadata log and no client sees it), starts the one process that is the
 whole cluster (kit.sim.kraft.server: the store in memory, the simulated controller in a thread,
 a listener per live broker; no JVM), waits until the server says its listeners are open and
-then until every live broker's listener answers ApiVersions, and writes DIR/bootstrap. Started without a snapshot, it resumes the cluster
-stopped earlier in DIR from the store it saved (its reassignment, throttles and bytes still to
-copy). The server's pid is in DIR/server.pid; `stop` ends it (it saves the store as it goes).
-DIR/cluster.json holds the cluster id, each broker's port (fixed for the cluster's life), the
-server's control port and the controller's pace; DIR/facts.json what only the simulator knows
-(`write_facts`);
-DIR/faults.json the faults `deny`, `allow` and `slow` put on it (kit.sim.kraft.faults);
-DIR/sasl-plain, when it has users, the SASL/PLAIN credentials its listeners ask for
-(kit.sim.kraft.sasl).
+then until every live broker's listener answers ApiVersions, and writes DIR/bootstrap. Started
+without a snapshot, it resumes the cluster stopped earlier in DIR from the store it saved (its
+reassignment, throttles and bytes still to copy). The server's pid is in DIR/server.pid;
+`kit.sim.kraft.state.stop` ends it (it saves the store as it goes). DIR/cluster.json holds the
+cluster id, each broker's port (fixed for the cluster's life), the server's control port and
+the controller's pace; DIR/facts.json what only the simulator knows
+(`kit.sim.kraft.state.write_facts`); DIR/faults.json the faults `deny`, `allow` and `slow` put
+on it (kit.sim.kraft.faults); DIR/sasl-plain, when it has users, the SASL/PLAIN credentials
+its listeners ask for (kit.sim.kraft.sasl).
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -31,63 +30,21 @@ import uuid
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from kit import pids
 from kit.cluster.zk import server as localzk
 from kit.cluster.zk.layout import sim_facts
 from kit.errors import BadInput, Stuck, Unsafe
 from kit.formats import load_snapshot
 from kit.files import write_atomic
 from kit.sim.kraft import faults, sasl, server, versions
+from kit.sim.kraft.state import CONFIG, FACTS, PROCESSES, pid_of, pid_path, read_config, running, stop, write_facts
 from kit.sim.memstore import MemoryStore
 
-PROCESSES = ("server",)
-CONFIG = "cluster.json"
-FACTS = "facts.json"
 # How long `start` waits for every live broker's listener. Quiet, a small cluster answers in
 # about a second (one Python process); on two cores shared with other work it gets a small
 # share. The bound is for a start that will never come up, not for a slow one.
 START_WAIT_S = 240.0
 # After this long without every listener answering, `start` says on stderr what it waits for.
 START_QUIET_S = 15.0
-
-
-def _pid_path(state_dir: str, name: str) -> str:
-    return os.path.join(state_dir, f"{name}.pid")
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (kit.pids.alive), reaping it first when it is our ended child."""
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    return pids.alive(pid)
-
-
-def _pid(state_dir: str, name: str) -> int | None:
-    """The pid of a process this cluster started, if it still runs."""
-    try:
-        with open(_pid_path(state_dir, name)) as f:
-            pid = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pid if _alive(pid) else None
-
-
-def running(state_dir: str) -> bool:
-    """Whether anything of a simulated cluster started from `state_dir` still runs."""
-    return any(_pid(state_dir, n) for n in PROCESSES)
-
-
-def read_config(state_dir: str) -> dict:
-    """DIR/cluster.json of a running cluster; BadInput when none runs there."""
-    try:
-        with open(os.path.join(state_dir, CONFIG)) as f:
-            config = json.load(f)
-    except (OSError, ValueError):
-        config = None
-    if config is None or not running(state_dir):
-        raise BadInput(f"--state {state_dir}: no simulated KRaft cluster runs there (kit sim start --kraft)")
-    return config
 
 
 def _cluster_id() -> str:
@@ -110,7 +67,7 @@ def _spawn(state_dir: str, name: str, argv: list[str]) -> int:
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     log.close()
-    with open(_pid_path(state_dir, name), "w") as f:
+    with open(pid_path(state_dir, name), "w") as f:
         f.write(f"{proc.pid}\n")
     return proc.pid
 
@@ -238,7 +195,7 @@ def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | N
     # server lays its cluster out took seconds of the CPU it needs (200,000 partitions).
     while waiting or not _listening(state_dir, pid):
         for name in PROCESSES:
-            if _pid(state_dir, name) is None:
+            if pid_of(state_dir, name) is None:
                 log = os.path.join(state_dir, name + ".log")
                 last = _last_line(log)
                 raise Stuck(f"its {name} process exited" + (f" ({last})" if last else "") + f"; see {log}")
@@ -260,25 +217,6 @@ def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | N
     line = ",".join(f"127.0.0.1:{p}" for p in ports.values())
     write_atomic(os.path.join(state_dir, "bootstrap"), line + "\n")
     return line
-
-
-def write_facts(state_dir: str, cluster_id: str, facts: dict) -> str:
-    """DIR/facts.json: what only the simulator knows of its brokers and partitions (`kit sim
-    seed`'s facts: NIC capacity, instance type, disks, traffic), with the cluster id they
-    belong to, for `--sim-facts` (kit.cluster.kafka.backend). A real cluster has no such file."""
-    path = os.path.join(state_dir, FACTS)
-    write_atomic(path, json.dumps({"version": 1, "simulated": True, "cluster_id": cluster_id, **facts}) + "\n")
-    return path
-
-
-def read_facts(state_dir: str) -> dict:
-    """DIR/facts.json as `write_facts` wrote it (BadInput when there is none to read)."""
-    path = os.path.join(state_dir, FACTS)
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        raise BadInput(f"{path}: the simulated cluster's facts cannot be read") from None
 
 
 def answers(port: int, timeout: float = 2.0) -> bool:
@@ -379,33 +317,3 @@ def slow(state_dir: str, broker: int | None, delay: float, changes_only: bool = 
     return faults.slow(state_dir, broker, delay, changes_only)
 
 
-def stop(state_dir: str, wait: float = 60.0) -> bool:
-    """End the cluster's process (it saves its store first: `wait` seconds for that, then it is
-    killed); False when nothing ran. A private ZooKeeper a cluster of an earlier kit left
-    running is stopped too."""
-    stopped = False
-    for name in PROCESSES:
-        pid = _pid(state_dir, name)
-        if pid is not None:
-            stopped = True
-            _end(pid, wait)
-        try:
-            os.unlink(_pid_path(state_dir, name))
-        except OSError:
-            pass
-    return localzk.stop(os.path.join(state_dir, "zk")) or stopped
-
-
-def _end(pid: int, wait: float) -> None:
-    """SIGTERM the process group `pid` leads (each was started in a session of its own), then
-    SIGKILL after `wait` seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not _alive(pid):
-                return
-            time.sleep(0.1)
