@@ -2,7 +2,7 @@
 
 Importing this package imports no planner: `kit plan --help` declares its subcommands from
 ACTIONS, and the planners load OR-Tools and numpy (most of a second). `plan_X` is imported
-from kit.plan.actions.X the first time it is read, here or through its Action.
+from its module in kit.plan.actions the first time it is read, here or through its Action.
 """
 from __future__ import annotations
 

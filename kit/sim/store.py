@@ -129,8 +129,8 @@ class Pending:
 class Store:
     """The simulated cluster's state. Every method is safe to call from several threads."""
 
-    # Exceptions meaning the store is out of reach for now (ZooKeeper gone); `kit.sim.controller.run`
-    # rides them out, and raises the first itself while `outage(...).down`. None for a store that
+    # Exceptions meaning the store is out of reach for now (ZooKeeper gone);
+    # `kit.sim.controller_loop.run` rides them out, and raises the first itself while `outage(...).down`. None for a store that
     # is always there.
     lost: tuple[type[BaseException], ...] = ()
 
@@ -263,7 +263,7 @@ class Store:
 
     # -- the connection behind the store
     def outage(self, patience: float):
-        """What `kit.sim.controller.run` watches for the store going away: `.down`, `.gave_up`
+        """What `kit.sim.controller_loop.run` watches for the store going away: `.down`, `.gave_up`
         (an Event) and `.close()` (kit.cluster.zk.layout.Outage for ZooKeeper)."""
         return Always()
 
