@@ -9,6 +9,7 @@ renamed or moved then fails here until the docs say where it went.
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import functools
 import re
@@ -167,3 +168,80 @@ def test_the_where_things_are_list_names_what_each_folder_holds():
                   if t not in known and t != "kit"]  # `kit`: the command
     assert len(bullets) >= 10
     assert not wrong, "README's \"Where things are\" names what is not there: " + "; ".join(wrong)
+
+
+# A command the docs show: in backticks in prose, or a line of a fenced block.
+COMMAND_IN_TICKS = re.compile(r"`(?:\S*/)?kit ([^`]*)`")
+COMMAND_LINE = re.compile(r"^\s*(?:\$ )?(?:\S*/)?kit ([^|;&>#]*)")
+
+
+def _declared(parser):
+    return parser.declared() if hasattr(parser, "declared") else parser
+
+
+@functools.cache
+def kit_parser():
+    """The `kit` command's parser, built once (its commands' arguments declared as reached)."""
+    from kit.cli import build_parser
+
+    return _declared(build_parser())
+
+
+def wrong_command(words: list[str]) -> list[str]:
+    """What `kit WORDS` names that the command line does not have: a command or subcommand
+    before the first option, then each --option of the (sub)command reached. A placeholder
+    (ACTION, ...) where a command goes ends the check."""
+    parser, path, wrong, leading = kit_parser(), ["kit"], [], True
+    for w in words:
+        commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+        if leading and commands:
+            if w.isupper() or "..." in w or "|" in w or w.startswith("<"):
+                return wrong
+            if w in commands:
+                parser = _declared(commands[w])
+                path.append(w)
+                continue
+            if not w.startswith("-"):
+                return wrong + [f"{' '.join(path)} has no command {w!r}"]
+        leading = leading and w.startswith("-")
+        option = re.match(r"--[\w-]+", w)
+        if option and option.group() not in parser._option_string_actions:
+            wrong.append(f"{' '.join(path)} has no option {option.group()}")
+    return wrong
+
+
+def commands_shown(doc: Path) -> list[tuple[int, list[str]]]:
+    out, fenced = [], False
+    for n, line in enumerate(doc.read_text().splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        for m in (COMMAND_LINE if fenced else COMMAND_IN_TICKS).finditer(line):
+            if m.group(1).split():
+                out.append((n, m.group(1).replace("\\", " ").split()))
+    return out
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.relative_to(ROOT).as_posix())
+def test_every_command_and_option_the_docs_show_exists(doc):
+    wrong = [f"{doc.name}:{n}: {why}" for n, words in commands_shown(doc) for why in wrong_command(words)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_docs_show_commands_at_all():
+    assert sum(len(commands_shown(d)) for d in DOCS) > 200
+
+
+@pytest.mark.parametrize("words, says", [
+    (["plan", "rebalance", "--snapshot", "c.json", "--no-such-option"], "kit plan rebalance has no option --no-such-option"),
+    (["sim", "stop", "--state", "DIR", "--kraft"], "kit sim stop has no option --kraft"),
+    (["verfiy", "p.json"], "kit has no command 'verfiy'"),
+    (["plan", "--zk"], "kit plan has no option --zk"),
+])
+def test_a_command_or_option_that_is_not_there_is_named(words, says):
+    assert says in wrong_command(words)
+
+
+def test_a_command_that_is_there_passes():
+    assert wrong_command(["plan", "rebalance", "--snapshot", "c.json", "--out", "p.json"]) == []
+    assert wrong_command(["plan", "ACTION", "--whatever"]) == []
