@@ -1,10 +1,11 @@
 """The dashboard's I/O: one background poller shared by every browser session.
 
-A page open in ten tabs must not read ZooKeeper ten times every few seconds, so one thread per
-source (`shared_poller`) reads the reassignment status, the throttle rates, the events log (its
-new lines only), the broker samples or `kit metrics --follow`'s rates, and the runbook records, and keeps an immutable `State` plus an append-only list
-of throttle rows. Sessions never touch ZooKeeper: each reads one `State` and streams the rows
-of that State it has not seen yet into its own charts from its own document's periodic callback
+A page open in ten tabs must not read the cluster ten times every few seconds, so one thread
+per source (`shared_poller`) reads the reassignment status and the throttle rates (through the
+cluster's backend, ZooKeeper or the Admin API: `PolledCluster`), the events log (its new lines
+only), the broker samples or `kit metrics --follow`'s rates, and the runbook records, and keeps
+an immutable `State` plus an append-only list of throttle rows. Sessions never touch the
+cluster: each reads one `State` and streams the rows of that State it has not seen yet into its own charts from its own document's periodic callback
 (Bokeh documents may only be changed from their own event loop).
 
 The readers of files are in `kit.dashboard.readers`, the copy figures in `kit.dashboard.ledger`
@@ -57,8 +58,8 @@ class State:
 
     version: int = 0
     updated: float | None = None  # wall seconds of the last poll
-    status: dict | None = None  # ClusterBackend.status, None without ZooKeeper
-    cluster: Cluster | None = None  # the cluster read from ZooKeeper (None: use the snapshot)
+    status: dict | None = None  # the backend's status (Reading.status), None without a cluster
+    cluster: Cluster | None = None  # the cluster read through its backend (None: use the snapshot)
     cluster_version: int = 0
     history: tuple = ()  # (cluster clock s, bytes copied, copy rate bytes/s or None, wall s) of this reassignment
     copy_basis: str | None = None  # what bounds the copy rate: "measured", "throttle", "NIC" joined by +
@@ -237,10 +238,10 @@ class Poller:
                 progress, history = self._progress(st, fresh, running, bound, now, clock, clock_source)
                 basis = bound["basis"]
         storage, storage_version = self._storage(st, sampled, now)
-        # Without ZooKeeper, a reassignment runs while the loop's own decisions leave throttles in force.
+        # Without a cluster to read, a reassignment runs while the loop's own decisions leave throttles in force.
         running_now = bool((status or {}).get("reassigning_partitions")) if self.live else bool(rates)
         loop = self._watch.check(now, events, running_now, "no reassignment running" if self.live else
-                                 "no throttle in force by its decisions (no ZooKeeper to ask)") \
+                                 "no throttle in force by its decisions (no cluster to ask)") \
             if self._watch else None
         try:
             records = tuple(read_records(self.records))
@@ -258,7 +259,7 @@ class Poller:
 
     def _roles(self, fresh: Cluster | None, running: dict | None, rates: dict) -> tuple[set, set]:
         """The brokers sending and receiving copies: the running reassignment's, else (no
-        ZooKeeper) the ones the auto-throttle's decisions still throttle as leader or follower."""
+        cluster to read) the ones the auto-throttle's decisions still throttle as leader or follower."""
         if fresh is not None and running:
             sources, dests, _ = reassignment_roles(fresh, running)
             return sources, dests
@@ -332,10 +333,10 @@ class Poller:
     def _add_rows(self, now: float, rates: dict, sources, dests, net: dict) -> list[dict]:
         """One row per broker and role taking part in the running reassignment.
 
-        With ZooKeeper, the sources and destinations of the running reassignment are
+        With a cluster to read, the sources and destinations of the running reassignment are
         drawn, nothing else: a broker kit apply throttled but that sends or receives nothing is
         not counted. A throttle cleared while its broker still takes part is NaN (its dashed
-        line ends there). Without ZooKeeper, the brokers the auto-throttle's decisions still
+        line ends there). Without one, the brokers the auto-throttle's decisions still
         throttle."""
         stamp = _datetime64(now)
         rows = []

@@ -1,4 +1,4 @@
-"""Metrics: the Spark edge (`kit metrics`); the pure DataFrame jobs live in the top-level `spark` package.
+"""Metrics: the Spark edge (`kit metrics`); the pure DataFrame jobs live in `kit.spark`.
 
 The names of the files `kit metrics` writes into its output folder live here, the one place its
 readers (the auto-throttle, the doctor, the runbooks, the Admin API backend's local metrics
