@@ -5,8 +5,9 @@ per source (`shared_poller`) reads the reassignment status and the throttle rate
 cluster's backend, ZooKeeper or the Admin API: `PolledCluster`), the events log (its new lines
 only), the broker samples or `kit metrics --follow`'s rates, and the runbook records, and keeps
 an immutable `State` plus an append-only list of throttle rows. Sessions never touch the
-cluster: each reads one `State` and streams the rows of that State it has not seen yet into its own charts from its own document's periodic callback
-(Bokeh documents may only be changed from their own event loop).
+cluster: each reads one `State` and streams the rows of that State it has not seen yet into
+its own charts from its own document's periodic callback (Bokeh documents may only be changed
+from their own event loop).
 
 The readers of files are in `kit.dashboard.readers`, the copy figures in `kit.dashboard.ledger`
 and the auto-throttle's health in `kit.dashboard.loop_health`.
