@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from kit.cluster.backend import ClusterAddress, Connection, Reading, Throttling, open_backend
-from kit.dashboard.ledger import CopyLedger, copy_bound
+from kit.dashboard.ledger import CopyLedger, copy_bound, time_left_now
 from kit.dashboard.loop_health import LoopWatch
 from kit.dashboard.readers import EventTail, read_records, replica_sizes, samples_clock, sim_pace
 from kit.errors import BadInput
@@ -67,7 +67,7 @@ class State:
     clock: float | None = None  # the cluster's clock (epoch s): newest sample's ts, else the wall
     clock_source: str = "wall"  # "samples" (simulated time in the simulator) or "wall"
     pace: dict | None = None  # readers.sim_pace: a simulated cluster's --speed and its clock's pace, else None
-    progress: dict | None = None  # CopyLedger.update's dict, plus "rate"/"into"/"out_of"
+    progress: dict | None = None  # CopyLedger.update's dict, plus "rate"/"into"/"out_of"/"physics_s"/"physics_why"
     roles: tuple = ((), ())  # (sources, destinations) of the running reassignment
     storage: dict = field(default_factory=dict)  # broker -> free bytes from the newest samples
     storage_version: int = 0
@@ -117,6 +117,8 @@ class Poller:
         self._read_seconds = 0.0  # how long that read took
         self._last_storage = -STORAGE_EVERY
         self._ledger = CopyLedger()
+        self._time_left_key: tuple | None = None
+        self._time_left_was: tuple = (None, "")
         self._facts: dict | None = None
         self._watch = LoopWatch(events) if events else None
         if samples:
@@ -234,9 +236,12 @@ class Poller:
         progress, history, basis = st.progress, st.history, st.copy_basis
         if self.live and error is None and status is not None:
             if fresh is not None or not status.get("reassigning_partitions"):
-                bound = copy_bound(sources, dests, rates, net, self._nic(fresh, sampled)) if running else \
+                nic = self._nic(fresh, sampled) if running else {}
+                bound = copy_bound(sources, dests, rates, net, nic) if running else \
                     {"rate": None, "into": None, "out_of": None, "basis": None}
                 progress, history = self._progress(st, fresh, running, bound, now, clock, clock_source)
+                if progress is not None:
+                    progress = self._time_left(progress, fresh, running, rates, nic)
                 basis = bound["basis"]
         storage, storage_version = self._storage(st, sampled, now)
         # Without a cluster to read, a reassignment runs while the loop's own decisions leave throttles in force.
@@ -315,6 +320,20 @@ class Poller:
         history = (entry,) if not history or (st.progress or {}).get("started") != progress["started"] \
             else (history + (entry,))[-HISTORY_KEPT:]
         return progress, history
+
+    def _time_left(self, progress: dict, fresh: Cluster, running: dict, rates: dict, nic: dict) -> dict:
+        """`progress` with ``physics_s`` (`ledger.time_left_now`: seconds left, as of the samples'
+        clock, None when it cannot be known) and ``physics_why`` (why not); worked out again only
+        when the bytes left or the rates changed (a poll between two samples changes neither)."""
+        copies = progress.pop("copies", None)
+        key = (progress["clock_source"], tuple(sorted((copies or {}).items())) if copies is not None else None,
+               tuple(sorted((str(b), tuple(sorted(r.items()))) for b, r in rates.items())),
+               tuple(sorted(nic.items())))
+        if key != self._time_left_key:
+            self._time_left_key = key
+            self._time_left_was = time_left_now(fresh, running, copies, rates, nic)
+        seconds, why = self._time_left_was
+        return {**progress, "physics_s": seconds, "physics_why": why}
 
     def _net(self, brokers) -> dict:
         """Measured traffic of these brokers: the samples, then kit metrics' rates for the rest."""

@@ -26,9 +26,12 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
     ----------
     progress : dict or None
         The poller's progress: ``total`` and ``copied`` bytes of the running reassignment (every
-        replica it adds, counted from when it was first seen), and ``rate``: the copy rate the
+        replica it adds, counted from when it was first seen), ``rate``: the copy rate the
         throttles allow now (bytes/s per second of the cluster's clock; see
-        `kit.dashboard.ledger.copy_bound`), None when unknown.
+        `kit.dashboard.ledger.copy_bound`), None when unknown, and ``physics_s``: the seconds
+        left by the duration estimate's physics at the throttles now
+        (`kit.dashboard.ledger.time_left_now`), None or absent when the bytes left per copy are
+        not known (``physics_why`` says why).
     history : sequence of tuple
         ``(cluster seconds, bytes copied, ...)`` observations of this reassignment, oldest first.
     window : float
@@ -40,33 +43,46 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
     Returns
     -------
     dict
-        ``left`` (bytes to copy still), ``done_fraction`` (copied / to copy), ``rate``
-        (bytes/s), ``seconds`` (ETA in cluster seconds: left / rate, so a higher rate never
-        gives a later ETA; None when unknown, 0 when nothing is left), ``basis`` (``"bytes
-        copied"``: measured over ``window`` cluster seconds, the span of history it used; ``"copy
-        rate within throttles"``: the rate allowed now, when there is no such measure or it is
-        lower, ``window`` None; None while unknown).
+        ``left`` (bytes to copy still), ``done_fraction`` (copied / to copy), ``seconds`` (ETA in
+        cluster seconds; None when unknown, 0 when nothing is left), ``rate`` (bytes/s: left /
+        seconds with the physics, else the one rate the ETA assumes), ``basis`` (``"physics"``:
+        `physics_s`, per broker at the throttles now; without it, ``"bytes copied"``: measured
+        over ``window`` cluster seconds, the span of history it used, or ``"copy rate within
+        throttles"``: the rate allowed now, when there is no such measure or it is lower,
+        ``window`` None; None while unknown), ``measured`` and ``measured_window`` (the bytes
+        copied over the window, bytes/s, and its span: the physics' cross-check, None without
+        it), ``fallback`` (why the physics was not used, "" when it was).
         All None without progress.
     """
     if not progress:
-        return {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None, "window": None}
+        return {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None, "window": None,
+                "measured": None, "measured_window": None, "fallback": ""}
     total, copied = float(progress["total"]), float(progress["copied"])
     left = max(0.0, total - copied)
-    rate, basis, span = None, None, None
+    measured, span = None, None
     if history:
         t1 = history[-1][0]
         recent = [h for h in history if h[0] >= t1 - window]
         first, last = recent[0], recent[-1]
         if last[0] - first[0] >= min_span and last[1] > first[1]:
-            rate, basis, span = (last[1] - first[1]) / (last[0] - first[0]), "bytes copied", last[0] - first[0]
+            measured, span = (last[1] - first[1]) / (last[0] - first[0]), last[0] - first[0]
+    done = copied / total if total else None
+    physics = progress.get("physics_s")
+    if physics is not None:
+        # The estimate's physics per broker: the copy rate falls as brokers finish and the last
+        # copies of the busiest ones go on alone, which one rate for the whole copy cannot say.
+        return {"rate": left / physics if physics else None, "seconds": 0.0 if left == 0 else physics, "left": left,
+                "done_fraction": done, "basis": "physics", "window": None, "measured": measured,
+                "measured_window": span, "fallback": ""}
+    rate, basis = (measured, "bytes copied") if measured is not None else (None, None)
     allowed = float(progress["rate"]) if progress.get("rate") else None
     # Never above what the throttles allow now: when they come down (the fail-safe, a loop that
     # stopped), the bytes copied over the window would say so only minutes later.
     if allowed is not None and (rate is None or allowed < rate):
         rate, basis, span = allowed, "copy rate within throttles", None
     seconds = 0.0 if left == 0 else (left / rate if rate else None)
-    return {"rate": rate, "seconds": seconds, "left": left, "done_fraction": copied / total if total else None,
-            "basis": basis, "window": span}
+    return {"rate": rate, "seconds": seconds, "left": left, "done_fraction": done, "basis": basis, "window": span,
+            "measured": None, "measured_window": None, "fallback": progress.get("physics_why") or ""}
 
 
 def wall_eta(seconds: float | None, pace: dict | None, as_of: float | None = None) -> tuple[float | None, str]:
@@ -192,12 +208,23 @@ def _status_tiles(status: dict, progress: dict, copy_basis: str | None, detail: 
         # What the ETA assumes, said on the tile: the rate, what it was measured over, on which clock.
         allowed = (f"{_bytes(detail['rate'])}/s " if detail.get("rate") else "") + (
             f"({copy_basis}" + (f"; {bounds}" if bounds else "") + ")" if copy_basis else "")
-        if progress.get("basis") == "bytes copied":
+        if progress.get("basis") == "physics":
+            pending = f"{detail['pending']} copies" if detail.get("pending") is not None else "the copies"
+            eta_note = (f"at the throttles now, per broker, as the estimate models: {pending} from their bytes left "
+                        f"in the replica samples, {_bytes(rate)}/s on average; {clock}")
+            if progress.get("measured"):
+                eta_note += (f"; bytes copied over the last {human_duration(progress['measured_window'])}: "
+                             f"{_bytes(progress['measured'])}/s")
+            if allowed.strip():
+                eta_note += f"; allowed now {allowed}"
+        elif progress.get("basis") == "bytes copied":
             eta_note = (f"at {_bytes(rate)}/s: bytes copied over the last {human_duration(progress['window'])} of "
                         f"the {clock}" + (f"; allowed now {allowed}" if allowed.strip() else ""))
         else:
             eta_note = f"at {_bytes(rate)}/s ({copy_basis or progress.get('basis')}" + (
                 f"; {bounds}" if bounds else "") + f"): the rate the throttles allow now; {clock}"
+        if progress.get("fallback"):
+            eta_note += f" (not per broker: {progress['fallback']})"
         wall, why = wall_eta(progress.get("seconds"), pace if clock_source == "samples" else None, as_of)
         if wall is not None:
             eta_note += f"; ≈ {human_duration(wall)} wall {why}"

@@ -148,6 +148,45 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     return result
 
 
+def time_left(cluster: Cluster, targets: dict[int, list[int]], source, dest, left, part,
+              out_cap: dict[int, float], in_cap: dict[int, float], max_events: int = MAX_EVENTS) -> float:
+    """Seconds until copies under way end, each broker held at the caps it has now: `predict`'s
+    fluid model (max-min fair over the brokers' caps, a copy that ends freeing its share) from
+    the bytes each copy has left, with no throttle decision ahead.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The cluster as it is now (the partitions' in-sync replicas say who copies from whom).
+    targets : dict
+        Partition index -> its target replica list, for each partition still copying.
+    source, dest, left, part : array-like
+        One entry per copy: the broker it copies from, to, its bytes left, its partition's index.
+    out_cap, in_cap : dict
+        Each broker's replication rate out and in (bytes/s); a broker absent from one is not
+        bounded there, and a copy whose two ends are both unbounded is refused.
+
+    Returns
+    -------
+    float
+        Seconds on the clock `left` was measured on. BadInput when a copy cannot progress (a
+        cap of 0) or has no bound at either end.
+    """
+    source, dest = np.asarray(source, dtype=np.int64), np.asarray(dest, dtype=np.int64)
+    left, part = np.maximum(np.asarray(left, dtype=float), 0.0), np.asarray(part, dtype=np.int64)
+    if not len(source):
+        return 0.0
+    unbounded = [(int(s), int(d)) for s, d in zip(source, dest) if s not in out_cap and d not in in_cap]
+    if unbounded:
+        raise BadInput(f"no rate known for the copy from broker {unbounded[0][0]} to {unbounded[0][1]}")
+    live = {b.id for b in cluster.brokers.values() if b.alive} | set(source.tolist()) | set(dest.tolist())
+    run = _FluidRun(cluster, traffic_array(cluster, None), live, targets, source, dest, left, part, {})
+    run.out_cap[:] = [out_cap.get(b, math.inf) for b in run.ids]
+    run.in_cap[:] = [in_cap.get(b, math.inf) for b in run.ids]
+    seconds, _ = run.run(math.inf, 0.0, max(1, math.ceil(len(source) / max_events)))
+    return seconds
+
+
 def _assumptions(moves: int, client_load: float | None, throttle: float | str | None,
                  settings: Settings, traffic: bool = True) -> list[str]:
     """What every estimate assumes, in plain words: the moves at once, the client traffic (the
@@ -519,4 +558,4 @@ class _FluidRun:
         self.window = None
 
 
-__all__ = ["predict", "analytic_estimate", "MAX_EVENTS", "MAX_DECISIONS", "MAX_COPIES"]
+__all__ = ["predict", "time_left", "analytic_estimate", "MAX_EVENTS", "MAX_DECISIONS", "MAX_COPIES"]

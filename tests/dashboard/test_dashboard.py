@@ -171,7 +171,7 @@ def test_the_live_chart_draws_each_role_and_the_empty_start():
 
 def test_eta_progress_events_and_records(tmp_path):
     assert tiles.eta(None) == {"rate": None, "seconds": None, "done_fraction": None, "left": None, "basis": None,
-                               "window": None}
+                               "window": None, "measured": None, "measured_window": None, "fallback": ""}
     # The rate is the bytes copied over the cluster's clock (issue 39: over a stated window).
     e = tiles.eta({"total": 4600, "copied": 4000, "rate": None}, [(0.0, 0, None), (100.0, 2000, None),
                                                                    (200.0, 4000, None)])

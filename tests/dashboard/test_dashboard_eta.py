@@ -209,3 +209,55 @@ def test_the_chart_legend_and_tiles_show_one_poll_even_when_a_poll_lands_between
     # Each refresh streamed one poll's points per line (2 lines per broker, 2 brokers), the first
     # one too: nothing was rebuilt from the whole history.
     assert streamed and set(streamed) == {1} and len(streamed) == 3 * 4
+
+
+def test_the_eta_runs_the_estimates_physics_per_broker_on_the_bytes_left_and_says_so():
+    """Issue 39: one rate for the whole copy lands early when the busiest broker's last copies go
+    on alone. Broker 1 leads three partitions copying to broker 3, broker 2 one; each leads at
+    50 MB/s (its throttle), broker 3 takes 100 MB/s (its NIC, unthrottled). 10 GB left of each:
+    600 s by the estimate's physics (both at 50 MB/s for 200 s, then broker 1 alone for 400 s),
+    where one rate (the 100 MB/s the throttles allow into broker 3) says 400 s."""
+    from kit.dashboard.ledger import CopyLedger, copy_bound, time_left_now
+    from kit.formats import cluster_from_snapshot
+
+    leaders = (1, 1, 1, 2)
+    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r", "net_capacity": 100e6}
+                                                               for b in (1, 2, 3)],
+                                     "partitions": [{"topic": "t", "partition": i, "replicas": [s, 3], "isr": [s],
+                                                     "size": 12e9} for i, s in enumerate(leaders)]})
+    running = {"partitions": [{"topic": "t", "partition": i, "replicas": [s, 3]} for i, s in enumerate(leaders)]}
+    throttles = {1: {"leader": 50e6}, 2: {"leader": 50e6}}
+    nic = {1: 100e6, 2: 100e6, 3: 100e6}
+    sampled = {("t", i, 3): 2e9 for i in range(4)}  # 2 GB of each copied
+    progress = CopyLedger().update(cluster, running, EPOCH + 900, None, sizes=sampled, clock_source="samples")
+    assert progress["copies"] == {("t", i, 3): 10e9 for i in range(4)}
+    seconds, why = time_left_now(cluster, running, progress["copies"], throttles, nic)
+    assert seconds == pytest.approx(600.0) and why == ""
+    bound = copy_bound({1, 2}, {3}, throttles, {}, nic)
+    assert bound["rate"] == pytest.approx(100e6)  # what one rate would have assumed
+    detail = {**progress, "rate": bound["rate"], "into": bound["into"], "out_of": bound["out_of"],
+              "physics_s": seconds, "physics_why": why}
+    history = [(EPOCH + t, 8e9 * t / 900, 100e6, 0.0) for t in range(0, 901, 300)]
+    e = tiles.eta(detail, history)
+    assert e["basis"] == "physics" and e["seconds"] == pytest.approx(600.0)
+    assert e["rate"] == pytest.approx(40e9 / 600) and e["measured"] == pytest.approx(8e9 / 900)
+    text = html.unescape(tiles.progress_view(STATUS, e, detail=detail, copy_basis="throttle",
+                                             clock_source="samples").object)
+    assert "ETA" in text and "10m 00s" in text, text
+    assert ("at the throttles now, per broker, as the estimate models: 4 copies from their bytes left in the "
+            "replica samples, 66.7 MB/s on average; simulated clock (samples); bytes copied over the last "
+            "10m 00s: 8.9 MB/s; allowed now 100.0 MB/s (throttle; into destinations 100.0 MB/s, out of sources "
+            "100.0 MB/s)") in text, text
+
+    # One copy the replica samples do not describe: its bytes left are unknown, so the ETA is the
+    # one rate, and the tile says why.
+    partial = CopyLedger().update(cluster, running, EPOCH + 900, None, sizes=dict(list(sampled.items())[:3]),
+                                  clock_source="samples")
+    assert partial["copies"] is None
+    seconds, why = time_left_now(cluster, running, partial["copies"], throttles, nic)
+    assert seconds is None and why == "the replica samples do not give every copy's bytes left"
+    e = tiles.eta({**partial, "rate": bound["rate"], "physics_s": None, "physics_why": why}, history[:1])
+    assert e["basis"] == "copy rate within throttles" and e["fallback"] == why
+    text = html.unescape(tiles.progress_view(STATUS, e, detail=partial, copy_basis="throttle").object)
+    assert "the rate the throttles allow now; wall clock (not per broker: the replica samples do not give every " \
+           "copy's bytes left)" in text, text

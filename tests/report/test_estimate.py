@@ -219,3 +219,27 @@ def test_what_each_estimate_assumes_is_said_in_plain_words(monkeypatch):
     for jargon in ("fluid model", "analytic", "tails", "snapshot"):
         assert jargon not in said, jargon
     assert "no client traffic (the cluster gives no traffic figures)" in said, said
+
+
+def test_time_left_runs_the_estimates_physics_on_the_bytes_left_at_each_brokers_caps():
+    """The dashboard's ETA (issue 39): broker 1 has three copies left into broker 3, broker 2
+    one; each source sends 50 MB/s at most, broker 3 takes 100 MB/s. Both send 50 MB/s until
+    broker 2's copy ends at 200 s; broker 1's then go on alone at 50 MB/s, 400 s more. One rate
+    for the whole copy (broker 3's 100 MB/s over the 40 GB left) would say 400 s."""
+    from kit.report.estimate import time_left
+
+    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r", "net_capacity": 125e6}
+                                                               for b in (1, 2, 3)],
+                                     "partitions": [{"topic": "t", "partition": i, "replicas": [s], "isr": [s],
+                                                     "size": 12e9} for i, s in enumerate((1, 1, 1, 2))]})
+    targets = {i: [s, 3] for i, s in enumerate((1, 1, 1, 2))}
+    # 2 GB of each partition copied already: 10 GB left per copy.
+    seconds = time_left(cluster, targets, [1, 1, 1, 2], [3, 3, 3, 3], [10e9] * 4, [0, 1, 2, 3],
+                        {1: 50e6, 2: 50e6}, {3: 100e6})
+    assert seconds == pytest.approx(600.0)
+    # A destination the caps leave unbounded takes what its sources send.
+    assert time_left(cluster, targets, [1, 2], [3, 3], [10e9, 5e9], [0, 3], {1: 50e6, 2: 25e6}, {}) == \
+        pytest.approx(200.0)
+    assert time_left(cluster, {}, [], [], [], [], {}, {}) == 0.0
+    with pytest.raises(BadInput, match="no rate known for the copy from broker 1 to 3"):
+        time_left(cluster, targets, [1], [3], [1e9], [0], {}, {})
