@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# CP-SAT's deterministic seconds per program. 1.0 took 1.5-2.5 CPU s on this project's
-# 2-core machine (2026-11) on the 3,893-variable placement program of
-# tests/plan/test_plan_properties.py, whose proof HiGHS took 30 CPU s to finish.
+# CP-SAT's deterministic seconds per program, about 2 CPU s each on this project's 2-core
+# machine (2026-11). At 5 the 3,893-variable placement program of
+# test_rebalance_chooses_replica_sets_for_leadership[args0] finds, in 11.8 CPU s, the optimum
+# HiGHS took 33 to prove (docs/benchmarks.md, "The integer programs' budget").
 WORK_BUDGET = 5.0
 
 
