@@ -23,7 +23,7 @@ def counted():
 os.fork = counted
 from kit.cli import main
 code = main(sys.argv[1:])
-heavy = sorted(m for m in ("numba", "scipy", "ortools") if m in sys.modules)
+heavy = sorted(m for m in ("numba", "scipy", "ortools", "yaml") if m in sys.modules)
 print(json.dumps({"code": code, "heavy": heavy, "forks": len(forks)}))
 """
 
@@ -73,9 +73,10 @@ def replacement(tmp_path_factory):
 
 def test_a_plan_that_solves_no_flow_loads_no_ortools(replacement, tmp_path):
     # A replacement swaps brokers one for one: no flow is solved, and importing OR-Tools would
-    # cost some 0.2-0.3 CPU s of the command's 0.6 s budget (issue 38).
+    # cost some 0.2-0.3 CPU s of the command's 0.6 s budget (issue 38); nor is a YAML file read.
     snapshot, pairs = replacement
     found, plan = probe(snapshot, tmp_path, "replace", "--replace", pairs, "--ignore-warns")
     assert found["code"] == 0
     assert len(plan["partitions"]) > 100  # a real plan was made and reviewed
     assert "ortools" not in found["heavy"]
+    assert "yaml" not in found["heavy"]  # only a pools or parameters file is YAML
