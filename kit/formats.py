@@ -12,7 +12,6 @@ import operator
 from typing import Any
 
 import numpy as np
-import yaml
 
 from kit import collector, validate
 from kit.errors import BadInput
@@ -48,23 +47,26 @@ class OutsideReplicas(BadInput):
         self.topic = topic
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """YAML without anchors' aliases: a parameters or pools file never needs them, and an
-    alias bomb (a few lines expanding to millions of strings) is refused, not expanded."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.YAMLError(f"aliases (*{event.anchor}) are not accepted")
-        return super().compose_node(parent, index)
-
-
 def load_yaml(path: str, what: str) -> Any:
     """A YAML (or JSON) input file, bounded in size, UTF-8, without aliases; `BadInput`
-    names the file and the problem."""
+    names the file and the problem.
+
+    Anchors' aliases are refused, not expanded: a parameters or pools file never needs them,
+    and an alias bomb (a few lines expanding to millions of strings) must not run. PyYAML is
+    imported here, when such a file is read: some 15-60 ms that a plain `kit plan` (issue 38)
+    need not pay."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.YAMLError(f"aliases (*{event.anchor}) are not accepted")
+            return super().compose_node(parent, index)
+
     raw = read_input(path, what, max_bytes=16 << 20)
     try:
-        return yaml.load(raw.decode("utf-8"), Loader=_NoAliasLoader)  # noqa: S506  (a safe loader)
+        return yaml.load(raw.decode("utf-8"), Loader=NoAliasLoader)  # noqa: S506  (a safe loader)
     except UnicodeDecodeError:
         raise BadInput(f"{what} {path}: not a UTF-8 text file") from None
     except yaml.YAMLError as e:

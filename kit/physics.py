@@ -34,7 +34,7 @@ class Flow:
 
 
 def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
-               in_cap: np.ndarray) -> np.ndarray:
+               in_cap: np.ndarray, rounds: list | None = None) -> np.ndarray:
     """Max-min fair rate of each flow of each (source, destination) pair.
 
     Flows between the same two brokers always get the same rate, so the progressive filling
@@ -43,17 +43,23 @@ def pair_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np
 
     Compiled (`fill_kernel`, the same floats) once numba is loaded (`kit.jit.numba_loaded`), as
     a large plan's count balance loads it: a long estimate then fills thousands of times for nothing more.
+    `rounds`, when given, receives the filling's rounds as `filled_rates` gives them (only
+    the array version does: compiled, it stays empty).
     """
     if jit.numba_loaded() and len(src) and (weight > 0).all():
         return fill_kernel.compiled()(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64),
                                       np.asarray(weight, dtype=float), np.asarray(out_cap, dtype=float),
                                       np.asarray(in_cap, dtype=float))
-    return filled_rates(src, dst, weight, out_cap, in_cap)
+    return filled_rates(src, dst, weight, out_cap, in_cap, rounds)
 
 
 def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
-                 in_cap: np.ndarray) -> np.ndarray:
-    """`pair_rates` in numpy operations on the brokers (none on the pairs within a round)."""
+                 in_cap: np.ndarray, rounds: list | None = None) -> np.ndarray:
+    """`pair_rates` in numpy operations on the brokers (none on the pairs within a round).
+
+    `rounds`, when given, receives ``[when, steps]``: the round each resource (broker out
+    0..n-1, broker in n..2n-1) filled in, ``len(steps)`` for never, and each round's level
+    step (`filling_stands` reads them)."""
     n = len(out_cap)
     rate = np.zeros(len(src))
     live = np.flatnonzero(weight > 0)
@@ -77,7 +83,7 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
     # The round each resource filled in (the last round's number: never), and the rate of
     # every pair still filling after each round.
     when = np.full(2 * n, -1)
-    levels = []
+    levels, steps = [], []
     filled = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         while True:
@@ -86,6 +92,7 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
             if level == math.inf:
                 break
             level = max(level, 0.0)
+            steps.append(level)
             np.multiply(w, level, out=taken)
             np.subtract(room, taken, out=room)
             filled += level
@@ -112,7 +119,56 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
     when[when < 0] = len(levels) - 1
     # A pair's rate: the level when the first of its two resources filled (never: the last).
     rate[live] = np.array(levels)[np.minimum(when[s_l], when[n + d_l])]
+    if rounds is not None:
+        rounds[:] = [when, steps]
     return rate
+
+
+def filling_stands(rounds: list, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: np.ndarray,
+                   in_cap: np.ndarray, changed: list[int]) -> bool:
+    """Whether `filled_rates` gives the very rates of the filling whose `rounds` it returned when
+    only the caps of the resources `changed` (numbered as in `rounds`) are now those of
+    `out_cap`/`in_cap`, the pairs and weights the same.
+
+    True when no such resource filled in that filling and, with its new cap, none fills in any
+    round either: its room is followed round by round with the filling's own floats, so every
+    level, every filled resource and every rate stays as it was. False when in doubt (the
+    filling is then made again)."""
+    when, steps = rounds
+    n, never = len(out_cap), len(steps)
+    for j in changed:
+        if when[j] != never:
+            return False
+        if j < n:
+            mine, cap = (src == j) & (weight > 0), out_cap[j]
+            other = n + dst[mine]
+        else:
+            mine, cap = (dst == j - n) & (weight > 0), in_cap[j - n]
+            other = src[mine]
+        taken = weight[mine]
+        if not len(taken):
+            continue  # no flows: its room is never read
+        # Its weight round by round: whole numbers (exact in any order), less the flows frozen
+        # by the other end's filling a round before.
+        w = float(taken.sum())
+        frozen = np.bincount(when[other], taken, never + 1).tolist()
+        room = float(cap)
+        for k, level in enumerate(steps):
+            if k:
+                w -= frozen[k - 1]
+            if w == 0:
+                if room > 0:
+                    continue  # every flow frozen: an endless limit, as in the filling
+                return False
+            if room / w <= level + (level * 1e-12 + 1e-12):
+                return False
+            room -= w * level
+        # After the last round every limit was endless: so must this one be still.
+        if never and frozen[never - 1]:
+            w -= frozen[never - 1]
+        if w != 0 and room != math.inf or w == 0 and not room > 0:
+            return False
+    return True
 
 
 def fair_rates(flows: list[Flow], out_cap: dict[int, float], in_cap: dict[int, float]) -> None:

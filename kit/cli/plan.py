@@ -31,8 +31,8 @@ from kit.errors import BadInput, Unsafe
 from kit.files import same_file, write_atomic
 from kit.progress import Progress
 
-# Imported when used (see kit.cli.lazy): the planners load OR-Tools and SciPy (about a second),
-# the rest numpy.
+# Imported when used (see kit.cli.lazy): the planners load numpy, OR-Tools when they solve a flow
+# and SciPy for an exact leader order (about a second together), the rest numpy.
 planner = lazy_module("kit.plan")
 pooled = lazy_module("kit.plan.pooled")
 pools = lazy_module("kit.plan.pools")

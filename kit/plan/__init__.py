@@ -1,8 +1,9 @@
 """Planners: cluster in, plan out, no I/O. One module per action.
 
 Importing this package imports no planner: `kit plan --help` declares its subcommands from
-ACTIONS, and the planners load OR-Tools and numpy (most of a second). `plan_X` is imported
-from its module in kit.plan.actions the first time it is read, here or through its Action.
+ACTIONS, and the planners load numpy (and OR-Tools once they solve a flow: kit.plan.solvers;
+most of a second together). `plan_X` is imported from its module in kit.plan.actions the
+first time it is read, here or through its Action.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Setti
 from kit.errors import BadInput
 from kit.model import Cluster
 from kit.nic import broker_capacity
-from kit.physics import bytes_per_broker, copy_arrays, flow_arrays, lower_bound, pair_rates
+from kit.physics import bytes_per_broker, copy_arrays, filling_stands, flow_arrays, lower_bound, pair_rates
 from kit.traffic import ClientTraffic, broker_traffic, layout, traffic_array
 
 MAX_EVENTS = 1500  # rate recomputations for copies finishing; past this, copies finish in groups
@@ -286,6 +286,7 @@ class _FluidRun:
         self.peaked = self.noted = False
         self.version, self.window, self.finished = 0, None, 0
         self.quiet = None  # the inputs of the last round, when it changed nothing
+        self.last_fill: tuple | None = None  # see `fill`
         self.auto: AutoThrottle | None = None
         self.settings: Settings | None = None
         self.replay = False
@@ -364,7 +365,7 @@ class _FluidRun:
             self.pair_ended = False
         live = self.live
         weight = self.weight[live]
-        r = pair_rates(self.live_src, self.live_dst, weight, self.out_cap, self.in_cap)
+        r = self.fill(weight)
         moving = r > 0
         if moving.all():  # the usual step: no pair at rate 0, nothing to keep apart
             ahead = None
@@ -394,6 +395,22 @@ class _FluidRun:
         self.version += 1
         self.noted = False
         return rate, t_event
+
+    def fill(self, weight: np.ndarray) -> np.ndarray:
+        """`pair_rates` of the pairs still copying (`weight` copies each), or the last filling's
+        when no copy finished since and only caps it left unfilled changed, in ways that leave
+        every round as it was (`physics.filling_stands`; 31% of the fillings of a 5,000-partition
+        az-loss are such)."""
+        last = self.last_fill
+        if last is not None and last[0] == self.finished:
+            changed = np.flatnonzero(self.caps.ravel() != last[1]).tolist()
+            if filling_stands(last[3], self.live_src, self.live_dst, weight, self.out_cap, self.in_cap, changed):
+                return last[2]
+        rounds: list = []
+        r = pair_rates(self.live_src, self.live_dst, weight, self.out_cap, self.in_cap, rounds)
+        # (copy-finishing steps, the caps, the rates, the rounds); none when compiled (no rounds)
+        self.last_fill = (self.finished, self.caps.ravel().copy(), r, rounds) if rounds else None
+        return r
 
     def coasting(self) -> bool:
         """Whether the rounds ahead change nothing but the copies' progress until a copy ends:

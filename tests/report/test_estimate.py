@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kit import plan as planners
 from kit.throttle.decide import Settings
+from kit.report import estimate
 from kit.report.estimate import predict
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_snapshot
@@ -57,6 +58,27 @@ def test_grouped_copies_stay_close_to_the_exact_model(make_snapshot):
     assert coarse["estimate_s"] >= coarse["lower_bound_s"]
     assert coarse["estimate_s"] == pytest.approx(exact["estimate_s"], rel=0.10)
     assert any("groups" in a for a in coarse["assumptions"])
+
+
+@pytest.mark.parametrize("scenario", ["az-loss", "scale-out"])
+def test_a_filling_kept_under_changed_caps_gives_the_figures_of_filling_again(make_snapshot, monkeypatch,
+                                                                            scenario):
+    # The run keeps its last filling when only caps that never bound it changed
+    # (physics.filling_stands): every figure as when it fills every time.
+    c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", scenario, "--client-load", "0.5")))
+    moves = _plan(c, scenario).reassignment()["partitions"]
+    kept = []
+    stands = estimate.filling_stands
+
+    def counted(*args):
+        kept.append(stands(*args))
+        return kept[-1]
+
+    monkeypatch.setattr(estimate, "filling_stands", counted)
+    fast = predict(c, moves)
+    monkeypatch.setattr(estimate, "filling_stands", lambda *args: False)
+    assert predict(c, moves) == fast
+    assert any(kept)  # the filling was kept at least once
 
 
 def test_the_what_if_and_a_fixed_throttle_are_what_the_simulator_runs(make_snapshot):

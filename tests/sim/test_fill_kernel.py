@@ -1,5 +1,7 @@
 """The compiled progressive filling (kit/fill_kernel.py) makes the very floats of the
-array version (`physics.filled_rates`), which the duration estimates' figures rest on."""
+array version (`physics.filled_rates`), which the duration estimates' figures rest on; and
+`physics.filling_stands` says a filling stands under changed caps only when filling again gives
+its very floats."""
 from __future__ import annotations
 
 import numpy as np
@@ -53,3 +55,36 @@ def test_a_filling_of_many_pairs_over_150_brokers():
     want = physics.filled_rates(src, dst, weight, caps[0], caps[1])
     assert np.array_equal(fill_kernel.compiled()(src, dst, weight, caps[0], caps[1]), want)
     assert (want > 0).all()
+
+
+@settings(max_examples=400, deadline=None)
+@given(fillings(), st.data())
+def test_a_filling_said_to_stand_is_the_filling_made_again(case, data):
+    src, dst, weight, out_cap, in_cap = case
+    rounds = []
+    before = physics.filled_rates(*case, rounds=rounds)
+    caps = np.concatenate([out_cap, in_cap])
+    changed = sorted(set(data.draw(st.lists(st.integers(0, len(caps) - 1), min_size=1, max_size=3))))
+    for j in changed:
+        caps[j] = data.draw(st.one_of(CAPS, st.floats(0, 2e8)))
+    n = len(out_cap)
+    after = physics.filled_rates(src, dst, weight, caps[:n], caps[n:])
+    if physics.filling_stands(rounds, src, dst, weight, caps[:n], caps[n:], changed):
+        assert np.array_equal(after, before, equal_nan=True)
+
+
+def test_a_cap_that_never_bound_may_change_and_one_that_bound_may_not():
+    # Broker 0 sends to 1 and 2; 1 receives at most 10, so 0's out cap of 100 never binds.
+    src, dst, weight = np.array([0, 0]), np.array([1, 2]), np.array([1.0, 1.0])
+    out_cap, in_cap = np.array([100.0, 50.0, 50.0]), np.array([50.0, 10.0, 50.0])
+    rounds = []
+    before = physics.filled_rates(src, dst, weight, out_cap, in_cap, rounds)
+    assert before.tolist() == [10.0, 50.0]
+    lower = np.array([70.0, 50.0, 50.0])  # still above 10 + 50 (a tie would fill it): stands
+    assert physics.filling_stands(rounds, src, dst, weight, lower, in_cap, [0])
+    assert np.array_equal(physics.filled_rates(src, dst, weight, lower, in_cap), before)
+    binding = np.array([40.0, 50.0, 50.0])  # 0 now fills first: 20 each
+    assert not physics.filling_stands(rounds, src, dst, weight, binding, in_cap, [0])
+    assert physics.filled_rates(src, dst, weight, binding, in_cap).tolist() == [10.0, 30.0]
+    wider = np.array([50.0, 20.0, 50.0])  # 1's in cap bound the first round
+    assert not physics.filling_stands(rounds, src, dst, weight, out_cap, wider, [4])

@@ -9,9 +9,9 @@ push-relabel solver does the work.
 from __future__ import annotations
 
 import numpy as np
-from ortools.graph.python import max_flow, min_cost_flow
 
 from kit.plan.solvers.split_flow import repaired_assignment
+from kit.plan.solvers import new_max_flow, new_min_cost_flow
 
 
 def bounded_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray,
@@ -85,7 +85,7 @@ def _bounded_flow(weight, item_of_arc, group_of_arc, group_lo, group_hi, parent_
                                                  parent_of_group, parent_lo, parent_hi)
     if (all_c < 0).any():
         return None
-    mf = max_flow.SimpleMaxFlow()
+    mf = new_max_flow()
     mf.add_arcs_with_capacity(all_t, all_h, all_c)
     mf.solve(_S2, _T2)
     if mf.optimal_flow() < demand:
@@ -264,7 +264,7 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
         heads.append(np.full(n_par, sink))
         caps.append(parent_hi - parent_lo)
         costs.append(np.zeros(n_par, dtype=np.int64))
-    mcf = min_cost_flow.SimpleMinCostFlow()
+    mcf = new_min_cost_flow()
     mcf.add_arcs_with_capacity_and_unit_cost(np.concatenate(tails), np.concatenate(heads),
                                              np.concatenate(caps), np.concatenate(costs))
     mcf.set_nodes_supplies(np.arange(supply.size), supply)

@@ -29,9 +29,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from ortools.graph.python import max_flow, min_cost_flow
 
 from kit.concurrency import second_core
+from kit.plan.solvers import new_max_flow, new_min_cost_flow
 
 # scipy loads in the two functions that use it, not here: importing it takes most of a second
 # and only networks of `flow.SPLIT_LIMIT` items or more come this way (tests/test_imports.py).
@@ -214,7 +214,7 @@ def _solve_batch(arcs, items, local_item, groups, local_group, gr, cost, tier_ca
     sink = 0  # then the items, then the groups
     tails = np.concatenate([1 + local_item, 1 + ni + tier_tail])
     heads = np.concatenate([1 + ni + local_group, np.full(tier_tail.size, sink)])
-    mcf = min_cost_flow.SimpleMinCostFlow()
+    mcf = new_min_cost_flow()
     mcf.add_arcs_with_capacity_and_unit_cost(tails, heads, np.concatenate([np.ones(arcs.size, np.int64), caps[keep]]),
                                              np.concatenate([cost[arcs], tier_unit[keep]]))
     supply = np.zeros(1 + ni + ng, dtype=np.int64)
@@ -406,7 +406,7 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
         back = on[zero_item]
         item, group = net.it[zero_item], net.grp[zero_item]
         item_tail = item + back * (group - item)  # np.where(back, group, item), without its branches
-        mf = max_flow.SimpleMaxFlow()
+        mf = new_max_flow()
         s, t = net.size, net.size + 1
         mf.add_arcs_with_capacity(np.concatenate([item_tail, tail[zero], np.full(src.size, s), dst]),
                                   np.concatenate([item + group - item_tail, head[zero], src, np.full(dst.size, t)]),

@@ -11,10 +11,10 @@ broker's number of peers (degree) at or above where the plan started.
 from __future__ import annotations
 
 import numpy as np
-from ortools.graph.python import min_cost_flow
 
 from kit.plan.objectives import COUNT_SPREAD
 from kit.plan.racks import spans
+from kit.plan.solvers import new_min_cost_flow
 from kit.plan.steps.count_balance import balance_counts, count_range
 from kit.plan.workspace import Workspace
 
@@ -129,7 +129,7 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
     heads += [sink] * nt
     caps += list(hi - lo)
     costs += [0] * nt
-    mcf = min_cost_flow.SimpleMinCostFlow()
+    mcf = new_min_cost_flow()
     mcf.add_arcs_with_capacity_and_unit_cost(np.array(tails), np.array(heads), np.array(caps), np.array(costs))
     mcf.set_nodes_supplies(np.arange(sink + 1), supply)
     if mcf.solve() != mcf.OPTIMAL:

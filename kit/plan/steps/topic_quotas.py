@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from ortools.graph.python import min_cost_flow
 
+from kit.plan.solvers import new_min_cost_flow
 from kit.plan.steps.count_balance import count_range
 from kit.plan.workspace import Workspace
 
@@ -204,7 +204,7 @@ class TopicFlow(NamedTuple):
     def quotas(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Solved: the replicas of each topic that leave and that reach each broker index,
         (leave, arrive) by (topic, broker index); None when the flow finds no such moves."""
-        flow = min_cost_flow.SimpleMinCostFlow()
+        flow = new_min_cost_flow()
         flow.add_arcs_with_capacity_and_unit_cost(self.tails, self.heads, self.caps, self.costs)
         flow.set_nodes_supplies(np.arange(self.supply.size), self.supply)
         if flow.solve() != flow.OPTIMAL:
