@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kit import jit
 from kit import plan as planners
 from kit.throttle.decide import Settings
 from kit.report import estimate
@@ -64,7 +65,10 @@ def test_grouped_copies_stay_close_to_the_exact_model(make_snapshot):
 def test_a_filling_kept_under_changed_caps_gives_the_figures_of_filling_again(make_snapshot, monkeypatch,
                                                                             scenario):
     # The run keeps its last filling when only caps that never bound it changed
-    # (physics.filling_stands): every figure as when it fills every time.
+    # (physics.filling_stands): every figure as when it fills every time. The filling it keeps
+    # is the array one's (compiled, it fills every time), so this runs it whether or not another
+    # test in this process has loaded numba.
+    monkeypatch.setattr(jit, "numba_loaded", lambda: False)
     c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", scenario, "--client-load", "0.5")))
     moves = _plan(c, scenario).reassignment()["partitions"]
     kept = []
