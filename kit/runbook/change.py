@@ -453,11 +453,12 @@ def progress_line(st: dict, total: int, history: list[tuple[float, int]], estima
     now = history[-1][0] if history else 0.0
     rate = steady_rate(history)
     on = CLOCK_NAMES.get(clock, clock)
-    if physics and physics.get("seconds") is not None:
+    if physics and physics.get("seconds") is not None and st["reassigning_partitions"]:
+        # Once nothing is reassigning, the last sample's time left is no longer true.
         average = (f", {physics['left'] / physics['seconds'] / 1e6:,.1f} MB/s on average"
                    if physics["seconds"] else "")
         eta = (f"ETA {human_duration(physics['seconds'])} (at the throttles now, per broker, as the estimate "
-               f"models: {physics['copies']} copies from their {physics['left'] / 1e9:,.1f} GB left in the replica "
+               f"models: {physics['copies']} cop{'y' if physics['copies'] == 1 else 'ies'} from their {physics['left'] / 1e9:,.1f} GB left in the replica "
                f"samples{average}; {on})")
     elif rate:
         eta = f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(left / rate)} (measured rate; {on})"

@@ -155,6 +155,11 @@ def test_with_each_copys_bytes_left_the_eta_is_the_estimates_physics_as_the_dash
                          "their 40.0 GB left in the replica samples, 66.7 MB/s on average; the simulated "
                          "cluster's clock)"), text
 
+    # Done: the last sample's time left is not shown as the time left.
+    done = progress_line({"bytes_left": 0, "reassigning_partitions": 0}, total, history + [(85.0, 0)], None,
+                         "simulated", physics)
+    assert "at the throttles now" not in done and "0 partition(s)" in done, done
+
     # One copy the samples do not describe: today's line (the measured rate), not a wrong figure.
     (tmp_path / "replica" / "20260101T000000Z.jsonl").write_text(
         '{"ts": "2026-01-01T00:15:00Z", "broker": 3, "topic": "t", "partition": 0, "size_bytes": 2000000000}\n')
