@@ -6,7 +6,10 @@ kit shows or uses it. Pure: no I/O.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kit.errors import BadInput
+from kit.model import Broker
 
 
 def broker_capacity(broker, cap_map: dict[str, float] | None = None, fact: dict | None = None,
@@ -52,3 +55,22 @@ def broker_capacity(broker, cap_map: dict[str, float] | None = None, fact: dict 
             return float(cap)
     what = f"instance type {kind!r}" if kind else "no instance type"
     raise BadInput(f"broker {broker.id} has {what} and no net_capacity: give its capacity with --cap-map")
+
+
+def nic_by_broker(brokers: dict, cap_map: dict[str, float] | None = None, facts: dict | None = None,
+                  instance_types: dict | None = None) -> dict[int, float]:
+    """Each broker's NIC (bytes/s) by `broker_capacity`, as the auto-throttle has it: `brokers`
+    (id -> Broker), the simulated cluster's `facts` (``{"1001": {...}}``), and the instance type
+    the samples give (`instance_types`, id -> type) where a broker says none; a broker named by
+    the facts or the samples alone counts too. A broker with no figure is left out."""
+    facts, instance_types = facts or {}, instance_types or {}
+    out = {}
+    for b in sorted(set(brokers) | set(instance_types) | {int(f) for f in facts if str(f).isdigit()}):
+        broker = brokers.get(b) or Broker(b)
+        if broker.instance_type is None and instance_types.get(b) is not None:
+            broker = replace(broker, instance_type=instance_types[b])
+        try:
+            out[b] = broker_capacity(broker, cap_map, facts.get(str(b)))
+        except BadInput:
+            continue
+    return out

@@ -2,15 +2,14 @@
 copied, and how long the rest takes.
 
 `copy_bound` bounds the copy rate by what is measured, the throttles and the NICs;
-`CopyLedger` counts bytes to copy and copied across polls; `time_left_now` runs the duration
-estimate's copy physics on the bytes left. `kit.dashboard.poller` feeds them.
+`CopyLedger` counts bytes to copy and copied across polls (its bytes left per copy by
+`kit.report.copies.bytes_left`, which the ETA, `kit.report.copies.time_left_now`, runs the
+duration estimate's physics on). `kit.dashboard.poller` feeds them.
 """
 from __future__ import annotations
 
-from kit.errors import BadInput
 from kit.model import Cluster
-from kit.report.estimate import time_left
-from kit.traffic import leader_of
+from kit.report.copies import bytes_left
 
 
 def copy_bound(sources, dests, throttles: dict, samples: dict, nic: dict) -> dict:
@@ -126,58 +125,6 @@ class CopyLedger:
         basis = ("replica sizes" if sizes and not unsampled else
                  "in-sync replicas + copy rate x cluster time" if not sizes else
                  "replica sizes + copy rate x cluster time")
-        # Bytes left per copy, known only when the samples describe every copy under way.
-        copies = {k: v - min(sizes[k], v) for k, v in pending.items()} if not unsampled else None
+        copies = bytes_left(pending, sizes)
         return {"total": total, "copied": copied, "left": total - copied, "started": self.started,
                 "basis": basis, "pending": len(pending), "pairs": len(self.pairs), "copies": copies}
-
-
-def time_left_now(cluster: Cluster, running: dict, copies: dict | None, throttles: dict,
-                  nic: dict) -> tuple[float | None, str]:
-    """Seconds until the running reassignment ends with every broker held at the rate its
-    throttles (or, unthrottled, its NIC) allow now: the duration estimate's physics
-    (`kit.report.estimate.time_left`: each copy from its partition's leader, a broker's copies
-    sharing its caps, a broker that finishes freeing its share) on the bytes each copy has left.
-
-    Parameters
-    ----------
-    cluster : Cluster
-        The cluster as read now (in-sync replicas and leaders).
-    running : dict
-        The reassignment in flight (Kafka's ``partitions`` list).
-    copies : dict or None
-        `CopyLedger.update`'s ``copies``: bytes left per (topic, partition, destination), None
-        when the samples do not give them all.
-    throttles, nic : dict
-        As `copy_bound` takes them.
-
-    Returns
-    -------
-    (float or None, str)
-        The seconds (on the clock the bytes left were sampled on) and "", or None and why not.
-    """
-    if copies is None:
-        return None, "the replica samples do not give every copy's bytes left"
-    live = {b.id for b in cluster.brokers.values() if b.alive}
-    index = {p.key: i for i, p in enumerate(cluster.partitions)}
-    targets = {index[(m["topic"], int(m["partition"]))]: [int(b) for b in m["replicas"]]
-               for m in running.get("partitions", []) if (m["topic"], int(m["partition"])) in index}
-    rows = []
-    for (topic, partition, dest), left in sorted(copies.items()):
-        i = index.get((topic, partition))
-        source = leader_of(cluster.partitions[i], live) if i is not None else None
-        if source is None:
-            return None, f"{topic}-{partition} has no live in-sync replica to copy from"
-        rows.append((source, dest, left, i))
-    caps = []
-    for role in ("leader", "follower"):
-        cap = {}
-        for b in {r[0] if role == "leader" else r[1] for r in rows}:
-            known = [float(v) for v in ((throttles.get(b) or {}).get(role), nic.get(b)) if v is not None]
-            if known:
-                cap[b] = min(known)
-        caps.append(cap)
-    try:
-        return time_left(cluster, targets, *zip(*rows), *caps) if rows else 0.0, ""
-    except BadInput as e:
-        return None, str(e)

@@ -14,7 +14,6 @@ and the auto-throttle's health in `kit.dashboard.loop_health`.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 import time
@@ -23,13 +22,14 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from kit.cluster.backend import ClusterAddress, Connection, Reading, Throttling, open_backend
-from kit.dashboard.ledger import CopyLedger, copy_bound, time_left_now
+from kit.dashboard.ledger import CopyLedger, copy_bound
 from kit.dashboard.loop_health import LoopWatch
-from kit.dashboard.readers import EventTail, read_records, replica_sizes, samples_clock, sim_pace
+from kit.dashboard.readers import EventTail, read_records, samples_clock, sim_pace
 from kit.errors import BadInput
-from kit.model import Broker, Cluster
-from kit.nic import broker_capacity
-from kit.throttle.configs import FOLLOWER_RATE, LEADER_RATE
+from kit.model import Cluster
+from kit.nic import nic_by_broker
+from kit.report.copies import time_left_now
+from kit.throttle.configs import broker_rates
 from kit.throttle.loop import reassignment_roles
 
 
@@ -37,7 +37,7 @@ class PolledCluster(Connection, Reading, Throttling, Protocol):
     """What the poller needs of a cluster's backend: it reads the cluster and the throttles in
     force, and changes nothing."""
 from kit.throttle.sources import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
-from kit.throttle.sources import SampleDirMetrics
+from kit.throttle.sources import SampleDirMetrics, replica_sizes
 from kit.throttle.replay import rates_in_force
 
 # Throttle rows kept for new sessions: at 2 s per poll and a few dozen brokers, hours of history.
@@ -170,31 +170,6 @@ class Poller:
             self._backend.follow()  # the poller reads the cluster again and again, and changes nothing
         return self._backend
 
-    def _throttle_rates(self, backend: Throttling) -> dict[int | str, dict[str, float]]:
-        """Each throttled broker's leader and follower rate in force (bytes/s), by id."""
-        out = {}
-        for name, keys in backend.throttles()[0].items():
-            rates = {role: float(keys[key]) for role, key in (("leader", LEADER_RATE), ("follower", FOLLOWER_RATE))
-                     if key in keys}
-            if rates:
-                out[int(name) if name.isdigit() else name] = rates
-        return out
-
-    def _nic(self, cluster: Cluster | None, sampled: dict[int, dict]) -> dict[int, float]:
-        """Each broker's NIC (bytes/s) as the auto-throttle has it (`kit.nic.broker_capacity`,
-        the instance type from the samples where the cluster says none, as the loop reads it);
-        a broker with none is left out."""
-        facts = (self._facts or {}).get("brokers") or {}
-        brokers = dict(cluster.brokers) if cluster is not None else {}
-        out = {}
-        for b in sorted(set(brokers) | set(sampled) | {int(f) for f in facts if str(f).isdigit()}):
-            broker = brokers.get(b) or Broker(b)
-            if broker.instance_type is None and (sampled.get(b) or {}).get("instance_type") is not None:
-                broker = replace(broker, instance_type=sampled[b]["instance_type"])
-            with contextlib.suppress(BadInput):
-                out[b] = broker_capacity(broker, self.cap_map, facts.get(str(b)))
-        return out
-
     def poll(self) -> State:
         """Read every source once and publish a new `State` (errors are kept, never raised)."""
         now = time.time()
@@ -211,7 +186,7 @@ class Poller:
                 status = backend.status()
                 cluster, cluster_version = self._read_placement(backend, now, st, status)
                 fresh, running = self._read
-                rates = self._throttle_rates(backend)
+                rates = broker_rates(backend.throttles()[0])
             except BadInput as e:
                 error = str(e)
             except Exception as e:  # noqa: BLE001  (a cluster hiccup shows on the page, the poller goes on)
@@ -236,7 +211,8 @@ class Poller:
         progress, history, basis = st.progress, st.history, st.copy_basis
         if self.live and error is None and status is not None:
             if fresh is not None or not status.get("reassigning_partitions"):
-                nic = self._nic(fresh, sampled) if running else {}
+                nic = nic_by_broker(fresh.brokers, self.cap_map, (self._facts or {}).get("brokers"),
+                                    {b: r.get("instance_type") for b, r in sampled.items()}) if running else {}
                 bound = copy_bound(sources, dests, rates, net, nic) if running else \
                     {"rate": None, "into": None, "out_of": None, "basis": None}
                 progress, history = self._progress(st, fresh, running, bound, now, clock, clock_source)
@@ -322,7 +298,7 @@ class Poller:
         return progress, history
 
     def _time_left(self, progress: dict, fresh: Cluster, running: dict, rates: dict, nic: dict) -> dict:
-        """`progress` with ``physics_s`` (`ledger.time_left_now`: seconds left, as of the samples'
+        """`progress` with ``physics_s`` (`kit.report.copies.time_left_now`: seconds left, as of the samples'
         clock, None when it cannot be known) and ``physics_why`` (why not); worked out again only
         when the bytes left or the rates changed (a poll between two samples changes neither)."""
         copies = progress.pop("copies", None)

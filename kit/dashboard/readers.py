@@ -162,44 +162,6 @@ def samples_clock(folder: str | None) -> tuple[float | None, dict[int, dict]]:
     return max(t for t, _ in newest.values()), {b: r for b, (_, r) in newest.items()}
 
 
-def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]:
-    """Bytes each asked replica holds, from the newest replica samples (``replica/*.jsonl``).
-
-    Parameters
-    ----------
-    folder : str or None
-        The samples folder.
-    wanted : set of (topic, partition, broker)
-        The replicas asked about (the destinations still copying).
-
-    Returns
-    -------
-    dict
-        ``{(topic, partition, broker): size_bytes}`` for those the newest file describes: a
-        replica being copied holds the bytes copied so far (what Kafka's DescribeLogDirs says).
-    """
-    if not folder or not wanted:
-        return {}
-    files = sorted(glob.glob(os.path.join(folder, "replica", "*.jsonl")))
-    for f in reversed(files[-2:]):  # the newest complete file (each is written aside, then renamed)
-        out = {}
-        try:
-            with open(f, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        r = json.loads(line)
-                        key = (r["topic"], int(r["partition"]), int(r["broker"]))
-                    except (ValueError, KeyError, TypeError):
-                        continue
-                    if key in wanted and r.get("size_bytes") is not None:
-                        out[key] = int(r["size_bytes"])
-        except OSError:
-            continue
-        if out:
-            return out
-    return {}
-
-
 def sim_pace(folder: str | None) -> dict | None:
     """How fast a simulated cluster's clock goes, as its controller publishes it
     (`kit.clock_file`: the dashboard does not import the simulator).

@@ -30,7 +30,7 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
         throttles allow now (bytes/s per second of the cluster's clock; see
         `kit.dashboard.ledger.copy_bound`), None when unknown, and ``physics_s``: the seconds
         left by the duration estimate's physics at the throttles now
-        (`kit.dashboard.ledger.time_left_now`), None or absent when the bytes left per copy are
+        (`kit.report.copies.time_left_now`), None or absent when the bytes left per copy are
         not known (``physics_why`` says why).
     history : sequence of tuple
         ``(cluster seconds, bytes copied, ...)`` observations of this reassignment, oldest first.

@@ -10,11 +10,15 @@ import sys
 import time
 from dataclasses import dataclass
 from html import escape
+from typing import Protocol
 
+from kit.cluster.backend import Reading, Throttling
 from kit.errors import BadInput, Unreachable
 from kit.events import stamp, utc_now
 from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.model import Plan
+from kit.nic import nic_by_broker
+from kit.report.copies import bytes_left, copies_under_way, time_left_now
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
 from kit.runbook.display import events_table, in_kernel, live_notebook
 from kit.runbook.environment import Environment, loop_interval, rollback_path, simulated_sample_every
@@ -25,8 +29,10 @@ from kit.runbook.replay import (ChangeResult, change_span, copy_end, floor_time,
 from kit.sim.clock import Hold
 from kit.sim.physics import SAMPLE_EPOCH
 from kit.text import human_duration
+from kit.throttle.configs import broker_rates
 from kit.throttle.decide import Settings
 from kit.throttle.loop import ACTOR, reassignment_roles
+from kit.throttle.sources import replica_sizes
 
 
 class _Progress:
@@ -205,6 +211,7 @@ def _monitor(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_
     progress, total, warned, drawn = [], None, False, 0.0
     looks: list[tuple[float, int]] = []  # (seconds since apply on the cluster's clock, bytes left)
     estimate = ((record.doc.get("plan") or {}).get("estimate_s") if record is not None else None)
+    physics, sampled_at = None, None  # the ETA by the copies' bytes left, and the sample it is of
     while time.monotonic() - t0 < max_wait_s:
         st = _status(env)
         if st is None:  # the cluster did not answer this time: the copy goes on, look again
@@ -215,7 +222,12 @@ def _monitor(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_
         progress.append({"wall_s": round(elapsed, 2), "bytes_left": st["bytes_left"],
                          "partitions_left": st["reassigning_partitions"]})
         looks.append((simulated_now(change.samples) if env.simulated else elapsed, st["bytes_left"]))
-        shown.text(progress_line(st, total, looks, estimate, change.clock))
+        if env.simulated and st["reassigning_partitions"] and looks[-1][0] != sampled_at:
+            # The simulated cluster's replica samples give each copy's bytes left: worked out
+            # again when a new sample came (the copies and the loop's rates move only then).
+            sampled_at = looks[-1][0]
+            physics = _time_left(env, change.samples) or physics
+        shown.text(progress_line(st, total, looks, estimate, change.clock, physics))
         if auto and elapsed - drawn >= 5.0 and os.path.exists(change.events):
             drawn = elapsed  # the live throttle chart, redrawn every few seconds
             shown.chart(throttle_chart(ChangeResult(False, elapsed, None, change.events, change.samples,
@@ -238,6 +250,43 @@ def _monitor(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_
 # Between two looks at the progress through the Admin API: each look is a request per broker
 # (log dirs, configs), which a cluster's brokers answer beside their clients.
 MONITOR_EVERY_S = 2.0
+
+
+class WatchedCluster(Reading, Throttling, Protocol):
+    """What the progress line's ETA reads of a cluster: its placement and the throttles in force;
+    it changes nothing."""
+
+
+def time_left_by_samples(backend: WatchedCluster, samples: str, cap_map: dict | None = None) -> dict:
+    """The running reassignment's time left by the duration estimate's physics at the throttles
+    in force now (`kit.report.copies.time_left_now`, the dashboard's ETA rule) on the bytes each
+    copy has left in the replica samples (``samples``/replica).
+
+    Returns
+    -------
+    dict
+        ``seconds`` (on the samples' clock, from the newest sample; None when it cannot be
+        known), ``why`` (why not, else ""), ``copies`` (copies under way) and ``left`` (their
+        bytes left by the samples, None without them). Each broker's NIC is `kit.nic`'s figure
+        from the cluster, the simulated cluster's facts and `cap_map`.
+    """
+    cluster, running = backend.read()
+    to_copy = copies_under_way(cluster, running)
+    copies = bytes_left(to_copy, replica_sizes(samples, set(to_copy)))
+    nic = nic_by_broker(cluster.brokers, cap_map, (backend.sim_facts() or {}).get("brokers"))
+    seconds, why = time_left_now(cluster, running or {}, copies, broker_rates(backend.throttles()[0]), nic)
+    return {"seconds": seconds, "why": why, "copies": len(to_copy),
+            "left": sum(copies.values()) if copies is not None else None}
+
+
+def _time_left(env: Environment, samples: str) -> dict | None:
+    """`time_left_by_samples` on the change's cluster; None when it did not answer (the line
+    keeps the last figure)."""
+    try:
+        with env.backend() as backend:
+            return time_left_by_samples(backend, samples, env.cap_map)
+    except Unreachable:
+        return None
 
 
 def _status(env: Environment) -> dict | None:
@@ -391,18 +440,27 @@ def _look_at(history: list[tuple[float, int]], t: float) -> tuple[float, int]:
 
 
 def progress_line(st: dict, total: int, history: list[tuple[float, int]], estimate_s: float | None = None,
-                  clock: str = "wall") -> str:
+                  clock: str = "wall", physics: dict | None = None) -> str:
     """'[####....] 42.0%  600.1 GB left in 87 partition(s), 1h 02m since apply, 61.2 MB/s, ETA
     3h 10m (measured rate; wall clock)'. `history` is every look so far, (seconds since apply
-    on the cluster's `clock`, bytes left), the latest last. The ETA is the measured rate's once
-    it is steady (`steady_rate`); until then what is left of the plan's `estimate_s`, said so."""
+    on the cluster's `clock`, bytes left), the latest last. With `physics`
+    (`time_left_by_samples`' dict) giving seconds, the ETA is the duration estimate's physics
+    on each copy's bytes left, as the dashboard's; else the measured rate's once it is steady
+    (`steady_rate`); until then what is left of the plan's `estimate_s`, said so."""
     left = st["bytes_left"]
     share = 1 - left / total if total else 1.0
     share = min(max(share, 0.0), 1.0)
     now = history[-1][0] if history else 0.0
     rate = steady_rate(history)
     on = CLOCK_NAMES.get(clock, clock)
-    if rate:
+    if physics and physics.get("seconds") is not None and st["reassigning_partitions"]:
+        # Once nothing is reassigning, the last sample's time left is no longer true.
+        average = (f", {physics['left'] / physics['seconds'] / 1e6:,.1f} MB/s on average"
+                   if physics["seconds"] else "")
+        eta = (f"ETA {human_duration(physics['seconds'])} (at the throttles now, per broker, as the estimate "
+               f"models: {physics['copies']} cop{'y' if physics['copies'] == 1 else 'ies'} from their {physics['left'] / 1e9:,.1f} GB left in the replica "
+               f"samples{average}; {on})")
+    elif rate:
         eta = f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(left / rate)} (measured rate; {on})"
     elif estimate_s is not None and estimate_s > now:
         eta = f"ETA {human_duration(estimate_s - now)} (the plan's estimate; measured rate not steady yet; {on})"

@@ -39,3 +39,16 @@ def throttle_configs(cluster: Cluster, moves: list[dict], rate: float) -> tuple[
               for t in sorted(leaders)}
     value = str(int(rate))
     return topics, {b: {LEADER_RATE: value, FOLLOWER_RATE: value} for b in sorted(brokers)}
+
+
+def broker_rates(broker_configs: dict) -> dict[int | str, dict[str, float]]:
+    """Each throttled broker's leader and follower rate in force (bytes/s), by id, from its
+    configs (``{name: {key: value}}``, a backend's `throttles()[0]`); a broker with neither
+    rate key is left out (unthrottled)."""
+    out = {}
+    for name, keys in broker_configs.items():
+        rates = {role: float(keys[key]) for role, key in (("leader", LEADER_RATE), ("follower", FOLLOWER_RATE))
+                 if key in keys}
+        if rates:
+            out[int(name) if str(name).isdigit() else name] = rates
+    return out

@@ -2,7 +2,8 @@
 
 `SampleDirMetrics` reads broker samples (`kit sim run --samples`), `BrokerRatesMetrics` and
 `BrokerLoadMetrics` read `kit metrics`' outputs, `ZnodeMetrics` the figures kept beside the
-cluster; `load_cap_map` reads `--cap-map` (NIC capacity by instance type). The loop
+cluster; `load_cap_map` reads `--cap-map` (NIC capacity by instance type); `replica_sizes` the
+bytes replicas hold in the replica samples (the dashboard's and the runbook's ETA). The loop
 (`kit.throttle.loop`) and the dashboard read through them.
 """
 from __future__ import annotations
@@ -186,3 +187,41 @@ def load_cap_map(text: str | None) -> dict[str, float] | None:
     for k, v in doc.items():  # Python's JSON reads Infinity and NaN: no NIC carries them
         validate.number(v, f"--cap-map {k!r}", maximum=validate.MAX_BYTES / 1e6)
     return {str(k): float(v) * 1e6 for k, v in doc.items()}
+
+
+def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]:
+    """Bytes each asked replica holds, from the newest replica samples (``replica/*.jsonl``).
+
+    Parameters
+    ----------
+    folder : str or None
+        The samples folder.
+    wanted : set of (topic, partition, broker)
+        The replicas asked about (the destinations still copying).
+
+    Returns
+    -------
+    dict
+        ``{(topic, partition, broker): size_bytes}`` for those the newest file describes: a
+        replica being copied holds the bytes copied so far (what Kafka's DescribeLogDirs says).
+    """
+    if not folder or not wanted:
+        return {}
+    files = sorted(glob.glob(os.path.join(folder, "replica", "*.jsonl")))
+    for f in reversed(files[-2:]):  # the newest complete file (each is written aside, then renamed)
+        out = {}
+        try:
+            with open(f, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        r = json.loads(line)
+                        key = (r["topic"], int(r["partition"]), int(r["broker"]))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+                    if key in wanted and r.get("size_bytes") is not None:
+                        out[key] = int(r["size_bytes"])
+        except OSError:
+            continue
+        if out:
+            return out
+    return {}

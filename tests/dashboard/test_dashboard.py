@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -741,6 +742,104 @@ def _wait(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}: last saw {str(got)[:300]}")
 
 
+# One look at what the page shows of one poll (issue 39), read in one evaluate so no patch from
+# the server lands between its parts: the whole text (the tiles' "read" time), the legends' text,
+# and per live chart the newest x of its lines (ms, the poll's wall time) and per broker the last
+# point of each line and its dot (the current throttle). `now`: the browser's wall clock (ms).
+JS_POLL = """() => {
+  const legends = [];
+  const deep = node => {
+    let t = node.shadowRoot ? deep(node.shadowRoot) : '';
+    for (const c of node.childNodes) {
+      if (c.nodeName === 'STYLE' || c.nodeName === 'SCRIPT') continue;
+      if (c.classList && c.classList.contains('kit-legend')) legends.push(c.textContent);
+      t += c.nodeType === 3 ? c.textContent + ' ' : deep(c);
+    }
+    return t;
+  };
+  const text = deep(document.body), charts = [];
+  for (const doc of Bokeh.documents) {
+    for (const m of doc.all_models) {
+      if (!m.renderers || !m.title || !/OUT of|INTO/.test(m.title.text || '')) continue;
+      const plot = {title: m.title.text, newest: null, solid: {}, dashed: {}, dots: {}};
+      for (const r of m.renderers) {
+        if (!r.glyph || !r.data_source || !r.visible) continue;
+        const d = r.data_source.data, get = k => (d instanceof Map ? d.get(k) : d[k]);
+        const t = Array.from(get('time') || []), y = Array.from(get('MB/s') || []);
+        const b = Array.from(get('broker') || [], String);
+        if (!t.length) continue;
+        if (r.glyph.type === 'Scatter') { t.forEach((x, i) => { plot.dots[b[i]] = [x, y[i]]; }); continue; }
+        if (r.glyph.type !== 'Line') continue;
+        const dash = r.glyph.line_dash, v = dash && dash.value !== undefined ? dash.value : dash;
+        const kind = (Array.isArray(v) ? v.length : v && v !== 'solid') ? 'dashed' : 'solid';
+        plot[kind][b[0]] = [t[t.length - 1], y[y.length - 1]];
+        plot.newest = Math.max(plot.newest === null ? -Infinity : plot.newest, t[t.length - 1]);
+      }
+      charts.push(plot);
+    }
+  }
+  return {now: Date.now(), text, legends, charts};
+}"""
+
+
+def _seconds_of_day(label: str) -> int:
+    h, m, s = (int(x) for x in label.split(":"))
+    return h * 3600 + m * 60 + s
+
+
+def _one_poll_on_the_page(page) -> dict:
+    """One look at the page while the copy runs, checked to show one poll: the tiles' "read"
+    time, both legends' poll and figures, and both charts' newest points and dots.
+
+    Returns the read time and each chart's lags in seconds: ``behind_read`` (the read time less
+    the chart's newest x; the read label has whole seconds) and ``behind_wall`` (the browser's
+    wall clock less the chart's newest x, ms precision)."""
+    look = page.evaluate(JS_POLL)
+    text = look["text"]
+    read = re.search(r"· read (\d\d:\d\d:\d\d) UTC", text)
+    moving = re.search(r"partitions reassigning\s+(\d+)", text)
+    assert read and moving and int(moving[1]) > 0, f"no read time or no copy running: {text[:400]}"
+    assert len(look["charts"]) == 2 and len(look["legends"]) == 2, (look["charts"], look["legends"])
+    out = {"read": read[1], "behind_read": [], "behind_wall": []}
+    for chart, legend in zip(look["charts"], look["legends"]):
+        # The legend says which poll it shows: the one the tiles were read at.
+        assert f"the poll of {read[1]} UTC (wall clock)" in legend, (read[1], legend[:200])
+        newest = chart["newest"]
+        assert newest is not None, chart
+        # In whole seconds (the read label's), signed, across midnight.
+        behind = (_seconds_of_day(read[1]) - int(newest // 1000) + 43_200) % 86_400 - 43_200
+        assert abs(behind) <= 10, f"{chart['title']}: its newest point is {behind} s from the read time {read[1]}"
+        assert behind == 0, f"{chart['title']}: its newest point is {behind} s from the read time {read[1]}: " \
+                            "not the poll the tiles show"
+        out["behind_read"].append(behind)
+        out["behind_wall"].append((look["now"] - newest) / 1000)
+        # The legend's figures are the chart's last points, and its dots, of that poll.
+        # The spans' text runs together (textContent): each figure is matched by its own form.
+        figures = re.findall(r"(\d+)\s+throttle\s+([\d.]+|cleared|none)\s+·\s+measured\s+([\d.]+|–)", legend)
+        assert figures, legend[:300]
+        for broker, throttle, measured in figures:
+            for kind, shown in (("dashed", throttle), ("solid", measured)):
+                t, y = chart[kind][broker]
+                assert t == newest, (chart["title"], broker, kind, t, newest)
+                drawn = f"{y:.1f}" if y == y else None
+                assert drawn == (shown if shown[0].isdigit() else None), (chart["title"], broker, kind, y, shown)
+            dot = chart["dots"].get(broker)
+            assert (dot is None) == (throttle in ("cleared", "none")), (broker, dot, throttle)
+            assert dot is None or (dot[0] == newest and f"{dot[1]:.1f}" == throttle), (broker, dot, throttle)
+    return out
+
+
+def _the_page_keeps_one_poll(page, moments: int, bound: float = 240) -> list[dict]:
+    """`moments` looks at the page, each after its read time moved on (a poll reached it), each
+    showing one poll (`_one_poll_on_the_page`): the chart moves with the tiles."""
+    looks: list[dict] = []
+    while len(looks) < moments:
+        looks.append(_wait(lambda: (lk := _one_poll_on_the_page(page)) and
+                           (not looks or lk["read"] != looks[-1]["read"]) and lk, bound,
+                           "the page's read time to move on"))
+    return looks
+
+
 @pytest.mark.slow
 def test_a_request_naming_another_host_is_refused_page_and_records(snapshots, tmp_path):
     """DNS rebinding: a page on evil.example whose name is made to point at 127.0.0.1 sends
@@ -891,6 +990,13 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                 later = _wait(lambda: (s := page.evaluate(JS_STATE))["throttle_points"] > start["throttle_points"]
                               and s, 240, "the throttle chart to update")
                 assert later["throttle_max"] > 0
+                # Issue 39: at several moments while the copy runs, the chart's newest point is the poll the
+                # tiles and legends show, within 10 s of the page's read time (here: the same second).
+                looks = _the_page_keeps_one_poll(page, 8)
+                lags = [x for lk in looks for x in lk["behind_wall"]]
+                print(f"chart vs read time: max {max(x for lk in looks for x in lk['behind_read'])} s over "
+                      f"{len(looks)} looks; chart vs the browser's wall clock: max {max(lags):.1f} s, median "
+                      f"{statistics.median(lags):.1f} s")
                 _wait(lambda: "partitions reassigning" in page.evaluate(JS_STATE)["text"], 180, "the progress tiles")
                 text = page.evaluate(JS_STATE)["text"]
                 assert "replace" in text and "succeeded" in text  # the record is listed

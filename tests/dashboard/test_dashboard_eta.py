@@ -217,7 +217,8 @@ def test_the_eta_runs_the_estimates_physics_per_broker_on_the_bytes_left_and_say
     50 MB/s (its throttle), broker 3 takes 100 MB/s (its NIC, unthrottled). 10 GB left of each:
     600 s by the estimate's physics (both at 50 MB/s for 200 s, then broker 1 alone for 400 s),
     where one rate (the 100 MB/s the throttles allow into broker 3) says 400 s."""
-    from kit.dashboard.ledger import CopyLedger, copy_bound, time_left_now
+    from kit.dashboard.ledger import CopyLedger, copy_bound
+    from kit.report.copies import time_left_now
     from kit.formats import cluster_from_snapshot
 
     leaders = (1, 1, 1, 2)

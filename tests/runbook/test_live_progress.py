@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -98,3 +100,70 @@ def test_any_history_gives_one_line_that_names_its_clock(looks, estimate):
     text = line(history, estimate, "wall")
     assert "\n" not in text and text.endswith("wall clock)") and "ETA " in text
     assert line(history, estimate, "wall") == text  # the same inputs, the same line
+
+
+class _Cluster:
+    """A cluster as the progress line's ETA reads it (`WatchedCluster`): its placement, the
+    throttles in force, no simulated facts."""
+
+    def __init__(self, cluster, running, throttles):
+        self.cluster, self.running, self.rates = cluster, running, throttles
+
+    def read(self):
+        return self.cluster, self.running
+
+    def throttles(self):
+        return self.rates, {}
+
+    def sim_facts(self):
+        return None
+
+
+def test_with_each_copys_bytes_left_the_eta_is_the_estimates_physics_as_the_dashboards(tmp_path):
+    """Issue 39's one ETA rule, the dashboard's scenario: broker 1 leads three partitions copying
+    to broker 3, broker 2 one; each leads at 50 MB/s (its throttle), broker 3 takes 100 MB/s (its
+    NIC). 10 GB left of each by the replica samples: 600 s by the estimate's physics, where the
+    steady measured rate (100 MB/s) said 400 s, early, as the busiest broker's last copies go on
+    alone."""
+    from kit.formats import cluster_from_snapshot
+    from kit.report.copies import time_left_now
+    from kit.runbook.change import time_left_by_samples
+    from kit.throttle.configs import LEADER_RATE
+
+    leaders = (1, 1, 1, 2)
+    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r", "net_capacity": 100e6}
+                                                               for b in (1, 2, 3)],
+                                     "partitions": [{"topic": "t", "partition": i, "replicas": [s, 3], "isr": [s],
+                                                     "size": 12e9} for i, s in enumerate(leaders)]})
+    running = {"partitions": [{"topic": "t", "partition": i, "replicas": [s, 3]} for i, s in enumerate(leaders)]}
+    (tmp_path / "replica").mkdir()
+    (tmp_path / "replica" / "20260101T000000Z.jsonl").write_text("".join(
+        f'{{"ts": "2026-01-01T00:15:00Z", "broker": 3, "topic": "t", "partition": {i}, "size_bytes": 2000000000}}\n'
+        for i in range(4)))
+    backend = _Cluster(cluster, running, {"1": {LEADER_RATE: "50000000"}, "2": {LEADER_RATE: "50000000"}})
+    physics = time_left_by_samples(backend, str(tmp_path))
+    assert physics == {"seconds": pytest.approx(600.0), "why": "", "copies": 4, "left": 40e9}
+    # The dashboard's rule on the same figures: one rule, one figure.
+    assert time_left_now(cluster, running, {("t", i, 3): 10e9 for i in range(4)}, {1: {"leader": 50e6},
+                         2: {"leader": 50e6}}, {1: 100e6, 2: 100e6, 3: 100e6}) == (pytest.approx(600.0), "")
+    total = 48_000_000_000
+    history = [(float(t), total - int(100e6 * t)) for t in range(0, 81, 5)]  # steady 100 MB/s
+    st_ = {"bytes_left": history[-1][1], "reassigning_partitions": 4}
+    assert "ETA 6m 40s (measured rate;" in progress_line(st_, total, history, None, "simulated")
+    text = progress_line(st_, total, history, None, "simulated", physics)
+    assert text.endswith("ETA 10m 00s (at the throttles now, per broker, as the estimate models: 4 copies from "
+                         "their 40.0 GB left in the replica samples, 66.7 MB/s on average; the simulated "
+                         "cluster's clock)"), text
+
+    # Done: the last sample's time left is not shown as the time left.
+    done = progress_line({"bytes_left": 0, "reassigning_partitions": 0}, total, history + [(85.0, 0)], None,
+                         "simulated", physics)
+    assert "at the throttles now" not in done and "0 partition(s)" in done, done
+
+    # One copy the samples do not describe: today's line (the measured rate), not a wrong figure.
+    (tmp_path / "replica" / "20260101T000000Z.jsonl").write_text(
+        '{"ts": "2026-01-01T00:15:00Z", "broker": 3, "topic": "t", "partition": 0, "size_bytes": 2000000000}\n')
+    partial = time_left_by_samples(backend, str(tmp_path))
+    assert partial["seconds"] is None and partial["why"] == "the replica samples do not give every copy's bytes left"
+    assert "ETA 6m 40s (measured rate; the simulated cluster's clock)" in progress_line(st_, total, history, None,
+                                                                                        "simulated", partial)
