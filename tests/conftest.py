@@ -192,3 +192,18 @@ def sim_cluster(request, zookeeper, snapshots, tmp_path, monkeypatch):
             return started.enter_context(simulated_cluster(kind, snapshots[scenario], folder, SIM_SPEED,
                                                            f"{zookeeper}/kit-either-{next(_sim_roots)}"))
         yield start
+
+
+def falling_rate_copy():
+    """Issue 39's falling copy rate, as (cluster, running reassignment): broker 1 leads three
+    partitions copying to broker 3, broker 2 one; every broker's NIC 100 MB/s; each partition
+    12 GB. The tests set the throttles and the bytes copied."""
+    from kit.formats import cluster_from_snapshot
+
+    leaders = (1, 1, 1, 2)
+    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r", "net_capacity": 100e6}
+                                                               for b in (1, 2, 3)],
+                                     "partitions": [{"topic": "t", "partition": i, "replicas": [s, 3], "isr": [s],
+                                                     "size": 12e9} for i, s in enumerate(leaders)]})
+    running = {"partitions": [{"topic": "t", "partition": i, "replicas": [s, 3]} for i, s in enumerate(leaders)]}
+    return cluster, running

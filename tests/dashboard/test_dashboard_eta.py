@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import falling_rate_copy
 
 pytest.importorskip("panel")
 pytest.importorskip("holoviews")
@@ -219,14 +220,8 @@ def test_the_eta_runs_the_estimates_physics_per_broker_on_the_bytes_left_and_say
     where one rate (the 100 MB/s the throttles allow into broker 3) says 400 s."""
     from kit.dashboard.ledger import CopyLedger, copy_bound
     from kit.report.copies import time_left_now
-    from kit.formats import cluster_from_snapshot
 
-    leaders = (1, 1, 1, 2)
-    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r", "net_capacity": 100e6}
-                                                               for b in (1, 2, 3)],
-                                     "partitions": [{"topic": "t", "partition": i, "replicas": [s, 3], "isr": [s],
-                                                     "size": 12e9} for i, s in enumerate(leaders)]})
-    running = {"partitions": [{"topic": "t", "partition": i, "replicas": [s, 3]} for i, s in enumerate(leaders)]}
+    cluster, running = falling_rate_copy()
     throttles = {1: {"leader": 50e6}, 2: {"leader": 50e6}}
     nic = {1: 100e6, 2: 100e6, 3: 100e6}
     sampled = {("t", i, 3): 2e9 for i in range(4)}  # 2 GB of each copied

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import falling_rate_copy
+
 from kit.runbook.steps import STEADY_LOOKS, STEADY_WINDOW, progress_line, steady_rate
 from kit.text import human_duration
 
@@ -125,17 +127,11 @@ def test_with_each_copys_bytes_left_the_eta_is_the_estimates_physics_as_the_dash
     NIC). 10 GB left of each by the replica samples: 600 s by the estimate's physics, where the
     steady measured rate (100 MB/s) said 400 s, early, as the busiest broker's last copies go on
     alone."""
-    from kit.formats import cluster_from_snapshot
     from kit.report.copies import time_left_now
     from kit.runbook.change import time_left_by_samples
     from kit.throttle.configs import LEADER_RATE
 
-    leaders = (1, 1, 1, 2)
-    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r", "net_capacity": 100e6}
-                                                               for b in (1, 2, 3)],
-                                     "partitions": [{"topic": "t", "partition": i, "replicas": [s, 3], "isr": [s],
-                                                     "size": 12e9} for i, s in enumerate(leaders)]})
-    running = {"partitions": [{"topic": "t", "partition": i, "replicas": [s, 3]} for i, s in enumerate(leaders)]}
+    cluster, running = falling_rate_copy()
     (tmp_path / "replica").mkdir()
     (tmp_path / "replica" / "20260101T000000Z.jsonl").write_text("".join(
         f'{{"ts": "2026-01-01T00:15:00Z", "broker": 3, "topic": "t", "partition": {i}, "size_bytes": 2000000000}}\n'
