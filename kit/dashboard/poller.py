@@ -37,7 +37,7 @@ class PolledCluster(Connection, Reading, Throttling, Protocol):
     """What the poller needs of a cluster's backend: it reads the cluster and the throttles in
     force, and changes nothing."""
 from kit.throttle.sources import BrokerRatesMetrics  # kit metrics --follow's broker_rates.json, shared with the auto-throttle
-from kit.throttle.sources import SampleDirMetrics, replica_sizes
+from kit.throttle.sources import JsonLinesFiles, SampleDirMetrics, replica_row, replica_sizes
 from kit.throttle.replay import rates_in_force
 
 # Throttle rows kept for new sessions: at 2 s per poll and a few dozen brokers, hours of history.
@@ -121,6 +121,8 @@ class Poller:
         self._time_left_was: tuple = (None, "")
         self._facts: dict | None = None
         self._watch = LoopWatch(events) if events else None
+        # The broker and replica samples parsed, kept while their files are unchanged (issue 39).
+        self._broker_files, self._replica_files = JsonLinesFiles(), JsonLinesFiles(replica_row)
         if samples:
             # The newest samples only (the window is in sample time; a tiny one vanishes in float
             # rounding of epoch seconds): the chart shows what was measured, not a window's peak.
@@ -198,7 +200,7 @@ class Poller:
         if not rates and not self.live:
             rates = rates_in_force(events[::-1])  # the events are kept newest first
         try:
-            sample_clock, sampled = samples_clock(self.samples)
+            sample_clock, sampled = samples_clock(self.samples, self._broker_files)
         except OSError:
             sample_clock, sampled = None, {}
         # The cluster's own clock: the samples' (simulated time in the simulator), else the wall.
@@ -286,7 +288,7 @@ class Poller:
         """The running reassignment's progress (with the copy `bound`) and its history, one per
         reassignment on the cluster's clock; (None, ()) when none runs."""
         progress = self._ledger.update(fresh, running, clock, bound["rate"],
-                                       sizes=lambda wanted: replica_sizes(self.samples, wanted),
+                                       sizes=lambda wanted: replica_sizes(self.samples, wanted, self._replica_files),
                                        clock_source=clock_source)
         if progress is None:
             return None, ()

@@ -13,6 +13,7 @@ from collections import deque
 
 from kit import clock_file
 from kit.events import epoch
+from kit.throttle.sources import JsonLinesFiles
 
 EVENTS_KEPT = 500
 
@@ -123,13 +124,15 @@ def _event(line: bytes) -> dict | None:
     return e if isinstance(e, dict) and "time" in e and "kind" in e else None
 
 
-def samples_clock(folder: str | None) -> tuple[float | None, dict[int, dict]]:
+def samples_clock(folder: str | None, files: JsonLinesFiles | None = None) -> tuple[float | None, dict[int, dict]]:
     """The cluster's clock and each broker's newest sample, from `kit sim run --samples`' files.
 
     Parameters
     ----------
     folder : str or None
         The samples folder (its ``broker/*.jsonl``, issue 6's schema).
+    files : JsonLinesFiles, optional
+        The parsed files kept from an earlier call (the poller's): an unchanged file is not read again.
 
     Returns
     -------
@@ -141,20 +144,20 @@ def samples_clock(folder: str | None) -> tuple[float | None, dict[int, dict]]:
         return None, {}
     sub = os.path.join(folder, "broker")
     # Files are named by their time: the newest few hold every broker's newest row.
-    files = sorted(glob.glob(os.path.join(sub if os.path.isdir(sub) else folder, "*.jsonl")))[-4:]
+    files = files if files is not None else JsonLinesFiles()
+    paths = sorted(glob.glob(os.path.join(sub if os.path.isdir(sub) else folder, "*.jsonl")))[-4:]
+    files.keep_only(paths)
     newest: dict[int, tuple[float, dict]] = {}
-    for f in files:
+    for f in paths:
         try:
-            with open(f, encoding="utf-8") as fh:
-                lines = fh.readlines()
+            rows = files.rows(f)
         except OSError:
             continue  # renamed away between glob and open
-        for line in lines:
+        for r in rows:
             try:
-                r = json.loads(line)
                 ts, b = epoch(r["ts"]), int(r["broker"])
             except (ValueError, KeyError, TypeError):
-                continue  # a line being written, or not a broker sample
+                continue  # not a broker sample
             if b not in newest or ts >= newest[b][0]:
                 newest[b] = (ts, r)
     if not newest:

@@ -3,7 +3,8 @@
 `SampleDirMetrics` reads broker samples (`kit sim run --samples`), `BrokerRatesMetrics` and
 `BrokerLoadMetrics` read `kit metrics`' outputs, `ZnodeMetrics` the figures kept beside the
 cluster; `load_cap_map` reads `--cap-map` (NIC capacity by instance type); `replica_sizes` the
-bytes replicas hold in the replica samples (the dashboard's and the runbook's ETA). The loop
+bytes replicas hold in the replica samples (the dashboard's and the runbook's ETA);
+`JsonLinesFiles` parses a samples file again only when it changed. The loop
 (`kit.throttle.loop`) and the dashboard read through them.
 """
 from __future__ import annotations
@@ -21,6 +22,62 @@ from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.throttle.decide import NetSample
 
 
+class JsonLinesFiles:
+    """The JSON objects of JSON-lines files, each file parsed again only when its identity,
+    size or modification time changed: a poller reading the newest samples every half second
+    would otherwise parse the same thousands of lines again at every poll (issue 39).
+
+    Parameters
+    ----------
+    row : callable, optional
+        Makes a line's JSON object into the row kept (raising ValueError, KeyError or TypeError
+        leaves the line out: not a sample of this kind); the object itself without it.
+
+    Notes
+    -----
+    A line that is not a JSON object (one being written, say) is left out; a file that is
+    appended to has a new size and is parsed whole again.
+    """
+
+    def __init__(self, row=None):
+        self.row = row
+        self._parsed: dict[str, tuple[tuple, list]] = {}
+        self.parsed = 0  # files parsed so far (the others were kept from an earlier read)
+
+    def rows(self, path: str) -> list:
+        """The file's rows, in file order (raises OSError as `open` does)."""
+        st = os.stat(path)
+        stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        kept = self._parsed.get(path)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        out = []
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(r, dict):
+                    continue
+                if self.row is None:
+                    out.append(r)
+                    continue
+                try:
+                    out.append(self.row(r))
+                except (ValueError, KeyError, TypeError):
+                    continue  # not a sample of this kind
+        self._parsed[path] = (stamp, out)
+        self.parsed += 1
+        return out
+
+    def keep_only(self, paths) -> None:
+        """Forget every file but these (the ones still read): the cache follows the newest files."""
+        paths = set(paths)
+        for p in [p for p in self._parsed if p not in paths]:
+            del self._parsed[p]
+
+
 class SampleDirMetrics:
     """Broker samples as JSON lines (issue 6's schema; `kit sim run --samples DIR` writes them
     to DIR/broker/*.jsonl). The peak over the newest `window` seconds of samples; a sample's
@@ -33,6 +90,7 @@ class SampleDirMetrics:
             raise BadInput(f"--samples {path}: not a directory")
         self.window, self.clock = window, clock
         self._seen: dict[int, tuple[str, float]] = {}
+        self.files = JsonLinesFiles(_broker_row)
         self.newest_stamp: str | None = None  # the samples' own clock (simulated time in the simulator)
 
     def read(self, brokers) -> dict[int, NetSample]:
@@ -40,16 +98,9 @@ class SampleDirMetrics:
         sub = os.path.join(self.root, "broker")
         files = sorted(glob.glob(os.path.join(sub if os.path.isdir(sub) else self.root, "*.jsonl")))[-64:]
         rows = []
+        self.files.keep_only(files)
         for f in files:
-            with open(f, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        r = json.loads(line)
-                        rows.append((epoch(r["ts"]), int(r["broker"]), float(r["net_rx_bytes_per_sec"]),
-                                     float(r["net_tx_bytes_per_sec"]), r.get("replication_rx_bytes_per_sec"),
-                                     r.get("replication_tx_bytes_per_sec"), r["ts"], r.get("instance_type")))
-                    except (ValueError, KeyError, TypeError):
-                        continue  # a line being written, or not a broker sample
+            rows.extend(self.files.rows(f))
         if not rows:
             return {}
         newest = max(r[0] for r in rows)
@@ -78,6 +129,13 @@ class SampleDirMetrics:
             out[b] = NetSample(first_seen, rx, tx, None if rrx is None else float(rrx),
                                None if rtx is None else float(rtx), kinds.get(b))
         return out
+
+
+def _broker_row(r: dict) -> tuple:
+    """A broker sample's figures as `SampleDirMetrics.read` takes them."""
+    return (epoch(r["ts"]), int(r["broker"]), float(r["net_rx_bytes_per_sec"]), float(r["net_tx_bytes_per_sec"]),
+            r.get("replication_rx_bytes_per_sec"), r.get("replication_tx_bytes_per_sec"), r["ts"],
+            r.get("instance_type"))
 
 
 class BrokerRatesMetrics:
@@ -189,7 +247,14 @@ def load_cap_map(text: str | None) -> dict[str, float] | None:
     return {str(k): float(v) * 1e6 for k, v in doc.items()}
 
 
-def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]:
+def replica_row(r: dict) -> tuple:
+    """A replica sample as `replica_sizes` reads it: ((topic, partition, broker), bytes or None)."""
+    size = r.get("size_bytes")
+    return (r["topic"], int(r["partition"]), int(r["broker"])), None if size is None else int(size)
+
+
+def replica_sizes(folder: str | None, wanted, files: JsonLinesFiles | None = None
+                  ) -> dict[tuple[str, int, int], int]:
     """Bytes each asked replica holds, from the newest replica samples (``replica/*.jsonl``).
 
     Parameters
@@ -198,6 +263,9 @@ def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]
         The samples folder.
     wanted : set of (topic, partition, broker)
         The replicas asked about (the destinations still copying).
+    files : JsonLinesFiles, optional
+        The parsed files (`replica_row`'s rows) kept from an earlier call (a poller's): an
+        unchanged file is not read again.
 
     Returns
     -------
@@ -207,21 +275,15 @@ def replica_sizes(folder: str | None, wanted) -> dict[tuple[str, int, int], int]
     """
     if not folder or not wanted:
         return {}
-    files = sorted(glob.glob(os.path.join(folder, "replica", "*.jsonl")))
-    for f in reversed(files[-2:]):  # the newest complete file (each is written aside, then renamed)
-        out = {}
+    files = files if files is not None else JsonLinesFiles(replica_row)
+    newest = sorted(glob.glob(os.path.join(folder, "replica", "*.jsonl")))[-2:]
+    files.keep_only(newest)
+    for f in reversed(newest):  # the newest complete file (each is written aside, then renamed)
         try:
-            with open(f, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        r = json.loads(line)
-                        key = (r["topic"], int(r["partition"]), int(r["broker"]))
-                    except (ValueError, KeyError, TypeError):
-                        continue
-                    if key in wanted and r.get("size_bytes") is not None:
-                        out[key] = int(r["size_bytes"])
+            rows = files.rows(f)
         except OSError:
             continue
+        out = {key: size for key, size in rows if key in wanted and size is not None}
         if out:
             return out
     return {}
