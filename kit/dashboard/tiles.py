@@ -209,8 +209,10 @@ def _status_tiles(status: dict, progress: dict, copy_basis: str | None, detail: 
         allowed = (f"{_bytes(detail['rate'])}/s " if detail.get("rate") else "") + (
             f"({copy_basis}" + (f"; {bounds}" if bounds else "") + ")" if copy_basis else "")
         if progress.get("basis") == "physics":
-            pending = f"{detail['pending']} copies" if detail.get("pending") is not None else "the copies"
-            eta_note = (f"at the throttles now, per broker, as the estimate models: {pending} from their bytes left "
+            n = detail.get("pending")
+            pending = f"{n} cop{'y' if n == 1 else 'ies'}" if n is not None else "the copies"
+            eta_note = (f"at the throttles now, per broker, as the estimate models: {pending} from "
+                        f"{'its' if n == 1 else 'their'} bytes left "
                         f"in the replica samples, {_bytes(rate)}/s on average; {clock}")
             if progress.get("measured"):
                 eta_note += (f"; bytes copied over the last {human_duration(progress['measured_window'])}: "

@@ -257,3 +257,14 @@ def test_the_eta_runs_the_estimates_physics_per_broker_on_the_bytes_left_and_say
     text = html.unescape(tiles.progress_view(STATUS, e, detail=partial, copy_basis="throttle").object)
     assert "the rate the throttles allow now; wall clock (not per broker: the replica samples do not give every " \
            "copy's bytes left)" in text, text
+
+
+def test_one_copy_is_singular_in_the_eta_tile():
+    status = {"brokers": [], "under_replicated": [], "reassigning_partitions": 1, "bytes_left": 1e9}
+    e = {"rate": 1e6, "seconds": 100.0, "left": 1e8, "done_fraction": 0.5, "basis": "physics", "window": None,
+         "measured": None, "measured_window": None, "fallback": ""}
+    for pending, words in ((1, "1 copy from its"), (2, "2 copies from their")):
+        text = html.unescape(tiles.progress_view(status, e, detail={"pending": pending, "total": 2e8, "copied": 1e8},
+                                                 clock_source="samples").object)
+        assert f"as the estimate models: {words} bytes left" in text, text
+
