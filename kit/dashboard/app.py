@@ -4,7 +4,8 @@
 Widgets drive the distribution through `pn.bind`; the live parts (progress, throttle chart,
 events, records) are refreshed from the shared poller by a periodic callback of the session's
 own document, which streams one poll's new throttle rows into the session's charts
-(`throttle_chart.LiveThrottleChart`) and patches the legends and tiles from the same poll.
+(`throttle_chart.LiveThrottleChart`) and patches the legends and tiles from the same poll;
+a served page sends its next poll once the browser says it shows the last (`page_age`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import re
 import secrets
 import socket
+import time
 
 import holoviews as hv
 import pandas as pd
@@ -25,10 +27,16 @@ from kit.cluster.backend import ClusterAddress
 from kit.errors import BadInput
 from kit.formats import load_plan, load_snapshot
 from kit.dashboard import distribution, serverlog, tables, throttle_chart, tiles
+from kit.dashboard.page_age import STALE_AFTER_S, PageAge
 from kit.text import utc_label
 from kit.dashboard.poller import shared_poller
 
 NO_PLAN = "(no plan)"
+# The distribution is re-drawn when the placement or the free storage moved, at most every
+# REDRAW_EVERY wall seconds and never more than a quarter of the time: a re-draw of 150 brokers
+# took 15 CPU s (measured, issue 39), holding the server's loop, and every tab's updates (the
+# tiles, the charts) waited behind it: the page ran minutes late on a loaded machine.
+REDRAW_EVERY = 30.0
 
 
 def _plan_label(path: str) -> str:
@@ -284,6 +292,12 @@ class Dashboard(pn.viewable.Viewer):
         # The Bokeh server session's context of this page (None in a notebook); its session is
         # set once the page is built, and counts the browser tabs connected to it.
         self.context = getattr(pn.state.curdoc, "session_context", None)
+        # The age of the figures shown, counted in the browser; in a served page the next poll
+        # waits for the browser's word that it showed the last (issue 39: a loaded browser
+        # worked through minutes of queued polls).
+        self.age = PageAge(stale=max(STALE_AFTER_S, 5 * float(poller.interval)))
+        self.await_browser = self.context is not None
+        self.redrawn: tuple[float, float] | None = None  # (wall s, seconds it took) of the last re-draw
 
     def connected(self) -> bool:
         """Whether a browser tab shows this page now (always, outside a server)."""
@@ -336,6 +350,9 @@ class Dashboard(pn.viewable.Viewer):
         state = self.poller.state
         free = (f" Free storage from the broker samples of {utc_label(state.clock)} (their clock)."
                 if state.storage and state.clock else "")
+        if self.base is None and state.updated:
+            free += (f" Placement as read by the poll of {utc_label(state.updated)} (wall clock); re-drawn when it "
+                     f"changes, at most every {REDRAW_EVERY:.0f} s.")
         view = pn.Column(pn.pane.Markdown(head + "\n\n" + note + free, margin=(0, 10)),
                          distribution.distribution_view(frame, which if has_plan else "before", sort_by, racks_sel,
                                                  search, show_before=has_plan),
@@ -352,21 +369,40 @@ class Dashboard(pn.viewable.Viewer):
     def _refresh(self):
         """One poll's State into the charts, legends and tiles together: the rows streamed into
         the charts are that State's (`rows_since` up to its ``rows``), never a later poll's the
-        tiles have not read, and the page gets all of it as one change (`pn.io.hold`)."""
+        tiles have not read, and the page gets all of it as one change (`pn.io.hold`); then the
+        distribution, re-drawn when due (`redraw_due`)."""
         poller, seen = self.poller, self.seen
         st = poller.state
         if st.version == seen["version"]:
             return
+        now = time.time()
+        if self.await_browser and self.age.waiting(now):
+            return  # the browser has not shown the last poll yet: the newest goes once it has
         seen["version"] = st.version
         rows, seen["rows"] = poller.rows_since(seen["rows"], st.rows)
         with pn.io.hold():
             self.charts.add(rows, utc_label(st.updated) if st.updated else None)
             self.charts.relabel()
             self.live.show(st)
-            if self.base is None and st.cluster_version != self.cluster_version and st.cluster is not None:
-                self.cluster_version = st.cluster_version
-            if st.storage_version != self.storage_version:
-                self.storage_version = st.storage_version
+            self.age.send(st.updated, now)
+        # After the live parts went out: a re-draw of the distribution takes seconds.
+        moved = {}
+        if self.base is None and st.cluster_version != self.cluster_version and st.cluster is not None:
+            moved["cluster_version"] = st.cluster_version
+        if st.storage_version != self.storage_version:
+            moved["storage_version"] = st.storage_version
+        if moved and self.redraw_due(now):
+            began = time.monotonic()
+            self.param.update(**moved)  # both at once: one re-draw, not one per version
+            self.redrawn = (now, time.monotonic() - began)
+
+    def redraw_due(self, now: float) -> bool:
+        """Whether the distribution may be re-drawn at wall time `now` (see REDRAW_EVERY); a
+        re-draw put off shows the newest placement and storage when it comes."""
+        if self.redrawn is None:
+            return True
+        at, took = self.redrawn
+        return now - at >= max(REDRAW_EVERY, 4 * took)
 
     # -- the page
 
@@ -378,6 +414,7 @@ class Dashboard(pn.viewable.Viewer):
         return pn.Column(
             pn.pane.Markdown(f"## kit · Kafka operations · {self.source}", margin=(0, 10)),
             self.live,
+            self.age,
             pn.pane.Markdown("### Replication throttles (live; solid: measured, dashed: throttle, dot: current "
                              "throttle, label: broker id; only brokers sending or receiving in the running "
                              "reassignment)", margin=(0, 10)),
