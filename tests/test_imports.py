@@ -146,7 +146,7 @@ def test_the_import_reader_sees_lazy_and_function_level_imports(tmp_path):
 
 PURE = ["kit.plan", "kit.report", "kit.report.figures", "kit.report.waves", "kit.report.estimate",
         "kit.throttle.decide", "kit.throttle.replay", "kit.model", "kit.formats", "kit.files", "kit.physics"]
-# scipy: the planner loads it only when its large leader flows run (about a second to import);
+# scipy: the planner loads it only when its exact leader-order program runs (about a second to import);
 # numba only when a count balance has thousands of moves ahead (about half a second).
 HEAVY = ["kazoo", "pyspark", "pandas", "panel", "holoviews", "bokeh", "nbformat", "papermill", "kafka", "scipy",
          "numba"]

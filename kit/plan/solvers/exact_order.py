@@ -1,5 +1,5 @@
 """The best replica order, and on small clusters the best replica sets with it, by integer
-programming (`integer_program`: CP-SAT within a budget of work).
+programming (SciPy's HiGHS).
 
 Leader balance overall, per topic and on failover are each a flow problem, but together
 they are not: the flows in `leadership.py` take them in turn and can stop short of an
@@ -26,14 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS
-from kit.plan.solvers.integer_program import SparseRows, minimise
 
 # Selected partitions, and variables (one per class of interchangeable partitions and
 # ordered pair of their replicas), above which the order program is not tried: beyond it
-# building the program alone takes seconds.
+# HiGHS may take minutes.
 MAX_VARIABLES = 6_000
-# The placement program has one variable per replica set and ordered pair.
+# The placement program (one variable per replica set and ordered pair) is harder: at
+# 12,000 variables HiGHS took up to 39 s on the clusters of bench/leadership_sweep.py.
 MAX_PLACEMENT_VARIABLES = 12_000
+# Branch-and-bound nodes: a count, not a time, so the same input gives the same order.
+NODE_LIMIT = 2_000
 
 
 def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]):
@@ -59,7 +61,10 @@ def best_order(ws, assign: list[list[int]], eligible, caps: tuple[int, int, int]
     """
     if len(ws.selected) > MAX_VARIABLES:
         return None
-    return _solve(ws, assign, assign, lambda p: [tuple(assign[p])], eligible, caps, MAX_VARIABLES)
+    # No relative gap: HiGHS's default (1e-4 of an objective weighted in the millions) let it stop
+    # short of the proof, so a plan at the least its replica sets allow could not say so. This
+    # program is small; the placement program, larger, keeps the default.
+    return _solve(ws, assign, assign, lambda p: [tuple(assign[p])], eligible, caps, MAX_VARIABLES, gap=0.0)
 
 
 def best_placement(ws, eligible, caps: tuple[int, int, int], budget: int, count_lo, count_hi):
@@ -111,12 +116,12 @@ def _replica_sets(ws, p: int) -> list[tuple[int, ...]]:
     return out
 
 
-def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None):
+def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None, gap=None):
     """The program over `sets_of(p)` for each selected partition; a choice differing from
     `base` in set or (leader, first follower) counts as a change. Copies are
     counted against `base` too. `limits` = (copies budget, count range) turns on the
-    replica-count, degree and copy constraints. The search starts from `assign`, which is
-    among the choices (`_hint`)."""
+    replica-count, degree and copy constraints. `gap`: the relative gap at which HiGHS may
+    stop searching (None: its default)."""
     tidx = ws.target_idx
     pos_of = np.full(len(ws.ids), -1, dtype=np.int64)
     pos_of[tidx] = np.arange(tidx.size)
@@ -136,34 +141,22 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
                         var.peer_at, var.peer_pairs, ws.degree_floor)
     cost, upper, weights = _objective(ws, var, choices, groups, items, base, pos_of, budget, caps, len(assign))
     lower = _tighten(upper, var, choices, groups, topics, elig, fixed, ws, caps)
-    found = minimise(cost, rows, lower, upper, _hint(ws, assign, groups, choices, pos_of))
-    if found is None:
+    # scipy loads here, not at the top: importing scipy.optimize takes most of a second, and
+    # everything that imports kit.plan (the CLI, the runbooks, the report) would pay it.
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    res = milp(cost, constraints=LinearConstraint(rows.matrix(var.n), rows.lo, rows.hi), integrality=np.ones(var.n),
+               bounds=Bounds(lower, upper), options={"node_limit": NODE_LIMIT, "presolve": True, "mip_rel_gap": gap})
+    if res.x is None:
         return None
-    xs = found.x
+    xs = np.round(res.x).astype(np.int64)
     # Any plan with lower shortfalls (in order of importance) would cost at least one
-    # failover unit less, more than all the copies and changes: a bound above that
+    # failover unit less, more than all the copies and changes: a dual bound above that
     # proves none exists, whether or not the search finished.
     w_lead, w_topic, w_fail = weights
     weighed = w_lead * xs[var.s_lead] + w_topic * xs[var.s_topic] + w_fail * xs[var.s_fail]
-    proved = found.bound > weighed - 0.5
+    proved = res.mip_dual_bound is not None and res.mip_dual_bound > weighed - 0.5
     return _assignment(ws, assign, groups, choices, xs[:var.nv]), proved
-
-
-def _hint(ws, assign, groups, choices, pos_of) -> dict[int, int]:
-    """Choice variable -> how many of its class's partitions take that choice in `assign`
-    (the plan so far, always among the choices): where the search starts."""
-    idx = ws.index
-    at: dict[tuple, int] = {}
-    for k, (g, sp, a, c, _) in enumerate(choices):
-        at[(g, frozenset(sp), a, c)] = k
-    hint = dict.fromkeys(range(len(choices)), 0)
-    for g, ps in enumerate(groups):
-        for p in ps:
-            reps = [int(pos_of[idx[b]]) for b in assign[p]]
-            k = at.get((g, frozenset(reps), reps[0], reps[1] if len(reps) > 1 else -1))
-            if k is not None:
-                hint[k] += 1
-    return hint
 
 
 @dataclass
@@ -255,6 +248,27 @@ class _Variables:
         self.peer_at = self.s_fail + 1
         self.peer_pairs = [(a, c) for a in range(nt) for c in range(a + 1, nt)] if placement else []
         self.n = self.peer_at + len(self.peer_pairs)
+
+
+class SparseRows:
+    """The program's constraints, a sparse row at a time: low <= sum(value * x[col]) <= high."""
+
+    def __init__(self):
+        self.rows, self.cols, self.vals, self.lo, self.hi = [], [], [], [], []
+
+    def add(self, entries, low, high) -> None:
+        r = len(self.lo)
+        for c, v in entries:
+            self.rows.append(r)
+            self.cols.append(c)
+            self.vals.append(v)
+        self.lo.append(low)
+        self.hi.append(high)
+
+    def matrix(self, n: int):
+        from scipy.sparse import coo_matrix  # lazy, as in _solve
+
+        return coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.lo), n)).tocsr()
 
 
 def _leadership_rows(rows: SparseRows, ws, var: _Variables, choices, groups, items, topics, elig, fixed: _Fixed) -> None:

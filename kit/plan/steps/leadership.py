@@ -20,8 +20,8 @@ import numpy as np
 from kit import collector
 from kit.concurrency import second_core
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
+from kit.plan.solvers import exact_order
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
-from kit.plan.solvers.integer_program import budget_text
 from kit.plan.solvers.flow import SPLIT_LIMIT, bounds_met, soft_assignment, water_fill
 from kit.plan.steps.leadership_figures import distinct_rows, heirs_of, leader_figures, order_figures, replica_matrix
 from kit.plan.workspace import LARGE, Workspace
@@ -430,16 +430,16 @@ ORDER_NOTE = (": the least any order of these replica sets allows (proved by int
               " only moving replicas to other brokers could lower it")
 
 
-# The integer program's search is bounded (`integer_program.WORK_BUDGET`, a count of work, so the
+# The integer program's search is bounded (`exact_order.NODE_LIMIT`, a count of nodes, so the
 # same input gives the same plan): where it ends before its proof, the plan keeps the best order
 # found and says that a better one may exist.
-BUDGET_NOTE = (": the best order the integer program found within its budget ({budget}); not proved the least"
-               " these replica sets allow")
+BUDGET_NOTE = (": the best order the integer program found within its budget ({nodes:,} branch-and-bound"
+               " nodes); not proved the least these replica sets allow")
 
 
 def budget_note(missed: str) -> str:
     """The NOTE of an order the integer program kept without its proof (`BUDGET_NOTE`)."""
-    return missed + BUDGET_NOTE.format(budget=budget_text())
+    return missed + BUDGET_NOTE.format(nodes=exact_order.NODE_LIMIT)
 
 
 def drop_order_notes(ws: Workspace) -> None:

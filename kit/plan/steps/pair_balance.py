@@ -28,7 +28,7 @@ import numpy as np
 
 from kit.plan.objectives import (COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures,
                                  Ranking)
-from kit.plan.solvers.integer_program import SparseRows, minimise
+from kit.plan.solvers.exact_order import SparseRows
 from kit.plan.steps.leadership import balance_leadership, drop_order_notes
 from kit.plan.steps.leadership_figures import leader_figures
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
@@ -36,6 +36,7 @@ from kit.plan.workspace import LARGE, Workspace
 
 # (survivor, topic, receiver) variables above which the program is not tried.
 MAX_VARIABLES = 20_000
+NODE_LIMIT = 500  # a count, not a time: the same input gives the same placement
 # A re-placement keeps every broker's count of re-placed replicas, so not the copies.
 RANKING = Ranking(COUNT_SPREAD, LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS)
 
@@ -154,15 +155,18 @@ def _program(pb: _Problem) -> dict[tuple[int, int], np.ndarray] | None:
         _even(rows, entries, int(pb.tfixed[k, r]), t_total // int(mine.sum()), -(-t_total // int(mine.sum())),
               slack, worst)
         slack += 2
-    cost = np.zeros(n, dtype=np.int64)
+    from scipy.optimize import Bounds, LinearConstraint, milp  # lazy: see exact_order._solve
+    from scipy.sparse import coo_matrix
+
+    cost = np.zeros(n)
     cost[n_y:worst] = 1
     cost[worst] = n_slack + 1  # one unit off the worst distance outweighs all the others
-    # No count here exceeds every replica of the targets, so neither can a distance.
-    most = int(pb.fixed.sum() + pb.tfixed.sum()) + 2 * sum(len(v) for v in pb.groups.values())
-    res = minimise(cost, rows, np.zeros(n, dtype=np.int64), np.full(n, most, dtype=np.int64))
-    if res is None:
+    matrix = coo_matrix((rows.vals, (rows.rows, rows.cols)), shape=(len(rows.lo), n)).tocsr()
+    res = milp(cost, constraints=LinearConstraint(matrix, rows.lo, rows.hi), integrality=np.ones(n),
+               bounds=Bounds(np.zeros(n), np.full(n, np.inf)), options={"node_limit": NODE_LIMIT, "presolve": True})
+    if res.x is None:
         return None
-    ys = res.x[:n_y]
+    ys = np.round(res.x[:n_y]).astype(np.int64)
     out = {g: np.zeros(side.size, dtype=np.int64) for g in keys}
     for (s, k, r), v in at.items():
         out[s, k][r] = ys[v]

@@ -27,7 +27,6 @@ import numpy as np
 
 from kit.plan.steps.count_balance import count_range
 from kit.plan.solvers.exact_order import best_placement
-from kit.plan.solvers.integer_program import budget_text
 from kit.plan.objectives import (FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures, Ranking,
                                  allowance_key)
 from kit.plan.steps.leadership import balance_leadership, drop_order_notes
@@ -55,9 +54,6 @@ RANKING = Ranking(LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS, ties=fail
 
 PLACEMENT_NOTE = ("the least any plan within {budget} copies allows where each partition moves at most one"
                   " replica (proved by integer programming)")
-# Where the program's budget (`integer_program.WORK_BUDGET`) ends before its proof.
-PLACEMENT_BUDGET_NOTE = ("the best plan within {budget} copies the integer program found within its budget ({work});"
-                         " not proved the least such plans allow")
 
 
 def may_spend_copies(ws: Workspace) -> bool:
@@ -122,9 +118,6 @@ def place_for_leadership(ws: Workspace, budget: int, reason: str, figs: LeaderFi
     if proved and not figs.met():
         drop_order_notes(ws)  # the program's claim covers every order of these sets too
         ws.notes.append(f"{figs.missed()}: {PLACEMENT_NOTE.format(budget=budget)}")
-    elif not figs.met():
-        work = budget_text()
-        ws.notes.append(f"{figs.missed()}: {PLACEMENT_BUDGET_NOTE.format(budget=budget, work=work)}")
     return proved or figs.met()
 
 
