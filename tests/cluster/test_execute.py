@@ -582,7 +582,7 @@ def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshot
 
     import threading
 
-    with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, client):
+    with restarting_zookeeper(snapshots["scale-out"], tmp_path) as (root, plan, restart, _):
         watcher = subprocess.Popen([*kit_command(), "verify", str(plan), "--zk", root, "--wait", "--interval", "0.3"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         err_lines: list[str] = []
@@ -608,8 +608,15 @@ def test_verify_wait_rides_out_a_zookeeper_restart_and_clears_throttles(snapshot
         assert f"{n} partition(s) done" in out.splitlines()[-1]
         # Progress goes to stderr, with a bar of partitions done: stdout is only the result.
         assert f"of {n} partition(s) done" in err and "kit verify --wait" not in out
-        assert all(json.loads(client.get(f"/config/brokers/{b}")[0])["config"] == {}
-                   for b in client.get_children("/config/brokers"))
+        # Read through a new session: the fixture's own may have expired while the server was
+        # down (seen in CI: SessionExpiredError here, after verify had passed every check).
+        after = connect(root)
+        try:
+            assert all(json.loads(after.get(f"/config/brokers/{b}")[0])["config"] == {}
+                       for b in after.get_children("/config/brokers"))
+        finally:
+            after.stop()
+            after.close()
 
 
 def test_a_chroot_without_kafka_is_an_error_for_every_command_the_doctor_included(zookeeper, tmp_path):
