@@ -39,6 +39,10 @@ SILENT_S = 120.0
 AWAIT_S = 120.0
 # Wall seconds between two looks at the other side's file while waiting on it.
 POLL_S = 0.01
+# Fewest wall seconds between two acts of an actor while the clock stands still in a state it
+# has acted in (`Actor.still_every`): a simulated interval divided by a high speed would make it
+# read the cluster many times a second for nothing.
+MIN_STILL_S = 0.5
 # Wall seconds the clock's published pace (simulated seconds per wall second) is measured over:
 # a minute, so that a reader's wall-clock estimate (the dashboard's ETA) rests on how fast the
 # clock has gone, the waits at the barrier included, not on a few seconds of it.
@@ -253,11 +257,22 @@ class Actor:
             pass  # the samples directory went with its cluster: no clock waits on it
         self.wake = None
 
-    def wait(self, stop, idle_every: float, await_s: float = AWAIT_S) -> bool:
+    def still_every(self, speed) -> float:
+        """Wall seconds between two acts while the clock stands still in a state the actor has
+        acted in: the wall seconds its interval takes at the clock's `speed` (as a loop on the
+        wall clock would wait), at least `MIN_STILL_S`; its interval when the speed is unknown."""
+        if isinstance(speed, (int, float)) and speed > 0:
+            return max(self.interval / speed, MIN_STILL_S)
+        return self.interval
+
+    def wait(self, stop, idle_every: float | None = None, await_s: float = AWAIT_S, woken=None) -> bool:
         """Block until it is time to act: the clock at its wake time, or standing still (idle,
         stopped, or its owner gone) in a state it has not acted in yet; while it stands still
-        in one it has, every `idle_every` wall seconds. False when `stop` (an Event) is set;
-        BadInput when no clock appeared within `await_s` wall seconds."""
+        in one it has, when `woken` (an Event: the cluster said something changed, e.g. a
+        watch on the reassignment) is set, or every `idle_every` wall seconds (None:
+        `still_every` at the published speed). `woken` is cleared when the wait ends, so a
+        change said while the actor acts wakes its next wait. False when `stop` (an Event) is
+        set; BadInput when no clock appeared within `await_s` wall seconds."""
         deadline = time.monotonic() + await_s
         idle_since = None
         while not stop.is_set():
@@ -274,15 +289,18 @@ class Actor:
             if self.wake is not None and t >= self.wake:
                 break
             if state[1] or state[2]:
-                if state != self._acted:
+                if state != self._acted or (woken is not None and woken.is_set()):
                     break
                 idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since >= idle_every:
+                every = self.still_every(doc.get("speed")) if idle_every is None else idle_every
+                if time.monotonic() - idle_since >= every:
                     break
             else:
                 idle_since = None
             stop.wait(POLL_S)
         else:
             return False
+        if woken is not None:
+            woken.clear()
         self.time, self._acted = t, state
         return True

@@ -329,8 +329,11 @@ def run(backend: ThrottledCluster, settings: Settings, metrics, log: EventLog, c
     samples' time instead of the wall clock. With `sim_clock` (a `kit.sim.clock.Actor`: a
     simulated cluster's clock, registered by the caller before and left after, so that a
     loop failing at start leaves the clock too) the loop runs in virtual time: it
-    makes a round at every whole multiple of the interval in simulated seconds (and when the
-    clock stands still: the reassignment over, the controller ended) and its events carry that
+    makes a round at every whole multiple of the interval in simulated seconds and when the
+    clock stands still (the reassignment over, the controller ended); while it stands still,
+    again when the reassignment's watch fires (a round may have read the cluster just before
+    the reassignment's end reached it) or after the interval's wall seconds at the clock's
+    speed (`kit.sim.clock.Actor.still_every`). Its events carry that
     clock; the wall clock then only bounds `max_seconds` and `patience`. Returns its `Outcome`,
     also when interrupted (Ctrl-C stops it as SIGTERM does, the rates in force staying).
 
@@ -387,7 +390,7 @@ def run(backend: ThrottledCluster, settings: Settings, metrics, log: EventLog, c
                     loop.prepare()
                     loop.take_over()
                     ready, started = True, time.monotonic()  # --max-seconds counts the rounds, not start-up
-                if sim_clock is not None and not sim_clock.wait(stop, settings.interval):
+                if sim_clock is not None and not sim_clock.wait(stop, woken=wake):
                     break  # stopped while waiting for the simulated clock
                 res = loop.round()
                 if sim_clock is not None:

@@ -114,6 +114,59 @@ def test_a_loop_killed_mid_run_is_dropped_from_the_barrier_said_and_the_copy_goe
     assert json.loads(report.read_text())["completion_s"] > 0  # the copy went on to its end
 
 
+
+@pytest.mark.slow
+def test_at_a_stopped_clock_the_loop_acts_when_the_reassignment_ends_and_goes_idle(zookeeper, snapshots, tmp_path):
+    """ci of 10ebff2 (quiet): a runbook's `kit throttle run --until-idle` made its round at the
+    clock's last second through a watch cache that had not yet heard the reassignment end, then
+    waited out the interval (300 simulated seconds) as wall seconds at the stopped clock, and the
+    runbook ended it after 120 s without its `idle`. At a stopped clock the reassignment's watch
+    now wakes it: here the interval is 600 s at speed 1, so only the watch can."""
+    from kit.testing import finish_reassignment
+    from kit.throttle.loop import IDLE_FINISHED
+
+    root = applied(zookeeper, snapshots["replace"], tmp_path)
+    samples, events = tmp_path / "samples", tmp_path / "events.jsonl"
+    Clock(str(samples), speed=1.0).publish(1000.0, idle=True, stopped=True)
+    th = loop(root, samples, events, "--until-idle")
+    actor = samples / "_clock" / "actors" / "auto-throttle.json"
+    try:
+        # Its round at the stopped clock, with the reassignment still in flight: its next wake is
+        # the next whole interval.
+        wait_for("the loop's round at the stopped clock", lambda: actor.exists() and json.loads(
+            actor.read_text()).get("wake_s") == 1200.0, limit=300)
+        finish_reassignment(root)
+        out, err = th.communicate(timeout=240)  # minutes, not the 600 s the stopped clock would wait
+    finally:
+        if th.poll() is None:
+            th.kill()
+            th.wait()
+    assert th.returncode == 0, err
+    kinds = [(e["kind"], e["reason"]) for e in map(json.loads, events.read_text().splitlines())]
+    assert kinds[-1] == ("idle", IDLE_FINISHED) and kinds[-2][0] == "done", kinds
+
+
+def test_while_the_clock_stands_still_an_actor_acts_again_when_woken_or_after_its_interval_at_the_speed(tmp_path):
+    clock, actor, stop, woken = Clock(str(tmp_path), speed=1.0), Actor(str(tmp_path), "a", 600.0), threading.Event(), \
+        threading.Event()
+    clock.publish(1000.0, idle=True, stopped=True)
+    actor.register()
+    assert actor.wait(stop, woken=woken) and actor.now() == 1000.0  # a state it had not acted in
+    actor.acted()
+    assert actor.still_every(1.0) == 600.0 and actor.still_every(20000.0) == 0.5 and actor.still_every(None) == 600.0
+    woken.set()
+    assert actor.wait(stop, woken=woken) and actor.now() == 1000.0  # woken: at once, at the same second
+    assert not woken.is_set()  # cleared: a change said while it acts wakes the next wait
+    # Published at a speed of 20,000, its 600 s take 0.03 wall seconds: it looks again every 0.5 s.
+    Clock(str(tmp_path), speed=20000.0).publish(1000.0, idle=True, stopped=True)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(actor.wait(stop, woken=woken)), daemon=True)
+    waiter.start()
+    waiter.join(timeout=120)  # generous: the old wait took the 600 s as wall seconds
+    stop.set()
+    assert got == [True] and actor.now() == 1000.0
+
+
 # -- the clock's files, in process --------------------------------------------------------------
 
 def finished_pid() -> int:

@@ -167,8 +167,15 @@ class ZkBackend:
         return changes.clear_leftover_throttles(self.client)
 
     def watch_reassignment(self, callback: Callable[[], None]) -> None:
-        """A kazoo DataWatch on /admin/reassign_partitions (it fires once at once, then on each change)."""
-        self.client.DataWatch(changes.REASSIGN, lambda data, stat, *_: callback())
+        """A kazoo DataWatch on /admin/reassign_partitions (it fires once at once, then on each
+        change). Reads following the znodes (`follow`) forget that znode before `callback` runs:
+        kazoo delivers the reader's own watch on the same thread, perhaps after this one, and a
+        read the callback prompts would otherwise see the reassignment as it was."""
+        def fired(data, stat, *_):
+            if self._reader is not None:
+                self._reader.znodes.forget(changes.REASSIGN)
+            callback()
+        self.client.DataWatch(changes.REASSIGN, fired)
 
     reached_through = "ZooKeeper"
     connection_lost = (Unreachable, *LOST)
