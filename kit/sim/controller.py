@@ -357,9 +357,18 @@ class SimController:
         self.flows.clear()
 
     def _finish(self, key: tuple[str, int]) -> None:
+        """The partition's reassignment completes in Kafka's order (KafkaController's
+        onPartitionReassignment, steps B3-B6): the leader and the ISR move to the target
+        replicas first, the replica list last. A reader between the two writes then sees an ISR
+        within the replica list, as against Kafka, never a removed replica still in the ISR."""
         target = self.targets.pop(key)
         self.flows.pop(key, None)
         part = str(key[1])
+
+        def elect(st):
+            st["isr"] = [b for b in target if b in st["isr"] or b in target]
+            st["leader"] = target[0]
+        self.store.update_state(key[0], key[1], elect)
 
         def settle(t):
             t["partitions"][part] = target
@@ -368,11 +377,6 @@ class SimController:
                 if k in t and not t[k]:
                     del t[k]
         self.store.update_topic(key[0], settle)
-
-        def elect(st):
-            st["isr"] = [b for b in target if b in st["isr"] or b in target]
-            st["leader"] = target[0]
-        self.store.update_state(key[0], key[1], elect)
 
     def _elections(self) -> None:
         asked = self.store.election()

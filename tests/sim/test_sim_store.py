@@ -192,3 +192,24 @@ def test_answers_kept_for_the_whole_cluster_follow_every_change_of_the_store():
     assert before[("a", 1)] == 200 * MB  # broker 2 holds a-1 whole
     memory.write_progress({"left": {"a": {"1": {"2": 150 * MB}}}})
     assert sizes()[("a", 1)] == 50 * MB
+
+
+def test_between_any_two_writes_the_isr_and_the_leader_stay_within_the_replica_list():
+    """make test of aefe15b: `kit verify` read a partition between the simulated controller's
+    two writes at a copy's end (the new replica list, the old ISR naming the replica it dropped)
+    and stopped on bad input: the controller wrote the replica list first. Kafka's controller
+    shrinks the ISR and moves the leader (B3-B4) before it writes the replica list (B6)."""
+    store = MemoryStore.from_cluster(small_cluster(), {b: 9092 for b in range(1, 5)})
+    seen = []
+
+    def check(write):
+        def wrapped(*args):
+            write(*args)
+            for key, p in store.view().partitions.items():
+                if not (set(p.isr) <= set(p.replicas) and p.leader in p.replicas):
+                    seen.append((write.__name__, key, p.replicas, p.isr, p.leader))
+        return wrapped
+    store.update_topic, store.update_state = check(store.update_topic), check(store.update_state)
+    drive(store)
+    assert settled(store)[0][1] == [4, 2]  # the copies finished: ("a", 0) ended on its targets
+    assert seen == []
