@@ -19,7 +19,7 @@ import numpy as np
 
 from kit import jit
 from kit.concurrency import idle
-from kit.plan.steps import count_kernels
+from kit.plan.steps import count_kernels, count_pick
 from kit.plan.steps.leadership_figures import replica_matrix
 from kit.plan.workspace import LARGE, SMALL, Workspace
 
@@ -108,7 +108,7 @@ class CountBalance:
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         args = (-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan, self.band,
                 self.lists, self.counts, self.quotas, self.peers, self.targets, state)
-        kernels = count_kernels.balance, count_kernels.bucket_orders
+        kernels = count_pick.balance, count_kernels.bucket_orders
         plain = len(self.ws.cluster.partitions) <= SMALL and not jit.numba_loaded()
         limit = None if plain else _PLAIN_MOVES
         rows = min(_PLAIN_MOVES, _LOG_ROWS) if plain or self.fewest_moves() <= _PLAIN_MOVES else 0

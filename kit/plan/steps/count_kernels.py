@@ -5,8 +5,9 @@ are logged for `count_balance` to make on the workspace.
 Plain Python over numpy arrays, written in the subset numba compiles: a large rebalance
 makes a hundred thousand moves of some twenty candidates each, about 120 us of Python per
 move, and compiled they take a few. `compiled` returns the kernels compiled (numba is
-imported there, only once a balance has made enough moves to pay for its import); small
-balances run them as they are, unless numba is loaded already (`kit.jit.numba_loaded`). Both give the same moves (tests/plan/test_count_balance.py).
+imported when a balance makes enough moves to pay for it); small balances run as plain Python
+with `count_pick`'s search (`with_pick`), unless numba is loaded (`kit.jit.numba_loaded`).
+Both give the same moves (tests/plan/test_count_balance.py).
 
 The state, built by `count_balance.CountBalance` and kept up by `_move`:
 
@@ -49,15 +50,14 @@ def compiled():
         # nogil: `count_balance.moves_aside` runs the balance beside the workspace's updates.
         jit = numba.njit(cache=True, nogil=True)
         # Compiled code calls compiled code only: each kernel is compiled over a copy of this
-        # module's names in which the helpers it calls are compiled too (the module's own
-        # names stay plain Python, for the small balances).
+        # module's names in which its helpers are compiled too (the module's stay plain).
         scope = dict(globals())
         # Compiled, the topics are chosen by one loop (`topic_order_by_loop`): numpy's whole-array
         # steps allocate per pick over all 5,000 topics at 1,000,000 partitions (some 4 s of
         # that balance's 22).
         for name, f in (("topic_order", topic_order_by_loop), ("_sift_down", _sift_down),
                         *((f.__name__, f) for f in (
-                            pick_partition, _in_list, _consider, _breaks_racks, _spanned, _loses_peers, _peers,
+                            pick_partition, _in_list, _consider, breaks_racks, _spanned, loses_peers, _peers,
                             _step, _next_reachable, _two_step, _pick, _reaches_rack, _move, _resort, _relink,
                             _use_quotas, balance, bucket_orders))):
             scope[name] = jit(FunctionType(f.__code__, scope, name))
@@ -67,16 +67,23 @@ def compiled():
 
 
 def preload() -> None:
-    """Import numba and load its compiler's state now, from the disk cache: about 0.6 s that
-    the first compiled balance would otherwise spend before its first move (loading any
-    kernel loads numba's registries; this one is the smallest). A caller with work for the
-    second core meanwhile (`second_core.run_both`) makes it free."""
+    """Import numba and load its compiler's state from the disk cache now (about 0.6 s the first
+    compiled balance would spend before its first move; loading any kernel loads numba's
+    registries, this one is the smallest): free where `second_core.run_both` has other work."""
     compiled()
     _READY(0)
 
 
 def _ready(x):
     return x + 1
+
+
+def with_pick(pick):
+    """`balance` as plain Python searching with `pick` (`count_pick`'s) for `pick_partition`."""
+    scope = {**globals(), "pick_partition": pick}
+    for f in (_pick, _step, _two_step, balance):
+        scope[f.__name__] = FunctionType(f.__code__, scope, f.__name__)
+    return scope["balance"]
 
 
 def topic_order(a, b, fresh, counts, quotas):
@@ -226,7 +233,7 @@ def _consider(p, d, a, b, best, key, check_rack, floor, reps, peers):
         if m == b:
             return best, key
         rf += 1
-    if check_rack and _breaks_racks(p, a, rack[b], rf, reps, rack, need[rf]):
+    if check_rack and breaks_racks(p, a, rack[b], rf, reps, rack, need[rf]):
         return best, key
     pairs = loss = 0
     for s in range(rf):
@@ -236,7 +243,7 @@ def _consider(p, d, a, b, best, key, check_rack, floor, reps, peers):
             pairs += shared[b, j] - sa
             if sa == 1 and is_target[j]:
                 loss += 1
-    if loss and floor and _loses_peers(a, p, rf, loss, floor, reps, peers):
+    if loss and floor and loses_peers(a, p, rf, loss, floor, reps, peers):
         return best, key
     # A move of topic t from a to b evens t out when a holds at least two more of it.
     new = (loss, 0 if d >= 2 else (1 if d == 1 else 2), pairs, -d)
@@ -245,7 +252,7 @@ def _consider(p, d, a, b, best, key, check_rack, floor, reps, peers):
     return best, key
 
 
-def _breaks_racks(p, a, rb, rf, reps, rack, need):
+def breaks_racks(p, a, rb, rf, reps, rack, need):
     """Whether a replica in rack `rb` may not take broker index a's place in p's set of `rf`
     (the rack rule, `racks.may_join`): rb is among the other members' racks and those do
     not span `need` racks."""
@@ -256,8 +263,7 @@ def _breaks_racks(p, a, rb, rf, reps, rack, need):
 
 
 def _spanned(p, a, rf, reps, rack):
-    """Racks p's members other than broker index a span (`racks.spans`: a member without a
-    rack counts as one of its own)."""
+    """Racks p's members but broker index a span (`racks.spans`: one without a rack is its own)."""
     spanned = 0
     for s in range(rf):
         m = reps[p, s]
@@ -273,7 +279,7 @@ def _spanned(p, a, rf, reps, rack):
     return spanned
 
 
-def _loses_peers(a, p, rf, loss, floor, reps, peers):
+def loses_peers(a, p, rf, loss, floor, reps, peers):
     """Whether moving broker index a's replica out of p's set leaves a or one of the other
     members it shares nothing else with (`loss` of them) with fewer target peers than the
     degree floor."""

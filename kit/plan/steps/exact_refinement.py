@@ -87,32 +87,41 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
     tb0 = pr0 + n_sel * n_r
     br0 = tb0 + len(topic_list) * nt
     sink = br0 + nt
-    tails, heads, caps, costs = [], [], [], []
     supply = np.zeros(sink + 1, dtype=np.int64)
     critical = _critical_memberships(ws)
-    replicas = sum(len(ws.assign[p]) for p in sel)
+    rfs = np.fromiter((len(ws.assign[p]) for p in sel), np.int64, n_sel)
+    replicas = int(rfs.sum())
     # Costs in strict priority: a copy outweighs any degree reward, which outweighs any
     # topic spreading (whose total is at most (tiers + 1) x replicas). Without spreading,
     # partitions connect straight to the brokers.
     degree_unit = (_TOPIC_TIERS + 1) * replicas + 1 if spread_topics else 1
     copy = (len(critical) + 1) * degree_unit
+    supply[:n_sel] = rfs
+    # Each partition's arcs, built a row per partition (in the order the flow is given them):
+    # to its (partition, rack) nodes, then from those to each target broker (or its topic's).
+    per_rack = np.ones((n_sel, 1), dtype=np.int64) if ws.n_racks == 0 else -(-rfs[:, None] // n_racks)
+    rack_arr = np.array(rack_ids, dtype=np.int64)
+    rows = np.arange(n_sel, dtype=np.int64)[:, None]
+    held = np.zeros((n_sel, nt), dtype=bool)  # a replica there before the plan
+    crit = np.zeros((n_sel, nt), dtype=bool)
     for i, p in enumerate(sel):
-        rf = len(ws.assign[p])
-        supply[i] = rf
-        per_rack = 1 if ws.n_racks == 0 else -(-rf // n_racks)
-        for r in rack_ids:
-            tails.append(i)
-            heads.append(pr0 + i * n_r + rack_pos[r])
-            caps.append(rf if r < 0 else per_rack)
-            costs.append(0)
-        before = set(cluster.partitions[p].replicas)
-        tnode = tb0 + topic_pos[int(ws.topic[p])] * nt if spread_topics else br0
-        for k, j in enumerate(tidx):
-            tails.append(pr0 + i * n_r + rack_pos[int(racks[k])])
-            heads.append(tnode + k)
-            caps.append(1)
-            b = ws.ids[j]
-            costs.append(copy if b not in before else -degree_unit if (p, b) in critical else 0)
+        for b in cluster.partitions[p].replicas:
+            k = pos_of.get(b)
+            if k is not None:
+                held[i, k] = True
+                crit[i, k] = (p, b) in critical
+    rack_k = np.array([rack_pos[int(r)] for r in racks], dtype=np.int64)
+    tnode = (tb0 + np.array([topic_pos[int(ws.topic[p])] for p in sel], dtype=np.int64)[:, None] * nt
+             if spread_topics else np.full((n_sel, 1), br0, dtype=np.int64))
+    pr_node = pr0 + rows * n_r
+    block = [
+        (np.broadcast_to(rows, (n_sel, n_r)), pr_node + np.arange(n_r), np.where(rack_arr < 0, rfs[:, None], per_rack),
+         np.zeros((n_sel, n_r), dtype=np.int64)),
+        (pr_node + rack_k, tnode + np.arange(nt), np.ones((n_sel, nt), dtype=np.int64),
+         np.where(~held, copy, np.where(crit, -degree_unit, 0))),
+    ]
+    tails, heads, caps, costs = (np.concatenate([part[c] for part in block], axis=1).ravel().tolist()
+                                 for c in range(4))
     for t in topic_list:
         base = tb0 + topic_pos[t] * nt
         for k in range(nt):
