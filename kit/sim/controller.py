@@ -359,8 +359,9 @@ class SimController:
     def _finish(self, key: tuple[str, int]) -> None:
         """The partition's reassignment completes in Kafka's order (KafkaController's
         onPartitionReassignment, steps B3-B6): the leader and the ISR move to the target
-        replicas first, the replica list last. A reader between the two writes then sees an ISR
-        within the replica list, as against Kafka, never a removed replica still in the ISR."""
+        replicas first, the replica list last. A reader between the two writes then sees what
+        it could see of Kafka's znodes: an ISR within the replica list, never a replica the
+        reassignment removed still in the ISR."""
         target = self.targets.pop(key)
         self.flows.pop(key, None)
         part = str(key[1])
