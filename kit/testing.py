@@ -11,6 +11,7 @@ needs one is called.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from kit import warm_cli
 
 __all__ = ["PROGRESS_LINE", "SimulatedCluster", "finish_reassignment", "kit_command", "kraft_cluster",
            "local_zookeeper", "run_kit", "seed", "simulated_cluster", "wait_for"]
@@ -76,15 +79,25 @@ def kit_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "kit"]
 
 
-def run_kit(*args, env=None, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
+def run_kit(*args, env=None, timeout: float = 120, cwd=None, cold: bool = False) -> subprocess.CompletedProcess:
     """The `kit` command, run for real in a child process.
+
+    The child is forked from a process that has already imported kit (`kit.warm_cli`: a
+    suite runs the command hundreds of times, and importing took most of each run's CPU);
+    `cold=True` starts it from nothing instead, as the console script (a fresh interpreter:
+    its own string hashing too, for tests of determinism across runs). Set KIT_WARM_CLI=0 to
+    run every command cold.
 
     Progress lines, which a slow machine prints and a fast one does not, are taken out of
     ``stderr`` into ``progress`` (a list of lines): what a test asserts of stderr is then the
     same on both.
     """
-    r = subprocess.run(kit_command() + [str(a) for a in args], capture_output=True, text=True, env=env,
-                       timeout=timeout, cwd=cwd)
+    words = [str(a) for a in args]
+    r = None
+    if not cold and os.environ.get("KIT_WARM_CLI", "1") != "0":
+        r = warm_cli.run(words, env=env, timeout=timeout, cwd=cwd)
+    if r is None:
+        r = subprocess.run(kit_command() + words, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
     lines = r.stderr.splitlines(keepends=True)
     r.progress = [x.rstrip("\n") for x in lines if PROGRESS_LINE.fullmatch(x.rstrip("\n"))]
     r.stderr = "".join(x for x in lines if not PROGRESS_LINE.fullmatch(x.rstrip("\n")))

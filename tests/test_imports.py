@@ -70,6 +70,8 @@ LAYERS: dict[str, set[str]] = {
     "kit.cli": {"*"},
     # The test harness kit ships starts servers and clusters of every kind.
     "kit.testing": {"*"},
+    # Its warm command line: the `kit` command forked from a process that imported it once.
+    "kit.warm_cli": {"kit", "kit.cli", "kit.jit"},
     "kit.__main__": {"kit.cli"},
 }
 

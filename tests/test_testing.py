@@ -37,3 +37,42 @@ def test_wait_for_returns_what_the_event_gave_and_names_it_when_it_never_comes()
         assert "an event that never comes: not within 0 s" in str(e)
     else:
         raise AssertionError("wait_for did not give up")
+
+
+def test_a_warm_run_is_the_command_run_cold(tmp_path, snapshots):
+    """`run_kit` forks its commands from a process that has imported kit (kit.warm_cli): the
+    same exit code, stdout, stderr and files as the console script started from nothing, with
+    the caller's arguments, environment and working directory."""
+    def both(*args, **kw):
+        return [run_kit(*args, cold=cold, **kw) for cold in (False, True)]
+
+    # A refusal: exit 2, its one line on stderr.
+    warm, cold = both("plan", "rebuild", "--snapshot", tmp_path / "missing.json", "--out", tmp_path / "p.json")
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    assert warm.returncode == 2 and warm.stderr.count("\n") == 1
+    # A plan written to a path relative to the working directory given.
+    for name in ("warm", "cold"):
+        (tmp_path / name).mkdir()
+    runs = [run_kit("plan", "scale-out", "--snapshot", snapshots["scale-out"], "--out", "plan.json",
+                    cwd=tmp_path / name, cold=name == "cold") for name in ("warm", "cold")]
+    assert [r.returncode for r in runs] == [0, 0] and runs[0].stdout == runs[1].stdout
+    assert (tmp_path / "warm" / "plan.json").read_bytes() == (tmp_path / "cold" / "plan.json").read_bytes()
+    # The environment given, not the caller's: an unreadable ZooKeeper auth file named there.
+    env = {"PATH": "/usr/bin:/bin", "KIT_ZK_AUTH": "nonsense"}
+    warm, cold = both("status", "--zk", "127.0.0.1:9/x", env=env, timeout=60)
+    assert (warm.returncode, warm.stderr) == (cold.returncode, cold.stderr) and warm.returncode == 2
+
+
+def test_a_warm_run_past_its_timeout_is_killed_and_said(tmp_path):
+    import subprocess
+    import time
+
+    started = time.monotonic()
+    try:
+        # Waits for a ZooKeeper nobody runs (a closed port) longer than the timeout.
+        run_kit("sim", "run", "--zk", "127.0.0.1:9/x", timeout=5)
+    except subprocess.TimeoutExpired as e:
+        assert e.timeout == 5
+    else:
+        raise AssertionError("no timeout")
+    assert time.monotonic() - started < 120

@@ -24,8 +24,8 @@ KIT = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "kit"]
 SECTIONS = ("Broker change summary:", "Partition map changes:", "Broker distribution:")
 
 
-def kit(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return run_kit(*args, cwd=cwd)
+def kit(*args, cwd: Path | None = None, cold: bool = False) -> subprocess.CompletedProcess:
+    return run_kit(*args, cwd=cwd, cold=cold)
 
 
 # --------------------------------------------------------------------------- snapshot helpers
@@ -255,8 +255,9 @@ def test_same_command_same_bytes(tmp_path, snapshots, snapshot, args):
     for n in (1, 2):
         d = tmp_path / f"run{n}"
         d.mkdir()
+        # The second run from a fresh interpreter (its own string hashing), the first forked warm.
         r = kit("plan", *[a.format(**fill) for a in args], "--snapshot", snapshots[snapshot],
-                "--out", d / "plan.json", "--report", d / "report.json")
+                "--out", d / "plan.json", "--report", d / "report.json", cold=n == 2)
         assert r.returncode == 0, r.stderr
         runs.append(((d / "plan.json").read_bytes(), (d / "report.json").read_bytes(), r.stdout))
     assert runs[0][0] == runs[1][0], "plan files differ"
