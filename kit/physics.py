@@ -62,8 +62,8 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
     step (`filling_stands` reads them)."""
     n = len(out_cap)
     rate = np.zeros(len(src))
-    live = np.flatnonzero(weight > 0)
-    if len(live) == len(src):  # the estimate passes only live pairs: no copies to take
+    live = slice(None) if (weight > 0).all() else np.flatnonzero(weight > 0)
+    if isinstance(live, slice):  # the estimate passes only live pairs: no copies to take
         s_l, d_l, w_l = src, dst, weight
     else:
         s_l, d_l, w_l = src[live], dst[live], weight[live]
@@ -82,8 +82,9 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
     limit, taken = np.empty(2 * n), np.empty(2 * n)
     # A round is a handful of numpy calls on 2n numbers, each costing mostly its call: the
     # level is the limit at `argmin` (the very float `min` gives: no limit is NaN), and the
-    # level and the margin go in as 0-d arrays (a Python float is converted on every call).
-    at, below, full_mask = np.empty(()), np.empty(()), np.empty(2 * n, dtype=bool)
+    # level and the margin go in as 0-d arrays (a Python float is converted on every call), and
+    # the full resources are a preallocated mask's.
+    at, below, is_full = np.empty(()), np.empty(()), np.empty(2 * n, dtype=bool)
     # The round each resource filled in (the last round's number: never), and the rate of
     # every pair still filling after each round.
     when = np.full(2 * n, -1)
@@ -106,9 +107,10 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
             # Every resource at the level is full: its flows are frozen (a rounding margin, so
             # a tie does not cost one more round).
             below[()] = level + (level * 1e-12 + 1e-12)
-            np.less_equal(limit, below, out=full_mask)
+            np.less_equal(limit, below, out=is_full)
             levels.append(filled)
-            if np.count_nonzero(full_mask) == 1:  # the usual round: the argmin alone, its row or column as a view
+            full = is_full.nonzero()[0]
+            if len(full) == 1:  # the usual round: the argmin alone, its row or column as a view
                 when[j] = len(levels) - 1
                 room[j] = np.inf
                 if j < n:
@@ -116,7 +118,6 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
                 else:
                     w_out -= m[:, j - n]
                 continue
-            full = full_mask.nonzero()[0]
             when[full] = len(levels) - 1
             room[full] = np.inf
             if full[0] < n:
