@@ -62,8 +62,8 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
     step (`filling_stands` reads them)."""
     n = len(out_cap)
     rate = np.zeros(len(src))
-    live = np.flatnonzero(weight > 0)
-    if len(live) == len(src):  # the estimate passes only live pairs: no copies to take
+    live = slice(None) if (weight > 0).all() else np.flatnonzero(weight > 0)
+    if isinstance(live, slice):  # the estimate passes only live pairs: no copies to take
         s_l, d_l, w_l = src, dst, weight
     else:
         s_l, d_l, w_l = src[live], dst[live], weight[live]
@@ -80,6 +80,11 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
     room = np.concatenate([out_cap, in_cap], dtype=float)
     room[w == 0] = np.inf  # no flows or full: never the level (inf / 0 is inf too)
     limit, taken = np.empty(2 * n), np.empty(2 * n)
+    # A round is a handful of numpy calls on 2n numbers, each costing mostly its call: the
+    # level is the limit at `argmin` (the very float `min` gives: no limit is NaN), and the
+    # level and the margin go in as 0-d arrays (a Python float is converted on every call), and
+    # the full resources are a preallocated mask's.
+    at, below, is_full = np.empty(()), np.empty(()), np.empty(2 * n, dtype=bool)
     # The round each resource filled in (the last round's number: never), and the rate of
     # every pair still filling after each round.
     when = np.full(2 * n, -1)
@@ -88,20 +93,24 @@ def filled_rates(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, out_cap: 
     with np.errstate(divide="ignore", invalid="ignore"):
         while True:
             np.divide(room, w, out=limit)
-            level = float(np.minimum.reduce(limit))
+            j = int(limit.argmin())
+            level = limit.item(j)
             if level == math.inf:
                 break
-            level = max(level, 0.0)
+            if level < 0.0:
+                level = 0.0
             steps.append(level)
-            np.multiply(w, level, out=taken)
+            at[()] = level
+            np.multiply(w, at, out=taken)
             np.subtract(room, taken, out=room)
             filled += level
             # Every resource at the level is full: its flows are frozen (a rounding margin, so
             # a tie does not cost one more round).
-            full = (limit <= level + (level * 1e-12 + 1e-12)).nonzero()[0]
+            below[()] = level + (level * 1e-12 + 1e-12)
+            np.less_equal(limit, below, out=is_full)
             levels.append(filled)
-            if len(full) == 1:  # the usual round: one resource, its row or column as a view
-                j = int(full[0])
+            full = is_full.nonzero()[0]
+            if len(full) == 1:  # the usual round: the argmin alone, its row or column as a view
                 when[j] = len(levels) - 1
                 room[j] = np.inf
                 if j < n:

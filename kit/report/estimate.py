@@ -373,14 +373,16 @@ class _FluidRun:
             ahead = moving
         else:
             raise BadInput("no replication can make progress (a throttle or capacity of 0)")
-        # The group-th copy to end is among the first `group` of its pair.
+        # The group-th copy to end is among the first `group` of its pair. Every rate is above
+        # 0 unless `ahead` says otherwise: only then can a division warn (a context costs a
+        # few microseconds, and this runs thousands of times).
         k = min(group, self.left) - 1
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore") if ahead is not None else contextlib.nullcontext():
             if k == 0:  # the next copy to end: each pair's smallest
                 left = (self.next_size[live] - self.progress[live]) / r
                 if ahead is not None:
                     left = np.where(ahead, left, np.inf)
-                t_event = t + float(left.min())
+                t_event = t + left.item(left.argmin())  # no NaN: the very float of `min`
             else:
                 left = (self.upcoming[live, :k + 1] - self.progress[live, None]) / r[:, None]
                 if ahead is not None:
@@ -390,8 +392,10 @@ class _FluidRun:
         rate = np.zeros(len(self.weight))
         rate[live] = r
         flows = r * weight
-        # Each broker's sum in pair order (the finished pairs would add nothing).
-        self.sent = np.stack([np.bincount(self.live_src, flows, self.nb), np.bincount(self.live_dst, flows, self.nb)])
+        # Each broker's sum in pair order (the finished pairs would add nothing), in place:
+        # `note_peak` copies what it keeps.
+        self.sent[0] = np.bincount(self.live_src, flows, self.nb)
+        self.sent[1] = np.bincount(self.live_dst, flows, self.nb)
         self.version += 1
         self.noted = False
         return rate, t_event
@@ -467,7 +471,7 @@ class _FluidRun:
     def finish_copies(self, tol: float) -> bool:
         """Copies within `tol` bytes of the end finish (their replicas join the ISR, their
         partitions may finish); whether any did."""
-        ending = np.flatnonzero(self.next_size - self.progress <= tol)
+        ending = (self.next_size - self.progress <= tol).nonzero()[0]
         if not len(ending):
             return False
         newly = []

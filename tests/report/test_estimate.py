@@ -269,3 +269,25 @@ def test_time_left_runs_the_estimates_physics_on_the_bytes_left_at_each_brokers_
     assert time_left(cluster, {}, [], [], [], [], {}, {}) == 0.0
     with pytest.raises(BadInput, match="no rate known for the copy from broker 1 to 3"):
         time_left(cluster, targets, [1], [3], [1e9], [0], {}, {})
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_a_copy_held_at_rate_0_is_refused_once_the_others_end_and_nothing_warns(group):
+    """Broker 2's copies get no rate (a cap of 0) while broker 1's go on: the step's end is
+    found past the pairs at rate 0 (a division by 0 there, which must stay silent), and once
+    broker 1's copies end nothing can progress: BadInput says so, with no RuntimeWarning on the
+    way (the no-warning context is skipped only in steps where every pair moves)."""
+    import warnings
+
+    from kit.report.estimate import time_left
+
+    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r", "net_capacity": 125e6}
+                                                               for b in (1, 2, 3)],
+                                     "partitions": [{"topic": "t", "partition": i, "replicas": [s], "isr": [s],
+                                                     "size": 12e9} for i, s in enumerate((1, 1, 2, 2))]})
+    targets = {i: [s, 3] for i, s in enumerate((1, 1, 2, 2))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(BadInput, match="no replication can make progress"):
+            time_left(cluster, targets, [1, 1, 2, 2], [3, 3, 3, 3], [1e9, 2e9, 1e9, 1e9], [0, 1, 2, 3],
+                      {1: 50e6, 2: 0.0}, {3: 100e6}, max_events=4 // group)
