@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import random
 import subprocess
 import sys
 import time
@@ -214,3 +215,24 @@ def falling_rate_copy():
                                                      "size": 12e9} for i, s in enumerate(leaders)]})
     running = {"partitions": [{"topic": "t", "partition": i, "replicas": [s, 3]} for i, s in enumerate(leaders)]}
     return cluster, running
+
+
+def skewed_cluster(rng_seed: int, *, most_brokers: int, rack_choices: list, topics: tuple[int, int],
+                   partitions: tuple[int, int], most_rf: int):
+    """A small random cluster drawn from `rng_seed`: 3 to `most_brokers` - 1 brokers in racks of one
+    of `rack_choices`, `topics` (low, high) topics of `partitions` (low, high) partitions each,
+    RF 1 to `most_rf`, seven replicas in ten on the first half of the brokers (a skew to balance)."""
+    from kit.model import Broker, Cluster, Partition
+
+    rng = random.Random(rng_seed)
+    ids = list(range(1, rng.randint(4, most_brokers)))
+    racks = rng.choice(rack_choices)
+    brokers = {b: Broker(id=b, rack=rng.choice(racks)) for b in ids}
+    heavy = ids[:len(ids) // 2 + 1]
+    parts = []
+    for t in range(rng.randint(*topics)):
+        for n in range(rng.randint(*partitions)):
+            pool = heavy if rng.random() < 0.7 else ids
+            reps = tuple(rng.sample(pool, rng.randint(1, min(most_rf, len(pool)))))
+            parts.append(Partition(topic=f"t{t}", partition=n, replicas=reps, isr=reps, leader=reps[0]))
+    return Cluster(brokers=brokers, partitions=tuple(parts))

@@ -2,12 +2,11 @@
 balance runs (`count_kernels.pick_partition`) picks, on any state a balance goes through."""
 from __future__ import annotations
 
-import random
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.model import Broker, Cluster, Partition
+from conftest import skewed_cluster
+from kit.model import Cluster
 from kit.plan.steps import count_kernels, count_pick
 from kit import jit
 from kit.plan.steps.count_balance import CountBalance, balance_counts
@@ -17,18 +16,9 @@ from kit.plan.workspace import Workspace
 
 def _cluster(seed: int) -> Cluster:
     """A small cluster, its replicas mostly on its first brokers, in random racks, RF 1 to 4."""
-    rng = random.Random(seed)
-    ids = list(range(1, rng.randint(4, 14)))
-    racks = rng.choice([["a", "b", "c"], ["a", "b"], ["a", "b", None], [None], ["a", "b", "c", "d"]])
-    brokers = {b: Broker(id=b, rack=rng.choice(racks)) for b in ids}
-    heavy = ids[:len(ids) // 2 + 1]
-    parts = []
-    for t in range(rng.randint(1, 40)):
-        for n in range(rng.randint(1, 30)):
-            pool = heavy if rng.random() < 0.7 else ids
-            reps = tuple(rng.sample(pool, rng.randint(1, min(4, len(pool)))))
-            parts.append(Partition(topic=f"t{t}", partition=n, replicas=reps, isr=reps, leader=reps[0]))
-    return Cluster(brokers=brokers, partitions=tuple(parts))
+    return skewed_cluster(seed, most_brokers=14, rack_choices=[["a", "b", "c"], ["a", "b"], ["a", "b", None], [None],
+                                                             ["a", "b", "c", "d"]],
+                          topics=(1, 40), partitions=(1, 30), most_rf=4)
 
 
 @settings(max_examples=80, deadline=None)

@@ -3,30 +3,19 @@ rule's order (the arcs are built a row per partition in whole-array steps: this 
 rule out one arc at a time and compares)."""
 from __future__ import annotations
 
-import random
-
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kit.model import Broker, Cluster, Partition
+from conftest import skewed_cluster
+from kit.model import Cluster
 from kit.plan.steps import exact_refinement
 from kit.plan.steps.count_balance import balance_counts
 from kit.plan.workspace import Workspace
 
 
 def _cluster(seed: int) -> Cluster:
-    rng = random.Random(seed)
-    ids = list(range(1, rng.randint(4, 12)))
-    racks = rng.choice([["a", "b", "c"], ["a", "b"], ["a", "b", None], [None]])
-    brokers = {b: Broker(id=b, rack=rng.choice(racks)) for b in ids}
-    heavy = ids[:len(ids) // 2 + 1]
-    parts = []
-    for t in range(rng.randint(1, 6)):
-        for n in range(rng.randint(2, 25)):
-            pool = heavy if rng.random() < 0.7 else ids
-            reps = tuple(rng.sample(pool, rng.randint(1, min(3, len(pool)))))
-            parts.append(Partition(topic=f"t{t}", partition=n, replicas=reps, isr=reps, leader=reps[0]))
-    return Cluster(brokers=brokers, partitions=tuple(parts))
+    return skewed_cluster(seed, most_brokers=12, rack_choices=[["a", "b", "c"], ["a", "b"], ["a", "b", None], [None]],
+                          topics=(1, 6), partitions=(2, 25), most_rf=3)
 
 
 def _partition_arcs(ws: Workspace, spread: bool) -> tuple[list, list, list, list]:
