@@ -14,7 +14,7 @@ The protocol, one connection per command over a Unix socket: the caller sends on
 (args, env, cwd) with its stdout and stderr files as descriptors (SCM_RIGHTS); the child
 answers ``{"pid": N}`` at once and ``{"exit": code}`` when its interpreter has finished (its
 threads joined, its atexit handlers run). A child killed by a signal closes the connection
-without an exit code.
+without an exit code (the caller says -9, SIGKILL, whichever signal it was).
 """
 from __future__ import annotations
 
@@ -148,7 +148,9 @@ def run(args: list[str], env: dict | None = None, timeout: float = 120, cwd=None
                 while conn.recv(4096):  # until the killed child's end closes the connection
                     pass
             raise subprocess.TimeoutExpired(cmd, timeout, _text(out), _text(err)) from None
-        if code is None:  # ended by a signal: the connection closed with no exit code
+        if code is None:
+            # Ended by a signal: the connection closed with no exit code. The server does not
+            # wait for its children, so which signal is not known: said as SIGKILL.
             code = -signal.SIGKILL
         return subprocess.CompletedProcess(cmd, code, _text(out), _text(err))
 
