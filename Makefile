@@ -42,7 +42,8 @@ PYTEST_ARGS ?=
 # pytest-xdist workers: most tests wait on ZooKeeper, kernels or a simulated cluster, so three
 # overlap well even on two cores (`make test TEST_WORKERS=0` runs them one at a time). With
 # --dist worksteal a worker that runs out takes tests queued for another: quiet, the workers
-# ended within 40 s of each other (704 s in all) where they had ended 90 s apart (728 s).
+# ended within 40 s of each other (704 s in all, CI=true) where they had ended 90 s apart (728 s,
+# CI unset: other hypothesis draws, so the whole figures differ by more than the order).
 TEST_WORKERS ?= 3
 
 .PHONY: venv .venv zookeeper demo test test-fast bench bench-1m bench-sim lab clean distclean
