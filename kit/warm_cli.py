@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import io
 import json
@@ -49,6 +50,12 @@ def serve(path: str) -> None:
     from kit.cli import build_parser
 
     build_parser()  # the command modules it imports
+    # What the server holds is left out of a child's garbage collections: without this a full
+    # collection (the interpreter runs one as it exits) visits every object the imports made, and
+    # so copies every page they sit on. `kit
+    # --version` took 0.08-0.10 CPU s a child before, 0.02-0.04 after; a `kit plan replace` of
+    # 3,000 partitions 0.17-0.20 before, 0.14-0.16 after (process accounting).
+    gc.freeze()
     # The children are not waited for here: the kernel reaps them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
