@@ -2,6 +2,9 @@
 them, and a search bounded by a count of nodes whose result says whether it ended at the limit."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 
 from kit.plan.solvers.mip import SparseRows, solve
@@ -54,3 +57,19 @@ def test_a_search_that_ends_by_itself_proves_its_answer():
     found = solve(cost, rows, lower, upper, node_limit=2_000)
     assert found is not None and found.finished
     assert found.dual_bound >= cost @ found.x - 1e-6
+
+
+def test_a_plan_whose_replica_sets_the_placement_program_chose_is_the_same_bytes_in_two_processes(
+        make_snapshot, tmp_path):
+    """One thread, a fixed seed and counted limits: `kit plan` in two processes writes the same
+    plan. On this cluster best_placement settles failover (without it, above 2:
+    test_rebalance_chooses_replica_sets_for_leadership, third case)."""
+    snapshot = make_snapshot("--brokers", "5", "--racks", "2", "--rf", "2", "--scenario", "replace", "--topics",
+                             "5", "--partitions", "379", "--dead", "1", "--add", "1", "--seed", "7313")
+    plans = []
+    for run in range(2):
+        out = tmp_path / f"plan-{run}.json"
+        subprocess.run([sys.executable, "-m", "kit", "plan", "rebalance", "--snapshot", str(snapshot), "--out", str(out)],
+                       check=True, capture_output=True, timeout=600)
+        plans.append(out.read_bytes())
+    assert plans[0] == plans[1] and b'"replicas"' in plans[0]
