@@ -148,10 +148,11 @@ def test_the_import_reader_sees_lazy_and_function_level_imports(tmp_path):
 
 PURE = ["kit.plan", "kit.report", "kit.report.figures", "kit.report.waves", "kit.report.estimate",
         "kit.throttle.decide", "kit.throttle.replay", "kit.model", "kit.formats", "kit.files", "kit.physics"]
-# scipy: the planner loads it only when its exact leader-order program runs (about a second to import);
-# numba only when a count balance has thousands of moves ahead (about half a second).
+# scipy: the planner loads it only where a split flow or a test needs it (about a second to import);
+# highspy only when an exact pass solves an integer program; numba only when a count balance has
+# thousands of moves ahead (about half a second).
 HEAVY = ["kazoo", "pyspark", "pandas", "panel", "holoviews", "bokeh", "nbformat", "papermill", "kafka", "scipy",
-         "numba"]
+         "highspy", "numba"]
 # The runbook layer talks to clusters (kazoo, kafka) when imported, but tables, charts, widgets and
 # the HTML record load their libraries only when a notebook asks for them: `kit run` and the
 # runner import it before any kernel starts.
@@ -159,7 +160,7 @@ RUNBOOK = ["kit.runbook.steps", "kit.runbook.runner", "kit.runbook.catalog", "ki
            "kit.runbook.display", "kit.runbook.charts", "kit.runbook.record", "kit.runbook.environment",
            "kit.runbook.checks", "kit.runbook.planning", "kit.runbook.gate", "kit.runbook.change"]
 NOTEBOOK_ONLY = ["pandas", "matplotlib", "IPython", "ipywidgets", "nbformat", "nbconvert", "papermill", "panel",
-                 "pyspark", "scipy", "numba"]
+                 "pyspark", "scipy", "highspy", "numba"]
 
 CHECK = dedent("""\
     import importlib, importlib.abc, os, sys, traceback
@@ -211,7 +212,7 @@ def test_the_runbook_layer_loads_no_notebook_library_until_asked(module):
 # opens, and a simulated cluster's modules load when one is started or read; the replacement's
 # pairing is a pure rule apart from the planner's pipeline. numpy does load: kit's foundations
 # (kit.formats) and the estimate use it.
-NOT_FOR_STEPS = ["ortools", "kazoo", "kafka", "scipy", "numba"]
+NOT_FOR_STEPS = ["ortools", "kazoo", "kafka", "scipy", "highspy", "numba"]
 
 
 @pytest.mark.parametrize("module", ["kit.runbook.steps", "kit.runbook.runner"])
@@ -241,8 +242,8 @@ def test_the_check_names_the_import_chain():
 # --------------------------------------------------------------------------- what a command's help loads
 
 # What no help text needs, and each costs a noticeable part of a second to import.
-NOT_FOR_HELP = ["numpy", "ortools", "numba", "scipy", "kazoo", "kafka", "pandas", "panel", "pyspark", "nbformat",
-                "papermill"]
+NOT_FOR_HELP = ["numpy", "ortools", "numba", "scipy", "highspy", "kazoo", "kafka", "pandas", "panel", "pyspark",
+                "nbformat", "papermill"]
 
 HELP = dedent("""\
     import argparse, contextlib, io, sys

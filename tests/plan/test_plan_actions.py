@@ -255,6 +255,34 @@ def test_an_order_the_integer_program_could_not_prove_within_its_budget_is_kept_
                           "these replica sets allow"]
 
 
+def test_replica_sets_the_placement_program_could_not_prove_within_its_budget_are_said(monkeypatch):
+    """The placement program's search is bounded too (a count of nodes): where it ends before
+    its proof, the plan keeps the best replica sets found and its NOTE says they are not proved
+    the least; the claim of a proof is not made. HiGHS proves this cluster at its root, so the
+    search's answer is kept and only its proof taken away (test_mip shows a search that ends at
+    its limit saying so)."""
+    from test_plan_properties import generate
+
+    from kit.plan.steps import spare_copies
+    from kit.report.figures import plan_report
+
+    c = generate(brokers=6, racks=2, rf=2, scenario="balanced", topics=4, partitions=115, dead=1, add=1, seed=4260)
+    real = spare_copies.best_placement
+
+    def unproved(*args, **kwargs):
+        found = real(*args, **kwargs)
+        return None if found is None else (found[0], False)
+
+    monkeypatch.setattr(spare_copies, "best_placement", unproved)
+    plan = planners.plan_rebalance(c, ignore_warns=True)
+    missed = f"failover excess {plan_report(plan)['after']['failover_excess_spread_max']}"
+    assert plan_report(plan)["after"]["failover_excess_spread_max"] > 2
+    assert f"{missed}: the best replica sets and order the integer program found within its budget (2,000 " \
+           "branch-and-bound nodes) where each partition moves at most one replica; not proved the least such " \
+           "plans allow" in plan.notes
+    assert not any("least any plan within" in n for n in plan.notes)
+
+
 @pytest.mark.parametrize("args", [
     dict(brokers=3, racks=3, rf=3, add=3, topics=1, partitions=300, seed=1),
     dict(brokers=4, racks=2, rf=2, add=2, topics=2, partitions=300, seed=3),

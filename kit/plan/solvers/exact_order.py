@@ -1,5 +1,5 @@
 """The best replica order, and on small clusters the best replica sets with it, by integer
-programming (SciPy's HiGHS).
+programming (HiGHS, `kit.plan.solvers.mip`).
 
 Leader balance overall, per topic and on failover are each a flow problem, but together
 they are not: the flows in `leadership.py` take them in turn and can stop short of an
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS
+from kit.plan.solvers.mip import SparseRows, solve
 
 # Selected partitions, and variables (one per class of interchangeable partitions and
 # ordered pair of their replicas), above which the order program is not tried: beyond it
@@ -141,21 +142,16 @@ def _solve(ws, assign, base, sets_of, eligible, caps, max_variables, limits=None
                         var.peer_at, var.peer_pairs, ws.degree_floor)
     cost, upper, weights = _objective(ws, var, choices, groups, items, base, pos_of, budget, caps, len(assign))
     lower = _tighten(upper, var, choices, groups, topics, elig, fixed, ws, caps)
-    # scipy loads here, not at the top: importing scipy.optimize takes most of a second, and
-    # everything that imports kit.plan (the CLI, the runbooks, the report) would pay it.
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    res = milp(cost, constraints=LinearConstraint(rows.matrix(var.n), rows.lo, rows.hi), integrality=np.ones(var.n),
-               bounds=Bounds(lower, upper), options={"node_limit": NODE_LIMIT, "presolve": True, "mip_rel_gap": gap})
-    if res.x is None:
+    found = solve(cost, rows, lower, upper, NODE_LIMIT, gap)
+    if found is None:
         return None
-    xs = np.round(res.x).astype(np.int64)
+    xs = found.x
     # Any plan with lower shortfalls (in order of importance) would cost at least one
     # failover unit less, more than all the copies and changes: a dual bound above that
     # proves none exists, whether or not the search finished.
     w_lead, w_topic, w_fail = weights
     weighed = w_lead * xs[var.s_lead] + w_topic * xs[var.s_topic] + w_fail * xs[var.s_fail]
-    proved = res.mip_dual_bound is not None and res.mip_dual_bound > weighed - 0.5
+    proved = bool(found.dual_bound > weighed - 0.5)
     return _assignment(ws, assign, groups, choices, xs[:var.nv]), proved
 
 
@@ -248,27 +244,6 @@ class _Variables:
         self.peer_at = self.s_fail + 1
         self.peer_pairs = [(a, c) for a in range(nt) for c in range(a + 1, nt)] if placement else []
         self.n = self.peer_at + len(self.peer_pairs)
-
-
-class SparseRows:
-    """The program's constraints, a sparse row at a time: low <= sum(value * x[col]) <= high."""
-
-    def __init__(self):
-        self.rows, self.cols, self.vals, self.lo, self.hi = [], [], [], [], []
-
-    def add(self, entries, low, high) -> None:
-        r = len(self.lo)
-        for c, v in entries:
-            self.rows.append(r)
-            self.cols.append(c)
-            self.vals.append(v)
-        self.lo.append(low)
-        self.hi.append(high)
-
-    def matrix(self, n: int):
-        from scipy.sparse import coo_matrix  # lazy, as in _solve
-
-        return coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.lo), n)).tocsr()
 
 
 def _leadership_rows(rows: SparseRows, ws, var: _Variables, choices, groups, items, topics, elig, fixed: _Fixed) -> None:

@@ -442,10 +442,21 @@ def budget_note(missed: str) -> str:
     return missed + BUDGET_NOTE.format(nodes=exact_order.NODE_LIMIT)
 
 
+# The same for the placement program (`exact_order.best_placement`, replica sets and order).
+PLACEMENT_BUDGET_NOTE = (": the best replica sets and order the integer program found within its budget ({nodes:,}"
+                         " branch-and-bound nodes) where each partition moves at most one replica; not proved the"
+                         " least such plans allow")
+
+
+def placement_budget_note(missed: str) -> str:
+    """The NOTE of a plan whose placement program ended before its proof (`PLACEMENT_BUDGET_NOTE`)."""
+    return missed + PLACEMENT_BUDGET_NOTE.format(nodes=exact_order.NODE_LIMIT)
+
+
 def drop_order_notes(ws: Workspace) -> None:
-    """Forget what the integer program proved, or found within its budget, of the replica sets
-    (before they change)."""
-    ws.notes[:] = [n for n in ws.notes if not n.endswith((ORDER_NOTE, budget_note("")))]
+    """Forget what the integer programs proved, or found within their budget, of the replica
+    sets (before they change)."""
+    ws.notes[:] = [n for n in ws.notes if not n.endswith((ORDER_NOTE, budget_note(""), placement_budget_note("")))]
 
 
 def _exact_pass(ws: Workspace) -> bool:

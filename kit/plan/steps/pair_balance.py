@@ -28,7 +28,7 @@ import numpy as np
 
 from kit.plan.objectives import (COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures,
                                  Ranking)
-from kit.plan.solvers.exact_order import SparseRows
+from kit.plan.solvers.mip import SparseRows, solve
 from kit.plan.steps.leadership import balance_leadership, drop_order_notes
 from kit.plan.steps.leadership_figures import leader_figures
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
@@ -155,18 +155,13 @@ def _program(pb: _Problem) -> dict[tuple[int, int], np.ndarray] | None:
         _even(rows, entries, int(pb.tfixed[k, r]), t_total // int(mine.sum()), -(-t_total // int(mine.sum())),
               slack, worst)
         slack += 2
-    from scipy.optimize import Bounds, LinearConstraint, milp  # lazy: see exact_order._solve
-    from scipy.sparse import coo_matrix
-
     cost = np.zeros(n)
     cost[n_y:worst] = 1
     cost[worst] = n_slack + 1  # one unit off the worst distance outweighs all the others
-    matrix = coo_matrix((rows.vals, (rows.rows, rows.cols)), shape=(len(rows.lo), n)).tocsr()
-    res = milp(cost, constraints=LinearConstraint(matrix, rows.lo, rows.hi), integrality=np.ones(n),
-               bounds=Bounds(np.zeros(n), np.full(n, np.inf)), options={"node_limit": NODE_LIMIT, "presolve": True})
-    if res.x is None:
+    found = solve(cost, rows, np.zeros(n), np.full(n, np.inf), NODE_LIMIT)
+    if found is None:
         return None
-    ys = np.round(res.x[:n_y]).astype(np.int64)
+    ys = found.x[:n_y]
     out = {g: np.zeros(side.size, dtype=np.int64) for g in keys}
     for (s, k, r), v in at.items():
         out[s, k][r] = ys[v]

@@ -29,7 +29,7 @@ from kit.plan.steps.count_balance import count_range
 from kit.plan.solvers.exact_order import best_placement
 from kit.plan.objectives import (FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures, Ranking,
                                  allowance_key)
-from kit.plan.steps.leadership import balance_leadership, drop_order_notes
+from kit.plan.steps.leadership import balance_leadership, drop_order_notes, placement_budget_note
 from kit.plan.steps.leadership_figures import failover_excess_by_broker, heirs_of, inherit_matrix, leader_figures
 from kit.plan.workspace import Workspace
 
@@ -118,6 +118,12 @@ def place_for_leadership(ws: Workspace, budget: int, reason: str, figs: LeaderFi
     if proved and not figs.met():
         drop_order_notes(ws)  # the program's claim covers every order of these sets too
         ws.notes.append(f"{figs.missed()}: {PLACEMENT_NOTE.format(budget=budget)}")
+    elif not figs.met():
+        # Its search ended at its node limit before the proof: the plan keeps the best found and
+        # says that a better one may exist (a later step that changes the sets drops this; only
+        # the last search's note holds).
+        ws.notes[:] = [n for n in ws.notes if not n.endswith(placement_budget_note(""))]
+        ws.notes.append(placement_budget_note(figs.missed()))
     return proved or figs.met()
 
 
