@@ -453,17 +453,20 @@ def plan_text(plan: Plan) -> str:
     """The plan as Kafka reassignment JSON, one partition per line for readable diffs."""
     # The bytes `json.dumps(plan.reassignment(), separators=(",", ":"))` gives per entry, each
     # topic name encoded once and no entry built as a dict: a call per line was a fifth of the
-    # time of writing a 200,000-partition plan.
+    # time of writing a 200,000-partition plan. The replica lists are written by one orjson call
+    # and cut apart (their digits are all "[[1,2],[3]]" holds; numpy ints through `default`):
+    # a join per line was half of what was left (az-loss, 200,000 lines: 0.35 -> 0.18 CPU s).
     parts, after = plan.cluster.partitions, plan.after
+    changed = plan.changed()
+    replicas = orjson.dumps([after[i] for i in changed], default=int).decode()[2:-2].split("],[")
     quoted: dict[str, str] = {}
     lines = []
-    for i in plan.changed():
+    for i, reps in zip(changed, replicas):
         p = parts[i]
         topic = quoted.get(p.topic)
         if topic is None:
             topic = quoted[p.topic] = json.dumps(p.topic)
-        lines.append(f'{{"topic":{topic},"partition":{int(p.partition)},'
-                     f'"replicas":[{",".join(map(str, map(int, after[i])))}]}}')
+        lines.append(f'{{"topic":{topic},"partition":{int(p.partition)},"replicas":[{reps}]}}')
     body = ",\n".join(lines)
     return '{"version":1,"partitions":[\n' + body + "\n]}\n" if lines else '{"version":1,"partitions":[]}\n'
 

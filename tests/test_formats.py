@@ -384,6 +384,20 @@ def test_plan_text_lists_only_changes_and_is_deterministic(tmp_path):
     assert text.endswith("\n") and text.count("\n") == 4  # one partition per line
 
 
+def test_plan_text_is_the_reassignment_json_per_line_whatever_the_lists_hold():
+    # The replica lists are written in one piece and cut apart: lists of one, empty lists,
+    # numpy ints and several replication factors side by side come out as json.dumps gives
+    # each entry.
+    import numpy as np
+    doc = snap(partitions=[{"topic": t, "partition": n, "replicas": [1, 2, 3]} for t in ("a", "b.x") for n in range(3)])
+    after = [[4], [], [np.int64(3), np.int32(2), 1], [1, 2, 3], [2, 1, 3, 4], []]
+    plan = _plan(doc, after)
+    entries = plan.reassignment()["partitions"]
+    expected = [json.dumps({**e, "replicas": list(map(int, e["replicas"]))}, separators=(",", ":")) for e in entries]
+    assert len(entries) == 5
+    assert plan_text(plan) == '{"version":1,"partitions":[\n' + ",\n".join(expected) + "\n]}\n"
+
+
 def test_plan_text_for_no_change():
     doc = snap()
     p = _plan(doc, [[1, 2, 3], [2, 3, 1]])
