@@ -12,6 +12,7 @@ import operator
 from typing import Any
 
 import numpy as np
+import orjson
 
 from kit import collector, validate
 from kit.errors import BadInput
@@ -25,7 +26,19 @@ def _no_constant(name: str):
 
 def parse_json(raw: bytes | str, where: str) -> Any:
     """Strict JSON: no NaN or Infinity (Kafka's tools write none), nesting no deeper than
-    Python's recursion allows (refused, not a traceback); `BadInput` names `where`."""
+    Python's recursion allows (refused, not a traceback); `BadInput` names `where`.
+
+    Read by orjson first: 0.36 CPU s for a 200,000-partition snapshot where the standard
+    library's `json.loads` takes 0.63, with the collector paused as `kit plan` reads it. What
+    orjson refuses (NaN, Infinity, 1e400, a lone surrogate, a byte order mark, UTF-16, nesting
+    past 1,024, any syntax error) the standard library reads as before, so it accepts what it
+    did with the same values, and names a problem in the same words. One value differs: an integer beyond 64 bits reads as a float
+    (the standard library keeps an int), which every field kit reads refuses either way
+    (`validate`: counts and ids are int32, figures at most 2^53)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
     try:
         return json.loads(raw, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -440,17 +453,20 @@ def plan_text(plan: Plan) -> str:
     """The plan as Kafka reassignment JSON, one partition per line for readable diffs."""
     # The bytes `json.dumps(plan.reassignment(), separators=(",", ":"))` gives per entry, each
     # topic name encoded once and no entry built as a dict: a call per line was a fifth of the
-    # time of writing a 200,000-partition plan.
+    # time of writing a 200,000-partition plan. The replica lists are written by one orjson call
+    # and cut apart (their digits are all "[[1,2],[3]]" holds; numpy ints through `default`):
+    # a join per line was half of what was left (az-loss, 200,000 lines: 0.35 -> 0.18 CPU s).
     parts, after = plan.cluster.partitions, plan.after
+    changed = plan.changed()
+    replicas = orjson.dumps([after[i] for i in changed], default=int).decode()[2:-2].split("],[")
     quoted: dict[str, str] = {}
     lines = []
-    for i in plan.changed():
+    for i, reps in zip(changed, replicas):
         p = parts[i]
         topic = quoted.get(p.topic)
         if topic is None:
             topic = quoted[p.topic] = json.dumps(p.topic)
-        lines.append(f'{{"topic":{topic},"partition":{int(p.partition)},'
-                     f'"replicas":[{",".join(map(str, map(int, after[i])))}]}}')
+        lines.append(f'{{"topic":{topic},"partition":{int(p.partition)},"replicas":[{reps}]}}')
     body = ",\n".join(lines)
     return '{"version":1,"partitions":[\n' + body + "\n]}\n" if lines else '{"version":1,"partitions":[]}\n'
 

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from kit.errors import BadInput
-from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, plan_text
+from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, parse_json, plan_text
 from kit.files import write_atomic
 from kit.model import Partition, Plan
 
@@ -174,6 +174,50 @@ def test_partitions_built_many_at_once_are_the_ones_built_one_by_one():
 
 def test_malformed_json(tmp_path):
     bad(tmp_path, '{"version": 1, "brokers": [', "not valid JSON")
+
+
+def _typed(value):
+    """`value` with the type of every scalar beside it: equal only when the types are too."""
+    if isinstance(value, dict):
+        return [(k, _typed(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, repr(value))
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a": 1, "b": [1, 2.5, -0.0, -0, 1.5e-320, 0.1, 1e308, 18446744073709551615, -9223372036854775808]}',
+    b'{"a": 1, "a": 2, "b": 3}',  # the last of a repeated key, in the first one's place
+    b'{"t": "caf\\u00e9 \\ud83d\\ude00", "n": null, "f": false, "e": {}, "l": []}',
+    b'["\\ud800"]',  # a lone surrogate: orjson refuses it, the standard library keeps it
+    b'\xef\xbb\xbf{"version": 1}',  # a byte order mark
+    '{"version": 1}'.encode("utf-16"),
+    '{"version": 1, "x": 1e400}'.encode(),  # infinity from a literal: kept, as before
+])
+def test_parse_json_reads_what_the_standard_library_reads(raw):
+    # orjson reads first; whatever it refuses goes to the standard library: the same values of
+    # the same types either way.
+    assert _typed(parse_json(raw, "doc")) == _typed(json.loads(raw))
+
+
+@pytest.mark.parametrize("raw, words", [
+    (b'{"version": 1, "brokers": [', "Expecting value: line 1 column 28"),
+    (b'[1, NaN]', "NaN is not a JSON number"),
+    (b'{"x": -Infinity}', "-Infinity is not a JSON number"),
+    (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply"),
+])
+def test_parse_json_names_a_problem_in_the_standard_librarys_words(raw, words):
+    # orjson refuses all of these in words of its own; the message is the one kit gave before.
+    with pytest.raises(BadInput) as e:
+        parse_json(raw, "snapshot s.json")
+    assert str(e.value).startswith("snapshot s.json: ") and words in str(e.value)
+
+
+def test_an_integer_beyond_64_bits_is_refused_as_before(tmp_path):
+    # orjson reads it as a float where the standard library kept an int: refused either way.
+    bad(tmp_path, '{"brokers": [{"id": 18446744073709551616}], "partitions": []}', "brokers[0].id")
+    bad(tmp_path, snap(partitions=[{"topic": "t", "partition": 0, "replicas": [1, 2, 3],
+                                    "size": 18446744073709551616}]), "t-0")
 
 
 def test_missing_file(tmp_path):
@@ -338,6 +382,20 @@ def test_plan_text_lists_only_changes_and_is_deterministic(tmp_path):
         {"topic": "t", "partition": 2, "replicas": [2, 1, 3]},  # order-only: a leadership change
     ]}
     assert text.endswith("\n") and text.count("\n") == 4  # one partition per line
+
+
+def test_plan_text_is_the_reassignment_json_per_line_whatever_the_lists_hold():
+    # The replica lists are written in one piece and cut apart: lists of one, empty lists,
+    # numpy ints and several replication factors side by side come out as json.dumps gives
+    # each entry.
+    import numpy as np
+    doc = snap(partitions=[{"topic": t, "partition": n, "replicas": [1, 2, 3]} for t in ("a", "b.x") for n in range(3)])
+    after = [[4], [], [np.int64(3), np.int32(2), 1], [1, 2, 3], [2, 1, 3, 4], []]
+    plan = _plan(doc, after)
+    entries = plan.reassignment()["partitions"]
+    expected = [json.dumps({**e, "replicas": list(map(int, e["replicas"]))}, separators=(",", ":")) for e in entries]
+    assert len(entries) == 5
+    assert plan_text(plan) == '{"version":1,"partitions":[\n' + ",\n".join(expected) + "\n]}\n"
 
 
 def test_plan_text_for_no_change():
