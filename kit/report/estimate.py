@@ -234,7 +234,8 @@ class _FluidRun:
     smallest unfinished one is the next to end), the decision is `role_rates` over arrays,
     and a round whose inputs are those of the previous round is skipped (the decision is a pure
     function of the window's peak, who takes part and the rates in force, and gives again the
-    rates it set: the same inputs change nothing the second time). With `replay` every round goes through `AutoThrottle.decide` itself.
+    rates it set: the same inputs change nothing the second time). With `replay` every round
+    goes through `AutoThrottle.decide` itself.
     """
 
     def __init__(self, cluster: Cluster, figures: np.ndarray, live: set[int], targets: dict[int, list[int]],
