@@ -1,12 +1,17 @@
 """When kit runs a kernel compiled by numba: one rule for the planner's count balance
 (`kit.plan.steps.count_kernels`) and the copy physics' filling (`kit.physics.pair_rates`).
 
-Importing numba costs about half a second and each kernel's first call loads it from numba's
-disk cache; a small balance or a short estimate does not pay that back. So a caller with a
-small job runs its kernel compiled only when numba is loaded already (by a large plan's
-balance, or the warm-up, scripts/warm_kernels.py): then the compiled kernel costs only its
-cache. Both forms give the same results (tests/plan/test_count_balance.py,
-tests/sim/test_fill_kernel.py).
+Loading numba costs a process 0.71 CPU s before any kernel runs (bench/numba_cost.py, median
+of 5 fresh processes: the import 0.28 s, the first call of a kernel from numba's disk cache
+0.44 s, which loads numba's type registries and scipy.linalg with them; inside `kit plan` on a
+3,000-partition az-loss 0.30 + 0.52 s). A small balance or estimate does not pay that back:
+the compiled filling saves the duration estimate 0.20 s on a 3,000-partition az-loss and 0.45 s
+on a 5,000-partition one (0.53 -> 0.34 s, 1.11 -> 0.66 s, numba loaded beforehand), and even a
+compiled replay of the estimate's whole loop could save at most the 1.1 s that loop costs in
+Python on the largest of the 18 small bench cases (issue 38). So a caller with a small job runs
+its kernel compiled only when numba is loaded already (by a large plan's balance, or the
+warm-up, scripts/warm_kernels.py): then the compiled kernel costs only its cache. Both forms
+give the same results (tests/plan/test_count_balance.py, tests/sim/test_fill_kernel.py).
 """
 from __future__ import annotations
 

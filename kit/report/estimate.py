@@ -232,9 +232,10 @@ class _FluidRun:
     round is kept to a few array operations, with the very floats the plain replay computes
     (tests/report/test_estimate.py checks the two agree): a pair's copies are kept by size (the
     smallest unfinished one is the next to end), the decision is `role_rates` over arrays,
-    and a round whose inputs are those of the previous round that changed nothing is skipped
-    (the decision is a pure function of them: the window's peak, who takes part and the rates
-    in force). With `replay` every round goes through `AutoThrottle.decide` itself.
+    and a round whose inputs are those of the previous round is skipped (the decision is a pure
+    function of the window's peak, who takes part and the rates in force, and gives again the
+    rates it set: the same inputs change nothing the second time). With `replay` every round
+    goes through `AutoThrottle.decide` itself.
     """
 
     def __init__(self, cluster: Cluster, figures: np.ndarray, live: set[int], targets: dict[int, list[int]],
@@ -285,8 +286,9 @@ class _FluidRun:
         self.peak = np.zeros((4, nb))
         self.peaked = self.noted = False
         self.version, self.window, self.finished = 0, None, 0
-        self.quiet = None  # the inputs of the last round, when it changed nothing
+        self.quiet = None  # the window the last decision computed saw (see `repeats`)
         self.last_fill: tuple | None = None  # see `fill`
+        self.rate = np.zeros(len(pair_key))  # every pair's rate, as `rates` last set it
         self.auto: AutoThrottle | None = None
         self.settings: Settings | None = None
         self.replay = False
@@ -365,7 +367,7 @@ class _FluidRun:
             self.pair_ended = False
         live = self.live
         weight = self.weight[live]
-        r = self.fill(weight)
+        r, stood = self.fill(weight)
         moving = r > 0
         if moving.all():  # the usual step: no pair at rate 0, nothing to keep apart
             ahead = None
@@ -388,6 +390,10 @@ class _FluidRun:
                 if ahead is not None:
                     left = np.where(ahead[:, None], left, np.inf)
                 t_event = t + float(np.partition(left.ravel(), k)[k])
+        if stood:
+            # The very rates of the last filling: the state (rates, clients) is the one the
+            # last decision saw, no new version (see `decide`); only the next end is new.
+            return self.rate, t_event
         self.moving, self.moving_rate = live, r
         rate = np.zeros(len(self.weight))
         rate[live] = r
@@ -398,30 +404,35 @@ class _FluidRun:
         self.sent[1] = np.bincount(self.live_dst, flows, self.nb)
         self.version += 1
         self.noted = False
+        self.rate = rate
         return rate, t_event
 
-    def fill(self, weight: np.ndarray) -> np.ndarray:
+    def fill(self, weight: np.ndarray) -> tuple[np.ndarray, bool]:
         """`pair_rates` of the pairs still copying (`weight` copies each), or the last filling's
         when no copy finished since and only caps it left unfilled changed, in ways that leave
         every round as it was (`physics.filling_stands`; 31% of the fillings of a 5,000-partition
-        az-loss are such)."""
+        az-loss are such); and whether it is the last filling's."""
         last = self.last_fill
         if last is not None and last[0] == self.finished:
             changed = np.flatnonzero(self.caps.ravel() != last[1]).tolist()
             if filling_stands(last[3], self.live_src, self.live_dst, weight, self.out_cap, self.in_cap, changed):
-                return last[2]
+                return last[2], True
         rounds: list = []
         r = pair_rates(self.live_src, self.live_dst, weight, self.out_cap, self.in_cap, rounds)
         # (copy-finishing steps, the caps, the rates, the rounds); none when compiled (no rounds)
         self.last_fill = (self.finished, self.caps.ravel().copy(), r, rounds) if rounds else None
-        return r
+        return r, False
 
     def coasting(self) -> bool:
         """Whether the rounds ahead change nothing but the copies' progress until a copy ends:
-        every decision would be skipped (the inputs of the last round, which changed nothing)
-        and the window's peak is noted."""
-        return (self.auto is not None and not self.replay and self.peaked and self.noted
-                and self.window is not None and (self.window, self.finished) == self.quiet)
+        every decision would be skipped (`repeats`) and the window's peak is noted."""
+        return self.auto is not None and not self.replay and self.noted and self.repeats()
+
+    def repeats(self) -> bool:
+        """Whether a decision now has the very inputs of the last one computed: its window saw
+        only the state that one's window saw (the peak is the same floats), and no broker left
+        its last role since (who takes part is the same)."""
+        return self.peaked and self.window is not None and self.window == self.quiet and not self.role_ended
 
     def coast(self, t: float, next_decision: float, t_event: float, interval: float,
               tol: float) -> tuple[float, float]:
@@ -510,11 +521,12 @@ class _FluidRun:
     def decide(self) -> bool:
         """One auto-throttle decision from the window's peak (the clients' traffic before any),
         `role_rates` over the brokers; whether a cap changed."""
-        inputs = (self.window, self.finished) if self.peaked and self.window is not None else None
-        if inputs is not None and inputs == self.quiet:
-            # The very inputs of the last round, which changed nothing. The window that starts
-            # would note the one state it holds first (no copy finished since, nor rate
-            # changed): the peak stays.
+        if self.repeats():
+            # The rule is idempotent: the inputs of the last decision again set every rate to
+            # what it now is. The window restarts as after any decision; when the state has not
+            # changed since it began, it would note that one state first: the peak stays.
+            if self.version != self.window:
+                self._reset_window()
             return False
         used, replication = (self.peak[:2], self.peak[2:]) if self.peaked else (self.client, np.zeros((2, self.nb)))
         cleared = False
@@ -531,7 +543,7 @@ class _FluidRun:
         self.applied, setting = role_rates(self.settings, self.nic2, used, replication, self.applied, self.roles)
         self.caps[setting] = self.applied[setting]
         changed = cleared or bool(setting.any())
-        self.quiet = None if changed else inputs
+        self.quiet = self.window if self.peaked else None  # see `repeats`
         self._reset_window()
         return changed
 

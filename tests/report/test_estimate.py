@@ -3,6 +3,7 @@ simulation it predicts, and the client-traffic model both read (kit/traffic.py).
 from __future__ import annotations
 
 import dataclasses
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -154,8 +155,18 @@ def test_the_what_if_puts_the_busier_direction_at_f_on_average(parts, load):
        st.sampled_from([10.0, 30.0, 120.0]), st.sampled_from([0.0, 0.1]), st.sampled_from([0.0, 30.0]),
        st.sampled_from([3, 1500]))
 def test_the_fast_rounds_give_the_round_by_round_replay_figures(parts, interval, threshold, first, max_events):
-    # Rounds skipped when their inputs repeat, the decision over arrays and the per-pair
+    # Rounds skipped when their inputs repeat (the last decision's window state again, whether
+    # or not that decision changed a rate), the decision over arrays and the per-pair
     # finishing: the same floats as every round through AutoThrottle.decide itself.
+    c, moves = _random_cluster(parts)
+    s = Settings(interval=interval, change_threshold=threshold)
+    fast = predict(c, moves, settings=s, first_decision_s=first, max_events=max_events)
+    slow = predict(c, moves, settings=s, first_decision_s=first, max_events=max_events, replay=True)
+    assert (fast["estimate_s"], fast["steps"]) == (slow["estimate_s"], slow["steps"])
+
+
+def _random_cluster(parts):
+    """Six brokers of two NICs and the partitions `parts` draws, with the moves it draws."""
     raw, moves = [], {}
     for i, (gb, b_in, b_out, order, rf, shift) in enumerate(parts):
         replicas = list(order[:rf])
@@ -163,12 +174,24 @@ def test_the_fast_rounds_give_the_round_by_round_replay_figures(parts, interval,
                     "bytes_in": b_in, "bytes_out": b_out})
         if shift:
             moves[i] = list(order[shift:shift + rf]) or replicas[::-1]
-    c = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "net_capacity": (80e6, 125e6)[b % 2]}
-                                                         for b in range(1, 7)], "partitions": raw})
+    return cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "net_capacity": (80e6, 125e6)[b % 2]}
+                                                            for b in range(1, 7)], "partitions": raw}), moves
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.floats(0, 6e7), st.floats(0, 6e7), st.permutations(range(1, 7)),
+                          st.integers(1, 3), st.integers(0, 4)), min_size=1, max_size=25),
+       st.sampled_from([10.0, 30.0]), st.sampled_from([0.0, 0.1]), st.sampled_from([3, 1500]))
+def test_a_kept_filling_gives_the_figures_of_filling_every_time(parts, interval, threshold, max_events):
+    # A step whose filling stands keeps the last rates and state and finds only its next end
+    # anew: every figure as when every step fills again (the array filling: compiled, it
+    # fills every time).
+    c, moves = _random_cluster(parts)
     s = Settings(interval=interval, change_threshold=threshold)
-    fast = predict(c, moves, settings=s, first_decision_s=first, max_events=max_events)
-    slow = predict(c, moves, settings=s, first_decision_s=first, max_events=max_events, replay=True)
-    assert (fast["estimate_s"], fast["steps"]) == (slow["estimate_s"], slow["steps"])
+    with mock.patch.object(jit, "numba_loaded", lambda: False):
+        kept = predict(c, moves, settings=s, max_events=max_events)
+        with mock.patch.object(estimate, "filling_stands", lambda *args: False):
+            assert predict(c, moves, settings=s, max_events=max_events) == kept
 
 
 @settings(max_examples=80, deadline=None)
