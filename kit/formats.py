@@ -32,9 +32,10 @@ def parse_json(raw: bytes | str, where: str) -> Any:
     library's `json.loads` takes 0.63, with the collector paused as `kit plan` reads it. What
     orjson refuses (NaN, Infinity, 1e400, a lone surrogate, a byte order mark, UTF-16, nesting
     past 1,024, any syntax error) the standard library reads as before, so it accepts what it
-    did with the same values, and names a problem in the same words. One value differs: an integer beyond 64 bits reads as a float
-    (the standard library keeps an int), which every field kit reads refuses either way
-    (`validate`: counts and ids are int32, figures at most 2^53)."""
+    did with the same values, and names a problem in the same words. One value differs: an
+    integer beyond 64 bits reads as a float (the standard library keeps an int), which every
+    field kit reads refuses either way (`validate`: counts and ids are int32, figures at most
+    2^53)."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
