@@ -143,6 +143,29 @@ def test_every_optional_field_in_every_form_is_read_as_the_format_says(tmp_path,
     assert c.brokers[9].known is False and c.brokers[9].alive is False
 
 
+
+def test_a_broker_id_and_a_topic_name_are_one_object_each_however_often_they_occur(tmp_path):
+    # The parser makes an object per occurrence; the model keeps one per broker and per topic
+    # (ids above 256, which CPython does not share by itself): memory at 1,000,000 partitions.
+    rng = random.Random(5)
+    ids = [1001, 1002, 1003, 1004, 2**31 - 1]
+    entries = []
+    for t in range(6):
+        for n in range(30):
+            reps = rng.sample(ids, 3)
+            e = {"topic": f"orders-{t}", "partition": n, "replicas": reps}
+            if n % 3 == 0:
+                e["isr"] = reps[::-1][:2]
+            if n % 4 == 0:
+                e["leader"] = rng.choice([reps[1], -1, None])
+            entries.append(e)
+    rng.shuffle(entries)
+    c = load_snapshot(write(tmp_path, snap(partitions=entries)))
+    assert c.partitions == _reference_partitions(entries)
+    members = [b for p in c.partitions for b in (*p.replicas, *p.isr, p.leader) if b is not None and b != -1]
+    assert len(set(map(id, members))) == len(set(members)) == len(ids)
+    assert len(set(map(id, (p.topic for p in c.partitions)))) == 6
+
 def test_partition_takes_its_fields_in_order_with_their_defaults():
     # Partition writes out its own __init__ (for speed): it must take the fields the dataclass declares.
     params = list(inspect.signature(Partition).parameters.values())

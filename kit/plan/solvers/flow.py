@@ -87,6 +87,9 @@ def _bounded_flow(weight, item_of_arc, group_of_arc, group_lo, group_hi, parent_
         return None
     mf = new_max_flow()
     mf.add_arcs_with_capacity(all_t, all_h, all_c)
+    # The solver keeps its own copy: ours go before it builds its graph (24 bytes an arc,
+    # ~170 MiB on the 7,000,000 arcs of a 1,000,000-partition pair flow).
+    del all_t, all_h, all_c
     mf.solve(_S2, _T2)
     if mf.optimal_flow() < demand:
         n_par = 0 if parent_of_group is None else len(parent_lo)
