@@ -2,12 +2,21 @@
 them, and a search bounded by a count of nodes whose result says whether it ended at the limit."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import subprocess
 import sys
 
+import highspy
 import numpy as np
+import pytest
 
-from kit.plan.solvers.mip import SparseRows, solve
+from kit.formats import plan_text
+from kit.plan import plan_rebalance
+from kit.plan.actions import rebalance
+from kit.plan.solvers.mip import SparseRows, answers_kept, solve
+
+from test_plan_properties import generate
 
 
 def test_compressed_rows_hold_every_entry_summed_per_row_and_column():
@@ -73,3 +82,48 @@ def test_a_plan_whose_replica_sets_the_placement_program_chose_is_the_same_bytes
                        check=True, capture_output=True, timeout=600)
         plans.append(out.read_bytes())
     assert plans[0] == plans[1] and b'"replicas"' in plans[0]
+
+
+@pytest.fixture
+def searches(monkeypatch):
+    """The digest of every program HiGHS is handed from now on, in order."""
+    seen = []
+
+    class Counted(highspy._Highs):
+        def passModel(self, lp):
+            parts = (lp.col_cost_, lp.col_lower_, lp.col_upper_, lp.row_lower_, lp.row_upper_,
+                     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_)
+            seen.append(hashlib.sha256(b"".join(np.asarray(a).tobytes() for a in parts)).hexdigest())
+            return super().passModel(lp)
+
+    monkeypatch.setattr(highspy, "_Highs", Counted)
+    return seen
+
+
+def test_a_program_asked_again_while_answers_are_kept_is_answered_without_a_search(searches):
+    cost, rows, lower, upper = market_split(m=1, n=8)
+    first = solve(cost, rows, lower, upper, node_limit=2_000)
+    with answers_kept():
+        again = solve(cost, rows, lower, upper, node_limit=2_000)
+        with answers_kept():  # nested: the outer memory
+            third = solve(cost, rows, lower, upper, node_limit=2_000)
+        other = solve(cost, rows, lower, upper, node_limit=1)  # another limit: another program
+    assert len(searches) == 3 and searches[0] == searches[1] == searches[2]
+    for found in (again, third):
+        assert found.x.tobytes() == first.x.tobytes() and found.dual_bound == first.dual_bound
+        assert found.finished == first.finished
+    assert other is not None
+    solve(cost, rows, lower, upper, node_limit=2_000)  # outside, nothing is kept
+    assert len(searches) == 4
+
+
+def test_a_rebalance_searches_each_program_once_and_plans_as_it_would_searching_each_again(searches, monkeypatch):
+    # Its placements reach the same replica sets, whose leadership asks the same program twice.
+    cluster = generate(brokers=10, racks=2, rf=2, scenario="drift", topics=5, partitions=21, seed=5725, add=2)
+    plan = plan_rebalance(cluster)
+    assert searches and len(set(searches)) == len(searches)
+    monkeypatch.setattr(rebalance, "answers_kept", contextlib.nullcontext)
+    searches.clear()
+    again = plan_rebalance(cluster)
+    assert len(set(searches)) < len(searches)
+    assert plan_text(again) == plan_text(plan) and again.notes == plan.notes

@@ -7,6 +7,9 @@ placement program of tests/plan/test_plan_properties.py (3,893 variables): see `
 """
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,15 +65,56 @@ class Result:
     finished: bool
 
 
+# The answers of the programs solved within `answers_kept`, by their input's digest; None outside.
+_kept: dict[bytes, Result | None] | None = None
+
+
+@contextmanager
+def answers_kept() -> Iterator[None]:
+    """Within: a program solved again with the same input (costs, bounds, rows, node limit, gap)
+    gets its first answer without a second search. The same input gives HiGHS's same answer
+    (`SEARCH`: one thread, a fixed seed, limits by count), so nothing a caller sees changes but
+    the time. `count_rebalance`'s placements often reach the same replica sets, whose leadership
+    then asks the same programs (tests/plan/test_mip.py). Nested calls share the outer memory."""
+    global _kept
+    outer = _kept
+    if outer is None:
+        _kept = {}
+    try:
+        yield
+    finally:
+        _kept = outer
+
+
 def solve(cost, rows: SparseRows, lower, upper, node_limit: int, gap: float | None = None) -> Result | None:
     """Minimise cost @ x over integer x within the bounds and `rows`, searching at most
     `node_limit` branch-and-bound nodes; `gap`: the relative gap at which the search may stop
-    (None: HiGHS's default). None when no solution was found."""
+    (None: HiGHS's default). None when no solution was found. Within `answers_kept`, a
+    program asked before is answered from memory."""
+    n = len(cost)
+    program = (np.asarray(cost, dtype=np.float64), np.asarray(lower, dtype=np.float64),
+               np.asarray(upper, dtype=np.float64), np.asarray(rows.lo, dtype=np.float64),
+               np.asarray(rows.hi, dtype=np.float64), *rows.compressed(n))
+    if _kept is None:
+        return _search(program, node_limit, gap)
+    digest = hashlib.sha256(repr((n, len(rows.lo), int(node_limit), gap)).encode())
+    for part in program:
+        digest.update(part.tobytes())
+    key = digest.digest()
+    if key not in _kept:
+        _kept[key] = _search(program, node_limit, gap)
+    return _kept[key]
+
+
+def _search(program, node_limit: int, gap: float | None) -> Result | None:
+    """HiGHS's search on `program` = (cost, lower, upper, row lower, row upper, starts, columns,
+    values), as `solve` describes."""
     # highspy loads here, not at the top: everything that imports kit.plan (the CLI, the
     # runbooks, the report) would pay for it, and only small clusters' exact passes use it.
     import highspy
 
-    n = len(cost)
+    cost, lower, upper, row_lo, row_hi, starts, cols, vals = program
+    n, m = len(cost), len(row_lo)
     # The constructor of highspy.Highs prints HiGHS's banner on stdout before any option can
     # silence it, which would corrupt a plan written there; the core class it wraps does not.
     h = highspy._Highs()
@@ -83,13 +127,12 @@ def solve(cost, rows: SparseRows, lower, upper, node_limit: int, gap: float | No
         if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
             raise RuntimeError(f"HiGHS refused its option {name} = {value!r}")
     lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n, len(rows.lo)
-    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
-    lp.col_lower_, lp.col_upper_ = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
-    lp.row_lower_, lp.row_upper_ = np.asarray(rows.lo, dtype=np.float64), np.asarray(rows.hi, dtype=np.float64)
-    starts, cols, vals = rows.compressed(n)
+    lp.num_col_, lp.num_row_ = n, m
+    lp.col_cost_ = cost
+    lp.col_lower_, lp.col_upper_ = lower, upper
+    lp.row_lower_, lp.row_upper_ = row_lo, row_hi
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, len(rows.lo)
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, m
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = starts, cols, vals
     lp.integrality_ = [highspy.HighsVarType.kInteger] * n
     h.passModel(lp)
@@ -99,4 +142,5 @@ def solve(cost, rows: SparseRows, lower, upper, node_limit: int, gap: float | No
         return None
     status = h.getModelStatus()
     x = np.round(np.asarray(h.getSolution().col_value)).astype(np.int64)
+    x.flags.writeable = False  # an answer kept by `answers_kept` may be handed out again
     return Result(x, float(info.mip_dual_bound), status == highspy.HighsModelStatus.kOptimal)
