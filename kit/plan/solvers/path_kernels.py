@@ -23,7 +23,7 @@ _COMPILED = None
 
 
 def compiled():
-    """(least_costs, root_distances), compiled by numba, cached on disk."""
+    """(least_costs, root_distances, moves_least_costs), compiled by numba, cached on disk."""
     global _COMPILED
     if _COMPILED is None:
         # Imported here: numba takes about half a second to load (tests/test_imports.py).
@@ -31,9 +31,9 @@ def compiled():
         jit = numba.njit(cache=True, nogil=True)
         # Each kernel over a copy of this module's names in which its helpers are compiled too.
         scope = dict(globals())
-        for f in (by_tail, _push, _pop, least_costs, root_distances):
+        for f in (by_tail, _push, _pop, least_costs, root_distances, moves_least_costs):
             scope[f.__name__] = jit(FunctionType(f.__code__, scope, f.__name__))
-        _COMPILED = scope["least_costs"], scope["root_distances"]
+        _COMPILED = scope["least_costs"], scope["root_distances"], scope["moves_least_costs"]
     return _COMPILED
 
 
@@ -90,27 +90,86 @@ def _pop(key, node, n):
 
 def least_costs(tail, head, cost, src, size):
     """Each node's least cost from the nodes `src` along arcs of cost >= 0 (Dijkstra, a heap
-    with stale entries skipped); `UNREACHED` out of reach."""
+    with stale entries skipped); `UNREACHED` out of reach.
+
+    A node reached at the distance being settled is settled next from a stack, without the
+    heap: the repair's reduced costs are mostly 0 (every arc of a shortest path so far)."""
     first, heads, costs = by_tail(tail, head, cost, size)
     dist = np.full(size, UNREACHED, dtype=np.int64)
     key = np.empty(tail.size + src.size, dtype=np.int64)
     node = np.empty(tail.size + src.size, dtype=np.int64)
-    n = 0
+    level = np.empty(size, dtype=np.int64)  # nodes at distance d, not yet settled (each once)
+    n, top = 0, 0
     for s in src:
         if dist[s] != 0:
             dist[s] = 0
-            n = _push(key, node, n, 0, s)
-    while n > 0:
-        d, v = key[0], node[0]
-        n = _pop(key, node, n)
-        if d > dist[v]:
-            continue
+            level[top] = s
+            top += 1
+    d = 0
+    while top > 0 or n > 0:
+        if top > 0:
+            top -= 1
+            v = level[top]
+        else:
+            d, v = key[0], node[0]
+            n = _pop(key, node, n)
+            if d > dist[v]:
+                continue
         for k in range(first[v], first[v + 1]):
             u = heads[k]
             du = d + costs[k]
             if du < dist[u]:
                 dist[u] = du
-                n = _push(key, node, n, du, u)
+                if du == d:
+                    level[top] = u
+                    top += 1
+                else:
+                    n = _push(key, node, n, du, u)
+    return dist
+
+
+def moves_least_costs(it, grp, on, reduced, choice, tail, head, cost, pot, src, size):
+    """`split_flow._Network.distances` in one pass: each node's least reduced cost from `src`
+    (inf out of reach), the items left out of the Dijkstra and their distances following from
+    their groups'.
+
+    Parameters
+    ----------
+    it, grp, on, reduced : ndarray
+        Per item arc: its item, its group's node, whether it is the item's chosen arc (then
+        taken turned back), its reduced cost as item -> group.
+    choice : ndarray
+        Each item's group (numbered from 0; its node is the item count plus that).
+    tail, head, cost, pot : ndarray
+        The other residual arcs, and the node potentials their reduced costs are taken under.
+    """
+    n_items = choice.size
+    reach = np.zeros(n_items, dtype=np.int64)  # an item's arc in, from its group
+    n_moves = 0
+    for k in range(it.size):
+        if on[k]:
+            reach[it[k]] = -reduced[k]
+        else:
+            n_moves += 1
+    # A move of item i from its group g0 to g: one arc g0 -> g costing both of i's arcs.
+    t = np.empty(n_moves + tail.size, dtype=np.int64)
+    h = np.empty(n_moves + tail.size, dtype=np.int64)
+    r = np.empty(n_moves + tail.size, dtype=np.int64)
+    j = 0
+    for k in range(it.size):
+        if not on[k]:
+            i = it[k]
+            t[j], h[j], r[j] = n_items + choice[i], grp[k], reduced[k] + reach[i]
+            j += 1
+    for k in range(tail.size):
+        t[j], h[j], r[j] = tail[k], head[k], cost[k] + pot[tail[k]] - pot[head[k]]
+        j += 1
+    least = least_costs(t, h, r, src, size)
+    dist = np.empty(size, dtype=np.float64)
+    for v in range(size):
+        dist[v] = np.inf if least[v] == UNREACHED else least[v]
+    for i in range(n_items):
+        dist[i] = dist[n_items + choice[i]] + reach[i]
     return dist
 
 

@@ -333,13 +333,16 @@ class _Network:
 
     def distances(self, choice, on, reduced, arcs, pot, src):
         """Each node's least reduced cost from the nodes `src` (inf out of reach), or None
-        when a distance might not be exact. `reduced`: `reduced_items(pot)`.
+        when a distance might not be exact (scipy's float Dijkstra only; the compiled one
+        counts in integers). `reduced`: `reduced_items(pot)`.
 
         The items are left out of the Dijkstra: an item's one arc in comes from its group, so
         a move from group g0 to g through item i is an arc g0 -> g, its reduced cost the sum
         of the two (the item's potential cancels), and the item's distance follows from its
         group's. The same distances with half the nodes and a fifth fewer arcs."""
         tail, head, cost = arcs[:3]
+        if self.kernels is not None:
+            return self.kernels[2](self.it, self.grp, on, reduced, choice, tail, head, cost, pot, src, self.size)
         reach = np.empty(self.n_items, dtype=np.int64)  # the item's arc in, turned back
         reach[self.it[on]] = -reduced[on]
         out = np.flatnonzero(~on)  # item -> group
@@ -347,13 +350,9 @@ class _Network:
         t = np.concatenate([self.grp0 + choice[item], tail])
         h = np.concatenate([self.grp[out], head])
         r = np.concatenate([reduced[out] + reach[item], cost + pot[tail] - pot[head]])
-        if self.kernels is None:
-            dist = least_costs(t, h, r, src, self.size)
-            if dist is None:
-                return None
-        else:
-            least = self.kernels[0](t, h, r, src, self.size)
-            dist = np.where(least == path_kernels.UNREACHED, np.inf, least.astype(np.float64))
+        dist = least_costs(t, h, r, src, self.size)
+        if dist is None:
+            return None
         dist[:self.n_items] = dist[self.grp0 + choice] + reach
         return dist
 
