@@ -142,3 +142,18 @@ def test_items_standing_far_over_the_bounds_start_from_priced_components():
     whole = soft_assignment(n, it, gr, cost, np.zeros(2, dtype=np.int64), np.full(2, n), np.full(2, n),
                             np.array([0, 1]), np.array([0, 0]), np.array([2, n]))
     assert (whole == 0).sum() == 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(networks(), piled_networks()), st.booleans())
+def test_the_compiled_shortest_paths_give_the_same_repair(args, upward):
+    # The same answer, not only the same cost: the plans of large clusters stay byte-identical.
+    # (The rounds are bounded by the units over the bounds, fewer than 50 here: a broken kernel
+    # fails the test rather than keeping it running.)
+    tiers = penalty_tiers(*args[4:7], upward)
+    solve = [repaired_assignment(*args[:4], np.stack([c for c, _ in tiers], axis=1), np.array([c for _, c in tiers]),
+                                 *args[7:], max_rounds=1000, max_excess=1.0, compiled=compiled)
+             for compiled in (False, True)]
+    assert (solve[0] is None) == (solve[1] is None)
+    if solve[0] is not None:
+        assert np.array_equal(solve[0], solve[1])

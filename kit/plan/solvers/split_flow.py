@@ -30,8 +30,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kit import jit
 from kit.concurrency import second_core
-from kit.plan.solvers import new_max_flow, new_min_cost_flow
+from kit.plan.solvers import new_max_flow, new_min_cost_flow, path_kernels
 
 # scipy loads in the two functions that use it, not here: importing it takes most of a second
 # and only networks of `flow.SPLIT_LIMIT` items or more come this way (tests/test_imports.py).
@@ -53,7 +54,8 @@ _MAX_ROUNDS = 30
 def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
                         tier_cap: np.ndarray, tier_cost: np.ndarray, parent_of_group: np.ndarray,
                         parent_lo: np.ndarray, parent_hi: np.ndarray, max_rounds: int = _MAX_ROUNDS,
-                        max_excess: float = _MAX_EXCESS, tie_cost: np.ndarray | None = None):
+                        max_excess: float = _MAX_EXCESS, tie_cost: np.ndarray | None = None,
+                        compiled: bool | None = None):
     """An optimal choice of group per item for `soft_assignment`'s network, or None.
 
     Parameters
@@ -68,6 +70,12 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
     tie_cost : ndarray, optional
         Per arc, a second objective (small non-negative integers) minimised among the
         optima of the first; default 1 on a costly arc (a change), 0 elsewhere.
+    compiled : bool, optional
+        Whether the shortest paths run compiled (`path_kernels`); by default when numba is
+        loaded already (`kit.jit.numba_loaded`: the count balance of a large rebalance or
+        scale-out loads it; an az-loss does not, and importing numba and loading the kernels
+        there, 0.7 CPU s and 115 MiB, would cost what they save). The answer is the same
+        either way.
     Other parameters as `flow.soft_assignment`.
 
     Returns
@@ -92,8 +100,10 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
                                price[parent_of_group])
     if choice is None:
         return None
+    if compiled is None:
+        compiled = jit.numba_loaded()
     net = _Network(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost,
-                   parent_of_group, parent_lo, parent_hi)
+                   parent_of_group, parent_lo, parent_hi, path_kernels.compiled() if compiled else None)
     return _repair(net, choice, price, max_rounds, max_excess)
 
 
@@ -240,9 +250,12 @@ class _Network:
     chosen group turned back, group -> item), then `residual`'s. The item arcs are not built
     each round: only their direction changes with the choice, and their reduced cost as item
     -> group (`reduced_items`) only with the potentials.
+
+    `kernels`: `path_kernels.compiled()`, or None for the shortest paths by scipy and numpy.
     """
 
-    def __init__(self, n_items, it, gr, cost, tier_cap, tier_cost, parent, parent_lo, parent_hi):
+    def __init__(self, n_items, it, gr, cost, tier_cap, tier_cost, parent, parent_lo, parent_hi, kernels=None):
+        self.kernels = kernels
         self.it, self.gr, self.cost = it, gr, cost
         self.grp = n_items + gr  # an item arc's group node
         self.parent, self.lo, self.hi = parent, parent_lo, parent_hi
@@ -309,21 +322,27 @@ class _Network:
         t = np.concatenate([self.grp0 + choice[item], tail])
         h = np.concatenate([self.grp[alt], head])
         w = np.concatenate([self.cost[alt] - c0[item], cost])
-        pot = _bellman_ford(t, h, w, self.size)
+        if self.kernels is None:
+            pot = root_distances(t, h, w, self.size)
+        else:
+            pot, ok = self.kernels[1](t, h, w, self.size)
+            pot = pot if ok else None
         if pot is not None:
             pot[:self.n_items] = pot[self.grp0 + choice] - c0
         return pot
 
     def distances(self, choice, on, reduced, arcs, pot, src):
         """Each node's least reduced cost from the nodes `src` (inf out of reach), or None
-        when a distance might not be exact. `reduced`: `reduced_items(pot)`.
+        when a distance might not be exact (scipy's float Dijkstra only; the compiled one
+        counts in integers). `reduced`: `reduced_items(pot)`.
 
         The items are left out of the Dijkstra: an item's one arc in comes from its group, so
         a move from group g0 to g through item i is an arc g0 -> g, its reduced cost the sum
         of the two (the item's potential cancels), and the item's distance follows from its
         group's. The same distances with half the nodes and a fifth fewer arcs."""
-        from scipy.sparse.csgraph import dijkstra
         tail, head, cost = arcs[:3]
+        if self.kernels is not None:
+            return self.kernels[2](self.it, self.grp, on, reduced, choice, tail, head, cost, pot, src, self.size)
         reach = np.empty(self.n_items, dtype=np.int64)  # the item's arc in, turned back
         reach[self.it[on]] = -reduced[on]
         out = np.flatnonzero(~on)  # item -> group
@@ -331,18 +350,30 @@ class _Network:
         t = np.concatenate([self.grp0 + choice[item], tail])
         h = np.concatenate([self.grp[out], head])
         r = np.concatenate([reduced[out] + reach[item], cost + pot[tail] - pot[head]])
-        # Float weights, r * hop + 1 (see `_EXACT`).
-        hop = float(1 << self.size.bit_length())
-        dist = dijkstra(_graph(t, h, r * hop + 1.0, self.size), directed=True, indices=src, min_only=True)
-        if dist[np.isfinite(dist)].max(initial=0.0) >= _EXACT:
+        dist = least_costs(t, h, r, src, self.size)
+        if dist is None:
             return None
-        dist = np.floor(dist / hop)
         dist[:self.n_items] = dist[self.grp0 + choice] + reach
         return dist
 
 
-def _bellman_ford(tail, head, cost, size):
-    """Shortest distances from a root joined to every node at cost 0; None on a negative cycle."""
+def least_costs(tail, head, cost, src, size):
+    """Each node's least cost from the nodes `src` along arcs of cost >= 0 (inf out of
+    reach), by scipy's Dijkstra; None when a cost might not be exact (`_EXACT`).
+    `path_kernels.least_costs` is the compiled form."""
+    from scipy.sparse.csgraph import dijkstra
+    # Float weights, cost * hop + 1 (see `_EXACT`).
+    hop = float(1 << int(size).bit_length())
+    dist = dijkstra(_graph(tail, head, cost * hop + 1.0, size), directed=True, indices=src, min_only=True)
+    if dist[np.isfinite(dist)].max(initial=0.0) >= _EXACT:
+        return None
+    return np.floor(dist / hop)
+
+
+def root_distances(tail, head, cost, size):
+    """Shortest distances from a root joined to every node at cost 0, by whole-array
+    Bellman-Ford passes; None on a negative cycle. `path_kernels.root_distances` is the
+    compiled form."""
     order = np.argsort(head, kind="stable")
     tail, head, cost = tail[order], head[order], cost[order]
     first = np.flatnonzero(np.r_[True, head[1:] != head[:-1]])

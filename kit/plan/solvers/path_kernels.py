@@ -1,0 +1,205 @@
+"""Shortest paths for the repair of the split leader flow (`split_flow`), compiled by numba.
+
+The repair's rounds each run a Dijkstra over some 150,000 nodes and a million arcs, and it
+starts from Bellman-Ford potentials; over scipy's Dijkstra (float weights, a sparse matrix
+built each round) and numpy's whole-array Bellman-Ford passes (50-93 of them) they took
+1.2-1.6 CPU s of a 200,000-partition plan's leader flow. Here both are loops over integer
+costs: the same distances (shortest distances are unique), so the same repair.
+
+Plain Python over numpy arrays, in the subset numba compiles; `compiled` gives the kernels
+compiled, cached on disk. `split_flow` runs them compiled where the network is large (numba
+is loaded by then) and runs its numpy and scipy forms otherwise; tests/plan/test_path_kernels.py
+checks they agree.
+"""
+from __future__ import annotations
+
+from types import FunctionType
+
+import numpy as np
+
+UNREACHED = np.iinfo(np.int64).max  # a distance out of reach
+
+_COMPILED = None
+
+
+def compiled():
+    """(least_costs, root_distances, moves_least_costs), compiled by numba, cached on disk."""
+    global _COMPILED
+    if _COMPILED is None:
+        # Imported here: numba takes about half a second to load (tests/test_imports.py).
+        import numba
+        jit = numba.njit(cache=True, nogil=True)
+        # Each kernel over a copy of this module's names in which its helpers are compiled too.
+        scope = dict(globals())
+        for f in (by_tail, _push, _pop, least_costs, root_distances, moves_least_costs):
+            scope[f.__name__] = jit(FunctionType(f.__code__, scope, f.__name__))
+        _COMPILED = scope["least_costs"], scope["root_distances"], scope["moves_least_costs"]
+    return _COMPILED
+
+
+def by_tail(tail, head, cost, size):
+    """The arcs grouped by tail (a counting sort, in arc order within a tail): each node's
+    first arc (size + 1 entries), and the arcs' heads and costs in that order."""
+    first = np.zeros(size + 1, dtype=np.int64)
+    for k in range(tail.size):
+        first[tail[k] + 1] += 1
+    for v in range(size):
+        first[v + 1] += first[v]
+    at = first[:-1].copy()
+    heads = np.empty(tail.size, dtype=np.int64)
+    costs = np.empty(tail.size, dtype=np.int64)
+    for k in range(tail.size):
+        p = at[tail[k]]
+        heads[p] = head[k]
+        costs[p] = cost[k]
+        at[tail[k]] = p + 1
+    return first, heads, costs
+
+
+def _push(key, node, n, d, v):
+    """Push (d, v) on the binary heap of n entries; the new count."""
+    i = n
+    while i > 0:
+        up = (i - 1) // 2
+        if key[up] <= d:
+            break
+        key[i], node[i] = key[up], node[up]
+        i = up
+    key[i], node[i] = d, v
+    return n + 1
+
+
+def _pop(key, node, n):
+    """Take the heap's least entry off (read it at [0] before); the new count."""
+    n -= 1
+    d, v = key[n], node[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and key[c + 1] < key[c]:
+            c += 1
+        if key[c] >= d:
+            break
+        key[i], node[i] = key[c], node[c]
+        i = c
+    key[i], node[i] = d, v
+    return n
+
+
+def least_costs(tail, head, cost, src, size):
+    """Each node's least cost from the nodes `src` along arcs of cost >= 0 (Dijkstra, a heap
+    with stale entries skipped); `UNREACHED` out of reach.
+
+    A node reached at the distance being settled is settled next from a stack, without the
+    heap: the repair's reduced costs are mostly 0 (every arc of a shortest path so far)."""
+    first, heads, costs = by_tail(tail, head, cost, size)
+    dist = np.full(size, UNREACHED, dtype=np.int64)
+    key = np.empty(tail.size + src.size, dtype=np.int64)
+    node = np.empty(tail.size + src.size, dtype=np.int64)
+    level = np.empty(size, dtype=np.int64)  # nodes at distance d, not yet settled (each once)
+    n, top = 0, 0
+    for s in src:
+        if dist[s] != 0:
+            dist[s] = 0
+            level[top] = s
+            top += 1
+    d = 0
+    while top > 0 or n > 0:
+        if top > 0:
+            top -= 1
+            v = level[top]
+        else:
+            d, v = key[0], node[0]
+            n = _pop(key, node, n)
+            if d > dist[v]:
+                continue
+        for k in range(first[v], first[v + 1]):
+            u = heads[k]
+            du = d + costs[k]
+            if du < dist[u]:
+                dist[u] = du
+                if du == d:
+                    level[top] = u
+                    top += 1
+                else:
+                    n = _push(key, node, n, du, u)
+    return dist
+
+
+def moves_least_costs(it, grp, on, reduced, choice, tail, head, cost, pot, src, size):
+    """`split_flow._Network.distances` in one pass: each node's least reduced cost from `src`
+    (inf out of reach), the items left out of the Dijkstra and their distances following from
+    their groups'.
+
+    Parameters
+    ----------
+    it, grp, on, reduced : ndarray
+        Per item arc: its item, its group's node, whether it is the item's chosen arc (then
+        taken turned back), its reduced cost as item -> group.
+    choice : ndarray
+        Each item's group (numbered from 0; its node is the item count plus that).
+    tail, head, cost, pot : ndarray
+        The other residual arcs, and the node potentials their reduced costs are taken under.
+    """
+    n_items = choice.size
+    reach = np.zeros(n_items, dtype=np.int64)  # an item's arc in, from its group
+    n_moves = 0
+    for k in range(it.size):
+        if on[k]:
+            reach[it[k]] = -reduced[k]
+        else:
+            n_moves += 1
+    # A move of item i from its group g0 to g: one arc g0 -> g costing both of i's arcs.
+    t = np.empty(n_moves + tail.size, dtype=np.int64)
+    h = np.empty(n_moves + tail.size, dtype=np.int64)
+    r = np.empty(n_moves + tail.size, dtype=np.int64)
+    j = 0
+    for k in range(it.size):
+        if not on[k]:
+            i = it[k]
+            t[j], h[j], r[j] = n_items + choice[i], grp[k], reduced[k] + reach[i]
+            j += 1
+    for k in range(tail.size):
+        t[j], h[j], r[j] = tail[k], head[k], cost[k] + pot[tail[k]] - pot[head[k]]
+        j += 1
+    least = least_costs(t, h, r, src, size)
+    dist = np.empty(size, dtype=np.float64)
+    for v in range(size):
+        dist[v] = np.inf if least[v] == UNREACHED else least[v]
+    for i in range(n_items):
+        dist[i] = dist[n_items + choice[i]] + reach[i]
+    return dist
+
+
+def root_distances(tail, head, cost, size):
+    """Shortest distances from a root joined to every node at cost 0 (Bellman-Ford with a
+    queue of the nodes whose distance fell), and whether they exist (False: a negative cycle,
+    the distances then meaningless)."""
+    first, heads, costs = by_tail(tail, head, cost, size)
+    dist = np.zeros(size, dtype=np.int64)
+    queued = np.ones(size, dtype=np.bool_)
+    ring = np.arange(size + 1, dtype=np.int64)  # every node first; one slot spare
+    start, stop = 0, size
+    # The arcs of the path each distance is along: a shortest path has fewer than `size`
+    # without a negative cycle; with one, the paths found grow without end.
+    arcs = np.zeros(size, dtype=np.int64)
+    while start != stop:
+        v = ring[start]
+        start = (start + 1) % (size + 1)
+        queued[v] = False
+        dv, av = dist[v], arcs[v]
+        for k in range(first[v], first[v + 1]):
+            u = heads[k]
+            du = dv + costs[k]
+            if du < dist[u]:
+                dist[u] = du
+                arcs[u] = av + 1
+                if arcs[u] >= size:
+                    return dist, False
+                if not queued[u]:
+                    queued[u] = True
+                    ring[stop] = u
+                    stop = (stop + 1) % (size + 1)
+    return dist, True
