@@ -1,5 +1,6 @@
-"""Compile the count balance's kernels (kit/plan/steps/count_kernels.py) and the duration
-estimate's filling (kit/fill_kernel.py) into numba's cache.
+"""Compile the count balance's kernels (kit/plan/steps/count_kernels.py), the duration
+estimate's filling (kit/fill_kernel.py) and the leader flow's shortest paths
+(kit/plan/solvers/path_kernels.py) into numba's cache.
 
 numba compiles them on first use on a machine (the count balance's about 40 CPU s on 2 cores,
 the filling's about 1) and keeps the result on disk; `make venv` runs this once after
@@ -20,6 +21,8 @@ from kit.plan.steps import count_kernels
 from kit.plan.steps.count_balance import balance_counts
 from kit.plan.workspace import Workspace
 from kit import fill_kernel
+from kit.plan.solvers.flow import penalty_tiers
+from kit.plan.solvers.split_flow import repaired_assignment
 
 
 def piled_cluster() -> Cluster:
@@ -40,7 +43,15 @@ def main() -> int:
     moves = balance_counts(ws, "warm-up")
     # The estimate's filling, with the argument types the estimate passes.
     fill_kernel.compiled()(np.array([0, 1]), np.array([1, 2]), np.array([1.0, 2.0]), np.full(3, 1e8), np.full(3, 1e8))
-    print(f"count balance kernels and the filling ready: {moves} moves, {time.process_time() - started:.1f} CPU s",
+    # The split leader flow's repair with its compiled shortest paths: ten items standing on a
+    # parent whose bound is two (tests/plan/test_split_flow.py), repaired in a round or two.
+    n = 10
+    tiers = penalty_tiers(np.zeros(2, dtype=np.int64), np.full(2, n), np.full(2, n), False)
+    repaired_assignment(n, np.repeat(np.arange(n), 2), np.tile([0, 1], n), np.tile([0, 1], n),
+                        np.stack([c for c, _ in tiers], axis=1), np.array([c for _, c in tiers]),
+                        np.array([0, 1]), np.array([0, 0]), np.array([2, n]), max_rounds=2, max_excess=0.2,
+                        compiled=True)
+    print(f"count balance kernels, the filling and the leader flow's paths ready: {moves} moves, {time.process_time() - started:.1f} CPU s",
           file=sys.stderr)
     return 0
 
