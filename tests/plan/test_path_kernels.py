@@ -51,3 +51,25 @@ def test_a_negative_cycle_is_found():
     tail, head, cost = np.array([0, 1, 2, 2]), np.array([1, 2, 0, 3]), np.array([2, -1, -2, 5])
     assert not path_kernels.compiled()[1](tail, head, cost, 4)[1]
     assert split_flow.root_distances(tail, head, cost, 4) is None
+
+
+def test_the_warm_up_runs_the_repairs_compiled_paths_so_numba_caches_them(monkeypatch):
+    # `make venv` runs scripts/warm_kernels.py so that no 200,000-partition plan and no test
+    # compiles the leader flow's shortest paths (a few CPU s each process otherwise).
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "warm_kernels.py"
+    spec = importlib.util.spec_from_file_location("warm_kernels", path)
+    warm_kernels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(warm_kernels)
+    ran, compile_ = set(), path_kernels.compiled
+
+    def spied():
+        def called(name, kernel):
+            return lambda *args: ran.add(name) or kernel(*args)
+        least, root, moves = compile_()
+        return least, called("root", root), called("moves", moves)
+    monkeypatch.setattr(path_kernels, "compiled", spied)
+    assert warm_kernels.main() == 0
+    assert ran == {"root", "moves"}, ran
