@@ -13,9 +13,9 @@ checks they agree.
 """
 from __future__ import annotations
 
-from types import FunctionType
-
 import numpy as np
+
+from kit import jit
 
 UNREACHED = np.iinfo(np.int64).max  # a distance out of reach
 
@@ -26,13 +26,9 @@ def compiled():
     """(least_costs, root_distances, moves_least_costs), compiled by numba, cached on disk."""
     global _COMPILED
     if _COMPILED is None:
-        # Imported here: numba takes about half a second to load (tests/test_imports.py).
-        import numba
-        jit = numba.njit(cache=True, nogil=True)
-        # Each kernel over a copy of this module's names in which its helpers are compiled too.
-        scope = dict(globals())
-        for f in (by_tail, _push, _pop, least_costs, root_distances, moves_least_costs):
-            scope[f.__name__] = jit(FunctionType(f.__code__, scope, f.__name__))
+        # numba loads here, about half a second (tests/test_imports.py).
+        scope = jit.compiled_together(globals(), ((f.__name__, f) for f in (
+            by_tail, _push, _pop, least_costs, root_distances, moves_least_costs)), cache=True, nogil=True)
         _COMPILED = scope["least_costs"], scope["root_distances"], scope["moves_least_costs"]
     return _COMPILED
 

@@ -34,6 +34,8 @@ from types import FunctionType
 
 import numpy as np
 
+from kit import jit
+
 SEARCHED_TOPICS = 32  # topics a pick looks at unless the search is exhaustive
 
 _COMPILED = None
@@ -44,25 +46,20 @@ def compiled():
     """(balance, bucket_orders) compiled by numba, cached on disk."""
     global _COMPILED, _READY
     if _COMPILED is None:
-        # Imported here: numba takes about half a second to load, which only a balance with
-        # many moves pays back (kit.plan imports no heavy dependency: tests/test_imports.py).
-        import numba
-        # nogil: `count_balance.moves_aside` runs the balance beside the workspace's updates.
-        jit = numba.njit(cache=True, nogil=True)
-        # Compiled code calls compiled code only: each kernel is compiled over a copy of this
-        # module's names in which its helpers are compiled too (the module's stay plain).
-        scope = dict(globals())
-        # Compiled, the topics are chosen by one loop (`topic_order_by_loop`): numpy's whole-array
-        # steps allocate per pick over all 5,000 topics at 1,000,000 partitions (some 4 s of
-        # that balance's 22).
-        for name, f in (("topic_order", topic_order_by_loop), ("_sift_down", _sift_down),
-                        *((f.__name__, f) for f in (
-                            pick_partition, _in_list, _consider, breaks_racks, _spanned, loses_peers, _peers,
-                            _step, _next_reachable, _two_step, _pick, _reaches_rack, _move, _resort, _relink,
-                            _use_quotas, balance, bucket_orders))):
-            scope[name] = jit(FunctionType(f.__code__, scope, name))
+        # numba loads here (about half a second), which only a balance with many moves pays
+        # back (kit.plan imports no heavy dependency: tests/test_imports.py). Compiled, the
+        # topics are chosen by one loop (`topic_order_by_loop`): numpy's whole-array steps
+        # allocate per pick over all 5,000 topics at 1,000,000 partitions (some 4 s of that
+        # balance's 22). nogil: `count_balance.moves_aside` runs the balance beside the
+        # workspace's updates.
+        scope = jit.compiled_together(globals(), (
+            ("topic_order", topic_order_by_loop), ("_sift_down", _sift_down), ("_ready", _ready),
+            *((f.__name__, f) for f in (
+                pick_partition, _in_list, _consider, breaks_racks, _spanned, loses_peers, _peers,
+                _step, _next_reachable, _two_step, _pick, _reaches_rack, _move, _resort, _relink,
+                _use_quotas, balance, bucket_orders))), cache=True, nogil=True)
         _COMPILED = scope["balance"], scope["bucket_orders"]
-        _READY = jit(_ready)
+        _READY = scope["_ready"]
     return _COMPILED
 
 
