@@ -14,11 +14,15 @@ For each scenario a snapshot is generated once with shared/tools/gen_cluster.py
   skewed-storage          kit plan rebalance --placement storage
 
 Each `kit plan` runs in a child process: wall time, and peak resident memory
-from the child's own rusage (os.wait4). The I/O floor is the time this process
-takes to json.load the snapshot and json.dump it back to a file (the median
-of --floor-runs, 3 by default): no planner can beat reading its input and
-writing its output, so "ratio" says how far above that floor the whole
-command is. Each plan is then scored with
+from the child's own rusage (os.wait4). The I/O floor is the time a fresh
+Python process takes to json.load the snapshot and json.dump it back to a
+file (timed inside that child, around those two calls): no planner can beat
+reading its input and writing its output, so "ratio" says how far above that
+floor the whole command is. The floor is measured right before each `kit plan`
+run, and the ratio is the median of the runs' own ratios: this machine's speed
+drifts within minutes (the floors of same-sized 200,000-partition snapshots
+read 3.6 to 5.8 s within one run on 2026-11-29, 2.9 to 5.1 s the day before),
+and a floor measured apart from the runs it divides moved every ratio with it. Each plan is then scored with
 shared/tools/evaluate_plan.py --json (definitions: shared/design.md,
 "Plan quality"). With --repeat N the medians are reported.
 
@@ -95,15 +99,27 @@ def snapshot_for(scenario: str, a: argparse.Namespace, cache: Path) -> Path:
     return path
 
 
+# The floor's child: json.load + json.dump of argv[1] into argv[2], timed around those two calls.
+_FLOOR_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+with open(sys.argv[1]) as f:
+    doc = json.load(f)
+with open(sys.argv[2], "w") as f:
+    json.dump(doc, f, separators=(",", ":"))
+print(time.perf_counter() - t0)
+"""
+
+
 def io_floor(snapshot: Path, scratch: Path) -> float:
-    t0 = time.perf_counter()
-    with open(snapshot) as f:
-        doc = json.load(f)
-    with open(scratch, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
-    dt = time.perf_counter() - t0
-    scratch.unlink()
-    return dt
+    """Seconds a fresh Python process takes to json.load `snapshot` and json.dump it to
+    `scratch` (start-up not counted), as `kit plan` starts fresh too."""
+    try:
+        r = subprocess.run([sys.executable, "-c", _FLOOR_CHILD, str(snapshot), str(scratch)], check=True,
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    finally:
+        scratch.unlink(missing_ok=True)
+    return float(r.stdout)
 
 
 def run_child(cmd: list[str], stdout: Path, stderr: Path) -> tuple[float, float, float, int]:
@@ -156,7 +172,7 @@ def last_line(path: Path) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def bench_action(scenario: str, action: str, snap: Path, floor: float, a: argparse.Namespace,
+def bench_action(scenario: str, action: str, snap: Path, a: argparse.Namespace,
                  work: Path) -> tuple[dict, str | None]:
     extra, targets = action_args(action, snap)
     cli_action = action
@@ -166,26 +182,27 @@ def bench_action(scenario: str, action: str, snap: Path, floor: float, a: argpar
     out, err = work / f"{scenario}-{action}.stdout", work / f"{scenario}-{action}.stderr"
     cmd = kit_command() + ["plan", cli_action, "--snapshot", str(snap), *extra,
                            "--out", str(plan), "--report", str(report)]
-    times, peaks, digests = [], [], set()
+    times, floors, peaks, digests = [], [], [], set()
     for i in range(a.repeat):
         log(f"{scenario} / {action}: run {i + 1}/{a.repeat}")
         if plan.exists():
             plan.unlink()
+        floors.append(io_floor(snap, work / "io-floor.json"))
         dt, _, peak, code = run_child(cmd, out, err)
         if code != 0:
             msg = last_line(err) or f"exit {code}"
             log(f"  exit {code}: {msg}")
             row = {"scenario": scenario, "action": action, "seconds": f"exit {code}",
-                   "I/O floor s": f"{floor:.2f}", "peak MiB": f"{peak:.0f}"}
+                   "I/O floor s": f"{floors[-1]:.2f}", "peak MiB": f"{peak:.0f}"}
             return row, f"{scenario} / {action}: exit {code}: {msg}"
         times.append(dt)
         peaks.append(peak)
         digests.add(hashlib.sha256(plan.read_bytes()).hexdigest() if plan.exists() else "")
-        log(f"  {dt:.2f}s, {peak:.0f} MiB")
-    secs, peak = statistics.median(times), statistics.median(peaks)
+        log(f"  {dt:.2f}s (floor {floors[-1]:.2f}s, ratio {dt / floors[-1]:.2f}), {peak:.0f} MiB")
+    secs, floor, peak = statistics.median(times), statistics.median(floors), statistics.median(peaks)
+    ratio = statistics.median(t / f for t, f in zip(times, floors))
     row = {"scenario": scenario, "action": action, "seconds": f"{secs:.2f}",
-           "I/O floor s": f"{floor:.2f}", "ratio": f"{secs / floor:.1f}" if floor > 0 else "",
-           "peak MiB": f"{peak:.0f}"}
+           "I/O floor s": f"{floor:.2f}", "ratio": f"{ratio:.1f}", "peak MiB": f"{peak:.0f}"}
     note = None
     if len(digests) > 1:
         note = f"{scenario} / {action}: plans differ between repeats (not deterministic)"
@@ -217,8 +234,8 @@ def markdown(rows: list[dict], notes: list[str], a: argparse.Namespace, provenan
         "",
         *provenance_header(provenance["command"], provenance["started"], provenance["load_before"]),
         f"- median of {a.repeat} run(s); seconds = whole `kit plan` command, start-up included; "
-        f"ratio = seconds / I/O floor (json.load + json.dump of the snapshot in this process, median of "
-        f"{a.floor_runs} run(s) per scenario)",
+        "I/O floor = json.load + json.dump of the snapshot in a fresh Python process, measured right before "
+        "each run (median shown); ratio = the median of the runs' own seconds / floor",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",
@@ -236,10 +253,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topics", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=1, help="runs per action; the median is reported")
-    # One json.load + json.dump of a 200,000-partition snapshot took 3.8 to 5.6 s in one quiet run:
-    # a single sample moves every ratio by a third.
-    ap.add_argument("--floor-runs", type=int, default=3,
-                    help="I/O floor measurements per scenario; the median is the floor (default 3)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS),
                     help=f"comma-separated subset of {','.join(SCENARIOS)}")
     ap.add_argument("--shared", type=Path, default=Path(os.environ.get("SHARED", ROOT.parent / "shared")),
@@ -251,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.docs and not a.out:
         a.out = ROOT / "docs" / "bench" / f"plan-{a.partitions}p-{a.brokers}b.md"
-    if a.repeat < 1 or a.floor_runs < 1:
-        ap.error("--repeat and --floor-runs must be at least 1")
+    if a.repeat < 1:
+        ap.error("--repeat must be at least 1")
     chosen = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SCENARIOS]
     if unknown:
@@ -268,10 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     rows, notes = [], []
     for scenario in chosen:
         snap = snapshot_for(scenario, a, cache)
-        floor = statistics.median(io_floor(snap, work / "io-floor.json") for _ in range(a.floor_runs))
-        log(f"{scenario}: I/O floor {floor:.2f}s")
         for action in SCENARIOS[scenario][1]:
-            row, note = bench_action(scenario, action, snap, floor, a, work)
+            row, note = bench_action(scenario, action, snap, a, work)
             rows.append(row)
             if note:
                 notes.append(note)
