@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench_plan import io_floor  # the same floor as bench_plan's table (bench/ is on sys.path)
+from provenance import write_atomically
 
 BEGIN, END = "<!-- bench_estimate:begin -->", "<!-- bench_estimate:end -->"
 BIG_BEGIN, BIG_END = "<!-- bench_estimate_big:begin -->", "<!-- bench_estimate_big:end -->"
@@ -122,7 +123,7 @@ def write_section(path: Path, section: str, begin: str = BEGIN, end: str = END) 
         text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
+    write_atomically(path, text)  # the other sections of the file are never left half-written
 
 
 def timed(cmd: list[str], env: dict, cwd: Path) -> float:

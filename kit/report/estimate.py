@@ -11,8 +11,10 @@ changes under the threshold skipped) or from a fixed throttle; copies share the 
 fairly. Flows between the same two brokers always get the same rate, so the model runs over
 (source, destination) pairs, and, past `max_events` copies, lets several copies finish within
 one step (the rates are recomputed once per step, not once per copy): the freed share of a copy
-that ends inside a step is used from the step's end (tests/test_estimate.py checks the grouped
-figure stays within 10% of the exact one). Pure: no I/O.
+that ends inside a step is used from the step's end; past MAX_DECISIONS rounds in the run's
+expected length, it models the auto-throttle's rounds further apart (the budget below;
+tests/report/test_estimate.py checks the budgeted figure stays within 10% of the exact one).
+Pure: no I/O.
 """
 from __future__ import annotations
 
@@ -24,26 +26,23 @@ import numpy as np
 from kit.throttle.decide import FOLLOWER, LEADER, AutoThrottle, NetSample, Settings, role_rates
 from kit.errors import BadInput
 from kit.model import Cluster
-from kit.nic import broker_capacity
-from kit.physics import bytes_per_broker, copy_arrays, filling_stands, flow_arrays, lower_bound, pair_rates
-from kit.traffic import ClientTraffic, broker_traffic, layout, traffic_array
+from kit.physics import copy_arrays, filling_stands, lower_bound, pair_rates
+from kit.report.starting import analytic_estimate, expected_length, known_capacities, starting_rates
+from kit.text import human_duration
+from kit.traffic import ClientTraffic, layout, traffic_array
 
-MAX_EVENTS = 1500  # rate recomputations for copies finishing; past this, copies finish in groups
-MAX_DECISIONS = 5000  # auto-throttle rounds modelled; past this, the rounds are modelled further apart
+# The fluid model's budget (issue 38): every event it follows (copies finishing, an auto-throttle
+# round changing a cap) costs a filling of the caps, 0.1-0.25 ms at 30 brokers, and following
+# every one cost 1.4 CPU s on a 5,000-copy run (6,047 of them). So it follows at most
+# MAX_EVENTS copy-finishing steps (past that many copies, copies finish in groups) and
+# MAX_DECISIONS auto-throttle rounds over the run's expected length (past that, the rounds are
+# modelled further apart), and says so. What that moves: docs/benchmarks.md.
+MAX_EVENTS = 200
+MAX_DECISIONS = 200
 # Past this many copies the fluid model costs minutes (measured: 200,000 copies on 150 brokers,
-# 14 min): the estimate is then the analytic figure of `analytic_estimate`, and says so.
+# 14 min): the estimate is then the analytic figure of `kit.report.starting.analytic_estimate`, and says so.
 MAX_COPIES = 20_000
 CHUNK = 1 << 20  # numbers in one running sum of the copies' progress (rounds x pairs)
-
-
-def analytic_estimate(flows, rate_out: dict[int, float], rate_in: dict[int, float]) -> float:
-    """Seconds for the busiest broker's copies at its starting rate (no tails, no traffic
-    changes): max over brokers and directions of bytes / rate.
-
-    `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`.
-    """
-    out_b, in_b = bytes_per_broker(*flow_arrays(flows))
-    return max([n / rate_out[b] for b, n in out_b.items()] + [n / rate_in[b] for b, n in in_b.items()] + [0.0])
 
 
 def prepare(cluster: Cluster) -> None:
@@ -52,17 +51,6 @@ def prepare(cluster: Cluster) -> None:
     it where its planner would only wait (`kit.concurrency.idle`; about 0.2 s at 200,000
     partitions)."""
     layout(cluster, {b.id for b in cluster.brokers.values() if b.alive})
-
-
-def known_capacities(brokers: dict, cap_map: dict | None = None) -> dict[int, float]:
-    """Each live broker's NIC (bytes/s) as the auto-throttle decides it (`kit.nic.broker_capacity`),
-    leaving out the brokers with none (the estimate names them)."""
-    out = {}
-    for b in brokers.values():
-        if b.alive:
-            with contextlib.suppress(BadInput):
-                out[b.id] = broker_capacity(b, cap_map)
-    return out
 
 
 def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = "auto",
@@ -125,14 +113,15 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         result["estimate_s"] = 0.0
         return result
     if len(source) > MAX_COPIES:
-        t = analytic_estimate(copies, *_starting_rates(cluster, figures, live, cap, throttle, settings))
+        t = analytic_estimate(copies, *starting_rates(cluster, figures, live, cap, throttle, settings))
         assumptions.append(f"{len(source):,} copies, too many to follow one by one (past {MAX_COPIES:,}): the figure "
                            "is the busiest broker's bytes at its starting rate, as if no rate changed while copies "
                            "end, and never below the best case; expect longer")
         result["estimate_s"] = max(t, bound or 0.0)
         return result
     run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap)
-    interval = run.throttle(throttle, settings, bound, first_decision_s, assumptions, replay)
+    horizon = expected_length(cluster, figures, live, cap, copies, bound, settings) if throttle == "auto" else (0.0, "")
+    interval = run.throttle(throttle, settings, horizon, first_decision_s, assumptions, replay)
     group = max(1, math.ceil(len(source) / max_events))
     if group > 1:
         assumptions.append(f"{len(source):,} copies followed finishing in groups of up to {group} (for speed; "
@@ -208,21 +197,6 @@ def _assumptions(moves: int, client_load: float | None, throttle: float | str | 
     return out
 
 
-def _starting_rates(cluster: Cluster, figures: np.ndarray, live: set[int], cap: dict[int, float],
-                    throttle: float | str | None, settings: Settings) -> tuple[dict[int, float], dict[int, float]]:
-    """Each broker's replication rate out and in at the start: the auto-throttle's first
-    decision from the clients' traffic, the NIC, or the fixed throttle."""
-    rx, tx = broker_traffic(cluster, figures, live)
-    if throttle == "auto":
-        r_out = {b: max(settings.share * (c - tx.get(b, 0.0)), settings.minimum) for b, c in cap.items()}
-        r_in = {b: max(settings.share * (c - rx.get(b, 0.0)), settings.minimum) for b, c in cap.items()}
-    elif throttle is None:
-        r_out, r_in = dict(cap), dict(cap)
-    else:
-        r_out = r_in = {b: float(throttle) for b in live}
-    return r_out, r_in
-
-
 class _FluidRun:
     """The fluid model's state: the copies as (source, destination) pairs over broker
     positions, the bytes each pair has moved, the caps in force, the clients' traffic, and the
@@ -296,18 +270,21 @@ class _FluidRun:
         self.caps = np.empty((2, nb))  # the caps in force: out (leaders) then in (followers)
         self.out_cap, self.in_cap = self.caps
 
-    def throttle(self, throttle: float | str | None, settings: Settings, bound: float | None,
+    def throttle(self, throttle: float | str | None, settings: Settings, horizon: tuple[float, str],
                  first_decision_s: float, assumptions: list[str], replay: bool = False) -> float:
         """Set the caps the run starts with (and the auto-throttle); returns the seconds between
-        decisions modelled. What that changes is added to `assumptions`."""
+        decisions modelled, at least the run's expected length (`horizon`: seconds, and what
+        they are) over MAX_DECISIONS. What that changes is added to `assumptions`."""
         interval = settings.interval
         if throttle == "auto":
             self.settings, self.replay = settings, replay
             self.auto = auto = AutoThrottle(settings, self.cap)
-            if bound and bound / interval > MAX_DECISIONS:
-                interval = bound / MAX_DECISIONS
-                assumptions.append(f"the auto-throttle's decisions followed every {interval:.0f} s, not every "
-                                   f"{settings.interval:g} s (a long run: at most {MAX_DECISIONS} rounds, for speed)")
+            expected, what = horizon
+            if expected / interval > MAX_DECISIONS:
+                interval = expected / MAX_DECISIONS
+                assumptions.append(f"the auto-throttle's decisions followed every {interval:,.0f} s, not every "
+                                   f"{settings.interval:g} s (for speed: {MAX_DECISIONS} rounds in "
+                                   f"{human_duration(expected)}, the {what})")
             self.caps[:] = self.nic
             if first_decision_s > 0:
                 # Applied at the minimum on every broker taking part, until the first decision.
@@ -591,4 +568,4 @@ class _FluidRun:
         self.window = None
 
 
-__all__ = ["predict", "time_left", "analytic_estimate", "MAX_EVENTS", "MAX_DECISIONS", "MAX_COPIES"]
+__all__ = ["predict", "time_left", "MAX_EVENTS", "MAX_DECISIONS", "MAX_COPIES"]

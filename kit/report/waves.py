@@ -19,7 +19,8 @@ import numpy as np
 
 from kit.throttle.decide import Settings
 from kit.errors import BadInput
-from kit.report.estimate import known_capacities, predict
+from kit.report.estimate import predict
+from kit.report.starting import known_capacities
 from kit.model import Cluster, Plan
 from kit.text import human_duration
 from kit.traffic import broker_traffic as client_traffic

@@ -51,15 +51,57 @@ def test_estimate_predicts_the_auto_throttled_simulation(make_snapshot, scenario
     assert "auto-throttle deciding every 30 s" in text and "partitions' bytes_in/bytes_out" in text
 
 
-def test_grouped_copies_stay_close_to_the_exact_model(make_snapshot):
-    # Past max_events copies finish in groups: the fast path for 200,000 partitions.
+def test_grouped_copies_stay_close_to_the_exact_model(make_snapshot, monkeypatch):
+    # Past max_events copies finish in groups, past MAX_DECISIONS rounds the rounds are further
+    # apart: the budget. The exact model follows every copy and every 30 s round.
     c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", "az-loss", "--client-load", "0.5")))
     moves = _plan(c, "az-loss").reassignment()["partitions"]
+    budgeted = predict(c, moves)
+    monkeypatch.setattr(estimate, "MAX_DECISIONS", 10**9)
     exact = predict(c, moves, max_events=10**9)
     coarse = predict(c, moves, max_events=10)
-    assert coarse["estimate_s"] >= coarse["lower_bound_s"]
-    assert coarse["estimate_s"] == pytest.approx(exact["estimate_s"], rel=0.10)
+    monkeypatch.setattr(estimate, "MAX_DECISIONS", 10)
+    coarsest = predict(c, moves, max_events=10)
+    for figures in (budgeted, coarse, coarsest):
+        assert figures["estimate_s"] >= figures["lower_bound_s"]
+        assert figures["estimate_s"] == pytest.approx(exact["estimate_s"], rel=0.10)
     assert any("groups" in a for a in coarse["assumptions"])
+
+
+def test_the_budget_bounds_the_events_followed(make_snapshot, monkeypatch):
+    """At most MAX_EVENTS copy-finishing steps and MAX_DECISIONS rounds over the run's expected
+    length: the rate recomputations stay near their sum, far under the exact model's."""
+    c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", "az-loss", "--client-load", "0.5")))
+    moves = _plan(c, "az-loss").reassignment()["partitions"]
+    monkeypatch.setattr(estimate, "MAX_DECISIONS", 10**9)
+    exact = predict(c, moves, max_events=10**9)
+    monkeypatch.setattr(estimate, "MAX_DECISIONS", 10)
+    budgeted = predict(c, moves, max_events=10)
+    assert exact["steps"] > 150  # every copy and every round that changes a cap
+    # Each step ends a group of copies, or follows a round; the rounds run past the expected
+    # length by as much as the figure does (here 1.9x): 10 + 20 + 1.
+    assert budgeted["steps"] <= 2 * (10 + 10) + 1, budgeted["steps"]
+
+
+@pytest.mark.parametrize("budget, said", [(10**9, False), (10, True)])
+def test_the_budget_is_said_exactly_when_it_applies(make_snapshot, monkeypatch, budget, said):
+    c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", "az-loss", "--client-load", "0.5")))
+    moves = _plan(c, "az-loss").reassignment()["partitions"]
+    monkeypatch.setattr(estimate, "MAX_DECISIONS", budget)
+    d = predict(c, moves, max_events=budget)
+    rounds = [a for a in d["assumptions"] if "decisions followed every" in a]
+    groups = [a for a in d["assumptions"] if "finishing in groups" in a]
+    assert bool(rounds) is said and bool(groups) is said, d["assumptions"]
+    if said:
+        # 150 copies in groups of 15; 10 rounds in the busiest broker's 3h 06m: every 1,117 s.
+        assert groups == ["150 copies followed finishing in groups of up to 15 (for speed; within 10% of one by one)"]
+        assert rounds == ["the auto-throttle's decisions followed every 1,117 s, not every 30 s (for speed: 10 rounds "
+                          "in 3h 06m, the busiest broker's copying time at its starting rate)"], rounds
+        return
+    # A short run under the default budget says neither.
+    small = _snap([{"topic": "t", "partition": i, "replicas": [1, 2], "size": 10**9} for i in range(4)])
+    short = predict(small, [{"topic": "t", "partition": i, "replicas": [3, 4]} for i in range(4)])
+    assert not [a for a in short["assumptions"] if "followed every" in a or "in groups" in a], short["assumptions"]
 
 
 @pytest.mark.parametrize("scenario", ["az-loss", "scale-out"])
