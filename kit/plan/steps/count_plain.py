@@ -12,7 +12,6 @@ their arithmetic more): 190-275 us a move on the 3,000- and 5,000-partition benc
 from __future__ import annotations
 
 import bisect
-import heapq
 
 import numpy as np
 
@@ -73,6 +72,7 @@ class _Run:
         n = len(self.count)
         self.asc, self.desc = _Order(asc.tolist(), 1, self.count, n), _Order(desc.tolist(), -1, self.count, n)
         self.failed, self.reach = failed.tolist(), reach.tolist()
+        self.no_failed, self.no_reach = [False] * failed.shape[1], [-1] * reach.shape[1]
         self.sizes, self.at = sizes.tolist(), at.tolist()
         # Each group's targets only (the row's -1 filler after them is never read).
         self.by_group = [_Order(row[:size], 1, self.count, n) for row, size in zip(by_group.tolist(), self.sizes)]
@@ -91,8 +91,8 @@ class _Run:
             return
         reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
         width = self.width
-        if reps.size:
-            reps[...] = [row + [-1] * (width - len(row)) for row in self.rows] if self.padded else self.rows
+        moved = sorted({p for p, _, _ in self.log})
+        reps[moved] = [self.rows[p] + [-1] * (width - len(self.rows[p])) for p in moved]
         for arr, new in ((nxt, self.nxt), (prv, self.prv), (head, self.head),
                          (tail, self.tail), (recent, self.recent), (n_recent, self.n_recent),
                          (touched, self.touched), (counts[2], self.movable), (peers[0], self.shared),
@@ -143,9 +143,9 @@ class _Run:
                 if self.thorough:
                     break
                 for row in self.failed:
-                    row[:] = [False] * len(row)
+                    row[:] = self.no_failed
                 for row in self.reach:
-                    row[:] = [-1] * len(row)
+                    row[:] = self.no_reach
                 self.thorough = 1
                 continue
             self.thorough = 0
@@ -229,19 +229,18 @@ class _Run:
 
     def topic_order(self, a: int, b: int, fresh: bool) -> list[int]:
         """`count_kernels.topic_order`: the same values, -d * n_topics + topic, ascending."""
-        n_topics = self.n_topics
-        mov_a = self.movable[a]
-        cand = None
+        n_topics, ta, tb = self.n_topics, self.tc[a], self.tc[b]
+        # d * n_topics + topic: one int per topic, unique; the kernel keeps the smallest negatives.
+        keys = None
         if self.use and self.n_leave[a] > 0 and self.n_arrive[b] > 0:
             leave_a, arrive_b = self.leave[a], self.arrive[b]
-            cand = [t for t in range(n_topics) if leave_a[t] and arrive_b[t]]
-        if not cand:
-            cand = [t for t in range(n_topics) if mov_a[t]]
-        ta, tb = self.tc[a], self.tc[b]
-        # d * n_topics + topic: one int per topic, unique; the kernel keeps the smallest negatives.
-        keys = [(ta[t] - tb[t]) * n_topics + t for t in cand]
+            keys = [(ta[t] - tb[t]) * n_topics + t for t in range(n_topics) if leave_a[t] and arrive_b[t]]
+        if not keys:
+            mov_a = self.movable[a]
+            keys = [(ta[t] - tb[t]) * n_topics + t for t in range(n_topics) if mov_a[t]]
         if len(keys) > SEARCHED_TOPICS and not fresh:
-            keys = heapq.nlargest(SEARCHED_TOPICS, keys)
+            keys.sort(reverse=True)
+            del keys[SEARCHED_TOPICS:]
         return sorted([2 * (k % n_topics) - k for k in keys])
 
     def pick_partition(self, a: int, b: int, fresh: bool) -> int:
@@ -342,8 +341,9 @@ class _Run:
 
     def reaches_rack(self, a: int, rb: int) -> bool:
         """`count_kernels._reaches_rack`."""
-        rows, nxt, width, rack, need = self.rows, self.nxt, self.width, self.rack, self.need
+        rows, nxt, width, need = self.rows, self.nxt, self.width, self.need
         head_a, mov_a = self.head[a], self.movable[a]
+        in_rb = [r == rb for r in self.rack]
         for t in range(self.n_topics):
             if not mov_a[t]:
                 continue
@@ -351,9 +351,12 @@ class _Run:
             while node >= 0:
                 row = rows[node // width]
                 node = nxt[node]
-                rf = len(row)
-                if not any(rack[m] == rb for m in row):
+                for m in row:
+                    if in_rb[m]:
+                        break
+                else:
                     return True
+                rf = len(row)
                 if (rf > need[rf] or (rf == need[rf] and a not in row)) and self.spanned(row, a) >= need[rf]:
                     return True
         return False
@@ -390,9 +393,8 @@ class _Run:
             if self.spread and inlist[p * width + s]:
                 self.relink(p * width + s, j, j, t)
                 self.touched[j][t] = True
-        failed_b, reach_b = self.failed[b], self.reach[b]
-        failed_b[:] = [False] * len(failed_b)
-        reach_b[:] = [-1] * len(reach_b)
+        self.failed[b][:] = self.no_failed
+        self.reach[b][:] = self.no_reach
 
     def relink(self, node: int, x: int, y: int, t: int) -> None:
         """`count_kernels._relink`: node out of list (x, t), onto the back of list (y, t)."""
