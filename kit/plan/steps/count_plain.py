@@ -6,8 +6,11 @@ partition, how a move updates the state) and is what numba compiles. This module
 moves in the same order and leaves the kernels' arrays as that kernel leaves them
 (tests/plan/test_count_plain.py runs both on random workspaces and compares the moves and every
 array). Only the execution differs: the arrays are copied into Python lists once and written back
-once, since the kernel's scalar loops read numpy scalars (a read costs three times a list's, and
-their arithmetic more): 190-275 us a move on the 3,000- and 5,000-partition bench clusters.
+once, since the kernel's scalar loops read numpy scalars (a read costs four times a list's item,
+and their arithmetic more): run uncompiled, the kernel took 170-275 us a move on the 3,000- and
+5,000-partition bench clusters (its search batched by `count_pick`), this 60-100 us (the same
+loaded 2-core machine, alternating runs). Copying costs a few milliseconds at 5,000 partitions,
+so a balance of one or two moves costs more here than over the arrays (1 -> 4 ms).
 """
 from __future__ import annotations
 
@@ -51,8 +54,8 @@ class _Run:
         self.width = reps.shape[1]
         self.n_parts = reps.shape[0]
         rows = reps.tolist()
-        self.padded = bool(reps.size) and reps.min() < 0  # sets of several sizes
-        self.rows = [[m for m in row if m >= 0] for row in rows] if self.padded else rows
+        padded = bool(reps.size) and reps.min() < 0  # sets of several sizes
+        self.rows = [[m for m in row if m >= 0] for row in rows] if padded else rows
         self.topic = topic.tolist()
         self.nxt, self.prv, self.inlist = nxt.tolist(), prv.tolist(), inlist.tolist()
         self.head, self.tail = head.tolist(), tail.tolist()
