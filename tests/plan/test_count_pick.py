@@ -42,10 +42,11 @@ def test_the_whole_array_search_picks_the_partition_the_loop_picks(seed, moves, 
                 assert count_pick.pick_partition(*args) == want, (a, b, fresh)
 
 
-def test_a_plain_balance_searches_with_the_whole_array_search_not_the_loop(monkeypatch):
-    # A small cluster balances as plain Python (numba not loaded): through `count_pick`'s
-    # search, which the loop's failure here must not reach.
-    monkeypatch.setattr(jit, "numba_loaded", lambda: False)
+def test_a_balance_that_may_go_on_compiled_searches_with_the_whole_array_search_not_the_loop(monkeypatch):
+    # Where numba is loaded (or on a large cluster) a balance's first moves run as plain Python
+    # over the arrays, through `count_pick`'s search, which the loop's failure here must not reach
+    # (small clusters without numba balance through `count_plain` instead).
+    monkeypatch.setattr(jit, "numba_loaded", lambda: True)
 
     def loop(*args):
         raise AssertionError("the plain balance ran count_kernels.pick_partition")

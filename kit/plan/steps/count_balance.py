@@ -19,7 +19,7 @@ import numpy as np
 
 from kit import jit
 from kit.concurrency import idle
-from kit.plan.steps import count_kernels, count_pick
+from kit.plan.steps import count_kernels, count_pick, count_plain
 from kit.plan.steps.leadership_figures import replica_matrix
 from kit.plan.workspace import LARGE, SMALL, Workspace
 
@@ -78,7 +78,7 @@ class CountBalance:
         self.band = (lo, hi, ws.degree_floor)
         self.lists, movable = self._lists()
         self.counts = self._counts(movable)
-        self.quotas = self._quotas(None)
+        self.quotas = self.quota_arrays(None)
         width = self.lists[0].shape[1]
         self.peers = (ws.shared.copy(), ws.is_target, tidx, ws.rack,
                       np.array([ws.need(rf) for rf in range(width + 1)], dtype=np.int64))
@@ -97,24 +97,28 @@ class CountBalance:
                         np.zeros(n_groups, dtype=np.int64))
 
     def run(self, max_moves: int | None = None, quotas=None) -> int:
-        """Balance, following `quotas` if given (`balance_counts`); the number of moves. The
-        first `_PLAIN_MOVES` as plain Python, the rest compiled; all compiled when the counts
-        alone ask for more moves than that (the plain moves' searches cost most on large
-        clusters, where the balances are long); all plain on a small cluster (`SMALL`
-        partitions or fewer), whatever the moves, unless numba is loaded already
-        (`kit.jit.numba_loaded`). The moves are the same either way."""
+        """Balance, following `quotas` if given (`balance_counts`); the number of moves. On a
+        small cluster (`SMALL` partitions or fewer) all as plain Python (`count_plain`),
+        whatever the moves, unless numba is loaded already (`kit.jit.numba_loaded`). Else the
+        first `_PLAIN_MOVES` as plain Python (`count_pick`'s search), the rest compiled; all
+        compiled when the counts alone ask for more moves than that (the plain moves' searches
+        cost most on large clusters, where the balances are long). The moves are the same
+        either way."""
         if quotas is not None:
-            self.quotas = self._quotas(quotas)
+            self.quotas = self.quota_arrays(quotas)
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
         args = (-1 if max_moves is None else max_moves, self.own_pool, self.spread_touched, self.scan, self.band,
                 self.lists, self.counts, self.quotas, self.peers, self.targets, state)
+        if len(self.ws.cluster.partitions) <= SMALL and not jit.numba_loaded():
+            moves, orders = count_plain.balance(*args)
+            self.make(moves)
+            self.reorder(orders)
+            return int(state[1])
         kernels = count_pick.balance, count_kernels.bucket_orders
-        plain = len(self.ws.cluster.partitions) <= SMALL and not jit.numba_loaded()
-        limit = None if plain else _PLAIN_MOVES
-        rows = min(_PLAIN_MOVES, _LOG_ROWS) if plain or self.fewest_moves() <= _PLAIN_MOVES else 0
+        rows = min(_PLAIN_MOVES, _LOG_ROWS) if self.fewest_moves() <= _PLAIN_MOVES else 0
         log = np.empty((rows, 3), dtype=np.int64)
         # A batch logs at least 2 rows (a two-step move); one batch of 500 by default.
-        while rows >= 2 and not state[2] and (limit is None or state[1] + rows <= limit):
+        while rows >= 2 and not state[2] and state[1] + rows <= _PLAIN_MOVES:
             self.make(log[:kernels[0](*args, log)].tolist())
         if not state[2]:
             kernels = count_kernels.compiled()
@@ -176,7 +180,7 @@ class CountBalance:
         scaled = tcount_t * n_topics
         return scaled, scaled + np.arange(n_topics), movable, movable != 0
 
-    def _quotas(self, quotas):
+    def quota_arrays(self, quotas):
         """The kernels' `quotas` (placeholders without any): the quota arrays themselves, used
         up as the moves follow them, and by broker the topics that may leave / arrive."""
         if quotas is None:

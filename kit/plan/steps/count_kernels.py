@@ -5,9 +5,12 @@ are logged for `count_balance` to make on the workspace.
 Plain Python over numpy arrays, written in the subset numba compiles: a large rebalance
 makes a hundred thousand moves of some twenty candidates each, about 120 us of Python per
 move, and compiled they take a few. `compiled` returns the kernels compiled (numba is
-imported when a balance makes enough moves to pay for it); small balances run as plain Python
-with `count_pick`'s search (`with_pick`), unless numba is loaded (`kit.jit.numba_loaded`).
-Both give the same moves (tests/plan/test_count_balance.py).
+imported when a balance makes enough moves to pay for it). This module is the reference for
+the rule (which pair, which partition, how a move updates the state): the balances that run
+uncompiled execute it otherwise, small clusters' written for CPython over Python lists
+(`count_plain`, tests/plan/test_count_plain.py), a large balance's first moves over these
+arrays with `count_pick`'s search (`with_pick`, tests/plan/test_count_pick.py); compiled and
+plain give the same moves (tests/plan/test_count_balance.py).
 
 The state, built by `count_balance.CountBalance` and kept up by `_move`:
 

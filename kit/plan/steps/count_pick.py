@@ -1,8 +1,9 @@
-"""The count balance's candidate search in whole-array steps, for the balances that run as
-plain Python (`count_kernels.with_pick`): `pick_partition` answers as
-`count_kernels.pick_partition` does, but weighs a pick's few dozen candidates a batch at a
-time instead of one `_consider` call each (some 15 us of numpy scalar work per candidate:
-a third of a 5,000-partition rebalance). The compiled balance keeps the loop.
+"""The count balance's candidate search in whole-array steps, for a large balance's first
+moves, which run as plain Python over the arrays before the compiled kernel takes over
+(`count_kernels.with_pick`; small clusters balance through `count_plain`): `pick_partition`
+answers as `count_kernels.pick_partition` (the reference) does, but weighs a pick's few dozen
+candidates a batch at a time instead of one `_consider` call each (some 15 us of numpy scalar
+work per candidate). The compiled balance keeps the loop.
 
 The candidates and their order are the loop's: the recently moved partitions, then each
 topic's list, a topic alone while nothing fits yet (how far its list is walked depends on
