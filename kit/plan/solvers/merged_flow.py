@@ -51,11 +51,13 @@ def merged_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.nd
     _, first, kind, count = np.unique(item_kind, return_index=True, return_inverse=True, return_counts=True)
     kind = kind.reshape(-1)
     # The first item of each kind stands for it; arcs keep their order.
-    row = np.full(n_items, -1, dtype=np.int64)
+    row = np.full(n_items, -1, dtype=np.int32)  # node numbers fit: int32 halves the 1M flow's arrays
     row[first] = np.arange(first.size)
-    on = np.flatnonzero(row[item_of_arc] >= 0)
-    net = _Network(row[item_of_arc[on]], group_of_arc[on], np.asarray(arc_cost, dtype=np.int64)[on], count,
+    row = row[item_of_arc]
+    on = np.flatnonzero(row >= 0)
+    net = _Network(row[on], group_of_arc[on], np.asarray(arc_cost, dtype=np.int64)[on], count,
                    tier_cap, np.asarray(tier_cost, dtype=np.int64), parent_of_group, parent_lo, parent_hi)
+    del row
     flows = net.solve()
     if flows is None:
         return None
@@ -87,8 +89,8 @@ class _Network:
         t_group = keep // n_tiers
         t_cost = np.tile(tier_cost, n_groups)[keep]
         p = np.arange(parent_lo.size)
-        self.tail = np.concatenate([kind_of_arc, grp0 + t_group, par0 + p])
-        self.head = np.concatenate([grp0 + group_of_arc, par0 + parent[t_group], np.full(p.size, sink)])
+        self.tail = np.concatenate([kind_of_arc, grp0 + t_group, par0 + p]).astype(np.int32)
+        self.head = np.concatenate([grp0 + group_of_arc, par0 + parent[t_group], np.full(p.size, sink)]).astype(np.int32)
         self.cap = np.concatenate([count[kind_of_arc], t_cap[keep], parent_hi - parent_lo])
         self.cost = np.concatenate([arc_cost, t_cost, np.zeros(p.size, dtype=np.int64)])
         self.start = (kind_of_arc.size, t_group, t_cost)
@@ -137,33 +139,46 @@ class _Network:
         # Every round moves at least a unit (a shortest path costs nothing after it), so the
         # rounds end; on the leader-pair flows they number 4-11.
         while (imb > 0).any():
-            fw, bw = np.flatnonzero(flow < self.cap), np.flatnonzero(flow > 0)
-            tail = np.concatenate([self.tail[fw], self.head[bw]])
-            head = np.concatenate([self.head[fw], self.tail[bw]])
-            reduced = self.cost + pot[self.tail] - pot[self.head]
-            src, dst = np.flatnonzero(imb > 0), np.flatnonzero(imb < 0)
-            dist = least_costs(tail, head, np.concatenate([reduced[fw], -reduced[bw]]), src, self.size)
-            if dist is None:
+            step = self.round(flow, pot, imb)
+            if step is None:
                 return _whole(self)
-            reached = np.isfinite(dist)
-            if not reached[dst].any():
+            if not step:
                 return None
-            # Nodes out of reach rise with the farthest reached, so no reduced cost turns negative.
-            pot = pot + np.where(reached, dist, dist[reached].max()).astype(np.int64)
-            tight = self.cost + pot[self.tail] - pot[self.head] == 0
-            zf, zb = fw[tight[fw]], bw[tight[bw]]
-            mf = new_max_flow()
-            s, t = self.size, self.size + 1
-            mf.add_arcs_with_capacity(np.concatenate([self.tail[zf], self.head[zb], np.full(src.size, s), dst]),
-                                      np.concatenate([self.head[zf], self.tail[zb], src, np.full(dst.size, t)]),
-                                      np.concatenate([self.cap[zf] - flow[zf], flow[zb], imb[src], -imb[dst]]))
-            mf.solve(s, t)
-            moved = mf.flows(np.arange(zf.size + zb.size))
-            flow = flow.copy()
-            flow[zf] += moved[:zf.size]
-            flow[zb] -= moved[zf.size:]
             imb = self.imbalance(flow)
         return flow
+
+
+    def round(self, flow, pot, imb):
+        """One round: a Dijkstra from the excess nodes raises `pot`, a max flow on the arcs that
+        then cost nothing adds to `flow` (both in place). False when no deficit is in reach
+        (no flow meets the supplies), None when a distance may not be exact (`least_costs`)."""
+        fw, bw = np.flatnonzero(flow < self.cap), np.flatnonzero(flow > 0)
+        reduced = pot[self.tail] - pot[self.head]
+        reduced += self.cost
+        src, dst = np.flatnonzero(imb > 0), np.flatnonzero(imb < 0)
+        dist = least_costs(np.concatenate([self.tail[fw], self.head[bw]]), np.concatenate([self.head[fw], self.tail[bw]]),
+                           np.concatenate([reduced[fw], -reduced[bw]]), src, self.size)
+        if dist is None:
+            return None
+        reached = np.isfinite(dist)
+        if not reached[dst].any():
+            return False
+        # Nodes out of reach rise with the farthest reached, so no reduced cost turns negative.
+        pot += np.where(reached, dist, dist[reached].max()).astype(np.int64)
+        del reduced, dist
+        tight = pot[self.tail] - pot[self.head] + self.cost == 0
+        zf, zb = fw[tight[fw]], bw[tight[bw]]
+        del fw, bw, tight
+        mf = new_max_flow()
+        s, t = self.size, self.size + 1
+        mf.add_arcs_with_capacity(np.concatenate([self.tail[zf], self.head[zb], np.full(src.size, s), dst]),
+                                  np.concatenate([self.head[zf], self.tail[zb], src, np.full(dst.size, t)]),
+                                  np.concatenate([self.cap[zf] - flow[zf], flow[zb], imb[src], -imb[dst]]))
+        mf.solve(s, t)
+        moved = mf.flows(np.arange(zf.size + zb.size))
+        flow[zf] += moved[:zf.size]
+        flow[zb] -= moved[zf.size:]
+        return True
 
 
 def _whole(net: _Network):
