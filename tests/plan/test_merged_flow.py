@@ -4,11 +4,17 @@ the optimum of OR-Tools' min-cost flow over the items one by one, and its choice
 assignment within the parents' bounds."""
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kit import plan as planners
+from kit.formats import load_snapshot
 from kit.plan.solvers.flow import penalty_tiers, soft_assignment, water_fill
+from kit.plan.steps import leadership
 
 
 @st.composite
@@ -85,3 +91,28 @@ def test_the_split_is_deterministic_and_gives_each_kind_its_arcs_in_order():
     got = soft_assignment(*args, exact_limit=0, item_kind=np.zeros(4, dtype=np.int64))
     assert got.tolist() == [0, 0, 1, 1]
     assert soft_assignment(*args, exact_limit=0, item_kind=np.zeros(4, dtype=np.int64)).tolist() == got.tolist()
+
+
+@pytest.mark.parametrize("scenario, plan", [
+    ("scale-out", lambda c: planners.plan_scale_out(c)),
+    ("az-loss", lambda c: planners.plan_az_loss(c, "rack-c")),
+    ("replace", lambda c: planners.plan_rebalance(c)),
+])
+def test_the_pair_flows_kinds_merge_only_partitions_with_the_same_arcs(snapshots, scenario, plan):
+    # `_choose_pairs` merges partitions by replica set and current pair; on the small clusters
+    # (below the exact limit) each of its flows is solved both ways: the merged flow must cost
+    # what OR-Tools' flow over the partitions one by one costs (kinds by replica set alone,
+    # whose partitions differ in their current pair, cost more on these clusters).
+    costs = []
+
+    def both(*args, **kw):
+        whole = soft_assignment(*args, **kw)
+        if kw.get("item_kind") is not None and whole is not None:
+            merged = soft_assignment(*args, **{**kw, "exact_limit": 0})
+            costs.append((_cost(args, merged), _cost(args, whole)))
+        return whole
+
+    with mock.patch.object(leadership, "soft_assignment", both):
+        plan(load_snapshot(str(snapshots[scenario])))
+    assert costs, "no leader-pair flow ran"
+    assert all(merged == whole for merged, whole in costs), costs
