@@ -170,25 +170,3 @@ def test_the_widened_path_reaches_the_same_width_and_choice_as_one_flow_per_widt
     assert (got is None) == (want is None)
     if want is not None:
         assert got.tolist() == want.tolist()
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_items_merged_by_kind_are_the_ones_merged_by_their_arcs(seed):
-    # `soft_assignment`'s item_kind (the leader-pair flow passes replica sets) spares comparing
-    # every item's arcs; kinds finer than the candidate sets are merged too: the same network.
-    from kit.plan.solvers.flow import _merged_items
-
-    rng = np.random.default_rng(seed)
-    pool = [rng.choice(8, size=int(rng.integers(0, 4)), replace=False) for _ in range(6)]
-    n = int(rng.integers(20, 120))
-    of_item = rng.integers(0, len(pool), n)
-    it = np.concatenate([np.full(len(pool[s]), i) for i, s in enumerate(of_item)]).astype(np.int64)
-    gr = np.concatenate([pool[s] for s in of_item]).astype(np.int64)
-    shuffle = rng.permutation(len(it))
-    it, gr = it[shuffle], gr[shuffle]
-    want = _merged_items(n, it, gr)
-    for kind in (of_item, of_item * 2 + rng.integers(0, 2, n)):
-        got = _merged_items(n, it, gr, kind)
-        assert (got is None) == (want is None)
-        if want is not None:
-            assert all(a.tolist() == b.tolist() for a, b in zip(got, want))

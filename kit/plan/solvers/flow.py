@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kit.plan.solvers.merged_flow import merged_assignment
 from kit.plan.solvers.split_flow import repaired_assignment
 from kit.plan.solvers import new_max_flow, new_min_cost_flow
 
@@ -206,9 +207,11 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
     """Like `bounded_assignment`, but group bounds are soft: one min-cost flow in which each
     unit below `group_lo` or above `group_hi` costs a convex penalty. Parent bounds are hard.
 
-    Above `exact_limit` candidate arcs the min-cost solve is too slow for a planner that must
-    answer in seconds; there the group bounds are widened step by step (hard bounds, plain
-    max flow) until feasible, and change costs are ignored.
+    Above `exact_limit` candidate arcs the min-cost solve of every item is too slow for a
+    planner that must answer in seconds. There, given `item_kind`, the same min-cost flow with
+    each kind's items merged into one node (`merged_flow.merged_assignment`: the same optimal
+    cost); without it, the group bounds are widened step by step (hard bounds, plain max flow)
+    until feasible, and change costs are ignored.
 
     With `upward`, a group that cannot keep to its range goes over hi rather than under lo:
     where siblings share one even split (a topic's leaders over brokers), some of them one
@@ -221,18 +224,21 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
     `tie_cost` (per arc; default the fewest changed items).
 
     `item_kind` (optional, a number per item): items of one number have the same candidate
-    groups, which spares the widened path comparing their arcs to find that out.
+    arcs, the same groups at the same costs.
 
     Returns the group chosen for each item, or None when the parent bounds cannot be met.
     """
-    if len(item_of_arc) > exact_limit:
+    if len(item_of_arc) > exact_limit and item_kind is None:
         return _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,
-                                   parent_of_group, parent_lo, parent_hi, item_kind)
+                                   parent_of_group, parent_lo, parent_hi)
     tiers = penalty_tiers(group_lo, group_hi, group_cap, upward)
+    tier_cap = np.stack([cap for cap, _ in tiers], axis=1)
+    tier_cost = np.array([cost for _, cost in tiers], dtype=np.int64)
+    if len(item_of_arc) > exact_limit:
+        return merged_assignment(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost,
+                                 parent_of_group, parent_lo, parent_hi, item_kind)
     if parent_of_group is not None and split_limit is not None and n_items >= split_limit:
-        choice = repaired_assignment(n_items, item_of_arc, group_of_arc, arc_cost,
-                                     np.stack([cap for cap, _ in tiers], axis=1),
-                                     np.array([cost for _, cost in tiers], dtype=np.int64),
+        choice = repaired_assignment(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost,
                                      parent_of_group, parent_lo, parent_hi, tie_cost=tie_cost)
         if choice is not None:
             return choice
@@ -294,24 +300,25 @@ def penalty_tiers(group_lo, group_hi, group_cap, upward):
 
 
 def _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,
-                        parent_of_group, parent_lo, parent_hi, item_kind=None):
+                        parent_of_group, parent_lo, parent_hi):
     """`soft_assignment` above its exact limit: hard group bounds widened by w = 0, 1, 2, 4, ...
     until the max flow meets them (None when even the full width does not).
 
-    Its max flows are the slow part, and most widths fail (removing two of 500 brokers, the
-    1,000,000-partition leader flow fails up to w = 32: 74 of its 80 CPU s). Two shortcuts find
+    It serves the flows that give no `item_kind` (the leader flow above 700,000 arcs: at
+    1,000,000 partitions). Its max flows are the slow part, and most widths fail (removing two
+    of 500 brokers, the 1,000,000-partition leader flow fails up to w = 32: 74 of its 80 CPU s). Two shortcuts find
     a failing width out sooner, each with the same answer as the flow, so the same width is
     reached and solved whole as before (the same choice):
 
     - a failed flow's minimum cut, priced at the next width, still below that width's demand
       proves it fails too (no flow exceeds a cut), without solving;
     - the flows are first solved with interchangeable items merged (`bounds_met`) where that
-      halves the network (the rebalance's leader-pair flow fails at w = 0: 8.7 CPU s whole,
-      3.1 merged).
+      halves the network (the rebalance's leader-pair flow, when it came this way, failed at
+      w = 0: 8.7 CPU s whole, 3.1 merged).
     """
     lo = np.minimum(group_lo, group_cap)
     hi = np.minimum(np.maximum(group_hi, lo), group_cap)
-    merged = _merged_items(n_items, item_of_arc, group_of_arc, item_kind)
+    merged = _merged_items(n_items, item_of_arc, group_of_arc)
     probe = merged if merged is not None else (np.ones(n_items, dtype=np.int64), item_of_arc, group_of_arc)
     parents = (parent_of_group, parent_lo, parent_hi)
     side = []  # the last failed probe's minimum cut (source side), on the probe's network
@@ -348,28 +355,13 @@ _MERGE_RATIO = 0.5
 _MERGE_MAX_DEGREE = 16  # items are compared as rows of this many candidates at most
 
 
-def _merged_items(n_items, item_of_arc, group_of_arc, item_kind=None):
+def _merged_items(n_items, item_of_arc, group_of_arc):
     """Items with the same candidate groups merged, as `bounds_met`'s (weight, item_of_arc,
-    group_of_arc); None when that would not halve them (or an item has too many candidates).
-    `item_kind`: as `soft_assignment`'s (numbers from 0); then the candidates of one item of
-    each kind are compared (kinds with the same candidates are merged too)."""
+    group_of_arc); None when that would not halve them (or an item has too many candidates)."""
     degree = np.bincount(item_of_arc, minlength=n_items)
     width = int(degree.max()) if n_items else 0
     if width > _MERGE_MAX_DEGREE or len(item_of_arc) == 0:
         return None
-    count = np.ones(n_items, dtype=np.int64)  # items each row stands for
-    if item_kind is not None:
-        count = np.bincount(item_kind)
-        one = np.full(count.size, -1, dtype=np.int64)
-        one[item_kind] = np.arange(n_items)  # an item of each kind (any will do)
-        # In item order: runs of arcs by rising item stay runs by rising row (a fast sort below).
-        one = np.sort(one[count > 0])
-        count = count[item_kind[one]]
-        row_of = np.full(n_items, -1, dtype=np.int64)
-        row_of[one] = np.arange(one.size)
-        row = row_of[item_of_arc]
-        on = row >= 0
-        item_of_arc, group_of_arc, degree = row[on], group_of_arc[on], degree[one]
     n_rows = degree.size
     # Each row's candidate groups sorted, padded with -1 (equal rows, equal sets).
     key = item_of_arc * (int(group_of_arc.max()) + 1) + group_of_arc
@@ -385,7 +377,7 @@ def _merged_items(n_items, item_of_arc, group_of_arc, item_kind=None):
     n_kinds = int(first.sum())
     if n_kinds > _MERGE_RATIO * n_items:
         return None
-    weight = np.add.reduceat(count[by_row], np.flatnonzero(first))
+    weight = np.diff(np.r_[np.flatnonzero(first), n_rows])
     kinds = sorted_rows[first]
     kind, slot = np.nonzero(kinds >= 0)
     return weight, kind, kinds[kind, slot]

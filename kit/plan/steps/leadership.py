@@ -171,10 +171,14 @@ def _choose_pairs(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) 
     avail = np.bincount(gr_a, minlength=nt * nt)
     plo, phi = fr.leader_bounds(0)
     base_lo, base_hi = _pair_bounds(avail, fr.elig, fr.lo, fr.hi, fixed_pair)
-    # A partition's candidate pairs are those of its replica set: partitions of one set are
-    # interchangeable in the flow (`soft_assignment`'s item_kind).
+    # A partition's candidate pairs are those of its replica set, their costs set by its current
+    # pair: partitions of one set and one current pair are interchangeable in the flow
+    # (`soft_assignment`'s item_kind).
+    first = pos[fr.item_rows, 0]
+    second = np.where(lens[fr.item_rows] > 1, follower[fr.item_rows], first)
+    kind = fr.set_of_item() * (nt * nt) + first * nt + second
     choice = soft_assignment(len(fr.items), it_a, gr_a, cost_a, base_lo, base_hi, avail, parent, plo, phi,
-                             item_kind=fr.set_of_item())
+                             item_kind=kind)
     if choice is None:
         return _NONE
     return fr.item_rows, ws.target_idx[choice // nt], ws.target_idx[choice % nt]
