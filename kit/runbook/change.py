@@ -207,13 +207,20 @@ def _monitor(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_
     """Show progress (and the live throttle chart) until no partition is left or `max_wait_s`
     has passed; warn once if the loop stops. Returns the progress samples and the wall-clock
     stamp of the end (None when the wait ran out)."""
+    with _Session(change.env) as session:
+        return _watch(change, loop, t0, max_wait_s, shown, record, session)
+
+
+def _watch(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_s: float, shown: _Progress,
+           record: Record | None, session: _Session) -> tuple[list, str | None]:
+    """`_monitor`'s looks, through one session with the cluster."""
     env, auto = change.env, change.throttle == "auto"
     progress, total, warned, drawn = [], None, False, 0.0
     looks: list[tuple[float, int]] = []  # (seconds since apply on the cluster's clock, bytes left)
     estimate = ((record.doc.get("plan") or {}).get("estimate_s") if record is not None else None)
     physics, sampled_at = None, None  # the ETA by the copies' bytes left, and the sample it is of
     while time.monotonic() - t0 < max_wait_s:
-        st = _status(env)
+        st = _status(session)
         if st is None:  # the cluster did not answer this time: the copy goes on, look again
             time.sleep(MONITOR_EVERY_S)
             continue
@@ -226,7 +233,7 @@ def _monitor(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_
             # The simulated cluster's replica samples give each copy's bytes left: worked out
             # again when a new sample came (the copies and the loop's rates move only then).
             sampled_at = looks[-1][0]
-            physics = _time_left(env, change.samples) or physics
+            physics = _time_left(session, change.samples) or physics
         shown.text(progress_line(st, total, looks, estimate, change.clock, physics))
         if auto and elapsed - drawn >= 5.0 and os.path.exists(change.events):
             drawn = elapsed  # the live throttle chart, redrawn every few seconds
@@ -279,23 +286,60 @@ def time_left_by_samples(backend: WatchedCluster, samples: str, cap_map: dict | 
             "left": sum(copies.values()) if copies is not None else None}
 
 
-def _time_left(env: Environment, samples: str) -> dict | None:
+class _Session:
+    """The watch's one session with the cluster, following it (`ClusterBackend.follow`: only
+    what changed is read again; the watch changes no replica list). A session per look cost a
+    ZooKeeper session and two whole reads of the cluster every half second. After a look the
+    cluster did not answer, the next look opens a new session."""
+
+    def __init__(self, env: Environment):
+        self.env, self.backend = env, None
+
+    def __enter__(self) -> _Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.drop()
+
+    def open(self):
+        """The session, opened now if there is none (Unreachable when the cluster does not answer)."""
+        if self.backend is None:
+            backend = self.env.backend()
+            try:
+                backend.follow()
+            except BaseException:
+                backend.close()
+                raise
+            self.backend = backend
+        return self.backend
+
+    def drop(self) -> None:
+        """Close the session (a broken one, or at the end); the next `open` starts another."""
+        backend, self.backend = self.backend, None
+        if backend is not None:
+            try:
+                backend.close()
+            except Unreachable:
+                pass  # a session that no longer answers is closed all the same
+
+
+def _time_left(session: _Session, samples: str) -> dict | None:
     """`time_left_by_samples` on the change's cluster; None when it did not answer (the line
     keeps the last figure)."""
     try:
-        with env.backend() as backend:
-            return time_left_by_samples(backend, samples, env.cap_map)
+        return time_left_by_samples(session.open(), samples, session.env.cap_map)
     except Unreachable:
+        session.drop()
         return None
 
 
-def _status(env: Environment) -> dict | None:
+def _status(session: _Session) -> dict | None:
     """The cluster's `status`, or None (said on stdout) when it did not answer in time: one
     unanswered look does not end the watch, which `max_wait_s` bounds."""
     try:
-        with env.backend() as backend:
-            return backend.status()
+        return session.open().status()
     except Unreachable as e:
+        session.drop()
         print(f"the cluster did not answer ({e}); looking again")
         return None
 
