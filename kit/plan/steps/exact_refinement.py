@@ -104,12 +104,17 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
     rows = np.arange(n_sel, dtype=np.int64)[:, None]
     held = np.zeros((n_sel, nt), dtype=bool)  # a replica there before the plan
     crit = np.zeros((n_sel, nt), dtype=bool)
+    # Gathered first and set in one step each: one array write per replica cost more.
+    at_i, at_k, is_crit = [], [], []
     for i, p in enumerate(sel):
         for b in cluster.partitions[p].replicas:
             k = pos_of.get(b)
             if k is not None:
-                held[i, k] = True
-                crit[i, k] = (p, b) in critical
+                at_i.append(i)
+                at_k.append(k)
+                is_crit.append((p, b) in critical)
+    held[at_i, at_k] = True
+    crit[at_i, at_k] = is_crit
     rack_k = np.array([rack_pos[int(r)] for r in racks], dtype=np.int64)
     tnode = (tb0 + np.array([topic_pos[int(ws.topic[p])] for p in sel], dtype=np.int64)[:, None] * nt
              if spread_topics else np.full((n_sel, 1), br0, dtype=np.int64))
@@ -165,12 +170,13 @@ def _critical_memberships(ws: Workspace) -> set[tuple[int, int]]:
     """(partition, broker) pairs, among the original replicas, that are the only partition the
     broker shares with one of its peers: moving them away would cost that broker a peer."""
     out = set()
-    shared = ws.shared
+    index = ws.index
+    shared = ws.shared.tolist()  # rows of ints: read once per replica pair
     for p in ws.selected:
         reps = ws.cluster.partitions[p].replicas
         for b in reps:
-            i = ws.index[b]
-            if any(m != b and shared[i, ws.index[m]] == 1 for m in reps):
+            row = shared[index[b]]
+            if any(m != b and row[index[m]] == 1 for m in reps):
                 out.add((p, b))
     return out
 
