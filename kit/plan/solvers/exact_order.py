@@ -178,16 +178,18 @@ def _classes(ws, assign, base, sets_of, pos_of, max_variables: int, placement: b
     nt = ws.target_idx.size
     idx = ws.index
     items, groups, group_of, choices = [], [], {}, []
-    fixed = _Fixed(np.zeros(nt, dtype=np.int64), {}, {}, np.zeros(nt, dtype=np.int64),
-                   np.zeros(nt, dtype=np.int64), np.zeros((nt, nt), dtype=bool))
+    # The fixed load is counted in lists (most partitions are fixed: one numpy scalar update
+    # each cost more than the rest of the loop) and made arrays once at the end.
+    fixed = _Fixed([0] * nt, {}, {}, [0] * nt, [0] * nt, [[False] * nt for _ in range(nt)])
+    pos, selected, topic_of = pos_of.tolist(), ws.is_selected.tolist(), ws.topic_list
     for p, reps in enumerate(assign):
-        ps = [int(pos_of[idx[b]]) for b in reps]
-        if not ws.is_selected[p] or min(ps) < 0:
-            _add_fixed(fixed, ps, int(ws.topic[p]), placement)
+        ps = [pos[idx[b]] for b in reps]
+        if not selected[p] or min(ps) < 0:
+            _add_fixed(fixed, ps, topic_of[p], placement)
             continue
         items.append(p)
         sets = [tuple(s) for s in sets_of(p)]
-        key = (int(ws.topic[p]), tuple(base[p]), tuple(sets))
+        key = (topic_of[p], tuple(base[p]), tuple(sets))
         if key in group_of:
             groups[group_of[key]].append(p)
             continue
@@ -195,7 +197,7 @@ def _classes(ws, assign, base, sets_of, pos_of, max_variables: int, placement: b
         groups.append([p])
         had = set(base[p])
         for s in sets:
-            sp = tuple(int(pos_of[idx[b]]) for b in s)
+            sp = tuple(pos[idx[b]] for b in s)
             copies = len(set(s) - had)
             if len(sp) == 1:
                 choices.append((g, sp, sp[0], -1, copies))
@@ -207,16 +209,21 @@ def _classes(ws, assign, base, sets_of, pos_of, max_variables: int, placement: b
             return None
     if not items:
         return None
+    fixed.lead, fixed.led, fixed.count = (np.array(v, dtype=np.int64) for v in (fixed.lead, fixed.led, fixed.count))
+    fixed.peers = np.array(fixed.peers, dtype=bool).reshape(nt, nt)
     return items, groups, choices, fixed
 
 
 def _add_fixed(fixed: _Fixed, ps: list[int], topic: int, placement: bool) -> None:
     """Count a partition the program does not choose for (replicas at target positions `ps`,
-    -1 off the targets) into the fixed load."""
+    -1 off the targets) into the fixed load (its counts still lists: `_classes`)."""
     if placement:
         on = [a for a in ps if a >= 0]
-        fixed.count[on] += 1
-        fixed.peers[np.ix_(on, on)] = True
+        for a in on:
+            fixed.count[a] += 1
+            row = fixed.peers[a]
+            for c in on:
+                row[c] = True
     if ps and ps[0] >= 0:
         fixed.lead[ps[0]] += 1
         key = (topic, ps[0])

@@ -104,12 +104,17 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
     rows = np.arange(n_sel, dtype=np.int64)[:, None]
     held = np.zeros((n_sel, nt), dtype=bool)  # a replica there before the plan
     crit = np.zeros((n_sel, nt), dtype=bool)
+    # Gathered first and set in one step each: one array write per replica cost more.
+    at_i, at_k, is_crit = [], [], []
     for i, p in enumerate(sel):
         for b in cluster.partitions[p].replicas:
             k = pos_of.get(b)
             if k is not None:
-                held[i, k] = True
-                crit[i, k] = (p, b) in critical
+                at_i.append(i)
+                at_k.append(k)
+                is_crit.append((p, b) in critical)
+    held[at_i, at_k] = True
+    crit[at_i, at_k] = is_crit
     rack_k = np.array([rack_pos[int(r)] for r in racks], dtype=np.int64)
     tnode = (tb0 + np.array([topic_pos[int(ws.topic[p])] for p in sel], dtype=np.int64)[:, None] * nt
              if spread_topics else np.full((n_sel, 1), br0, dtype=np.int64))
@@ -120,35 +125,40 @@ def _exact_flow(ws: Workspace, lo: np.ndarray, hi: np.ndarray, spread_topics: bo
         (pr_node + rack_k, tnode + np.arange(nt), np.ones((n_sel, nt), dtype=np.int64),
          np.where(~held, copy, np.where(crit, -degree_unit, 0))),
     ]
-    tails, heads, caps, costs = (np.concatenate([part[c] for part in block], axis=1).ravel().tolist()
-                                 for c in range(4))
-    for t in topic_list:
-        base = tb0 + topic_pos[t] * nt
-        for k in range(nt):
-            tiers = [(shares[t], 0)] + [(1, c) for c in range(1, _TOPIC_TIERS + 1)]
-            tiers.append((replicas, _TOPIC_TIERS + 1))
-            for cap, cost in tiers:
-                tails.append(base + k)
-                heads.append(br0 + k)
-                caps.append(cap)
-                costs.append(cost)
-    supply[br0:br0 + nt] -= lo
-    supply[sink] = -(supply[:n_sel].sum() - lo.sum())
-    tails += list(range(br0, br0 + nt))
-    heads += [sink] * nt
-    caps += list(hi - lo)
-    costs += [0] * nt
+    # Kept as arrays: the flow reads them as such, and the chosen arcs are found by masks.
+    tails, heads, caps, costs = (np.concatenate([part[c] for part in block], axis=1).ravel() for c in range(4))
+    # Per (topic, target broker) node, its arcs to the broker: the even share free, then one
+    # unit at each tier's cost, then the rest at tiers + 1 (topic by topic, broker by broker).
+    n_tiers = _TOPIC_TIERS + 2
+    tier_caps = np.array([[shares[t]] + [1] * _TOPIC_TIERS + [replicas] for t in topic_list],
+                         dtype=np.int64).reshape(-1, 1, n_tiers)
+    topic_arcs = (len(topic_list), nt, n_tiers)
+    k_of = np.broadcast_to(np.arange(nt, dtype=np.int64)[None, :, None], topic_arcs)
+    t_base = tb0 + np.arange(len(topic_list), dtype=np.int64)[:, None, None] * nt
+    lo_arr = np.asarray(lo, dtype=np.int64)
+    tails = np.concatenate([tails, (t_base + k_of).ravel(), np.arange(br0, br0 + nt, dtype=np.int64)])
+    heads = np.concatenate([heads, (br0 + k_of).ravel(), np.full(nt, sink, dtype=np.int64)])
+    caps = np.concatenate([caps, np.broadcast_to(tier_caps, topic_arcs).ravel(),
+                           np.asarray(hi, dtype=np.int64) - lo_arr])
+    costs = np.concatenate([costs, np.broadcast_to(np.arange(n_tiers, dtype=np.int64), topic_arcs).ravel(),
+                            np.zeros(nt, dtype=np.int64)])
+    supply[br0:br0 + nt] -= lo_arr
+    supply[sink] = -(supply[:n_sel].sum() - lo_arr.sum())
     mcf = new_min_cost_flow()
-    mcf.add_arcs_with_capacity_and_unit_cost(np.array(tails), np.array(heads), np.array(caps), np.array(costs))
+    mcf.add_arcs_with_capacity_and_unit_cost(tails, heads, caps, costs)
     mcf.set_nodes_supplies(np.arange(sink + 1), supply)
     if mcf.solve() != mcf.OPTIMAL:
         return None
-    flows = mcf.flows(np.arange(len(tails)))
+    used = np.flatnonzero(mcf.flows(np.arange(tails.size)))
+    t_used, h_used = tails[used], heads[used]
+    placed = (pr0 <= t_used) & (t_used < tb0) & (tb0 <= h_used) & (h_used < sink)
+    t_used, h_used = t_used[placed], h_used[placed]
+    part_of = (t_used - pr0) // n_r
+    broker_of = np.asarray(ws.ids)[tidx[np.where(h_used < br0, (h_used - tb0) % nt, h_used - br0)]]
     chosen: dict[int, set[int]] = {p: set() for p in sel}
-    for arc in np.flatnonzero(flows):
-        t, h = tails[arc], heads[arc]
-        if pr0 <= t < tb0 and tb0 <= h < sink:
-            chosen[sel[(t - pr0) // n_r]].add(ws.ids[int(tidx[(h - tb0) % nt if h < br0 else h - br0])])
+    # In arc order, as the sets were always filled.
+    for i, b in zip(part_of.tolist(), broker_of.tolist()):
+        chosen[sel[i]].add(b)
     for p, want in chosen.items():
         if len(want) != len(ws.assign[p]) or not spans(ws.racks_of(want), ws.need(len(want))):
             return None
@@ -160,12 +170,13 @@ def _critical_memberships(ws: Workspace) -> set[tuple[int, int]]:
     """(partition, broker) pairs, among the original replicas, that are the only partition the
     broker shares with one of its peers: moving them away would cost that broker a peer."""
     out = set()
-    shared = ws.shared
+    index = ws.index
+    shared = ws.shared.tolist()  # rows of ints: read once per replica pair
     for p in ws.selected:
         reps = ws.cluster.partitions[p].replicas
         for b in reps:
-            i = ws.index[b]
-            if any(m != b and shared[i, ws.index[m]] == 1 for m in reps):
+            row = shared[index[b]]
+            if any(m != b and row[index[m]] == 1 for m in reps):
                 out.add((p, b))
     return out
 
