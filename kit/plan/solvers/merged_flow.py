@@ -8,7 +8,8 @@ kinds, one per replica set and current pair). OR-Tools' cost scaling still takes
 it, so it is solved from a start that is optimal for its own imbalances: every kind on its
 cheapest arc, each group's tiers filled cheapest first up to what reaches it (the negative
 tiers whole), each parent's flow to the sink within its bounds; what is left over or missing
-at a node is its excess or deficit. Then, as `split_flow`'s repair does, rounds of a Dijkstra
+at a node is its excess or deficit. Then, with `split_flow`'s repair's steps (`raised`,
+`excess_pushed`), rounds of a Dijkstra
 from the excess nodes (raising the potentials so that shortest paths cost nothing) and a max
 flow on the arcs that cost nothing move it: 4-11 rounds on those flows. Once no excess is
 left the flow is optimal, the potentials its certificate.
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.plan.solvers import new_max_flow, new_min_cost_flow
-from kit.plan.solvers.split_flow import least_costs
+from kit.plan.solvers import new_min_cost_flow
+from kit.plan.solvers.split_flow import excess_pushed, least_costs, raised
 
 
 def merged_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
@@ -163,19 +164,13 @@ class _Network:
         reached = np.isfinite(dist)
         if not reached[dst].any():
             return False
-        # Nodes out of reach rise with the farthest reached, so no reduced cost turns negative.
-        pot += np.where(reached, dist, dist[reached].max()).astype(np.int64)
+        pot[:] = raised(pot, dist)
         del reduced, dist
         tight = pot[self.tail] - pot[self.head] + self.cost == 0
         zf, zb = fw[tight[fw]], bw[tight[bw]]
         del fw, bw, tight
-        mf = new_max_flow()
-        s, t = self.size, self.size + 1
-        mf.add_arcs_with_capacity(np.concatenate([self.tail[zf], self.head[zb], np.full(src.size, s), dst]),
-                                  np.concatenate([self.head[zf], self.tail[zb], src, np.full(dst.size, t)]),
-                                  np.concatenate([self.cap[zf] - flow[zf], flow[zb], imb[src], -imb[dst]]))
-        mf.solve(s, t)
-        moved = mf.flows(np.arange(zf.size + zb.size))
+        moved = excess_pushed(np.concatenate([self.tail[zf], self.head[zb]]), np.concatenate([self.head[zf], self.tail[zb]]),
+                              np.concatenate([self.cap[zf] - flow[zf], flow[zb]]), imb, self.size)
         flow[zf] += moved[:zf.size]
         flow[zb] -= moved[zf.size:]
         return True

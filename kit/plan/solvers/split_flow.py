@@ -370,6 +370,28 @@ def least_costs(tail, head, cost, src, size):
     return np.floor(dist / hop)
 
 
+def raised(pot, dist):
+    """The potentials after a Dijkstra from the excess nodes (`dist`, inf out of reach): each node
+    raised by its distance, those out of reach by the farthest reached, so no residual arc's
+    reduced cost turns negative and the shortest paths cost nothing."""
+    reached = np.isfinite(dist)
+    return pot + np.where(reached, dist, dist[reached].max()).astype(np.int64)
+
+
+def excess_pushed(tail, head, cap, imb, size):
+    """One max flow from the nodes in excess (`imb` > 0) to those in deficit (`imb` < 0) along
+    the arcs given (those that cost nothing after `raised`): the flow on each of them. A
+    primal-dual round's second half, for `_repair` and `merged_flow`."""
+    src, dst = np.flatnonzero(imb > 0), np.flatnonzero(imb < 0)
+    mf = new_max_flow()
+    s, t = size, size + 1
+    mf.add_arcs_with_capacity(np.concatenate([tail, np.full(src.size, s), dst]),
+                              np.concatenate([head, src, np.full(dst.size, t)]),
+                              np.concatenate([cap, imb[src], -imb[dst]]))
+    mf.solve(s, t)
+    return mf.flows(np.arange(tail.size))
+
+
 def root_distances(tail, head, cost, size):
     """Shortest distances from a root joined to every node at cost 0, by whole-array
     Bellman-Ford passes; None on a negative cycle. `path_kernels.root_distances` is the
@@ -428,8 +450,7 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
         dist = net.distances(choice, on, reduced, arcs, pot, src)
         if dist is None or not np.isfinite(dist[dst]).any():
             return None
-        # Nodes out of reach rise with the farthest reached, so no arc's reduced cost turns negative.
-        pot = pot + np.where(np.isfinite(dist), dist, dist[np.isfinite(dist)].max()).astype(np.int64)
+        pot = raised(pot, dist)
         reduced = net.reduced_items(pot)
         # The arcs that cost nothing now, numbered as in the whole residual network.
         zero_item = np.flatnonzero(reduced == 0)
@@ -437,13 +458,8 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
         back = on[zero_item]
         item, group = net.it[zero_item], net.grp[zero_item]
         item_tail = item + back * (group - item)  # np.where(back, group, item), without its branches
-        mf = new_max_flow()
-        s, t = net.size, net.size + 1
-        mf.add_arcs_with_capacity(np.concatenate([item_tail, tail[zero], np.full(src.size, s), dst]),
-                                  np.concatenate([item + group - item_tail, head[zero], src, np.full(dst.size, t)]),
-                                  np.concatenate([np.ones(zero_item.size, np.int64), cap[zero], imb[src], -imb[dst]]))
-        mf.solve(s, t)
-        flow = mf.flows(np.arange(zero_item.size + zero.size))
+        flow = excess_pushed(np.concatenate([item_tail, tail[zero]]), np.concatenate([item + group - item_tail, head[zero]]),
+                             np.concatenate([np.ones(zero_item.size, np.int64), cap[zero]]), imb, net.size)
         to_group = zero_item[(flow[:zero_item.size] > 0) & ~back]
         choice = choice.copy()
         choice[net.it[to_group]] = net.gr[to_group]
