@@ -29,6 +29,7 @@ from kit.errors import BadInput
 from kit.model import Cluster
 from kit.nic import nic_by_broker
 from kit.report.copies import time_left_now
+from kit.report.estimate import in_groups
 from kit.throttle.configs import broker_rates
 from kit.throttle.loop import reassignment_roles
 
@@ -301,8 +302,10 @@ class Poller:
 
     def _time_left(self, progress: dict, fresh: Cluster, running: dict, rates: dict, nic: dict) -> dict:
         """`progress` with ``physics_s`` (`kit.report.copies.time_left_now`: seconds left, as of the samples'
-        clock, None when it cannot be known) and ``physics_why`` (why not); worked out again only
-        when the bytes left or the rates changed (a poll between two samples changes neither)."""
+        clock, None when it cannot be known), ``physics_why`` (why not) and ``physics_grouped``
+        (`kit.report.estimate.in_groups`: how the copies are followed, "" one by one); worked out
+        again only when the bytes left or the rates changed (a poll between two samples changes
+        neither)."""
         copies = progress.pop("copies", None)
         key = (progress["clock_source"], tuple(sorted((copies or {}).items())) if copies is not None else None,
                tuple(sorted((str(b), tuple(sorted(r.items()))) for b, r in rates.items())),
@@ -311,7 +314,8 @@ class Poller:
             self._time_left_key = key
             self._time_left_was = time_left_now(fresh, running, copies, rates, nic)
         seconds, why = self._time_left_was
-        return {**progress, "physics_s": seconds, "physics_why": why}
+        return {**progress, "physics_s": seconds, "physics_why": why,
+                "physics_grouped": in_groups(len(copies)) if copies else ""}
 
     def _net(self, brokers) -> dict:
         """Measured traffic of these brokers: the samples, then kit metrics' rates for the rest."""

@@ -31,7 +31,8 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
         `kit.dashboard.ledger.copy_bound`), None when unknown, and ``physics_s``: the seconds
         left by the duration estimate's physics at the throttles now
         (`kit.report.copies.time_left_now`), None or absent when the bytes left per copy are
-        not known (``physics_why`` says why).
+        not known (``physics_why`` says why), ``physics_grouped`` how it follows the copies
+        (`kit.report.estimate.in_groups`).
     history : sequence of tuple
         ``(cluster seconds, bytes copied, ...)`` observations of this reassignment, oldest first.
     window : float
@@ -51,7 +52,8 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
         throttles"``: the rate allowed now, when there is no such measure or it is lower,
         ``window`` None; None while unknown), ``measured`` and ``measured_window`` (the bytes
         copied over the window, bytes/s, and its span: the physics' cross-check, None without
-        it), ``fallback`` (why the physics was not used, "" when it was).
+        it), ``fallback`` (why the physics was not used, "" when it was), ``grouped`` (with the
+        physics: how it follows the copies, "" one by one).
         All None without progress.
     """
     if not progress:
@@ -73,7 +75,7 @@ def eta(progress: dict | None, history=(), window: float = ETA_WINDOW_S, min_spa
         # copies of the busiest ones go on alone, which one rate for the whole copy cannot say.
         return {"rate": left / physics if physics else None, "seconds": 0.0 if left == 0 else physics, "left": left,
                 "done_fraction": done, "basis": "physics", "window": None, "measured": measured,
-                "measured_window": span, "fallback": ""}
+                "measured_window": span, "fallback": "", "grouped": progress.get("physics_grouped") or ""}
     rate, basis = (measured, "bytes copied") if measured is not None else (None, None)
     allowed = float(progress["rate"]) if progress.get("rate") else None
     # Never above what the throttles allow now: when they come down (the fail-safe, a loop that
@@ -211,9 +213,10 @@ def _status_tiles(status: dict, progress: dict, copy_basis: str | None, detail: 
         if progress.get("basis") == "physics":
             n = detail.get("pending")
             pending = f"{n} cop{'y' if n == 1 else 'ies'}" if n is not None else "the copies"
+            grouped = f", {progress['grouped']}" if progress.get("grouped") else ""
             eta_note = (f"at the throttles now, per broker, as the estimate models: {pending} from "
                         f"{'its' if n == 1 else 'their'} bytes left "
-                        f"in the replica samples, {_bytes(rate)}/s on average; {clock}")
+                        f"in the replica samples{grouped}, {_bytes(rate)}/s on average; {clock}")
             if progress.get("measured"):
                 eta_note += (f"; bytes copied over the last {human_duration(progress['measured_window'])}: "
                              f"{_bytes(progress['measured'])}/s")

@@ -122,10 +122,9 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap)
     horizon = expected_length(cluster, figures, live, cap, copies, bound, settings) if throttle == "auto" else (0.0, "")
     interval = run.throttle(throttle, settings, horizon, first_decision_s, assumptions, replay)
-    group = max(1, math.ceil(len(source) / max_events))
+    group = group_size(len(source), max_events)
     if group > 1:
-        assumptions.append(f"{len(source):,} copies followed finishing in groups of up to {group} (for speed; "
-                           "within 10% of one by one)")
+        assumptions.append(f"{len(source):,} copies followed {in_groups(len(source), max_events)}")
     estimate, steps = run.run(interval, first_decision_s, group)
     if bound is not None and estimate < bound:
         # Only a rate floor above the free capacity (the minimum rate on a broker its clients
@@ -135,6 +134,19 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         estimate = bound
     result.update(estimate_s=estimate, steps=steps)
     return result
+
+
+def group_size(copies: int, max_events: int = MAX_EVENTS) -> int:
+    """Copies the fluid model lets finish in one step: 1 up to `max_events` copies, then as
+    many as keep the steps within `max_events` (the budget above)."""
+    return max(1, math.ceil(copies / max_events))
+
+
+def in_groups(copies: int, max_events: int = MAX_EVENTS) -> str:
+    """How `copies` copies are followed, in the words an estimate or an ETA says it with:
+    "" when one by one, else "finishing in groups of up to N (...)"."""
+    group = group_size(copies, max_events)
+    return f"finishing in groups of up to {group} (for speed; within 10% of one by one)" if group > 1 else ""
 
 
 def time_left(cluster: Cluster, targets: dict[int, list[int]], source, dest, left, part,
@@ -172,7 +184,7 @@ def time_left(cluster: Cluster, targets: dict[int, list[int]], source, dest, lef
     run = _FluidRun(cluster, traffic_array(cluster, None), live, targets, source, dest, left, part, {})
     run.out_cap[:] = [out_cap.get(b, math.inf) for b in run.ids]
     run.in_cap[:] = [in_cap.get(b, math.inf) for b in run.ids]
-    seconds, _ = run.run(math.inf, 0.0, max(1, math.ceil(len(source) / max_events)))
+    seconds, _ = run.run(math.inf, 0.0, group_size(len(source), max_events))
     return seconds
 
 
@@ -568,4 +580,4 @@ class _FluidRun:
         self.window = None
 
 
-__all__ = ["predict", "time_left", "MAX_EVENTS", "MAX_DECISIONS", "MAX_COPIES"]
+__all__ = ["predict", "time_left", "group_size", "in_groups", "MAX_EVENTS", "MAX_DECISIONS", "MAX_COPIES"]

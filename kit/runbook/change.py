@@ -19,6 +19,7 @@ from kit.metrics import BROKER_LOAD, BROKER_RATES
 from kit.model import Plan
 from kit.nic import nic_by_broker
 from kit.report.copies import bytes_left, copies_under_way, time_left_now
+from kit.report.estimate import in_groups
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
 from kit.runbook.display import events_table, in_kernel, live_notebook
 from kit.runbook.environment import Environment, loop_interval, rollback_path, simulated_sample_every
@@ -273,8 +274,9 @@ def time_left_by_samples(backend: WatchedCluster, samples: str, cap_map: dict | 
     -------
     dict
         ``seconds`` (on the samples' clock, from the newest sample; None when it cannot be
-        known), ``why`` (why not, else ""), ``copies`` (copies under way) and ``left`` (their
-        bytes left by the samples, None without them). Each broker's NIC is `kit.nic`'s figure
+        known), ``why`` (why not, else ""), ``copies`` (copies under way), ``left`` (their
+        bytes left by the samples, None without them) and ``grouped`` (how the physics follows
+        them: `kit.report.estimate.in_groups`, "" one by one). Each broker's NIC is `kit.nic`'s figure
         from the cluster, the simulated cluster's facts and `cap_map`.
     """
     cluster, running = backend.read()
@@ -283,7 +285,7 @@ def time_left_by_samples(backend: WatchedCluster, samples: str, cap_map: dict | 
     nic = nic_by_broker(cluster.brokers, cap_map, (backend.sim_facts() or {}).get("brokers"))
     seconds, why = time_left_now(cluster, running or {}, copies, broker_rates(backend.throttles()[0]), nic)
     return {"seconds": seconds, "why": why, "copies": len(to_copy),
-            "left": sum(copies.values()) if copies is not None else None}
+            "left": sum(copies.values()) if copies is not None else None, "grouped": in_groups(len(to_copy))}
 
 
 class _Session:
@@ -503,7 +505,7 @@ def progress_line(st: dict, total: int, history: list[tuple[float, int]], estima
                    if physics["seconds"] else "")
         eta = (f"ETA {human_duration(physics['seconds'])} (at the throttles now, per broker, as the estimate "
                f"models: {physics['copies']} cop{'y' if physics['copies'] == 1 else 'ies'} from their {physics['left'] / 1e9:,.1f} GB left in the replica "
-               f"samples{average}; {on})")
+               f"samples{', ' + physics['grouped'] if physics.get('grouped') else ''}{average}; {on})")
     elif rate:
         eta = f"{rate / 1e6:,.1f} MB/s, ETA {human_duration(left / rate)} (measured rate; {on})"
     elif estimate_s is not None and estimate_s > now:

@@ -268,3 +268,22 @@ def test_one_copy_is_singular_in_the_eta_tile():
                                                  clock_source="samples").object)
         assert f"as the estimate models: {words} bytes left" in text, text
 
+
+
+def test_the_eta_tile_says_when_the_physics_follows_the_copies_in_groups():
+    """Past the estimate's budget of copy-finishing steps the physics lets copies finish in
+    groups (`kit.report.estimate.in_groups`); the tile says so beside the count."""
+    from kit.report.estimate import in_groups
+
+    status = {"brokers": [], "under_replicated": [], "reassigning_partitions": 450, "bytes_left": 1e9}
+    progress = {"total": 2e8, "copied": 1e8, "physics_s": 100.0, "physics_grouped": in_groups(450)}
+    e = tiles.eta(progress)
+    assert e["grouped"] == in_groups(450) != ""
+    text = html.unescape(tiles.progress_view(status, e, detail={"pending": 450, "total": 2e8, "copied": 1e8},
+                                             clock_source="samples").object)
+    assert ("as the estimate models: 450 copies from their bytes left in the replica samples, finishing in "
+            "groups of up to 3 (for speed; within 10% of one by one), ") in text, text
+    e = tiles.eta({**progress, "physics_grouped": ""})
+    text = html.unescape(tiles.progress_view(status, e, detail={"pending": 4, "total": 2e8, "copied": 1e8},
+                                             clock_source="samples").object)
+    assert "groups" not in text and "4 copies from their bytes left in the replica samples, " in text, text

@@ -138,7 +138,7 @@ def test_with_each_copys_bytes_left_the_eta_is_the_estimates_physics_as_the_dash
         for i in range(4)))
     backend = _Cluster(cluster, running, {"1": {LEADER_RATE: "50000000"}, "2": {LEADER_RATE: "50000000"}})
     physics = time_left_by_samples(backend, str(tmp_path))
-    assert physics == {"seconds": pytest.approx(600.0), "why": "", "copies": 4, "left": 40e9}
+    assert physics == {"seconds": pytest.approx(600.0), "why": "", "copies": 4, "left": 40e9, "grouped": ""}
     # The dashboard's rule on the same figures: one rule, one figure.
     assert time_left_now(cluster, running, {("t", i, 3): 10e9 for i in range(4)}, {1: {"leader": 50e6},
                          2: {"leader": 50e6}}, {1: 100e6, 2: 100e6, 3: 100e6}) == (pytest.approx(600.0), "")
@@ -163,3 +163,35 @@ def test_with_each_copys_bytes_left_the_eta_is_the_estimates_physics_as_the_dash
     assert partial["seconds"] is None and partial["why"] == "the replica samples do not give every copy's bytes left"
     assert "ETA 6m 40s (measured rate; the simulated cluster's clock)" in progress_line(st_, total, history, None,
                                                                                         "simulated", partial)
+
+
+def test_past_the_estimates_budget_of_copies_the_eta_says_they_finish_in_groups(tmp_path):
+    """The ETA is the estimate's physics, which follows at most MAX_EVENTS copy-finishing steps:
+    450 copies finish in groups of up to 3 there, and the line says so, as the estimate's
+    assumptions do; 4 copies are followed one by one and the line says nothing of groups."""
+    from kit.formats import cluster_from_snapshot
+    from kit.report.estimate import MAX_EVENTS, in_groups
+    from kit.runbook.change import time_left_by_samples
+    from kit.throttle.configs import LEADER_RATE
+
+    n = 450
+    assert 2 * MAX_EVENTS < n <= 3 * MAX_EVENTS
+    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "rack": "r", "net_capacity": 100e6}
+                                                               for b in (1, 2, 3)],
+                                     "partitions": [{"topic": "t", "partition": i, "replicas": [1 + i % 2, 3],
+                                                     "isr": [1 + i % 2], "size": 1e9} for i in range(n)]})
+    running = {"partitions": [{"topic": "t", "partition": i, "replicas": [1 + i % 2, 3]} for i in range(n)]}
+    (tmp_path / "replica").mkdir()
+    (tmp_path / "replica" / "20260101T000000Z.jsonl").write_text("".join(
+        f'{{"ts": "2026-01-01T00:15:00Z", "broker": 3, "topic": "t", "partition": {i}, "size_bytes": 500000000}}\n'
+        for i in range(n)))
+    backend = _Cluster(cluster, running, {"1": {LEADER_RATE: "50000000"}, "2": {LEADER_RATE: "50000000"}})
+    physics = time_left_by_samples(backend, str(tmp_path))
+    assert physics["copies"] == n and physics["grouped"] == in_groups(n)
+    assert physics["grouped"].startswith("finishing in groups of up to 3 ")
+    text = progress_line({"bytes_left": n * 5e8, "reassigning_partitions": n}, int(n * 1e9), [(0.0, n * 5e8)],
+                         None, "simulated", physics)
+    assert f"{n} copies from their 225.0 GB left in the replica samples, finishing in groups of up to 3 (" in text, text
+    assert in_groups(4) == "" and "groups" not in progress_line(
+        {"bytes_left": 4e9, "reassigning_partitions": 4}, int(8e9), [(0.0, 4e9)], None, "simulated",
+        {**physics, "copies": 4, "left": 4e9, "grouped": in_groups(4)})
