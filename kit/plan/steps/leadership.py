@@ -13,6 +13,7 @@ planning again on a result changes nothing.
 """
 from __future__ import annotations
 
+import inspect
 from typing import NamedTuple
 
 import numpy as np
@@ -241,12 +242,18 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
 
 
 def _strict_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) -> _Choice:
-    """`_choose_leaders` with each topic's range its share's floor: a broker one above the floor
-    costs the flow's cheapest penalty step and one two above (a topic leader excess of 1) the
-    next, four times dearer. With floor..ceil that excess costs the cheapest step alone, less
-    than the chain of leader changes through other topics that undoes it under the hard
-    overall bound, so the flow keeps it."""
+    """`_choose_leaders` with each topic's range its share's floor: a broker two above it (a topic
+    leader excess of 1) then costs the flow's second penalty step, not its cheapest, which is
+    less than the chain of leader changes through other topics that undoes the excess under
+    the hard overall bound. Nothing where the flow would not price the excess."""
+    if int(lens[fr.item_rows].sum()) > _PRICED_ARCS:
+        return _NONE
     return _choose_leaders(ws, lens, mat, fr, strict=True)
+
+
+# Above this many arcs (a movable partition's replicas each) `soft_assignment` widens hard bounds
+# instead of pricing deviations: there the strict range would only add failing max flows.
+_PRICED_ARCS = inspect.signature(soft_assignment).parameters["exact_limit"].default
 
 
 def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
@@ -557,10 +564,8 @@ def _leadership_pass(ws: Workspace) -> bool:
         if figs.shortfall().failover_excess:
             joint = step(_choose_followers, joint)
             figs = consider(joint)
-        # A topic leader excess within its target but above 0: the pair flow chose leaders
-        # without topics, and the per-topic step's flow may keep an excess of 1 that a chain
-        # of changes would undo (the 200k storage rebalance: 1 here, 0 before the merged pair
-        # flow). The strict step undoes it; followers again only if it raised the failover.
+        # The per-topic flow may keep a topic leader excess of 1 that a chain of changes undoes
+        # (the 200k storage rebalance); followers again only if the strict step raised failover.
         if figs.topic_leader_excess:
             strict = step(_strict_leaders, joint)
             figs_strict = consider(strict)
