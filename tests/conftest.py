@@ -31,6 +31,27 @@ hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the tests marked slow (tens of seconds to minutes each) first in each
+    worker's share, dealt to the workers in turn: `--dist worksteal` first splits the tests in
+    order into one contiguous share per worker, and a worker that runs out takes the back half
+    of another's queue. In collection order they sat in a few shares, late: the run ended with
+    one worker still on a runbook while the others had stopped. Only the order changes."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if workers < 2 or not slow:
+        return
+    rest = iter([item for item in items if not item.get_closest_marker("slow")])
+    order, left = [], len(items)
+    for k in range(workers):
+        size = left // (workers - k)  # the share worksteal's first deal sends the k-th worker
+        left -= size
+        share = slow[k::workers]
+        order += share + list(itertools.islice(rest, max(0, size - len(share))))
+    items[:] = order + list(rest)
+
+
 # shared/ sits beside the repository root (as in the Makefile); the SHARED variable points elsewhere.
 SHARED = Path(os.environ.get("SHARED", Path(__file__).resolve().parents[2] / "shared"))
 

@@ -110,6 +110,9 @@ class SimController:
                  spike_at: float = 3600.0, record_every: float = 1.0):
         self.store, self.speed, self.client_load = as_store(store), speed, client_load
         self.record_every, self._recorded_wall = record_every, None
+        # Settled within a step and written to the store at its end (`_flush`): new replicas
+        # in the ISR (key, replica) and finished partitions (key, target).
+        self.unwritten: tuple[list, list] = ([], [])
         self.reassignment: int | None = None  # czxid of the /admin/reassign_partitions picked up
         self.picked_version: int | None = None  # its version then (a change is reconciled: `_reconcile`)
         self.resume: dict[tuple[str, int, int], float] = {}  # bytes left per copy, kept by `forget`
@@ -351,45 +354,48 @@ class SimController:
     def forget(self) -> None:
         """Drop the reassignment from memory after a lost connection (its writes may have been
         cut short): the next step reads it again from the znodes, resuming each copy from the
-        bytes left this controller knows."""
+        bytes left this controller knows (none for a copy it settled but may not have written)."""
         self.resume.update({(t, p, f.dest): f.left for (t, p), fs in self.flows.items() for f in fs})
+        self.resume.update({(t, p, d): 0.0 for (t, p), d in self.unwritten[0]})
+        self.unwritten = ([], [])
         self.targets.clear()
         self.flows.clear()
 
-    def _finish(self, key: tuple[str, int]) -> None:
-        """The partition's reassignment completes in Kafka's order (KafkaController's
+    def _finish(self, finished: list[tuple[tuple[str, int], list[int]]]) -> None:
+        """The partitions' reassignments complete in Kafka's order (KafkaController's
         onPartitionReassignment, steps B3-B6): the leader and the ISR move to the target
         replicas first, the replica list last. A reader between the two writes then sees what
         it could see of Kafka's znodes: an ISR within the replica list, never a replica the
-        reassignment removed still in the ISR."""
-        target = self.targets.pop(key)
-        self.flows.pop(key, None)
-        part = str(key[1])
+        reassignment removed still in the ISR. `finished`: (partition, target replicas)."""
+        def elect(target):
+            def change(st):
+                st["isr"] = [b for b in target if b in st["isr"] or b in target]
+                st["leader"] = target[0]
+            return change
 
-        def elect(st):
-            st["isr"] = [b for b in target if b in st["isr"] or b in target]
-            st["leader"] = target[0]
-        self.store.update_state(key[0], key[1], elect)
-
-        def settle(t):
-            t["partitions"][part] = target
-            for k in ("adding_replicas", "removing_replicas"):
-                t.get(k, {}).pop(part, None)
-                if k in t and not t[k]:
-                    del t[k]
-        self.store.update_topic(key[0], settle)
+        def settle(part, target):
+            def change(t):
+                t["partitions"][part] = target
+                for k in ("adding_replicas", "removing_replicas"):
+                    t.get(k, {}).pop(part, None)
+                    if k in t and not t[k]:
+                        del t[k]
+            return change
+        self.store.update_states([(key[0], key[1], elect(target)) for key, target in finished])
+        self.store.update_topics([(key[0], settle(str(key[1]), target)) for key, target in finished])
 
     def _elections(self) -> None:
         asked = self.store.election()
         if asked is None:
             return
-        for topic, partition in asked:
-            first = self.store.replicas(topic, partition)[0]
 
-            def prefer(st, first=first):
+        def prefer(first):
+            def change(st):
                 if first in st["isr"]:
                     st["leader"] = first
-            self.store.update_state(topic, partition, prefer)
+            return change
+        self.store.update_states([(topic, partition, prefer(self.store.replicas(topic, partition)[0]))
+                                  for topic, partition in asked])
         self.store.drop_election()
 
     def _shape(self) -> float:
@@ -409,21 +415,40 @@ class SimController:
 
     def _settle(self, clients: ClientTraffic, index: dict[tuple[str, int], int]) -> None:
         """New replicas with every byte join the ISR; a partition whose new replicas all have
-        finishes (a resumed one may have nothing left to copy: it finishes at once)."""
+        finishes (a resumed one may have nothing left to copy: it finishes at once). Written to
+        the store at the end of the step (`_flush`)."""
         for key, fs in list(self.flows.items()):
             for f in [f for f in fs if f.left <= 1e-6]:
-                self.store.update_state(key[0], key[1],
-                                        lambda st, d=f.dest: st["isr"].append(d) if d not in st["isr"] else None)
-                fs.remove(f)  # after the write: a copy cut short by ZooKeeper is still known done
+                self.unwritten[0].append((key, f.dest))
+                fs.remove(f)
                 if key in index:
                     clients.join(index[key], f.dest)
             if not fs:
-                target = self.targets[key]
-                self._finish(key)
+                target = self.targets.pop(key)
+                self.flows.pop(key, None)
+                self.unwritten[1].append((key, target))
                 if key in index:
                     clients.finish(index[key], target)
                 if not self.targets:
                     self.completed_at = self.sim_seconds
+
+    def _flush(self) -> None:
+        """Write what the step settled, all together (`Store.update_states`): the new replicas
+        into their ISRs, then the finished partitions (`_finish`). Within one step no wall time
+        passes, so a reader sees what it would have seen had each been written as it happened;
+        the copies that end in one step (hundreds, on a big plan) each waited for two ZooKeeper
+        round trips, one after another. Cut short (ZooKeeper gone), they are known done
+        (`forget`) and written again (each write is idempotent)."""
+        joined, finished = self.unwritten
+
+        def join(d):
+            return lambda st: st["isr"].append(d) if d not in st["isr"] else None
+        if joined:
+            self.store.update_states([(key[0], key[1], join(d)) for key, d in joined])
+        self.unwritten = ([], finished)
+        if finished:
+            self._finish(finished)
+        self.unwritten = ([], [])
 
     def step(self, wall_seconds: float) -> None:
         """Advance the cluster by `wall_seconds` x `speed` simulated seconds (`advance_to`)."""
@@ -482,6 +507,7 @@ class SimController:
                 f.left -= f.rate * dt
             self._settle(clients, index)
             self._sample_due(cluster, clients)
+        self._flush()
         if self.targets:
             self._record()
             return
@@ -507,18 +533,16 @@ def kill_broker(store: Store | KazooClient, broker: int) -> int:
     if not store.registered(broker):
         raise BadInput(f"broker {broker} is not registered")
     store.deregister(broker)
-    led = 0
-    for p in store.cluster().partitions:
-        if broker not in p.isr:
-            continue
 
-        def drop(st, p=p):
+    def drop(p):
+        def change(st):
             st["isr"] = [b for b in st["isr"] if b != broker]
             if st["leader"] == broker:
                 st["leader"] = next((b for b in p.replicas if b in st["isr"]), -1)
-        led += p.leader == broker
-        store.update_state(p.topic, p.partition, drop)
-    return led
+        return change
+    held = [p for p in store.cluster().partitions if broker in p.isr]
+    store.update_states([(p.topic, p.partition, drop(p)) for p in held])
+    return sum(p.leader == broker for p in held)
 
 
 def revive_broker(store: Store | KazooClient, broker: int, timeout: float = 10.0) -> None:
@@ -529,10 +553,10 @@ def revive_broker(store: Store | KazooClient, broker: int, timeout: float = 10.0
     if not store.killed(broker):
         raise BadInput(f"broker {broker} was not killed by kit sim")
     store.register(broker, timeout)
-    for p in store.cluster().partitions:
-        if broker in p.replicas and broker not in p.isr:
-            def rejoin(st):
-                st["isr"] = st["isr"] + [broker]
-                if st["leader"] < 0:
-                    st["leader"] = broker
-            store.update_state(p.topic, p.partition, rejoin)
+
+    def rejoin(st):
+        st["isr"] = st["isr"] + [broker]
+        if st["leader"] < 0:
+            st["leader"] = broker
+    store.update_states([(p.topic, p.partition, rejoin) for p in store.cluster().partitions
+                         if broker in p.replicas and broker not in p.isr])

@@ -161,6 +161,19 @@ class Store:
         """Change a partition's state document with `fn`; its leader epoch goes up by one."""
         raise NotImplementedError
 
+    def update_states(self, changes: list[tuple[str, int, Callable[[dict], None]]]) -> None:
+        """`update_state(topic, partition, fn)` for each change, one partition's in their order
+        (its leader epoch up by one per change). A store may carry them out together: all are
+        done when this returns, and a reader meanwhile sees each partition before or after."""
+        for topic, partition, fn in changes:
+            self.update_state(topic, partition, fn)
+
+    def update_topics(self, changes: list[tuple[str, Callable[[dict], None]]]) -> None:
+        """`update_topic(topic, fn)` for each change, one topic's in their order (as
+        `update_states`)."""
+        for topic, fn in changes:
+            self.update_topic(topic, fn)
+
     # -- the reassignment in flight (/admin/reassign_partitions)
     def reassignment_id(self) -> tuple[int, int] | None:
         """(ident, version) of the reassignment in flight, None without one (a cheap look)."""

@@ -51,9 +51,10 @@ BIG = ("--brokers", "150", "--racks", "3", "--partitions", "3000", "--scenario",
 hv.extension("bokeh", logo=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def big(make_snapshot, tmp_path_factory):
-    """The 150-broker cluster, its replacement plan (made by kit plan) and the plan's text summary."""
+    """The 150-broker cluster, its replacement plan (made by kit plan) and the plan's text summary
+    (once per test process: tests/conftest.py runs this module's slow tests apart from the rest)."""
     snap = make_snapshot(*BIG)
     replace = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_replace_arg.py"), str(snap)],
                              capture_output=True, text=True, check=True).stdout.strip()

@@ -110,18 +110,19 @@ def test_a_restarted_controller_copies_what_is_left_not_nothing(small, recorded)
 
 
 def calls_of_set(client) -> int:
-    """How many writes (`client.set` of a znode that exists) an uninterrupted run of the small
-    copy makes."""
-    real, count = client.set, [0]
+    """How many writes (`client.set_async` of a znode that exists: `client.set` sends its
+    write through it, and the controller sends several at once with it) an uninterrupted run
+    of the small copy makes."""
+    real, count = client.set_async, [0]
 
     def counting(path, *args, **kwargs):
         count[0] += bool(client.exists(path))
         return real(path, *args, **kwargs)
-    client.set = counting
+    client.set_async = counting
     try:
         finish(SimController(client, record_every=0))
     finally:
-        client.set = real
+        client.set_async = real
     return count[0]
 
 
@@ -135,7 +136,7 @@ def test_every_write_cut_short_by_zookeeper_is_recovered_from_the_znodes(zookeep
     for landed in (False, True):
         for k in range(1, writes + 1):
             client = small_copy(f"{zookeeper}/kit-simfault-{next(_chroots)}")
-            real, count = client.set, [0]
+            real, count = client.set_async, [0]
 
             def cut(path, *args, **kwargs):
                 count[0] += bool(client.exists(path))  # a set of nothing writes nothing (NoNodeError)
@@ -146,7 +147,7 @@ def test_every_write_cut_short_by_zookeeper_is_recovered_from_the_znodes(zookeep
                     raise ConnectionLoss()
                 return real(path, *args, **kwargs)
             try:
-                client.set = cut
+                client.set_async = cut
                 ctl, lost = SimController(client, record_every=0), 0
                 for _ in range(100):
                     try:
@@ -156,7 +157,7 @@ def test_every_write_cut_short_by_zookeeper_is_recovered_from_the_znodes(zookeep
                     except ConnectionLoss:
                         lost += 1
                         ctl.forget()
-                client.set = real
+                client.set_async = real
                 assert lost == 1, (k, landed)
                 assert ctl.completion_s() == pytest.approx(DONE_AT), (k, landed)
                 assert ctl.resumed is None, (k, landed)  # its own reassignment, read again
