@@ -181,18 +181,22 @@ def plan_with(a, action, cluster, topics, brokers):
 
 def run(a) -> int:
     """`kit plan ACTION`: plan, review, write, print the summary; returns the exit code."""
-    action = planner.ACTIONS[a.action]
-    check_request(a, action)
-    # The second process for the planner's shares on large clusters is forked first, while
-    # this one is small and has no other thread (kit.concurrency.second_core); not for a
-    # snapshot of a small cluster (kit.plan.workspace.SMALL), which would never use it.
-    # Progress goes to stderr, when it takes a while.
-    with second_core.second_process(not small_snapshot(a.snapshot)), idle.tasks_kept(), \
-            Progress("kit plan") as progress:
-        # Planning, the review and the outputs make millions of objects and no cycles: the
-        # collector's scans of them found nothing and took 4.5 CPU s of a 1,000,000-partition
-        # rebalance (three full scans of the loaded cluster, 2,700 young ones).
-        with collector.paused():
+    # Planning, the review and the outputs make millions of objects and no cycles: the
+    # collector's scans of them found nothing and took 4.5 CPU s of a 1,000,000-partition
+    # rebalance (three full scans of the loaded cluster, 2,700 young ones). The imports the
+    # command makes first (numpy, the planner, OR-Tools) cost 25 young scans more, 15-45 ms of
+    # a small plan's 0.5-1 s (5,000-partition az-loss, loaded machine). So the collector waits
+    # from here to the end; the second process, forked in between, never runs it (it ends
+    # with the command).
+    with collector.paused():
+        action = planner.ACTIONS[a.action]
+        check_request(a, action)
+        # The second process for the planner's shares on large clusters is forked first, while
+        # this one is small and has no other thread (kit.concurrency.second_core); not for a
+        # snapshot of a small cluster (kit.plan.workspace.SMALL), which would never use it.
+        # Progress goes to stderr, when it takes a while.
+        with second_core.second_process(not small_snapshot(a.snapshot)), idle.tasks_kept(), \
+                Progress("kit plan") as progress:
             plan = make_plan(a, action, progress)
             waves = wave_split.split_waves(wave_split.moves_of(plan), a.max_moves_per_broker,
                                            a.wave_order == "biggest")

@@ -241,18 +241,20 @@ class _FluidRun:
         pair_key, f_pair = np.unique(self.src * nb + self.dst, return_inverse=True)
         self.p_src, self.p_dst = pair_key // nb, pair_key % nb
         # Each pair's copies, smallest first, from `head` (the next to end) to `end`.
-        self.order = np.lexsort((np.arange(len(size)), size, f_pair))
+        order = np.lexsort((np.arange(len(size)), size, f_pair))
         self.total = float(size.sum())
-        self.sorted_size = size[self.order].tolist()
-        self.padded_size = np.append(size[self.order], math.inf)  # past a pair's end: no copy
-        self.head = np.searchsorted(f_pair[self.order], np.arange(len(pair_key)))
-        self.end = np.append(self.head[1:], len(size))
-        self.weight = (self.end - self.head).astype(float)  # unfinished copies per pair
-        self.next_size = size[self.order][self.head]
+        self.sorted_size = size[order].tolist()
+        self.padded_size = np.append(size[order], math.inf)  # past a pair's end: no copy
+        head = np.searchsorted(f_pair[order], np.arange(len(pair_key)))
+        end = np.append(head[1:], len(size))
+        self.weight = (end - head).astype(float)  # unfinished copies per pair
+        self.next_size = size[order][head]
+        # Read and written a copy at a time (`finish_copies`): Python ints, not numpy scalars.
+        self.head, self.end, self.copy_at = head.tolist(), end.tolist(), order.tolist()
         # Unfinished copies per source and per destination: who takes part, leaders (tx) then
         # followers (rx), the auto-throttle's two roles (the rows of the arrays below alike).
-        self.taking = np.stack([np.bincount(self.src, minlength=nb), np.bincount(self.dst, minlength=nb)])
-        self.roles = self.taking > 0
+        self.taking = [np.bincount(self.src, minlength=nb).tolist(), np.bincount(self.dst, minlength=nb).tolist()]
+        self.roles = np.array(self.taking) > 0
         self.role_ended = True  # since the last decision (the first one looks at every broker)
         self.left = len(size)
         self.clients = ClientTraffic(cluster, figures, live)
@@ -324,8 +326,8 @@ class _FluidRun:
         rate = None
         dirty = True
         # Each pair's next `group` copies to end, smallest first (inf past its last).
-        at = self.head[:, None] + np.arange(group)
-        self.upcoming = self.padded_size[np.where(at < self.end[:, None], at, len(self.sorted_size))]
+        at = np.array(self.head)[:, None] + np.arange(group)
+        self.upcoming = self.padded_size[np.where(at < np.array(self.end)[:, None], at, len(self.sorted_size))]
         while self.left:
             if not dirty and self.coasting():
                 t, next_decision = self.coast(t, next_decision, t_event, interval, tol)
@@ -476,10 +478,11 @@ class _FluidRun:
             return False
         newly = []
         group = self.upcoming.shape[1]
+        sizes, copy_at = self.sorted_size, self.copy_at
         for p in ending.tolist():
-            h, e, moved = int(self.head[p]), int(self.end[p]), self.progress[p]
-            while h < e and self.sorted_size[h] - moved <= tol:
-                newly.append(int(self.order[h]))
+            h, e, moved = self.head[p], self.end[p], self.progress.item(p)
+            while h < e and sizes[h] - moved <= tol:
+                newly.append(copy_at[h])
                 h += 1
             self.head[p], self.weight[p] = h, e - h
             self.pair_ended = self.pair_ended or h == e
@@ -522,7 +525,7 @@ class _FluidRun:
         if self.role_ended:
             # Only a broker that left its last role since the last decision has a rate to clear
             # (a broker without a role is never given one).
-            self.roles = self.taking > 0  # leaders (tx), followers (rx)
+            self.roles = np.array(self.taking) > 0  # leaders (tx), followers (rx)
             clear = ~np.isnan(self.applied).all(axis=0) & ~self.roles.any(axis=0)
             cleared = bool(clear.any())
             if cleared:

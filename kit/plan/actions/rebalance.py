@@ -12,7 +12,7 @@ from kit.plan.select import broker_changes, finish, resolve_brokers, select_part
 from kit.plan.solvers.mip import answers_kept
 from kit.plan.steps import count_kernels
 from kit.plan.steps.count_balance import CountBalance, balance_counts
-from kit.plan.steps.exact_refinement import refine_counts, small
+from kit.plan.steps.exact_refinement import fewest_copies, refine_counts, small
 from kit.plan.steps.leadership_figures import leader_figures
 from kit.plan.steps.place import place_orphans
 from kit.plan.steps.spare_copies import may_spend_copies, spend_copies_on_leadership
@@ -109,9 +109,7 @@ def _additions_bound(held: np.ndarray, total: int) -> int:
     """The fewest copies any count-balanced result needs (evaluate_plan's lower bound):
     replicas off the targets, and the surplus above or the deficit below an even share.
     `held` is what each target broker holds now, `total` the replicas of every partition."""
-    lo, hi = total // held.size, -(-total // held.size)
-    forced = total - int(held.sum())
-    return max(forced + int(np.maximum(0, held - hi).sum()), int(np.maximum(0, lo - held).sum()))
+    return fewest_copies(held, total - int(held.sum()), total // held.size, -(-total // held.size))
 
 
 def plan_rebalance(cluster: Cluster, topics: str | None = None, exclude: str | None = None,
