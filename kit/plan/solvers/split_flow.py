@@ -419,7 +419,8 @@ def _graph(tail, head, weight, size):
     weight), which the Dijkstra does not need. The arcs' numbers, in order in each row by
     their counting sort, leave nothing to sort or add."""
     from scipy.sparse import csr_matrix
-    order = csr_matrix((np.ones(tail.size, dtype=np.int8), (tail, np.arange(tail.size))),
+    # Arc numbers as int32, the index type scipy would convert them to (a copy as long as the arcs).
+    order = csr_matrix((np.ones(tail.size, dtype=np.int8), (tail, np.arange(tail.size, dtype=np.int32))),
                        shape=(size, tail.size))
     arc = order.indices
     return csr_matrix((weight[arc], head[arc], order.indptr), shape=(size, size))
