@@ -62,7 +62,7 @@ def run_stages(ws: Workspace, stages: Stages) -> Workspace:
         if stage is None:
             continue
         if name == "leadership" and len(ws.selected) > LARGE:
-            ws.pack_buckets()  # the buckets wait packed through the leadership stage's flows
+            ws.pack()  # what the leadership stage does not read waits packed through its flows
         stage(ws)
     return ws
 
