@@ -141,10 +141,10 @@ class _Network:
         # With numba loaded already (a large rebalance's or scale-out's count balance loads it),
         # the rounds' shortest paths run compiled over the residual network's arcs by node, made
         # once (`path_kernels.residual_kernels`): a round then lists no arcs of its own, where
-        # scipy's Dijkstra needs a sparse matrix built each round (some 200 MiB more at the
-        # 1,000,000-partition pair flow's peak). Loading numba for it alone would cost more
-        # (0.7 CPU s and 115 MiB, `split_flow.repaired_assignment`). The same distances, so
-        # the same flow either way.
+        # scipy's Dijkstra needs a sparse matrix built each round (the 1,000,000-partition
+        # rebalance's pair flow peaked 128 MiB lower so). Loading numba for it alone costs more
+        # (0.7 CPU s, and 115 MiB on top of the az-loss leader flow's peak, measured 75). The
+        # same distances, so the same flow either way.
         if jit.numba_loaded():
             build, *kernels = path_kernels.residual_kernels()
             self.kernels = (build(self.tail, self.head, self.size), *kernels)
