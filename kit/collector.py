@@ -1,4 +1,5 @@
-"""Python's cyclic garbage collector, paused where kit builds many objects and no cycles.
+"""Python's cyclic garbage collector, paused where kit builds many objects and no cycles; and
+the C heap's free pages handed back to the system (`memory_returned`).
 
 The collector runs after every few hundred new containers (lists, dicts, objects) and now and
 then scans every one alive. Loading a 200,000-partition snapshot or setting up a planner
@@ -8,6 +9,7 @@ block drops.
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,3 +33,14 @@ def paused() -> Iterator[None]:
         gc.unfreeze()  # and from there to the oldest generation
         gc.enable()
 
+
+
+def memory_returned() -> None:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim): freed objects and
+    arrays then lower the resident size, where the heap would keep their pages for its own
+    reuse (arrays of tens of MiB rarely fit those holes again, and take new pages). A no-op
+    without glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

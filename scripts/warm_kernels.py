@@ -1,6 +1,6 @@
 """Compile the count balance's kernels (kit/plan/steps/count_kernels.py), the duration
-estimate's filling (kit/fill_kernel.py) and the leader flow's shortest paths
-(kit/plan/solvers/path_kernels.py) into numba's cache.
+estimate's filling (kit/fill_kernel.py), and the leader flow's shortest paths and the merged
+pair flow's rounds (kit/plan/solvers/path_kernels.py) into numba's cache.
 
 numba compiles them on first use on a machine (the count balance's about 40 CPU s on 2 cores,
 the filling's about 1) and keeps the result on disk; `make venv` runs this once after
@@ -22,6 +22,7 @@ from kit.plan.steps.count_balance import balance_counts
 from kit.plan.workspace import Workspace
 from kit import fill_kernel
 from kit.plan.solvers.flow import penalty_tiers
+from kit.plan.solvers import path_kernels
 from kit.plan.solvers.split_flow import repaired_assignment
 
 
@@ -51,6 +52,12 @@ def main() -> int:
                         np.stack([c for c, _ in tiers], axis=1), np.array([c for _, c in tiers]),
                         np.array([0, 1]), np.array([0, 0]), np.array([2, n]), max_rounds=2, max_excess=0.2,
                         compiled=True)
+    # The merged pair flow's rounds (kit/plan/solvers/merged_flow.py), with the argument types
+    # its network passes: int32 nodes, int64 costs, capacities, flows and potentials.
+    graph, least, zero = path_kernels.residual_kernels()
+    tail, head, big = np.array([0, 1], dtype=np.int32), np.array([1, 2], dtype=np.int32), np.ones(2, dtype=np.int64)
+    least(*graph(tail, head, 3), tail, head, big, big, big - 1, np.zeros(3, dtype=np.int64), np.array([0]), 3)
+    zero(tail, head, big, big, big - 1, np.zeros(3, dtype=np.int64))
     print(f"count balance kernels, the filling and the leader flow's paths ready: {moves} moves, {time.process_time() - started:.1f} CPU s",
           file=sys.stderr)
     return 0

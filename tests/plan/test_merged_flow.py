@@ -116,3 +116,19 @@ def test_the_pair_flows_kinds_merge_only_partitions_with_the_same_arcs(snapshots
         plan(load_snapshot(str(snapshots[scenario])))
     assert costs, "no leader-pair flow ran"
     assert all(merged == whole for merged, whole in costs), costs
+
+
+@settings(max_examples=150, deadline=None)
+@given(pair_networks())
+def test_the_rounds_compiled_and_by_scipy_give_the_same_choice(network):
+    # With numba loaded, the rounds' shortest paths run compiled over the residual network
+    # (`path_kernels.residual_kernels`); without, by scipy over the arcs listed each round:
+    # the same distances, so the same flow and the same choice.
+    args, item_kind = network
+    got = []
+    for loaded in (False, True):
+        with mock.patch("kit.jit.numba_loaded", return_value=loaded):
+            got.append(soft_assignment(*args, exact_limit=0, item_kind=item_kind))
+    assert (got[0] is None) == (got[1] is None)
+    if got[0] is not None:
+        assert got[0].tolist() == got[1].tolist()

@@ -73,3 +73,70 @@ def test_the_warm_up_runs_the_repairs_compiled_paths_so_numba_caches_them(monkey
     monkeypatch.setattr(path_kernels, "compiled", spied)
     assert warm_kernels.main() == 0
     assert ran == {"root", "moves"}, ran
+
+
+@st.composite
+def residual_networks(draw):
+    """(tail, head, cost, cap, flow, pot, size) of a flow whose residual arcs all cost >= 0
+    under `pot` (as in a primal-dual round): each arc empty (reduced cost >= 0), full (<= 0)
+    or in between (0)."""
+    tail, head, r, size = draw(graphs(0))
+    pot = np.array(draw(st.lists(st.integers(-20, 20), min_size=size, max_size=size)), dtype=np.int64)
+    state = np.array(draw(st.lists(st.integers(0, 2), min_size=tail.size, max_size=tail.size)))
+    cap = np.full(tail.size, 3, dtype=np.int64)
+    flow = np.choose(state, [0, 3, 1]).astype(np.int64)
+    r = np.choose(state, [r, -r, 0 * r])
+    cost = r - pot[tail] + pot[head]
+    return tail.astype(np.int32), head.astype(np.int32), cost, cap, flow, pot, size
+
+
+def _listed(tail, head, cost, cap, flow, pot):
+    """The residual arcs listed, as `least_costs` takes them: forward, then turned back."""
+    reduced = cost + pot[tail] - pot[head]
+    fw, bw = np.flatnonzero(flow < cap), np.flatnonzero(flow > 0)
+    return (np.concatenate([tail[fw], head[bw]]), np.concatenate([head[fw], tail[bw]]),
+            np.concatenate([reduced[fw], -reduced[bw]]), fw, bw, reduced)
+
+
+@settings(max_examples=300, deadline=None)
+@given(residual_networks(), st.data())
+def test_the_residual_least_costs_are_those_of_the_residual_arcs_listed(network, data):
+    # merged_flow's rounds: the same distances as a Dijkstra over the arcs listed each round,
+    # compiled or as Python.
+    tail, head, cost, cap, flow, pot, size = network
+    src = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=4)), dtype=np.int64)
+    t, h, c, _, _, _ = _listed(tail, head, cost, cap, flow, pot)
+    want = path_kernels.least_costs(t, h, c, src, size)
+    graph, least, _ = path_kernels.residual_kernels()
+    assert np.array_equal(least(*graph(tail, head, size), tail, head, cost, cap, flow, pot, src, size), want)
+    plain = path_kernels.residual_graph(tail, head, size)
+    assert np.array_equal(path_kernels.residual_least_costs(*plain, tail, head, cost, cap, flow, pot, src, size), want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(residual_networks())
+def test_the_zero_cost_arcs_are_the_residual_arcs_that_cost_nothing_in_arc_order(network):
+    tail, head, cost, cap, flow, pot, _ = network
+    _, _, _, fw, bw, reduced = _listed(tail, head, cost, cap, flow, pot)
+    want = fw[reduced[fw] == 0], bw[reduced[bw] == 0]
+    for zero in (path_kernels.residual_kernels()[2], path_kernels.zero_cost_arcs):
+        got = zero(tail, head, cost, cap, flow, pot)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+def test_the_residual_heap_grows_past_the_node_count():
+    # One settled node that improves many others leaves their earlier entries stale: from 0,
+    # m targets at 100, then at 51 through node 1, then at 12 through node 2: 3m pushes
+    # against m + 3 nodes, so the heap (as long as the nodes to start with) has to double.
+    m = 4
+    t_ = list(range(3, 3 + m))
+    tail = np.array([0, 0] + [0] * m + [1] * m + [2] * m, dtype=np.int32)
+    head = np.array([1, 2] + t_ * 3, dtype=np.int32)
+    cost = np.array([1, 2] + [100] * m + [50] * m + [10] * m, dtype=np.int64)
+    size = m + 3
+    cap, flow, pot = np.ones(tail.size, dtype=np.int64), np.zeros(tail.size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+    src = np.array([0])
+    for graph, least in ((path_kernels.residual_graph, path_kernels.residual_least_costs),
+                         path_kernels.residual_kernels()[:2]):
+        dist = least(*graph(tail, head, size), tail, head, cost, cap, flow, pot, src, size)
+        assert dist.tolist() == [0, 1, 2] + [12] * m

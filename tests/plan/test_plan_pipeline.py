@@ -238,6 +238,40 @@ def test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed):
         [[(t, list(ps)) for t, ps in d.items()] for d in on_topic]
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_packed_buckets_and_reasons_come_back_as_they_were_order_included(seed):
+    # The leadership stage of a large plan runs with the buckets and reasons packed (`pack`);
+    # a later stage reads them back: the same partitions, topics, reasons and insertion order,
+    # moves made before packing included (they append where a rebuilt index would sort).
+    rng = random.Random(seed)
+    ids = list(range(1, 9))
+    brokers = {b: Broker(id=b, rack="abc"[b % 3]) for b in ids}
+    parts = tuple(Partition(rng.choice("xyz"), n, tuple(reps), tuple(reps))
+                  for n, reps in enumerate(rng.sample(ids, 3) for _ in range(80)))
+    ws = Workspace(Cluster(brokers=brokers, partitions=parts), ids, [i for i in range(80) if i % 7])
+    for _ in range(40):
+        p = rng.choice(ws.selected)
+        free = [b for b in ids if b not in ws.assign[p]]
+        ws.replace_slot(p, rng.randrange(3), rng.choice(free), rng.choice(["test", "other"]))
+
+    def listed(buckets):
+        return [[(t, list(ps)) for t, ps in d.items()] for d in buckets]
+    before, reasons, topics = listed(ws.on_topic), list(ws.reasons.items()), list(ws.topic_list)
+    ws.pack()
+    ws.pack()  # packed already: nothing to do
+    assert listed(ws.on_topic) == before
+    assert list(ws.reasons.items()) == reasons and ws.topic_list == topics
+    # Read back, they are the workspace's again: a move updates them as before packing.
+    p = ws.selected[0]
+    reasons_of = dict(reasons)
+    old = ws.assign[p][0]
+    new = next(b for b in ids if b not in ws.assign[p])
+    ws.replace_slot(p, 0, new, "test")
+    t = ws.topic_list[p]
+    assert p in ws.on_topic[ws.index[new]][t] and p not in ws.on_topic[ws.index[old]].get(t, {})
+    assert ws.reasons[p] == reasons_of.get(p, "test")
+
+
 def test_a_workspace_over_a_replica_on_an_unlisted_broker_is_refused():
     c = Cluster(brokers={1: Broker(id=1), 2: Broker(id=2)},
                 partitions=(Partition("t", 0, (1, 2), (1, 2)), Partition("t", 1, (2, 9), (2,))))

@@ -33,6 +33,19 @@ def compiled():
     return _COMPILED
 
 
+_RESIDUAL = None
+
+
+def residual_kernels():
+    """(residual_graph, residual_least_costs, zero_cost_arcs), compiled by numba, cached on disk."""
+    global _RESIDUAL
+    if _RESIDUAL is None:
+        scope = jit.compiled_together(globals(), ((f.__name__, f) for f in (
+            _push, _pop, _grown, residual_graph, residual_least_costs, zero_cost_arcs)), cache=True, nogil=True)
+        _RESIDUAL = scope["residual_graph"], scope["residual_least_costs"], scope["zero_cost_arcs"]
+    return _RESIDUAL
+
+
 def by_tail(tail, head, cost, size):
     """The arcs grouped by tail (a counting sort, in arc order within a tail): each node's
     first arc (size + 1 entries), and the arcs' heads and costs in that order."""
@@ -122,6 +135,109 @@ def least_costs(tail, head, cost, src, size):
                 else:
                     n = _push(key, node, n, du, u)
     return dist
+
+
+def residual_graph(tail, head, size):
+    """The arcs at both their ends, grouped by node (a counting sort): each node's first entry
+    (size + 1 entries), and the entries, arc k as k at its tail and as -1 - k at its head
+    (where it is taken turned back). Built once for every round of a flow's residual network."""
+    first = np.zeros(size + 1, dtype=np.int64)
+    for k in range(tail.size):
+        first[tail[k] + 1] += 1
+        first[head[k] + 1] += 1
+    for v in range(size):
+        first[v + 1] += first[v]
+    at = first[:-1].copy()
+    entry = np.empty(2 * tail.size, dtype=np.int32)  # 2 ** 31 arcs are far beyond any plan
+    for k in range(tail.size):
+        entry[at[tail[k]]] = k
+        at[tail[k]] += 1
+        entry[at[head[k]]] = -1 - k
+        at[head[k]] += 1
+    return first, entry
+
+
+def _grown(key, node):
+    """The heap's arrays twice as long, the entries kept."""
+    k2 = np.empty(2 * key.size, dtype=np.int64)
+    n2 = np.empty(2 * key.size, dtype=np.int64)
+    k2[:key.size] = key
+    n2[:key.size] = node
+    return k2, n2
+
+
+def residual_least_costs(first, entry, tail, head, cost, cap, flow, pot, src, size):
+    """`least_costs` over the residual network of `flow` (`residual_graph`'s entries): arc k
+    forward while flow[k] < cap[k], turned back while flow[k] > 0, at its reduced cost under
+    `pot` (>= 0 both ways) or its negation. The same distances as `least_costs` given those
+    arcs listed, without listing them: no array as long as the arcs is made per round."""
+    dist = np.full(size, UNREACHED, dtype=np.int64)
+    key = np.empty(max(size, 1), dtype=np.int64)  # grows by doubling when full
+    node = np.empty(max(size, 1), dtype=np.int64)
+    level = np.empty(size, dtype=np.int64)
+    n, top = 0, 0
+    for s in src:
+        if dist[s] != 0:
+            dist[s] = 0
+            level[top] = s
+            top += 1
+    d = 0
+    while top > 0 or n > 0:
+        if top > 0:
+            top -= 1
+            v = level[top]
+        else:
+            d, v = key[0], node[0]
+            n = _pop(key, node, n)
+            if d > dist[v]:
+                continue
+        for e in range(first[v], first[v + 1]):
+            k = entry[e]
+            if k >= 0:
+                if flow[k] >= cap[k]:
+                    continue
+                u = head[k]
+                du = d + cost[k] + pot[v] - pot[u]
+            else:
+                k = -1 - k
+                if flow[k] <= 0:
+                    continue
+                u = tail[k]
+                du = d - (cost[k] + pot[u] - pot[v])
+            if du < dist[u]:
+                dist[u] = du
+                if du == d:
+                    level[top] = u
+                    top += 1
+                else:
+                    if n == key.size:
+                        key, node = _grown(key, node)
+                    n = _push(key, node, n, du, u)
+    return dist
+
+
+def zero_cost_arcs(tail, head, cost, cap, flow, pot):
+    """The residual arcs of `flow` whose reduced cost under `pot` is 0: those forward (flow
+    below capacity), then those turned back (some flow), each in arc order."""
+    n_fw, n_bw = 0, 0
+    for k in range(tail.size):
+        if cost[k] + pot[tail[k]] - pot[head[k]] == 0:
+            if flow[k] < cap[k]:
+                n_fw += 1
+            if flow[k] > 0:
+                n_bw += 1
+    fw = np.empty(n_fw, dtype=np.int64)
+    bw = np.empty(n_bw, dtype=np.int64)
+    i, j = 0, 0
+    for k in range(tail.size):
+        if cost[k] + pot[tail[k]] - pot[head[k]] == 0:
+            if flow[k] < cap[k]:
+                fw[i] = k
+                i += 1
+            if flow[k] > 0:
+                bw[j] = k
+                j += 1
+    return fw, bw
 
 
 def moves_least_costs(it, grp, on, reduced, choice, tail, head, cost, pot, src, size):

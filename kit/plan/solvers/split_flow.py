@@ -32,7 +32,7 @@ import numpy as np
 
 from kit import jit
 from kit.concurrency import second_core
-from kit.plan.solvers import new_max_flow, new_min_cost_flow, path_kernels
+from kit.plan.solvers import before_solve, new_max_flow, new_min_cost_flow, path_kernels
 
 # scipy loads in the two functions that use it, not here: importing it takes most of a second
 # and only networks of `flow.SPLIT_LIMIT` items or more come this way (tests/test_imports.py).
@@ -362,6 +362,7 @@ def least_costs(tail, head, cost, src, size):
     reach), by scipy's Dijkstra; None when a cost might not be exact (`_EXACT`).
     `path_kernels.least_costs` is the compiled form."""
     from scipy.sparse.csgraph import dijkstra
+    before_solve(tail.size)  # the graph's arrays below are several times the arcs' own
     # Float weights, cost * hop + 1 (see `_EXACT`).
     hop = float(1 << int(size).bit_length())
     dist = dijkstra(_graph(tail, head, cost * hop + 1.0, size), directed=True, indices=src, min_only=True)
@@ -388,8 +389,9 @@ def excess_pushed(tail, head, cap, imb, size):
     mf.add_arcs_with_capacity(np.concatenate([tail, np.full(src.size, s), dst]),
                               np.concatenate([head, src, np.full(dst.size, t)]),
                               np.concatenate([cap, imb[src], -imb[dst]]))
+    before_solve(tail.size)
     mf.solve(s, t)
-    return mf.flows(np.arange(tail.size))
+    return mf.flows(np.arange(tail.size, dtype=np.int32))
 
 
 def root_distances(tail, head, cost, size):
@@ -417,7 +419,8 @@ def _graph(tail, head, weight, size):
     weight), which the Dijkstra does not need. The arcs' numbers, in order in each row by
     their counting sort, leave nothing to sort or add."""
     from scipy.sparse import csr_matrix
-    order = csr_matrix((np.ones(tail.size, dtype=np.int8), (tail, np.arange(tail.size))),
+    # Arc numbers as int32, the index type scipy would convert them to (a copy as long as the arcs).
+    order = csr_matrix((np.ones(tail.size, dtype=np.int8), (tail, np.arange(tail.size, dtype=np.int32))),
                        shape=(size, tail.size))
     arc = order.indices
     return csr_matrix((weight[arc], head[arc], order.indptr), shape=(size, size))
