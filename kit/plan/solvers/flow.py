@@ -199,12 +199,16 @@ _TIER_UNIT = 8  # one step of deviation costs more than any change-of-order cost
 # 19). Other flows are not split: no comparison covers them.
 SPLIT_LIMIT = 50_000
 
+# Candidate arcs above which `soft_assignment` prices no item one by one (see there): a flow
+# without item kinds widens hard bounds instead, so a range it is given is not priced either.
+EXACT_LIMIT = 700_000
+
 
 def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndarray, arc_cost: np.ndarray,
                     group_lo: np.ndarray, group_hi: np.ndarray, group_cap: np.ndarray,
                     parent_of_group: np.ndarray | None = None,
                     parent_lo: np.ndarray | None = None, parent_hi: np.ndarray | None = None,
-                    exact_limit: int = 700_000, upward: bool = False,
+                    exact_limit: int = EXACT_LIMIT, upward: bool = False,
                     split_limit: int | None = None, tie_cost: np.ndarray | None = None,
                     item_kind: np.ndarray | None = None):
     """Like `bounded_assignment`, but group bounds are soft: one min-cost flow in which each

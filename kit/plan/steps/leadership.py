@@ -13,7 +13,6 @@ planning again on a result changes nothing.
 """
 from __future__ import annotations
 
-import inspect
 from typing import NamedTuple
 
 import numpy as np
@@ -23,7 +22,7 @@ from kit.concurrency import second_core
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
 from kit.plan.solvers import exact_order
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
-from kit.plan.solvers.flow import SPLIT_LIMIT, bounds_met, soft_assignment, water_fill
+from kit.plan.solvers.flow import EXACT_LIMIT, SPLIT_LIMIT, bounds_met, soft_assignment, water_fill
 from kit.plan.steps.leadership_figures import distinct_rows, heirs_of, leader_figures, order_figures, replica_matrix
 from kit.plan.workspace import LARGE, Workspace
 
@@ -246,14 +245,11 @@ def _strict_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
     leader excess of 1) then costs the flow's second penalty step, not its cheapest, which is
     less than the chain of leader changes through other topics that undoes the excess under
     the hard overall bound. Nothing where the flow would not price the excess."""
-    if int(lens[fr.item_rows].sum()) > _PRICED_ARCS:
+    # Above EXACT_LIMIT arcs (a movable partition's replicas each) the leader flow widens hard
+    # bounds instead of pricing deviations: there the strict range would only add failing max flows.
+    if int(lens[fr.item_rows].sum()) > EXACT_LIMIT:
         return _NONE
     return _choose_leaders(ws, lens, mat, fr, strict=True)
-
-
-# Above this many arcs (a movable partition's replicas each) `soft_assignment` widens hard bounds
-# instead of pricing deviations: there the strict range would only add failing max flows.
-_PRICED_ARCS = inspect.signature(soft_assignment).parameters["exact_limit"].default
 
 
 def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
