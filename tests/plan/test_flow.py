@@ -170,3 +170,6 @@ def test_the_widened_path_reaches_the_same_width_and_choice_as_one_flow_per_widt
     assert (got is None) == (want is None)
     if want is not None:
         assert got.tolist() == want.tolist()
+    # There no cost is read: the leader flow builds none above the limit (leadership._choose_leaders).
+    unpriced = soft_assignment(*args[:3], None, *args[4:], exact_limit=0, tie_cost=None)
+    assert (unpriced is None) == (want is None) and (want is None or unpriced.tolist() == want.tolist())

@@ -231,7 +231,8 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
     `tie_cost` (per arc; default the fewest changed items).
 
     `item_kind` (optional, a number per item): items of one number have the same candidate
-    arcs, the same groups at the same costs.
+    arcs, the same groups at the same costs. Without it, above `exact_limit` arcs, `arc_cost`
+    and `tie_cost` are not read (None will do).
 
     Returns the group chosen for each item, or None when the parent bounds cannot be met.
     """

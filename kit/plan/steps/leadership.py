@@ -194,17 +194,21 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
         return _NONE
     topics, item_topic = np.unique(ws.topic[fr.item_rows], return_inverse=True)
     n_t = np.bincount(item_topic, minlength=len(topics))
+    # Above EXACT_LIMIT arcs the flow prices nothing (`soft_assignment`): no costs are built
+    # there (48 MB at 1,000,000 partitions, held through the flow's peak).
+    priced = int(lens[fr.item_rows].sum()) <= EXACT_LIMIT
     it, gr, cost, tie = [], [], [], []
     for rows, pos in fr.positions(lens, mat):
         # How many of a partition's other replicas are heirs (`heirs_of`) of each candidate leader.
-        n_heirs = fr.elig[pos[:, :, None], pos[:, None, :]].sum(axis=2)
+        n_heirs = fr.elig[pos[:, :, None], pos[:, None, :]].sum(axis=2) if priced else None
         for a in range(pos.shape[1]):
             it.append(rows)
             gr.append(item_topic[rows] * nt + pos[:, a])
-            cost.append(np.full(rows.size, min(a, 2)))
-            tie.append((a > 0) | (n_heirs[:, a] <= 1))
-    it_a, gr_a, cost_a = np.concatenate(it), np.concatenate(gr), np.concatenate(cost)
-    tie_a = np.concatenate(tie).astype(np.int64)
+            if priced:
+                cost.append(np.full(rows.size, min(a, 2)))
+                tie.append((a > 0) | (n_heirs[:, a] <= 1))
+    it_a, gr_a = np.concatenate(it), np.concatenate(gr)
+    cost_a, tie_a = (np.concatenate(cost), np.concatenate(tie).astype(np.int64)) if priced else (None, None)
     del it, gr, cost, tie  # as in `_choose_pairs`
     parent = np.tile(np.arange(nt), len(topics))
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
