@@ -583,7 +583,7 @@ def test_leader_flow_reaches_the_tightest_spread_the_replica_sets_allow(case):
     ws = Workspace(c, plan.targets, movable)
     lens, mat = replica_matrix(ws, ws.assign)
     fr = _Frame(ws, lens, mat)
-    if not fr.items:
+    if not fr.n_items:
         return
     order = _reordered(lens, mat, _choose_leaders(ws, lens, mat, fr))
     assert order_figures(ws, lens, order)[0] <= max(1, best_leader_spread(plan))

@@ -44,7 +44,7 @@ class _Frame:
         on_targets = ((pos >= 0) | past_end).all(axis=1)
         selected = np.asarray(ws.selected, dtype=np.int64)
         self.item_rows = selected[on_targets[selected]]
-        self.items = self.item_rows.tolist()
+        self.n_items = len(self.item_rows)
         is_item = np.zeros(len(lens), dtype=bool)
         is_item[self.item_rows] = True
         lead = pos[~is_item, 0]
@@ -52,7 +52,7 @@ class _Frame:
         item_reps = pos[is_item][~past_end[is_item]]
         can_lead = np.bincount(item_reps, minlength=nt)
         # Even leadership, except that a broker cannot lead more partitions than it holds.
-        total = len(self.items) + int(self.fixed_lead.sum())
+        total = self.n_items + int(self.fixed_lead.sum())
         self.lo, self.hi = water_fill(can_lead + self.fixed_lead, total)
         self.elig = np.zeros((nt, nt), dtype=bool)
         for k, x in enumerate(ws.target_idx):
@@ -86,7 +86,7 @@ class _Frame:
         partitions have some 15,000 sets on the benchmark's clusters)."""
         if self._sets is None:
             weight, it, br = [], [], []
-            self._set_of = np.zeros(len(self.items), dtype=np.int64)  # see `set_of_item`
+            self._set_of = np.zeros(self.n_items, dtype=np.int64)  # see `set_of_item`
             for rows, pos in self.positions(*self._first):
                 sets, counts, inverse = distinct_rows(np.sort(pos, axis=1), self.nt)
                 offset = sum(map(len, weight))
@@ -112,7 +112,7 @@ class _Frame:
     def leader_bounds(self, widen: int | None) -> tuple[np.ndarray, np.ndarray]:
         """Bounds on each broker's leaders among the movable partitions."""
         if widen is None:
-            return np.zeros(self.nt, dtype=np.int64), np.full(self.nt, len(self.items))
+            return np.zeros(self.nt, dtype=np.int64), np.full(self.nt, self.n_items)
         return (np.maximum(self.lo - widen - self.fixed_lead, 0),
                 np.maximum(self.hi + widen - self.fixed_lead, 0))
 
@@ -177,7 +177,7 @@ def _choose_pairs(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) 
     first = pos[fr.item_rows, 0]
     second = np.where(lens[fr.item_rows] > 1, follower[fr.item_rows], first)
     kind = fr.set_of_item() * (nt * nt) + first * nt + second
-    choice = soft_assignment(len(fr.items), it_a, gr_a, cost_a, base_lo, base_hi, avail, parent, plo, phi,
+    choice = soft_assignment(fr.n_items, it_a, gr_a, cost_a, base_lo, base_hi, avail, parent, plo, phi,
                              item_kind=kind)
     if choice is None:
         return _NONE
@@ -189,8 +189,7 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
 
     With `strict`, each topic's range is its even share's floor alone (`_strict_leaders`)."""
     nt = fr.nt
-    items = fr.items
-    if not items:
+    if not fr.n_items:
         return _NONE
     topics, item_topic = np.unique(ws.topic[fr.item_rows], return_inverse=True)
     n_t = np.bincount(item_topic, minlength=len(topics))
@@ -209,7 +208,7 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
                 tie.append((a > 0) | (n_heirs[:, a] <= 1))
     it_a, gr_a = np.concatenate(it), np.concatenate(gr)
     cost_a, tie_a = (np.concatenate(cost), np.concatenate(tie).astype(np.int64)) if priced else (None, None)
-    del it, gr, cost, tie  # as in `_choose_pairs`
+    del it, gr, cost, tie, item_topic  # as in `_choose_pairs`
     parent = np.tile(np.arange(nt), len(topics))
     avail_t = np.bincount(gr_a, minlength=len(topics) * nt).reshape(len(topics), nt)
     t_lo, t_hi = water_fill(avail_t, n_t)
@@ -233,7 +232,7 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
     # fewest changes alone, 7 so). One unit per partition at most keeps the split's scaled
     # costs exact in a float (a sum of the two gave up there).
     found = _tightest_overall(overall, fr, fr.leaders_feasible())
-    choice = soft_assignment(len(items), it_a, gr_a, cost_a, t_lo.ravel(), (t_lo if strict else t_hi).ravel(),
+    choice = soft_assignment(fr.n_items, it_a, gr_a, cost_a, t_lo.ravel(), (t_lo if strict else t_hi).ravel(),
                              avail_t.ravel(),
                              parent, *found, upward=True, split_limit=SPLIT_LIMIT, tie_cost=tie_a)
     if choice is None:
@@ -268,7 +267,7 @@ def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
     water-filled shares are (`_Frame.leaders_feasible`); `solve(lo, hi, cut)`: whether the
     movable partitions can take leaders within (lo, hi), filling `cut` when not (`bounds_met`).
     """
-    items = len(fr.items)
+    items = fr.n_items
     if even_feasible:
         return fr.leader_bounds(0)
     cap = np.zeros(fr.nt, dtype=np.int64) + items  # flow-side ceiling per broker
@@ -532,7 +531,7 @@ def _leadership_pass(ws: Workspace) -> bool:
     if before.met():
         return False
     fr = _Frame(ws, lens, cur)
-    if not fr.items:
+    if not fr.n_items:
         return False
     best = (RANKING.key(ws, before), cur, before)
 
@@ -576,7 +575,7 @@ def _leadership_pass(ws: Workspace) -> bool:
     # first follower have to be chosen together; the other route is the fallback.
     routes = (pairs_first, leaders_first) if before.shortfall().failover_excess else (leaders_first, pairs_first)
     # On large clusters the second route costs seconds and rarely wins: one route only.
-    if len(fr.items) > LARGE:
+    if fr.n_items > LARGE:
         routes = routes[:1]
     for route in routes:
         route()
