@@ -184,10 +184,8 @@ def _choose_pairs(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) 
     return fr.item_rows, ws.target_idx[choice // nt], ws.target_idx[choice % nt]
 
 
-def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame, strict: bool = False) -> _Choice:
-    """New leaders for even leadership overall and per topic, changing as few as possible.
-
-    With `strict`, each topic's range is its even share's floor alone (`_strict_leaders`)."""
+def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) -> _Choice:
+    """New leaders for even leadership overall and per topic, changing as few as possible."""
     nt = fr.nt
     if not fr.n_items:
         return _NONE
@@ -232,8 +230,7 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
     # fewest changes alone, 7 so). One unit per partition at most keeps the split's scaled
     # costs exact in a float (a sum of the two gave up there).
     found = _tightest_overall(overall, fr, fr.leaders_feasible())
-    choice = soft_assignment(fr.n_items, it_a, gr_a, cost_a, t_lo.ravel(), (t_lo if strict else t_hi).ravel(),
-                             avail_t.ravel(),
+    choice = soft_assignment(fr.n_items, it_a, gr_a, cost_a, t_lo.ravel(), t_hi.ravel(), avail_t.ravel(),
                              parent, *found, upward=True, split_limit=SPLIT_LIMIT, tie_cost=tie_a)
     if choice is None:
         return _NONE
@@ -241,18 +238,6 @@ def _choose_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame
     old = mat[fr.item_rows, 0]
     new = leader != old
     return fr.item_rows[new], leader[new], old[new]
-
-
-def _strict_leaders(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) -> _Choice:
-    """`_choose_leaders` with each topic's range its share's floor: a broker two above it (a topic
-    leader excess of 1) then costs the flow's second penalty step, not its cheapest, which is
-    less than the chain of leader changes through other topics that undoes the excess under
-    the hard overall bound. Nothing where the flow would not price the excess."""
-    # Above EXACT_LIMIT arcs (a movable partition's replicas each) the leader flow widens hard
-    # bounds instead of pricing deviations: there the strict range would only add failing max flows.
-    if int(lens[fr.item_rows].sum()) > EXACT_LIMIT:
-        return _NONE
-    return _choose_leaders(ws, lens, mat, fr, strict=True)
 
 
 def _tightest_overall(solve, fr: _Frame, even_feasible: bool):
@@ -561,15 +546,7 @@ def _leadership_pass(ws: Workspace) -> bool:
             joint = step(_choose_leaders, joint)
             figs = consider(joint)
         if figs.shortfall().failover_excess:
-            joint = step(_choose_followers, joint)
-            figs = consider(joint)
-        # The per-topic flow may keep a topic leader excess of 1 that a chain of changes undoes
-        # (the 200k storage rebalance); followers again only if the strict step raised failover.
-        if figs.topic_leader_excess:
-            strict = step(_strict_leaders, joint)
-            figs_strict = consider(strict)
-            if figs_strict.failover_excess > figs.failover_excess:
-                consider(step(_choose_followers, strict))
+            consider(step(_choose_followers, joint))
 
     # Failover already fine: fixing leaders alone is cheapest. Otherwise leader and
     # first follower have to be chosen together; the other route is the fallback.
