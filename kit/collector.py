@@ -34,7 +34,6 @@ def paused() -> Iterator[None]:
         gc.enable()
 
 
-
 def memory_returned() -> None:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim): freed objects and
     arrays then lower the resident size, where the heap would keep their pages for its own
