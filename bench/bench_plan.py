@@ -26,6 +26,11 @@ and a floor measured apart from the runs it divides moved every ratio with it. E
 shared/tools/evaluate_plan.py --json (definitions: shared/design.md,
 "Plan quality"). With --repeat N the medians are reported.
 
+With topicmappr's binary (--topicmappr, $TOPICMAPPR or on PATH), each action
+is also planned by the topicmappr command an operator would run for it
+(bench/topicmappr_peer.py), on the same cluster in a local ZooKeeper, timed
+right after kit's run and scored the same way.
+
 Exits 1 when any `kit plan` run failed (the table still shows every row).
 """
 from __future__ import annotations
@@ -33,10 +38,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import contextlib
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +54,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from demo_replace_arg import replace_arg  # noqa: E402
 from provenance import header as provenance_header, load_average, utc_now, write_atomically  # noqa: E402
+
+import topicmappr_peer  # noqa: E402
 
 from kit.formats import load_snapshot  # noqa: E402
 
@@ -57,7 +68,7 @@ SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
 }
 
 COLUMNS = [
-    "scenario", "action", "seconds", "I/O floor s", "ratio", "peak MiB",
+    "scenario", "action", "tool", "seconds", "I/O floor s", "ratio", "kit / topicmappr", "peak MiB",
     "additions / bound", "replica spread", "leader spread", "topic leader excess", "failover excess",
     "storage range %", "bytes moved / bound GB",
 ]
@@ -122,18 +133,31 @@ def io_floor(snapshot: Path, scratch: Path) -> float:
     return float(r.stdout)
 
 
-def run_child(cmd: list[str], stdout: Path, stderr: Path) -> tuple[float, float, float, int]:
+def run_child(cmd: list[str], stdout: Path, stderr: Path,
+              timeout: float | None = None) -> tuple[float, float, float, int | None]:
     """Run cmd: (wall seconds, CPU seconds (user + system, its own and its second process's),
-    peak RSS MiB of that child alone, exit code). On a loaded machine the CPU time is the
-    steadier figure."""
+    peak RSS MiB of that child alone, exit code: None when it outlasted `timeout` seconds and was
+    killed). On a loaded machine the CPU time is the steadier figure. The command runs under
+    bench/child_usage.py, so its peak is its own, not this process's (which may hold a snapshot)."""
+    usage_file = stdout.with_name(stdout.name + ".usage.json")
+    usage_file.unlink(missing_ok=True)
+    launcher = [sys.executable, "-I", "-S", str(Path(__file__).with_name("child_usage.py")), str(usage_file)]
     with open(stdout, "wb") as so, open(stderr, "wb") as se:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=so, stderr=se)
-        _, status, usage = os.wait4(proc.pid, 0)
-        dt = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        proc = subprocess.Popen(launcher + cmd, stdin=subprocess.DEVNULL, stdout=so, stderr=se,
+                                start_new_session=True)
+        killed = threading.Event()
+        timer = threading.Timer(timeout, lambda: (killed.set(), os.killpg(proc.pid, signal.SIGKILL))) if timeout else None
+        if timer:
+            timer.start()
+        proc.wait()
+        if timer:
+            timer.cancel()
+    if killed.is_set() or not usage_file.exists():
+        return time.perf_counter() - t0, 0.0, 0.0, None
+    usage = json.loads(usage_file.read_text())
     # ru_maxrss is KiB on Linux
-    return dt, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, proc.returncode
+    return usage["wall_s"], usage["cpu_s"], usage["peak_kib"] / 1024.0, usage["exit"]
 
 
 def action_args(action: str, snap: Path) -> tuple[list[str], list[int] | None]:
@@ -172,59 +196,117 @@ def last_line(path: Path) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def bench_action(scenario: str, action: str, snap: Path, a: argparse.Namespace,
-                 work: Path) -> tuple[dict, str | None]:
+class Runs:
+    """One tool's timed runs of one action: wall seconds, the floor measured before each, peaks."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.floors: list[float] = []
+        self.peaks: list[float] = []
+        self.digests: set[str] = set()
+
+    def row(self, scenario: str, action: str, tool: str) -> dict:
+        secs, floor = statistics.median(self.times), statistics.median(self.floors)
+        ratio = statistics.median(t / f for t, f in zip(self.times, self.floors))
+        return {"scenario": scenario, "action": action, "tool": tool, "seconds": f"{secs:.2f}",
+                "I/O floor s": f"{floor:.2f}", "ratio": f"{ratio:.1f}", "peak MiB": f"{statistics.median(self.peaks):.0f}"}
+
+
+def timed_run(cmd: list[str], plan: Path, floor: float, runs: Runs, stem: Path,
+              timeout: float | None = None) -> str | None:
+    """Run `cmd` once into `runs` (its plan at `plan`); what went wrong when it failed or
+    outlasted `timeout` seconds."""
+    plan.unlink(missing_ok=True)
+    err = stem.with_suffix(".stderr")
+    dt, _, peak, code = run_child(cmd, stem.with_suffix(".stdout"), err, timeout)
+    if code is None:
+        return f"stopped after {timeout:.0f} s (wall clock)"
+    if code != 0:
+        return last_line(err) or f"exit {code}"
+    runs.times.append(dt)
+    runs.floors.append(floor)
+    runs.peaks.append(peak)
+    runs.digests.add(hashlib.sha256(plan.read_bytes()).hexdigest() if plan.exists() else "")
+    log(f"  {stem.name}: {dt:.2f}s (floor {floor:.2f}s, ratio {dt / floor:.2f}), {peak:.0f} MiB")
+    return None
+
+
+def scored(row: dict, res: dict | None) -> str | None:
+    """`row` with evaluate_plan.py's figures `res`; a note when it found problems."""
+    if res is None:
+        return None
+    mv, after = res["movement"], res["after"]
+    row.update({
+        "additions / bound": f"{mv['replica_additions']} / {mv['additions_lower_bound_count_balanced']}",
+        "replica spread": str(after["replica_count_spread"]),
+        "leader spread": str(after["leader_count_spread"]),
+        "topic leader excess": str(after["topic_leader_excess_spread_max"]),
+        "failover excess": str(after["failover_excess_spread_max"]),
+        "storage range %": f"{res['before'].get('storage_free_range_spread_pct', '')} -> "
+                           f"{after.get('storage_free_range_spread_pct', '')}",
+        "bytes moved / bound GB": f"{mv['bytes_moved_gb']:.0f} / {mv['bytes_lower_bound_to_mean_gb']:.0f}",
+    })
+    if res.get("problem_count"):
+        return f"evaluate_plan.py found {res['problem_count']} problem(s): {res['problems'][:3]}"
+    return None
+
+
+def bench_action(scenario: str, action: str, snap: Path, a: argparse.Namespace, work: Path,
+                 peer: tuple[Path, str, dict, bool] | None = None) -> tuple[list[dict], list[str]]:
+    """kit's row for one action, and topicmappr's after it when `peer` (its binary, the
+    ZooKeeper holding `snap`, the snapshot's JSON, whether kafka-kit's metric znodes are there)
+    is given and has a counterpart: both run in turn after each floor, so a drift of the
+    machine's speed reaches both alike. topicmappr's runs end after `a.topicmappr_timeout` s."""
     extra, targets = action_args(action, snap)
     cli_action = action
     if action == "rebalance-storage":
         cli_action, extra = "rebalance", ["--placement", "storage", *extra]
-    plan, report = work / f"{scenario}-{action}.plan.json", work / f"{scenario}-{action}.report.json"
-    out, err = work / f"{scenario}-{action}.stdout", work / f"{scenario}-{action}.stderr"
-    cmd = kit_command() + ["plan", cli_action, "--snapshot", str(snap), *extra,
-                           "--out", str(plan), "--report", str(report)]
-    times, floors, peaks, digests = [], [], [], set()
+    stem = work / f"{scenario}-{action}"
+    plan, report = stem.with_suffix(".plan.json"), stem.with_suffix(".report.json")
+    kit_cmd = kit_command() + ["plan", cli_action, "--snapshot", str(snap), *extra,
+                               "--out", str(plan), "--report", str(report)]
+    peer_cmd = peer_dir = None
+    if peer and (peer[3] or action != "rebalance-storage"):
+        args = topicmappr_peer.peer_args(action, peer[2], extra)
+        if args:
+            peer_dir = work / f"{scenario}-{action}.topicmappr"
+            peer_cmd = topicmappr_peer.command(peer[0], peer[1], args, peer_dir)
+    kit_runs, peer_runs, notes = Runs(), Runs(), []
+    peer_failed = None
     for i in range(a.repeat):
         log(f"{scenario} / {action}: run {i + 1}/{a.repeat}")
-        if plan.exists():
-            plan.unlink()
-        floors.append(io_floor(snap, work / "io-floor.json"))
-        dt, _, peak, code = run_child(cmd, out, err)
-        if code != 0:
-            msg = last_line(err) or f"exit {code}"
-            log(f"  exit {code}: {msg}")
-            row = {"scenario": scenario, "action": action, "seconds": f"exit {code}",
-                   "I/O floor s": f"{floors[-1]:.2f}", "peak MiB": f"{peak:.0f}"}
-            return row, f"{scenario} / {action}: exit {code}: {msg}"
-        times.append(dt)
-        peaks.append(peak)
-        digests.add(hashlib.sha256(plan.read_bytes()).hexdigest() if plan.exists() else "")
-        log(f"  {dt:.2f}s (floor {floors[-1]:.2f}s, ratio {dt / floors[-1]:.2f}), {peak:.0f} MiB")
-    secs, floor, peak = statistics.median(times), statistics.median(floors), statistics.median(peaks)
-    ratio = statistics.median(t / f for t, f in zip(times, floors))
-    row = {"scenario": scenario, "action": action, "seconds": f"{secs:.2f}",
-           "I/O floor s": f"{floor:.2f}", "ratio": f"{ratio:.1f}", "peak MiB": f"{peak:.0f}"}
-    note = None
-    if len(digests) > 1:
-        note = f"{scenario} / {action}: plans differ between repeats (not deterministic)"
+        floor = io_floor(snap, work / "io-floor.json")
+        failed = timed_run(kit_cmd, plan, floor, kit_runs, stem)
+        if failed:
+            log(f"  kit failed: {failed}")
+            row = {"scenario": scenario, "action": action, "tool": "kit", "seconds": "failed", "I/O floor s": f"{floor:.2f}"}
+            return [row], [f"{scenario} / {action}: {failed}"]
+        if peer_cmd and not peer_failed:
+            shutil.rmtree(peer_dir, ignore_errors=True)
+            peer_dir.mkdir(parents=True)
+            peer_failed = timed_run(peer_cmd, topicmappr_peer.combined_map(peer_dir), floor, peer_runs,
+                                    work / f"{scenario}-{action}.topicmappr-run", a.topicmappr_timeout)
+    row = kit_runs.row(scenario, action, "kit")
+    if len(kit_runs.digests) > 1:
+        notes.append(f"{scenario} / {action}: plans differ between repeats (not deterministic)")
     if not plan.exists():
         row["seconds"] = "no plan"
-        return row, f"{scenario} / {action}: exit 0 but no plan written"
-    res = evaluate(a.shared, snap, plan, targets)
-    if res is not None:
-        mv, after = res["movement"], res["after"]
-        row.update({
-            "additions / bound": f"{mv['replica_additions']} / {mv['additions_lower_bound_count_balanced']}",
-            "replica spread": str(after["replica_count_spread"]),
-            "leader spread": str(after["leader_count_spread"]),
-            "topic leader excess": str(after["topic_leader_excess_spread_max"]),
-            "failover excess": str(after["failover_excess_spread_max"]),
-            "storage range %": f"{res['before'].get('storage_free_range_spread_pct', '')} -> "
-                               f"{after.get('storage_free_range_spread_pct', '')}",
-            "bytes moved / bound GB": f"{mv['bytes_moved_gb']:.0f} / {mv['bytes_lower_bound_to_mean_gb']:.0f}",
-        })
-        if res.get("problem_count"):
-            note = f"{scenario} / {action}: evaluate_plan.py found {res['problem_count']} problem(s): {res['problems'][:3]}"
-    return row, note
+        return [row], [f"{scenario} / {action}: exit 0 but no plan written"]
+    problem = scored(row, evaluate(a.shared, snap, plan, targets))
+    if problem:
+        notes.append(f"{scenario} / {action}: {problem}")
+    rows = [row]
+    if peer_cmd:
+        shown = "topicmappr " + " ".join("<target brokers>" if x == args[args.index("--brokers") + 1] else x for x in args)
+        if peer_failed or not topicmappr_peer.combined_map(peer_dir).exists():
+            notes.append(f"{scenario} / {action}: `{shown}` failed: {peer_failed or 'no combined map'}")
+        else:
+            peer_row = peer_runs.row(scenario, action, "topicmappr")
+            row["kit / topicmappr"] = f"{statistics.median(k / t for k, t in zip(kit_runs.times, peer_runs.times)):.2f}"
+            problem = scored(peer_row, evaluate(a.shared, snap, topicmappr_peer.combined_map(peer_dir), targets))
+            rows.append(peer_row)
+            notes.append(f"{scenario} / {action}: topicmappr ran `{shown}`" + (f"; {problem}" if problem else ""))
+    return rows, notes
 
 
 def markdown(rows: list[dict], notes: list[str], a: argparse.Namespace, provenance: dict) -> str:
@@ -235,7 +317,9 @@ def markdown(rows: list[dict], notes: list[str], a: argparse.Namespace, provenan
         *provenance_header(provenance["command"], provenance["started"], provenance["load_before"]),
         f"- median of {a.repeat} run(s); seconds = whole `kit plan` command, start-up included; "
         "I/O floor = json.load + json.dump of the snapshot in a fresh Python process, measured right before "
-        "each run (median shown); ratio = the median of the runs' own seconds / floor",
+        "each run (median shown); ratio = the median of the runs' own seconds / floor; topicmappr (when given) runs "
+        "right after kit on the same cluster, read from a local ZooKeeper (that read is in its seconds, as the "
+        "snapshot's is in kit's), and kit / topicmappr is the median of the runs' kit seconds / topicmappr seconds",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",
@@ -258,6 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared", type=Path, default=Path(os.environ.get("SHARED", ROOT.parent / "shared")),
                     help="the shared/ folder holding tools/gen_cluster.py and tools/evaluate_plan.py")
     ap.add_argument("--out", type=Path, help="also write the markdown table to this file")
+    ap.add_argument("--cache", type=Path, default=ROOT / "build" / "bench",
+                    help="where the generated snapshots are kept and the runs' outputs written")
+    ap.add_argument("--topicmappr", metavar="PATH",
+                    help="topicmappr's executable, timed and scored beside kit on the same clusters "
+                         "(default: $TOPICMAPPR, else topicmappr on PATH; without one, the floor ratio alone)")
+    ap.add_argument("--topicmappr-timeout", type=float, default=900.0, metavar="SECONDS",
+                    help="stop a topicmappr run after this long (wall clock; its rebuild from scratch "
+                         "grows fast with the cluster) and say so in the notes (default 900)")
     ap.add_argument("--docs", action="store_true",
                     help="write the table to docs/bench/plan-<partitions>p-<brokers>b.md (what `make bench` does; "
                          "docs/benchmarks.md links it)")
@@ -272,20 +364,37 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown scenario(s): {', '.join(unknown)}")
     if not (a.shared / "tools" / "evaluate_plan.py").exists():
         log(f"note: no {a.shared}/tools/evaluate_plan.py: plans will not be scored")
+    try:
+        binary = topicmappr_peer.find_binary(a.topicmappr)
+    except ValueError as e:
+        ap.error(str(e))
 
     provenance = {"command": " ".join(["bench/bench_plan.py", *(sys.argv[1:] if argv is None else argv)]),
                   "started": utc_now(), "load_before": load_average()}
-    cache = ROOT / "build" / "bench"
+    cache = a.cache
     work = cache / "runs"
     work.mkdir(parents=True, exist_ok=True)
-    rows, notes = [], []
+    rows = []
+    notes = [f"topicmappr: {binary}" if binary else
+             "topicmappr: none given and none on PATH (--topicmappr, $TOPICMAPPR): the ratio to the floor alone"]
     for scenario in chosen:
         snap = snapshot_for(scenario, a, cache)
-        for action in SCENARIOS[scenario][1]:
-            row, note = bench_action(scenario, action, snap, a, work)
-            rows.append(row)
-            if note:
-                notes.append(note)
+        with contextlib.ExitStack() as stack:
+            peer = None
+            if binary:
+                log(f"{scenario}: laying the cluster out in a local ZooKeeper for topicmappr ...")
+                t0 = time.perf_counter()
+                connect, with_sizes = stack.enter_context(topicmappr_peer.cluster_in_zookeeper(snap))
+                log(f"  {time.perf_counter() - t0:.1f}s")
+                if not with_sizes:
+                    notes.append(f"{scenario}: kafka-kit's metric znodes do not fit in a znode at this size "
+                                 "(1 MB even gzipped): topicmappr's storage rebalance, which reads them, not run")
+                with open(snap) as f:
+                    peer = (binary, connect, json.load(f), with_sizes)
+            for action in SCENARIOS[scenario][1]:
+                action_rows, action_notes = bench_action(scenario, action, snap, a, work, peer)
+                rows += action_rows
+                notes += action_notes
     text = markdown(rows, notes, a, provenance)
     print(text, end="")
     if a.out:

@@ -132,16 +132,18 @@ def local_zookeeper(data: str) -> Iterator[str]:
             localzk.stop(data)
 
 
-def seed(connect_string: str, cluster) -> None:
+def seed(connect_string: str, cluster, assignments_only: bool = False):
     """Lay `cluster` out in Kafka's znodes under `connect_string` (HOST:PORT/chroot), its live
-    brokers registered (ephemeral) by a client kept open until its `local_zookeeper` stops."""
+    brokers registered (ephemeral) by a client kept open until its `local_zookeeper` stops;
+    returns that client. `assignments_only`: see `kit.cluster.zk.layout.write_cluster`."""
     from kit.cluster.zk.layout import connect, write_cluster
     from kit.sim.brokers import sync_registrations
 
     client = connect(connect_string)
     _BROKER_SESSIONS.append(client)
-    write_cluster(client, cluster)
+    write_cluster(client, cluster, assignments_only)
     sync_registrations(client)
+    return client
 
 
 def finish_reassignment(root: str) -> None:

@@ -12,7 +12,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kit.cluster.zk import changes
 from kit.cluster.zk.layout import LOST, SIM_FACTS, Outage, close, connect, dump_znode_json, read_sim_facts, translate
-from kit.cluster.zk.read import ClusterReader, children_or_none, parse_znode_json, read_cluster
+from kit.cluster.zk.read import (BROKER_METRICS, PARTITION_META, ClusterReader, children_or_none, parse_znode_json,
+                                 read_cluster)
 from kit.errors import BadInput, Unreachable, Unsafe, translate_errors
 from kit.model import Cluster
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -23,8 +24,6 @@ THROTTLE_KEYS = {"brokers": (LEADER_RATE, FOLLOWER_RATE), "topics": (LEADER_REPL
 
 # Where kafka-kit's autothrottle keeps its overrides: the global one, and each broker's as a child.
 OVERRIDES = "/autothrottle/override_rate"
-# kafka-kit's broker metrics (plain or gzipped JSON), written by its metricsfetcher.
-BROKER_METRICS = "/topicmappr/brokermetrics"
 # The auto-throttle's lease (kit.throttle.lease): an ephemeral znode, gone with its holder's session.
 LEASE = "/kit/autothrottle/lease"
 
@@ -92,13 +91,13 @@ class ZkBackend:
     def write_metrics(self, partition_meta: dict, broker_metrics: dict) -> str:
         """kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, created or replaced."""
         self.client.ensure_path("/topicmappr")
-        for path, doc in (("/topicmappr/partitionmeta", partition_meta), ("/topicmappr/brokermetrics", broker_metrics)):
+        for path, doc in ((PARTITION_META, partition_meta), (BROKER_METRICS, broker_metrics)):
             data = dump_znode_json(doc)
             if self.client.exists(path):
                 self.client.set(path, data)
             else:
                 self.client.create(path, data)
-        return "/topicmappr/partitionmeta and /topicmappr/brokermetrics"
+        return f"{PARTITION_META} and {BROKER_METRICS}"
 
     def progress(self, moves: list[dict]) -> str | None:
         """`kit.cluster.zk.changes.plan_progress`."""

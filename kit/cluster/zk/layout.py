@@ -25,7 +25,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import make_acl, make_digest_acl_credential
 
 from kit.cluster.backend import parse_connect
-from kit.cluster.zk.read import children_or_none, parse_znode_json
+from kit.cluster.zk.read import BROKER_METRICS, PARTITION_META, children_or_none, parse_znode_json
 from kit.errors import BadInput, Unreachable, Unsafe
 from kit.files import read_input
 from kit.model import Cluster
@@ -270,11 +270,16 @@ class Outage:
         self.client.remove_listener(self._on_state)
 
 
-def write_cluster(client: KazooClient, cluster: Cluster) -> None:
+def write_cluster(client: KazooClient, cluster: Cluster, assignments_only: bool = False) -> None:
     """Lay a cluster out in Kafka's znodes (topics, partition states, kafka-kit's metric znodes),
     as a ZooKeeper-mode Kafka would hold it. Live brokers' registrations go to the simulator's
     /kit/sim/brokers: /brokers/ids/N is ephemeral in Kafka, so only a live session can hold it
-    (kit.sim.brokers does). Refuses a ZooKeeper that already holds a Kafka cluster."""
+    (kit.sim.brokers does). Refuses a ZooKeeper that already holds a Kafka cluster.
+
+    `assignments_only`: the topics' replica assignments and the registrations alone, what a
+    planner reading Kafka's znodes needs (topicmappr's count placement): no per-partition
+    znodes, no metric znodes, no simulator facts, so a simulated controller cannot run on it;
+    200,000 partitions in seconds instead of minutes."""
     if client.exists("/brokers/topics") and children_or_none(client, "/brokers/topics"):
         raise Unsafe("this ZooKeeper already holds Kafka topics; use an empty one or another chroot")
     client.ensure_path("/")
@@ -286,8 +291,9 @@ def write_cluster(client: KazooClient, cluster: Cluster) -> None:
     for b in cluster.brokers.values():
         if b.alive and b.known:
             ops.append(client.create_async(f"/kit/sim/brokers/{b.id}", json.dumps(registration(b.rack)).encode()))
-    _write_topics(client, cluster, ops)
-    _write_metrics_and_facts(client, cluster)
+    _write_topics(client, cluster, ops, assignments_only)
+    if not assignments_only:
+        _write_metrics_and_facts(client, cluster)
 
 
 def registration(rack: str | None, port: int = 9092) -> dict:
@@ -304,9 +310,10 @@ def initial_state(p, dead: set[int]) -> dict:
     return {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 0, "isr": live_isr}
 
 
-def _write_topics(client: KazooClient, cluster: Cluster, ops: list) -> None:
+def _write_topics(client: KazooClient, cluster: Cluster, ops: list, assignments_only: bool) -> None:
     """Create the topics (in the batch `ops` already started), their partitions, then each
-    partition's state, one batch of asynchronous creates per level (parents first)."""
+    partition's state, one batch of asynchronous creates per level (parents first); with
+    `assignments_only` the topics alone."""
     by_topic: dict[str, dict[str, list[int]]] = {}
     for p in cluster.partitions:
         by_topic.setdefault(p.topic, {})[str(p.partition)] = list(p.replicas)
@@ -315,6 +322,8 @@ def _write_topics(client: KazooClient, cluster: Cluster, ops: list) -> None:
                                        json.dumps({"version": 2, "partitions": parts}).encode()))
     for op in ops:
         op.get()
+    if assignments_only:
+        return
     ops = []
     for t in by_topic:
         client.ensure_path(f"/brokers/topics/{t}/partitions")
@@ -332,16 +341,23 @@ def _write_topics(client: KazooClient, cluster: Cluster, ops: list) -> None:
         op.get()
 
 
-def _write_metrics_and_facts(client: KazooClient, cluster: Cluster) -> None:
-    """kafka-kit's metric znodes (partition sizes, brokers' free storage) and the simulator's
-    facts (`SIM_FACTS`)."""
+def metric_documents(cluster: Cluster) -> tuple[dict, dict]:
+    """kafka-kit's metric znodes' documents for `cluster`: /topicmappr/partitionmeta (each
+    partition's size) and /topicmappr/brokermetrics (each live broker's free storage)."""
     sizes: dict[str, dict[str, dict]] = {}
     for p in cluster.partitions:
         sizes.setdefault(p.topic, {})[str(p.partition)] = {"Size": p.size}
-    client.create("/topicmappr/partitionmeta", dump_znode_json(sizes))
     metrics = {str(b.id): {"StorageFree": b.storage_free} for b in cluster.brokers.values()
                if b.alive and b.storage_free is not None}
-    client.create("/topicmappr/brokermetrics", dump_znode_json(metrics))
+    return sizes, metrics
+
+
+def _write_metrics_and_facts(client: KazooClient, cluster: Cluster) -> None:
+    """kafka-kit's metric znodes (partition sizes, brokers' free storage) and the simulator's
+    facts (`SIM_FACTS`)."""
+    sizes, metrics = metric_documents(cluster)
+    client.create(PARTITION_META, dump_znode_json(sizes))
+    client.create(BROKER_METRICS, dump_znode_json(metrics))
     client.create(SIM_FACTS, dump_znode_json(sim_facts(cluster)), makepath=True)
 
 
@@ -407,7 +423,11 @@ def drop_sim_progress(client: KazooClient) -> None:
         pass
 
 
+# What a znode holds at most: ZooKeeper's jute.maxbuffer as shipped (0xfffff bytes).
+ZNODE_LIMIT = 0xFFFFF
+
+
 def dump_znode_json(doc) -> bytes:
-    """JSON, gzipped as kafka-kit does once it grows large (a znode holds at most 1 MB)."""
+    """JSON, gzipped as kafka-kit does once it grows large (a znode holds at most 1 MB, `ZNODE_LIMIT`)."""
     raw = json.dumps(doc, separators=(",", ":")).encode()
     return gzip.compress(raw, mtime=0) if len(raw) > 256 * 1024 else raw

@@ -20,6 +20,11 @@ from kit.errors import BadInput
 from kit.formats import OutsideReplicas, cluster_from_snapshot
 from kit.model import Cluster
 
+# kafka-kit's metric znodes (plain or gzipped JSON, written by its metricsfetcher): each
+# partition's size, each broker's free storage.
+PARTITION_META = "/topicmappr/partitionmeta"
+BROKER_METRICS = "/topicmappr/brokermetrics"
+
 
 def parse_znode_json(raw: bytes, where: str):
     """A znode's JSON (gunzipped when kafka-kit gzipped it); `BadInput` names the znode."""
@@ -179,11 +184,9 @@ def read_cluster(client: KazooClient, znodes: WatchedZnodes | None = None,
     topics = sorted((znodes.children("/brokers/topics") or []) if znodes is not None
                     else children_or_none(client, "/brokers/topics"))
     data = many([f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
-                + ["/topicmappr/partitionmeta", "/topicmappr/brokermetrics", "/admin/reassign_partitions"])
-    metrics = parse_znode_json(data["/topicmappr/brokermetrics"], "/topicmappr/brokermetrics") \
-        if data["/topicmappr/brokermetrics"] else {}
-    sizes = parse_znode_json(data["/topicmappr/partitionmeta"], "/topicmappr/partitionmeta") \
-        if data["/topicmappr/partitionmeta"] else {}
+                + [PARTITION_META, BROKER_METRICS, "/admin/reassign_partitions"])
+    metrics = parse_znode_json(data[BROKER_METRICS], BROKER_METRICS) if data[BROKER_METRICS] else {}
+    sizes = parse_znode_json(data[PARTITION_META], PARTITION_META) if data[PARTITION_META] else {}
     brokers = []
     for b in ids:
         info = parse_znode_json(data[f"/brokers/ids/{b}"] or b"{}", f"/brokers/ids/{b}")

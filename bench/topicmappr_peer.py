@@ -1,0 +1,110 @@
+"""topicmappr, Datadog's planner, on the same cluster as kit in the same benchmark run.
+
+kit reads the snapshot file; topicmappr (kafka-kit v3) reads Kafka's znodes. So each scenario's
+snapshot is laid out once in a real local ZooKeeper (`kit.testing.local_zookeeper` and `seed`:
+Kafka's layout, kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, the live
+brokers registered), and each kit action is matched with the topicmappr command an operator
+would run for the same change (`peer_args`; design.md's peer table uses the same ones). Its
+combined map is Kafka's reassignment JSON, scored by evaluate_plan.py like kit's plan.
+
+The binary: `--topicmappr PATH`, else $TOPICMAPPR, else `topicmappr` on PATH (`find_binary`).
+Without one, bench_plan.py reports the ratio to the I/O floor alone (issue 38).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from kit.cluster.zk.layout import ZNODE_LIMIT, dump_znode_json, metric_documents
+from kit.cluster.zk.read import BROKER_METRICS, PARTITION_META
+from kit.formats import load_snapshot
+from kit.testing import local_zookeeper, seed
+
+# The combined map's name under the run's output folder (topicmappr appends ".json").
+COMBINED = "combined"
+
+
+def find_binary(explicit: str | None) -> Path | None:
+    """topicmappr's executable: `explicit`, else $TOPICMAPPR, else the one on PATH; None without.
+
+    Raises
+    ------
+    ValueError
+        `explicit` (or $TOPICMAPPR) names no executable file.
+    """
+    named = explicit or os.environ.get("TOPICMAPPR")
+    if named:
+        path = Path(named)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ValueError(f"--topicmappr {named}: no executable file there")
+        return path.resolve()
+    found = shutil.which("topicmappr")
+    return Path(found) if found else None
+
+
+def peer_args(action: str, snapshot: dict, kit_extra: list[str]) -> list[str] | None:
+    """topicmappr's subcommand and flags for kit's `action` on `snapshot` (its parsed JSON), given
+    the options kit's own command got (`kit_extra`); None where topicmappr has no counterpart.
+
+    Every command names the target brokers explicitly: the live brokers (those the snapshot does
+    not mark dead), less the ones kit's `--remove` evacuates.
+    """
+    brokers = snapshot["brokers"]
+    live = sorted(b["id"] for b in brokers if b.get("alive", True))
+    if action == "remove":
+        gone = {int(x) for x in kit_extra[kit_extra.index("--remove") + 1].split(",")}
+        live = [b for b in live if b not in gone]
+    target = ["--topics", ".*", "--brokers", ",".join(map(str, live))]
+    if action == "replace":
+        # Each dead broker's slots to its substitute, nothing else moved: kit's replace.
+        return ["rebuild", *target, "--sub-affinity"]
+    if action in ("az-loss", "remove"):
+        # With a rack gone the replica sets cannot keep one replica per rack: topicmappr refuses
+        # each partition unless told how many distinct racks suffice (the racks left, at most RF).
+        racks = {b.get("rack") for b in brokers if b.get("alive", True) and b["id"] in live}
+        rf = min(len(p["replicas"]) for p in snapshot["partitions"])
+        return ["rebuild", *target, "--min-rack-ids", str(min(len(racks), rf))]
+    if action in ("scale-out", "rebalance"):
+        # topicmappr's count balance is a rebuild from scratch (design.md's peer table).
+        return ["rebuild", *target, "--force-rebuild", "--optimize-leadership"]
+    if action == "leaders":
+        return ["rebuild", *target, "--optimize-leadership"]
+    if action == "rebalance-storage":
+        return ["rebalance", *target]
+    return None
+
+
+def command(binary: Path, connect: str, args: list[str], out_dir: Path) -> list[str]:
+    """The whole command line: ZooKeeper's address first (a root flag), the per-topic maps and
+    the combined one into `out_dir`, warnings not fatal (they are printed, as kit prints its)."""
+    host, _, chroot = connect.partition("/")
+    zk = ["--zk-addr", host] + (["--zk-prefix", chroot] if chroot else [])
+    return [str(binary), *zk, *args, "--out-path", f"{out_dir}/", "--out-file", COMBINED, "--ignore-warns"]
+
+
+def combined_map(out_dir: Path) -> Path:
+    """Where `command`'s run leaves its combined map (Kafka's reassignment JSON)."""
+    return out_dir / f"{COMBINED}.json"
+
+
+@contextlib.contextmanager
+def cluster_in_zookeeper(snapshot: Path) -> Iterator[tuple[str, bool]]:
+    """A local ZooKeeper holding what topicmappr reads of `snapshot`'s cluster: the brokers'
+    registrations, the topics' assignments and, where they fit in a znode, kafka-kit's metric
+    znodes (`kit.cluster.zk.layout.metric_documents`). Yields its connect string and whether the
+    metric znodes are there (its storage rebalance needs them); the server and its data go when
+    the block ends."""
+    cluster = load_snapshot(str(snapshot))
+    with tempfile.TemporaryDirectory(prefix="kit-bench-zk-") as data, local_zookeeper(data) as connect:
+        client = seed(connect, cluster, assignments_only=True)
+        docs = [dump_znode_json(doc) for doc in metric_documents(cluster)]
+        fits = all(len(doc) <= ZNODE_LIMIT for doc in docs)
+        if fits:
+            for path, doc in zip((PARTITION_META, BROKER_METRICS), docs):
+                client.create(path, doc, makepath=True)
+        yield connect, fits
+
