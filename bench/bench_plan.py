@@ -14,7 +14,9 @@ For each scenario a snapshot is generated once with shared/tools/gen_cluster.py
   skewed-storage          kit plan rebalance --placement storage
 
 Each `kit plan` runs in a child process: wall time, and peak resident memory
-from the child's own rusage (os.wait4). The I/O floor is the time a fresh
+from the child's own rusage (os.wait4, read by bench/child_usage.py, a fresh
+launcher: a child of this process would start with this process's own peak,
+which holds a snapshot). The I/O floor is the time a fresh
 Python process takes to json.load the snapshot and json.dump it back to a
 file (timed inside that child, around those two calls): no planner can beat
 reading its input and writing its output, so "ratio" says how far above that
