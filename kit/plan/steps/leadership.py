@@ -528,8 +528,22 @@ def _leadership_pass(ws: Workspace) -> bool:
             best = (key, order, figs)
         return figs
 
+    # Both routes may ask a stage the same question: where `_choose_pairs` finds nothing (the
+    # even leader shares are out of reach) the pair route goes on from the current order, as the
+    # leader route did, so its leader and follower flows would be solved twice. Each stage is a
+    # function of the order (the frame and workspace stay as they are through the pass), so an
+    # answer is kept for the pass and given again. Not on large clusters: one route only there,
+    # and no stage repeats within a route, so the kept matrices would only hold memory.
+    asked: list = []
+
     def step(choose, order):
-        return _reordered(lens, order, choose(ws, lens, order, fr))
+        for seen, before_step, after in asked:
+            if seen is choose and np.array_equal(before_step, order):
+                return after
+        after = _reordered(lens, order, choose(ws, lens, order, fr))
+        if fr.n_items <= LARGE:
+            asked.append((choose, order, after))
+        return after
 
     def leaders_first():
         trial = cur
