@@ -476,10 +476,10 @@ def _exact_pass(ws: Workspace, proved: list) -> bool:
 
     `proved` holds the order this program last took with its proof, in this
     `balance_leadership`: where the flows left it as it was, the program is not asked again.
-    It proved that no order of these replica sets has lower shortfalls, and from its own
-    order, which changes nothing (the least its second objective can be), its search ends
-    where it started: the same order, not better, the same note (already there). On the
-    runbooks' broker-replacement cluster, `kit plan leaders`: 0.26 of 1.16 CPU s."""
+    It proved that no order of these sets within its caps has lower shortfalls; asked again,
+    its caps are these shortfalls (no wider), and its own order changes nothing (the least its
+    second objective can be): the same order, not better, the same note (already there). On
+    the runbooks' broker-replacement cluster, `kit plan leaders`: 0.26 of 1.16 CPU s."""
     if not ws.selected or ws.target_idx.size < 2 or len(ws.selected) > MAX_VARIABLES:
         return False
     before = leader_figures(ws, ws.assign)
