@@ -239,6 +239,11 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
     if len(item_of_arc) > exact_limit and item_kind is None:
         return _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,
                                    parent_of_group, parent_lo, parent_hi)
+    if len(item_of_arc) <= exact_limit:
+        kept = kept_choice(n_items, item_of_arc, group_of_arc, arc_cost, group_lo, group_hi, group_cap,
+                           parent_of_group, parent_lo, parent_hi)
+        if kept is not None:
+            return kept
     tiers = penalty_tiers(group_lo, group_hi, group_cap, upward)
     tier_cap = np.stack([cap for cap, _ in tiers], axis=1)
     tier_cost = np.array([cost for _, cost in tiers], dtype=np.int64)
@@ -289,6 +294,41 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
         return None
     flows = mcf.flows(np.arange(len(item_of_arc)))
     return _chosen(n_items, item_of_arc, group_of_arc, flows)
+
+
+def kept_choice(n_items, item_of_arc, group_of_arc, arc_cost, group_lo, group_hi, group_cap,
+                parent_of_group=None, parent_lo=None, parent_hi=None) -> np.ndarray | None:
+    """`soft_assignment`'s answer without a solve, where it is forced: None unless every item
+    has exactly one arc of cost 0 (its current group), no arc costs less, and those arcs put
+    every group within its range (as `penalty_tiers` clips it) and every parent within its
+    bounds.
+
+    Then that choice is the only optimum: the arcs cost the least they can (0), each group's
+    convex penalty is at its least (0 within the range, below it the most it can earn), and
+    any other choice puts some item on an arc of positive cost. So every exact solve, with
+    `upward` or not, split or whole, returns it; the planner's flows often ask again about an
+    order that is already balanced (the followers of each leader, a second pass)."""
+    if n_items == 0 or arc_cost is None:
+        return None
+    cost = np.asarray(arc_cost)
+    zero = cost == 0
+    if (cost < 0).any() or np.count_nonzero(zero) != n_items:
+        return None
+    items = item_of_arc[zero]
+    if np.bincount(items, minlength=n_items).max() != 1:
+        return None
+    choice = np.empty(n_items, dtype=np.int64)
+    choice[items] = group_of_arc[zero]
+    count = np.bincount(choice, minlength=len(group_lo))
+    lo = np.minimum(group_lo, group_cap)
+    hi = np.minimum(np.maximum(group_hi, lo), group_cap)
+    if ((count < lo) | (count > hi)).any():
+        return None
+    if parent_of_group is not None:
+        total = np.bincount(parent_of_group, weights=count, minlength=len(parent_lo))
+        if ((total < parent_lo) | (total > parent_hi)).any():
+            return None
+    return choice
 
 
 def penalty_tiers(group_lo, group_hi, group_cap, upward):
