@@ -349,9 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topicmappr", metavar="PATH",
                     help="topicmappr's executable, timed and scored beside kit on the same clusters "
                          "(default: $TOPICMAPPR, else topicmappr on PATH; without one, the floor ratio alone)")
-    ap.add_argument("--topicmappr-timeout", type=float, default=900.0, metavar="SECONDS",
+    ap.add_argument("--topicmappr-timeout", type=float, default=300.0, metavar="SECONDS",
                     help="stop a topicmappr run after this long (wall clock; its rebuild from scratch "
-                         "grows fast with the cluster) and say so in the notes (default 900)")
+                         "grows fast with the cluster) and say so in the notes (default 300)")
     ap.add_argument("--docs", action="store_true",
                     help="write the table to docs/bench/plan-<partitions>p-<brokers>b.md (what `make bench` does; "
                          "docs/benchmarks.md links it)")
