@@ -39,12 +39,22 @@ from kit import jit
 # commands load. None of them starts a Python thread (a fork copies only the calling thread);
 # numpy's OpenBLAS starts a pool, which OpenBLAS itself shuts down around a fork.
 PRELOAD = ("numpy", "kazoo.client", "kit.cli", "kit.formats", "kit.cluster.zk.backend", "kit.sim.controller")
+# The same for `kit run` (kit.runbook.runner and record), when the `notebooks` extra is
+# installed: the kernel's client and nbconvert, 0.62 CPU s of imports a run. Not papermill
+# (0.14 s more): it imports pyarrow, whose allocator starts a thread of its own.
+PRELOAD_IF_INSTALLED = ("jupyter_client.manager", "jupyter_client.kernelspec", "nbformat", "nbconvert",
+                        "nbconvert.preprocessors")
 
 
 def serve(path: str) -> None:
     """Listen on the Unix socket `path` and fork a child per connection, until killed."""
     for name in PRELOAD:
         importlib.import_module(name)
+    for name in PRELOAD_IF_INSTALLED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # kit run then says which extra it needs, as without the server
     if jit.numba_loaded():  # would change the planner's path in every child
         raise SystemExit("kit.warm_cli: numba was loaded by the preloads")
     from kit.cli import build_parser

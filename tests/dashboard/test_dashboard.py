@@ -910,7 +910,7 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
         with open(logs, "w") as log:
             procs.append(subprocess.Popen(
                 [*kit_command(), "dashboard", "--zk", root, "--plan", big["plan"], "--events", events, "--samples",
-                 samples, "--records", records, "--port", "0", "--interval", "0.5"],
+                 samples, "--records", records, "--port", "0", "--interval", "1"],
                 stdout=log, stderr=subprocess.STDOUT, env=env))
         dashboard = procs[0]
 
@@ -973,7 +973,7 @@ def test_the_page_in_chromium_while_a_reassignment_runs(zookeeper, big, tmp_path
                     procs.append(sim)
                     loop = subprocess.Popen(
                         [*kit_command(), "throttle", "run", "--zk", root, "--samples", str(samples), "--interval",
-                         "0.3", "--cap-map", '{"standard": 125}', "--events", str(events), "--until-idle",
+                         "1", "--cap-map", '{"standard": 125}', "--events", str(events), "--until-idle",
                          "--max-seconds", "900"], stdout=ll, stderr=subprocess.STDOUT)
                     procs.append(loop)
 

@@ -3,9 +3,11 @@ copies a partition, and the streaming job keeps DIR/broker_rates.json current as
 
 The stream runs in a thread of this process on the session's Spark (bounded by a stop event
 and a time limit, as `kit.metrics.edge.follow` allows); the simulator is kit's simulated controller
-over a real ZooKeeper, stepped 30 simulated seconds at a time, and each step waits for the
-stream to show the samples so far: however slow the machine, the test sees the windows go by
-(it never depends on the stream keeping pace with a clock). The rates written are checked
+over a real ZooKeeper, stepped 30 simulated seconds at a time (a sample each), and every
+second step waits for the stream to show the samples so far: however slow the machine, the
+test sees the windows go by (it never depends on the stream keeping pace with a clock). A
+window holds four steps, so each window is shown at least once; a micro-batch per step cost
+~2 s of wall time each on 2 quiet cores (~5 s loaded) and showed nothing more. The rates written are checked
 against the sample files themselves.
 """
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tests.conftest import run_kit  # noqa: E402
 
 WINDOW_S = 120  # `--window 2m`: a window per 4 steps of the simulator
 STEP_S = 30.0  # simulated seconds per step, one sample each
+STEPS_PER_LOOK = 2  # steps between looks at the stream's output; fewer than a window's 4
 WAIT_S = 240  # the most one micro-batch may take on a loaded machine
 
 _chroots = itertools.count()
@@ -108,9 +111,10 @@ def test_follow_keeps_broker_rates_current_while_the_simulator_writes_samples(sp
     seen = set()
     try:
         ctl = SimController(client, speed=1.0, samples_dir=str(samples), sample_every=STEP_S)
-        for _ in range(100):
-            ctl.step(STEP_S)
-            ctl.write_samples()
+        for _ in range(100 // STEPS_PER_LOOK):
+            for _ in range(STEPS_PER_LOOK):
+                ctl.step(STEP_S)
+                ctl.write_samples()
             seen.add(wait_for(expected_rates(samples / "broker"))["1"]["window_end"])
             if not ctl.busy():
                 break
