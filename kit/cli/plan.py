@@ -7,8 +7,9 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 # 2) check_request refuses unwritable outputs and options that do not go together, before
 #    anything is read.
 # 3) A second process is forked for the planner's shares on large clusters
-#    (kit.concurrency.second_core). The cluster is read from a snapshot (kit.formats) or
-#    from the cluster itself (kit.cluster.backend.open_backend).
+#    (kit.concurrency.second_core), then OR-Tools' libraries start loading on another thread
+#    (kit.concurrency.preload). The cluster is read from a snapshot (kit.formats) or from the
+#    cluster itself (kit.cluster.backend.open_backend).
 # 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
 #    (kit.plan.pooled).
 # 5) The plan is reviewed (kit.report.review, as the runbooks and the doctor review theirs):
@@ -39,6 +40,7 @@ pools = lazy_module("kit.plan.pools")
 workspace = lazy_module("kit.plan.workspace")
 second_core = lazy_module("kit.concurrency.second_core")
 idle = lazy_module("kit.concurrency.idle")
+preload = lazy_module("kit.concurrency.preload")
 figures = lazy_module("kit.report.figures")
 summary = lazy_module("kit.report.summary")
 estimate = lazy_module("kit.report.estimate")
@@ -86,15 +88,21 @@ def add_parser(sub) -> None:
 
 
 def declare_actions(plan: Parser) -> None:
-    """One subcommand per action of kit.plan.ACTIONS."""
+    """One subcommand per action of kit.plan.ACTIONS, each with its options declared when it
+    is used (a plan parses one action's options; the other seven's, some 165, cost 2-3 ms)."""
     actions = plan.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
     for name, action in planner.ACTIONS.items():
-        p = actions.add_parser(name, help=action.summary, description=action.summary, epilog=EXAMPLES,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
-        shared_options(p)
-        for given in action.inputs:
-            flag, spelling = SPELLING[given.name]
-            p.add_argument(flag, dest=given.name, required=given.required, help=given.help, **spelling)
+        actions.add_parser(name, help=action.summary, description=action.summary, epilog=EXAMPLES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           declare=functools.partial(declare_action, action=action))
+
+
+def declare_action(p: Parser, action) -> None:
+    """The options of one action: those every action shares, then its own inputs (SPELLING)."""
+    shared_options(p)
+    for given in action.inputs:
+        flag, spelling = SPELLING[given.name]
+        p.add_argument(flag, dest=given.name, required=given.required, help=given.help, **spelling)
 
 
 def shared_options(p) -> None:
@@ -197,6 +205,8 @@ def run(a) -> int:
         # Progress goes to stderr, when it takes a while.
         with second_core.second_process(not small_snapshot(a.snapshot)), idle.tasks_kept(), \
                 Progress("kit plan") as progress:
+            if not action.swaps:  # a one-for-one substitution solves no flow
+                preload.ahead(SOLVER_EXTENSIONS)
             plan = make_plan(a, action, progress)
             waves = wave_split.split_waves(wave_split.moves_of(plan), a.max_moves_per_broker,
                                            a.wave_order == "biggest")
@@ -214,6 +224,11 @@ def run(a) -> int:
             text = summary.summary_text(plan, report, max_changes=max_changes, arrays=arrays)
     print(text)
     return 0
+
+
+# OR-Tools' flow solvers, which kit.plan.solvers imports for every action but a substitution:
+# their libraries load on another core while the snapshot is read (kit.concurrency.preload).
+SOLVER_EXTENSIONS = ("ortools.graph.python.min_cost_flow", "ortools.graph.python.max_flow")
 
 
 # Snapshot bytes per partition, fewest: a partition's entry with its topic, number and replica

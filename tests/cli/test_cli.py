@@ -567,7 +567,7 @@ def test_plan_actions_are_the_planner_facades_actions():
     assert list(actions) == list(ACTIONS)
     for name, action in ACTIONS.items():
         assert actions[name].description == action.summary
-        dests = {a.dest for a in actions[name]._actions}
+        dests = {a.dest for a in actions[name].declared()._actions}
         assert {i.name for i in action.inputs} <= dests
 
 
@@ -588,6 +588,32 @@ def test_every_command_names_the_function_that_runs_it():
     found = dict(leaves(build_parser(), [], None))  # plan 8, change 6, simulate, sim 9, zk 3, throttle 3, 4 more
     assert "plan rebuild" in found and "sim kill" in found and "sim slow" in found and "status" in found and len(found) == 34
     assert [path for path, run in found.items() if not callable(run)] == []
+
+
+def test_the_command_table_names_what_each_command_module_declares():
+    """kit.cli.COMMANDS (which module declares which commands, read before any is imported)
+    is what the modules declare, in the order `kit --help` lists them."""
+    from kit.cli import COMMANDS, build_parser
+
+    assert list(_subcommands(build_parser())) == [c for commands in COMMANDS.values() for c in commands]
+    for module, commands in COMMANDS.items():
+        for command in commands:
+            assert list(_subcommands(build_parser(command))) == list(commands)
+
+
+def test_a_command_builds_only_its_own_parser(tmp_path):
+    """`kit plan ACTION` imports no other command's module and declares no other action's
+    options: they cost a small plan some 0.05 CPU s of its start (issue 38)."""
+    code = ("import argparse, sys\nfrom kit.cli import build_parser, main\n"
+            f"main(['plan', 'leaders', '--snapshot', {str(tmp_path / 'none.json')!r}, '--out', 'y'])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('kit.cli.')))\n"
+            "p = build_parser('plan')\np.parse_args(['plan', 'leaders', '--snapshot', 'x', '--out', 'y'])\n"
+            "plan = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices['plan']\n"
+            "acts = next(a for a in plan._actions if isinstance(a, argparse._SubParsersAction)).choices\n"
+            "print(sorted(n for n, q in acts.items() if q.declare is None))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.splitlines() == ["['kit.cli.lazy', 'kit.cli.options', 'kit.cli.plan']", "['leaders']"], r.stderr
+    assert "none.json: no such file" in r.stderr
 
 
 def test_help_loads_no_library_a_command_hands_over_to():

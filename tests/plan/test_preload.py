@@ -1,0 +1,74 @@
+"""The flow solvers' libraries loaded ahead on another thread (`kit.concurrency.preload`): found
+without running any of their packages, loaded as the import loads them, and asked for by
+`kit plan` for every action that solves a flow (issue 38: 45-65 ms of a small plan's start)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from textwrap import dedent
+
+import pytest
+
+from kit.cli import main
+from kit.cli import plan as cli_plan
+from kit.concurrency import preload
+
+
+def test_an_extension_is_found_without_running_its_packages():
+    code = dedent("""\
+        import sys
+        from kit.concurrency import preload
+        print(preload.library_path("ortools.graph.python.min_cost_flow") is not None)
+        print(sorted(m for m in sys.modules if m.startswith("ortools")))
+        print(preload.library_path("ortools.graph.python.no_such_solver"), preload.library_path("json"),
+              preload.library_path("no_such_package.x"))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["True", "[]", "None None None"]
+
+
+def test_the_libraries_load_on_their_thread_and_the_import_finds_them():
+    # After the thread, the library is mapped and no OR-Tools package has run; the import then
+    # works as usual (the same module, its solver usable).
+    code = dedent("""\
+        import sys
+        from kit.cli.plan import SOLVER_EXTENSIONS
+        from kit.concurrency import preload
+        thread = preload.ahead(SOLVER_EXTENSIONS)
+        thread.join(120)
+        print(thread.is_alive(), "libortools" in open("/proc/self/maps").read(),
+              [m for m in sys.modules if m.startswith("ortools")])
+        from kit.plan.solvers import new_max_flow, new_min_cost_flow
+        new_min_cost_flow(), new_max_flow()
+        print(all(m in sys.modules for m in SOLVER_EXTENSIONS))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["False True []", "True"]
+
+
+def test_nothing_found_starts_no_thread():
+    assert preload.ahead(("no_such_package.solver", "json")) is None
+
+
+def _snapshot(tmp_path, new_broker: bool):
+    """Six brokers in three racks, 30 partitions (RF 3), and an empty broker 7 when asked."""
+    brokers = [{"id": i, "rack": f"r{i % 3}"} for i in range(1, 8 if new_broker else 7)]
+    parts = [{"topic": "t", "partition": p, "replicas": [1 + p % 6, 1 + (p + 1) % 6, 1 + (p + 2) % 6]}
+             for p in range(30)]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"version": 1, "brokers": brokers, "partitions": parts}))
+    return path
+
+
+@pytest.mark.parametrize("action, extra, asked", [("leaders", [], True), ("rebalance", [], True),
+                                                  ("replace", ["--replace", "1:7"], False)])
+def test_kit_plan_asks_for_the_solvers_unless_it_substitutes(tmp_path, monkeypatch, capsys, action, extra, asked):
+    asks = []
+    monkeypatch.setattr(cli_plan, "preload", type("Fake", (), {"ahead": staticmethod(asks.append)}))
+    snap = _snapshot(tmp_path, new_broker=action == "replace")
+    code = main(["plan", action, "--snapshot", str(snap), *extra, "--out", str(tmp_path / "p.json"), "--ignore-warns"])
+    assert code == 0, capsys.readouterr().err
+    assert asks == ([cli_plan.SOLVER_EXTENSIONS] if asked else [])
