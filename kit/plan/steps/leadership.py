@@ -424,7 +424,10 @@ def balance_leadership(ws: Workspace, exact: bool = True) -> bool:
     order changed.
     """
     changed = False
-    rounds = 1 if len(ws.selected) > LARGE else 12
+    large = len(ws.selected) > LARGE
+    if large:
+        ws.pack()  # what this stage does not read waits packed through its flows, whose peaks are the plan's
+    rounds = 1 if large else 12
     for _ in range(rounds):
         # The integer program only where the flows stop; after it takes an order, the flows
         # look again, so the result is a fixed point of both and planning again on it
