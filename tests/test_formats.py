@@ -166,6 +166,28 @@ def test_a_broker_id_and_a_topic_name_are_one_object_each_however_often_they_occ
     assert len(set(map(id, members))) == len(set(members)) == len(ids)
     assert len(set(map(id, (p.topic for p in c.partitions)))) == 6
 
+
+def test_the_model_keeps_no_object_of_the_parsed_document():
+    # One kept object holds its whole arena of the freed document in Python's allocator: at
+    # 1,000,000 partitions the topics' first names alone held 1 GiB for 442 MB of live objects.
+    rng = random.Random(11)
+    entries = []
+    for t in range(4):
+        for n in range(300, 340):
+            reps = rng.sample([1001, 1002, 1003, 1004, 2**31 - 1], 3)
+            entries.append({"topic": f"orders-{t}", "partition": n, "replicas": reps, "isr": reps[:2],
+                            "leader": reps[1], "size": 10**12 + n, "bytes_in": 1.5 * n, "bytes_out": n / 7})
+    doc = snap(partitions=entries)
+    parsed = parse_json(json.dumps(doc), "test")
+    c = cluster_from_snapshot(parsed, "test")
+    assert c.partitions == _reference_partitions(entries)
+    theirs = {id(v) for e in parsed["partitions"] for k, v in e.items() if k != "replicas" and k != "isr"}
+    theirs |= {id(b) for e in parsed["partitions"] for b in (*e["replicas"], *e["isr"])}
+    kept = [v for p in c.partitions for v in (p.topic, p.partition, *p.replicas, *p.isr, p.leader, p.size,
+                                               p.bytes_in, p.bytes_out)]
+    assert not [v for v in kept if id(v) in theirs]
+
+
 def test_partition_takes_its_fields_in_order_with_their_defaults():
     # Partition writes out its own __init__ (for speed): it must take the fields the dataclass declares.
     params = list(inspect.signature(Partition).parameters.values())

@@ -37,7 +37,7 @@ from kit.plan.objectives import COPIES, COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SP
 from kit.plan.select import finish
 from kit.plan.steps.leadership import balance_leadership
 from kit.plan.steps.leadership_figures import leader_figures
-from kit.plan.workspace import LARGE, Workspace
+from kit.plan.workspace import Workspace
 
 Stage = Callable[[Workspace], object]
 
@@ -61,8 +61,6 @@ def run_stages(ws: Workspace, stages: Stages) -> Workspace:
     for name, stage in zip(Stages._fields, stages):
         if stage is None:
             continue
-        if name == "leadership" and len(ws.selected) > LARGE:
-            ws.pack()  # what the leadership stage does not read waits packed through its flows
         stage(ws)
     return ws
 

@@ -272,6 +272,24 @@ def test_packed_buckets_and_reasons_come_back_as_they_were_order_included(seed):
     assert ws.reasons[p] == reasons_of.get(p, "test")
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_the_leadership_stage_packs_a_large_workspace_itself(monkeypatch, large):
+    # However the stage is called (the pipeline's stage, an evacuation's stage, directly), a
+    # large workspace goes into its flows packed; a small one is left as it is.
+    monkeypatch.setattr(leadership, "LARGE", 10 if large else 10**6)
+    rng = random.Random(3)
+    ids = list(range(1, 10))
+    brokers = {b: Broker(id=b, rack="abc"[b % 3]) for b in ids}
+    parts = tuple(Partition(f"t{n % 4}", n, tuple(reps), tuple(reps))
+                  for n, reps in enumerate([b] + rng.sample([x for x in ids if x % 3 != b % 3], 2)
+                                           for b in [1] * 30 + [2] * 30))
+    ws = Workspace(Cluster(brokers=brokers, partitions=parts), ids, list(range(60)))
+    packed = []
+    monkeypatch.setattr(ws, "pack", lambda: packed.append(True))
+    assert balance_leadership(ws)  # brokers 1 and 2 lead everything: the order changes
+    assert packed == ([True] if large else [])
+
+
 def test_a_workspace_over_a_replica_on_an_unlisted_broker_is_refused():
     c = Cluster(brokers={1: Broker(id=1), 2: Broker(id=2)},
                 partitions=(Partition("t", 0, (1, 2), (1, 2)), Partition("t", 1, (2, 9), (2,))))

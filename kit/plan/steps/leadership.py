@@ -418,18 +418,19 @@ def balance_leadership(ws: Workspace, exact: bool = True) -> bool:
     """Reorder replicas for leader, per-topic and failover balance until a pass changes
     nothing (so planning again on the result changes nothing either).
 
-    On large clusters (more than `LARGE` movable partitions) a pass takes seconds: there
-    one is made, and planning again may still improve the order a little. Without `exact`,
-    the flows alone (no integer program where they stop short). Returns True when the
-    order changed.
+    On large clusters (more than `LARGE` movable partitions) a pass takes seconds: there one is
+    made, and planning again may still improve the order a little. Without `exact`, the flows
+    alone (no integer program where they stop short). Returns True when the order changed.
     """
     changed = False
-    rounds = 1 if len(ws.selected) > LARGE else 12
+    large = len(ws.selected) > LARGE
+    if large:
+        ws.pack()  # what this stage does not read waits packed through its flows, whose peaks are the plan's
+    rounds = 1 if large else 12
     proved: list = []  # the order the integer program last gave with its proof (`_exact_pass`)
     for _ in range(rounds):
-        # The integer program only where the flows stop; after it takes an order, the flows
-        # look again, so the result is a fixed point of both and planning again on it
-        # changes nothing.
+        # The integer program only where the flows stop; after it takes an order, the flows look
+        # again, so the result is a fixed point of both and planning again on it changes nothing.
         if not (_leadership_pass(ws) or exact and _exact_pass(ws, proved)):
             break
         changed = True
