@@ -1,11 +1,12 @@
 """topicmappr, Datadog's planner, on the same cluster as kit in the same benchmark run.
 
 kit reads the snapshot file; topicmappr (kafka-kit v3) reads Kafka's znodes. So each scenario's
-snapshot is laid out once in a real local ZooKeeper (`kit.testing.local_zookeeper` and `seed`:
-Kafka's layout, kafka-kit's /topicmappr/partitionmeta and /topicmappr/brokermetrics, the live
-brokers registered), and each kit action is matched with the topicmappr command an operator
-would run for the same change (`peer_args`; design.md's peer table uses the same ones). Its
-combined map is Kafka's reassignment JSON, scored by evaluate_plan.py like kit's plan.
+snapshot is laid out once in a real local ZooKeeper (`cluster_in_zookeeper`: the live brokers
+registered, the topics' assignments in Kafka's layout, kafka-kit's /topicmappr/partitionmeta and
+/topicmappr/brokermetrics where they fit in a znode), and each kit action is matched with the
+topicmappr command an operator would run for the same change (`peer_args`; design.md's peer
+table uses the same ones). Its combined map is Kafka's reassignment JSON, scored by
+evaluate_plan.py like kit's plan.
 
 The binary: `--topicmappr PATH`, else $TOPICMAPPR, else `topicmappr` on PATH (`find_binary`).
 Without one, bench_plan.py reports the ratio to the I/O floor alone (issue 38).
