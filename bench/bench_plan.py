@@ -254,11 +254,11 @@ def scored(row: dict, res: dict | None) -> str | None:
 
 
 def bench_action(scenario: str, action: str, snap: Path, a: argparse.Namespace, work: Path,
-                 peer: tuple[Path, str, dict, bool] | None = None) -> tuple[list[dict], list[str]]:
-    """kit's row for one action, and topicmappr's after it when `peer` (its binary, the
-    ZooKeeper holding `snap`, the snapshot's JSON, whether kafka-kit's metric znodes are there)
-    is given and has a counterpart: both run in turn after each floor, so a drift of the
-    machine's speed reaches both alike. topicmappr's runs end after `a.topicmappr_timeout` s."""
+                 peer: topicmappr_peer.Peer | None = None) -> tuple[list[dict], list[str]]:
+    """kit's row for one action, and topicmappr's after it when `peer` (topicmappr with `snap`'s
+    cluster in a ZooKeeper) is given and has a counterpart: both run in turn after each floor, so
+    a drift of the machine's speed reaches both alike. topicmappr's runs end after
+    `a.topicmappr_timeout` s."""
     extra, targets = action_args(action, snap)
     cli_action = action
     if action == "rebalance-storage":
@@ -268,11 +268,11 @@ def bench_action(scenario: str, action: str, snap: Path, a: argparse.Namespace, 
     kit_cmd = kit_command() + ["plan", cli_action, "--snapshot", str(snap), *extra,
                                "--out", str(plan), "--report", str(report)]
     peer_cmd = peer_dir = None
-    if peer and (peer[3] or action != "rebalance-storage"):
-        args = topicmappr_peer.peer_args(action, peer[2], extra)
+    if peer and (peer.with_sizes or action != "rebalance-storage"):
+        args = topicmappr_peer.peer_args(action, peer.cluster, extra)
         if args:
             peer_dir = work / f"{scenario}-{action}.topicmappr"
-            peer_cmd = topicmappr_peer.command(peer[0], peer[1], args, peer_dir)
+            peer_cmd = topicmappr_peer.command(peer.binary, peer.connect, args, peer_dir)
     kit_runs, peer_runs, notes = Runs(), Runs(), []
     peer_failed = None
     for i in range(a.repeat):
@@ -386,13 +386,11 @@ def main(argv: list[str] | None = None) -> int:
             if binary:
                 log(f"{scenario}: laying the cluster out in a local ZooKeeper for topicmappr ...")
                 t0 = time.perf_counter()
-                connect, with_sizes = stack.enter_context(topicmappr_peer.cluster_in_zookeeper(snap))
+                peer = stack.enter_context(topicmappr_peer.cluster_in_zookeeper(binary, snap))
                 log(f"  {time.perf_counter() - t0:.1f}s")
-                if not with_sizes and "rebalance-storage" in SCENARIOS[scenario][1]:
+                if not peer.with_sizes and "rebalance-storage" in SCENARIOS[scenario][1]:
                     notes.append(f"{scenario}: kafka-kit's metric znodes do not fit in a znode at this size "
                                  "(1 MB even gzipped): topicmappr's storage rebalance, which reads them, not run")
-                with open(snap) as f:
-                    peer = (binary, connect, json.load(f), with_sizes)
             for action in SCENARIOS[scenario][1]:
                 action_rows, action_notes = bench_action(scenario, action, snap, a, work, peer)
                 rows += action_rows

@@ -18,11 +18,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from kit.cluster.zk.layout import ZNODE_LIMIT, dump_znode_json, metric_documents
 from kit.cluster.zk.read import BROKER_METRICS, PARTITION_META
 from kit.formats import load_snapshot
+from kit.model import Cluster
 from kit.testing import local_zookeeper, seed
 
 # The combined map's name under the run's output folder (topicmappr appends ".json").
@@ -47,15 +48,24 @@ def find_binary(explicit: str | None) -> Path | None:
     return Path(found) if found else None
 
 
-def peer_args(action: str, snapshot: dict, kit_extra: list[str]) -> list[str] | None:
-    """topicmappr's subcommand and flags for kit's `action` on `snapshot` (its parsed JSON), given
-    the options kit's own command got (`kit_extra`); None where topicmappr has no counterpart.
+class Peer(NamedTuple):
+    """topicmappr ready for one scenario: its binary, the ZooKeeper holding the cluster, the
+    cluster (kit's model of the snapshot), and whether kafka-kit's metric znodes are there."""
+
+    binary: Path
+    connect: str
+    cluster: Cluster
+    with_sizes: bool
+
+
+def peer_args(action: str, cluster: Cluster, kit_extra: list[str]) -> list[str] | None:
+    """topicmappr's subcommand and flags for kit's `action` on `cluster`, given the options kit's
+    own command got (`kit_extra`); None where topicmappr has no counterpart.
 
     Every command names the target brokers explicitly: the live brokers (those the snapshot does
     not mark dead), less the ones kit's `--remove` evacuates.
     """
-    brokers = snapshot["brokers"]
-    live = sorted(b["id"] for b in brokers if b.get("alive", True))
+    live = sorted(cluster.live_ids)
     if action == "remove":
         gone = {int(x) for x in kit_extra[kit_extra.index("--remove") + 1].split(",")}
         live = [b for b in live if b not in gone]
@@ -66,8 +76,8 @@ def peer_args(action: str, snapshot: dict, kit_extra: list[str]) -> list[str] | 
     if action in ("az-loss", "remove"):
         # With a rack gone the replica sets cannot keep one replica per rack: topicmappr refuses
         # each partition unless told how many distinct racks suffice (the racks left, at most RF).
-        racks = {b.get("rack") for b in brokers if b.get("alive", True) and b["id"] in live}
-        rf = min(len(p["replicas"]) for p in snapshot["partitions"])
+        racks = {cluster.rack_of(b) for b in live}
+        rf = min(len(p.replicas) for p in cluster.partitions)
         return ["rebuild", *target, "--min-rack-ids", str(min(len(racks), rf))]
     if action in ("scale-out", "rebalance"):
         # topicmappr's count balance is a rebuild from scratch (design.md's peer table).
@@ -93,12 +103,11 @@ def combined_map(out_dir: Path) -> Path:
 
 
 @contextlib.contextmanager
-def cluster_in_zookeeper(snapshot: Path) -> Iterator[tuple[str, bool]]:
+def cluster_in_zookeeper(binary: Path, snapshot: Path) -> Iterator[Peer]:
     """A local ZooKeeper holding what topicmappr reads of `snapshot`'s cluster: the brokers'
     registrations, the topics' assignments and, where they fit in a znode, kafka-kit's metric
-    znodes (`kit.cluster.zk.layout.metric_documents`). Yields its connect string and whether the
-    metric znodes are there (its storage rebalance needs them); the server and its data go when
-    the block ends."""
+    znodes (`kit.cluster.zk.layout.metric_documents`; its storage rebalance needs them). Yields
+    the `Peer`; the server and its data go when the block ends."""
     cluster = load_snapshot(str(snapshot))
     with tempfile.TemporaryDirectory(prefix="kit-bench-zk-") as data, local_zookeeper(data) as connect:
         client = seed(connect, cluster, assignments_only=True)
@@ -107,5 +116,5 @@ def cluster_in_zookeeper(snapshot: Path) -> Iterator[tuple[str, bool]]:
         if fits:
             for path, doc in zip((PARTITION_META, BROKER_METRICS), docs):
                 client.create(path, doc, makepath=True)
-        yield connect, fits
+        yield Peer(binary, connect, cluster, fits)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from kit.cluster.zk.read import BROKER_METRICS, PARTITION_META, parse_znode_json
+from kit.formats import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import bench_plan  # noqa: E402
 import topicmappr_peer  # noqa: E402
 
 
@@ -27,19 +27,20 @@ def _brokers(args: list[str]) -> list[int]:
 
 
 def test_each_action_names_the_brokers_kit_plans_for(snapshots):
-    az = _doc(snapshots["az-loss"])
-    live = sorted(b["id"] for b in az["brokers"] if b.get("alive", True))
-    assert len(live) < len(az["brokers"])  # the scenario lost brokers
+    doc = _doc(snapshots["az-loss"])
+    az = load_snapshot(str(snapshots["az-loss"]))
+    live = sorted(b["id"] for b in doc["brokers"] if b.get("alive", True))
+    assert len(live) < len(doc["brokers"])  # the scenario lost brokers
     args = topicmappr_peer.peer_args("az-loss", az, ["--rack", "rack-c"])
     assert args[0] == "rebuild" and _brokers(args) == live
     # one rack is gone: the sets may keep two distinct racks, not three
     assert args[args.index("--min-rack-ids") + 1] == "2"
 
-    balanced = _doc(snapshots["balanced"])
-    every = sorted(b["id"] for b in balanced["brokers"])
+    balanced = load_snapshot(str(snapshots["balanced"]))
+    every = sorted(b["id"] for b in _doc(snapshots["balanced"])["brokers"])
     remove = topicmappr_peer.peer_args("remove", balanced, ["--remove", f"{every[-2]},{every[-1]}"])
     assert _brokers(remove) == every[:-2]
-    assert "--sub-affinity" in topicmappr_peer.peer_args("replace", _doc(snapshots["replace"]), [])
+    assert "--sub-affinity" in topicmappr_peer.peer_args("replace", load_snapshot(str(snapshots["replace"])), [])
     for action in ("scale-out", "rebalance"):
         assert "--force-rebuild" in topicmappr_peer.peer_args(action, balanced, [])
     assert topicmappr_peer.peer_args("leaders", balanced, [])[-1] == "--optimize-leadership"
@@ -52,8 +53,9 @@ def test_each_action_names_the_brokers_kit_plans_for(snapshots):
 def test_topicmappr_reads_the_snapshots_cluster_from_zookeeper(snapshots, monkeypatch):
     snap = snapshots["az-loss"]
     doc = _doc(snap)
-    with topicmappr_peer.cluster_in_zookeeper(snap) as (connect, with_sizes):
-        assert with_sizes
+    with topicmappr_peer.cluster_in_zookeeper(Path("/bin/tm"), snap) as peer:
+        connect = peer.connect
+        assert peer.with_sizes and peer.binary == Path("/bin/tm")
         client = KazooClient(hosts=connect)
         client.start(timeout=30)
         try:
@@ -79,9 +81,9 @@ def test_topicmappr_reads_the_snapshots_cluster_from_zookeeper(snapshots, monkey
             client.close()
     # a cluster whose sizes do not fit in a znode: laid out without them, and said so
     monkeypatch.setattr(topicmappr_peer, "ZNODE_LIMIT", 100)
-    with topicmappr_peer.cluster_in_zookeeper(snap) as (connect, with_sizes):
-        assert not with_sizes
-        client = KazooClient(hosts=connect)
+    with topicmappr_peer.cluster_in_zookeeper(Path("/bin/tm"), snap) as peer:
+        assert not peer.with_sizes
+        client = KazooClient(hosts=peer.connect)
         client.start(timeout=30)
         try:
             assert client.exists(PARTITION_META) is None
