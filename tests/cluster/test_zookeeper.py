@@ -167,6 +167,23 @@ def test_writing_over_a_kafka_cluster_is_refused(zk_root, snapshots):
         client.stop()
 
 
+def test_a_cluster_too_big_for_the_metric_znodes_is_refused_before_anything_is_written(zookeeper, make_snapshot):
+    """100,000 partitions: the simulator's facts gzip to ~1.1 MB, over a znode's 1 MB. It used to
+    lay out every partition (minutes at this size), then fail with ConnectionLoss."""
+    snap = make_snapshot("--brokers", "30", "--racks", "3", "--topics", "50", "--partitions", "100000",
+                         "--seed", "1")
+    chroot = f"kit-test-{next(_chroots)}"
+    r = kit("sim", "seed", "--zk", f"{zookeeper}/{chroot}", "--snapshot", str(snap))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0
+    assert "over what a znode holds" in r.stderr and "--kraft" in r.stderr
+    client = connect(zookeeper)
+    try:
+        assert client.exists(f"/{chroot}") is None
+    finally:
+        client.stop()
+
+
 def test_cli_snapshot_and_plan_from_zookeeper(zk_root, snapshots, tmp_path):
     cluster = load_snapshot(str(snapshots["scale-out"]))
     seed(zk_root, cluster)

@@ -274,7 +274,9 @@ def write_cluster(client: KazooClient, cluster: Cluster, assignments_only: bool 
     """Lay a cluster out in Kafka's znodes (topics, partition states, kafka-kit's metric znodes),
     as a ZooKeeper-mode Kafka would hold it. Live brokers' registrations go to the simulator's
     /kit/sim/brokers: /brokers/ids/N is ephemeral in Kafka, so only a live session can hold it
-    (kit.sim.brokers does). Refuses a ZooKeeper that already holds a Kafka cluster.
+    (kit.sim.brokers does). Refuses a ZooKeeper that already holds a Kafka cluster (Unsafe), and a
+    cluster whose metric znodes would not fit in a znode (BadInput: from ~95,000 partitions), both
+    before anything is written.
 
     `assignments_only`: the topics' replica assignments and the registrations alone, what a
     planner reading Kafka's znodes needs (topicmappr's count placement): no per-partition
@@ -282,6 +284,12 @@ def write_cluster(client: KazooClient, cluster: Cluster, assignments_only: bool 
     200,000 partitions in seconds instead of minutes."""
     if client.exists("/brokers/topics") and children_or_none(client, "/brokers/topics"):
         raise Unsafe("this ZooKeeper already holds Kafka topics; use an empty one or another chroot")
+    documents = [] if assignments_only else metric_znodes(cluster)
+    for path, raw in documents:  # before the first write: a half-laid-out cluster helps no one
+        if len(raw) > ZNODE_LIMIT:
+            raise BadInput(f"{path} for {len(cluster.partitions)} partitions is {len(raw) / 1e6:.2f} MB "
+                           f"(gzipped), over what a znode holds ({ZNODE_LIMIT + 1} bytes, ZooKeeper's "
+                           f"jute.maxbuffer); simulate a cluster this size in KRaft mode (kit sim start --kraft)")
     client.ensure_path("/")
     tx_paths = ["/brokers/ids", "/brokers/topics", "/admin", "/config/topics", "/config/brokers",
                 "/config/changes", "/topicmappr", "/kit/sim/brokers"]
@@ -292,8 +300,8 @@ def write_cluster(client: KazooClient, cluster: Cluster, assignments_only: bool 
         if b.alive and b.known:
             ops.append(client.create_async(f"/kit/sim/brokers/{b.id}", json.dumps(registration(b.rack)).encode()))
     _write_topics(client, cluster, ops, assignments_only)
-    if not assignments_only:
-        _write_metrics_and_facts(client, cluster)
+    for path, raw in documents:
+        client.create(path, raw, makepath=True)
 
 
 def registration(rack: str | None, port: int = 9092) -> dict:
@@ -352,13 +360,12 @@ def metric_documents(cluster: Cluster) -> tuple[dict, dict]:
     return sizes, metrics
 
 
-def _write_metrics_and_facts(client: KazooClient, cluster: Cluster) -> None:
+def metric_znodes(cluster: Cluster) -> list[tuple[str, bytes]]:
     """kafka-kit's metric znodes (partition sizes, brokers' free storage) and the simulator's
-    facts (`SIM_FACTS`)."""
+    facts (`SIM_FACTS`), each as (path, the bytes it holds)."""
     sizes, metrics = metric_documents(cluster)
-    client.create(PARTITION_META, dump_znode_json(sizes))
-    client.create(BROKER_METRICS, dump_znode_json(metrics))
-    client.create(SIM_FACTS, dump_znode_json(sim_facts(cluster)), makepath=True)
+    return [(PARTITION_META, dump_znode_json(sizes)), (BROKER_METRICS, dump_znode_json(metrics)),
+            (SIM_FACTS, dump_znode_json(sim_facts(cluster)))]
 
 
 def sim_facts(cluster: Cluster) -> dict:
