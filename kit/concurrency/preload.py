@@ -7,8 +7,9 @@ Abseil and protobuf, 45-65 of the 57-78 ms its import takes on this project's ma
 thread calls the C library's `dlopen` as a ctypes foreign function, which ctypes calls
 without the GIL, so on a second core the load overlaps the reading of the snapshot
 (`ctypes.CDLL` would hold the GIL through its `dlopen`, stopping the command's own thread for
-the whole load). The loader maps one library at a time: an extension the command's thread
-imports meanwhile waits for it, so a command starts the thread after importing its reader.
+the whole load). The loader maps one library at a time, and a new thread needs its lock too:
+an extension the command's thread imports meanwhile, or a thread it starts, waits for the
+load, so a command starts this one after its own threads and its reader's import.
 The later import finds the libraries loaded and only initialises its module. What is loaded
 is what the import loads anyway, so nothing the command computes changes; a library that is
 not found, or fails to load, is left to the import, which then fails or succeeds as before.
