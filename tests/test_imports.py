@@ -10,6 +10,7 @@ names the chain (`kit/x.py:12 -> kit/y.py:30 -> pandas`) instead of only the dep
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -309,3 +310,36 @@ def test_the_cluster_seam_loads_only_the_backend_opened(bootstrap, opened):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["[]", str(opened)]
 
+
+
+# --------------------------------------------------------------------------- what a small plan loads
+
+# What a small cluster's `kit plan` does not need (issue 38: within 0.6 s at up to 5,000
+# partitions): numba's compiled kernels (0.7 CPU s to load, kit.jit), SciPy and HiGHS (an exact
+# pass's integer program), a cluster client; nor a second process (kit.concurrency.second_core
+# forks for large snapshots only). OR-Tools does load: its flows are solved at every size.
+NOT_FOR_A_SMALL_PLAN = ["numba", "llvmlite", "scipy", "highspy", "kazoo", "kafka", "pandas", "pyspark"]
+
+SMALL_PLAN = dedent("""\
+    import contextlib, io, os, sys
+    from kit.cli import main
+
+    forks = []
+    fork = os.fork
+    os.fork = lambda: forks.append(1) or fork()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(sys.argv[2:])
+    print(code, len(forks), ",".join(m for m in sys.argv[1].split(",") if m in sys.modules))
+""")
+
+
+@pytest.mark.parametrize("action, scenario", [("az-loss", "az-loss"), ("scale-out", "scale-out"),
+                                              ("rebalance", "balanced"), ("leaders", "balanced")])
+def test_a_small_plan_loads_no_compiler_or_exact_solver_and_forks_nothing(snapshots, tmp_path, action, scenario):
+    extra = ["--rack", "rack-c"] if action == "az-loss" else []
+    words = ["plan", action, "--snapshot", str(snapshots[scenario]), *extra, "--out", str(tmp_path / "p.json"),
+             "--ignore-warns"]
+    out = subprocess.run([sys.executable, "-c", SMALL_PLAN, ",".join(NOT_FOR_A_SMALL_PLAN), *words], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "KIT_PLAN_PROCESSES": ""})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "0"], out.stdout

@@ -7,9 +7,9 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 # 2) check_request refuses unwritable outputs and options that do not go together, before
 #    anything is read.
 # 3) A second process is forked for the planner's shares on large clusters
-#    (kit.concurrency.second_core), then OR-Tools' libraries start loading on another thread
-#    (kit.concurrency.preload). The cluster is read from a snapshot (kit.formats) or from the
-#    cluster itself (kit.cluster.backend.open_backend).
+#    (kit.concurrency.second_core). The cluster is read from a snapshot (kit.formats), while
+#    OR-Tools' libraries load on another thread (kit.concurrency.preload), or from the cluster
+#    itself (kit.cluster.backend.open_backend), before they load.
 # 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
 #    (kit.plan.pooled).
 # 5) The plan is reviewed (kit.report.review, as the runbooks and the doctor review theirs):
@@ -160,10 +160,13 @@ def make_plan(a, action, progress):
     """Read the cluster and run the action's planner on it (once per pool with --pools)."""
     progress.stage(f"reading {a.snapshot}" if a.snapshot else "reading the live cluster")
     if a.snapshot:
-        cluster = formats.load_snapshot(a.snapshot)
+        load = formats.load_snapshot  # imported (orjson with it) before the solvers' libraries load
+        preload_solvers(action)
+        cluster = load(a.snapshot)
     else:
         with backends.open_backend(cluster_address(a)) as backend:
             cluster, _ = backend.read()
+        preload_solvers(action)  # after the client's threads: see preload_solvers
     # The review's view of the cluster read, made where the planner would only wait (for its
     # second process, for the count kernel), if it does: the same figures either way.
     idle.while_waiting(functools.partial(estimate.prepare, cluster))
@@ -205,8 +208,6 @@ def run(a) -> int:
         # Progress goes to stderr, when it takes a while.
         with second_core.second_process(not small_snapshot(a.snapshot)), idle.tasks_kept(), \
                 Progress("kit plan") as progress:
-            if not action.swaps:  # a one-for-one substitution solves no flow
-                preload.ahead(SOLVER_EXTENSIONS)
             plan = make_plan(a, action, progress)
             waves = wave_split.split_waves(wave_split.moves_of(plan), a.max_moves_per_broker,
                                            a.wave_order == "biggest")
@@ -229,6 +230,16 @@ def run(a) -> int:
 # OR-Tools' flow solvers, which kit.plan.solvers imports for every action but a substitution:
 # their libraries load on another core while the snapshot is read (kit.concurrency.preload).
 SOLVER_EXTENSIONS = ("ortools.graph.python.min_cost_flow", "ortools.graph.python.max_flow")
+
+
+def preload_solvers(action) -> None:
+    """Start loading the solvers' libraries on another thread, unless the action solves no flow
+    (a one-for-one substitution). The dynamic loader loads one library at a time and holds the
+    same lock while a thread is made, so this comes after the progress ticker has started (the
+    first stage) and the reader's own extensions are imported: otherwise either waits for the
+    whole load (45-65 ms), as the command's thread did when the thread started earlier."""
+    if not action.swaps:
+        preload.ahead(SOLVER_EXTENSIONS)
 
 
 # Snapshot bytes per partition, fewest: a partition's entry with its topic, number and replica

@@ -3,8 +3,13 @@ of their own (`ahead`), while the command's own thread reads its input.
 
 Loading a large extension is mostly the dynamic loader's work (mapping, relocating and
 initialising the library and those it needs: OR-Tools' min-cost flow brings libortools,
-Abseil and protobuf, 45-65 of the 57-78 ms its import takes on this project's machine), and
-ctypes does it without the GIL: on a second core it overlaps the reading of the snapshot.
+Abseil and protobuf, 45-65 of the 57-78 ms its import takes on this project's machine). The
+thread calls the C library's `dlopen` as a ctypes foreign function, which ctypes calls
+without the GIL, so on a second core the load overlaps the reading of the snapshot
+(`ctypes.CDLL` would hold the GIL through its `dlopen`, stopping the command's own thread for
+the whole load). The loader maps one library at a time, and a new thread needs its lock too:
+an extension the command's thread imports meanwhile, or a thread it starts, waits for the
+load, so a command starts this one after its own threads and its reader's import.
 The later import finds the libraries loaded and only initialises its module. What is loaded
 is what the import loads anyway, so nothing the command computes changes; a library that is
 not found, or fails to load, is left to the import, which then fails or succeeds as before.
@@ -51,8 +56,21 @@ def ahead(modules: tuple[str, ...]) -> threading.Thread | None:
 
 
 def _load(paths: list[str]) -> None:
+    dlopen = _dlopen()
+    if dlopen is None:
+        return  # the import loads them
     for path in paths:
-        try:
-            ctypes.CDLL(path, mode=sys.getdlopenflags())  # as the import will load it
-        except OSError:
+        if not dlopen(os.fsencode(path), sys.getdlopenflags()):  # the flags the import uses
             return  # the import will say why, if it is made
+
+
+def _dlopen():
+    """The C library's `dlopen` as a ctypes foreign function (called without the GIL), or None
+    where the running program does not export one."""
+    try:
+        dlopen = ctypes.CDLL(None).dlopen
+    except (OSError, AttributeError, TypeError):
+        return None
+    dlopen.argtypes = (ctypes.c_char_p, ctypes.c_int)
+    dlopen.restype = ctypes.c_void_p
+    return dlopen
