@@ -45,6 +45,11 @@ PYTEST_ARGS ?=
 # ended within 40 s of each other (704 s in all, CI=true) where they had ended 90 s apart (728 s,
 # CI unset: other hypothesis draws, so the whole figures differ by more than the order).
 TEST_WORKERS ?= 3
+# kit's modules compiled before the suite and the benchmarks, as an install compiles them: where
+# PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it) or a module changed since
+# its bytecode was written, every process started (kernels, `kit` commands, simulators, each
+# timed `kit plan`) would compile each kit module it imports again, ~0.13 CPU s a process.
+COMPILE_KIT = $(PY) -m compileall -q kit > /dev/null
 
 .PHONY: venv .venv zookeeper demo test test-fast bench bench-1m bench-sim lab clean distclean
 
@@ -86,22 +91,27 @@ zookeeper:
 
 test: venv zookeeper
 	@bash scripts/ensure_debian_package.sh chromium /usr/bin/chromium "headless browser for the dashboard tests"
+	$(COMPILE_KIT)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: venv zookeeper
 	@bash scripts/ensure_debian_package.sh chromium /usr/bin/chromium "headless browser for the dashboard tests"
+	$(COMPILE_KIT)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 bench: venv
+	$(COMPILE_KIT)
 	$(PY) bench/reference_table.py --shared $(SHARED) --docs
 	$(PY) bench/bench_plan.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS)
 	$(PY) bench/bench_plan_small.py --shared $(SHARED) --repeat 3 --docs
 
 bench-1m: venv
+	$(COMPILE_KIT)
 	$(PY) bench/bench_plan.py --shared $(SHARED) --partitions 1000000 --brokers 500 --topics 5000 --repeat 1 --docs $(BENCH_ARGS)
 
 # Both parts run even when the first fails; the target fails if either did.
 bench-sim: venv zookeeper
+	$(COMPILE_KIT)
 	@rc=0; \
 	echo "$(PY) bench/bench_kraft_sim.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS)"; \
 	$(PY) bench/bench_kraft_sim.py --shared $(SHARED) --repeat 3 --docs $(BENCH_ARGS) || rc=1; \
