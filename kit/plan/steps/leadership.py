@@ -594,7 +594,10 @@ def _take(ws: Workspace, lens: np.ndarray, old: np.ndarray, new: np.ndarray) -> 
     rows = np.flatnonzero((old != new).any(axis=1))
     ids = np.asarray(ws.ids, dtype=np.int64)
     width = new.shape[1]
+    reasons, assign = ws.reasons, ws.assign  # each a property or attribute read once, not per partition
     with collector.paused():  # up to a list per partition, no cycles
-        for p, reps, k in zip(rows.tolist(), ids[new[rows]].tolist(), lens[rows].tolist()):
-            ws.reasons.setdefault(p, "leadership")
-            ws.assign[p] = reps if k == width else reps[:k]
+        changed = rows.tolist()
+        # The reasons the partitions first changed for, added in their order (as `setdefault` would).
+        reasons.update({p: "leadership" for p in changed if p not in reasons})
+        for p, reps, k in zip(changed, ids[new[rows]].tolist(), lens[rows].tolist()):
+            assign[p] = reps if k == width else reps[:k]
