@@ -140,4 +140,4 @@ def test_the_plan_is_the_same_with_its_shares_in_a_second_process(monkeypatch):
         with second_core.second_process(), warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)  # no share fell back to this process
             assert plan_text(plan_rebalance(cluster)) == want
-    assert {"_Batches.solve", "_FollowerFlows.solve", "TopicFlow.quotas"} <= set(shares)
+    assert {"_Batches.solve", "PartFlows.solve", "TopicFlow.quotas"} <= set(shares)

@@ -8,6 +8,8 @@ push-relabel solver does the work.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from kit.plan.solvers.merged_flow import merged_assignment
@@ -294,6 +296,45 @@ def soft_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.ndar
         return None
     flows = mcf.flows(np.arange(len(item_of_arc)))
     return _chosen(n_items, item_of_arc, group_of_arc, flows)
+
+
+class PartFlows(NamedTuple):
+    """`soft_assignment` over disjoint parts, one flow each (no parents): part x's arcs are
+    `order[starts[x]:starts[x + 1]]`, its groups x * width .. (x + 1) * width - 1 (the
+    leadership's follower flows: a part per leader, a group per (leader, follower)).
+
+    Here, not beside its one caller, so that the second process, which unpickles it to solve
+    its share (`second_core.solve_in_halves`), imports the solvers only and not the planner's
+    stages."""
+
+    width: int
+    n_items: int
+    order: np.ndarray  # the arcs by part
+    starts: np.ndarray  # each part's first position in `order`
+    it: np.ndarray
+    gr: np.ndarray
+    cost: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    avail: np.ndarray
+
+    def solve(self, start: int, stop: int) -> np.ndarray | None:
+        """The group of the items of parts start..stop-1 (-1 for the others); None when one
+        flow is infeasible."""
+        width = self.width
+        choice = np.full(self.n_items, -1, dtype=np.int64)
+        for x in range(start, stop):
+            arcs = self.order[self.starts[x]:self.starts[x + 1]]
+            if arcs.size == 0:
+                continue
+            local_items, local_it = np.unique(self.it[arcs], return_inverse=True)
+            groups = slice(x * width, (x + 1) * width)
+            sub = soft_assignment(local_items.size, local_it, self.gr[arcs] - x * width, self.cost[arcs],
+                                  self.lo[groups], self.hi[groups], self.avail[groups])
+            if sub is None:
+                return None
+            choice[local_items] = sub + x * width
+        return choice
 
 
 def kept_choice(n_items, item_of_arc, group_of_arc, arc_cost, group_lo, group_hi, group_cap,

@@ -13,8 +13,6 @@ planning again on a result changes nothing.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from kit import collector
@@ -22,7 +20,7 @@ from kit.concurrency import second_core
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
 from kit.plan.solvers import exact_order
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
-from kit.plan.solvers.flow import EXACT_LIMIT, SPLIT_LIMIT, bounds_met, soft_assignment, water_fill
+from kit.plan.solvers.flow import EXACT_LIMIT, SPLIT_LIMIT, PartFlows, bounds_met, soft_assignment, water_fill
 from kit.plan.steps.leadership_figures import distinct_rows, heirs_of, leader_figures, order_figures, replica_matrix
 from kit.plan.workspace import LARGE, Workspace
 
@@ -343,50 +341,16 @@ def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Fra
     # faster than one large one.
     by_leader = gr_a // nt
     order = np.argsort(by_leader, kind="stable")
-    flows = _FollowerFlows(nt, len(items), order, np.searchsorted(by_leader[order], np.arange(nt + 1)), it_a,
-                           gr_a, cost_a, base_lo, base_hi, avail)
+    flows = PartFlows(nt, len(items), order, np.searchsorted(by_leader[order], np.arange(nt + 1)), it_a,
+                      gr_a, cost_a, base_lo, base_hi, avail)
     # The leaders up to half the arcs here, the others in the second process (large clusters).
-    choice = second_core.solve_in_halves(flows.solve, flows.bounds)
+    choice = second_core.solve_in_halves(flows.solve, flows.starts)
     if choice is None:
         return _NONE
     follower = ws.target_idx[choice % nt]
     new = follower != mat[items, 1]
     rows = items[new]
     return rows, mat[rows, 0], follower[new]
-
-
-class _FollowerFlows(NamedTuple):
-    """`_choose_followers`' flows, one per leader: each leader's partitions over its (leader,
-    follower) groups."""
-
-    nt: int
-    n_items: int
-    order: np.ndarray  # the arcs by leader
-    bounds: np.ndarray  # each leader's first position in `order`
-    it: np.ndarray
-    gr: np.ndarray
-    cost: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    avail: np.ndarray
-
-    def solve(self, start: int, stop: int) -> np.ndarray | None:
-        """The (leader, follower) group of the partitions led by leaders start..stop-1 (-1
-        for the others); None when one flow is infeasible."""
-        nt = self.nt
-        choice = np.full(self.n_items, -1, dtype=np.int64)
-        for x in range(start, stop):
-            arcs = self.order[self.bounds[x]:self.bounds[x + 1]]
-            if arcs.size == 0:
-                continue
-            local_items, local_it = np.unique(self.it[arcs], return_inverse=True)
-            groups = slice(x * nt, (x + 1) * nt)
-            sub = soft_assignment(local_items.size, local_it, self.gr[arcs] - x * nt, self.cost[arcs],
-                                  self.lo[groups], self.hi[groups], self.avail[groups])
-            if sub is None:
-                return None
-            choice[local_items] = sub + x * nt
-        return choice
 
 
 def _reordered(lens: np.ndarray, mat: np.ndarray, chosen: _Choice) -> np.ndarray:
@@ -594,7 +558,10 @@ def _take(ws: Workspace, lens: np.ndarray, old: np.ndarray, new: np.ndarray) -> 
     rows = np.flatnonzero((old != new).any(axis=1))
     ids = np.asarray(ws.ids, dtype=np.int64)
     width = new.shape[1]
+    reasons, assign = ws.reasons, ws.assign  # each a property or attribute read once, not per partition
     with collector.paused():  # up to a list per partition, no cycles
-        for p, reps, k in zip(rows.tolist(), ids[new[rows]].tolist(), lens[rows].tolist()):
-            ws.reasons.setdefault(p, "leadership")
-            ws.assign[p] = reps if k == width else reps[:k]
+        changed = rows.tolist()
+        # The reasons the partitions first changed for, added in their order (as `setdefault` would).
+        reasons.update({p: "leadership" for p in changed if p not in reasons})
+        for p, reps, k in zip(changed, ids[new[rows]].tolist(), lens[rows].tolist()):
+            assign[p] = reps if k == width else reps[:k]
