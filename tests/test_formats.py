@@ -10,6 +10,7 @@ import random
 import re
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, parse_json, plan_text
@@ -165,6 +166,24 @@ def test_a_broker_id_and_a_topic_name_are_one_object_each_however_often_they_occ
     members = [b for p in c.partitions for b in (*p.replicas, *p.isr, p.leader) if b is not None and b != -1]
     assert len(set(map(id, members))) == len(set(members)) == len(ids)
     assert len(set(map(id, (p.topic for p in c.partitions)))) == 6
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.sampled_from([1, 2, 3, None]), st.sampled_from(["equal", "shorter", "empty", "mixed"]))
+def test_replica_lists_and_isrs_of_one_length_or_several_are_read_as_given(data, rf, isr_form):
+    # Lists of one length are cut into tuples from one pass over their ids, lists of several
+    # lengths one by one: both give the partitions built one by one, an isr equal to its
+    # replica list sharing its tuple.
+    entries = []
+    for n in range(data.draw(st.integers(1, 12))):
+        reps = data.draw(st.lists(st.sampled_from([1001, 1002, 1003, 1004]), min_size=rf or 1, max_size=rf or 4,
+                                  unique=True))
+        isr = {"equal": list(reps), "shorter": reps[1:] or reps, "empty": [],
+               "mixed": data.draw(st.sampled_from([None, [], reps[:1], reps[::-1]]))}[isr_form]
+        entries.append({"topic": "t", "partition": n, "replicas": reps, "isr": isr})
+    c = cluster_from_snapshot(snap(partitions=entries))
+    assert c.partitions == _reference_partitions(entries)
+    assert all((p.isr is p.replicas) == (list(p.isr) == list(p.replicas)) for p in c.partitions)
 
 
 def test_the_model_keeps_no_object_of_the_parsed_document():

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from kit.traffic import appearance_order, dense_codes, member, pair_keys
+from kit.model import Broker, Cluster, Partition
+from kit.traffic import appearance_order, dense_codes, distinct, layout, leader_of, member, pair_keys, traffic_array
 
 IDS = st.integers(-3, 40) | st.sampled_from([0, 1 << 31, (1 << 62) + 5, -(1 << 40)])
 
@@ -38,6 +39,51 @@ def test_dense_codes_is_uniques_inverse(values):
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(IDS, max_size=40), max_size=4))
+def test_distinct_is_the_union_of_uniques(arrays):
+    # A table over a short range of ids, a sort over a wide one (IDS spans 2^62): numpy's answer.
+    a = [np.array(x, dtype=np.int64) for x in arrays]
+    want = np.unique(np.concatenate(a)) if a else np.empty(0, dtype=np.int64)
+    got = distinct(*a)
+    assert got.dtype == np.int64 and got.tolist() == want.tolist()
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 9), max_size=60))
 def test_appearance_order_is_a_loops(pos):
     assert appearance_order(np.array(pos, dtype=np.int64), 10).tolist() == list(dict.fromkeys(pos))
+
+
+@st.composite
+def clusters(draw):
+    """Small clusters with every kind of leader (none, Kafka's -1, live, dead, out of sync) and
+    traffic figures, some partitions without."""
+    ids = list(range(1, draw(st.integers(1, 6)) + 1))
+    dead = set(draw(st.lists(st.sampled_from(ids), max_size=len(ids))))
+    parts = []
+    for i in range(draw(st.integers(0, 12))):
+        reps = tuple(draw(st.lists(st.sampled_from(ids), min_size=1, max_size=3, unique=True)))
+        isr = tuple(draw(st.lists(st.sampled_from(reps), max_size=len(reps), unique=True)))
+        leader = draw(st.none() | st.just(-1) | st.sampled_from(reps))
+        figure = st.floats(0, 1e9) | st.just(0.0)
+        parts.append(Partition(topic="t", partition=i, replicas=reps, isr=isr, size=draw(st.integers(0, 10**12)),
+                               bytes_in=draw(figure), bytes_out=draw(figure), leader=leader))
+    brokers = {b: Broker(id=b, alive=b not in dead) for b in ids}
+    return Cluster(brokers=brokers, partitions=tuple(parts))
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters())
+def test_traffic_array_and_layout_read_what_each_partition_holds(cluster):
+    # The figures are read once per cluster and kept: every call answers what the partitions
+    # hold, and a caller changing its answer changes no later one.
+    want = [[p.bytes_in, p.bytes_out] for p in cluster.partitions]
+    first = traffic_array(cluster)
+    assert first.tolist() == want
+    first += 1.0
+    assert traffic_array(cluster).tolist() == want
+    live = {b.id for b in cluster.brokers.values() if b.alive}
+    lay = layout(cluster, live)
+    assert lay.size.tolist() == [float(p.size) for p in cluster.partitions]
+    lead = [leader_of(p, live) for p in cluster.partitions]
+    assert lay.lead_id.tolist() == [-1 if b is None else b for b in lead]
