@@ -4,11 +4,12 @@ copies a partition, and the streaming job keeps DIR/broker_rates.json current as
 The stream runs in a thread of this process on the session's Spark (bounded by a stop event
 and a time limit, as `kit.metrics.edge.follow` allows); the simulator is kit's simulated controller
 over a real ZooKeeper, stepped 30 simulated seconds at a time (a sample each), and every
-second step waits for the stream to show the samples so far: however slow the machine, the
+fourth step waits for the stream to show the samples so far: however slow the machine, the
 test sees the windows go by (it never depends on the stream keeping pace with a clock). A
-window holds four steps, so each window is shown at least once; a micro-batch per step cost
-~2 s of wall time each on 2 quiet cores (~5 s loaded) and showed nothing more. The rates written are checked
-against the sample files themselves.
+window holds four steps, so each look's newest window is the one after the last look's and
+every window is shown once; a look every step or every second step cost a micro-batch each
+(~2 s of wall time on 2 quiet cores, ~5 s loaded) and showed nothing more. The rates written
+are checked against the sample files themselves.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from tests.conftest import run_kit  # noqa: E402
 
 WINDOW_S = 120  # `--window 2m`: a window per 4 steps of the simulator
 STEP_S = 30.0  # simulated seconds per step, one sample each
-STEPS_PER_LOOK = 2  # steps between looks at the stream's output; fewer than a window's 4
+STEPS_PER_LOOK = 4  # steps between looks at the stream's output: a window's worth
 WAIT_S = 240  # the most one micro-batch may take on a loaded machine
 
 _chroots = itertools.count()

@@ -37,7 +37,11 @@ PARAMETER_FILES = {
 # their defaults run checked there (reading a parameter file is the same on either cluster; one
 # run each instead of two: a run costs a kernel and a simulated cluster, ~30-60 s under load).
 APPLIED_ON_KRAFT = ("broker_replacement", "health_check")
-DEFAULT_RUNS = [(name, "zookeeper") for name in RUNBOOKS]
+# Two default runs happen elsewhere and are checked there as these are (`check_the_planned_run`):
+# the replacement's, from an installed wheel (test_runner_faults.py); the scale-out's, twice in
+# the same second, with ZooKeeper credentials in the environment (test_runner_faults.py).
+DEFAULTS_RUN_ELSEWHERE = ("broker_replacement", "scale_out")
+DEFAULT_RUNS = [(name, "zookeeper") for name in RUNBOOKS if name not in DEFAULTS_RUN_ELSEWHERE]
 CLUSTERS = [(name, "zookeeper") for name in APPLIED_ON_KRAFT] + \
     [(name, "kraft") for name in RUNBOOKS if name != "broker_replacement"]
 KRAFT_SPEED = {"health_check": 20000}
@@ -62,18 +66,10 @@ def record_of(stdout: str) -> dict:
 @pytest.mark.parametrize("name, cluster", DEFAULT_RUNS)
 def test_each_runbook_plans_with_its_defaults_and_leaves_a_readable_record(name, cluster, tmp_path):
     env = dict(os.environ, KIT_STATE_DIR=str(tmp_path / "state"))
-    if name == "scale_out":
-        # ZooKeeper credentials in the environment stay out of every file the run leaves (once
-        # a test of its own: the same run).
-        env["KIT_ZK_AUTH"] = "digest:oncall:hunter2-secret"
     r = kit("run", name, "-p", "cluster", cluster, "--record-dir", tmp_path, timeout=600, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     rec = record_of(r.stdout)
     check_the_planned_run(rec, name, cluster)
-    if name == "scale_out":
-        for f in tmp_path.rglob("*"):
-            if f.is_file():
-                assert b"hunter2-secret" not in f.read_bytes(), f
 
 
 def check_the_planned_run(rec: dict, name: str, cluster: str) -> None:

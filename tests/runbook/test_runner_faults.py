@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import kit_command, run_kit as kit, wait_for
+from test_runbooks import check_the_planned_run
 from kit import pids
 from kit.runbook import catalog, processes, runner, steps
 
@@ -118,6 +119,8 @@ def test_a_wheel_carries_the_runbooks_and_runs_them_from_anywhere(tmp_path):
     assert ran.returncode == 0, ran.stdout + ran.stderr
     record = json.loads(next((elsewhere / "records").glob("*-broker_replacement.json")).read_text())
     assert record["outcome"] == "planned" and record["plan"]["partitions"] > 0
+    # This is the replacement's run with its defaults: checked as test_runbooks.py checks the others'.
+    check_the_planned_run(record, "broker_replacement", "zookeeper")
 
 
 # -- the HTML record opens offline ------------------------------------------------------------
@@ -414,11 +417,15 @@ def test_each_kernel_talks_over_sockets_in_a_folder_of_its_own(tmp_path):
 def test_two_runs_into_one_folder_in_the_same_second_both_succeed(tmp_path, monkeypatch):
     """Two runs of one runbook started in the same second into one folder (the clock held on
     one second): each keeps its own record, and neither kernel talks on the other's sockets
-    (they once shared the folder's kernel-ipc-N: "Invalid Signature")."""
+    (they once shared the folder's kernel-ipc-N: "Invalid Signature"). They are the scale-out's
+    runs with its defaults, checked as test_runbooks.py checks the other runbooks'; ZooKeeper
+    credentials in the environment stay out of every file they leave."""
     import threading
 
     frozen = time.gmtime()
     monkeypatch.setattr(runner.time, "gmtime", lambda *_: frozen)
+    monkeypatch.setenv("KIT_ZK_AUTH", "digest:oncall:hunter2-secret")
+    monkeypatch.setenv("KIT_STATE_DIR", str(tmp_path / "state"))
     records = tmp_path / "records"
     results: list = []
 
@@ -438,4 +445,8 @@ def test_two_runs_into_one_folder_in_the_same_second_both_succeed(tmp_path, monk
     for path in found:
         record = json.loads(path.read_text())
         assert record["outcome"] == "planned" and record["json"] == str(path) and Path(record["html"]).exists()
+        check_the_planned_run(record, "scale_out", "zookeeper")
     assert not list(records.glob("kernel-ipc*"))
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert b"hunter2-secret" not in f.read_bytes(), f
