@@ -224,16 +224,20 @@ class Workspace:
         part, broker = rows[keep], flat[keep]
         if not len(part):
             return on_topic
-        key = broker * len(self.topic_names) + self.topic[part]
-        # Each (broker, topic) bucket sorted after the first partition that opened it.
-        _, first_at, bucket = np.unique(key, return_index=True, return_inverse=True)
-        order = np.lexsort((np.arange(len(key)), first_at[bucket], broker))
-        key, part = key[order], part[order]
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        ends = np.r_[starts[1:], len(key)].tolist()
-        parts = part.tolist()
         nt = len(self.topic_names)
-        for s, e, k in zip(starts.tolist(), ends, key[starts].tolist()):
+        key = broker * nt + self.topic[part]
+        # Grouped by (broker, topic), partitions in index order within each (a stable sort of
+        # the keys); then each broker's buckets in the order of their first partition: a sort
+        # of the buckets, not of every replica again (np.unique and a three-key lexsort of the
+        # 600,000 replicas at 200,000 partitions were most of this function's time).
+        by_key = np.argsort(key, kind="stable")
+        key, part = key[by_key], part[by_key]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        ends = np.r_[starts[1:], len(key)]
+        first = by_key[starts]  # where each bucket's first partition came in
+        buckets = np.lexsort((first, key[starts] // nt))
+        parts = part.tolist()
+        for s, e, k in zip(starts[buckets].tolist(), ends[buckets].tolist(), key[starts][buckets].tolist()):
             on_topic[k // nt][k % nt] = dict.fromkeys(parts[s:e])
         return on_topic
 
