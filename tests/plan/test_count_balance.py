@@ -2,6 +2,7 @@
 whether its kernels run compiled."""
 from __future__ import annotations
 
+import copy
 import random
 import threading
 
@@ -174,3 +175,24 @@ def test_the_warm_up_runs_the_balance_compiled_so_numba_caches_it(monkeypatch):
     monkeypatch.setattr(count_kernels, "compiled", spied)
     assert warm_kernels.main() == 0
     assert ran, "the warm-up's balance ran as plain Python: numba's cache holds no balance"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.booleans(), st.booleans(), st.booleans())
+def test_a_balance_that_balanced_skips_would_have_made_no_move_and_changed_nothing(seed, own_pool, spread, quotas):
+    # `balance_counts` and `place_orphans` build no balance where the counts are even already
+    # (`count_balance.balanced`): built and run anyway, it makes no move and changes nothing.
+    from conftest import skewed_cluster
+    cluster = skewed_cluster(seed, most_brokers=12, rack_choices=[["a", "b", "c"], ["a", "b"], [None], ["a", None]],
+                             topics=(1, 6), partitions=(1, 12), most_rf=3)
+    ws = Workspace(cluster, sorted(cluster.brokers), range(len(cluster.partitions)))
+    balance_counts(ws, "even out")
+    if not count_balance.balanced(ws):
+        return  # a rack rule kept the counts apart: the balance has work, and runs
+    pool = [{t: dict(ps) for t, ps in d.items()} for d in ws.on_topic] if own_pool else None
+    before = (copy.deepcopy(ws.assign), ws.count.tolist(), ws.tcount.tolist(), ws.shared.tolist(),
+              [[(t, list(ps)) for t, ps in d.items()] for d in (pool or ws.on_topic)], dict(ws.reasons))
+    moves = count_balance.CountBalance(ws, "again", pool, spread).run(quotas=topic_quotas(ws) if quotas else None)
+    assert moves == 0
+    assert (ws.assign, ws.count.tolist(), ws.tcount.tolist(), ws.shared.tolist(),
+            [[(t, list(ps)) for t, ps in d.items()] for d in (pool or ws.on_topic)], dict(ws.reasons)) == before

@@ -6,6 +6,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kit.errors import Unsafe
 from kit.model import Broker, Cluster, Partition
@@ -96,3 +98,28 @@ def test_place_orphans_matches_where_a_topic_count_outweighs_a_replica_count():
         ws = Workspace(c, [1, 2, 3], range(len(parts)))
         states.append((place(ws, "r"), _state(ws)))
     assert states[0] == states[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.integers(1, 60), st.sampled_from([1, 3, 1000]), st.booleans())
+def test_a_batch_of_moves_leaves_the_workspace_as_replace_slot_move_by_move(seed, n_moves, batch, as_array):
+    # `replace_slots` (the count balance's moves, in batches: a list of rows, or the kernel's
+    # log as an int array) keeps the lists, buckets and reasons in the calls' order and the
+    # counters from the whole batch; it must end where `replace_slot` one move at a time does.
+    rng = random.Random(seed)
+    cluster, ids = _cluster(rng, [f"t{i}" for i in range(rng.randint(1, 4))], rng.randint(1, 30))
+    selected = sorted(rng.sample(range(len(cluster.partitions)), rng.randint(1, len(cluster.partitions))))
+    one, batched = Workspace(cluster, ids, selected), Workspace(cluster, ids, selected)
+    moves = []
+    for _ in range(n_moves):
+        p = rng.randrange(len(cluster.partitions))
+        free = [b for b in ids if b not in one.assign[p]]
+        if not free:
+            continue
+        old, new = rng.choice(one.assign[p]), rng.choice(free)
+        one.replace_slot(p, one.assign[p].index(old), new, "one")
+        moves.append([p, one.index[old], one.index[new]])
+    for i in range(0, len(moves), batch):
+        rows = moves[i:i + batch]
+        batched.replace_slots(np.array(rows, dtype=np.int64).reshape(-1, 3) if as_array else rows, "one")
+    assert _state(batched) == _state(one)

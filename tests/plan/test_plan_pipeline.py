@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kit.model import Broker, Cluster, Partition
 from kit.plan.failover import excess_by_leader, heirs, worst_excess
@@ -236,6 +238,14 @@ def test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed):
         assert got.dtype == np.int64 and np.array_equal(got, want)
     assert [[(t, list(ps)) for t, ps in d.items()] for d in ws.on_topic] == \
         [[(t, list(ps)) for t, ps in d.items()] for d in on_topic]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1))
+def test_the_workspace_counts_any_drawn_assignment_as_a_loop_over_it_would(seed):
+    # The buckets are grouped by one stable sort of the replicas, then ordered by a sort of
+    # the buckets alone: on any assignment drawn, what the loop over it inserts, order included.
+    test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed)
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -58,7 +58,7 @@ def compiled():
         scope = jit.compiled_together(globals(), (
             ("topic_order", topic_order_by_loop), ("_sift_down", _sift_down), ("_ready", _ready),
             *((f.__name__, f) for f in (
-                pick_partition, _in_list, _consider, breaks_racks, _spanned, loses_peers, _peers,
+                pick_partition, _in_list, breaks_racks, _spanned, loses_peers, _peers,
                 _step, _next_reachable, _two_step, _pick, _reaches_rack, _move, _resort, _relink,
                 _use_quotas, balance, bucket_orders))), cache=True, nogil=True)
         _COMPILED = scope["balance"], scope["bucket_orders"]
@@ -175,38 +175,64 @@ def pick_partition(a, b, fresh, scan, floor, lists, counts, quotas, peers):
     """
     reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
     scaled = counts[0]
+    shared, is_target, rack, need = peers[0], peers[1], peers[3], peers[4]
     scan_all, scan_topic, scan_recent = scan
     n_topics = scaled.shape[1]
     width = reps.shape[1]
-    rack = peers[3]
     # Within one rack a move never changes which racks a replica set spans.
     check_rack = rack[b] >= 0 and rack[b] != rack[a]
     best, key = -1, (0, 0, 0, 0)
-    last = n_recent[a]
-    for i in range(last - min(last, scan_recent), last):
-        p = recent[a, i % scan_recent]
-        t = topic[p]
-        d = (scaled[a, t] - scaled[b, t]) // n_topics
-        if d >= 1 and _in_list(p, a, reps, inlist):
-            best, key = _consider(p, d, a, b, best, key, check_rack, floor, reps, peers)
     order = topic_order(a, b, fresh, counts, quotas)
     # Stay with topics that a holds clearly more of than b, once some candidate exists.
     least = min(-(order[0] // n_topics) - 2, 1)
     per_topic = reps.shape[0] if fresh else scan_topic
-    seen = 0
-    for k in range(order.size):
-        t = order[k] % n_topics
-        d = -(order[k] // n_topics)
-        if best >= 0 and (d < least or seen >= scan_all):
-            break
+    last, seen = n_recent[a], 0
+    # List -1 is the ring of recently moved partitions, then the topics' lists in `order`.
+    # Each candidate is weighed in this one loop: a call per candidate took its arrays'
+    # references atomically on entry and gave them back on exit, a fifth of the balance's time.
+    for k in range(-1, order.size):
+        node, d = last - min(last, scan_recent), 0  # the ring's first index
+        if k >= 0:
+            t, d = order[k] % n_topics, -(order[k] // n_topics)
+            if best >= 0 and (d < least or seen >= scan_all):
+                break
+            node = head[a, t]
         # A few per topic spread the choice over topics; keep looking while nothing fits.
-        node, n = head[a, t], 0
-        while node >= 0:
-            n += 1
-            best, key = _consider(node // width, d, a, b, best, key, check_rack, floor, reps, peers)
+        n = 0
+        while node >= 0 if k >= 0 else node < last:
+            if k >= 0:
+                p, node, n = node // width, nxt[node], n + 1
+            else:
+                p, node = recent[a, node % scan_recent], node + 1
+                d = (scaled[a, topic[p]] - scaled[b, topic[p]]) // n_topics
+                if d < 1 or not _in_list(p, a, reps, inlist):
+                    continue
+            # The move of p is allowed if b is not in its set yet, the rack rule holds, and no
+            # target is left with fewer peers than the degree `floor`.
+            rf, ok = 0, True
+            for s in range(width):
+                m = reps[p, s]
+                if m < 0 or m == b:
+                    ok = m < 0
+                    break
+                rf += 1
+            if ok and check_rack:
+                ok = not breaks_racks(p, a, rack[b], rf, reps, rack, need[rf])
+            pairs = loss = 0
+            for s in range(rf if ok else 0):
+                j = reps[p, s]
+                if j != a:
+                    sa = shared[a, j]
+                    pairs += shared[b, j] - sa
+                    if sa == 1 and is_target[j]:
+                        loss += 1
+            if ok and not (loss and floor and loses_peers(a, p, rf, loss, floor, reps, peers)):
+                # A move of topic t from a to b evens t out when a holds at least two more of it.
+                new = (loss, 0 if d >= 2 else (1 if d == 1 else 2), pairs, -d)
+                if best < 0 or new < key:
+                    best, key = p, new
             if n >= per_topic and best >= 0:
                 break
-            node = nxt[node]
         seen += n
     return best
 
@@ -218,38 +244,6 @@ def _in_list(p, x, reps, inlist):
         if reps[p, s] == x:
             return inlist[p * width + s]
     return False
-
-
-def _consider(p, d, a, b, best, key, check_rack, floor, reps, peers):
-    """The better of (best, key) and partition p moving from broker index a to b (its topic
-    d more on a than on b), if that move is allowed: b not in the set yet, the rack rule,
-    no target left with fewer peers than the degree `floor`."""
-    shared, is_target, target_idx, rack, need = peers
-    rf = 0
-    for s in range(reps.shape[1]):
-        m = reps[p, s]
-        if m < 0:
-            break
-        if m == b:
-            return best, key
-        rf += 1
-    if check_rack and breaks_racks(p, a, rack[b], rf, reps, rack, need[rf]):
-        return best, key
-    pairs = loss = 0
-    for s in range(rf):
-        j = reps[p, s]
-        if j != a:
-            sa = shared[a, j]
-            pairs += shared[b, j] - sa
-            if sa == 1 and is_target[j]:
-                loss += 1
-    if loss and floor and loses_peers(a, p, rf, loss, floor, reps, peers):
-        return best, key
-    # A move of topic t from a to b evens t out when a holds at least two more of it.
-    new = (loss, 0 if d >= 2 else (1 if d == 1 else 2), pairs, -d)
-    if best < 0 or new < key:
-        return p, new
-    return best, key
 
 
 def breaks_racks(p, a, rb, rf, reps, rack, need):

@@ -2,7 +2,7 @@
 moves, which run as plain Python over the arrays before the compiled kernel takes over
 (`count_kernels.with_pick`; small clusters balance through `count_plain`): `pick_partition`
 answers as `count_kernels.pick_partition` (the reference) does, but weighs a pick's few dozen
-candidates a batch at a time instead of one `_consider` call each (some 15 us of numpy scalar
+candidates a batch at a time instead of one by one (some 15 us of numpy scalar
 work per candidate). The compiled balance keeps the loop.
 
 The candidates and their order are the loop's: the recently moved partitions, then each
@@ -101,7 +101,7 @@ def _first_least(parts, score):
 
 def _scores(parts, d, a, b, floor, reps, peers):
     """Each candidate partition's key (its topic `d` more on a than on b) as one number in the
-    key's order, NO where it may not move from broker index a to b (`count_kernels._consider`'s
+    key's order, NO where it may not move from broker index a to b (`count_kernels.pick_partition`'s
     rules). The key is (peers lost, evenness, pairs gained, -d): |pairs| is at most width x
     partitions, |d| at most the partitions, so each part has its own digits."""
     shared, is_target, rack, need = peers[0], peers[1], peers[3], peers[4]

@@ -248,7 +248,7 @@ class _Run:
 
     def pick_partition(self, a: int, b: int, fresh: bool) -> int:
         """`count_kernels.pick_partition`: of the same candidates (`candidates`), the same one,
-        weighed by `_consider`'s key."""
+        weighed by its key."""
         rows, rack, need, floor = self.rows, self.rack, self.need, self.floor
         shared_a, rb = self.shared[a], rack[b]
         # Within one rack a move never changes which racks a replica set spans.

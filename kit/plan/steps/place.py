@@ -15,7 +15,7 @@ import numpy as np
 from kit import collector
 from kit.errors import Unsafe
 from kit.plan.racks import spans
-from kit.plan.steps.count_balance import balance_counts
+from kit.plan.steps.count_balance import balance_counts, balanced
 from kit.plan.steps.leadership_figures import distinct_rows, replica_matrix
 from kit.plan.workspace import Workspace
 
@@ -264,12 +264,13 @@ def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False
             placer.place(allow_rack_violation)
         finally:
             placer.flush()  # also when Unsafe stops it: the workspace as replace_slot would leave it
+        if not slots or balanced(ws):  # nothing to even out (`balanced`): no pool to build
+            return len(slots)
         pool: list[dict[int, dict[int, None]]] = [dict() for _ in ws.ids]
         topic_list = ws.topic_list
         for (p, _), new in zip(slots, placer.placed):
             pool[new].setdefault(topic_list[p], {})[p] = None
-    if slots:
-        balance_counts(ws, reason, pool=pool)
+    balance_counts(ws, reason, pool=pool)
     return len(slots)
 
 
