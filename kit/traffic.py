@@ -316,10 +316,31 @@ def broker_traffic(cluster: Cluster, traffic: list[tuple[float, float]] | np.nda
     return _per_broker(lay.ids, lay.hold_pos[on], b_in[part], tx)
 
 
-def _fold(start: list[float], pos: np.ndarray, values: np.ndarray) -> dict[int, float]:
+def fold_sums(start: list[float], pos: np.ndarray, values: np.ndarray) -> dict[int, float]:
     """Per position k of `pos` (sorted, entries in order within a position), ``start[k]``
-    plus its `values` added one at a time: the float a loop of ``+=`` gives."""
+    plus its `values` added one at a time: the float a loop of ``+=`` gives.
+
+    One running sum per row of a grid (a position's start, then its values, padded with -0.0,
+    which adds nothing to any float, -0.0 included): ``np.cumsum`` adds along a row one entry
+    at a time, as the loop does (0.12 CPU s -> 0.01 at a 200,000-partition remove's 500,000
+    values). A grid much larger than the values (one position holding most of them) is left to
+    `fold_by_loop`."""
     keys, first, counts = np.unique(pos, return_index=True, return_counts=True)
+    if not len(keys):
+        return {}
+    width = int(counts.max()) + 1
+    if len(keys) * width > 4 * len(values) + 4096:
+        return fold_by_loop(start, keys, first, counts, values)
+    grid = np.full((len(keys), width), -0.0)
+    grid[:, 0] = np.asarray(start, dtype=float)[keys]
+    grid[np.repeat(np.arange(len(keys)), counts), np.arange(len(pos)) - np.repeat(first, counts) + 1] = values
+    return dict(zip(keys.tolist(), np.cumsum(grid, axis=1)[:, -1].tolist()))
+
+
+def fold_by_loop(start: list[float], keys: np.ndarray, first: np.ndarray, counts: np.ndarray,
+                 values: np.ndarray) -> dict[int, float]:
+    """`fold_sums`'s sums, position by position in Python (`keys`, `first`, `counts` as
+    ``np.unique`` gives them): the reference the grid is checked against."""
     values = values.tolist()
     return {k: reduce(add, values[a:a + c], start[k])
             for k, a, c in zip(keys.tolist(), first.tolist(), counts.tolist())}
@@ -436,7 +457,7 @@ class ClientTraffic:
         for per, values in ((self.rx, np.concatenate([-b_in[part], b_in[t_part]])),
                             (self.tx, np.concatenate([-old_tx, new_tx]))):
             start_values = [per.get(b, 0.0) for b in ids]
-            for k, total in _fold(start_values, pos[order], values[order]).items():
+            for k, total in fold_sums(start_values, pos[order], values[order]).items():
                 per[ids[k]] = total
         # Each partition's holders and leader, stored in passes in C, not a loop over the rows
         # (84,034 of them in a 200,000-partition remove: 0.29 -> 0.28 CPU s for this call).
@@ -485,4 +506,4 @@ def floor_traffic(cluster: Cluster, traffic: list[tuple[float, float]], live: se
 
 
 __all__ = ["leader_of", "in_sync", "traffic_array", "partition_traffic", "partition_load", "broker_traffic", "ClientTraffic",
-           "floor_traffic", "Layout", "layout", "pair_keys", "member", "dense_codes", "distinct", "appearance_order"]
+           "floor_traffic", "fold_sums", "fold_by_loop", "Layout", "layout", "pair_keys", "member", "dense_codes", "distinct", "appearance_order"]
