@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +14,7 @@ from kit import jit
 from kit import plan as planners
 from kit.throttle.decide import Settings
 from kit.report import estimate
-from kit.report.estimate import predict
+from kit.report.estimate import copies_waiting, predict
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_snapshot
 from kit.sim.physics import simulate
@@ -260,10 +261,11 @@ def test_finishing_many_partitions_at_once_gives_the_one_by_one_floats(parts, de
     many.finish_all(rows, targets)
     figures = [[float(x[b]).hex() for b in sorted(live)] for x in (one.rx, one.tx)]
     assert [[float(x[b]).hex() for b in sorted(live)] for x in (many.rx, many.tx)] == figures
-    # Each partition's state after: the same holders and leader, kept in the same order (and a
-    # broker joining changes both alike).
-    assert list(many._holders.items()) == list(one._holders.items())
-    assert list(many._leader.items()) == list(one._leader.items())
+    # Each partition's state after: the same holders and leader (and a broker joining changes
+    # both alike).
+    with pytest.raises(ValueError):  # a partition finishes once
+        many.finish_all(rows[-1:], targets)
+    assert [many.state(i) for i in rows] == [one.state(i) for i in rows]
     for i in rows:
         for clients in (one, many):
             clients.join(i, min(live))
@@ -359,3 +361,21 @@ def test_a_copy_held_at_rate_0_is_refused_once_the_others_end_and_nothing_warns(
         with pytest.raises(BadInput, match="no replication can make progress"):
             time_left(cluster, targets, [1, 1, 2, 2], [3, 3, 3, 3], [1e9, 2e9, 1e9, 1e9], [0, 1, 2, 3],
                       {1: 50e6, 2: 0.0}, {3: 100e6}, max_events=4 // group)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 50), st.just([1, 2, 3]), max_size=30), st.lists(st.integers(0, 49), max_size=60),
+       st.randoms(use_true_random=False))
+def test_the_copies_each_partition_waits_for_are_a_count_per_target(targets, picks, rnd):
+    """`copies_waiting` gives what a count per target gave: copies per partition with copies,
+    and the partitions with none, ascending (targets in any order)."""
+    rows = list(targets)
+    rnd.shuffle(rows)
+    targets = {i: targets[i] for i in rows}
+    part = np.array([rows[k % len(rows)] for k in picks] if rows else [], dtype=np.int64)
+    count = {i: 0 for i in targets}
+    for i in part.tolist():
+        count[i] += 1
+    waiting, at_once = copies_waiting(targets, part)
+    assert waiting == {i: n for i, n in count.items() if n}
+    assert at_once == sorted(i for i, n in count.items() if n == 0)

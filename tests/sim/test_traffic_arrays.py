@@ -7,8 +7,10 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from kit.model import Broker, Cluster, Partition
-from kit.traffic import appearance_order, dense_codes, distinct, layout, leader_of, member, pair_keys, traffic_array
+from kit.traffic import (appearance_order, dense_codes, distinct, fold_by_loop, fold_sums, layout, leader_of, member,
+                         pair_keys, traffic_array)
 
+FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from([0.0, -0.0, 1e-300, 1e300, 0.1])
 IDS = st.integers(-3, 40) | st.sampled_from([0, 1 << 31, (1 << 62) + 5, -(1 << 40)])
 
 
@@ -87,3 +89,35 @@ def test_traffic_array_and_layout_read_what_each_partition_holds(cluster):
     assert lay.size.tolist() == [float(p.size) for p in cluster.partitions]
     lead = [leader_of(p, live) for p in cluster.partitions]
     assert lay.lead_id.tolist() == [-1 if b is None else b for b in lead]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), FLOATS), max_size=80), st.lists(FLOATS, min_size=8, max_size=8))
+def test_the_grid_of_running_sums_gives_the_loops_floats(entries, start):
+    """`fold_sums` (a grid of running sums, or the loop when one position holds most entries)
+    gives each position's start plus its values added one at a time, bit for bit, -0.0 too."""
+    entries.sort(key=lambda e: e[0])  # sorted positions, entries in order within each
+    pos = np.array([k for k, _ in entries], dtype=np.int64)
+    values = np.array([v for _, v in entries], dtype=float)
+    want = {}
+    for k, v in entries:
+        want[k] = want.get(k, start[k]) + v
+    got = fold_sums(start, pos, values)
+    assert list(got) == sorted(want)
+    assert [np.float64(x).tobytes() for x in got.values()] == [np.float64(want[k]).tobytes() for k in sorted(want)]
+    keys, first, counts = np.unique(pos, return_index=True, return_counts=True)
+    assert fold_by_loop(start, keys, first, counts, values) == want
+
+
+def test_sums_of_many_values_are_the_loops_on_the_grid_and_off_it():
+    """Long rows of values that round differently in any other order: the grid (spread
+    positions) and the loop (one position holding nearly all) both give the loop's floats."""
+    rng = np.random.default_rng(3)
+    for spread in (True, False):
+        pos = np.sort(rng.integers(0, 150, 20_000) if spread else np.r_[np.zeros(19_990, int), np.arange(1, 11)])
+        values = rng.standard_normal(20_000) * 10.0 ** rng.integers(-8, 9, 20_000)
+        start = (rng.standard_normal(150) * 1e6).tolist()
+        want = {}
+        for k, v in zip(pos.tolist(), values.tolist()):
+            want[k] = want.get(k, start[k]) + v
+        assert fold_sums(start, pos, values) == want
