@@ -21,7 +21,7 @@ from kit.nic import nic_by_broker
 from kit.report.copies import bytes_left, copies_under_way, time_left_now
 from kit.report.estimate import in_groups
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
-from kit.runbook.display import events_table, in_kernel, live_notebook
+from kit.runbook.display import events_table, in_kernel, live_notebook, unwatched_run
 from kit.runbook.environment import Environment, loop_interval, rollback_path, simulated_sample_every
 from kit.runbook.gate import finish
 from kit.runbook.record import Record
@@ -36,6 +36,10 @@ from kit.throttle.loop import ACTOR, reassignment_roles
 from kit.throttle.sources import replica_sizes
 
 
+LIVE_CHART_EVERY_S = 5.0
+UNWATCHED_CHART_EVERY_S = 60.0
+
+
 class _Progress:
     """Where the change shows progress and the live throttle chart. A live notebook: widgets,
     which update inside the Apply button's output; papermill: display handles (the executed
@@ -43,6 +47,10 @@ class _Progress:
 
     def __init__(self, live: bool, with_chart: bool):
         self.live, self.text_handle, self.chart_handle = live, None, None
+        # Seconds between two frames of the live throttle chart, each a PNG drawn in the kernel
+        # (0.1-0.3 CPU s): under `kit run` nobody watches the frames, the final chart replaces
+        # the last one, and an interrupted run's record keeps the last frame drawn.
+        self.chart_every_s = UNWATCHED_CHART_EVERY_S if unwatched_run() else LIVE_CHART_EVERY_S
         try:
             from IPython.display import HTML, display
         except ImportError:
@@ -236,8 +244,8 @@ def _watch(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_s:
             sampled_at = looks[-1][0]
             physics = _time_left(session, change.samples) or physics
         shown.text(progress_line(st, total, looks, estimate, change.clock, physics))
-        if auto and elapsed - drawn >= 5.0 and os.path.exists(change.events):
-            drawn = elapsed  # the live throttle chart, redrawn every few seconds
+        if auto and elapsed - drawn >= shown.chart_every_s and os.path.exists(change.events):
+            drawn = elapsed  # the live throttle chart's next frame
             shown.chart(throttle_chart(ChangeResult(False, elapsed, None, change.events, change.samples,
                                                     change.rollback, False, started=change.started,
                                                     clock=change.clock, wall_span=(change.applied_wall, None))))
