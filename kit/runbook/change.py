@@ -4,6 +4,7 @@ partition is done, verify, and put the timing into the record."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -37,7 +38,7 @@ from kit.throttle.sources import replica_sizes
 
 
 LIVE_CHART_EVERY_S = 5.0
-UNWATCHED_CHART_EVERY_S = 60.0
+UNWATCHED_EVERY_S = 60.0
 
 
 class _Progress:
@@ -47,10 +48,13 @@ class _Progress:
 
     def __init__(self, live: bool, with_chart: bool):
         self.live, self.text_handle, self.chart_handle = live, None, None
-        # Seconds between two frames of the live throttle chart, each a PNG drawn in the kernel
-        # (0.1-0.3 CPU s): under `kit run` nobody watches the frames, the final chart replaces
-        # the last one, and an interrupted run's record keeps the last frame drawn.
-        self.chart_every_s = UNWATCHED_CHART_EVERY_S if unwatched_run() else LIVE_CHART_EVERY_S
+        # Under `kit run` nobody watches the progress as it changes: the final chart replaces
+        # the last frame of the live throttle chart (each a PNG drawn in the kernel, 0.1-0.3 CPU
+        # s) and the final line the last ETA (the physics on the replica samples, ~0.04 CPU s a
+        # look); an interrupted run's record keeps the last of each. Seconds between two of each:
+        unwatched = unwatched_run()
+        self.chart_every_s = UNWATCHED_EVERY_S if unwatched else LIVE_CHART_EVERY_S
+        self.eta_every_s = UNWATCHED_EVERY_S if unwatched else 0.0  # watched: at each new sample
         try:
             from IPython.display import HTML, display
         except ImportError:
@@ -228,6 +232,7 @@ def _watch(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_s:
     looks: list[tuple[float, int]] = []  # (seconds since apply on the cluster's clock, bytes left)
     estimate = ((record.doc.get("plan") or {}).get("estimate_s") if record is not None else None)
     physics, sampled_at = None, None  # the ETA by the copies' bytes left, and the sample it is of
+    figured = -math.inf  # when (seconds since apply, wall) the physics was last worked out
     while time.monotonic() - t0 < max_wait_s:
         st = _status(session)
         if st is None:  # the cluster did not answer this time: the copy goes on, look again
@@ -241,8 +246,11 @@ def _watch(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_s:
         if env.simulated and st["reassigning_partitions"] and looks[-1][0] != sampled_at:
             # The simulated cluster's replica samples give each copy's bytes left: worked out
             # again when a new sample came (the copies and the loop's rates move only then).
-            sampled_at = looks[-1][0]
-            physics = _time_left(session, change.samples) or physics
+            if elapsed - figured >= shown.eta_every_s:
+                figured, sampled_at = elapsed, looks[-1][0]
+                physics = _time_left(session, change.samples) or physics
+            else:  # not worked out for this sample: an older one's is not the time left "now"
+                physics = None
         shown.text(progress_line(st, total, looks, estimate, change.clock, physics))
         if auto and elapsed - drawn >= shown.chart_every_s and os.path.exists(change.events):
             drawn = elapsed  # the live throttle chart's next frame
