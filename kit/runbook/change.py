@@ -4,6 +4,7 @@ partition is done, verify, and put the timing into the record."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from kit.nic import nic_by_broker
 from kit.report.copies import bytes_left, copies_under_way, time_left_now
 from kit.report.estimate import in_groups
 from kit.runbook.charts import Chart, distribution_chart, throttle_chart
-from kit.runbook.display import events_table, in_kernel, live_notebook
+from kit.runbook.display import events_table, in_kernel, live_notebook, unwatched_run
 from kit.runbook.environment import Environment, loop_interval, rollback_path, simulated_sample_every
 from kit.runbook.gate import finish
 from kit.runbook.record import Record
@@ -36,6 +37,10 @@ from kit.throttle.loop import ACTOR, reassignment_roles
 from kit.throttle.sources import replica_sizes
 
 
+LIVE_CHART_EVERY_S = 5.0
+UNWATCHED_EVERY_S = 60.0
+
+
 class _Progress:
     """Where the change shows progress and the live throttle chart. A live notebook: widgets,
     which update inside the Apply button's output; papermill: display handles (the executed
@@ -43,6 +48,13 @@ class _Progress:
 
     def __init__(self, live: bool, with_chart: bool):
         self.live, self.text_handle, self.chart_handle = live, None, None
+        # Under `kit run` nobody watches the progress as it changes: the final chart replaces
+        # the last frame of the live throttle chart (each a PNG drawn in the kernel, 0.1-0.3 CPU
+        # s) and the final line the last ETA (the physics on the replica samples, ~0.04 CPU s a
+        # look); an interrupted run's record keeps the last of each. Seconds between two of each:
+        unwatched = unwatched_run()
+        self.chart_every_s = UNWATCHED_EVERY_S if unwatched else LIVE_CHART_EVERY_S
+        self.eta_every_s = UNWATCHED_EVERY_S if unwatched else 0.0  # watched: at each new sample
         try:
             from IPython.display import HTML, display
         except ImportError:
@@ -220,6 +232,7 @@ def _watch(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_s:
     looks: list[tuple[float, int]] = []  # (seconds since apply on the cluster's clock, bytes left)
     estimate = ((record.doc.get("plan") or {}).get("estimate_s") if record is not None else None)
     physics, sampled_at = None, None  # the ETA by the copies' bytes left, and the sample it is of
+    figured = -math.inf  # when (seconds since apply, wall) the physics was last worked out
     while time.monotonic() - t0 < max_wait_s:
         st = _status(session)
         if st is None:  # the cluster did not answer this time: the copy goes on, look again
@@ -233,11 +246,14 @@ def _watch(change: Change, loop: subprocess.Popen | None, t0: float, max_wait_s:
         if env.simulated and st["reassigning_partitions"] and looks[-1][0] != sampled_at:
             # The simulated cluster's replica samples give each copy's bytes left: worked out
             # again when a new sample came (the copies and the loop's rates move only then).
-            sampled_at = looks[-1][0]
-            physics = _time_left(session, change.samples) or physics
+            if elapsed - figured >= shown.eta_every_s:
+                figured, sampled_at = elapsed, looks[-1][0]
+                physics = _time_left(session, change.samples) or physics
+            else:  # not worked out for this sample: an older one's is not the time left "now"
+                physics = None
         shown.text(progress_line(st, total, looks, estimate, change.clock, physics))
-        if auto and elapsed - drawn >= 5.0 and os.path.exists(change.events):
-            drawn = elapsed  # the live throttle chart, redrawn every few seconds
+        if auto and elapsed - drawn >= shown.chart_every_s and os.path.exists(change.events):
+            drawn = elapsed  # the live throttle chart's next frame
             shown.chart(throttle_chart(ChangeResult(False, elapsed, None, change.events, change.samples,
                                                     change.rollback, False, started=change.started,
                                                     clock=change.clock, wall_span=(change.applied_wall, None))))

@@ -11,6 +11,7 @@ import re
 from kit.events import parse_time, read_events
 from kit.model import Cluster
 from kit.report import figures
+from kit.runbook.processes import RUN_TAG
 from kit.runbook.replay import ChangeResult, change_window
 from kit.text import hm
 
@@ -29,6 +30,12 @@ def live_notebook() -> bool:
     """True in a kernel a Jupyter server started for a notebook (JupyterLab, Notebook): there
     someone may press Apply later. Under papermill (`kit run`) nobody will."""
     return bool(os.environ.get("JPY_SESSION_NAME")) and in_kernel()
+
+
+def unwatched_run() -> bool:
+    """True in a kernel `kit run` started (papermill, the run's tag in its environment, no
+    Jupyter server): nobody sees its outputs as they change, only the notebook it saves."""
+    return bool(os.environ.get(RUN_TAG)) and not live_notebook()
 
 
 def displayable(shown):

@@ -256,7 +256,6 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
         return env
     from kit.cluster.zk.layout import write_cluster  # lazy: see the top
     from kit.sim.brokers import start_holder
-    from kit.sim.kraft import cluster as kraft_sim
 
     snapshot = RUNBOOKS / "clusters" / f"{situation}.json"
     if not snapshot.exists():
@@ -268,6 +267,8 @@ def open_environment(zk: str, situation: str, workdir: str, cap_map: dict | None
     write_atomic(os.path.join(workdir, SIMULATED_MARKER),
                  dumps({"cluster": cluster, "situation": situation, "started": utc_now(), "pid": os.getpid()}))
     if cluster == "kraft":
+        from kit.sim.kraft import cluster as kraft_sim  # lazy: kafka-python, which a ZooKeeper run does not load
+
         state = os.path.join(workdir, "kraft")
         line = kraft_sim.start(str(snapshot), state, speed, client_load, sample_every=simulated_sample_every())
         env = Environment("", True, workdir, cap_map=caps, bootstrap=line, kraft_state=state,
