@@ -13,17 +13,10 @@ import pytest
 
 from kit.cluster.zk import server as localzk
 from kit.errors import Unsafe
+from kit.pids import alive  # a zombie not yet reaped (by init, here) counts as gone
 from kit.runbook.steps import SIMULATED_MARKER, open_environment
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_open_environment_twice_on_one_workdir_replaces_the_simulated_cluster(tmp_path, capsys):
@@ -42,7 +35,7 @@ def test_open_environment_twice_on_one_workdir_replaces_the_simulated_cluster(tm
         assert not (tmp_path / "wd" / "events.jsonl").exists()  # nor read as the new run's
         running = localzk.status(os.path.join(wd, "zookeeper"))
         third = open_environment("", "broker_replacement", wd)  # the same kernel, Run All again
-        assert not _alive(running.pid) and second.zk_data is None  # the one it replaced is stopped
+        assert not alive(running.pid) and second.zk_data is None  # the one it replaced is stopped
         third.close()
     finally:
         first.close()
@@ -58,13 +51,13 @@ def test_a_simulated_cluster_left_running_by_a_dead_kernel_is_stopped_and_replac
               "print(sorted(m for m in sys.modules if m.partition('.')[0] == 'kafka'), flush=True)\nos._exit(0)\n")
     ran = subprocess.run([sys.executable, "-c", script], check=True, timeout=180, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
-    assert ran.stdout.splitlines()[-1] == "[]"
+    assert "[]" in ran.stdout.splitlines(), ran.stdout  # the list, whatever else the start printed
     left = localzk.status(str(wd / "zookeeper"))
-    assert left is not None and _alive(left.pid)
+    assert left is not None and alive(left.pid)
     env = open_environment("", "broker_replacement", str(wd))
     try:
         assert "(stopped it, removed its files)" in capsys.readouterr().out
-        assert not _alive(left.pid)
+        assert not alive(left.pid)
         assert env.read()[0].partitions
     finally:
         env.close()
