@@ -121,12 +121,23 @@ def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     and each value's position among them. Over a short range (broker ids) by a table over it,
     20x numpy's sort of 200,000 copies' brokers."""
     values = np.asarray(values, dtype=np.int64)
-    lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, -1)
-    if not len(values) or hi - lo >= len(values):
+    table = _presence((values,)) if len(values) else None
+    if table is None:
         return np.unique(values, return_inverse=True)
-    seen = np.zeros(hi - lo + 1, dtype=bool)
-    seen[values - lo] = True
+    lo, seen = table
     return np.flatnonzero(seen) + lo, (np.cumsum(seen) - 1)[values - lo]
+
+
+def _presence(arrays: tuple[np.ndarray, ...]) -> tuple[int, np.ndarray] | None:
+    """(lo, seen): which values from lo on the non-empty integer `arrays` hold, as a table over
+    their range; None where the range is as wide as the values (a sort is then the cheaper)."""
+    lo, hi = min(int(a.min()) for a in arrays), max(int(a.max()) for a in arrays)
+    if hi - lo >= sum(map(len, arrays)):
+        return None
+    seen = np.zeros(hi - lo + 1, dtype=bool)
+    for a in arrays:
+        seen[a - lo] = True
+    return lo, seen
 
 
 def distinct(*arrays: np.ndarray) -> np.ndarray:
@@ -136,12 +147,10 @@ def distinct(*arrays: np.ndarray) -> np.ndarray:
     arrays = tuple(np.asarray(a, dtype=np.int64) for a in arrays if len(a))
     if not arrays:
         return np.empty(0, dtype=np.int64)
-    lo, hi = min(int(a.min()) for a in arrays), max(int(a.max()) for a in arrays)
-    if hi - lo >= sum(map(len, arrays)):
+    table = _presence(arrays)
+    if table is None:
         return np.unique(np.concatenate(arrays))
-    seen = np.zeros(hi - lo + 1, dtype=bool)
-    for a in arrays:
-        seen[a - lo] = True
+    lo, seen = table
     return np.flatnonzero(seen) + lo
 
 
