@@ -143,13 +143,16 @@ def _presence(arrays: tuple[np.ndarray, ...]) -> tuple[int, np.ndarray] | None:
 def distinct(*arrays: np.ndarray) -> np.ndarray:
     """The sorted distinct values of integer arrays, ``np.union1d`` of their ``np.unique``:
     over a short range (broker ids) by a table over it, a fifth of the time of sorting
-    600,000 replicas' brokers twice (`layout`)."""
+    600,000 replicas' brokers twice (`layout`). kit's rule for an integer array's distinct
+    values: a plain ``np.unique`` imports ``numpy.ma`` for its masked-array check (7 CPU ms
+    of a small plan), so it is sorted and compared here instead."""
     arrays = tuple(np.asarray(a, dtype=np.int64) for a in arrays if len(a))
     if not arrays:
         return np.empty(0, dtype=np.int64)
     table = _presence(arrays)
     if table is None:
-        return np.unique(np.concatenate(arrays))
+        values = np.sort(np.concatenate(arrays))
+        return values[np.concatenate(([True], values[1:] != values[:-1]))]
     lo, seen = table
     return np.flatnonzero(seen) + lo
 

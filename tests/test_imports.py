@@ -318,7 +318,11 @@ def test_the_cluster_seam_loads_only_the_backend_opened(bootstrap, opened):
 # partitions): numba's compiled kernels (0.7 CPU s to load, kit.jit), SciPy and HiGHS (an exact
 # pass's integer program), a cluster client; nor a second process (kit.concurrency.second_core
 # forks for large snapshots only). OR-Tools does load: its flows are solved at every size.
-NOT_FOR_A_SMALL_PLAN = ["numba", "llvmlite", "scipy", "highspy", "kazoo", "kafka", "pandas", "pyspark"]
+# Nor numpy's masked arrays, which a plain np.unique imports for its masked check (7 CPU ms;
+# kit.traffic.distinct instead), nor hashlib, which only the answers to integer programs kept
+# within kit.plan.solvers.mip.answers_kept use (2.5 ms).
+NOT_FOR_A_SMALL_PLAN = ["numba", "llvmlite", "scipy", "highspy", "kazoo", "kafka", "pandas", "pyspark", "numpy.ma",
+                        "hashlib"]
 
 SMALL_PLAN = dedent("""\
     import contextlib, io, os, sys

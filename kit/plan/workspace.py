@@ -17,6 +17,7 @@ from kit.errors import BadInput, Unsafe
 from kit.model import Cluster
 from kit.offline import offline_indices
 from kit.plan.racks import may_join, racks_needed, set_ok, spans
+from kit.traffic import distinct
 
 # Selected partitions above which a cluster is large: there a stage's pass takes seconds,
 # so the stages make one pass, scan fewer candidates and try one route only.
@@ -206,7 +207,7 @@ class Workspace:
         n = len(self.ids)
         codes = []
         starts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
-        for k in np.unique(lens).tolist():
+        for k in distinct(lens).tolist():
             rows = flat[(starts[lens == k])[:, None] + np.arange(k)]
             codes += [rows[:, i] * n + rows[:, j] for i in range(k) for j in range(k) if i != j]
         if not codes:
@@ -340,7 +341,7 @@ class Workspace:
         flat = self.indices_of(np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(lens.sum())))
         starts = np.cumsum(lens) - lens
         table = np.zeros((n, n), dtype=np.int64)
-        for k in np.unique(lens).tolist():
+        for k in distinct(lens).tolist():
             table += self.row_pair_counts(flat[starts[lens == k][:, None] + np.arange(k)])
         return table
 

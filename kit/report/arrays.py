@@ -14,6 +14,7 @@ from operator import attrgetter
 import numpy as np
 
 from kit.model import Cluster
+from kit.traffic import distinct
 
 __all__ = ["FigureContext", "FlatAssignment", "context"]
 
@@ -86,7 +87,7 @@ def _dense_ids(base: np.ndarray, flats: list[np.ndarray]) -> tuple[np.ndarray, l
             seen[a - lo] = True
         lookup = np.cumsum(seen) - 1
         return np.flatnonzero(seen) + lo, [lookup[f - lo] for f in flats]
-    ids = np.unique(np.concatenate(every))
+    ids = distinct(*every)
     return ids, [np.searchsorted(ids, f) for f in flats]
 
 

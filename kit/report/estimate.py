@@ -30,7 +30,7 @@ from kit.model import Cluster
 from kit.physics import copy_arrays, filling_stands, lower_bound, pair_rates
 from kit.report.starting import analytic_estimate, expected_length, known_capacities, starting_rates
 from kit.text import human_duration
-from kit.traffic import ClientTraffic, layout, traffic_array
+from kit.traffic import ClientTraffic, distinct, layout, traffic_array
 
 # The fluid model's budget (issue 38): every event it follows (copies finishing, an auto-throttle
 # round changing a cap) costs a filling of the caps, 0.1-0.25 ms at 30 brokers, and following
@@ -100,7 +100,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     copies = (source, dest, size)
     assumptions = _assumptions(len(moves), client_load, throttle, settings, bool(figures.any()))
     cap = known_capacities(brokers, cap_map)
-    involved = set(np.unique(np.concatenate([source, dest])).tolist())
+    involved = set(distinct(source, dest).tolist())
     # A fixed throttle is a rate for every broker: only the others need the capacities.
     unknown = sorted(b for b in involved if b not in cap) if throttle == "auto" or throttle is None else []
     result = {"estimate_s": None, "lower_bound_s": None, "lower_bound_leaves_out": [], "assumptions": assumptions,
@@ -309,12 +309,12 @@ class _FluidRun:
             self.caps[:] = self.nic
             if first_decision_s > 0:
                 # Applied at the minimum on every broker taking part, until the first decision.
-                self.out_cap[np.unique(self.src)] = settings.minimum
-                self.in_cap[np.unique(self.dst)] = settings.minimum
-                self.applied[0, np.unique(self.src)] = settings.minimum
-                self.applied[1, np.unique(self.dst)] = settings.minimum
-                auto.applied = {self.ids[k]: {LEADER: settings.minimum} for k in np.unique(self.src)}
-                for k in np.unique(self.dst):
+                self.out_cap[distinct(self.src)] = settings.minimum
+                self.in_cap[distinct(self.dst)] = settings.minimum
+                self.applied[0, distinct(self.src)] = settings.minimum
+                self.applied[1, distinct(self.dst)] = settings.minimum
+                auto.applied = {self.ids[k]: {LEADER: settings.minimum} for k in distinct(self.src)}
+                for k in distinct(self.dst):
                     auto.applied.setdefault(self.ids[k], {})[FOLLOWER] = settings.minimum
                 assumptions.append(f"copies at the {settings.minimum / 1e6:.0f} MB/s minimum the plan is applied "
                                    f"with until the auto-throttle's first decision, {first_decision_s:g} s after "

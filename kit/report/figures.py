@@ -19,6 +19,7 @@ from kit.report.arrays import FigureContext, FlatAssignment, context
 from kit.offline import describe as describe_offline
 from kit.plan.failover import excess_by_leader, heirs, worst_excess
 from kit.plan.racks import racks_needed
+from kit.traffic import distinct
 
 __all__ = ["PlanArrays", "assignment_figures", "broker_figures", "movement_figures", "plan_report"]
 
@@ -164,7 +165,7 @@ def _figures(ctx: FigureContext, flat: FlatAssignment) -> dict:
     cnts = count[t]
     degs = _degrees(ctx, flat).tolist()
     within = 0
-    for r in np.unique(ctx.rack[t]).tolist():
+    for r in distinct(ctx.rack[t]).tolist():
         within = max(within, _spread(cnts[ctx.rack[t] == r]))
     out = {
         "partitions": len(flat.lengths),
@@ -471,7 +472,7 @@ def _storage_delta(ctx: FigureContext, added_dropped: tuple[np.ndarray, np.ndarr
     moved = np.zeros(n, dtype=np.int64)
     np.add.at(moved, gone % n, ctx.sizes[gone // n])
     np.subtract.at(moved, new % n, ctx.sizes[new // n])
-    touched = np.union1d(new % n, gone % n)
+    touched = distinct(new % n, gone % n)
     return dict(zip(ctx.ids[touched].tolist(), moved[touched].tolist()))
 
 

@@ -7,7 +7,6 @@ placement program of tests/plan/test_plan_properties.py (3,893 variables): see `
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -97,6 +96,10 @@ def solve(cost, rows: SparseRows, lower, upper, node_limit: int, gap: float | No
                np.asarray(rows.hi, dtype=np.float64), *rows.compressed(n))
     if _kept is None:
         return _search(program, node_limit, gap)
+    # hashlib loads with the first program asked, as highspy does (`_search`): a plan that asks
+    # none, as every small cluster's, does without it (2.5 CPU ms).
+    import hashlib
+
     digest = hashlib.sha256(repr((n, len(rows.lo), int(node_limit), gap)).encode())
     for part in program:
         digest.update(part.tobytes())

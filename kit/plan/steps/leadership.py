@@ -23,6 +23,7 @@ from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.solvers.flow import EXACT_LIMIT, SPLIT_LIMIT, PartFlows, bounds_met, soft_assignment, water_fill
 from kit.plan.steps.leadership_figures import distinct_rows, heirs_of, leader_figures, order_figures, replica_matrix
 from kit.plan.workspace import LARGE, Workspace
+from kit.traffic import distinct
 
 RANKING = Ranking(LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS)
 
@@ -72,7 +73,7 @@ class _Frame:
         pos = self.pos_matrix(mat[items])
         lens = lens[items]
         out = []
-        for k in np.unique(lens):
+        for k in distinct(lens):
             rows = np.flatnonzero(lens == k)
             out.append((rows, pos[rows, :k]))
         return out
@@ -369,7 +370,7 @@ def _reordered(lens: np.ndarray, mat: np.ndarray, chosen: _Choice) -> np.ndarray
     c = (sub == second[:, None]).argmax(axis=1)
     key = (lens[rows] * width + a) * width + c
     # One fancy-indexed copy per (replication factor, first place, second place).
-    for kk in np.unique(key).tolist():
+    for kk in distinct(key).tolist():
         k, av, cv = kk // (width * width), kk // width % width, kk % width
         head = [av] if av == cv else [av, cv]
         idx = head + [i for i in range(k) if i not in head]

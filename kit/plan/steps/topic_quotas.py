@@ -23,6 +23,7 @@ import numpy as np
 from kit.plan.solvers.quota_flow import TopicFlow
 from kit.plan.steps.count_balance import count_range
 from kit.plan.workspace import Workspace
+from kit.traffic import distinct
 
 _TIERS = 4  # the k-th unit away from a topic's even share costs min(k, _TIERS)
 _MOVE = 2 * _TIERS + 1
@@ -150,7 +151,7 @@ def topic_flow(ws: Workspace) -> TopicFlow | None:
     # are known before anything is built, and at 1,000,000 partitions (5,000 topics x 500
     # brokers) the flow is always too large, where the ranges, groups and movable counts
     # took ~3 s.
-    if np.unique(ws.topic[ws.is_selected]).size * tidx.size * 2 * (_TIERS + 2) > _MAX_ARCS:
+    if distinct(ws.topic[ws.is_selected]).size * tidx.size * 2 * (_TIERS + 2) > _MAX_ARCS:
         return None
     counts = ws.count[tidx]
     total = int(counts.sum())
@@ -188,7 +189,7 @@ def _rack_balanced(ws: Workspace, counts: np.ndarray) -> tuple[np.ndarray, np.nd
     racks = ws.rack[ws.target_idx]
     lo = np.empty_like(counts)
     hi = np.empty_like(counts)
-    for r in np.unique(racks):
+    for r in distinct(racks):
         m = racks == r
         tot = int(counts[m].sum())
         lo[m], hi[m] = tot // int(m.sum()), -(-tot // int(m.sum()))
