@@ -9,6 +9,7 @@ block drops.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import gc
 from collections.abc import Iterator
@@ -32,6 +33,21 @@ def paused() -> Iterator[None]:
         gc.freeze()  # every tracked object to the permanent generation (a list merge, no scan)
         gc.unfreeze()  # and from there to the oldest generation
         gc.enable()
+
+
+_FROZEN_AT_EXIT = []  # [True] once `frozen_at_exit` has registered its handler
+
+
+def frozen_at_exit() -> None:
+    """At the interpreter's exit, every object alive then goes to the permanent generation,
+    which the exit's own full collections skip: a command that made many objects and no cycles
+    (a plan) ends without a scan of all of them that would free nothing (some 30 of the 40
+    CPU ms after a 5,000-partition plan's last output). Objects are still freed by reference
+    counting as the modules are cleared; only a cycle alive at exit is no longer collected, and
+    kit closes what it writes before then. Registered once per process."""
+    if not _FROZEN_AT_EXIT:
+        atexit.register(gc.freeze)
+        _FROZEN_AT_EXIT.append(True)
 
 
 def memory_returned() -> None:
