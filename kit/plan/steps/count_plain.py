@@ -257,9 +257,13 @@ class _Run:
         # whether a would lose j as a target peer; usually no j would, and no key counts them.
         gain = [sb - sa for sa, sb in zip(shared_a, self.shared[b])]
         gain_a = gain[a]
-        lossy = [sa == 1 and target for sa, target in zip(shared_a, self.is_target)]
-        lossy[a] = False
-        any_lossy = any(lossy)
+        # Usually a shares two or more partitions with every broker: no member is lossy, as
+        # one look for a 1 says without building the list.
+        any_lossy = False
+        if 1 in shared_a:
+            lossy = [sa == 1 and target for sa, target in zip(shared_a, self.is_target)]
+            lossy[a] = False
+            any_lossy = any(lossy)
         best, best_key = [-1], None
         for p, d in self.candidates(a, b, fresh, best):
             row = rows[p]
