@@ -59,16 +59,17 @@ def test_a_warm_run_is_the_command_run_cold(tmp_path, snapshots):
                     cwd=tmp_path / name, cold=name == "cold") for name in ("warm", "cold")]
     assert [r.returncode for r in runs] == [0, 0] and runs[0].stdout == runs[1].stdout
     assert (tmp_path / "warm" / "plan.json").read_bytes() == (tmp_path / "cold" / "plan.json").read_bytes()
-    # The environment given, not the caller's: a malformed ZooKeeper auth there is refused before
-    # any connection; under the caller's environment (no $KIT_ZK_AUTH) the same command is
-    # refused for the closed port instead.
+    # The environment given, not the caller's: a malformed ZooKeeper auth there is refused first;
+    # under the caller's environment (no $KIT_ZK_AUTH) the same command is refused for its
+    # address without a port instead (at once: a closed port was waited on for the connect
+    # timeout, 10 s).
     assert "KIT_ZK_AUTH" not in os.environ
     env = {"PATH": "/usr/bin:/bin", "KIT_ZK_AUTH": "nonsense"}
-    warm, cold = both("status", "--zk", "127.0.0.1:9/x", env=env, timeout=60)
+    warm, cold = both("status", "--zk", "127.0.0.1/x", env=env, timeout=60)
     assert (warm.returncode, warm.stderr) == (cold.returncode, cold.stderr) and warm.returncode == 2
     assert "ZooKeeper auth" in warm.stderr, warm.stderr
-    plain = run_kit("status", "--zk", "127.0.0.1:9/x", timeout=60)
-    assert plain.returncode == 2 and "ZooKeeper auth" not in plain.stderr, plain.stderr
+    plain = run_kit("status", "--zk", "127.0.0.1/x", timeout=60)
+    assert plain.returncode == 2 and "ZooKeeper auth" not in plain.stderr and "HOST:PORT" in plain.stderr, plain.stderr
 
 
 def test_a_warm_run_past_its_timeout_is_killed_and_said(tmp_path):

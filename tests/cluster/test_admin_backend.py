@@ -12,13 +12,15 @@ import threading
 import time
 
 import pytest
+from kafka import errors as kerr
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 
 from conftest import run_kit
 from kit.cluster.backend import ClusterAddress, ClusterBackend, open_backend
 from kit.cluster.kafka.backend import AdminBackend
+from kit.cluster.kafka import connect
 from kit.cluster.kafka.connect import client_settings, read_properties
-from kit.errors import BadInput, Unsafe
+from kit.errors import BadInput, Unreachable, Unsafe
 from kit.formats import load_snapshot
 from kit.throttle.configs import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
@@ -229,13 +231,28 @@ def test_overrides_and_metrics_live_in_the_state_file_and_metrics_directory(kraf
         assert [name for name, _ in backend.throttle_overrides().values()] == [None]
 
 
-def test_a_dead_bootstrap_address_is_bad_input_and_kit_gives_up_on_it():
+def test_a_dead_bootstrap_address_is_bad_input_and_kit_gives_up_on_it(tmp_path, monkeypatch):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens there once closed
-    # kit gives up after BOOTSTRAP_SECONDS (20 s) of trying; the generous bound is for a busy machine.
-    r = run_kit("status", "--bootstrap", f"127.0.0.1:{port}", timeout=180)
+    # kit gives up after default.api.timeout.ms of trying: 2 s here, through Kafka's own property,
+    # rather than waiting out BOOTSTRAP_SECONDS (20 s, given to the client below); the generous
+    # bound is for a busy machine.
+    conf = tmp_path / "client.properties"
+    conf.write_text("default.api.timeout.ms=2000\n")
+    r = run_kit("status", "--bootstrap", f"127.0.0.1:{port}", "--command-config", conf, timeout=180)
     assert r.returncode == 2 and "no Kafka broker answers there" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    # Without the property, the client is given BOOTSTRAP_SECONDS to find a broker, and the same
+    # one line when none answers (kafka-python's NoBrokersAvailable, raised at once here).
+    given = {}
+
+    def no_broker(**settings):
+        given.update(settings)
+        raise kerr.NoBrokersAvailable()
+    monkeypatch.setattr(connect, "KafkaAdminClient", no_broker)
+    with pytest.raises(Unreachable, match=f"--bootstrap 127.0.0.1:{port}: no Kafka broker answers there"):
+        connect.new_client(f"127.0.0.1:{port}", None, {})
+    assert given["bootstrap_timeout_ms"] == connect.BOOTSTRAP_SECONDS * 1000 == 20_000
     with pytest.raises(BadInput, match="expected HOST:PORT"):
         open_backend(ClusterAddress(bootstrap="127.0.0.1"))
 

@@ -2,6 +2,7 @@
 credentials come from a file or the environment, never printed (kit/cluster/zk/layout.py)."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 
@@ -17,26 +18,55 @@ _chroots = itertools.count()
 SECRET = "s3cret-do-not-print"
 
 
-@pytest.fixture
-def protected(zookeeper, snapshots, tmp_path):
+@contextlib.contextmanager
+def _protected_chroot(zookeeper, snapshot):
     """A chroot only `kit` (digest kit:SECRET) may change and everyone may read, holding the
-    scale-out cluster: (connect string, auth file, the chroot's ACL)."""
+    cluster of `snapshot`: (connect string, the chroot's ACL)."""
     name = f"/kit-protected-{next(_chroots)}"
     acl = [make_digest_acl("kit", SECRET, all=True), make_acl("world", "anyone", read=True)]
     admin = connect(zookeeper, auth=f"digest:kit:{SECRET}")
     admin.create(name, acl=acl)
     root = zookeeper + name
     holder = connect(root, auth=f"digest:kit:{SECRET}")  # holds the brokers' ephemeral registrations
-    write_cluster(holder, load_snapshot(str(snapshots["scale-out"])))
-    sync_registrations(holder)
-    auth_file = tmp_path / "zk-auth"
+    try:
+        write_cluster(holder, load_snapshot(str(snapshot)))
+        sync_registrations(holder)
+        yield root, admin.get_acls(name)[0]
+    finally:
+        holder.stop()
+        holder.close()
+        admin.stop()
+        admin.close()
+
+
+def _auth_file(folder):
+    auth_file = folder / "zk-auth"
     auth_file.write_text(f"digest:kit:{SECRET}\n")
     auth_file.chmod(0o600)
-    yield root, auth_file, admin.get_acls(name)[0]
-    holder.stop()
-    holder.close()
-    admin.stop()
-    admin.close()
+    return auth_file
+
+
+@pytest.fixture
+def protected(zookeeper, snapshots, tmp_path):
+    """A protected chroot of its own holding the scale-out cluster, for a test that changes it
+    or asserts that nothing did: (connect string, auth file, the chroot's ACL)."""
+    with _protected_chroot(zookeeper, snapshots["scale-out"]) as (root, acl):
+        yield root, _auth_file(tmp_path), acl
+
+
+@pytest.fixture(scope="module")
+def _shared_chroot(zookeeper, snapshots):
+    with _protected_chroot(zookeeper, snapshots["scale-out"]) as chroot:
+        yield chroot
+
+
+@pytest.fixture
+def refusing(_shared_chroot, tmp_path):
+    """As `protected`, for the tests whose every command is refused before it changes anything:
+    one chroot for the module (writing and registering the cluster took ~2 s a test), an auth
+    file of the test's own."""
+    root, acl = _shared_chroot
+    return root, _auth_file(tmp_path), acl
 
 
 def _acl_of(root: str, path: str):
@@ -89,8 +119,8 @@ def test_credentials_from_the_environment_file_variable(protected, tmp_path):
 
 
 @pytest.mark.parametrize("content", [b"", b"no-colon-here\n", b"\xff\xfe\x00binary"])
-def test_a_bad_auth_file_is_refused_without_printing_it(protected, tmp_path, content):
-    root, _, _ = protected
+def test_a_bad_auth_file_is_refused_without_printing_it(refusing, tmp_path, content):
+    root, _, _ = refusing
     bad = tmp_path / "bad-auth"
     bad.write_bytes(content + SECRET.encode())
     bad.chmod(0o600)
@@ -102,8 +132,8 @@ def test_a_bad_auth_file_is_refused_without_printing_it(protected, tmp_path, con
     assert sorted(os.listdir(tmp_path)) == before
 
 
-def test_a_missing_auth_file_is_refused(protected, tmp_path):
-    root, _, _ = protected
+def test_a_missing_auth_file_is_refused(refusing, tmp_path):
+    root, _, _ = refusing
     r = kit("status", "--zk", root, "--zk-auth-file", tmp_path / "nope")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
     assert r.stdout == ""
@@ -114,9 +144,9 @@ def test_a_missing_auth_file_is_refused(protected, tmp_path):
     ("digest:alice", "digest credentials are USER:PASSWORD"),
     ("bogus:x", "ZooKeeper refused authentication with scheme 'bogus'"),
 ])
-def test_wrong_credentials_are_named_in_one_line_without_a_traceback(protected, tmp_path, auth, said):
+def test_wrong_credentials_are_named_in_one_line_without_a_traceback(refusing, tmp_path, auth, said):
     # Each said "refused access (no auth)", and an unknown scheme printed kazoo's 36-line traceback.
-    root, _, _ = protected
+    root, _, _ = refusing
     auth_file = tmp_path / "zk-auth"
     auth_file.write_text(auth + "\n")
     auth_file.chmod(0o600)
@@ -126,7 +156,7 @@ def test_wrong_credentials_are_named_in_one_line_without_a_traceback(protected, 
     assert SECRET not in r.stdout + r.stderr
 
 
-def test_a_refused_scheme_is_named_even_when_kazoo_looks_after_its_connection_ended(protected, monkeypatch):
+def test_a_refused_scheme_is_named_even_when_kazoo_looks_after_its_connection_ended(refusing, monkeypatch):
     # CI of 66606c5, loaded: "no ZooKeeper answers there" for scheme 'bogus'. kazoo says CONNECTED,
     # then ZooKeeper refuses the credentials and kazoo's connection thread ends (state CLOSED);
     # a `start` that looks only then saw a time-out and no AUTH_FAILED. Here it always looks then.
@@ -151,15 +181,15 @@ def test_a_refused_scheme_is_named_even_when_kazoo_looks_after_its_connection_en
             self.close()
             raise self.handler.timeout_exception("Connection time-out")
     monkeypatch.setattr(KazooClient, "start", late_start)
-    root, _, _ = protected
+    root, _, _ = refusing
     with pytest.raises(BadInput) as e:
         connect(root, auth="bogus:x")
     assert not isinstance(e.value, Unreachable), (str(e.value), states)
     assert "ZooKeeper refused authentication with scheme 'bogus'" in str(e.value)
 
 
-def test_an_auth_file_others_can_read_is_refused(protected, tmp_path):
-    root, auth_file, _ = protected
+def test_an_auth_file_others_can_read_is_refused(refusing, tmp_path):
+    root, auth_file, _ = refusing
     auth_file.chmod(0o644)
     r = kit("status", "--zk", root, "--zk-auth-file", auth_file)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "chmod 600" in r.stderr and "0644" in r.stderr
