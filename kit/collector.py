@@ -34,6 +34,16 @@ def paused() -> Iterator[None]:
         gc.enable()
 
 
+def spared_at_exit() -> None:
+    """Leave every object alive now out of the collector's scans for the rest of the process,
+    for a command that ends with it: the interpreter's last full collection at exit scanned
+    them all and found nothing (0.37-0.47 CPU s after a 200,000-partition `kit plan`, which
+    leaves numba's, SciPy's and OR-Tools' modules and the loaded cluster's objects behind;
+    0.05-0.06 left out). Reference counting still frees them, and what is made after this is
+    collected as before."""
+    gc.freeze()
+
+
 def memory_returned() -> None:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim): freed objects and
     arrays then lower the resident size, where the heap would keep their pages for its own
