@@ -38,3 +38,36 @@ def test_a_cycle_made_inside_is_freed_by_the_next_full_collection():
         assert alive() is not None  # reference counting alone cannot free a cycle
     gc.collect()
     assert alive() is None
+
+
+def test_spared_at_exit_leaves_what_is_alive_out_of_the_scans_and_collects_what_comes_after():
+    gc.collect()
+    try:
+        kept = _Node()
+        collector.spared_at_exit()
+        assert gc.get_freeze_count() > 0
+        assert not any(o is kept for o in gc.get_objects())  # in no generation a collection scans
+        a, b = _Node(), _Node()  # a cycle made after is collected as before
+        a.other, b.other = b, a
+        alive = weakref.ref(a)
+        del a, b
+        gc.collect()
+        assert alive() is None
+    finally:
+        gc.unfreeze()
+
+
+def test_kit_spares_its_objects_only_when_it_runs_as_the_process_command(monkeypatch, tmp_path):
+    import sys
+
+    from kit import cli
+
+    spared = []
+    monkeypatch.setattr(collector, "spared_at_exit", lambda: spared.append(True))
+    # Refused before anything is read (an output in a missing directory): the command still ends.
+    words = ["plan", "rebalance", "--snapshot", str(tmp_path / "c.json"), "--out", str(tmp_path / "no" / "p.json")]
+    assert cli.main(words) != 0
+    assert spared == []  # called in-process (tests, scripts): the process goes on
+    monkeypatch.setattr(sys, "argv", ["kit", *words])
+    assert cli.main() != 0
+    assert spared == [True]

@@ -197,9 +197,8 @@ def run(a) -> int:
     # rebalance (three full scans of the loaded cluster, 2,700 young ones). The imports the
     # command makes first (numpy, the planner, OR-Tools) cost 25 young scans more, 15-45 ms of
     # a small plan's 0.5-1 s (5,000-partition az-loss, loaded machine). So the collector waits
-    # from here to the end, and the process's exit skips it too; the second process, forked
-    # in between, never runs it (it ends with the command).
-    collector.frozen_at_exit()
+    # from here to the end (and the process's exit skips it: kit.cli.main); the second
+    # process, forked in between, never runs it (it ends with the command).
     with collector.paused():
         action = planner.ACTIONS[a.action]
         check_request(a, action)

@@ -236,11 +236,13 @@ class _Copies:
 
     @classmethod
     def of(cls, moves: list[Move]) -> _Copies:
-        # The fields are read with the moves sorted by partition index, the order `moves_of`
-        # made them in, then put back in the given order: read in wave order (biggest first),
-        # each field took several times as long (the objects lie far apart in memory).
+        # The fields are read with the moves in the order they lie in memory (by address: `id`
+        # reads no object), then put back in the given order: read in wave order (biggest
+        # first), each field took several times as long (the objects lie far apart), and so did
+        # reading each move's index to sort them by it (200,000 moves: 88 of 290 ms). Any read
+        # order gives the same columns.
         n = len(moves)
-        by_index = np.argsort(np.fromiter(map(attrgetter("index"), moves), dtype=np.int64, count=n), kind="stable")
+        by_index = np.argsort(np.fromiter(map(id, moves), dtype=np.int64, count=n))
         ordered = list(map(moves.__getitem__, by_index.tolist()))
         added = list(map(attrgetter("added"), ordered))
         per_move = np.fromiter(map(len, added), dtype=np.int64, count=n)

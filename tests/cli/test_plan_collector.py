@@ -30,19 +30,19 @@ def test_a_plan_runs_from_import_to_output_without_a_collection(tmp_path, snapsh
     assert seen["scans"] <= 5, out.stderr
 
 
-# An exit handler registered before kit's runs after it (last in, first out): it sees what the
-# interpreter's own collections at exit will scan.
+# kit run as the process's own command (main without argv, as the console script runs it); an
+# exit handler sees what the interpreter's own collections at exit will scan.
 AT_EXIT = """
 import atexit, gc, sys
 atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count()))
 from kit.cli import main
-print("code:", main(sys.argv[1:]))
+print("code:", main())
 """
 
 
 def test_a_plans_objects_are_left_out_of_the_collections_at_exit(tmp_path, snapshots):
     # The exit's full collections scanned everything the plan made and freed nothing: some 30 of
-    # the 40 CPU ms after a 5,000-partition plan's last output (kit.collector.frozen_at_exit).
+    # the 40 CPU ms after a 5,000-partition plan's last output (kit.collector.spared_at_exit).
     out = subprocess.run([sys.executable, "-c", AT_EXIT, "plan", "rebalance", "--snapshot", str(snapshots["balanced"]),
                           "--out", str(tmp_path / "plan.json"), "--ignore-warns"],
                          capture_output=True, text=True, timeout=300, check=True)
