@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
+from kit.formats import cluster_from_snapshot
 from kit.model import Broker, Cluster, Partition
-from kit.traffic import (appearance_order, dense_codes, distinct, fold_by_loop, fold_sums, layout, leader_of, member,
-                         pair_keys, traffic_array)
+from kit.traffic import (appearance_order, broker_traffic, dense_codes, distinct, fold_by_loop, fold_sums, in_lists,
+                         layout, leader_of, member, pair_keys, traffic_array)
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from([0.0, -0.0, 1e-300, 1e300, 0.1])
 IDS = st.integers(-3, 40) | st.sampled_from([0, 1 << 31, (1 << 62) + 5, -(1 << 40)])
@@ -121,3 +122,33 @@ def test_sums_of_many_values_are_the_loops_on_the_grid_and_off_it():
         for k, v in zip(pos.tolist(), values.tolist()):
             want[k] = want.get(k, start[k]) + v
         assert fold_sums(start, pos, values) == want
+
+
+def test_broker_traffic_answers_again_only_for_the_same_figures():
+    # The last answer is kept for the same layout and figures: the caller's dicts are its own,
+    # and an array changed in place gives a new answer (the one a first call gives).
+    c = cluster_from_snapshot({"version": 1, "brokers": [{"id": b, "net_capacity": 1e8} for b in (1, 2, 3)],
+                               "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "isr": [1, 2],
+                                               "leader": 1, "bytes_in": 1.0, "bytes_out": 2.0}]})
+    figures = traffic_array(c)
+    first = broker_traffic(c, figures)
+    first[0][1] = 99.0
+    assert broker_traffic(c, figures) == ({1: 1.0, 2: 1.0}, {1: 3.0, 2: 0.0})
+    figures[0] = [3.0, 5.0]
+    assert broker_traffic(c, figures) == ({1: 3.0, 2: 3.0}, {1: 8.0, 2: 0.0})
+    assert broker_traffic(c) == ({1: 1.0, 2: 1.0}, {1: 3.0, 2: 0.0})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.integers(0, 30), st.lists(st.integers(0, 9), max_size=12, unique=True), max_size=12),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(0, 9)), max_size=60))
+def test_in_lists_is_member_of_the_pair_keys(lists, entries):
+    # Each (partition, broker) entry is in its partition's list (by a grid of the lists, or by
+    # `member` when one list is much the longest): as `member` of the pair keys says.
+    rows = np.array(list(lists), dtype=np.int64)
+    l_row = np.repeat(np.arange(len(rows)), [len(v) for v in lists.values()]).astype(np.int64)
+    l_id = np.array([b for v in lists.values() for b in v], dtype=np.int64)
+    part = np.array([p for p, _ in entries], dtype=np.int64)
+    ids = np.array([b for _, b in entries], dtype=np.int64)
+    want = [b in lists.get(p, []) for p, b in entries]
+    assert in_lists(part, ids, rows, l_row, l_id, 31).tolist() == want
