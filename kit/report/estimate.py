@@ -30,7 +30,7 @@ from kit.model import Cluster
 from kit.physics import copy_arrays, filling_stands, lower_bound, pair_rates
 from kit.report.starting import analytic_estimate, expected_length, known_capacities, starting_rates
 from kit.text import human_duration
-from kit.traffic import ClientTraffic, layout, traffic_array
+from kit.traffic import ClientTraffic, Lists, layout, traffic_array
 
 # The fluid model's budget (issue 38): every event it follows (copies finishing, an auto-throttle
 # round changing a cap) costs a filling of the caps, 0.1-0.25 ms at 30 brokers, and following
@@ -96,7 +96,10 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
                 "unknown": sorted(b.id for b in cluster.brokers.values() if b.alive and b.net_capacity is None)}
     brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
     live = set(brokers)
-    targets, source, dest, size, part = copy_arrays(cluster, moves, live)
+    # The targets read once, for the copies, the bound and the partitions finished at once.
+    lists = Lists.of(moves) if isinstance(moves, dict) else None
+    targets, source, dest, size, part = copy_arrays(cluster, moves, live, lists)
+    lists = lists or Lists.of(targets)
     copies = (source, dest, size)
     assumptions = _assumptions(len(moves), client_load, throttle, settings, bool(figures.any()))
     cap = known_capacities(brokers, cap_map)
@@ -108,7 +111,8 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     if unknown:
         return result
     left_out: list[int] = []
-    bound = lower_bound(cluster, targets, copies, figures, cap, left_out) if all(b in cap for b in involved) else None
+    known = all(b in cap for b in involved)
+    bound = lower_bound(cluster, targets, copies, figures, cap, left_out, lists) if known else None
     result.update(lower_bound_s=bound, lower_bound_leaves_out=left_out)
     if not len(source):
         result["estimate_s"] = 0.0
@@ -120,7 +124,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
                            "end, and never below the best case; expect longer")
         result["estimate_s"] = max(t, bound or 0.0)
         return result
-    run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap)
+    run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap, lists)
     horizon = expected_length(cluster, figures, live, cap, copies, bound, settings) if throttle == "auto" else (0.0, "")
     interval = run.throttle(throttle, settings, horizon, first_decision_s, assumptions, replay)
     group = group_size(len(source), max_events)
@@ -220,6 +224,16 @@ def time_left(cluster: Cluster, targets: dict[int, list[int]], source, dest, lef
     return seconds
 
 
+def _lists_at_once(lists: Lists | None, part: np.ndarray, n: int) -> Lists | None:
+    """The targets of the partitions without copies (`part`: each copy's partition), from
+    `lists`, as `copies_waiting` lists them (ascending), or None when `lists` is not ascending."""
+    if lists is None or (len(lists.rows) > 1 and not (lists.rows[1:] > lists.rows[:-1]).all()):
+        return None
+    copying = np.zeros(n, dtype=bool)
+    copying[part] = True
+    return lists.only(~copying[lists.rows])
+
+
 def _assumptions(moves: int, client_load: float | None, throttle: float | str | None,
                  settings: Settings, traffic: bool = True) -> list[str]:
     """What every estimate assumes, in plain words: the moves at once, the client traffic (the
@@ -257,7 +271,8 @@ class _FluidRun:
     """
 
     def __init__(self, cluster: Cluster, figures: np.ndarray, live: set[int], targets: dict[int, list[int]],
-                 source: np.ndarray, dest: np.ndarray, size: np.ndarray, part: np.ndarray, cap: dict[int, float]):
+                 source: np.ndarray, dest: np.ndarray, size: np.ndarray, part: np.ndarray, cap: dict[int, float],
+                 lists: Lists | None = None):
         self.ids = sorted(live)
         self.pos = {b: k for k, b in enumerate(self.ids)}
         self.nb = nb = len(self.ids)
@@ -291,7 +306,7 @@ class _FluidRun:
         self.left = len(size)
         self.clients = ClientTraffic(cluster, figures, live)
         self.waiting, at_once = copies_waiting(targets, part)
-        self.clients.finish_all(at_once, targets)
+        self.clients.finish_all(at_once, targets, _lists_at_once(lists, part, len(cluster.partitions)))
         self.client = np.empty((2, nb))  # the clients' tx and rx
         self.note_clients()
         self.progress = np.zeros(len(pair_key))

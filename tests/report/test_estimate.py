@@ -18,7 +18,7 @@ from kit.report.estimate import copies_waiting, kth_end, predict
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_snapshot
 from kit.sim.physics import simulate
-from kit.traffic import ClientTraffic, broker_traffic, partition_traffic
+from kit.traffic import ClientTraffic, Lists, broker_traffic, partition_traffic
 from kit.report.waves import duration_lines, duration_report, moves_of, split_waves
 from kit.text import human_duration
 
@@ -255,12 +255,15 @@ def test_finishing_many_partitions_at_once_gives_the_one_by_one_floats(parts, de
                                                          for b in range(1, 7)], "partitions": raw})
     live = {b for b in range(1, 7) if b not in dead}
     one, many = ClientTraffic(c, partition_traffic(c), live), ClientTraffic(c, partition_traffic(c), live)
+    given = ClientTraffic(c, partition_traffic(c), live)  # the targets' Lists given, as the estimate does
     rows = sorted(targets)
     for i in rows:
         one.finish(i, targets[i])
     many.finish_all(rows, targets)
+    given.finish_all(rows, targets, Lists.of({i: targets[i] for i in rows}))
     figures = [[float(x[b]).hex() for b in sorted(live)] for x in (one.rx, one.tx)]
     assert [[float(x[b]).hex() for b in sorted(live)] for x in (many.rx, many.tx)] == figures
+    assert [[float(x[b]).hex() for b in sorted(live)] for x in (given.rx, given.tx)] == figures
     # Each partition's state after: the same holders and leader (and a broker joining changes
     # both alike).
     with pytest.raises(ValueError):  # a partition finishes once

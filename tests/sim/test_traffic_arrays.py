@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from kit.formats import cluster_from_snapshot
 from kit.model import Broker, Cluster, Partition
-from kit.traffic import (appearance_order, broker_traffic, dense_codes, distinct, fold_by_loop, fold_sums, in_lists,
-                         layout, leader_of, member, pair_keys, traffic_array)
+from kit.traffic import (Lists, appearance_order, broker_traffic, dense_codes, distinct, fold_by_loop, fold_sums,
+                         in_lists, layout, leader_of, member, pair_keys, traffic_array)
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from([0.0, -0.0, 1e-300, 1e300, 0.1])
 IDS = st.integers(-3, 40) | st.sampled_from([0, 1 << 31, (1 << 62) + 5, -(1 << 40)])
@@ -152,3 +152,20 @@ def test_in_lists_is_member_of_the_pair_keys(lists, entries):
     ids = np.array([b for _, b in entries], dtype=np.int64)
     want = [b in lists.get(p, []) for p, b in entries]
     assert in_lists(part, ids, rows, l_row, l_id, 31).tolist() == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 30), st.lists(st.integers(0, 9), max_size=5), max_size=12), st.data())
+def test_lists_are_the_dicts_lists_flat(lists, data):
+    # Lists: each entry's list and broker in dict order, each list's first broker (-1: empty),
+    # and a selection of lists as if made from the selected dict alone.
+    flat = Lists.of(lists)
+    assert flat.rows.tolist() == list(lists) and flat.lens.tolist() == [len(v) for v in lists.values()]
+    assert [(int(flat.rows[r]), b) for r, b in zip(flat.row.tolist(), flat.id.tolist())] == \
+        [(p, b) for p, v in lists.items() for b in v]
+    assert flat.heads().tolist() == [v[0] if v else -1 for v in lists.values()]
+    keep = data.draw(st.lists(st.booleans(), min_size=len(lists), max_size=len(lists)))
+    some = flat.only(np.array(keep, dtype=bool))
+    want = Lists.of({p: v for (p, v), k in zip(lists.items(), keep) if k})
+    for a in ("rows", "lens", "row", "id"):
+        assert getattr(some, a).tolist() == getattr(want, a).tolist()
