@@ -233,7 +233,7 @@ def copy_arrays(cluster: Cluster, moves: list[dict] | dict[int, list[int]], live
         part = np.repeat(np.fromiter(rows, np.int64, n), lens)
         dest = np.fromiter(chain.from_iterable(replicas), np.int64, int(lens.sum()))
     lay = layout(cluster, live)
-    added = ~in_lists(part, dest, np.arange(len(cluster.partitions)), lay.rep_part, lay.rep_id, len(cluster.partitions))
+    added = ~in_lists(part, dest, None, lay.rep_part, lay.rep_id, len(cluster.partitions))
     part, dest = part[added], dest[added]
     source = lay.lead_id[part]
     if -1 in rows or (source < 0).any() or not member(dest, lay.live_ids).all():

@@ -204,27 +204,33 @@ class Lists:
         return Lists(self.rows[keep], self.lens[keep], renumber[self.row[entries]], self.id[entries])
 
 
-def in_lists(part: np.ndarray, ids: np.ndarray, rows: np.ndarray, l_row: np.ndarray, l_id: np.ndarray,
+def in_lists(part: np.ndarray, ids: np.ndarray, rows: np.ndarray | None, l_row: np.ndarray, l_id: np.ndarray,
              n: int) -> np.ndarray:
     """Whether each (``part[k]``, ``ids[k]``) is an entry of the lists (``rows[l_row[j]]``,
-    ``l_id[j]``; `l_row` ascending, `rows` distinct partition indices below `n`): `member` of
-    their `pair_keys`, by comparing each entry with its partition's list laid out in a row of
-    a grid (a few per partition: 14 -> 4 ms for the 600,000 replicas of a 200,000-partition
-    remove against 265,000 entries), or by `member` when one list is much longer than most."""
-    counts = np.bincount(l_row, minlength=len(rows))
+    ``l_id[j]``; `l_row` ascending, `rows` distinct partition indices below `n`, None: the
+    partitions 0..n-1 themselves, as a `Layout`'s lists): `member` of their `pair_keys`, by
+    comparing each entry with its partition's list laid out in a grid (a few per partition:
+    14 -> 4 ms for the 600,000 replicas of a 200,000-partition remove against 265,000 entries),
+    or by `member` when one list is much longer than most."""
+    counts = np.bincount(l_row, minlength=n if rows is None else len(rows))
     width = int(counts.max()) if len(counts) else 0
-    if not len(part) or not width or len(rows) * width > 4 * len(l_id) + 4096 or int(rows.min()) < 0:
-        return member(pair_keys(part, ids), pair_keys(rows[l_row], l_id))
+    if not len(part) or not width or len(counts) * width > 4 * len(l_id) + 4096 or \
+            (rows is not None and int(rows.min()) < 0):
+        return member(pair_keys(part, ids), pair_keys(l_row if rows is None else rows[l_row], l_id))
     absent = min(int(ids.min()), int(l_id.min())) - 1  # in no list, matching no id
     # The k-th entry of every list in row k of the grid (a column per list): compared a row at
     # a time, each a gather over one contiguous row (a comparison of whole rows of lists and
     # its `any` took 9 of 13 ms).
-    grid = np.full((width, len(rows)), absent, dtype=np.int64)
+    grid = np.full((width, len(counts)), absent, dtype=np.int64)
     grid[np.arange(len(l_row)) - (np.cumsum(counts) - counts)[l_row], l_row] = l_id
-    row_of = np.full(n, -1, dtype=np.int64)
-    row_of[rows] = np.arange(len(rows))
-    at = row_of[part]
-    listed = np.flatnonzero(at >= 0)
+    if rows is None:
+        at = part
+        listed = np.flatnonzero((part >= 0) & (part < n))
+    else:
+        row_of = np.full(n, -1, dtype=np.int64)
+        row_of[rows] = np.arange(len(rows))
+        at = row_of[part]
+        listed = np.flatnonzero(at >= 0)
     at, mine = at[listed], ids[listed]
     found = grid[0][at] == mine
     for k in range(1, width):
@@ -232,6 +238,16 @@ def in_lists(part: np.ndarray, ids: np.ndarray, rows: np.ndarray, l_row: np.ndar
     out = np.zeros(len(part), dtype=bool)
     out[listed] = found
     return out
+
+
+def positions(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(ids, values)`` for `values` among the sorted `ids`: by a table over the
+    ids' range when it is short (broker ids: 7 -> 1 ms for 265,000 values among 150 brokers)."""
+    if not len(ids) or not len(values) or int(ids[-1]) - int(ids[0]) > 4 * len(values) + 4096:
+        return np.searchsorted(ids, values)
+    table = np.zeros(int(ids[-1]) - int(ids[0]) + 1, dtype=np.int64)
+    table[ids - ids[0]] = np.arange(len(ids))
+    return table[values - ids[0]]
 
 
 def _small_int(n: int) -> type:
@@ -417,29 +433,40 @@ _broker_traffic_last: list = [None, None, None]  # weak reference to the Layout,
 
 def fold_sums(start: list[float], pos: np.ndarray, values: np.ndarray) -> dict[int, float]:
     """Per position k of `pos` (sorted, entries in order within a position), ``start[k]``
-    plus its `values` added one at a time: the float a loop of ``+=`` gives.
+    plus its `values` added one at a time: the float a loop of ``+=`` gives (`fold_many` of
+    one column of values)."""
+    return fold_many([start], pos, [values])[0]
+
+
+def fold_many(starts: list[list[float]], pos: np.ndarray, columns: list[np.ndarray]) -> list[dict[int, float]]:
+    """`fold_sums` of each start and column of values over the same `pos`.
 
     One running sum per column of a grid (a position's start, then its values, padded with
     -0.0, which adds nothing to any float, -0.0 included), added one row at a time, as the loop
-    does (0.12 CPU s -> 0.003 at a 200,000-partition remove's 530,000 values). A grid much
-    larger than the values (one position holding most of them) is left to `fold_by_loop`."""
+    does (0.12 CPU s -> 0.01 at a 200,000-partition remove's 530,000 values, twice); where each
+    value goes in the grid is worked out once for every column. A grid much larger than the
+    values (one position holding most of them) is left to `fold_by_loop`."""
     if not len(pos):
-        return {}
+        return [{} for _ in columns]
     # `pos` is sorted: its runs are `np.unique`'s keys, first indices and counts, without its sort.
     first = np.flatnonzero(np.concatenate([[True], pos[1:] != pos[:-1]]))
     keys, counts = pos[first], np.diff(np.append(first, len(pos)))
     width = int(counts.max()) + 1
-    if len(keys) * width > 4 * len(values) + 4096:
-        return fold_by_loop(start, keys, first, counts, values)
-    # One column per position: a reduction over the rows of a C-ordered grid adds row after
-    # row into the columns, one addition per entry in order (no pairwise summation, which
-    # numpy keeps to the contiguous axis), the floats of a running sum without writing its
+    if len(keys) * width > 4 * len(pos) + 4096:
+        return [fold_by_loop(start, keys, first, counts, values) for start, values in zip(starts, columns)]
+    # A reduction over the rows of a C-ordered grid adds row after row into the columns, one
+    # addition per entry in order (numpy keeps its pairwise summation to the contiguous axis),
+    # from -0.0 (numpy starts an addition from 0.0): a running sum's floats without writing its
     # every step (8 -> 3 ms for 530,000 values on 150 positions).
-    grid = np.full((width, len(keys)), -0.0)
-    grid[0] = np.asarray(start, dtype=float)[keys]
-    grid[np.arange(len(pos)) - np.repeat(first, counts) + 1, np.repeat(np.arange(len(keys)), counts)] = values
-    # (starting from -0.0, which adds nothing either: numpy starts an addition from 0.0)
-    return dict(zip(keys.tolist(), np.add.reduce(grid, axis=0, initial=-0.0).tolist()))
+    at = (np.arange(len(pos)) - np.repeat(first, counts) + 1) * len(keys) + np.repeat(np.arange(len(keys)), counts)
+    grid = np.empty((width, len(keys)))
+    out = []
+    for start, values in zip(starts, columns):
+        grid.fill(-0.0)
+        grid[0] = np.asarray(start, dtype=float)[keys]
+        grid.ravel()[at] = values
+        out.append(dict(zip(keys.tolist(), np.add.reduce(grid, axis=0, initial=-0.0).tolist())))
+    return out
 
 
 def fold_by_loop(start: list[float], keys: np.ndarray, first: np.ndarray, counts: np.ndarray,
@@ -556,7 +583,7 @@ class ClientTraffic:
         lists = lists or Lists.of({i: targets[i] for i in rows})
         t_row, t_id = lists.row, lists.id
         t_part = row[t_row]
-        keep = in_lists(t_part, t_id, np.arange(n), lay.hold_part, lay.hold_id, n)
+        keep = in_lists(t_part, t_id, None, lay.hold_part, lay.hold_id, n)
         t_row, t_part, t_id = t_row[keep], t_part[keep], t_id[keep]
         count = np.bincount(t_row, minlength=len(row))
         first = np.full(len(row), -1, dtype=np.int64)
@@ -571,7 +598,7 @@ class ClientTraffic:
         new_tx = np.where(t_id == lead[t_row], b_out[t_part] + b_in[t_part] * (count[t_row] - 1), 0.0)
         # Broker by broker, the additions in the order `finish` makes them: partition by
         # partition, its old load taken off, then its new load added.
-        pos = np.concatenate([lay.hold_pos[on], np.searchsorted(lay.ids, t_id)])
+        pos = np.concatenate([lay.hold_pos[on], positions(lay.ids, t_id)])
         # By broker, then partition, old before new: the two halves are each in partition
         # order, so a stable sort merges them by partition (two runs: one pass), and a stable
         # sort of the brokers' positions, small integers (a radix sort), groups them by broker
@@ -579,10 +606,10 @@ class ClientTraffic:
         by_part = np.argsort(np.concatenate([rank[part] * 2, t_row * 2 + 1]), kind="stable")
         order = by_part[np.argsort(pos[by_part].astype(_small_int(len(lay.ids))), kind="stable")]
         ids = lay.ids.tolist()
-        for per, values in ((self.rx, np.concatenate([-b_in[part], b_in[t_part]])),
-                            (self.tx, np.concatenate([-old_tx, new_tx]))):
-            start_values = [per.get(b, 0.0) for b in ids]
-            for k, total in fold_sums(start_values, pos[order], values[order]).items():
+        columns = [np.concatenate([-b_in[part], b_in[t_part]])[order], np.concatenate([-old_tx, new_tx])[order]]
+        starts = [[per.get(b, 0.0) for b in ids] for per in (self.rx, self.tx)]
+        for per, sums in zip((self.rx, self.tx), fold_many(starts, pos[order], columns)):
+            for k, total in sums.items():
                 per[ids[k]] = total
         # Each partition's holders and leader, kept as arrays to read from when a partition is
         # asked for again (a dict entry per row cost 0.03 CPU s of 84,034 rows in a
@@ -629,4 +656,4 @@ def floor_traffic(cluster: Cluster, traffic: list[tuple[float, float]], live: se
 
 __all__ = ["leader_of", "in_sync", "traffic_array", "partition_traffic", "partition_load", "broker_traffic", "ClientTraffic",
            "floor_traffic", "fold_sums", "fold_by_loop", "Layout", "layout", "pair_keys", "member", "dense_codes",
-           "distinct", "appearance_order", "in_lists", "Lists"]
+           "distinct", "appearance_order", "in_lists", "Lists", "fold_many", "positions"]

@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from kit.formats import cluster_from_snapshot
 from kit.model import Broker, Cluster, Partition
-from kit.traffic import (Lists, appearance_order, broker_traffic, dense_codes, distinct, fold_by_loop, fold_sums,
-                         in_lists, layout, leader_of, member, pair_keys, traffic_array)
+from kit.traffic import (Lists, appearance_order, broker_traffic, dense_codes, distinct, fold_by_loop, fold_many,
+                         fold_sums, in_lists, layout, leader_of, member, pair_keys, positions, traffic_array)
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from([0.0, -0.0, 1e-300, 1e300, 0.1])
 IDS = st.integers(-3, 40) | st.sampled_from([0, 1 << 31, (1 << 62) + 5, -(1 << 40)])
@@ -152,6 +152,11 @@ def test_in_lists_is_member_of_the_pair_keys(lists, entries):
     ids = np.array([b for _, b in entries], dtype=np.int64)
     want = [b in lists.get(p, []) for p, b in entries]
     assert in_lists(part, ids, rows, l_row, l_id, 31).tolist() == want
+    # The lists of every partition 0..30 in order (rows None), as a Layout's replicas.
+    every = {p: lists.get(p, []) for p in range(31)}
+    e_row = np.repeat(np.arange(31), [len(v) for v in every.values()]).astype(np.int64)
+    e_id = np.array([b for v in every.values() for b in v], dtype=np.int64)
+    assert in_lists(part, ids, None, e_row, e_id, 31).tolist() == want
 
 
 @settings(max_examples=200, deadline=None)
@@ -169,3 +174,25 @@ def test_lists_are_the_dicts_lists_flat(lists, data):
     want = Lists.of({p: v for (p, v), k in zip(lists.items(), keep) if k})
     for a in ("rows", "lens", "row", "id"):
         assert getattr(some, a).tolist() == getattr(want, a).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), FLOATS, FLOATS), max_size=80), st.lists(FLOATS, min_size=8, max_size=8),
+       st.lists(FLOATS, min_size=8, max_size=8))
+def test_fold_many_is_fold_sums_of_each_column(entries, start_a, start_b):
+    # Two columns over the same positions (the grid's places worked out once): each column's
+    # sums as `fold_sums` gives them alone, bit for bit.
+    entries.sort(key=lambda e: e[0])
+    pos = np.array([k for k, _, _ in entries], dtype=np.int64)
+    a, b = (np.array([e[j] for e in entries], dtype=float) for j in (1, 2))
+    got = fold_many([start_a, start_b], pos, [a, b])
+    want = [fold_sums(start_a, pos, a), fold_sums(start_b, pos, b)]
+    assert [[float(x).hex() for x in d.values()] for d in got] == [[float(x).hex() for x in d.values()] for d in want]
+    assert [list(d) for d in got] == [list(d) for d in want]
+
+
+@given(st.sets(st.integers(0, 5000) | st.sampled_from([1 << 40]), min_size=1, max_size=40), st.data())
+def test_positions_is_searchsorted_among_the_ids(ids, data):
+    ids = np.array(sorted(ids), dtype=np.int64)
+    values = np.array(data.draw(st.lists(st.sampled_from(ids.tolist()), max_size=50)), dtype=np.int64)
+    assert positions(ids, values).tolist() == np.searchsorted(ids, values).tolist()
