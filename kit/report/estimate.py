@@ -149,24 +149,24 @@ def copies_waiting(targets: dict[int, list[int]], part: np.ndarray) -> tuple[dic
     return waiting, sorted(filterfalse(waiting.__contains__, targets))
 
 
-def kth_end(upcoming: np.ndarray, progress: np.ndarray, live: np.ndarray, r: np.ndarray,
+def kth_end(spaced: np.ndarray, at: np.ndarray, progress: np.ndarray, live: np.ndarray, r: np.ndarray,
             ahead: np.ndarray | None, k: int) -> float:
     """Seconds until the `k`-th (from 0) copy to end among the pairs `live` (rates `r`; `ahead`:
-    which move, None: all), from each pair's next copies (`upcoming` rows, smallest first) and
-    bytes moved (`progress`).
+    which move, None: all), from each pair's next copies (the k + 1 sizes of `spaced` from
+    ``at[pair]`` on, smallest first, infinite past its last copy) and bytes moved (`progress`).
 
     A pair's seconds grow along its row (the same subtraction and division of growing sizes),
     so a row whose first copy ends after the `k`-th of the first copies holds nothing ahead of
     it: only the rows up to that one are selected from, the very float a selection over every
     row gives (198 pairs x 41 copies of the 200,000-partition replace -> about 41 rows)."""
     if len(live) > k + 1:
-        first = (upcoming[live, 0] - progress[live]) / r
+        first = (spaced[at[live]] - progress[live]) / r
         if ahead is not None:
             first = np.where(ahead, first, np.inf)
         rows = np.flatnonzero(first <= np.partition(first, k)[k])
         live, r = live[rows], r[rows]
         ahead = None if ahead is None else ahead[rows]
-    left = (upcoming[live] - progress[live, None]) / r[:, None]
+    left = (spaced[at[live][:, None] + np.arange(k + 1)] - progress[live, None]) / r[:, None]
     if ahead is not None:
         left = np.where(ahead[:, None], left, np.inf)
     return float(np.partition(left.ravel(), k)[k])
@@ -291,7 +291,6 @@ class _FluidRun:
         order = np.lexsort((np.arange(len(size)), size, f_pair))
         self.total = float(size.sum())
         self.sorted_size = size[order].tolist()
-        self.padded_size = np.append(size[order], math.inf)  # past a pair's end: no copy
         head = np.searchsorted(f_pair[order], np.arange(len(pair_key)))
         end = np.append(head[1:], len(size))
         self.weight = (end - head).astype(float)  # unfinished copies per pair
@@ -370,9 +369,15 @@ class _FluidRun:
         t, next_decision, t_event, steps = 0.0, first_decision_s if self.auto is not None else 0.0, 0.0, 0
         rate = None
         dirty = True
-        # Each pair's next `group` copies to end, smallest first (inf past its last).
-        at = np.array(self.head)[:, None] + np.arange(group)
-        self.upcoming = self.padded_size[np.where(at < np.array(self.end)[:, None], at, len(self.sorted_size))]
+        # Each pair's copies, smallest first, then `group` infinities (no copy past its last):
+        # its next `group` copies to end are those from `at` = its head + its index x group on
+        # (kept as a copy ends, instead of rewriting a row of them).
+        self.group = group
+        ends = np.array(self.end)
+        self.spaced = np.full(len(self.sorted_size) + group * len(ends), math.inf)
+        pair_of = np.repeat(np.arange(len(ends)), np.diff(ends, prepend=0))
+        self.spaced[np.arange(len(self.sorted_size)) + pair_of * group] = self.sorted_size
+        self.at = np.array(self.head) + np.arange(len(ends)) * group
         while self.left:
             if not dirty and self.coasting():
                 t, next_decision = self.coast(t, next_decision, t_event, interval, tol)
@@ -422,7 +427,7 @@ class _FluidRun:
                     left = np.where(ahead, left, np.inf)
                 t_event = t + left.item(left.argmin())  # no NaN: the very float of `min`
             else:
-                t_event = t + kth_end(self.upcoming[:, :k + 1], self.progress, live, r, ahead, k)
+                t_event = t + kth_end(self.spaced, self.at, self.progress, live, r, ahead, k)
         if stood:
             # The very rates of the last filling: the state (rates, clients) is the one the
             # last decision saw, no new version (see `decide`); only the next end is new.
@@ -519,7 +524,7 @@ class _FluidRun:
         if not len(ending):
             return False
         newly = []
-        group = self.upcoming.shape[1]
+        group = self.group
         sizes, copy_at = self.sorted_size, self.copy_at
         for p in ending.tolist():
             h, e, moved = self.head[p], self.end[p], self.progress.item(p)
@@ -529,8 +534,7 @@ class _FluidRun:
             self.head[p], self.weight[p] = h, e - h
             self.pair_ended = self.pair_ended or h == e
             self.next_size[p] = self.sorted_size[h] if h < e else math.inf
-            row = self.sorted_size[h:min(e, h + group)]
-            self.upcoming[p] = row + [math.inf] * (group - len(row))
+            self.at[p] = h + p * group
         newly.sort()  # the clients' traffic changes in plan order, as copy by copy
         self.left -= len(newly)
         out, into = self.taking

@@ -395,6 +395,9 @@ def test_the_kth_copy_to_end_is_a_selection_over_every_row(pairs, k):
     width = k + 1
     rows = [sorted(sizes)[:width] + [np.inf] * (width - min(width, len(sizes))) for sizes, _, _, _ in pairs]
     upcoming = np.array(rows + [[0.0] * width])  # a last pair that is not live
+    # Each pair's sizes, smallest first, then `width` infinities, as the fluid run keeps them.
+    spaced = np.concatenate([np.concatenate([sorted(sizes), [np.inf] * width]) for sizes, *_ in pairs] + [[0.0] * width])
+    at = np.cumsum([0] + [len(sizes) + width for sizes, *_ in pairs])
     progress = np.array([min(p, min(sizes)) for sizes, p, _, _ in pairs] + [0.0])
     live = np.flatnonzero([on for *_, on in pairs] + [False])
     if not len(live):
@@ -411,4 +414,4 @@ def test_the_kth_copy_to_end_is_a_selection_over_every_row(pairs, k):
         want = float(np.partition(left.ravel(), k)[k]) if left.size > k else None
         if want is None:
             return
-        assert kth_end(upcoming, progress, live, r, ahead, k).hex() == want.hex()
+        assert kth_end(spaced, at, progress, live, r, ahead, k).hex() == want.hex()
