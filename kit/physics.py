@@ -18,7 +18,7 @@ import numpy as np
 from kit import fill_kernel, jit, offline
 from kit.errors import BadInput
 from kit.model import Cluster
-from kit.traffic import appearance_order, dense_codes, floor_traffic, layout, leader_of, member, pair_keys
+from kit.traffic import Lists, appearance_order, dense_codes, floor_traffic, in_lists, layout, leader_of, member
 
 
 @dataclass
@@ -200,8 +200,9 @@ def fair_rates(flows: list[Flow], out_cap: dict[int, float], in_cap: dict[int, f
         f.rate = float(rates[pairs[(f.source, f.dest)]])
 
 
-def copy_arrays(cluster: Cluster, moves: list[dict] | dict[int, list[int]], live: set[int]) -> tuple[dict[int, list[int]], np.ndarray,
-                                                                              np.ndarray, np.ndarray, np.ndarray]:
+def copy_arrays(cluster: Cluster, moves: list[dict] | dict[int, list[int]], live: set[int],
+                lists: Lists | None = None) -> tuple[dict[int, list[int]], np.ndarray, np.ndarray, np.ndarray,
+                                                     np.ndarray]:
     """`copies_of` as arrays: the targets and, one entry per new replica in plan order, its
     source, destination, size (float bytes) and partition index.
 
@@ -209,6 +210,8 @@ def copy_arrays(cluster: Cluster, moves: list[dict] | dict[int, list[int]], live
     ----------
     moves
         Kafka's partitions list, or a dict partition index -> replica list (then the targets).
+    lists
+        With a dict, ``kit.traffic.Lists.of(moves)`` when the caller has it.
 
     Returns
     -------
@@ -218,19 +221,19 @@ def copy_arrays(cluster: Cluster, moves: list[dict] | dict[int, list[int]], live
     """
     if isinstance(moves, dict):
         targets = moves
-        rows = list(targets)
-        lists = list(targets.values())
+        lists = lists or Lists.of(targets)
+        rows, part, dest = lists.rows, lists.rows[lists.row], lists.id
     else:
         index = {(p.topic, p.partition): i for i, p in enumerate(cluster.partitions)}
         rows = [index.get((m["topic"], m["partition"]), -1) for m in moves]
-        lists = [m["replicas"] for m in moves]
-        targets = dict(zip(rows, lists))
+        replicas = [m["replicas"] for m in moves]
+        targets = dict(zip(rows, replicas))
+        n = len(rows)
+        lens = np.fromiter(map(len, replicas), np.int64, n)
+        part = np.repeat(np.fromiter(rows, np.int64, n), lens)
+        dest = np.fromiter(chain.from_iterable(replicas), np.int64, int(lens.sum()))
     lay = layout(cluster, live)
-    n = len(rows)
-    lens = np.fromiter(map(len, lists), np.int64, n)
-    part = np.repeat(np.fromiter(rows, np.int64, n), lens)
-    dest = np.fromiter(chain.from_iterable(lists), np.int64, int(lens.sum()))
-    added = ~member(pair_keys(part, dest), pair_keys(lay.rep_part, lay.rep_id))
+    added = ~in_lists(part, dest, None, lay.rep_part, lay.rep_id, len(cluster.partitions))
     part, dest = part[added], dest[added]
     source = lay.lead_id[part]
     if -1 in rows or (source < 0).any() or not member(dest, lay.live_ids).all():
@@ -292,7 +295,7 @@ def flow_arrays(flows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flow] | tuple,
                 traffic: list[tuple[float, float]], capacity: dict[int, float],
-                left_out: list[int] | None = None) -> float | None:
+                left_out: list[int] | None = None, lists: Lists | None = None) -> float | None:
     """design.md's lower_bound_s: max over brokers and directions of replication bytes over the
     capacity the broker's client traffic leaves free, that traffic taken at its lightest during
     the reassignment (kit/traffic.py's floor_traffic). None when a broker's capacity is unknown;
@@ -300,13 +303,14 @@ def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flo
     duration is safe there) and, with `left_out`, named in it, so a reader is told the bound
     does not cover it.
 
-    `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`.
+    `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`;
+    `lists` is ``kit.traffic.Lists.of(targets)`` when the caller has it.
     """
     live = set(capacity)
     out_b, in_b = bytes_per_broker(*flow_arrays(flows))
     if any(b not in capacity for b in list(out_b) + list(in_b)):
         return None
-    rx, tx = floor_traffic(cluster, traffic, live, targets)
+    rx, tx = floor_traffic(cluster, traffic, live, targets, lists)
     worst = 0.0
     for per, client in ((out_b, tx), (in_b, rx)):
         for b, n in per.items():

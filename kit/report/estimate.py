@@ -30,7 +30,7 @@ from kit.model import Cluster
 from kit.physics import copy_arrays, filling_stands, lower_bound, pair_rates
 from kit.report.starting import analytic_estimate, expected_length, known_capacities, starting_rates
 from kit.text import human_duration
-from kit.traffic import ClientTraffic, distinct, layout, traffic_array
+from kit.traffic import ClientTraffic, Lists, distinct, layout, traffic_array
 
 # The fluid model's budget (issue 38): every event it follows (copies finishing, an auto-throttle
 # round changing a cap) costs a filling of the caps, 0.1-0.25 ms at 30 brokers, and following
@@ -96,7 +96,10 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
                 "unknown": sorted(b.id for b in cluster.brokers.values() if b.alive and b.net_capacity is None)}
     brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
     live = set(brokers)
-    targets, source, dest, size, part = copy_arrays(cluster, moves, live)
+    # The targets read once, for the copies, the bound and the partitions finished at once.
+    lists = Lists.of(moves) if isinstance(moves, dict) else None
+    targets, source, dest, size, part = copy_arrays(cluster, moves, live, lists)
+    lists = lists or Lists.of(targets)
     copies = (source, dest, size)
     assumptions = _assumptions(len(moves), client_load, throttle, settings, bool(figures.any()))
     cap = known_capacities(brokers, cap_map)
@@ -108,7 +111,8 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     if unknown:
         return result
     left_out: list[int] = []
-    bound = lower_bound(cluster, targets, copies, figures, cap, left_out) if all(b in cap for b in involved) else None
+    known = all(b in cap for b in involved)
+    bound = lower_bound(cluster, targets, copies, figures, cap, left_out, lists) if known else None
     result.update(lower_bound_s=bound, lower_bound_leaves_out=left_out)
     if not len(source):
         result["estimate_s"] = 0.0
@@ -120,7 +124,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
                            "end, and never below the best case; expect longer")
         result["estimate_s"] = max(t, bound or 0.0)
         return result
-    run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap)
+    run = _FluidRun(cluster, figures, live, targets, source, dest, size, part, cap, lists)
     horizon = expected_length(cluster, figures, live, cap, copies, bound, settings) if throttle == "auto" else (0.0, "")
     interval = run.throttle(throttle, settings, horizon, first_decision_s, assumptions, replay)
     group = group_size(len(source), max_events)
@@ -143,6 +147,29 @@ def copies_waiting(targets: dict[int, list[int]], part: np.ndarray) -> tuple[dic
     (counts only where there are copies: 0.010 -> 0.005 CPU s at 88,287 targets)."""
     waiting = dict(zip(*(a.tolist() for a in np.unique(part, return_counts=True))))
     return waiting, sorted(filterfalse(waiting.__contains__, targets))
+
+
+def kth_end(spaced: np.ndarray, at: np.ndarray, progress: np.ndarray, live: np.ndarray, r: np.ndarray,
+            ahead: np.ndarray | None, k: int) -> float:
+    """Seconds until the `k`-th (from 0) copy to end among the pairs `live` (rates `r`; `ahead`:
+    which move, None: all), from each pair's next copies (the k + 1 sizes of `spaced` from
+    ``at[pair]`` on, smallest first, infinite past its last copy) and bytes moved (`progress`).
+
+    A pair's seconds grow along its row (the same subtraction and division of growing sizes),
+    so a row whose first copy ends after the `k`-th of the first copies holds nothing ahead of
+    it: only the rows up to that one are selected from, the very float a selection over every
+    row gives (198 pairs x 41 copies of the 200,000-partition replace -> about 41 rows)."""
+    if len(live) > k + 1:
+        first = (spaced[at[live]] - progress[live]) / r
+        if ahead is not None:
+            first = np.where(ahead, first, np.inf)
+        rows = np.flatnonzero(first <= np.partition(first, k)[k])
+        live, r = live[rows], r[rows]
+        ahead = None if ahead is None else ahead[rows]
+    left = (spaced[at[live][:, None] + np.arange(k + 1)] - progress[live, None]) / r[:, None]
+    if ahead is not None:
+        left = np.where(ahead[:, None], left, np.inf)
+    return float(np.partition(left.ravel(), k)[k])
 
 
 def group_size(copies: int, max_events: int = MAX_EVENTS) -> int:
@@ -197,6 +224,16 @@ def time_left(cluster: Cluster, targets: dict[int, list[int]], source, dest, lef
     return seconds
 
 
+def _lists_at_once(lists: Lists | None, part: np.ndarray, n: int) -> Lists | None:
+    """The targets of the partitions without copies (`part`: each copy's partition), from
+    `lists`, as `copies_waiting` lists them (ascending), or None when `lists` is not ascending."""
+    if lists is None or (len(lists.rows) > 1 and not (lists.rows[1:] > lists.rows[:-1]).all()):
+        return None
+    copying = np.zeros(n, dtype=bool)
+    copying[part] = True
+    return lists.only(~copying[lists.rows])
+
+
 def _assumptions(moves: int, client_load: float | None, throttle: float | str | None,
                  settings: Settings, traffic: bool = True) -> list[str]:
     """What every estimate assumes, in plain words: the moves at once, the client traffic (the
@@ -234,7 +271,8 @@ class _FluidRun:
     """
 
     def __init__(self, cluster: Cluster, figures: np.ndarray, live: set[int], targets: dict[int, list[int]],
-                 source: np.ndarray, dest: np.ndarray, size: np.ndarray, part: np.ndarray, cap: dict[int, float]):
+                 source: np.ndarray, dest: np.ndarray, size: np.ndarray, part: np.ndarray, cap: dict[int, float],
+                 lists: Lists | None = None):
         self.ids = sorted(live)
         self.pos = {b: k for k, b in enumerate(self.ids)}
         self.nb = nb = len(self.ids)
@@ -253,7 +291,6 @@ class _FluidRun:
         order = np.lexsort((np.arange(len(size)), size, f_pair))
         self.total = float(size.sum())
         self.sorted_size = size[order].tolist()
-        self.padded_size = np.append(size[order], math.inf)  # past a pair's end: no copy
         head = np.searchsorted(f_pair[order], np.arange(len(pair_key)))
         end = np.append(head[1:], len(size))
         self.weight = (end - head).astype(float)  # unfinished copies per pair
@@ -268,7 +305,7 @@ class _FluidRun:
         self.left = len(size)
         self.clients = ClientTraffic(cluster, figures, live)
         self.waiting, at_once = copies_waiting(targets, part)
-        self.clients.finish_all(at_once, targets)
+        self.clients.finish_all(at_once, targets, _lists_at_once(lists, part, len(cluster.partitions)))
         self.client = np.empty((2, nb))  # the clients' tx and rx
         self.note_clients()
         self.progress = np.zeros(len(pair_key))
@@ -332,9 +369,15 @@ class _FluidRun:
         t, next_decision, t_event, steps = 0.0, first_decision_s if self.auto is not None else 0.0, 0.0, 0
         rate = None
         dirty = True
-        # Each pair's next `group` copies to end, smallest first (inf past its last).
-        at = np.array(self.head)[:, None] + np.arange(group)
-        self.upcoming = self.padded_size[np.where(at < np.array(self.end)[:, None], at, len(self.sorted_size))]
+        # Each pair's copies, smallest first, then `group` infinities (no copy past its last):
+        # its next `group` copies to end are those from `at` = its head + its index x group on
+        # (kept as a copy ends, instead of rewriting a row of them).
+        self.group = group
+        ends = np.array(self.end)
+        self.spaced = np.full(len(self.sorted_size) + group * len(ends), math.inf)
+        pair_of = np.repeat(np.arange(len(ends)), np.diff(ends, prepend=0))
+        self.spaced[np.arange(len(self.sorted_size)) + pair_of * group] = self.sorted_size
+        self.at = np.array(self.head) + np.arange(len(ends)) * group
         while self.left:
             if not dirty and self.coasting():
                 t, next_decision = self.coast(t, next_decision, t_event, interval, tol)
@@ -384,10 +427,7 @@ class _FluidRun:
                     left = np.where(ahead, left, np.inf)
                 t_event = t + left.item(left.argmin())  # no NaN: the very float of `min`
             else:
-                left = (self.upcoming[live, :k + 1] - self.progress[live, None]) / r[:, None]
-                if ahead is not None:
-                    left = np.where(ahead[:, None], left, np.inf)
-                t_event = t + float(np.partition(left.ravel(), k)[k])
+                t_event = t + kth_end(self.spaced, self.at, self.progress, live, r, ahead, k)
         if stood:
             # The very rates of the last filling: the state (rates, clients) is the one the
             # last decision saw, no new version (see `decide`); only the next end is new.
@@ -484,7 +524,7 @@ class _FluidRun:
         if not len(ending):
             return False
         newly = []
-        group = self.upcoming.shape[1]
+        group = self.group
         sizes, copy_at = self.sorted_size, self.copy_at
         for p in ending.tolist():
             h, e, moved = self.head[p], self.end[p], self.progress.item(p)
@@ -494,8 +534,7 @@ class _FluidRun:
             self.head[p], self.weight[p] = h, e - h
             self.pair_ended = self.pair_ended or h == e
             self.next_size[p] = self.sorted_size[h] if h < e else math.inf
-            row = self.sorted_size[h:min(e, h + group)]
-            self.upcoming[p] = row + [math.inf] * (group - len(row))
+            self.at[p] = h + p * group
         newly.sort()  # the clients' traffic changes in plan order, as copy by copy
         self.left -= len(newly)
         out, into = self.taking

@@ -14,11 +14,11 @@ from kit import jit
 from kit import plan as planners
 from kit.throttle.decide import Settings
 from kit.report import estimate
-from kit.report.estimate import copies_waiting, predict
+from kit.report.estimate import copies_waiting, kth_end, predict
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_snapshot
 from kit.sim.physics import simulate
-from kit.traffic import ClientTraffic, broker_traffic, partition_traffic
+from kit.traffic import ClientTraffic, Lists, broker_traffic, partition_traffic
 from kit.report.waves import duration_lines, duration_report, moves_of, split_waves
 from kit.text import human_duration
 
@@ -255,12 +255,15 @@ def test_finishing_many_partitions_at_once_gives_the_one_by_one_floats(parts, de
                                                          for b in range(1, 7)], "partitions": raw})
     live = {b for b in range(1, 7) if b not in dead}
     one, many = ClientTraffic(c, partition_traffic(c), live), ClientTraffic(c, partition_traffic(c), live)
+    given = ClientTraffic(c, partition_traffic(c), live)  # the targets' Lists given, as the estimate does
     rows = sorted(targets)
     for i in rows:
         one.finish(i, targets[i])
     many.finish_all(rows, targets)
+    given.finish_all(rows, targets, Lists.of({i: targets[i] for i in rows}))
     figures = [[float(x[b]).hex() for b in sorted(live)] for x in (one.rx, one.tx)]
     assert [[float(x[b]).hex() for b in sorted(live)] for x in (many.rx, many.tx)] == figures
+    assert [[float(x[b]).hex() for b in sorted(live)] for x in (given.rx, given.tx)] == figures
     # Each partition's state after: the same holders and leader (and a broker joining changes
     # both alike).
     with pytest.raises(ValueError):  # a partition finishes once
@@ -379,3 +382,36 @@ def test_the_copies_each_partition_waits_for_are_a_count_per_target(targets, pic
     waiting, at_once = copies_waiting(targets, part)
     assert waiting == {i: n for i, n in count.items() if n}
     assert at_once == sorted(i for i, n in count.items() if n == 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.floats(0, 1e12), min_size=1, max_size=6), st.floats(0, 1e12),
+                          st.sampled_from([0.0, 1e-3, 7.5e6, 1e8]), st.booleans()), min_size=1, max_size=40),
+       st.integers(0, 7))
+def test_the_kth_copy_to_end_is_a_selection_over_every_row(pairs, k):
+    # `kth_end` selects only from the rows whose first copy ends soon enough: the very float a
+    # selection over every row of every live pair gives (rows with no rate, pairs not live and
+    # the infinite padding past a pair's last copy included).
+    width = k + 1
+    rows = [sorted(sizes)[:width] + [np.inf] * (width - min(width, len(sizes))) for sizes, _, _, _ in pairs]
+    upcoming = np.array(rows + [[0.0] * width])  # a last pair that is not live
+    # Each pair's sizes, smallest first, then `width` infinities, as the fluid run keeps them.
+    spaced = np.concatenate([np.concatenate([sorted(sizes), [np.inf] * width]) for sizes, *_ in pairs] + [[0.0] * width])
+    at = np.cumsum([0] + [len(sizes) + width for sizes, *_ in pairs])
+    progress = np.array([min(p, min(sizes)) for sizes, p, _, _ in pairs] + [0.0])
+    live = np.flatnonzero([on for *_, on in pairs] + [False])
+    if not len(live):
+        return
+    r = np.array([pairs[j][2] for j in live])
+    moving = r > 0
+    if not moving.any():
+        return
+    ahead = None if moving.all() else moving
+    with np.errstate(divide="ignore", invalid="ignore"):
+        left = (upcoming[live] - progress[live, None]) / r[:, None]
+        if ahead is not None:
+            left = np.where(ahead[:, None], left, np.inf)
+        want = float(np.partition(left.ravel(), k)[k]) if left.size > k else None
+        if want is None:
+            return
+        assert kth_end(spaced, at, progress, live, r, ahead, k).hex() == want.hex()
