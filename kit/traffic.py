@@ -644,7 +644,7 @@ def floor_traffic(cluster: Cluster, traffic: list[tuple[float, float]], live: se
     n_end = np.bincount(t_part[t_live], minlength=n)
     firsts = lists.heads()
     end_lead = np.full(n, -1, dtype=np.int64)
-    end_lead[rows] = np.where(member(firsts, lay.live_ids) & (firsts != 0), firsts, -1)
+    end_lead[rows] = np.where(member(firsts, lay.live_ids), firsts, -1)  # -1: an empty list
     # A moved partition counts on a broker that carries it at both ends, at the lesser load:
     # rx its bytes_in; tx, when it leads throughout, bytes_out plus bytes_in per follower of
     # the smaller ISR (its followers only grow, then shrink), else nothing.

@@ -8,8 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 from kit.formats import cluster_from_snapshot
 from kit.model import Broker, Cluster, Partition
-from kit.traffic import (Lists, appearance_order, broker_traffic, dense_codes, distinct, fold_by_loop, fold_many,
-                         fold_sums, in_lists, layout, leader_of, member, pair_keys, positions, traffic_array)
+from kit.traffic import (Lists, appearance_order, broker_traffic, dense_codes, distinct, floor_traffic, fold_by_loop,
+                         fold_many, fold_sums, in_lists, layout, leader_of, member, pair_keys, positions,
+                         traffic_array)
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from([0.0, -0.0, 1e-300, 1e300, 0.1])
 IDS = st.integers(-3, 40) | st.sampled_from([0, 1 << 31, (1 << 62) + 5, -(1 << 40)])
@@ -196,3 +197,31 @@ def test_positions_is_searchsorted_among_the_ids(ids, data):
     ids = np.array(sorted(ids), dtype=np.int64)
     values = np.array(data.draw(st.lists(st.sampled_from(ids.tolist()), max_size=50)), dtype=np.int64)
     assert positions(ids, values).tolist() == np.searchsorted(ids, values).tolist()
+
+
+def _renamed(cluster: Cluster, to) -> Cluster:
+    """`cluster` with every broker id b renamed to(b) (Kafka's leader -1 stays -1)."""
+    brokers = {to(b): Broker(id=to(b), alive=x.alive) for b, x in cluster.brokers.items()}
+    parts = tuple(Partition(topic=p.topic, partition=p.partition, replicas=tuple(map(to, p.replicas)),
+                            isr=tuple(map(to, p.isr)), size=p.size, bytes_in=p.bytes_in, bytes_out=p.bytes_out,
+                            leader=p.leader if p.leader in (None, -1) else to(p.leader))
+                  for p in cluster.partitions)
+    return Cluster(brokers=brokers, partitions=parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters(), st.data())
+def test_the_floor_of_client_traffic_does_not_depend_on_the_brokers_names(cluster, data):
+    # Broker 0 is a broker like any other (Kafka's ids start at 0): the floor once gave a target
+    # led by broker 0 no load at its end, as if it had no leader.
+    ids = sorted(cluster.brokers)
+    targets = {i: data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=3, unique=True))
+               for i in data.draw(st.lists(st.integers(0, len(cluster.partitions) - 1), unique=True, max_size=12))
+               } if cluster.partitions else {}
+    live = {b for b in ids if cluster.brokers[b].alive}
+    traffic = [(p.bytes_in, p.bytes_out) for p in cluster.partitions]
+    rx, tx = floor_traffic(cluster, traffic, live, targets)
+    down = _renamed(cluster, lambda b: b - 1)
+    rx0, tx0 = floor_traffic(down, traffic, {b - 1 for b in live},
+                             {i: [b - 1 for b in t] for i, t in targets.items()})
+    assert rx0 == {b - 1: v for b, v in rx.items()} and tx0 == {b - 1: v for b, v in tx.items()}
