@@ -59,6 +59,9 @@ def add_parser(sub) -> None:
     p.add_argument("--basic-auth", metavar="USER:PASSWORD",
                    help=f"ask for a login (default: ${AUTH_ENV}; prefer the variable: arguments show in ps)")
     p.add_argument("--interval", type=rate, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
+    p.add_argument("--reconnect-grace", type=rate, default=15.0, metavar="S",
+                   help="seconds a tab's page is kept once its connection drops, for the browser to reconnect "
+                        "(default 15, Bokeh's); the server says \"a tab closed\" when it ends")
     p.set_defaults(run=run)
 
 
@@ -110,7 +113,8 @@ def run(a) -> int:
     app.load_plans(a.plan, cluster)  # a bad plan fails now, not in the first browser tab
     server = app.serve(port=a.port, address=a.address, basic_auth=auth, records=a.records, start=False,
                        snapshot=a.snapshot, cluster=live if live.live else None, plans=a.plan, events=a.events,
-                       samples=a.samples, interval=a.interval, metrics=a.metrics, cap_map=cap_map)
+                       samples=a.samples, interval=a.interval, metrics=a.metrics, cap_map=cap_map,
+                       reconnect_grace=a.reconnect_grace)
     shown = "localhost" if a.address in ("127.0.0.1", "::1") else a.address
     print(f"kit dashboard: http://{shown}:{server.port}/ ({'login required' if auth else 'no login'}; Ctrl-C stops)",
           flush=True)

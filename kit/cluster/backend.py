@@ -88,10 +88,12 @@ class Reading(Protocol):
             none runs.
         """
 
-    def follow(self) -> None:
+    def follow(self, current: bool = False) -> None:
         """From now on `read` may answer from what it read before where the cluster did not
         change since (a long-running reader's rounds: the auto-throttle loop, the dashboard's
-        poller). Only for a caller that changes no replica list itself. Nothing by default:
+        poller). Only for a caller that changes no replica list itself. `current`: every read
+        still returns each change made before it was called (a reader that another process
+        tells when it wrote: the loop on a simulated cluster's clock). Nothing by default:
         every `read` asks the cluster."""
 
     def reassigning(self) -> bool:

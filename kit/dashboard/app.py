@@ -478,7 +478,7 @@ class _ForeignHost(tornado.web.RequestHandler):
 
 
 def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, str] | None = None,
-          records: str | None = None, start: bool = True, **page):
+          records: str | None = None, start: bool = True, reconnect_grace: float = 15.0, **page):
     """Serve the dashboard; one poller is shared by every session.
 
     Parameters
@@ -491,6 +491,10 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
         The records folder (served under /records/ behind the same login).
     start : bool
         Run the server's loop (blocks until interrupted).
+    reconnect_grace : float
+        Seconds a page's session is kept once its tab's connection dropped (Bokeh's unused
+        session lifetime): a reconnect within it finds the page; then the page ends and the
+        server says "a tab closed".
     **page
         `dashboard`'s arguments.
 
@@ -515,9 +519,12 @@ def serve(port: int = 5006, address: str = "127.0.0.1", basic_auth: tuple[str, s
                       # Bokeh's origin list takes no bracketed IPv6 address
                       websocket_origin=[h for h in hosts if not h.startswith("[")] if hosts else ["*"], show=False, start=False, title="kit dashboard",
                       verbose=False, extra_patterns=extra,
-                      # A closed tab's session is dropped 15-20 s after it closed (Bokeh's default
-                      # checks every 17 s): its client's reconnects, seconds apart, still find it.
-                      check_unused_sessions_milliseconds=5000, **kwargs)
+                      # A closed tab's session is dropped within a third more than the grace after it
+                      # closed (Bokeh's default checks every 17 s): its client's reconnects, seconds
+                      # apart, still find it.
+                      unused_session_lifetime_milliseconds=round(reconnect_grace * 1000),
+                      check_unused_sessions_milliseconds=max(100, min(5000, round(reconnect_grace * 1000 / 3))),
+                      **kwargs)
     serverlog.quiet(server, TABS)
     if hosts:
         # Ahead of every route (the page, the websocket, /records/): Bokeh checks a websocket's

@@ -59,6 +59,10 @@ def run(store: Store | KazooClient, speed: float = 1.0, client_load: float | Non
                         wait, waiting = POLL_S, True  # at the barrier: look again soon for the actor's word
                     elif now >= due:
                         ctl.advance_to(limit)
+                        # At the barrier now: the actor acts at once (it polls the clock), and a
+                        # `tick` here was that much wall time per round at any speed (0.2 s of
+                        # the 0.3 s each auto-throttle round took a runbook at 20,000x).
+                        wait = POLL_S
                     else:
                         wait, waiting = min(tick, max(due - now, POLL_S)), True
                 else:

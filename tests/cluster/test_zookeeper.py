@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import threading
 
 import pytest
 
@@ -102,6 +103,37 @@ def test_a_cluster_reader_follows_every_change_another_client_makes(zk_root, sna
         wait_for("the reader to see a broker go and the reassignment end",
                  lambda: same() and reader.read()[1] is None and not reader.read()[0].brokers[live.id].alive, 60)
     finally:
+        other.stop()
+        client.stop()
+
+
+def test_a_current_cluster_reader_returns_a_change_whose_notification_is_not_in_yet(zk_root, snapshots):
+    """The auto-throttle on a simulated cluster's clock reads right after the controller wrote
+    and moved the clock; kazoo runs watch notifications on a thread of its own, and a read
+    before that thread ran answered the kept, older state (a round read a copy as going on,
+    and its decisions differed from another speed's run). A `current` reader hears every change
+    made before it reads."""
+    from kazoo.protocol.states import Callback
+
+    cluster = load_snapshot(str(snapshots["replace"]))
+    client, other = connect(zk_root), connect(zk_root)
+    busy = threading.Event()
+    try:
+        write_cluster(client, cluster)
+        sync_registrations(client)
+        kept, current = ClusterReader(client), ClusterReader(client, current=True)
+        assert kept.read()[0].partitions[0].leader is not None
+        assert current.read()[0].partitions[0].leader is not None
+        # kazoo's callback thread is busy: the change's notification waits behind this.
+        client.handler.dispatch_callback(Callback("watch", busy.wait, (120,)))
+        p = cluster.partitions[0]
+        other.set(f"/brokers/topics/{p.topic}/partitions/{p.partition}/state",
+                  json.dumps({"leader": -1, "isr": [], "leader_epoch": 9}).encode())
+        assert kept.read()[0].partitions[0].leader is not None  # what it kept: not notified yet
+        threading.Timer(0.5, busy.set).start()
+        assert current.read()[0].partitions[0].leader is None  # waited for the notification
+    finally:
+        busy.set()
         other.stop()
         client.stop()
 

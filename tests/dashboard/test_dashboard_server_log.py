@@ -4,8 +4,8 @@ auto-throttle (issue 39): no traceback, and one line per closed tab.
 One server on a simulated ZooKeeper cluster (the standard small scale-out, copied slowly by
 `kit sim run` while `kit throttle run` sets the rates), two tabs in headless Chromium one after
 the other: each is waited for until its document is served and shows the reassignment, then
-closed, and the server must say so in one line (and not before); the server is stopped once it
-said both tabs closed.
+closed, and the server must say so in one line (and not before) once its `--reconnect-grace`
+passed; the server is stopped once it said both tabs closed.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_opening_and_closing_tabs_leaves_no_traceback_in_the_server_log(zookeepe
                 stdout=ll, stderr=ll)
             procs["dashboard"] = subprocess.Popen(
                 [*kit_command(), "dashboard", "--zk", root, "--events", str(events), "--samples", str(samples),
-                 "--port", "0", "--interval", "1"], stdout=so, stderr=se)
+                 "--port", "0", "--interval", "1", "--reconnect-grace", "1"], stdout=so, stderr=se)
         dashboard = procs["dashboard"]
 
         def said(pattern):
@@ -97,7 +97,9 @@ def test_opening_and_closing_tabs_leaves_no_traceback_in_the_server_log(zookeepe
                     if before != i:
                         closed = AssertionError(f"{before} closed-tab lines with {i} tabs closed: {out.read_text()}")
                         break
-                    # Bokeh keeps a closed tab's session ~15 s for a reconnect, then discards it: the line.
+                    # Bokeh keeps a closed tab's session --reconnect-grace (1 s here, 15 by
+                    # default: waiting that out took 30 of this test's 57 s) for a reconnect,
+                    # then discards it: the line.
                     try:
                         wait_for(f"tab {i + 1}'s line in the server's output", lambda: len(said(CLOSED)) > i, 300)
                     except AssertionError as e:

@@ -97,7 +97,10 @@ def jupyterlab(tmp_path):
 def test_apply_in_jupyterlab_shows_progress_and_leaves_the_record(jupyterlab):
     lab = jupyterlab
     root: Path = lab["root"]
-    saved = _notebook(root, speed=3000.0)
+    # The copy's 11,500 simulated seconds take 11.5 wall s of pace at 1,000x: long enough for
+    # the progress line to change three times, however fast the auto-throttle's rounds (at
+    # 3,000x they had held the copy 0.2 s each, until the clock's barrier stopped waiting a tick).
+    saved = _notebook(root, speed=1000.0)
     page = lab["browser"].new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(120_000)
     page.goto(f"{lab['base']}/lab/tree/{saved.name}?token={lab['token']}")

@@ -64,9 +64,11 @@ def decisions(events: Path) -> list[tuple]:
 def test_the_same_run_at_two_very_different_speeds_gives_the_same_decisions_and_completion(zookeeper, snapshots,
                                                                                            tmp_path):
     # The two runs go side by side, each on a cluster of its own: the slow one's wall time is
-    # mostly its pace, and each run's barrier is its own.
+    # mostly its pace, and each run's barrier is its own. 25x apart: at 4,000x the clock waits
+    # for the pace (0.15 s a round of 600 simulated s), at 100,000x for the loop's rounds. (At
+    # 1,000x the copy's 19,100 simulated seconds took 19 wall seconds of this test's ~30.)
     started = {}
-    for speed in ("1000", "100000"):
+    for speed in ("4000", "100000"):
         folder = tmp_path / speed
         folder.mkdir()
         root = applied(zookeeper, snapshots["replace"], folder)
@@ -81,7 +83,7 @@ def test_the_same_run_at_two_very_different_speeds_gives_the_same_decisions_and_
         assert sim.returncode == 0, sim_err
         assert "no longer waits" not in sim_err  # no actor was dropped: the barrier held throughout
         runs[speed] = (decisions(events), json.loads(report.read_text())["completion_s"])
-    (slow, slow_done), (fast, fast_done) = runs["1000"], runs["100000"]
+    (slow, slow_done), (fast, fast_done) = runs["4000"], runs["100000"]
     rates = [d for d in slow if d[1] == "rate" and d[4] and d[4] > 10e6]
     assert rates, slow  # the loop raised rates from measured traffic, on the simulated clock
     assert len({d[0] for d in slow if d[1] == "rate"}) > 2  # over several rounds, not one
@@ -95,7 +97,9 @@ def test_the_same_run_at_two_very_different_speeds_gives_the_same_decisions_and_
 def test_a_loop_killed_mid_run_is_dropped_from_the_barrier_said_and_the_copy_goes_on(zookeeper, snapshots, tmp_path):
     root = applied(zookeeper, snapshots["replace"], tmp_path)
     samples, events, report = tmp_path / "samples", tmp_path / "events.jsonl", tmp_path / "controller.json"
-    sim = controller(root, samples, "2000", report)
+    # The controller waits for the loop at each of its rounds (the barrier) until it is killed:
+    # the speed only paces what is left after (18,100 simulated seconds: 9 wall s at 2,000x).
+    sim = controller(root, samples, "20000", report)
     th = loop(root, samples, events)
     try:
         # Killed once it has made a round after the first: the clock is waiting on it.

@@ -59,7 +59,7 @@ class AdminReading(AdminRequests):
         model (`kit.cluster.kafka.model`), sizes falling back on the metrics directory."""
         return self._read(sizes=True)
 
-    def follow(self) -> None:
+    def follow(self, current: bool = False) -> None:
         """Nothing: every `read` asks the cluster (the Admin API has no watch to follow it by)."""
 
     def _read(self, sizes: bool) -> tuple[Cluster, dict | None]:

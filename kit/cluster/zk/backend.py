@@ -72,11 +72,11 @@ class ZkBackend:
         """`kit.cluster.zk.read.read_cluster` (through a `ClusterReader` once `follow` was called)."""
         return self._reader.read() if self._reader is not None else read_cluster(self.client)
 
-    def follow(self) -> None:
-        """Reads go through a `kit.cluster.zk.read.ClusterReader`: only the znodes ZooKeeper
-        says changed are read again."""
+    def follow(self, current: bool = False) -> None:
+        """Reads go through a `kit.cluster.zk.read.ClusterReader` (with `current`): only the
+        znodes ZooKeeper says changed are read again."""
         if self._reader is None:
-            self._reader = ClusterReader(self.client)
+            self._reader = ClusterReader(self.client, current)
 
     def reassigning(self) -> bool:
         """Whether /admin/reassign_partitions exists."""

@@ -15,6 +15,7 @@ import threading
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import Callback
 
 from kit.errors import BadInput
 from kit.formats import OutsideReplicas, cluster_from_snapshot
@@ -89,6 +90,16 @@ class WatchedZnodes:
     def _on_change(self, event) -> None:
         self.forget(event.path)
 
+    def catch_up(self, bound: float = 60.0) -> None:
+        """Hear every change ZooKeeper made before now, so that the next read returns it: a
+        round trip (ZooKeeper sends a watch's notification ahead of any later answer on the
+        session), then a turn of kazoo's callback thread, which runs the notifications
+        (`forget`) in the order they came. `bound`: seconds to wait for that thread."""
+        self.client.sync("/")
+        heard = threading.Event()
+        self.client.handler.dispatch_callback(Callback("watch", heard.set, ()))
+        heard.wait(bound)
+
     def forget(self, path: str) -> None:
         """Drop what is kept of `path` (its data and its children): the next read asks ZooKeeper."""
         with self._lock:
@@ -142,15 +153,21 @@ class WatchedZnodes:
 
 class ClusterReader:
     """`read_cluster` for a process that reads the cluster again and again: the znodes through
-    `WatchedZnodes`, and the same answer while none of them changed."""
+    `WatchedZnodes`, and the same answer while none of them changed. `current`: each read
+    first hears every change made before it (`WatchedZnodes.catch_up`), for a reader told by
+    another process that it wrote (the loop on a simulated cluster's clock: the controller
+    writes, then moves the clock)."""
 
-    def __init__(self, client: KazooClient):
+    def __init__(self, client: KazooClient, current: bool = False):
         self.znodes = WatchedZnodes(client)
+        self.current = current
         self._last: tuple[int, tuple[Cluster, dict | None]] | None = None
 
     def read(self) -> tuple[Cluster, dict | None]:
         """The cluster and the reassignment in flight, as `read_cluster` (the answer is shared:
         a caller does not change it)."""
+        if self.current:
+            self.znodes.catch_up()
         asked_at = self.znodes.changes
         if self._last is not None and self._last[0] == asked_at:
             return self._last[1]
