@@ -593,9 +593,11 @@ def test_the_loop_waits_for_a_zookeeper_away_at_its_start_and_says_what_it_waits
             client.stop()
         localzk.stop(data)
         events = tmp_path / "e.jsonl"
-        loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--samples", str(tmp_path / "s"),
-                                 "--interval", "0.3", *CAP_MAP, "--events", str(events), "--until-idle",
-                                 "--max-seconds", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Each attempt to connect waits --zk-connect-timeout (1 s, not the default 10) for ZooKeeper.
+        loop = subprocess.Popen([*kit_command(), "throttle", "run", "--zk", root, "--zk-connect-timeout", "1",
+                                 "--samples", str(tmp_path / "s"), "--interval", "0.3", *CAP_MAP, "--events",
+                                 str(events), "--until-idle", "--max-seconds", "600"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_for("the loop saying it waits for ZooKeeper",
                      lambda: (events.exists() and said(events, "unreachable")) or loop.poll() is not None, limit=180)
