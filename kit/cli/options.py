@@ -196,12 +196,18 @@ def throttle_settings(a) -> decide.Settings:
 
 def cluster_options(p, group=None, required: bool = True) -> None:
     """--zk | --bootstrap (in `group` when given, e.g. beside --snapshot), with each one's
-    credentials: --zk-auth-file / --zk-auth, and --command-config. `cluster_address` reads them."""
+    credentials: --zk-auth-file / --zk-auth and --zk-connect-timeout, and --command-config.
+    `cluster_address` reads them."""
     where = group if group is not None else p.add_mutually_exclusive_group(required=required)
     where.add_argument("--zk", metavar="HOST:PORT[/chroot]", help="Kafka's ZooKeeper (ZooKeeper-mode clusters)")
     where.add_argument("--bootstrap", metavar="HOST:PORT[,HOST:PORT]",
                        help="Kafka's brokers, through the Admin API (KRaft clusters; see docs/admin-api.md)")
     zk_auth_option(p)
+    p.add_argument("--zk-connect-timeout", type=rate, metavar="S",
+                   # The default said is kit.cluster.backend.DEFAULT_TIMEOUT's (not imported here: it
+                   # stays lazy); tests/cluster/test_zookeeper.py holds the two together.
+                   help="with --zk: seconds to wait for ZooKeeper to answer when connecting, as Kafka's "
+                        "zookeeper.connection.timeout.ms (default 10)")
     p.add_argument("--command-config", metavar="FILE",
                    help="with --bootstrap: Kafka client properties (security.protocol, sasl.mechanism, "
                         "sasl.jaas.config, ssl.*, request.timeout.ms, default.api.timeout.ms), as Kafka's own "
@@ -217,7 +223,8 @@ def cluster_address(a) -> backends.ClusterAddress:
     return backends.ClusterAddress(zk=getattr(a, "zk", None), bootstrap=getattr(a, "bootstrap", None),
                                    auth=getattr(a, "zk_auth", None),
                                    command_config=getattr(a, "command_config", None),
-                                   sim_facts=getattr(a, "sim_facts", None))
+                                   sim_facts=getattr(a, "sim_facts", None),
+                                   zk_connect_timeout=getattr(a, "zk_connect_timeout", None))
 
 
 def cluster_flag(a) -> str:

@@ -26,7 +26,8 @@ from kit.errors import BadInput
 from kit.model import Cluster
 from kit.throttle.lease import Lease
 
-# How long to wait for a cluster to answer when connecting (seconds), as `kit.cluster.zk.layout.connect`.
+# How long to wait for ZooKeeper to answer when connecting (seconds), as Kafka's
+# zookeeper.connection.timeout.ms; --zk-connect-timeout (`ClusterAddress.zk_connect_timeout`) sets it.
 DEFAULT_TIMEOUT = 10.0
 
 
@@ -348,6 +349,10 @@ class ClusterAddress:
     sim_facts : str, optional
         Admin API: the simulated KRaft cluster's facts file (`kit sim start --kraft` writes
         DIR/facts.json; `ClusterBackend.sim_facts`), never a real cluster's.
+    zk_connect_timeout : float, optional
+        ZooKeeper: seconds to wait for it to answer when connecting (--zk-connect-timeout, as
+        Kafka's zookeeper.connection.timeout.ms); it wins over a caller's own `open_backend`
+        timeout. Default `DEFAULT_TIMEOUT`.
     """
 
     zk: str | None = None
@@ -357,6 +362,7 @@ class ClusterAddress:
     state_file: str | None = None
     metrics_dir: str | None = None
     sim_facts: str | None = None
+    zk_connect_timeout: float | None = None
 
     def __post_init__(self):
         if self.zk and self.bootstrap:
@@ -367,6 +373,11 @@ class ClusterAddress:
             raise BadInput("--zk-auth / --zk-auth-file go with --zk (the Admin API takes --command-config)")
         if self.sim_facts and not self.bootstrap:
             raise BadInput("--sim-facts goes with --bootstrap (the ZooKeeper simulated cluster keeps its facts itself)")
+        if self.zk_connect_timeout is not None and self.bootstrap:
+            raise BadInput("--zk-connect-timeout goes with --zk (the Admin API's request.timeout.ms is "
+                           "in --command-config)")
+        if self.zk_connect_timeout is not None and not self.zk_connect_timeout > 0:
+            raise BadInput(f"--zk-connect-timeout {self.zk_connect_timeout}: expected seconds above 0")
         if (self.state_file or self.metrics_dir) and not self.bootstrap:
             raise BadInput("a state file and metrics directory beside the cluster are the Admin API's "
                            "(ZooKeeper keeps them in its znodes)")
@@ -395,8 +406,8 @@ def open_backend(address: ClusterAddress, timeout: float | None = None) -> Clust
     address : ClusterAddress
         The cluster (``open_backend(ClusterAddress(zk=...))`` in a notebook).
     timeout : float, optional
-        Seconds to wait for the cluster to answer: ZooKeeper's connection (default
-        `DEFAULT_TIMEOUT`), or each Admin API request (default
+        Seconds to wait for the cluster to answer: ZooKeeper's connection (the address's
+        `zk_connect_timeout` wins; default `DEFAULT_TIMEOUT`), or each Admin API request (default
         `kit.cluster.kafka.connect.REQUEST_SECONDS`; request.timeout.ms in the client
         properties file wins).
 
@@ -411,7 +422,9 @@ def open_backend(address: ClusterAddress, timeout: float | None = None) -> Clust
                                           a.sim_facts)
     if not a.zk:
         raise BadInput("no cluster given: --zk HOST:PORT[/chroot] or --bootstrap HOST:PORT")
-    return backend_class(None)(a.zk, DEFAULT_TIMEOUT if timeout is None else timeout, a.auth)
+    # The operator's --zk-connect-timeout wins over a caller's own wait (the dashboard's poller's).
+    wait = a.zk_connect_timeout or (DEFAULT_TIMEOUT if timeout is None else timeout)
+    return backend_class(None)(a.zk, wait, a.auth)
 
 
 def reached_through(bootstrap: str | None) -> str:

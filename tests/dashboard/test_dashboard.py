@@ -619,7 +619,7 @@ def _free_port() -> int:
     (("--snapshot", "{snap}", "--basic-auth", "nopassword"), "--basic-auth"),
     (("--snapshot", "{snap}", "--samples", "/nonexistent/dir/x"), "--samples"),
     (("--snapshot", "{snap}", "--port", "{busy}"), "cannot listen"),
-    (("--zk", "127.0.0.1:1"), "--zk"),
+    (("--zk", "127.0.0.1:1", "--zk-connect-timeout", "1"), "--zk"),  # nothing answers: waited 1 s, not 10
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, snapshots, tmp_path, capsys):
     from kit.cli import main

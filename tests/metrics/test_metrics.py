@@ -211,13 +211,28 @@ def test_kit_metrics_writes_the_four_outputs_deterministically(spark, tmp_path, 
     snap.write_text(json.dumps({"version": 1, "brokers": [{"id": b} for b in (1, 2, 3)],
                                 "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]},
                                                {"topic": "t", "partition": 1, "replicas": [2, 3]}]}))
-    outs = []
-    for n in range(2):
-        out = tmp_path / f"out{n}"
-        assert main(["metrics", "--replica-samples", str(rdir), "--broker-samples", str(bdir), "--out", str(out),
-                     "--window", "1h", "--snapshot-in", str(snap), "--snapshot-out", str(tmp_path / f"s{n}.json")]) == 0
-        outs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    from kit.metrics.edge import run_batch
+
+    class Heard:
+        def __init__(self):
+            self.stages = []
+
+        def stage(self, name):
+            self.stages.append(name)
+
+    # The same job twice: by the CLI, then by the function it calls, which also shows where a
+    # long Spark job is (stderr in the CLI): every stage, in order. (Once a test of its own, a
+    # third Spark batch over the same samples.)
+    out0, out1, s1 = tmp_path / "out0", tmp_path / "out1", tmp_path / "s1.json"
+    assert main(["metrics", "--replica-samples", str(rdir), "--broker-samples", str(bdir), "--out", str(out0),
+                 "--window", "1h", "--snapshot-in", str(snap), "--snapshot-out", str(tmp_path / "s0.json")]) == 0
     assert "skipped 1 malformed rows" in capsys.readouterr().err
+    heard = Heard()
+    run_batch(str(rdir), str(bdir), str(out1), "1h", snapshot_in=str(snap), snapshot_out=str(s1), progress=heard)
+    assert heard.stages == ["starting Spark", "sizes, free storage and traffic from the samples", f"writing {out1}",
+                            f"writing {s1}"]
+    outs = [{p.name: p.read_bytes() for p in sorted(out.iterdir())} for out in (out0, out1)]
+    assert (tmp_path / "s0.json").read_bytes() == s1.read_bytes()
     assert outs[0] == outs[1] and len(outs[0]) == 4
     out = tmp_path / "out0"
     assert json.loads((out / "partition_meta.json").read_text()) == {"t": {"0": {"Size": 1119}, "1": {"Size": 50}}}
@@ -349,21 +364,3 @@ def test_simulator_samples_end_to_end_through_zookeeper(spark, zookeeper, tmp_pa
     for b in (1, 2):
         assert load[b]["expected_bytes_out"] == pytest.approx(load[b]["measured_tx_bytes_per_sec"])
         assert load[b]["expected_bytes_in"] == pytest.approx(load[b]["measured_rx_bytes_per_sec"])
-
-
-def test_the_batch_job_reports_each_stage_to_its_progress(spark, tmp_path):
-    """`kit metrics` shows where a long Spark job is (stderr in the CLI): every stage, in order."""
-    from kit.metrics.edge import run_batch
-
-    class Heard:
-        def __init__(self):
-            self.stages = []
-
-        def stage(self, name):
-            self.stages.append(name)
-
-    rdir, bdir = _samples(tmp_path)
-    heard = Heard()
-    run_batch(str(rdir), str(bdir), str(tmp_path / "out"), "1h", progress=heard)
-    assert heard.stages[:3] == ["starting Spark", "sizes, free storage and traffic from the samples",
-                                f"writing {tmp_path / 'out'}"]

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from kit.errors import BadInput, Unsafe
 from kit.pids import alive
 
+_TICK_S = 2.0  # ZooKeeper's unit of time (tickTime); sessions are 2 to 20 ticks by default
 _CONFIG = """\
-tickTime=2000
+tickTime={tick_ms}
 dataDir={data}
 clientPort={port}
 clientPortAddress=127.0.0.1
@@ -138,8 +139,17 @@ def _pid_file(data: str) -> str:
     return os.path.join(data, "kit-zookeeper.pid")
 
 
-def start(port: int, data: str, wait: float = 30.0) -> LocalZooKeeper:
-    """Start a ZooKeeper server on 127.0.0.1:`port` keeping its data in `data`."""
+def start(port: int, data: str, wait: float = 30.0, max_session_timeout: float | None = None) -> LocalZooKeeper:
+    """Start a ZooKeeper server on 127.0.0.1:`port` keeping its data in `data`.
+
+    `max_session_timeout` (seconds; zoo.cfg's maxSessionTimeout, at least two ticks: 4 s) caps
+    the session every client is given, whatever it asks for (kit asks for
+    `kit.cluster.zk.layout.SESSION_TIMEOUT_S`): a rehearsal of an outage longer than the
+    session (ephemeral znodes gone, clients in new sessions) need not wait out Kafka's 18 s.
+    Default ZooKeeper's own: 20 ticks, 40 s.
+    """
+    if max_session_timeout is not None and not max_session_timeout >= 2 * _TICK_S:
+        raise BadInput(f"max_session_timeout {max_session_timeout}: expected at least two ticks, {2 * _TICK_S:g} s")
     if not 1 <= port <= 65535:
         raise BadInput(f"--port {port}: expected a TCP port, 1..65535")
     if os.path.exists(data) and not os.path.isdir(data):
@@ -152,7 +162,9 @@ def start(port: int, data: str, wait: float = 30.0) -> LocalZooKeeper:
     os.makedirs(data, exist_ok=True)
     cfg = os.path.join(data, "zoo.cfg")
     with open(cfg, "w") as f:
-        f.write(_CONFIG.format(data=os.path.abspath(data), port=port))
+        f.write(_CONFIG.format(data=os.path.abspath(data), port=port, tick_ms=round(_TICK_S * 1000)))
+        if max_session_timeout is not None:
+            f.write(f"maxSessionTimeout={round(max_session_timeout * 1000)}\n")
     log = open(os.path.join(data, "zookeeper.log"), "ab")
     proc = subprocess.Popen(["java", *_JVM_OPTIONS, "-cp", classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
                              cfg], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
