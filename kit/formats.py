@@ -363,7 +363,7 @@ def _repeats_a_broker(reps: list[list[int]], ids: np.ndarray) -> bool:
     lengths = np.fromiter(map(len, reps), dtype=np.int64, count=len(reps))
     starts = np.zeros(len(reps), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
-    kinds = np.flatnonzero(np.bincount(lengths)).tolist()  # not np.unique: see kit.traffic.distinct
+    kinds = np.flatnonzero(np.bincount(lengths)).tolist()  # not np.unique: see kit.array_ops.distinct
     for k in kinds:
         if k > 1:
             # Every list of one length (the usual replication factor): the ids are the rows.

@@ -16,9 +16,10 @@ from itertools import chain
 import numpy as np
 
 from kit import fill_kernel, jit, offline
+from kit.array_ops import Lists, appearance_order, dense_codes, in_lists, member
 from kit.errors import BadInput
 from kit.model import Cluster
-from kit.traffic import Lists, appearance_order, dense_codes, floor_traffic, in_lists, layout, leader_of, member
+from kit.traffic import floor_traffic, layout, leader_of
 
 
 @dataclass
@@ -211,7 +212,7 @@ def copy_arrays(cluster: Cluster, moves: list[dict] | dict[int, list[int]], live
     moves
         Kafka's partitions list, or a dict partition index -> replica list (then the targets).
     lists
-        With a dict, ``kit.traffic.Lists.of(moves)`` when the caller has it.
+        With a dict, ``kit.array_ops.Lists.of(moves)`` when the caller has it.
 
     Returns
     -------
@@ -304,7 +305,7 @@ def lower_bound(cluster: Cluster, targets: dict[int, list[int]], flows: list[Flo
     does not cover it.
 
     `flows` is a list of Flow, or the ``(source, dest, size)`` arrays of `copy_arrays`;
-    `lists` is ``kit.traffic.Lists.of(targets)`` when the caller has it.
+    `lists` is ``kit.array_ops.Lists.of(targets)`` when the caller has it.
     """
     live = set(capacity)
     out_b, in_b = bytes_per_broker(*flow_arrays(flows))

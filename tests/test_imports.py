@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # --------------------------------------------------------------------------- the layer rules
 
-# The foundations: data, errors, text, files and formats, which every layer may import; they
-# import only one another.
+# The foundations: data, errors, text, files and formats, integer-array helpers, which every
+# layer may import; they import only one another.
 FOUNDATION = {"kit", "kit.errors", "kit.text", "kit.validate", "kit.collector", "kit.pids", "kit.files", "kit.model",
-              "kit.events", "kit.progress", "kit.formats", "kit.clock_file", "kit.jit"}
+              "kit.events", "kit.progress", "kit.formats", "kit.clock_file", "kit.jit", "kit.array_ops"}
 # The pure models of a cluster's traffic and copies, shared by the planner, the estimator and
 # the simulator; they import only the foundations and one another.
 MODELS = {"kit.traffic", "kit.offline", "kit.physics", "kit.fill_kernel", "kit.capacity"}
@@ -147,8 +147,9 @@ def test_the_import_reader_sees_lazy_and_function_level_imports(tmp_path):
 
 # --------------------------------------------------------------------------- what an import loads
 
-PURE = ["kit.plan", "kit.report", "kit.report.figures", "kit.report.waves", "kit.report.estimate",
-        "kit.throttle.decide", "kit.throttle.replay", "kit.model", "kit.formats", "kit.files", "kit.physics"]
+PURE = ["kit.plan", "kit.report", "kit.report.figures", "kit.report.waves", "kit.report.estimate", "kit.report.fluid",
+        "kit.throttle.decide", "kit.throttle.replay", "kit.model", "kit.formats", "kit.files", "kit.physics",
+        "kit.array_ops"]
 # scipy: the planner loads it only where a split flow or a test needs it (about a second to import);
 # highspy only when an exact pass solves an integer program; numba only when a count balance has
 # thousands of moves ahead (about half a second).
@@ -319,7 +320,7 @@ def test_the_cluster_seam_loads_only_the_backend_opened(bootstrap, opened):
 # pass's integer program), a cluster client; nor a second process (kit.concurrency.second_core
 # forks for large snapshots only). OR-Tools does load: its flows are solved at every size.
 # Nor numpy's masked arrays, which a plain np.unique imports for its masked check (7 CPU ms;
-# kit.traffic.distinct instead), nor hashlib, which only the answers to integer programs kept
+# kit.array_ops.distinct instead), nor hashlib, which only the answers to integer programs kept
 # within kit.plan.solvers.mip.answers_kept use (2.5 ms).
 NOT_FOR_A_SMALL_PLAN = ["numba", "llvmlite", "scipy", "highspy", "kazoo", "kafka", "pandas", "pyspark", "numpy.ma",
                         "hashlib"]

@@ -13,11 +13,11 @@ from operator import attrgetter
 import numpy as np
 
 from kit import collector
+from kit.array_ops import distinct
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster
 from kit.offline import offline_indices
 from kit.plan.racks import may_join, racks_needed, set_ok, spans
-from kit.traffic import distinct
 
 # Selected partitions above which a cluster is large: there a stage's pass takes seconds,
 # so the stages make one pass, scan fewer candidates and try one route only.

@@ -13,8 +13,8 @@ from operator import attrgetter
 
 import numpy as np
 
+from kit.array_ops import distinct
 from kit.model import Cluster
-from kit.traffic import distinct
 
 __all__ = ["FigureContext", "FlatAssignment", "context"]
 

@@ -14,12 +14,12 @@ from functools import cached_property
 
 import numpy as np
 
+from kit.array_ops import distinct
 from kit.model import Cluster, Plan
 from kit.report.arrays import FigureContext, FlatAssignment, context
 from kit.offline import describe as describe_offline
 from kit.plan.failover import excess_by_leader, heirs, worst_excess
 from kit.plan.racks import racks_needed
-from kit.traffic import distinct
 
 __all__ = ["PlanArrays", "assignment_figures", "broker_figures", "movement_figures", "plan_report"]
 

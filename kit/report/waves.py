@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kit.array_ops import dense_codes
 from kit.throttle.decide import Settings
 from kit.errors import BadInput
 from kit.report.estimate import predict
@@ -24,7 +25,7 @@ from kit.report.starting import known_capacities
 from kit.model import Cluster, Plan
 from kit.text import human_duration
 from kit.traffic import broker_traffic as client_traffic
-from kit.traffic import dense_codes, traffic_array
+from kit.traffic import traffic_array
 
 DEFAULT_MAX_MOVES_PER_BROKER = 5
 # kafka-kit's autothrottle never throttles replication below this; a broker whose NIC is

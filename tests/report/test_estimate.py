@@ -1,5 +1,6 @@
-"""The duration estimate (kit/report/estimate.py, waves.duration_report) against the auto-throttled
-simulation it predicts, and the client-traffic model both read (kit/traffic.py)."""
+"""The duration estimate (kit/report/estimate.py, its fluid model kit/report/fluid.py,
+waves.duration_report) against the auto-throttled simulation it predicts, and the client-traffic
+model both read (kit/traffic.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,13 +13,15 @@ from hypothesis import strategies as st
 
 from kit import jit
 from kit import plan as planners
+from kit.array_ops import Lists
 from kit.throttle.decide import Settings
-from kit.report import estimate
-from kit.report.estimate import copies_waiting, kth_end, predict
+from kit.report import estimate, fluid
+from kit.report.estimate import predict
+from kit.report.fluid import copies_waiting, kth_end
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_snapshot
 from kit.sim.physics import simulate
-from kit.traffic import ClientTraffic, Lists, broker_traffic, partition_traffic
+from kit.traffic import ClientTraffic, broker_traffic, partition_traffic
 from kit.report.waves import duration_lines, duration_report, moves_of, split_waves
 from kit.text import human_duration
 
@@ -116,15 +119,15 @@ def test_a_filling_kept_under_changed_caps_gives_the_figures_of_filling_again(ma
     c = load_snapshot(str(make_snapshot(*SMALL, "--scenario", scenario, "--client-load", "0.5")))
     moves = _plan(c, scenario).reassignment()["partitions"]
     kept = []
-    stands = estimate.filling_stands
+    stands = fluid.filling_stands
 
     def counted(*args):
         kept.append(stands(*args))
         return kept[-1]
 
-    monkeypatch.setattr(estimate, "filling_stands", counted)
+    monkeypatch.setattr(fluid, "filling_stands", counted)
     fast = predict(c, moves)
-    monkeypatch.setattr(estimate, "filling_stands", lambda *args: False)
+    monkeypatch.setattr(fluid, "filling_stands", lambda *args: False)
     assert predict(c, moves) == fast
     assert any(kept)  # the filling was kept at least once
 
@@ -233,7 +236,7 @@ def test_a_kept_filling_gives_the_figures_of_filling_every_time(parts, interval,
     s = Settings(interval=interval, change_threshold=threshold)
     with mock.patch.object(jit, "numba_loaded", lambda: False):
         kept = predict(c, moves, settings=s, max_events=max_events)
-        with mock.patch.object(estimate, "filling_stands", lambda *args: False):
+        with mock.patch.object(fluid, "filling_stands", lambda *args: False):
             assert predict(c, moves, settings=s, max_events=max_events) == kept
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kit import collector
+from kit.array_ops import distinct
 from kit.concurrency import second_core
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
 from kit.plan.solvers import exact_order
@@ -23,7 +24,6 @@ from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.solvers.flow import EXACT_LIMIT, SPLIT_LIMIT, PartFlows, bounds_met, soft_assignment, water_fill
 from kit.plan.steps.leadership_figures import distinct_rows, heirs_of, leader_figures, order_figures, replica_matrix
 from kit.plan.workspace import LARGE, Workspace
-from kit.traffic import distinct
 
 RANKING = Ranking(LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS)
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from kit.array_ops import distinct
 from kit.plan.solvers.quota_flow import TopicFlow
 from kit.plan.steps.count_balance import count_range
 from kit.plan.workspace import Workspace
-from kit.traffic import distinct
 
 _TIERS = 4  # the k-th unit away from a topic's even share costs min(k, _TIERS)
 _MOVE = 2 * _TIERS + 1
