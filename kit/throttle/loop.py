@@ -366,10 +366,7 @@ def run(backend: ThrottledCluster, settings: Settings, metrics, log: EventLog, c
     # on the simulated clock, every change the controller made before it moved the clock (a
     # round read a partition's copy as going on, once in a few runs, and its decisions then
     # differed from another speed's).
-    if sim_clock is not None:
-        backend.follow(current=True)
-    else:
-        backend.follow()
+    backend.follow(current=sim_clock is not None)
     lease: Lease | None = None
     held = False
     try:
