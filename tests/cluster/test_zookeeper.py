@@ -138,6 +138,66 @@ def test_a_current_cluster_reader_returns_a_change_whose_notification_is_not_in_
         client.stop()
 
 
+class FinishingAtRead:
+    """A kazoo client whose reads are answered one at a time, in the order they are asked, and
+    whose `at`-th read lets `finish` run first: another client's change landing between two of
+    a reader's reads, at a chosen point."""
+
+    def __init__(self, client, at: int, finish):
+        self.client, self.at, self.finish, self.reads = client, at, finish, 0
+
+    def _turn(self) -> None:
+        self.reads += 1
+        if self.reads == self.at:
+            self.finish()
+
+    def get_children(self, *args, **kwargs):
+        self._turn()
+        return self.client.get_children(*args, **kwargs)
+
+    def get_async(self, *args, **kwargs):
+        self._turn()
+        result = self.client.get_async(*args, **kwargs)
+        result.wait()
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
+def test_a_reassignment_ending_between_two_reads_is_never_read_as_never_started(zookeeper):
+    """CI (test_rollback_puts_the_previous_assignment_back[zookeeper]): `verify --wait` ended
+    with "no reassignment is running ... (never started, or cancelled)" while the controller was
+    finishing it. It read the replica lists, then /admin/reassign_partitions: the controller
+    settling the replicas and dropping the reassignment between the two left a partition at its
+    old replicas with nothing running. Whatever read the end lands before, a round sees the
+    partition copying or done."""
+    from kit.cluster.zk.changes import apply_plan, verify
+    from kit.cluster.zk.layout import close
+    from kit.formats import cluster_from_snapshot
+    from kit.sim.controller import SimController
+
+    cluster = cluster_from_snapshot({"version": 1, "brokers": [{"id": b} for b in (1, 2, 3, 4)], "partitions": [
+        {"topic": "t", "partition": p, "replicas": r, "size": 10**10} for p, r in ((0, [1, 2]), (1, [2, 3]))]})
+    moves = [{"topic": "t", "partition": 0, "replicas": [4, 2]}, {"topic": "t", "partition": 1, "replicas": [2, 3]}]
+    for at in itertools.count(1):  # until the reads of a whole round are over before it
+        root = f"{zookeeper}/kit-test-{next(_chroots)}"
+        client = seed(root, cluster)
+        apply_plan(client, moves)
+        controller = SimController(connect(root))
+        try:
+            controller.advance_to(1.0)  # picked up, copying: 10 GB take longer than a second
+            assert controller.busy()
+            reader = FinishingAtRead(client, at, lambda: controller.advance_to(1e9))
+            res = verify(reader, moves)
+        finally:
+            close(controller.store.client)
+        assert res["done"] or any(r["state"] == "copying" for r in res["partitions"]), (at, res)
+        if reader.reads < at:
+            break
+    assert at > 10  # the end landed before each of the round's reads in turn
+
+
 class LaggingZnodes(WatchedZnodes):
     """`WatchedZnodes` whose kept copy of one znode is `stale` until it is forgotten: a change
     whose notification is not in yet (after a reconnect, say)."""

@@ -200,8 +200,12 @@ def read_cluster(client: KazooClient, znodes: WatchedZnodes | None = None,
                        "(check the chroot in --zk)") from None
     topics = sorted((znodes.children("/brokers/topics") or []) if znodes is not None
                     else children_or_none(client, "/brokers/topics"))
-    data = many([f"/brokers/ids/{b}" for b in ids] + [f"/brokers/topics/{t}" for t in topics]
-                + [PARTITION_META, BROKER_METRICS, "/admin/reassign_partitions"])
+    # The reassignment before the replica lists (a session's reads are answered in the order
+    # asked): Kafka settles a partition's replicas before it drops the reassignment, so one read
+    # as moving that has just finished only waits a round, where one read at its old replicas
+    # with no reassignment would be taken for never started (kit.cluster.reassign's `Stuck`).
+    data = many(["/admin/reassign_partitions"] + [f"/brokers/ids/{b}" for b in ids]
+                + [f"/brokers/topics/{t}" for t in topics] + [PARTITION_META, BROKER_METRICS])
     metrics = parse_znode_json(data[BROKER_METRICS], BROKER_METRICS) if data[BROKER_METRICS] else {}
     sizes = parse_znode_json(data[PARTITION_META], PARTITION_META) if data[PARTITION_META] else {}
     brokers = []
