@@ -164,13 +164,14 @@ def plan_progress(client: KazooClient, moves: list[dict]) -> str | None:
     already in place), "in place" when none runs and every partition has its planned
     replicas, else None (not started, or another reassignment runs). BadInput when the plan
     names partitions the cluster lacks (`kit.cluster.reassign.check_partitions`). Reads the
-    list of topics, each of the plan's topics the cluster has once, and the reassignment
-    znode: never a znode per partition.
+    list of topics, the reassignment znode and each of the plan's topics the cluster has once:
+    never a znode per partition.
     """
     existing = set(children_or_none(client, "/brokers/topics"))
+    reassignment = client.get_async(REASSIGN)  # before the replica lists, as `read_cluster` reads
     topics = {t: client.get_async(f"/brokers/topics/{t}") for t in sorted({m["topic"] for m in moves} & existing)}
     try:
-        running = json.loads(client.get(REASSIGN)[0].decode() or "null")
+        running = json.loads(reassignment.get()[0].decode() or "null")
     except NoNodeError:
         running = None
     except (json.JSONDecodeError, UnicodeDecodeError):
