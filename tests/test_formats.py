@@ -186,6 +186,30 @@ def test_replica_lists_and_isrs_of_one_length_or_several_are_read_as_given(data,
     assert all((p.isr is p.replicas) == (list(p.isr) == list(p.replicas)) for p in c.partitions)
 
 
+@pytest.mark.parametrize("isr", [[1, 1], [2, 1, 2, 3], [3, 2, 1], [], None, [1, 2, 3]])
+@pytest.mark.parametrize("mixed", [False, True])
+def test_an_isr_of_any_form_within_the_replicas_is_read_as_given(isr, mixed):
+    # The isrs are read as one array of ids, only those that differ from their replica list
+    # (a repeated broker, longer, reordered, empty) made into tuples of their own; others share it.
+    entries = [{"topic": "t", "partition": n, "replicas": [1, 2, 3] if n % 2 or not mixed else [3, 1],
+                "isr": [1, 2, 3] if n % 2 or not mixed else None} for n in range(50)]
+    entries[21]["isr"] = isr
+    c = cluster_from_snapshot(snap(partitions=entries))
+    assert c.partitions == _reference_partitions(entries)
+    assert all((p.isr is p.replicas) == (list(p.isr) == list(p.replicas)) for p in c.partitions)
+
+
+@pytest.mark.parametrize("field", ["replicas", "isr", "leader"])
+@pytest.mark.parametrize("value", [2**63, 2**64 + 5])
+def test_an_id_beyond_64_bits_given_as_data_is_refused_by_name(field, value):
+    # The lists are read as orjson writes them, which it cannot for an int beyond 64 bits, and
+    # into int64 arrays, which cannot hold 2^63: both are refused by the partition's reader.
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2]} for n in range(100)]
+    parts[30][field] = value if field == "leader" else [1, value]
+    with pytest.raises(BadInput, match=f"t-30 {field}.*outside"):
+        cluster_from_snapshot(snap(partitions=parts))
+
+
 def test_the_model_keeps_no_object_of_the_parsed_document():
     # One kept object holds its whole arena of the freed document in Python's allocator: at
     # 1,000,000 partitions the topics' first names alone held 1 GiB for 442 MB of live objects.
