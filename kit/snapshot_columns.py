@@ -65,7 +65,7 @@ def checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int]
     order = _order(topics, numbers)
     if order is None:
         return None  # a partition listed twice
-    return _built(order, topics, nums, replicas, own, leaders, figures)
+    return _built(order, topics, numbers, replicas, own, leaders, figures)
 
 
 def _column(rows: list[dict], key: str, required: bool) -> list:
@@ -223,7 +223,7 @@ def _order(topics: list[str], numbers: np.ndarray) -> range | list[int] | None:
     return order
 
 
-def _built(order, topics: list[str], nums: list[int], replicas: Lists, own: Lists, leaders: list,
+def _built(order, topics: list[str], numbers: np.ndarray, replicas: Lists, own: Lists, leaders: list,
            figures: list[list]) -> tuple[tuple[Partition, ...], set[int]]:
     """The partitions `checked_partitions` checked, in `order`, and the brokers their replica
     lists name: the defaults and types the partition-by-partition reader gives, each column
@@ -238,7 +238,7 @@ def _built(order, topics: list[str], nums: list[int], replicas: Lists, own: List
     brokers = np.array(ids.tolist(), dtype=object)  # one new int per broker, held by reference
     names = list(dict.fromkeys(topics))
     topics = list(map(dict(zip(names, (t.encode().decode() for t in names))).__getitem__, topics))
-    nums = np.fromiter(nums, dtype=np.int64, count=len(nums)).tolist()
+    nums = numbers.tolist()
     reps = _cut(brokers[positions(ids, replicas.id)].tolist(), replicas.lens)
     isrs = reps.copy()  # an isr equal to its replica list (or none given: all in sync) shares its tuple
     own_isrs = _cut(brokers[positions(ids, own.id)].tolist(), own.lens)

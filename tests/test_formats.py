@@ -8,13 +8,14 @@ import os
 import pickle
 import random
 import re
+import threading
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, parse_json, plan_text
-from kit.files import write_atomic
+from kit.files import read_input, write_atomic
 from kit.model import Partition, Plan
 
 
@@ -563,3 +564,34 @@ def test_write_atomic_uses_the_usual_file_mode(tmp_path):
     finally:
         os.umask(umask)
     assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+
+
+# -- read_input ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size,refused", [(0, False), (99, False), (100, False), (101, True), (5000, True)])
+def test_read_input_takes_a_file_up_to_its_bound(tmp_path, size, refused):
+    # The file's own size is read first, then whatever it holds past that size, up to the bound.
+    path = tmp_path / "in.json"
+    path.write_bytes(bytes(range(256)) * (size // 256) + bytes(size % 256))
+    if refused:
+        with pytest.raises(BadInput, match="larger than"):
+            read_input(str(path), "snapshot", max_bytes=100)
+    else:
+        assert read_input(str(path), "snapshot", max_bytes=100) == path.read_bytes()
+
+
+def test_read_input_reads_a_pipe_whole(tmp_path):
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    data = b'{"version":1}' * 10000  # more than a pipe holds at once
+
+    def write():
+        with open(path, "wb") as f:
+            f.write(data)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert read_input(str(path), "snapshot") == data
+    finally:
+        writer.join(timeout=60)
