@@ -243,7 +243,8 @@ def _built(order, topics: list[str], numbers: np.ndarray, replicas: Lists, own: 
     isrs = reps.copy()  # an isr equal to its replica list (or none given: all in sync) shares its tuple
     own_isrs = _cut(brokers[positions(ids, own.id)].tolist(), own.lens)
     deque(map(isrs.__setitem__, own.rows.tolist(), own_isrs), maxlen=0)
-    leaders = list(map(dict(zip(ids.tolist(), brokers.tolist())).get, leaders, leaders))  # -1 and None as they are
+    if leaders.count(None) != len(leaders):  # (none given: the column of None as it is)
+        leaders = list(map(dict(zip(ids.tolist(), brokers.tolist())).get, leaders, leaders))  # -1, None as they are
     columns = [topics, nums, reps, isrs, *figures, leaders]
     if not isinstance(order, range):
         columns = [list(map(column.__getitem__, order)) for column in columns]
