@@ -65,7 +65,11 @@ def checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int]
     order = _order(topics, numbers)
     if order is None:
         return None  # a partition listed twice
-    return _built(order, topics, numbers, replicas, own, leaders, figures)
+    # Only the ids and lengths go on: the lists' rows and bytes are freed before the model is
+    # built beside the parsed document (the peak of a load).
+    ids, lens, own_ids, own_lens, own_rows = replicas.id, replicas.lens, own.id, own.lens, own.rows
+    del replicas, own, text
+    return _built(order, topics, numbers, (ids, lens), (own_rows, own_ids, own_lens), leaders, figures)
 
 
 def _column(rows: list[dict], key: str, required: bool) -> list:
@@ -223,26 +227,29 @@ def _order(topics: list[str], numbers: np.ndarray) -> range | list[int] | None:
     return order
 
 
-def _built(order, topics: list[str], numbers: np.ndarray, replicas: Lists, own: Lists, leaders: list,
+def _built(order, topics: list[str], numbers: np.ndarray, replicas: tuple[np.ndarray, np.ndarray],
+           own: tuple[np.ndarray, np.ndarray, np.ndarray], leaders: list,
            figures: list[list]) -> tuple[tuple[Partition, ...], set[int]]:
     """The partitions `checked_partitions` checked, in `order`, and the brokers their replica
     lists name: the defaults and types the partition-by-partition reader gives, each column
-    made in one pass in C."""
+    made in one pass in C. `replicas`: every list's ids and each one's length; `own`: the rows,
+    ids and lengths of the isrs that differ from their replica lists."""
     # The parser makes a new object for every broker id and topic name it reads; the model
     # keeps one per broker and one per topic (at 1,000,000 partitions about 4 million ints
     # and a million strings fewer, ~230 MiB). Every object the model keeps is made anew, none
     # is the parser's: one kept object holds its whole arena of the freed document (1 MiB of
     # Python's allocator), and a topic's first name every 200 partitions held nearly all of
     # them (1,000,000 partitions: 989 arenas for 442 MB of live objects).
-    ids = distinct(replicas.id)
+    (rep_ids, rep_lens), (own_rows, own_ids, own_lens) = replicas, own
+    ids = distinct(rep_ids)
     brokers = np.array(ids.tolist(), dtype=object)  # one new int per broker, held by reference
     names = list(dict.fromkeys(topics))
     topics = list(map(dict(zip(names, (t.encode().decode() for t in names))).__getitem__, topics))
     nums = numbers.tolist()
-    reps = _cut(brokers[positions(ids, replicas.id)].tolist(), replicas.lens)
+    reps = _cut(brokers[positions(ids, rep_ids)].tolist(), rep_lens)
     isrs = reps.copy()  # an isr equal to its replica list (or none given: all in sync) shares its tuple
-    own_isrs = _cut(brokers[positions(ids, own.id)].tolist(), own.lens)
-    deque(map(isrs.__setitem__, own.rows.tolist(), own_isrs), maxlen=0)
+    own_isrs = _cut(brokers[positions(ids, own_ids)].tolist(), own_lens)
+    deque(map(isrs.__setitem__, own_rows.tolist(), own_isrs), maxlen=0)
     if leaders.count(None) != len(leaders):  # (none given: the column of None as it is)
         leaders = list(map(dict(zip(ids.tolist(), brokers.tolist())).get, leaders, leaders))  # -1, None as they are
     columns = [topics, nums, reps, isrs, *figures, leaders]
