@@ -5,19 +5,17 @@ every dumper produces the same bytes for the same data.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
-import operator
 from typing import Any
 
-import numpy as np
 import orjson
 
 from kit import collector, validate
 from kit.errors import BadInput
 from kit.files import read_input
 from kit.model import Broker, Cluster, Partition, Plan
+from kit.snapshot_columns import checked_partitions
 
 
 def _no_constant(name: str):
@@ -116,7 +114,7 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
     if not isinstance(raw_parts, list):
         raise BadInput(f"{source}: 'partitions' must be a list")
     brokers = _brokers_of(raw_brokers, source)
-    checked = _checked_partitions(raw_parts)
+    checked = checked_partitions(raw_parts)
     if checked is None:  # something to refuse (or unusual): the loop that names the first problem
         parts = _partitions_of(raw_parts, source)
         partitions = tuple(parts[k] for k in sorted(parts))
@@ -160,218 +158,6 @@ def _brokers_of(raw_brokers: list, source: str) -> dict[int, Broker]:
             net_capacity=_num(b.get("net_capacity"), f"{where}.net_capacity", None, positive=True),
         )
     return brokers
-
-
-def _int_array_within(values: list, low: int, high: int) -> np.ndarray | None:
-    """The values as an int64 array when every one is an int (not a bool) from `low` to `high`
-    (`low` and `high` within int64), None otherwise: the bounds checked on the array, faster
-    than Python's min and max over a long list."""
-    if values and set(map(type, values)) != {int}:
-        return None
-    try:
-        array = np.fromiter(values, dtype=np.int64, count=len(values))
-    except OverflowError:  # beyond int64: beyond `high` too
-        return None
-    return array if not len(array) or (low <= array.min() and array.max() <= high) else None
-
-
-def _figures_fit(column: list) -> bool:
-    """Whether every non-null value of a figure's column is a finite int or float from 0 to
-    `validate.MAX_BYTES`, checked on an array when the column is of one type."""
-    given = _given(column)
-    kinds = set(map(type, given))
-    if not given:
-        return True
-    if not kinds <= {int, float}:
-        return False
-    if kinds == {float}:
-        array = np.fromiter(given, dtype=np.float64, count=len(given))
-        return bool(np.isfinite(array).all()) and 0 <= array.min() and array.max() <= validate.MAX_BYTES
-    if kinds == {int}:
-        return _int_array_within(given, 0, validate.MAX_BYTES) is not None
-    return all(map(math.isfinite, given)) and 0 <= min(given) and max(given) <= validate.MAX_BYTES
-
-
-def _column(rows: list[dict], key: str, required: bool) -> list:
-    """`key` of every row, one pass in C: `KeyError` when `required` and a row lacks it, else
-    None for it."""
-    if required:
-        return list(map(operator.itemgetter(key), rows))
-    return list(map(dict.get, rows, itertools.repeat(key)))
-
-
-def _checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int]] | None:
-    """The snapshot's partitions in (topic, partition) order and the brokers their replica lists
-    name, when every partition is of the common form that `_partitions_of` accepts as it is
-    (plain ints, finite figures, no duplicates); None otherwise, for `_partitions_of` to say why.
-
-    A column at a time, each check one pass in C: per-partition checks were most of the time
-    of loading 200,000 partitions. Accepting exactly what `_partitions_of` accepts and building
-    the same partitions is what tests/test_formats.py checks, case by case."""
-    n = len(raw_parts)
-    if not n:
-        return (), set()
-    if set(map(type, raw_parts)) != {dict}:
-        return None
-    try:
-        topics, nums, reps = (_column(raw_parts, key, True) for key in ("topic", "partition", "replicas"))
-    except KeyError:
-        return None
-    isrs, leaders, *figures = (_column(raw_parts, key, False)
-                               for key in ("isr", "leader", "size", "bytes_in", "bytes_out"))
-    top = validate.INT32_MAX
-    numbers = _int_array_within(nums, 0, top)
-    if set(map(type, topics)) != {str} or numbers is None:
-        return None
-    try:
-        for t in set(topics):
-            validate.topic_name(t, "")
-    except BadInput:
-        return None
-    if set(map(type, reps)) != {list} or not all(reps):
-        return None
-    flat = list(itertools.chain.from_iterable(reps))
-    ids = _int_array_within(flat, 0, top)
-    if ids is None or _repeats_a_broker(reps, ids):
-        return None
-    if not (_isrs_fit(isrs, reps, top) and _int_array_within(_given(leaders), -1, top) is not None):
-        return None
-    if not all(map(_figures_fit, figures)):
-        return None
-    if not _within_replicas(isrs, leaders, reps):
-        return None
-    order = _order(topics, numbers)
-    if order is None:
-        return None  # a partition listed twice
-    return _built(order, topics, nums, reps, isrs, leaders, figures), set(flat)
-
-
-def _isrs_fit(isrs: list, reps: list[list[int]], top: int) -> bool:
-    """Whether every given isr is a list of ints from 0 to `top`: the types of all of them are
-    looked at, the values only of those that differ from their (checked) replica list."""
-    given = _given(isrs)
-    if not set(map(type, given)) <= {list}:
-        return False
-    if not set(map(type, itertools.chain.from_iterable(given))) <= {int}:
-        return False  # a bool or a float equals an int, so types are checked before equality
-    differ = list(itertools.compress(isrs, map(operator.ne, isrs, reps)))
-    return _int_array_within(list(itertools.chain.from_iterable(_given(differ))), 0, top) is not None
-
-
-def _within_replicas(isrs: list, leaders: list, reps: list[list[int]]) -> bool:
-    """Whether every given leader (other than Kafka's -1, no leader) and every member of a given
-    isr is one of its partition's replicas, as Kafka keeps them: only the leaders that are not
-    the first replica and the isrs that differ from their replica list are looked at."""
-    if _given(leaders):
-        firsts = map(operator.itemgetter(0), reps)
-        for i in itertools.compress(range(len(reps)), map(operator.ne, leaders, firsts)):
-            if leaders[i] is not None and leaders[i] != -1 and leaders[i] not in reps[i]:
-                return False
-    for i in itertools.compress(range(len(reps)), map(operator.ne, isrs, reps)):
-        if isrs[i] is not None and not set(isrs[i]) <= set(reps[i]):
-            return False
-    return True
-
-
-def _order(topics: list[str], numbers: np.ndarray) -> range | list[int] | None:
-    """The positions of the partitions in (topic, partition) order, None when one is listed
-    twice: a range when they are in order already, as kit writes snapshots."""
-    n = len(topics)
-    if all(map(operator.le, topics, itertools.islice(topics, 1, None))):
-        # Topics in order: numbers must rise within each topic (compared as arrays, not pairs).
-        same = np.fromiter(map(operator.eq, topics, itertools.islice(topics, 1, None)), dtype=bool, count=n - 1)
-        if (np.diff(numbers)[same] > 0).all():
-            return range(n)
-    keys = list(zip(topics, numbers.tolist()))
-    order = sorted(range(n), key=keys.__getitem__)
-    if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
-        return None
-    return order
-
-
-def _given(column: list) -> list:
-    """The column's non-null values (the column itself when none is null: most snapshots)."""
-    return [v for v in column if v is not None] if None in column else column
-
-
-def _built(order, topics, nums, reps, isrs, leaders, figures) -> tuple[Partition, ...]:
-    """The partitions `_checked_partitions` checked, column by column, in `order`: the
-    defaults and types `_partitions_of` gives, each column converted in one pass in C."""
-    columns = [topics, nums, reps, isrs, leaders, *figures]
-    if not isinstance(order, range):
-        columns = [list(map(column.__getitem__, order)) for column in columns]
-    topics, nums, reps, isrs, leaders, sizes, ins, outs = columns
-    # The parser makes a new object for every broker id and topic name it reads; the model
-    # keeps one per broker and one per topic (at 1,000,000 partitions about 4 million ints
-    # and a million strings fewer, ~230 MiB). Every object the model keeps is made anew, none
-    # is the parser's: one kept object holds its whole arena of the freed document (1 MiB of
-    # Python's allocator), and a topic's first name every 200 partitions held nearly all of
-    # them (1,000,000 partitions: 989 arenas for 442 MB of live objects).
-    ids = list(dict.fromkeys(itertools.chain.from_iterable(reps)))
-    canon = dict(zip(ids, _fresh(ids, np.int64)))
-    broker = canon.__getitem__
-    names = list(dict.fromkeys(topics))
-    topic = dict(zip(names, (t.encode().decode() for t in names))).__getitem__
-    topics = list(map(topic, topics))
-    nums = _fresh(nums, np.int64)
-    replicas = _tuples(reps, broker)
-    # An isr equal to its replica list (or none given: all in sync) shares its tuple: one
-    # tuple a partition fewer (64 MB at 1,000,000 partitions).
-    differ = [i for i in itertools.compress(range(len(isrs)), map(operator.ne, isrs, reps)) if isrs[i] is not None]
-    if differ:
-        own = _tuples(list(map(isrs.__getitem__, differ)), broker)
-        isrs = replicas.copy()
-        for i, isr in zip(differ, own):
-            isrs[i] = isr
-    else:
-        isrs = replicas
-    leaders = list(map(canon.get, leaders, leaders))  # -1 (no leader) and None as they are
-    sizes, ins, outs = (_fresh(_filled(col, default, kind), dtype) for col, default, kind, dtype in (
-        (sizes, 0, int, np.int64), (ins, 0.0, float, np.float64), (outs, 0.0, float, np.float64)))
-    return tuple(Partition.many(topics, nums, replicas, isrs, sizes, ins, outs, leaders))
-
-
-def _tuples(lists: list[list[int]], broker) -> list[tuple[int, ...]]:
-    """Each list as a tuple of `broker` of its ids. When every list has one length (a cluster's
-    replication factor), the ids are looked up in one pass and cut into tuples by `zip`: half
-    the time of a lookup pass per list (200,000 replica lists: 0.08 -> 0.04 CPU s)."""
-    lengths = set(map(len, lists))
-    if len(lengths) != 1 or 0 in lengths:
-        return list(map(tuple, map(map, itertools.repeat(broker), lists)))
-    ids = iter(list(map(broker, itertools.chain.from_iterable(lists))))
-    return list(zip(*[ids] * lengths.pop()))
-
-
-def _fresh(column: list, dtype) -> list:
-    """The same values as new objects (through an array of `dtype`, which holds every one
-    exactly), none of them the parser's (see `_built`)."""
-    return np.fromiter(column, dtype=dtype, count=len(column)).tolist()
-
-
-def _filled(column: list, default: float, kind: type) -> list:
-    """`column` converted to `kind`, `default` where null (itself when it is all of `kind`)."""
-    if None in column:
-        return [default if v is None else kind(v) for v in column]
-    if set(map(type, column)) == {kind}:
-        return column
-    return list(map(kind, column))
-
-
-def _repeats_a_broker(reps: list[list[int]], ids: np.ndarray) -> bool:
-    """Whether any replica list names a broker twice (`ids`: every list's ids, one after the
-    other)."""
-    lengths = np.fromiter(map(len, reps), dtype=np.int64, count=len(reps))
-    starts = np.zeros(len(reps), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    kinds = np.flatnonzero(np.bincount(lengths)).tolist()  # not np.unique: see kit.array_ops.distinct
-    for k in kinds:
-        if k > 1:
-            # Every list of one length (the usual replication factor): the ids are the rows.
-            rows = ids.reshape(-1, k) if len(kinds) == 1 else ids[starts[lengths == k][:, None] + np.arange(k)]
-            rows = np.sort(rows, axis=1)
-            if (rows[:, 1:] == rows[:, :-1]).any():
-                return True
-    return False
 
 
 # Checked inline, in one loop: a call per partition made loading 200,000 partitions 8% slower.

@@ -8,13 +8,14 @@ import os
 import pickle
 import random
 import re
+import threading
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from kit.errors import BadInput
 from kit.formats import cluster_from_snapshot, load_plan, load_snapshot, parse_json, plan_text
-from kit.files import write_atomic
+from kit.files import read_input, write_atomic
 from kit.model import Partition, Plan
 
 
@@ -184,6 +185,30 @@ def test_replica_lists_and_isrs_of_one_length_or_several_are_read_as_given(data,
     c = cluster_from_snapshot(snap(partitions=entries))
     assert c.partitions == _reference_partitions(entries)
     assert all((p.isr is p.replicas) == (list(p.isr) == list(p.replicas)) for p in c.partitions)
+
+
+@pytest.mark.parametrize("isr", [[1, 1], [2, 1, 2, 3], [3, 2, 1], [], None, [1, 2, 3]])
+@pytest.mark.parametrize("mixed", [False, True])
+def test_an_isr_of_any_form_within_the_replicas_is_read_as_given(isr, mixed):
+    # The isrs are read as one array of ids, only those that differ from their replica list
+    # (a repeated broker, longer, reordered, empty) made into tuples of their own; others share it.
+    entries = [{"topic": "t", "partition": n, "replicas": [1, 2, 3] if n % 2 or not mixed else [3, 1],
+                "isr": [1, 2, 3] if n % 2 or not mixed else None} for n in range(50)]
+    entries[21]["isr"] = isr
+    c = cluster_from_snapshot(snap(partitions=entries))
+    assert c.partitions == _reference_partitions(entries)
+    assert all((p.isr is p.replicas) == (list(p.isr) == list(p.replicas)) for p in c.partitions)
+
+
+@pytest.mark.parametrize("field", ["replicas", "isr", "leader"])
+@pytest.mark.parametrize("value", [2**63, 2**64 + 5])
+def test_an_id_beyond_64_bits_given_as_data_is_refused_by_name(field, value):
+    # The lists are read as orjson writes them, which it cannot for an int beyond 64 bits, and
+    # into int64 arrays, which cannot hold 2^63: both are refused by the partition's reader.
+    parts = [{"topic": "t", "partition": n, "replicas": [1, 2]} for n in range(100)]
+    parts[30][field] = value if field == "leader" else [1, value]
+    with pytest.raises(BadInput, match=f"t-30 {field}.*outside"):
+        cluster_from_snapshot(snap(partitions=parts))
 
 
 def test_the_model_keeps_no_object_of_the_parsed_document():
@@ -539,3 +564,34 @@ def test_write_atomic_uses_the_usual_file_mode(tmp_path):
     finally:
         os.umask(umask)
     assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+
+
+# -- read_input ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size,refused", [(0, False), (99, False), (100, False), (101, True), (5000, True)])
+def test_read_input_takes_a_file_up_to_its_bound(tmp_path, size, refused):
+    # The file's own size is read first, then whatever it holds past that size, up to the bound.
+    path = tmp_path / "in.json"
+    path.write_bytes(bytes(range(256)) * (size // 256) + bytes(size % 256))
+    if refused:
+        with pytest.raises(BadInput, match="larger than"):
+            read_input(str(path), "snapshot", max_bytes=100)
+    else:
+        assert read_input(str(path), "snapshot", max_bytes=100) == path.read_bytes()
+
+
+def test_read_input_reads_a_pipe_whole(tmp_path):
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    data = b'{"version":1}' * 10000  # more than a pipe holds at once
+
+    def write():
+        with open(path, "wb") as f:
+            f.write(data)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert read_input(str(path), "snapshot") == data
+    finally:
+        writer.join(timeout=60)
