@@ -15,7 +15,7 @@ import numpy as np
 from kit import collector
 from kit.errors import Unsafe
 from kit.plan.racks import spans
-from kit.plan.steps.count_balance import balance_counts, balanced
+from kit.plan.steps.count_balance import PlacedPool, balance_counts, balanced
 from kit.plan.steps.leadership_figures import distinct_rows, replica_matrix
 from kit.plan.workspace import Workspace
 
@@ -255,7 +255,8 @@ def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False
         # `ws.orphan_slots()` (by partition, then position), from the matrix the placer reads too.
         row, pos = np.nonzero((mat >= 0) & ~ws.is_target[mat])
         rows, slot_row = np.unique(row, return_inverse=True)
-        slots = list(zip(np.asarray(ws.selected, dtype=np.int64)[row].tolist(), pos.tolist()))
+        parts = np.asarray(ws.selected, dtype=np.int64)[row]
+        slots = list(zip(parts.tolist(), pos.tolist()))
         by_part: dict[int, list[int]] = {}
         for p, q in slots:
             by_part.setdefault(p, []).append(q)
@@ -266,12 +267,19 @@ def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False
             placer.flush()  # also when Unsafe stops it: the workspace as replace_slot would leave it
         if not slots or balanced(ws):  # nothing to even out (`balanced`): no pool to build
             return len(slots)
-        pool: list[dict[int, dict[int, None]]] = [dict() for _ in ws.ids]
-        topic_list = ws.topic_list
-        for (p, _), new in zip(slots, placer.placed):
-            pool[new].setdefault(topic_list[p], {})[p] = None
-    balance_counts(ws, reason, pool=pool)
+    balance_counts(ws, reason, pool=placed_pool(ws, parts, np.array(placer.placed, dtype=np.int64)))
     return len(slots)
+
+
+def placed_pool(ws: Workspace, parts: np.ndarray, placed: np.ndarray) -> PlacedPool:
+    """The replicas placed (`placed[i]`, a broker index, of partition `parts[i]`, in the order
+    placed) as the pool their balance may move: by broker, its topics in the order they
+    first came to it, each topic's partitions in the order they came (the order of a dict of
+    dicts filled in turn)."""
+    topic = ws.topic[parts]
+    _, first, bucket = np.unique(placed * len(ws.topic_names) + topic, return_index=True, return_inverse=True)
+    order = np.lexsort((first[bucket.ravel()], placed))  # stable: within a bucket, the order placed
+    return PlacedPool(placed[order], topic[order], parts[order])
 
 
 def grow_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
