@@ -196,3 +196,30 @@ def test_a_balance_that_balanced_skips_would_have_made_no_move_and_changed_nothi
     assert moves == 0
     assert (ws.assign, ws.count.tolist(), ws.tcount.tolist(), ws.shared.tolist(),
             [[(t, list(ps)) for t, ps in d.items()] for d in (pool or ws.on_topic)], dict(ws.reasons)) == before
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_placed_pool_balances_as_the_same_pool_of_dicts(seed):
+    # `place_orphans` hands its balance the replicas it placed as arrays (`PlacedPool`, built
+    # by `place.placed_pool`), not as dicts filled replica by replica: the same pool, so the
+    # same moves and the same workspace after them.
+    from kit.plan.steps.place import placed_pool
+
+    cluster = _drifted(seed)
+    rng = random.Random(seed)
+    slots = [(p, b) for p, part in enumerate(cluster.partitions) for b in part.replicas]
+    placed = rng.sample(slots, rng.randint(1, len(slots)))  # in the order placed
+    states = []
+    for as_arrays in (False, True):
+        ws = Workspace(cluster, targets=sorted(cluster.brokers), selected=range(len(cluster.partitions)))
+        if as_arrays:
+            pool = placed_pool(ws, np.array([p for p, _ in placed], dtype=np.int64),
+                               np.array([ws.index[b] for _, b in placed], dtype=np.int64))
+        else:
+            pool = [dict() for _ in ws.ids]
+            for p, b in placed:
+                pool[ws.index[b]].setdefault(int(ws.topic[p]), {})[p] = None
+        moves = count_balance.CountBalance(ws, "placed", pool).run()
+        states.append((moves, ws.assign, ws.count.tolist(), ws.shared.tolist(), list(ws.reasons.items()),
+                       [[(t, list(ps)) for t, ps in d.items()] for d in ws.on_topic]))
+    assert states[0] == states[1]

@@ -13,9 +13,10 @@ import heapq
 import numpy as np
 
 from kit import collector
+from kit.array_ops import distinct
 from kit.errors import Unsafe
 from kit.plan.racks import spans
-from kit.plan.steps.count_balance import balance_counts, balanced
+from kit.plan.steps.count_balance import PlacedPool, balance_counts, balanced
 from kit.plan.steps.leadership_figures import distinct_rows, replica_matrix
 from kit.plan.workspace import Workspace
 
@@ -161,14 +162,10 @@ class _Placer:
                     heap_topic = None  # never for an orphan; but then the heap's key is stale
                 if len(positions) > 1:
                     leaving.discard(old_id)
-                # replace_slot's bookkeeping, in its order; co-replicas are counted in `flush`.
+                # replace_slot's bookkeeping; co-replicas are counted in `flush`, and the old
+                # brokers' buckets emptied there (`leave_buckets`).
                 cnt[old] -= 1
                 row[old] -= 1
-                bucket = on_topic[old].get(t)
-                if bucket is not None:
-                    bucket.pop(p, None)
-                    if not bucket:
-                        del on_topic[old][t]
                 reps[pos] = ids[new]
                 placed.append(new)
                 cnt[new] += 1
@@ -224,8 +221,29 @@ class _Placer:
         ws.warnings.append(msg)
         return new
 
+    def leave_buckets(self, done: int) -> None:
+        """Take the first `done` slots' partitions out of their old brokers' buckets
+        (`on_topic`), as `replace_slot` does. Every selected replica on a broker outside the
+        targets is a slot, so once all are placed those brokers' buckets are empty: emptied
+        at once, not a partition at a time (200,000 of them for a lost rack)."""
+        on_topic = self.ws.on_topic
+        old = self.before[self.slot_row[:done], self.slot_pos[:done]]
+        if done == len(self.slot_row):
+            for x in distinct(old).tolist():
+                on_topic[x].clear()
+            return
+        topic_list = self.ws.topic_list
+        slot_part = [p for p, positions in self.by_part.items() for _ in positions]  # in slot order
+        for x, p in zip(old.tolist(), slot_part[:done]):
+            bucket = on_topic[x].get(topic_list[p])
+            if bucket is not None:
+                bucket.pop(p, None)
+                if not bucket:
+                    del on_topic[x][topic_list[p]]
+
     def flush(self) -> None:
-        """Write the counts kept here into the workspace's numpy counters.
+        """Write the counts kept here into the workspace's numpy counters, and take the
+        placed slots out of their old brokers' buckets (`leave_buckets`).
 
         `replace_slot` takes the old broker's co-replica pairs out and puts the new one's in,
         pairs of slots whose brokers differ; over any number of replacements that sums to the
@@ -235,8 +253,9 @@ class _Placer:
         ws.count[:] = self.cnt
         for t, row in self.rows.items():
             ws.tcount[t] = row
-        after = self.before.copy()
         done = len(self.placed)  # all of them unless Unsafe stopped the placing
+        self.leave_buckets(done)
+        after = self.before.copy()
         after[self.slot_row[:done], self.slot_pos[:done]] = self.placed
         ws.shared += ws.row_pair_counts(after) - ws.row_pair_counts(self.before)
 
@@ -255,7 +274,8 @@ def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False
         # `ws.orphan_slots()` (by partition, then position), from the matrix the placer reads too.
         row, pos = np.nonzero((mat >= 0) & ~ws.is_target[mat])
         rows, slot_row = np.unique(row, return_inverse=True)
-        slots = list(zip(np.asarray(ws.selected, dtype=np.int64)[row].tolist(), pos.tolist()))
+        parts = np.asarray(ws.selected, dtype=np.int64)[row]
+        slots = list(zip(parts.tolist(), pos.tolist()))
         by_part: dict[int, list[int]] = {}
         for p, q in slots:
             by_part.setdefault(p, []).append(q)
@@ -266,12 +286,19 @@ def place_orphans(ws: Workspace, reason: str, allow_rack_violation: bool = False
             placer.flush()  # also when Unsafe stops it: the workspace as replace_slot would leave it
         if not slots or balanced(ws):  # nothing to even out (`balanced`): no pool to build
             return len(slots)
-        pool: list[dict[int, dict[int, None]]] = [dict() for _ in ws.ids]
-        topic_list = ws.topic_list
-        for (p, _), new in zip(slots, placer.placed):
-            pool[new].setdefault(topic_list[p], {})[p] = None
-    balance_counts(ws, reason, pool=pool)
+    balance_counts(ws, reason, pool=placed_pool(ws, parts, np.array(placer.placed, dtype=np.int64)))
     return len(slots)
+
+
+def placed_pool(ws: Workspace, parts: np.ndarray, placed: np.ndarray) -> PlacedPool:
+    """The replicas placed (`placed[i]`, a broker index, of partition `parts[i]`, in the order
+    placed) as the pool their balance may move: by broker, its topics in the order they
+    first came to it, each topic's partitions in the order they came (the order of a dict of
+    dicts filled in turn)."""
+    topic = ws.topic[parts]
+    _, first, bucket = np.unique(placed * len(ws.topic_names) + topic, return_index=True, return_inverse=True)
+    order = np.lexsort((first[bucket.ravel()], placed))  # stable: within a bucket, the order placed
+    return PlacedPool(placed[order], topic[order], parts[order])
 
 
 def grow_replication(ws: Workspace, p: int, rf: int, reason: str) -> None:
