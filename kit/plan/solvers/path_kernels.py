@@ -23,13 +23,16 @@ _COMPILED = None
 
 
 def compiled():
-    """(least_costs, root_distances, moves_least_costs), compiled by numba, cached on disk."""
+    """(least_costs, root_distances, moves_least_costs, zero_cost_moves), compiled by numba,
+    cached on disk."""
     global _COMPILED
     if _COMPILED is None:
         # numba loads here, about half a second (tests/test_imports.py).
         scope = jit.compiled_together(globals(), ((f.__name__, f) for f in (
-            by_tail, _push, _pop, settled_costs, least_costs, root_distances, moves_least_costs)), cache=True, nogil=True)
-        _COMPILED = scope["least_costs"], scope["root_distances"], scope["moves_least_costs"]
+            by_tail, _push, _pop, settled_costs, least_costs, root_distances, moves_least_costs,
+            zero_cost_moves)), cache=True, nogil=True)
+        _COMPILED = (scope["least_costs"], scope["root_distances"], scope["moves_least_costs"],
+                     scope["zero_cost_moves"])
     return _COMPILED
 
 
@@ -299,6 +302,45 @@ def moves_least_costs(it, grp, on, reduced, choice, tail, head, cost, pot, src, 
     for i in range(n_items):
         dist[i] = dist[n_items + choice[i]] + reach[i]
     return dist
+
+
+def zero_cost_moves(it, grp, item_cost, on, tail, head, cost, cap, pot):
+    """`split_flow._Network.zero_arcs` compiled: the item arcs' reduced costs under `pot`, and
+    the residual arcs that cost nothing, the item arcs' first, each in arc order (counted, then
+    written: no temporaries as long as the arcs)."""
+    reduced = np.empty(it.size, dtype=np.int64)
+    n_items = 0
+    for k in range(it.size):
+        reduced[k] = item_cost[k] + pot[it[k]] - pot[grp[k]]
+        if reduced[k] == 0:
+            n_items += 1
+    n_other = 0
+    for k in range(tail.size):
+        if cost[k] + pot[tail[k]] - pot[head[k]] == 0:
+            n_other += 1
+    zero_item = np.empty(n_items, dtype=np.int64)
+    zero = np.empty(n_other, dtype=np.int64)
+    t = np.empty(n_items + n_other, dtype=np.int64)
+    h = np.empty(n_items + n_other, dtype=np.int64)
+    c = np.empty(n_items + n_other, dtype=np.int64)
+    j = 0
+    for k in range(it.size):
+        if reduced[k] == 0:
+            zero_item[j] = k
+            if on[k]:  # turned back
+                t[j], h[j] = grp[k], it[k]
+            else:
+                t[j], h[j] = it[k], grp[k]
+            c[j] = 1
+            j += 1
+    i = 0
+    for k in range(tail.size):
+        if cost[k] + pot[tail[k]] - pot[head[k]] == 0:
+            zero[i] = k
+            t[j], h[j], c[j] = tail[k], head[k], cap[k]
+            i += 1
+            j += 1
+    return reduced, zero_item, zero, t, h, c
 
 
 def root_distances(tail, head, cost, size):
