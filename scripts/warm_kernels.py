@@ -44,8 +44,9 @@ def main() -> int:
     moves = balance_counts(ws, "warm-up")
     # The estimate's filling, with the argument types the estimate passes.
     fill_kernel.compiled()(np.array([0, 1]), np.array([1, 2]), np.array([1.0, 2.0]), np.full(3, 1e8), np.full(3, 1e8))
-    # The split leader flow's repair with its compiled shortest paths: ten items standing on a
-    # parent whose bound is two (tests/plan/test_split_flow.py), repaired in a round or two.
+    # The split leader flow's repair with its compiled kernels (shortest paths, zero-cost arcs):
+    # ten items standing on a parent whose bound is two (tests/plan/test_split_flow.py),
+    # repaired in a round or two.
     n = 10
     tiers = penalty_tiers(np.zeros(2, dtype=np.int64), np.full(2, n), np.full(2, n), False)
     repaired_assignment(n, np.repeat(np.arange(n), 2), np.tile([0, 1], n), np.tile([0, 1], n),

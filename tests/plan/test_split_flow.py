@@ -146,8 +146,9 @@ def test_items_standing_far_over_the_bounds_start_from_priced_components():
 
 @settings(max_examples=150, deadline=None)
 @given(st.one_of(networks(), piled_networks()), st.booleans())
-def test_the_compiled_shortest_paths_give_the_same_repair(args, upward):
-    # The same answer, not only the same cost: the plans of large clusters stay byte-identical.
+def test_the_compiled_kernels_give_the_same_repair(args, upward):
+    # The same answer, not only the same cost: the plans of large clusters stay byte-identical
+    # (the shortest paths and the zero-cost arcs, `path_kernels`).
     # (The rounds are bounded by the units over the bounds, fewer than 50 here: a broken kernel
     # fails the test rather than keeping it running.)
     tiers = penalty_tiers(*args[4:7], upward)

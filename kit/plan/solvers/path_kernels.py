@@ -23,13 +23,16 @@ _COMPILED = None
 
 
 def compiled():
-    """(least_costs, root_distances, moves_least_costs), compiled by numba, cached on disk."""
+    """(least_costs, root_distances, moves_least_costs, zero_cost_moves), compiled by numba,
+    cached on disk."""
     global _COMPILED
     if _COMPILED is None:
         # numba loads here, about half a second (tests/test_imports.py).
         scope = jit.compiled_together(globals(), ((f.__name__, f) for f in (
-            by_tail, _push, _pop, least_costs, root_distances, moves_least_costs)), cache=True, nogil=True)
-        _COMPILED = scope["least_costs"], scope["root_distances"], scope["moves_least_costs"]
+            by_tail, _push, _pop, settled_costs, least_costs, root_distances, moves_least_costs,
+            zero_cost_moves)), cache=True, nogil=True)
+        _COMPILED = (scope["least_costs"], scope["root_distances"], scope["moves_least_costs"],
+                     scope["zero_cost_moves"])
     return _COMPILED
 
 
@@ -104,9 +107,14 @@ def least_costs(tail, head, cost, src, size):
     A node reached at the distance being settled is settled next from a stack, without the
     heap: the repair's reduced costs are mostly 0 (every arc of a shortest path so far)."""
     first, heads, costs = by_tail(tail, head, cost, size)
+    return settled_costs(first, heads, costs, src, size)
+
+
+def settled_costs(first, heads, costs, src, size):
+    """`least_costs` over arcs grouped by tail (`by_tail`'s answer)."""
     dist = np.full(size, UNREACHED, dtype=np.int64)
-    key = np.empty(tail.size + src.size, dtype=np.int64)
-    node = np.empty(tail.size + src.size, dtype=np.int64)
+    key = np.empty(heads.size + src.size, dtype=np.int64)
+    node = np.empty(heads.size + src.size, dtype=np.int64)
     level = np.empty(size, dtype=np.int64)  # nodes at distance d, not yet settled (each once)
     n, top = 0, 0
     for s in src:
@@ -257,32 +265,82 @@ def moves_least_costs(it, grp, on, reduced, choice, tail, head, cost, pot, src, 
     """
     n_items = choice.size
     reach = np.zeros(n_items, dtype=np.int64)  # an item's arc in, from its group
-    n_moves = 0
     for k in range(it.size):
         if on[k]:
             reach[it[k]] = -reduced[k]
-        else:
-            n_moves += 1
-    # A move of item i from its group g0 to g: one arc g0 -> g costing both of i's arcs.
-    t = np.empty(n_moves + tail.size, dtype=np.int64)
-    h = np.empty(n_moves + tail.size, dtype=np.int64)
-    r = np.empty(n_moves + tail.size, dtype=np.int64)
-    j = 0
+    # A move of item i from its group g0 to g: one arc g0 -> g costing both of i's arcs. The
+    # moves and the other arcs go straight into their places by tail (`by_tail`'s counting
+    # sort, without listing them first).
+    first = np.zeros(size + 1, dtype=np.int64)
+    for k in range(it.size):
+        if not on[k]:
+            first[n_items + choice[it[k]] + 1] += 1
+    for k in range(tail.size):
+        first[tail[k] + 1] += 1
+    for v in range(size):
+        first[v + 1] += first[v]
+    at = first[:-1].copy()
+    m = first[size]
+    heads = np.empty(m, dtype=np.int64)
+    costs = np.empty(m, dtype=np.int64)
     for k in range(it.size):
         if not on[k]:
             i = it[k]
-            t[j], h[j], r[j] = n_items + choice[i], grp[k], reduced[k] + reach[i]
-            j += 1
+            v = n_items + choice[i]
+            p = at[v]
+            heads[p], costs[p] = grp[k], reduced[k] + reach[i]
+            at[v] = p + 1
     for k in range(tail.size):
-        t[j], h[j], r[j] = tail[k], head[k], cost[k] + pot[tail[k]] - pot[head[k]]
-        j += 1
-    least = least_costs(t, h, r, src, size)
+        v = tail[k]
+        p = at[v]
+        heads[p], costs[p] = head[k], cost[k] + pot[v] - pot[head[k]]
+        at[v] = p + 1
+    least = settled_costs(first, heads, costs, src, size)
     dist = np.empty(size, dtype=np.float64)
     for v in range(size):
         dist[v] = np.inf if least[v] == UNREACHED else least[v]
     for i in range(n_items):
         dist[i] = dist[n_items + choice[i]] + reach[i]
     return dist
+
+
+def zero_cost_moves(it, grp, item_cost, on, tail, head, cost, cap, pot):
+    """`split_flow._Network.zero_arcs` compiled: the item arcs' reduced costs under `pot`, and
+    the residual arcs that cost nothing, the item arcs' first, each in arc order (counted, then
+    written: no temporaries as long as the arcs)."""
+    reduced = np.empty(it.size, dtype=np.int64)
+    n_items = 0
+    for k in range(it.size):
+        reduced[k] = item_cost[k] + pot[it[k]] - pot[grp[k]]
+        if reduced[k] == 0:
+            n_items += 1
+    n_other = 0
+    for k in range(tail.size):
+        if cost[k] + pot[tail[k]] - pot[head[k]] == 0:
+            n_other += 1
+    zero_item = np.empty(n_items, dtype=np.int64)
+    zero = np.empty(n_other, dtype=np.int64)
+    t = np.empty(n_items + n_other, dtype=np.int64)
+    h = np.empty(n_items + n_other, dtype=np.int64)
+    c = np.empty(n_items + n_other, dtype=np.int64)
+    j = 0
+    for k in range(it.size):
+        if reduced[k] == 0:
+            zero_item[j] = k
+            if on[k]:  # turned back
+                t[j], h[j] = grp[k], it[k]
+            else:
+                t[j], h[j] = it[k], grp[k]
+            c[j] = 1
+            j += 1
+    i = 0
+    for k in range(tail.size):
+        if cost[k] + pot[tail[k]] - pot[head[k]] == 0:
+            zero[i] = k
+            t[j], h[j], c[j] = tail[k], head[k], cap[k]
+            i += 1
+            j += 1
+    return reduced, zero_item, zero, t, h, c
 
 
 def root_distances(tail, head, cost, size):

@@ -331,6 +331,24 @@ class _Network:
             pot[:self.n_items] = pot[self.grp0 + choice] - c0
         return pot
 
+    def zero_arcs(self, pot, on, arcs):
+        """The item arcs' reduced costs (`reduced_items`), and the residual arcs that cost
+        nothing under `pot`, numbered as in the whole residual network: those of the items
+        (their numbers), the others (their numbers in `arcs`), then all of them as (tail,
+        head, capacity), the items' first."""
+        tail, head, cost, cap = arcs[:4]
+        if self.kernels is not None:
+            return self.kernels[3](self.it, self.grp, self.cost, on, tail, head, cost, cap, pot)
+        reduced = self.reduced_items(pot)
+        zero_item = np.flatnonzero(reduced == 0)
+        zero = np.flatnonzero(cost + pot[tail] - pot[head] == 0)
+        back = on[zero_item]
+        item, group = self.it[zero_item], self.grp[zero_item]
+        item_tail = item + back * (group - item)  # np.where(back, group, item), without its branches
+        return (reduced, zero_item, zero, np.concatenate([item_tail, tail[zero]]),
+                np.concatenate([item + group - item_tail, head[zero]]),
+                np.concatenate([np.ones(zero_item.size, np.int64), cap[zero]]))
+
     def distances(self, choice, on, reduced, arcs, pot, src):
         """Each node's least reduced cost from the nodes `src` (inf out of reach), or None
         when a distance might not be exact (scipy's float Dijkstra only; the compiled one
@@ -449,21 +467,14 @@ def _repair(net: _Network, choice: np.ndarray, price: np.ndarray, max_rounds: in
         src, dst = np.flatnonzero(imb > 0), np.flatnonzero(imb < 0)
         if not src.size:
             return choice
-        tail, head, cost, cap, kind, index = arcs
+        kind, index = arcs[4:]
         dist = net.distances(choice, on, reduced, arcs, pot, src)
         if dist is None or not np.isfinite(dist[dst]).any():
             return None
         pot = raised(pot, dist)
-        reduced = net.reduced_items(pot)
-        # The arcs that cost nothing now, numbered as in the whole residual network.
-        zero_item = np.flatnonzero(reduced == 0)
-        zero = np.flatnonzero(cost + pot[tail] - pot[head] == 0)
-        back = on[zero_item]
-        item, group = net.it[zero_item], net.grp[zero_item]
-        item_tail = item + back * (group - item)  # np.where(back, group, item), without its branches
-        flow = excess_pushed(np.concatenate([item_tail, tail[zero]]), np.concatenate([item + group - item_tail, head[zero]]),
-                             np.concatenate([np.ones(zero_item.size, np.int64), cap[zero]]), imb, net.size)
-        to_group = zero_item[(flow[:zero_item.size] > 0) & ~back]
+        reduced, zero_item, zero, *zero_arcs = net.zero_arcs(pot, on, arcs)
+        flow = excess_pushed(*zero_arcs, imb, net.size)
+        to_group = zero_item[(flow[:zero_item.size] > 0) & ~on[zero_item]]
         choice = choice.copy()
         choice[net.it[to_group]] = net.gr[to_group]
         flow = flow[zero_item.size:]
