@@ -51,8 +51,16 @@ def merged_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.nd
         parent_lo, parent_hi = np.zeros(1, dtype=np.int64), np.full(1, n_items, dtype=np.int64)
     if (parent_hi < parent_lo).any():
         return None
-    _, first, kind, count = np.unique(item_kind, return_index=True, return_inverse=True, return_counts=True)
-    kind = kind.reshape(-1)
+    # The items by kind, in item order within a kind: one stable sort gives each kind's first
+    # item and count here and the items' places in the split below (np.unique with its index,
+    # inverse and counts, then the inverse sorted again, took two).
+    by_kind = np.argsort(item_kind, kind="stable")
+    sorted_kinds = np.asarray(item_kind)[by_kind]
+    new_kind = np.ones(n_items, dtype=bool)
+    new_kind[1:] = sorted_kinds[1:] != sorted_kinds[:-1]
+    starts = np.flatnonzero(new_kind)
+    first, count = by_kind[starts], np.diff(np.r_[starts, n_items])
+    del sorted_kinds, new_kind
     # The first item of each kind stands for it; arcs keep their order.
     row = np.full(n_items, -1, dtype=np.int32)  # node numbers fit: int32 halves the 1M flow's arrays
     row[first] = np.arange(first.size)
@@ -65,9 +73,9 @@ def merged_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.nd
     if flows is None:
         return None
     used = np.flatnonzero(flows[:on.size])
-    by_kind = used[np.argsort(net.tail[used], kind="stable")]  # arcs by kind, then in arc order
+    arcs = used[np.argsort(net.tail[used], kind="stable")]  # arcs by kind, then in arc order
     choice = np.empty(n_items, dtype=np.int64)
-    choice[np.argsort(kind, kind="stable")] = np.repeat(group_of_arc[on][by_kind], flows[by_kind])
+    choice[by_kind] = np.repeat(group_of_arc[on][arcs], flows[arcs])
     return choice
 
 
