@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from kit import plan as planners
 from kit.formats import load_snapshot
+from kit.plan.solvers import merged_flow
 from kit.plan.solvers.flow import penalty_tiers, soft_assignment, water_fill
 from kit.plan.steps import leadership
 
@@ -132,3 +133,30 @@ def test_the_rounds_compiled_and_by_scipy_give_the_same_choice(network):
     assert (got[0] is None) == (got[1] is None)
     if got[0] is not None:
         assert got[0].tolist() == got[1].tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(pair_networks())
+def test_the_imbalances_carried_through_the_rounds_are_those_of_the_flow(network):
+    # The start flow's imbalances, and each round's update of them from the arcs its max flow
+    # moved units on, are every node's supply plus inflow less outflow (`_Network.imbalance`)
+    # of the flow at that point: the rounds start from the same excess and deficit nodes.
+    args, item_kind = network
+    seen = []
+    start_flow, round_ = merged_flow._Network.start_flow, merged_flow._Network.round
+
+    def checked_start(net):
+        flow, pot, imb = start_flow(net)
+        seen.append(np.array_equal(imb, net.imbalance(flow)))
+        return flow, pot, imb
+
+    def checked_round(net, flow, pot, imb):
+        step = round_(net, flow, pot, imb)
+        if step:
+            seen.append(np.array_equal(imb, net.imbalance(flow)))
+        return step
+
+    with mock.patch.object(merged_flow._Network, "start_flow", checked_start), \
+            mock.patch.object(merged_flow._Network, "round", checked_round):
+        soft_assignment(*args, exact_limit=0, item_kind=item_kind)
+    assert all(seen)

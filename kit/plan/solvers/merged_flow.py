@@ -51,8 +51,16 @@ def merged_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.nd
         parent_lo, parent_hi = np.zeros(1, dtype=np.int64), np.full(1, n_items, dtype=np.int64)
     if (parent_hi < parent_lo).any():
         return None
-    _, first, kind, count = np.unique(item_kind, return_index=True, return_inverse=True, return_counts=True)
-    kind = kind.reshape(-1)
+    # The items by kind, in item order within a kind: one stable sort gives each kind's first
+    # item and count here and the items' places in the split below (np.unique with its index,
+    # inverse and counts, then the inverse sorted again, took two).
+    by_kind = np.argsort(item_kind, kind="stable")
+    sorted_kinds = np.asarray(item_kind)[by_kind]
+    new_kind = np.ones(n_items, dtype=bool)
+    new_kind[1:] = sorted_kinds[1:] != sorted_kinds[:-1]
+    starts = np.flatnonzero(new_kind)
+    first, count = by_kind[starts], np.diff(np.r_[starts, n_items])
+    del sorted_kinds, new_kind
     # The first item of each kind stands for it; arcs keep their order.
     row = np.full(n_items, -1, dtype=np.int32)  # node numbers fit: int32 halves the 1M flow's arrays
     row[first] = np.arange(first.size)
@@ -65,9 +73,9 @@ def merged_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.nd
     if flows is None:
         return None
     used = np.flatnonzero(flows[:on.size])
-    by_kind = used[np.argsort(net.tail[used], kind="stable")]  # arcs by kind, then in arc order
+    arcs = used[np.argsort(net.tail[used], kind="stable")]  # arcs by kind, then in arc order
     choice = np.empty(n_items, dtype=np.int64)
-    choice[np.argsort(kind, kind="stable")] = np.repeat(group_of_arc[on][by_kind], flows[by_kind])
+    choice[by_kind] = np.repeat(group_of_arc[on][arcs], flows[arcs])
     return choice
 
 
@@ -105,9 +113,10 @@ class _Network:
                 - np.bincount(self.tail, weights=flow, minlength=self.size).astype(np.int64))
 
     def start_flow(self):
-        """A flow optimal for its own imbalances, and its potentials: each kind's whole count on
-        its cheapest arc (the first of them), the negative tiers full, the cost-free tiers and
-        the parents' arcs to the sink as full as what reaches them allows, the others empty."""
+        """A flow optimal for its own imbalances, its potentials and its imbalances: each kind's
+        whole count on its cheapest arc (the first of them), the negative tiers full, the
+        cost-free tiers and the parents' arcs to the sink as full as what reaches them allows,
+        the others empty."""
         n_arcs, t_group, t_cost = self.start
         flow = np.zeros(self.tail.size, dtype=np.int64)
         kinds = self.tail[:n_arcs]
@@ -132,9 +141,12 @@ class _Network:
         left = np.maximum(self.imbalance(flow)[group], 0)
         flow[free] = np.clip(left - before, 0, self.cap[free])
         to_sink = np.arange(tiers.size + n_arcs, self.tail.size)
-        left = self.imbalance(flow)
-        flow[to_sink] = np.clip(left[self.tail[to_sink]], 0, self.cap[to_sink])
-        return flow, pot
+        imb = self.imbalance(flow)
+        flow[to_sink] = np.clip(imb[self.tail[to_sink]], 0, self.cap[to_sink])
+        # What the parents send on leaves them for the sink.
+        imb[self.tail[to_sink]] -= flow[to_sink]
+        imb[self.sink] += int(flow[to_sink].sum())
+        return flow, pot, imb
 
     def solve(self):
         """The optimal flow on every arc, or None when no flow meets the supplies."""
@@ -148,8 +160,7 @@ class _Network:
         if jit.numba_loaded():
             build, *kernels = path_kernels.residual_kernels()
             self.kernels = (build(self.tail, self.head, self.size), *kernels)
-        flow, pot = self.start_flow()
-        imb = self.imbalance(flow)
+        flow, pot, imb = self.start_flow()
         # Every round moves at least a unit (a shortest path costs nothing after it), so the
         # rounds end; on the leader-pair flows they number 4-11.
         while (imb > 0).any():
@@ -158,13 +169,13 @@ class _Network:
                 return _whole(self)
             if not step:
                 return None
-            imb = self.imbalance(flow)
         return flow
 
     def round(self, flow, pot, imb):
         """One round: a Dijkstra from the excess nodes raises `pot`, a max flow on the arcs that
-        then cost nothing adds to `flow` (both in place). False when no deficit is in reach
-        (no flow meets the supplies), None when a distance may not be exact (`least_costs`)."""
+        then cost nothing adds to `flow` and settles `imb` with it (all in place). False when no
+        deficit is in reach (no flow meets the supplies), None when a distance may not be exact
+        (`least_costs`)."""
         src, dst = np.flatnonzero(imb > 0), np.flatnonzero(imb < 0)
         if self.kernels is not None:
             graph, residual_least_costs, zero_cost_arcs = self.kernels
@@ -192,10 +203,15 @@ class _Network:
             tight = pot[self.tail] - pot[self.head] + self.cost == 0
             zf, zb = fw[tight[fw]], bw[tight[bw]]
             del fw, bw, tight
-        moved = excess_pushed(np.concatenate([self.tail[zf], self.head[zb]]), np.concatenate([self.head[zf], self.tail[zb]]),
-                              np.concatenate([self.cap[zf] - flow[zf], flow[zb]]), imb, self.size)
+        z_tail, z_head = np.concatenate([self.tail[zf], self.head[zb]]), np.concatenate([self.head[zf], self.tail[zb]])
+        moved = excess_pushed(z_tail, z_head, np.concatenate([self.cap[zf] - flow[zf], flow[zb]]), imb, self.size)
         flow[zf] += moved[:zf.size]
         flow[zb] -= moved[zf.size:]
+        # The units moved leave the residual arcs' tails for their heads: the imbalances follow
+        # from the arcs that carried some (a few thousand), not from every arc's flow again.
+        on = np.flatnonzero(moved)
+        imb -= np.bincount(z_tail[on], weights=moved[on], minlength=self.size).astype(np.int64)
+        imb += np.bincount(z_head[on], weights=moved[on], minlength=self.size).astype(np.int64)
         return True
 
 
