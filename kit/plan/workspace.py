@@ -76,18 +76,13 @@ class Workspace:
         self.notes: list[str] = []
 
     def _start(self, cluster: Cluster, selected) -> None:
-        """The assignment as it is, its topics and the selection; the counters come later
-        (`_count`), their changes noted until then."""
+        """The assignment as it is and the selection; the topics and the counters come later
+        (`_topics`, `_count`), the counters' changes noted until then."""
         parts = cluster.partitions
         self.assign = list(map(list, map(attrgetter("replicas"), parts)))
         unlisted = set(chain.from_iterable(self.assign)).difference(self.index)
         if unlisted:  # a replica on a broker the cluster does not list: the KeyError that names the first
             raise KeyError(next(b for b in chain.from_iterable(self.assign) if b in unlisted))
-        names = list(map(attrgetter("topic"), parts))
-        topics = sorted(set(names))
-        self.topic_names = topics
-        tnum = {t: i for i, t in enumerate(topics)}
-        self.topic = np.fromiter(map(tnum.__getitem__, names), dtype=np.int64, count=len(parts))
         self._topic_list = None  # `topic_list`, made on first use
         self.selected = sorted(set(selected))
         self.is_selected = np.zeros(len(parts), dtype=bool)
@@ -96,18 +91,31 @@ class Workspace:
         # `_add`): (partition, broker, the list then, +1 joining / -1 leaving), in order.
         self._changes: list[tuple[int, int, tuple[int, ...], int]] | None = []
 
-    # The counters and buckets, made on first read (`__getattr__`): a one-for-one substitution
-    # reads none of them, and making them was 0.2 of its 0.4 CPU s of planning at 200,000
-    # partitions; any other planner reads them first thing.
+    # The topics, counters and buckets, made on first read (`__getattr__`): a one-for-one
+    # substitution reads none of them, and making them was 0.2 of its 0.4 CPU s of planning at
+    # 200,000 partitions; any other planner reads them first thing.
+    _TOPICS = frozenset({"topic", "topic_names"})
     _COUNTERS = frozenset({"count", "tcount", "shared", "degree_floor", "_on_topic", "_packed"})
 
     def __getattr__(self, name: str):
-        # Called only for an attribute not set yet: the counters before they are made.
-        if name not in Workspace._COUNTERS or self.__dict__.get("_changes") is None:
+        # Called only for an attribute not set yet: those above before they are made.
+        if name in Workspace._TOPICS and "cluster" in self.__dict__:
+            self._topics()
+        elif name in Workspace._COUNTERS and self.__dict__.get("_changes") is not None:
+            with collector.paused():  # hundreds of thousands of dicts, no cycles
+                self._count()
+        else:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        with collector.paused():  # hundreds of thousands of dicts, no cycles
-            self._count()
         return self.__dict__[name]
+
+    def _topics(self) -> None:
+        """Each partition's topic number (`topic`), in the order of the names (`topic_names`)."""
+        parts = self.cluster.partitions
+        names = list(map(attrgetter("topic"), parts))
+        topics = sorted(set(names))
+        tnum = {t: i for i, t in enumerate(topics)}
+        self.topic = np.fromiter(map(tnum.__getitem__, names), dtype=np.int64, count=len(parts))
+        self.topic_names = topics
 
     def _count(self) -> None:
         """The counters and buckets of the assignment the workspace started from (the

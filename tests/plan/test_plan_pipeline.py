@@ -292,11 +292,13 @@ def test_counters_made_after_changes_are_those_kept_through_them_order_included(
         late.no_such_counter
 
 
-def test_a_substitution_makes_no_counters(monkeypatch):
-    # `replace` puts NEW in OLD's slots and reads no counter or bucket: the workspace never makes them.
+def test_a_substitution_makes_no_counters_or_topic_numbers(monkeypatch):
+    # `replace` puts NEW in OLD's slots and reads no counter, bucket or topic number: the
+    # workspace never makes them.
     def made(ws):
-        raise AssertionError("counters made")
+        raise AssertionError("made")
     monkeypatch.setattr(Workspace, "_count", made)
+    monkeypatch.setattr(Workspace, "_topics", made)
     ids = [1, 2, 3, 4, 5]
     brokers = {b: Broker(id=b, rack=None) for b in ids}
     parts = tuple(Partition("t", n, (1 + n % 4, 1 + (n + 1) % 4), (1 + n % 4, 1 + (n + 1) % 4)) for n in range(12))
