@@ -284,6 +284,8 @@ def test_counters_made_after_changes_are_those_kept_through_them_order_included(
     def listed(buckets):
         return [[(t, list(ps)) for t, ps in d.items()] for d in buckets]
     assert late.shared.dtype == np.int64 and late.__dict__["_changes"] is None
+    # Everything made, a plain Workspace again (whose attribute reads CPython specializes).
+    assert type(late) is Workspace and type(early) is Workspace
     assert early.assign == late.assign and early.degree_floor == late.degree_floor
     for name in ("count", "tcount", "shared"):
         assert np.array_equal(getattr(early, name), getattr(late, name)), name
