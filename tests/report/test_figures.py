@@ -447,32 +447,3 @@ def test_storage_lines_change_each_broker_by_what_it_gains_and_loses(gb):
     lines = re.findall(r"Broker (\d+): [\d.]+ -> [\d.]+ \(([-+][\d.]+)GB",
                        summary_text(plan, plan_report(plan)))
     assert {int(b): d for b, d in lines} == {b: f"{d / 1e9:+.2f}" for b, d in delta.items()}
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_plan_arrays_changed_is_the_arrays_compared(seed):
-    # PlanArrays.changed reads the plan's own `changed()`: the partitions whose arrays differ,
-    # order-only changes, grown and shrunk lists and unknown brokers included.
-    rng = random.Random(seed)
-    ids = list(range(1, 8))
-    brokers = {b: Broker(id=b, rack="ab"[b % 2]) for b in ids}
-    parts = tuple(Partition("t", n, tuple(rng.sample(ids, 3)), ()) for n in range(40))
-    after = []
-    for p in parts:
-        reps = list(p.replicas)
-        kind = rng.randrange(5)
-        if kind == 1:
-            reps.reverse()
-        elif kind == 2:
-            reps[0] = rng.choice([b for b in ids + [99] if b not in reps])
-        elif kind == 3:
-            reps.append(rng.choice([b for b in ids if b not in reps]))
-        elif kind == 4:
-            reps.pop()
-        after.append(reps)
-    cluster = Cluster(brokers=brokers, partitions=parts)
-    plan = Plan(cluster=cluster, action="test", after=after, targets=ids)
-    pa = figures.PlanArrays(plan)
-    assert pa.changed.dtype == bool
-    assert pa.changed.tolist() == figures._changed_rows(pa.before, pa.after).tolist()
-    assert pa.changed.tolist() == [list(p.replicas) != a for p, a in zip(parts, after)]
