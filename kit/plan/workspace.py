@@ -3,8 +3,8 @@
 A `Workspace` holds the assignment being built and the counters that make each
 placement decision O(brokers) instead of O(partitions): replicas per broker,
 replicas per (topic, broker), co-replica counts (degree), and for every broker
-the movable partitions it holds, grouped by topic. The counters are made when first
-read (a substitution never reads them).
+the movable partitions it holds, grouped by topic. A substitution, which reads none of
+them, has them made on first read (``made_on_read``).
 """
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ class Workspace:
         None means as many as the replication factor allows.
     """
 
-    def __init__(self, cluster: Cluster, targets, selected, min_rack_ids: int | None = None):
+    def __init__(self, cluster: Cluster, targets, selected, min_rack_ids: int | None = None,
+                 made_on_read: bool = False):
         self.cluster = cluster
         self.ids = list(cluster.brokers)
         self.index = {b: i for i, b in enumerate(self.ids)}
@@ -69,8 +70,11 @@ class Workspace:
         if self.offline:
             gone = set(self.offline)
             selected = [p for p in selected if p not in gone]
-        with collector.paused():  # hundreds of thousands of lists, no cycles
+        with collector.paused():  # hundreds of thousands of lists and dicts, no cycles
             self._start(cluster, selected)
+            if not made_on_read:
+                self._topics()
+                self._count()
         self.reasons = {}
         self.warnings: list[str] = []
         self.notes: list[str] = []
@@ -80,9 +84,10 @@ class Workspace:
         (`_topics`, `_count`), the counters' changes noted until then."""
         parts = cluster.partitions
         self.assign = list(map(list, map(attrgetter("replicas"), parts)))
-        unlisted = set(chain.from_iterable(self.assign)).difference(self.index)
-        if unlisted:  # a replica on a broker the cluster does not list: the KeyError that names the first
-            raise KeyError(next(b for b in chain.from_iterable(self.assign) if b in unlisted))
+        if type(self) is _Unmade:  # `_count` (`indices_of`) otherwise: the same KeyError
+            unlisted = set(chain.from_iterable(self.assign)).difference(self.index)
+            if unlisted:  # a replica on a broker the cluster does not list: the KeyError that names the first
+                raise KeyError(next(b for b in chain.from_iterable(self.assign) if b in unlisted))
         self._topic_list = None  # `topic_list`, made on first use
         self.selected = sorted(set(selected))
         self.is_selected = np.zeros(len(parts), dtype=bool)
@@ -91,9 +96,9 @@ class Workspace:
         # `_add`): (partition, broker, the list then, +1 joining / -1 leaving), in order.
         self._changes: list[tuple[int, int, tuple[int, ...], int]] | None = []
 
-    def __new__(cls, *args, **kwargs):
-        # Made as an `_Unmade` workspace: its topics and counters come on first read.
-        return super().__new__(_Unmade if cls is Workspace else cls)
+    def __new__(cls, *args, made_on_read: bool = False, **kwargs):
+        # `made_on_read`: an `_Unmade` workspace, whose topics and counters come on first read.
+        return super().__new__(_Unmade if made_on_read and cls is Workspace else cls)
 
     def _topics(self) -> None:
         """Each partition's topic number (`topic`), in the order of the names (`topic_names`)."""
@@ -470,13 +475,14 @@ class Workspace:
 
 
 class _Unmade(Workspace):
-    """A `Workspace` whose topics, counters and buckets are made on first read (`__getattr__`),
-    then a plain `Workspace` again: a one-for-one substitution reads none of them, and making
-    them was 0.2 of its 0.4 CPU s of planning at 200,000 partitions; any other planner reads
-    them first thing. Every writer reads them first (`+=`, a raised degree_floor), so nothing
-    written is made again over it. Not a `Workspace` with a `__getattr__` of its own: an
-    instance of such a class reads every attribute some 15 ns slower (CPython 3.11 specializes
-    attribute reads only without one), which cost a 200k az-loss 0.3 G instructions (+0.7%)."""
+    """A `Workspace` (made with ``made_on_read=True``) whose topics, counters and buckets are
+    made on first read (`__getattr__`), then a plain `Workspace` again: a one-for-one
+    substitution reads none of them, and making them was 0.2 of its 0.4 CPU s of planning at
+    200,000 partitions. Every writer reads them first (`+=`, a raised degree_floor), so nothing
+    written is made again over it. Only where asked for: an instance of a class with a
+    `__getattr__` reads every attribute some 15 ns slower (CPython 3.11 specializes attribute
+    reads only without one), and every other planner reads them first thing anyway (a 200k
+    az-loss made lazily: +0.37 G instructions, +0.8%)."""
 
     _TOPICS = frozenset({"topic", "topic_names"})
     _COUNTERS = frozenset({"count", "tcount", "shared", "degree_floor", "_on_topic", "_packed"})

@@ -261,8 +261,9 @@ def test_counters_made_after_changes_are_those_kept_through_them_order_included(
     parts = tuple(Partition(rng.choice("xyz"), n, tuple(reps), tuple(reps)) for n, reps in enumerate(lists))
     cluster = Cluster(brokers=brokers, partitions=parts)
     selected = [i for i in range(60) if rng.random() < 0.8]
-    early, late = Workspace(cluster, ids, selected), Workspace(cluster, ids, selected)
-    assert early.count is not None and "count" not in late.__dict__  # made on first read only
+    early, late = Workspace(cluster, ids, selected), Workspace(cluster, ids, selected, made_on_read=True)
+    assert "count" in early.__dict__ and "count" not in late.__dict__  # made on first read only
+    assert type(early) is Workspace and isinstance(late, Workspace)
 
     def change(ws, r):
         p = r.choice(ws.selected[1:])
@@ -365,3 +366,5 @@ def test_a_workspace_over_a_replica_on_an_unlisted_broker_is_refused():
                 partitions=(Partition("t", 0, (1, 2), (1, 2)), Partition("t", 1, (2, 9), (2,))))
     with pytest.raises(KeyError, match="9"):
         Workspace(c, [1, 2], [0, 1])
+    with pytest.raises(KeyError, match="9"):
+        Workspace(c, [1, 2], [0, 1], made_on_read=True)
