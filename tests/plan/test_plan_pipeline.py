@@ -248,6 +248,67 @@ def test_the_workspace_counts_any_drawn_assignment_as_a_loop_over_it_would(seed)
     test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_counters_made_after_changes_are_those_kept_through_them_order_included(seed):
+    # The counters and buckets are made on first read, the changes made before replayed:
+    # every counter and bucket (insertion order included) as when they were made at the
+    # start and kept move by move, whichever changes came first (a replica listed twice too).
+    rng = random.Random(seed)
+    ids = list(range(1, 10))
+    brokers = {b: Broker(id=b, rack="abc"[b % 3]) for b in ids}
+    lists = [rng.sample(ids, rng.randint(1, 4)) for _ in range(60)]
+    lists[0] = [lists[0][0], lists[0][0]]
+    parts = tuple(Partition(rng.choice("xyz"), n, tuple(reps), tuple(reps)) for n, reps in enumerate(lists))
+    cluster = Cluster(brokers=brokers, partitions=parts)
+    selected = [i for i in range(60) if rng.random() < 0.8]
+    early, late = Workspace(cluster, ids, selected), Workspace(cluster, ids, selected, made_on_read=True)
+    assert "count" in early.__dict__ and "count" not in late.__dict__  # made on first read only
+    assert type(early) is Workspace and isinstance(late, Workspace)
+
+    def change(ws, r):
+        p = r.choice(ws.selected[1:])
+        free = [b for b in ids if b not in ws.assign[p]]
+        kind = r.randrange(4)
+        if kind == 0 and free:
+            ws.replace_slot(p, r.randrange(len(ws.assign[p])), r.choice(free), "replaced")
+        elif kind == 1 and free:
+            ws.append_replica(p, r.choice(free), "added")
+        elif kind == 2 and len(ws.assign[p]) > 1:
+            ws.drop_replica(p, r.choice(ws.assign[p]), "dropped")
+        elif kind == 3 and len(ws.assign[p]) == len(parts[p].replicas):
+            ws.restore(p, list(parts[p].replicas))
+    for ws in (early, late):
+        r = random.Random(seed + 1)
+        for _ in range(50):
+            change(ws, r)
+
+    def listed(buckets):
+        return [[(t, list(ps)) for t, ps in d.items()] for d in buckets]
+    assert late.shared.dtype == np.int64 and late.__dict__["_changes"] is None
+    # Everything made, a plain Workspace again (whose attribute reads CPython specializes).
+    assert type(late) is Workspace and type(early) is Workspace
+    assert early.assign == late.assign and early.degree_floor == late.degree_floor
+    for name in ("count", "tcount", "shared"):
+        assert np.array_equal(getattr(early, name), getattr(late, name)), name
+    assert listed(late.on_topic) == listed(early.on_topic)
+    with pytest.raises(AttributeError):
+        late.no_such_counter
+
+
+def test_a_substitution_makes_no_counters_or_topic_numbers(monkeypatch):
+    # `replace` puts NEW in OLD's slots and reads no counter, bucket or topic number: the
+    # workspace never makes them.
+    def made(ws):
+        raise AssertionError("made")
+    monkeypatch.setattr(Workspace, "_count", made)
+    monkeypatch.setattr(Workspace, "_topics", made)
+    ids = [1, 2, 3, 4, 5]
+    brokers = {b: Broker(id=b, rack=None) for b in ids}
+    parts = tuple(Partition("t", n, (1 + n % 4, 1 + (n + 1) % 4), (1 + n % 4, 1 + (n + 1) % 4)) for n in range(12))
+    plan = kit.plan.plan_replace(Cluster(brokers=brokers, partitions=parts), [(1, 5)])
+    assert all(1 not in reps for reps in plan.after) and sum(5 in reps for reps in plan.after) == 6
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_packed_buckets_and_reasons_come_back_as_they_were_order_included(seed):
     # The leadership stage of a large plan runs with the buckets and reasons packed (`pack`);
@@ -305,3 +366,5 @@ def test_a_workspace_over_a_replica_on_an_unlisted_broker_is_refused():
                 partitions=(Partition("t", 0, (1, 2), (1, 2)), Partition("t", 1, (2, 9), (2,))))
     with pytest.raises(KeyError, match="9"):
         Workspace(c, [1, 2], [0, 1])
+    with pytest.raises(KeyError, match="9"):
+        Workspace(c, [1, 2], [0, 1], made_on_read=True)

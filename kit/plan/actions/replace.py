@@ -44,7 +44,8 @@ def plan_replace(cluster: Cluster, pairs: list[tuple[int, int]], topics: str | N
     # Unlike every other action, no leadership stage: NEW leads what OLD led.
     stages = Stages(place=lambda ws: _substitute(ws, dict(pairs), ignore_warns), leadership=None)
     changes = broker_changes(cluster, targets, replacing=olds)
-    return run(Workspace(cluster, targets, selected), stages, "replace", changes, notes)
+    # No counter is read: made on first read, they are never made.
+    return run(Workspace(cluster, targets, selected, made_on_read=True), stages, "replace", changes, notes)
 
 
 def _substitute(ws: Workspace, mapping: dict[int, int], ignore_warns: bool) -> None:
