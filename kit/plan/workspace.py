@@ -344,11 +344,7 @@ class Workspace:
                                          self.topic[part].tolist(), self.is_selected[part].tolist()):
             reps = assign[p]
             reps[reps.index(x)] = y
-            bucket = on_topic[a].get(t)
-            if bucket is not None:
-                bucket.pop(p, None)
-                if not bucket:
-                    del on_topic[a][t]
+            leave_bucket(on_topic[a], t, p)
             if sel:
                 on_topic[b].setdefault(t, {})[p] = None
         for p in touched:  # in the order the moves first reach them, as the calls would
@@ -435,11 +431,7 @@ class Workspace:
                 self.shared[i, j] += sign
                 self.shared[j, i] += sign
         if sign < 0:
-            bucket = self.on_topic[i].get(t)
-            if bucket is not None:
-                bucket.pop(p, None)
-                if not bucket:
-                    del self.on_topic[i][t]
+            leave_bucket(self.on_topic[i], t, p)
         elif self.is_selected[p]:
             self.on_topic[i].setdefault(t, {})[p] = None
 
@@ -499,6 +491,16 @@ class _Unmade(Workspace):
         if "topic" in self.__dict__ and self._changes is None:
             self.__class__ = Workspace  # everything made
         return self.__dict__[name]
+
+
+def leave_bucket(buckets: dict[int, dict[int, None]], t: int, p: int) -> None:
+    """Take partition `p` out of a broker's bucket of topic `t` (`buckets`: its `on_topic`
+    entry), and the bucket out when that empties it; nothing when it is not there."""
+    bucket = buckets.get(t)
+    if bucket is not None:
+        bucket.pop(p, None)
+        if not bucket:
+            del buckets[t]
 
 
 def _unpacked(per_broker, topics, sizes, parts) -> list[dict[int, dict[int, None]]]:

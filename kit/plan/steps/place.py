@@ -18,7 +18,7 @@ from kit.errors import Unsafe
 from kit.plan.racks import spans
 from kit.plan.steps.count_balance import PlacedPool, balance_counts, balanced
 from kit.plan.steps.leadership_figures import distinct_rows, replica_matrix
-from kit.plan.workspace import Workspace
+from kit.plan.workspace import Workspace, leave_bucket
 
 
 # Above any broker's key in `best_broker`: where a broker may not take the replica.
@@ -235,11 +235,7 @@ class _Placer:
         topic_list = self.ws.topic_list
         slot_part = [p for p, positions in self.by_part.items() for _ in positions]  # in slot order
         for x, p in zip(old.tolist(), slot_part[:done]):
-            bucket = on_topic[x].get(topic_list[p])
-            if bucket is not None:
-                bucket.pop(p, None)
-                if not bucket:
-                    del on_topic[x][topic_list[p]]
+            leave_bucket(on_topic[x], topic_list[p], p)
 
     def flush(self) -> None:
         """Write the counts kept here into the workspace's numpy counters, and take the
