@@ -9,7 +9,8 @@ costs: the same distances (shortest distances are unique), so the same repair.
 Plain Python over numpy arrays, in the subset numba compiles; `compiled` gives the kernels
 compiled, cached on disk. `split_flow` runs them compiled where the network is large (numba
 is loaded by then) and runs its numpy and scipy forms otherwise; tests/plan/test_path_kernels.py
-checks they agree.
+checks they agree. `reaching_arcs` has no such form: uncompiled, the repair's max flow is given
+every arc (the same flows, `split_flow.excess_pushed`).
 """
 from __future__ import annotations
 
@@ -345,7 +346,8 @@ def zero_cost_moves(it, grp, item_cost, on, tail, head, cost, cap, pot):
 
 def reaching_arcs(tail, head, dst, size):
     """The arcs whose tail reaches one of the nodes `dst` along the arcs (tail -> head), in
-    arc order: a search back from `dst` over the arcs grouped by head."""
+    arc order: a search back from `dst` over the arcs grouped by head (`by_tail` with the
+    ends swapped; the tails stand in for its costs, unused)."""
     first, tails, _ = by_tail(head, tail, tail, size)
     reaches = np.zeros(size, dtype=np.bool_)
     queue = np.empty(size, dtype=np.int64)
