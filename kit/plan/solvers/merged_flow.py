@@ -204,6 +204,9 @@ class _Network:
             zf, zb = fw[tight[fw]], bw[tight[bw]]
             del fw, bw, tight
         z_tail, z_head = np.concatenate([self.tail[zf], self.head[zb]]), np.concatenate([self.head[zf], self.tail[zb]])
+        # Every arc to the max flow, unlike the repair's (`excess_pushed`'s `reaching_arcs`):
+        # 95-98% of these reach a deficit (the 1,000,000-partition rebalance's pair flow), and
+        # leaving out the rest cost more than it saved there (6 rounds: 4.64 -> 4.99 CPU s).
         moved = excess_pushed(z_tail, z_head, np.concatenate([self.cap[zf] - flow[zf], flow[zb]]), imb, self.size)
         flow[zf] += moved[:zf.size]
         flow[zb] -= moved[zf.size:]

@@ -9,7 +9,8 @@ costs: the same distances (shortest distances are unique), so the same repair.
 Plain Python over numpy arrays, in the subset numba compiles; `compiled` gives the kernels
 compiled, cached on disk. `split_flow` runs them compiled where the network is large (numba
 is loaded by then) and runs its numpy and scipy forms otherwise; tests/plan/test_path_kernels.py
-checks they agree.
+checks they agree. `reaching_arcs` has no such form: uncompiled, the repair's max flow is given
+every arc (the same flows, `split_flow.excess_pushed`).
 """
 from __future__ import annotations
 
@@ -23,16 +24,16 @@ _COMPILED = None
 
 
 def compiled():
-    """(least_costs, root_distances, moves_least_costs, zero_cost_moves), compiled by numba,
-    cached on disk."""
+    """(least_costs, root_distances, moves_least_costs, zero_cost_moves, reaching_arcs),
+    compiled by numba, cached on disk."""
     global _COMPILED
     if _COMPILED is None:
         # numba loads here, about half a second (tests/test_imports.py).
         scope = jit.compiled_together(globals(), ((f.__name__, f) for f in (
             by_tail, _push, _pop, settled_costs, least_costs, root_distances, moves_least_costs,
-            zero_cost_moves)), cache=True, nogil=True)
+            zero_cost_moves, reaching_arcs)), cache=True, nogil=True)
         _COMPILED = (scope["least_costs"], scope["root_distances"], scope["moves_least_costs"],
-                     scope["zero_cost_moves"])
+                     scope["zero_cost_moves"], scope["reaching_arcs"])
     return _COMPILED
 
 
@@ -341,6 +342,42 @@ def zero_cost_moves(it, grp, item_cost, on, tail, head, cost, cap, pot):
             i += 1
             j += 1
     return reduced, zero_item, zero, t, h, c
+
+
+def reaching_arcs(tail, head, dst, size):
+    """The arcs whose tail reaches one of the nodes `dst` along the arcs (tail -> head), in
+    arc order: a search back from `dst` over the arcs grouped by head (`by_tail` with the
+    ends swapped; the tails stand in for its costs, unused)."""
+    first, tails, _ = by_tail(head, tail, tail, size)
+    reaches = np.zeros(size, dtype=np.bool_)
+    queue = np.empty(size, dtype=np.int64)
+    n = 0
+    for v in dst:
+        if not reaches[v]:
+            reaches[v] = True
+            queue[n] = v
+            n += 1
+    i = 0
+    while i < n:
+        v = queue[i]
+        i += 1
+        for k in range(first[v], first[v + 1]):
+            u = tails[k]
+            if not reaches[u]:
+                reaches[u] = True
+                queue[n] = u
+                n += 1
+    m = 0
+    for k in range(tail.size):
+        if reaches[tail[k]]:
+            m += 1
+    arcs = np.empty(m, dtype=np.int64)
+    m = 0
+    for k in range(tail.size):
+        if reaches[tail[k]]:
+            arcs[m] = k
+            m += 1
+    return arcs
 
 
 def root_distances(tail, head, cost, size):
