@@ -16,6 +16,8 @@ when there is one.
 """
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from kit.array_ops import distinct
@@ -39,11 +41,11 @@ def _groups(ws: Workspace) -> list[tuple[int, np.ndarray]]:
     present = np.zeros(n_topics, dtype=bool)
     present[sel_topics] = True
     pinned = ws.n_racks >= 2 and (racks >= 0).all()
-    rack_ids = sorted({int(r) for r in racks})
+    in_rack = [tidx[racks == r] for r in sorted({int(r) for r in racks})]  # the same for every topic
     groups: list[tuple[int, np.ndarray]] = []
     for t in np.flatnonzero(present):
         if pinned and spans[t]:
-            groups += [(int(t), tidx[racks == r]) for r in rack_ids]
+            groups += [(int(t), sub) for sub in in_rack]
         else:
             groups.append((int(t), tidx))
     return groups
@@ -77,10 +79,15 @@ def topic_flow(ws: Workspace) -> TopicFlow | None:
     groups = _groups(ws)
     if not groups:
         return None  # nothing selected can move
-    held = np.zeros(ws.tcount.shape, dtype=np.int64)  # movable replicas per (topic, broker)
-    for x in tidx:
-        for t, bucket in ws.on_topic[x].items():
-            held[t, x] = len(bucket)
+    # Movable replicas per (topic, broker): the targets' buckets flattened in C, as
+    # `count_balance.CountBalance` does (a loop over the 156,000 buckets of 200,000
+    # partitions took 0.02 s).
+    pools = [ws.on_topic[x] for x in tidx.tolist()]
+    held = np.zeros(ws.tcount.shape, dtype=np.int64)
+    n = sum(map(len, pools))
+    held[np.fromiter(chain.from_iterable(pools), dtype=np.int64, count=n),
+         np.repeat(tidx, list(map(len, pools)))] = np.fromiter(
+        map(len, chain.from_iterable(map(dict.values, pools))), dtype=np.int64, count=n)
     group_topic = np.array([t for t, _ in groups], dtype=np.int64)
     sizes = np.array([sub.size for _, sub in groups], dtype=np.int64)
     pair_broker = np.concatenate([sub for _, sub in groups]).astype(np.int64)
