@@ -6,8 +6,9 @@ second process beside the count balance's start (`kit.plan.actions.rebalance`): 
 there imports this module and the solvers' package only, not the planner's stages (0.07 CPU s
 the second process spent importing `topic_quotas` and the count balance behind it, at 200,000
 partitions). The network is built there too, from the problem's per-target and per-pair
-arrays: at 200,000 partitions the built arcs took 47 MB to pickle and send over, some 0.2 s
-between the processes, against about 1 MB for the problem.
+arrays: at 200,000 partitions its 1.2 million arcs took 47 MB to pickle, send and read (some
+0.15 CPU s of the two processes, 0.3-0.5 s of wall time on a loaded machine, all on the
+scale-out's critical path), the problem 2.5 MB.
 
 Network (OR-Tools SimpleMinCostFlow): broker nodes carry each broker's surplus or deficit
 against the balanced range; a replica of group g leaves broker a through node (g, a, out)
