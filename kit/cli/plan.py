@@ -206,7 +206,8 @@ def run(a) -> int:
         # this one is small and has no other thread (kit.concurrency.second_core); not for a
         # snapshot of a small cluster (kit.plan.workspace.SMALL), which would never use it.
         # Progress goes to stderr, when it takes a while.
-        with second_core.second_process(not small_snapshot(a.snapshot)), idle.tasks_kept(), \
+        with second_core.second_process(not small_snapshot(a.snapshot), () if action.swaps else SHARE_MODULES), \
+                idle.tasks_kept(), \
                 Progress("kit plan") as progress:
             plan = make_plan(a, action, progress)
             waves = wave_split.split_waves(wave_split.moves_of(plan), a.max_moves_per_broker,
@@ -230,6 +231,9 @@ def run(a) -> int:
 # OR-Tools' flow solvers, which kit.plan.solvers imports for every action but a substitution:
 # their libraries load on another core while the snapshot is read (kit.concurrency.preload).
 SOLVER_EXTENSIONS = ("ortools.graph.python.min_cost_flow", "ortools.graph.python.max_flow")
+# What the second process imports while this one reads the cluster: the modules the planner's
+# shares live in (kit/plan/solvers: tests/plan/test_share_imports.py) and the solvers they call.
+SHARE_MODULES = ("kit.plan.solvers.quota_flow", "kit.plan.solvers.flow", *SOLVER_EXTENSIONS)
 
 
 def preload_solvers(action) -> None:

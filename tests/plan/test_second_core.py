@@ -4,6 +4,7 @@ wait ends."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 
@@ -42,6 +43,28 @@ def process(monkeypatch):
     with second_core.second_process() as forked:
         assert forked
         yield
+
+
+def _imported(names):
+    return [n in sys.modules for n in names]
+
+
+def test_the_second_process_imports_the_modules_ahead_before_its_first_share(monkeypatch, tmp_path):
+    # A module whose import leaves a mark: the second process imports it once forked, before any
+    # share asks for it; a module that does not import is passed over, and shares are answered.
+    monkeypatch.delenv("KIT_PLAN_PROCESSES", raising=False)
+    if not second_core.available():
+        pytest.skip("needs fork and two cores")
+    (tmp_path / "kit_ahead_probe.py").write_text(
+        f"import os\nopen({str(tmp_path / 'imported-by')!r}, 'w').write(str(os.getpid()))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with second_core.second_process(ahead=("no_such_module_for_kit", "kit_ahead_probe")) as forked:
+        assert forked
+        assert _once_seen(str(tmp_path / "imported-by"))  # imported with no share sent
+        here, theirs = second_core.run_both(lambda: _imported(["kit_ahead_probe"]), _imported,
+                                            ["kit_ahead_probe", "no_such_module_for_kit"])
+    assert here == [False] and theirs == [True, False]
+    assert int((tmp_path / "imported-by").read_text()) != os.getpid()
 
 
 def test_without_a_second_process_both_shares_are_computed_here():

@@ -42,3 +42,26 @@ def test_every_share_unpickles_without_the_planners_stages(monkeypatch):
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(list(shares.values())),
                          capture_output=True, check=True, timeout=120)
     assert out.stdout.decode().strip() == "[]", (sorted(shares), out.stdout)
+    # `kit plan`'s second process imports every share's module before its first share.
+    code = ("import sys; import kit.cli.plan, kit.concurrency.second_core; from kit.cli.plan import SHARE_MODULES; "
+            "[__import__(m) for m in SHARE_MODULES]; "
+            "print(sorted(m for m in sys.argv[1:] if m not in sys.modules))")
+    modules = sorted({f.__module__ for f in shares.values()})
+    out = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, check=True, timeout=120)
+    assert out.stdout.decode().strip() == "[]", (modules, out.stdout)
+
+
+def test_the_topic_flow_share_sends_its_problem_not_its_network():
+    # The network is built where it is solved: what goes over the pipe is a fraction of its arcs.
+    from tests.plan.test_count_balance import _drifted
+    from kit.plan.select import resolve_brokers, select_partitions
+    from kit.plan.steps.topic_quotas import topic_flow
+    from kit.plan.workspace import Workspace
+
+    cluster = _drifted(1)
+    cluster = Cluster(brokers={**cluster.brokers, 99: Broker(id=99, rack=cluster.brokers[1].rack)},
+                      partitions=cluster.partitions)
+    selected = select_partitions(cluster, None, None)
+    flow = topic_flow(Workspace(cluster, resolve_brokers(cluster, None, selected), selected))
+    arcs, supply, _ = flow.network()
+    assert len(pickle.dumps(flow, protocol=pickle.HIGHEST_PROTOCOL)) < sum(a.nbytes for a in arcs) / 4
