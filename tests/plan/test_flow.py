@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kit.plan.solvers.flow import bounded_assignment, bounds_met, soft_assignment
 
@@ -173,3 +175,79 @@ def test_the_widened_path_reaches_the_same_width_and_choice_as_one_flow_per_widt
     # There no cost is read: the leader flow builds none above the limit (leadership._choose_leaders).
     unpriced = soft_assignment(*args[:3], None, *args[4:], exact_limit=0, tie_cost=None)
     assert (unpriced is None) == (want is None) and (want is None or unpriced.tolist() == want.tolist())
+
+
+def _leader_flow(rng, n_brokers, n_topics, n, n_sets, tight):
+    """A random leader-like flow: items of topics with a candidate set of brokers each, a group
+    per (topic, broker) under its broker; `tight` draws narrow groups and uneven broker
+    bounds, so that widths fail, some of them by a broker's groups alone."""
+    pool = [rng.choice(n_brokers, size=int(rng.integers(1, min(n_brokers, 3) + 1)), replace=False)
+            for _ in range(n_sets)]
+    sets = [pool[int(rng.integers(len(pool)))] for _ in range(n)]
+    topic = rng.integers(0, n_topics, n)
+    it = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
+    gr = np.concatenate([topic[i] * n_brokers + s for i, s in enumerate(sets)])
+    shuffle = rng.permutation(len(it))
+    it, gr = it[shuffle], gr[shuffle]
+    cap = np.bincount(gr, minlength=n_brokers * n_topics)
+    lo = rng.integers(0, 2 if tight else 4, cap.size)
+    hi = lo + rng.integers(0, 2, cap.size)
+    share = n // n_brokers
+    if tight:
+        plo = np.maximum(share + rng.integers(-2, 4, n_brokers), 0)
+        phi = plo + rng.integers(0, 3, n_brokers)
+    else:
+        plo = np.full(n_brokers, max(share - int(rng.integers(0, 3)), 0))
+        phi = np.full(n_brokers, share + int(rng.integers(1, 4)))
+    return n, it, gr, lo, hi, cap, np.tile(np.arange(n_brokers), n_topics), plo, phi
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.booleans(), st.booleans(), st.booleans())
+def test_the_widened_path_probing_out_of_order_finds_the_first_width_and_its_choice(seed, few_sets, tight, parents):
+    # The widths are probed out of order (bisection, a broker's groups alone ruling a width
+    # out, cuts priced at wider widths): the first width that meets the bounds, and the choice
+    # of its flow, are those of one flow per width in order.
+    rng = np.random.default_rng(seed)
+    n, it, gr, lo, hi, cap, parent, plo, phi = _leader_flow(rng, int(rng.integers(2, 7)), int(rng.integers(1, 4)),
+                                                            int(rng.integers(5, 60)), 4 if few_sets else 200, tight)
+    if not parents:
+        parent = plo = phi = None
+    got = soft_assignment(n, it, gr, None, lo, hi, cap, parent, plo, phi, exact_limit=0)
+    want = _widened_by_hand(n, it, gr, lo, hi, cap, parent, plo, phi)
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert got.tolist() == want.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.integers(0, 4))
+def test_a_width_its_parents_rule_out_has_no_assignment(seed, w):
+    from kit.plan.solvers.flow import _parents_block
+
+    rng = np.random.default_rng(seed)
+    n, it, gr, lo, hi, cap, parent, plo, phi = _leader_flow(rng, 4, 2, int(rng.integers(5, 40)), 200, True)
+    w_lo, w_hi = np.maximum(lo - w, 0), np.minimum(np.maximum(hi, lo) + w, cap)
+    if _parents_block(w_lo, w_hi, (parent, plo, phi)):
+        assert bounded_assignment(n, it, gr, w_lo, w_hi, parent, plo, phi) is None
+
+
+def test_the_widened_path_solves_no_flow_at_a_width_a_parents_groups_rule_out(monkeypatch):
+    # Four items, each may go to broker 0 or 1 (one topic: groups 0 and 1 under brokers 0 and
+    # 1), two each at w = 0; broker 0 must take all four. Its groups hold at most 2 at w = 0 and
+    # 3 at w = 1, 4 at w = 2: flows are solved at w = 2 only (the four items merged, then whole).
+    from kit.plan.solvers import flow
+
+    solved = []
+    real = flow._bounded_flow
+
+    def counted(weight, item_of_arc, group_of_arc, group_lo, group_hi, *rest):
+        solved.append(group_hi.tolist())
+        return real(weight, item_of_arc, group_of_arc, group_lo, group_hi, *rest)
+
+    monkeypatch.setattr(flow, "_bounded_flow", counted)
+    it, gr = np.repeat(np.arange(4), 2), np.tile([0, 1], 4)
+    choice = soft_assignment(4, it, gr, None, np.array([2, 2]), np.array([2, 2]), np.array([4, 4]),
+                             np.array([0, 1]), np.array([4, 0]), np.array([4, 4]), exact_limit=0)
+    assert choice.tolist() == [0, 0, 0, 0]
+    assert solved and all(hi == [4, 4] for hi in solved)

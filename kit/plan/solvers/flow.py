@@ -142,7 +142,9 @@ def _network(weight, item_of_arc, group_of_arc, group_lo, group_hi, parent_of_gr
         excess[sink] += int(group_lo.sum())
     else:
         arcs(grp0 + g, par0 + parent_of_group, group_hi - group_lo)
-        np.add.at(excess, par0 + parent_of_group, group_lo)
+        # A sum per parent (exact in a float: far below 2 ** 53); np.add.at took 0.12 s over the
+        # 2,500,000 groups of a 1,000,000-partition leader flow, this 0.01.
+        excess[par0:] += np.bincount(parent_of_group, weights=group_lo, minlength=n_par).astype(np.int64)
         p = np.arange(n_par)
         arcs(par0 + p, np.full(n_par, sink), parent_hi - parent_lo)
         excess[par0:par0 + n_par] -= parent_lo
@@ -391,42 +393,82 @@ def penalty_tiers(group_lo, group_hi, group_cap, upward):
 def _widened_assignment(n_items, item_of_arc, group_of_arc, group_lo, group_hi, group_cap,
                         parent_of_group, parent_lo, parent_hi):
     """`soft_assignment` above its exact limit: hard group bounds widened by w = 0, 1, 2, 4, ...
-    until the max flow meets them (None when even the full width does not).
+    up to the full width, and the choice of the narrowest width whose max flow meets them (None
+    when even the full width does not).
 
     It serves the flows that give no `item_kind` (the leader flow above 700,000 arcs: at
-    1,000,000 partitions). Its max flows are the slow part, and most widths fail (removing two
-    of 500 brokers, the 1,000,000-partition leader flow fails up to w = 32: 74 of its 80 CPU s). Two shortcuts find
-    a failing width out sooner, each with the same answer as the flow, so the same width is
-    reached and solved whole as before (the same choice):
+    1,000,000 partitions). Its max flows are the slow part: on the drifted 1,000,000-partition
+    cluster the leaders' and remove's fail up to w = 32, the narrowest the slowest (w = 0: 13-17
+    CPU s, w = 2: 5, w = 32: 3). The widths are nested, so one that fails proves every narrower
+    one fails and one that meets the bounds every wider one does: they are probed out of order
+    (the narrowest open one first, else the one halfway; after a failure the next open one,
+    after a success halfway again), and the narrowest that meets the bounds is the same as in
+    order, its choice the same flow's. Each answer is found out as cheaply as it can be:
 
-    - a failed flow's minimum cut, priced at the next width, still below that width's demand
-      proves it fails too (no flow exceeds a cut), without solving;
+    - a parent whose groups cannot reach its lower bound, or must exceed its upper one
+      (`_parents_block`), fails a width without a flow (leaders and remove at w = 0);
+    - a failed flow's minimum cut, priced at the next open width, still below that width's
+      demand proves it fails too (no flow exceeds a cut), without solving;
     - the flows are first solved with interchangeable items merged (`bounds_met`) where that
       halves the network (the rebalance's leader-pair flow, when it came this way, failed at
-      w = 0: 8.7 CPU s whole, 3.1 merged).
+      w = 0: 8.7 CPU s whole, 3.1 merged);
+    - a width probed whole that meets the bounds keeps its choice: none is solved twice.
     """
     lo = np.minimum(group_lo, group_cap)
     hi = np.minimum(np.maximum(group_hi, lo), group_cap)
+    widths = [0]
+    while not ((lo - widths[-1] <= 0).all() and (hi + widths[-1] >= group_cap).all()):
+        widths.append(widths[-1] + 1 if widths[-1] < 2 else widths[-1] * 2)
     merged = _merged_items(n_items, item_of_arc, group_of_arc)
     probe = merged if merged is not None else (np.ones(n_items, dtype=np.int64), item_of_arc, group_of_arc)
     parents = (parent_of_group, parent_lo, parent_hi)
-    side = []  # the last failed probe's minimum cut (source side), on the probe's network
-    w = 0
-    while True:
-        w_lo, w_hi = np.maximum(lo - w, 0), np.minimum(hi + w, group_cap)
-        if not (side and _cut_blocks(side[0], probe, w_lo, w_hi, parents)):
-            side.clear()
-            if merged is None:
-                choice = _assignment(n_items, item_of_arc, group_of_arc, w_lo, w_hi, *parents, side=side)
-            elif _bounded_flow(*merged, w_lo, w_hi, *parents, None, side) is not None:
-                choice = _assignment(n_items, item_of_arc, group_of_arc, w_lo, w_hi, *parents)
-            else:
-                choice = None
-            if choice is not None:
-                return choice
-        if (lo - w <= 0).all() and (hi + w >= group_cap).all():
-            return None
-        w = w + 1 if w < 2 else w * 2
+
+    def bounds(i):
+        return np.maximum(lo - widths[i], 0), np.minimum(hi + widths[i], group_cap)
+
+    # widths[:low] fail, widths[high:] meet the bounds (high == len(widths): none known to),
+    # `kept` is the choice at widths[high] when it was solved whole.
+    low, high, kept = 0, len(widths), None
+    while low < len(widths) and _parents_block(*bounds(low), parents):
+        low += 1
+    # The narrowest width first where nothing rules it out (one flow where it meets the bounds,
+    # as the rebalance's does), else halfway; after a failure the next open width (the failures
+    # just below the first width that meets the bounds are the cheap ones), after a success halfway.
+    mid = 0 if low == 0 else (low + high) // 2
+    while low < high:
+        w_lo, w_hi = bounds(mid)
+        side = []  # the minimum cut's source side when the flow fails, on the probe's network
+        if merged is None:
+            choice = _assignment(n_items, item_of_arc, group_of_arc, w_lo, w_hi, *parents, side=side)
+            met = choice is not None
+        else:
+            choice = None
+            met = _bounded_flow(*merged, w_lo, w_hi, *parents, None, side) is not None
+        if met:
+            high, kept = mid, choice
+        else:
+            low = mid + 1
+            while low < high and side and _cut_blocks(side[0], probe, *bounds(low), parents):
+                low += 1
+        del side
+        mid = (low + high) // 2 if met else low
+    if high == len(widths):
+        return None
+    if kept is None:  # met with merged items only: the choice is solved whole
+        kept = _assignment(n_items, item_of_arc, group_of_arc, *bounds(high), *parents)
+    return kept
+
+
+def _parents_block(group_lo, group_hi, parents) -> bool:
+    """Whether some parent's groups together cannot reach its lower bound, or must exceed its
+    upper one: then no assignment meets these bounds (no flow is needed to tell)."""
+    parent_of_group, parent_lo, parent_hi = parents
+    if parent_of_group is None:
+        return False
+    n_par = len(parent_lo)
+    most = np.bincount(parent_of_group, weights=group_hi, minlength=n_par)
+    least = np.bincount(parent_of_group, weights=group_lo, minlength=n_par)
+    return bool(((most < parent_lo) | (least > parent_hi)).any())
 
 
 def _cut_blocks(side, probe, group_lo, group_hi, parents) -> bool:
