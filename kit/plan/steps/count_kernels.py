@@ -21,11 +21,12 @@ The state, built by `count_balance.CountBalance` and kept up by `_move`:
   them; inlist marks the nodes in the pool. recent[x] is a ring of the last partitions a
   move shared with x (n_recent[x] pushed in all); touched marks the lists a move reordered
   (the pool's dicts are reordered once at the end, from these lists).
-- `counts`: (scaled, scaled_t, movable, nz), by broker and topic: count * n_topics,
-  count * n_topics + topic, the movable replicas, and whether there are some.
-- `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive): the topic quotas
-  (topic x broker) and, by broker and topic, whether a replica may leave / arrive under
-  them, and how many topics may per broker.
+- `counts`: (scaled, scaled_t, movable, nz, ranked), by broker and topic: count * n_topics,
+  count * n_topics + topic, the movable replicas, whether there are some, and the topics
+  by scaled_t descending (`count_topics`).
+- `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive, leaving): the topic
+  quotas (topic x broker) and, by broker and topic, whether a replica may leave / arrive
+  under them, how many topics may per broker, and those that may leave (`count_topics`).
 - `peers`: (shared, is_target, target_idx, rack, need): co-replica counts (a copy: the
   workspace's own are kept up as it makes the moves), the targets, rack numbers (-1:
   none), racks a set of each size must span.
@@ -38,8 +39,8 @@ from types import FunctionType
 import numpy as np
 
 from kit import jit
-
-SEARCHED_TOPICS = 32  # topics a pick looks at unless the search is exhaustive
+from kit.plan.steps import count_topics
+from kit.plan.steps.count_topics import relist, rerank, sift_down, topic_order, topic_order_by_loop
 
 _COMPILED = None
 _READY = None
@@ -53,12 +54,12 @@ def compiled():
         # back (kit.plan imports no heavy dependency: tests/test_imports.py). Compiled, the
         # topics are chosen by one loop (`topic_order_by_loop`): numpy's whole-array steps
         # allocate per pick over all 5,000 topics at 1,000,000 partitions (some 4 s of that
-        # balance's 22). nogil: `count_balance.moves_aside` runs the balance beside the
-        # workspace's updates.
-        scope = jit.compiled_together(globals(), (
-            ("topic_order", topic_order_by_loop), ("_sift_down", _sift_down), ("_ready", _ready),
+        # balance's 22). count_topics' functions are compiled over its names and this module's.
+        # nogil: `count_balance.moves_aside` runs the balance beside the workspace's updates.
+        scope = jit.compiled_together({**vars(count_topics), **globals()}, (
+            ("topic_order", topic_order_by_loop), ("_ready", _ready),
             *((f.__name__, f) for f in (
-                pick_partition, _in_list, breaks_racks, _spanned, loses_peers, _peers,
+                sift_down, rerank, relist, pick_partition, _in_list, breaks_racks, _spanned, loses_peers, _peers,
                 _step, _next_reachable, _two_step, _pick, _reaches_rack, _move, _resort, _relink,
                 _use_quotas, balance, bucket_orders))), cache=True, nogil=True)
         _COMPILED = scope["balance"], scope["bucket_orders"]
@@ -84,81 +85,6 @@ def with_pick(pick):
     for f in (_pick, _step, _two_step, balance):
         scope[f.__name__] = FunctionType(f.__code__, scope, f.__name__)
     return scope["balance"]
-
-
-def topic_order(a, b, fresh, counts, quotas):
-    """The topics a pick from broker index a to b looks at, in the order it looks, as
-    -d * n_topics + topic (d: how many more of the topic a holds than b), ascending.
-
-    The topics with a planned move (a quota to leave a and one to reach b) if any, else every
-    topic with a movable replica on a; unless the search is exhaustive (`fresh`), only the 32
-    with the largest d (the highest topic numbers among equals: on the 200k benchmark
-    clusters the lower ones left a rebalance's failover excess one higher).
-    """
-    scaled, scaled_t, movable, nz = counts
-    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive = quotas
-    n_topics = scaled.shape[1]
-    cand = np.flatnonzero(nz[a])
-    if use and n_leave[a] > 0 and n_arrive[b] > 0:
-        planned = np.flatnonzero(leave[a] & arrive[b])
-        if planned.size:
-            cand = planned
-    # -d * n_topics - topic: one key per topic, unique, so the 32 kept do not depend on
-    # how a partition orders equal values.
-    key = scaled[b][cand] - scaled_t[a][cand]
-    if cand.size > SEARCHED_TOPICS and not fresh:
-        key = np.partition(key, SEARCHED_TOPICS - 1)[:SEARCHED_TOPICS]
-    # To -d * n_topics + topic (topic = -key mod n_topics): one int each, sorted.
-    return np.sort(key + 2 * ((-key) % n_topics))
-
-
-def topic_order_by_loop(a, b, fresh, counts, quotas):
-    """`topic_order`, in one pass over the topics that keeps the smallest keys in a heap:
-    the same topics in the same order, without numpy's temporary arrays (compiled, this is
-    the one used)."""
-    scaled, scaled_t, movable, nz = counts
-    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive = quotas
-    n_topics = scaled.shape[1]
-    planned = False
-    if use and n_leave[a] > 0 and n_arrive[b] > 0:
-        for t in range(n_topics):
-            if leave[a, t] and arrive[b, t]:
-                planned = True
-                break
-    limit = n_topics if fresh else min(SEARCHED_TOPICS, n_topics)
-    heap = np.empty(limit, dtype=np.int64)  # the smallest keys so far, the largest on top
-    n = 0
-    for t in range(n_topics):
-        if not (leave[a, t] and arrive[b, t] if planned else nz[a, t]):
-            continue
-        key = scaled[b, t] - scaled_t[a, t]
-        if n < limit:
-            i = n
-            n += 1
-            while i > 0 and heap[(i - 1) // 2] < key:  # sift up
-                heap[i] = heap[(i - 1) // 2]
-                i = (i - 1) // 2
-            heap[i] = key
-        elif key < heap[0]:
-            _sift_down(heap, n, key)
-    kept = heap[:n]
-    return np.sort(kept + 2 * ((-kept) % n_topics))
-
-
-def _sift_down(heap, n, key):
-    """Replace the top of the max-heap heap[:n] by `key`."""
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and heap[c + 1] > heap[c]:
-            c += 1
-        if heap[c] <= key:
-            break
-        heap[i] = heap[c]
-        i = c
-    heap[i] = key
 
 
 def pick_partition(a, b, fresh, scan, floor, lists, counts, quotas, peers):
@@ -473,7 +399,7 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     carries whole sets to the new brokers together, and a dead broker's leadership has only
     its few partners to go to)."""
     reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
-    scaled, scaled_t, movable, nz = counts
+    scaled, scaled_t, movable, nz, ranked = counts
     shared = peers[0]
     count, asc, desc, failed, reach, by_group, sizes = targets[:7]
     rack = peers[3]
@@ -488,6 +414,7 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     for x, step in ((a, -1), (b, 1)):
         scaled[x, t] += step * n_topics
         scaled_t[x, t] += step * n_topics
+        rerank(x, t, step * n_topics, scaled_t, ranked)
         movable[x, t] += step
         nz[x, t] = movable[x, t] != 0
         count[x] += step
@@ -556,13 +483,14 @@ def _relink(node, x, y, t, nxt, prv, head, tail):
 
 def _use_quotas(t, a, b, movable, quotas):
     """A move of topic t from broker index a to b uses up one of each quota it follows."""
-    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive = quotas
+    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive, leaving = quotas
     q_leave[t, a] = max(0, q_leave[t, a] - 1)
     q_arrive[t, b] = max(0, q_arrive[t, b] - 1)
     for x in (a, b):
         ok = movable[x, t] != 0 and q_leave[t, x] > 0
         if leave[x, t] != ok:
             leave[x, t] = ok
+            relist(x, t, ok, leaving, n_leave[x])
             n_leave[x] += 1 if ok else -1
     if arrive[b, t] and not q_arrive[t, b] > 0:
         arrive[b, t] = False
