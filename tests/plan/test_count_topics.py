@@ -1,5 +1,5 @@
 """A pick's topics (`count_topics`): the compiled loop keeps the reference's topics in its order,
-and the lists it walks (`ranked`, `leaving`) stay what a recount gives after every move."""
+and the ranked topics it walks stay what a recount gives after every move."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from conftest import skewed_cluster
 from kit.plan.steps import count_kernels
 from kit.plan.steps.count_balance import CountBalance
-from kit.plan.steps.count_topics import (SEARCHED_TOPICS, leaving_topics, relist, rerank, topic_order,
-                                         topic_order_by_loop, topic_ranks)
+from kit.plan.steps.count_kernels import rerank, topic_order_by_loop
+from kit.plan.steps.count_topics import SEARCHED_TOPICS, topic_order, topic_ranks
 from kit.plan.steps.topic_quotas import topic_quotas
 from kit.plan.workspace import Workspace
 
@@ -30,7 +30,7 @@ def test_the_compiled_topic_order_loop_keeps_the_same_topics_in_the_same_order(n
     scaled = count * n_topics
     scaled_t = scaled + np.arange(n_topics)
     leave, arrive = rng.random((2, n_brokers, n_topics)) < rng.random()
-    quotas = (use, None, None, leave, arrive, leave.sum(axis=1), arrive.sum(axis=1), leaving_topics(leave))
+    quotas = (use, None, None, leave, arrive, leave.sum(axis=1), arrive.sum(axis=1))
     counts = (scaled, scaled_t, None, nz, topic_ranks(scaled_t))
     for b in (1, 2, 3):
         want = topic_order(0, b, fresh, counts, quotas)
@@ -53,25 +53,11 @@ def test_a_topic_counted_one_up_or_down_is_ranked_as_a_recount_ranks_it(n_topics
         assert ranked.tolist() == topic_ranks(scaled_t).tolist()
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 40), st.integers(0, 2 ** 32 - 1))
-def test_a_topic_let_leave_or_not_is_listed_as_a_recount_lists_it(n_topics, seed):
-    rng = np.random.default_rng(seed)
-    leave = rng.random((2, n_topics)) < rng.random()
-    leaving = leaving_topics(leave)
-    for _ in range(20):
-        x, t = rng.integers(2), rng.integers(n_topics)
-        ok = not leave[x, t]
-        relist(x, t, ok, leaving, leave[x].sum())
-        leave[x, t] = ok
-        assert leaving.tolist() == leaving_topics(leave).tolist()
-
-
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2 ** 32 - 1), st.booleans(), st.booleans())
-def test_every_move_keeps_the_ranked_and_leaving_topics_as_a_recount_gives_them(seed, quotas, spread):
-    # `_move` keeps both lists up (fails if it forgets either): after every step of a balance
-    # (run as plain Python, a log of two rows returns after each), they equal a recount.
+def test_every_move_keeps_the_ranked_topics_as_a_recount_gives_them(seed, quotas, spread):
+    # `_move` keeps ranked up (fails if it forgets): after every step of a balance (run as
+    # plain Python, a log of two rows returns after each), it equals a recount.
     cluster = skewed_cluster(seed, most_brokers=12, rack_choices=[["a", "b", "c"], ["a", "b"], [None]],
                              topics=(1, 30), partitions=(1, 20), most_rf=3)
     ws = Workspace(cluster, targets=sorted(cluster.brokers), selected=range(len(cluster.partitions)))
@@ -86,6 +72,4 @@ def test_every_move_keeps_the_ranked_and_leaving_topics_as_a_recount_gives_them(
     while not state[2]:
         moved += count_kernels.balance(*args, np.empty((2, 3), dtype=np.int64))
         assert cb.counts[4].tolist() == topic_ranks(cb.counts[1]).tolist()
-        if quotas:
-            assert cb.quotas[7].tolist() == leaving_topics(cb.quotas[3]).tolist()
     assert moved == state[1]

@@ -21,7 +21,7 @@ import numpy as np
 from kit import jit
 from kit.concurrency import idle
 from kit.plan.steps import count_kernels, count_pick, count_plain
-from kit.plan.steps.count_topics import leaving_topics, topic_ranks
+from kit.plan.steps.count_topics import topic_ranks
 from kit.plan.steps.leadership_figures import replica_matrix
 from kit.plan.workspace import LARGE, SMALL, Workspace
 
@@ -218,13 +218,12 @@ class CountBalance:
         up as the moves follow them, and by broker the topics that may leave / arrive."""
         if quotas is None:
             no = np.zeros((1, 1), dtype=np.int64)
-            return (False, no, no.copy(), no > 0, no > 0, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
-                    no.copy())
+            return (False, no, no.copy(), no > 0, no > 0, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
         q_leave, q_arrive = quotas
         # Topics with a movable replica and a quota to leave, and topics with a quota to arrive.
         leave = self.counts[3] & (q_leave.T > 0)
         arrive = np.ascontiguousarray(q_arrive.T > 0)
-        return (True, q_leave, q_arrive, leave, arrive, leave.sum(axis=1), arrive.sum(axis=1), leaving_topics(leave))
+        return (True, q_leave, q_arrive, leave, arrive, leave.sum(axis=1), arrive.sum(axis=1))
 
     def make(self, moves) -> None:
         """Make the moves (partition, from, to: rows of a list or an int array) on the

@@ -24,9 +24,9 @@ The state, built by `count_balance.CountBalance` and kept up by `_move`:
 - `counts`: (scaled, scaled_t, movable, nz, ranked), by broker and topic: count * n_topics,
   count * n_topics + topic, the movable replicas, whether there are some, and the topics
   by scaled_t descending (`count_topics`).
-- `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive, leaving): the topic
-  quotas (topic x broker) and, by broker and topic, whether a replica may leave / arrive
-  under them, how many topics may per broker, and those that may leave (`count_topics`).
+- `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive): the topic quotas
+  (topic x broker) and, by broker and topic, whether a replica may leave / arrive under
+  them, and how many topics may per broker.
 - `peers`: (shared, is_target, target_idx, rack, need): co-replica counts (a copy: the
   workspace's own are kept up as it makes the moves), the targets, rack numbers (-1:
   none), racks a set of each size must span.
@@ -39,8 +39,7 @@ from types import FunctionType
 import numpy as np
 
 from kit import jit
-from kit.plan.steps import count_topics
-from kit.plan.steps.count_topics import relist, rerank, sift_down, topic_order, topic_order_by_loop
+from kit.plan.steps.count_topics import SEARCHED_TOPICS, topic_order
 
 _COMPILED = None
 _READY = None
@@ -51,16 +50,13 @@ def compiled():
     global _COMPILED, _READY
     if _COMPILED is None:
         # numba loads here (about half a second), which only a balance with many moves pays
-        # back (kit.plan imports no heavy dependency: tests/test_imports.py). Compiled, the
-        # topics are chosen by one loop (`topic_order_by_loop`): numpy's whole-array steps
-        # allocate per pick over all 5,000 topics at 1,000,000 partitions (some 4 s of that
-        # balance's 22). count_topics' functions are compiled over its names and this module's.
-        # nogil: `count_balance.moves_aside` runs the balance beside the workspace's updates.
-        scope = jit.compiled_together({**vars(count_topics), **globals()}, (
+        # back (kit.plan imports no heavy dependency: tests/test_imports.py). nogil:
+        # `count_balance.moves_aside` runs the balance beside the workspace's updates.
+        scope = jit.compiled_together(globals(), (
             ("topic_order", topic_order_by_loop), ("_ready", _ready),
             *((f.__name__, f) for f in (
-                sift_down, rerank, relist, pick_partition, _in_list, breaks_racks, _spanned, loses_peers, _peers,
-                _step, _next_reachable, _two_step, _pick, _reaches_rack, _move, _resort, _relink,
+                _sift_down, pick_partition, _in_list, breaks_racks, _spanned, loses_peers, _peers, _step,
+                _next_reachable, _two_step, _pick, _reaches_rack, _move, rerank, _bisect, _resort, _relink,
                 _use_quotas, balance, bucket_orders))), cache=True, nogil=True)
         _COMPILED = scope["balance"], scope["bucket_orders"]
         _READY = scope["_ready"]
@@ -85,6 +81,62 @@ def with_pick(pick):
     for f in (_pick, _step, _two_step, balance):
         scope[f.__name__] = FunctionType(f.__code__, scope, f.__name__)
     return scope["balance"]
+
+
+def topic_order_by_loop(a, b, fresh, counts, quotas):
+    """`count_topics.topic_order` (compiled, this is the one used) in one pass keeping the
+    smallest keys in a heap, without numpy's temporary arrays; unless planned, a's topics in
+    `ranked` order up to the first that cannot beat the kept ones."""
+    scaled, scaled_t, nz, ranked = counts[0], counts[1], counts[3], counts[4]
+    use, leave, arrive, n_leave, n_arrive = quotas[0], quotas[3], quotas[4], quotas[5], quotas[6]
+    n_topics = scaled.shape[1]
+    planned = False
+    if use and n_leave[a] > 0 and n_arrive[b] > 0:
+        for t in range(n_topics):
+            if leave[a, t] and arrive[b, t]:
+                planned = True
+                break
+    limit = n_topics if fresh else min(SEARCHED_TOPICS, n_topics)
+    heap = np.empty(limit, dtype=np.int64)  # the smallest keys so far, the largest on top
+    n = 0
+    for i in range(n_topics):
+        t = i if planned else ranked[a, i]
+        # A key is at least -scaled_t[a, t] (b holds none), which grows along `ranked`.
+        if not planned and n == limit and -scaled_t[a, t] > heap[0]:
+            break
+        if not (leave[a, t] and arrive[b, t] if planned else nz[a, t]):
+            continue
+        key = scaled[b, t] - scaled_t[a, t]
+        if n < limit:
+            i = n
+            n += 1
+            while i > 0 and heap[(i - 1) // 2] < key:  # sift up
+                heap[i] = heap[(i - 1) // 2]
+                i = (i - 1) // 2
+            heap[i] = key
+        elif key < heap[0]:
+            _sift_down(heap, n, key)
+    for i in range(n):  # to -d * n_topics + topic, in place
+        heap[i] += 2 * ((-heap[i]) % n_topics)
+    kept = heap[:n]
+    kept.sort()
+    return kept
+
+
+def _sift_down(heap, n, key):
+    """Replace the top of the max-heap heap[:n] by `key`."""
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and heap[c + 1] > heap[c]:
+            c += 1
+        if heap[c] <= key:
+            break
+        heap[i] = heap[c]
+        i = c
+    heap[i] = key
 
 
 def pick_partition(a, b, fresh, scan, floor, lists, counts, quotas, peers):
@@ -483,18 +535,44 @@ def _relink(node, x, y, t, nxt, prv, head, tail):
 
 def _use_quotas(t, a, b, movable, quotas):
     """A move of topic t from broker index a to b uses up one of each quota it follows."""
-    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive, leaving = quotas
+    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive = quotas
     q_leave[t, a] = max(0, q_leave[t, a] - 1)
     q_arrive[t, b] = max(0, q_arrive[t, b] - 1)
     for x in (a, b):
         ok = movable[x, t] != 0 and q_leave[t, x] > 0
         if leave[x, t] != ok:
             leave[x, t] = ok
-            relist(x, t, ok, leaving, n_leave[x])
             n_leave[x] += 1 if ok else -1
     if arrive[b, t] and not q_arrive[t, b] > 0:
         arrive[b, t] = False
         n_arrive[b] -= 1
+
+
+def rerank(x, t, step, scaled_t, ranked):
+    """Topic t back in its place in broker index x's `ranked` after scaled_t[x, t] changed by
+    `step`: found by bisection (a move carries a topic past some 1,800 others at 1,000,000
+    partitions), the topics in between moved over by one."""
+    end, v = ranked.shape[1], scaled_t[x, t]
+    i = _bisect(x, t, v - step, 0, end, scaled_t, ranked)
+    j = _bisect(x, t, v, 0, i, scaled_t, ranked) if step > 0 else _bisect(x, t, v, i + 1, end, scaled_t, ranked) - 1
+    while i < j:
+        ranked[x, i] = ranked[x, i + 1]
+        i += 1
+    while i > j:
+        ranked[x, i] = ranked[x, i - 1]
+        i -= 1
+    ranked[x, j] = t
+
+
+def _bisect(x, t, v, lo, hi, scaled_t, ranked):
+    """The first place in ranked[x, lo:hi] that holds t or a topic not above v."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ranked[x, mid] != t and scaled_t[x, ranked[x, mid]] > v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def bucket_orders(lists):

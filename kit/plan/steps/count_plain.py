@@ -19,7 +19,7 @@ import bisect
 import numpy as np
 
 from kit.plan.steps import count_kernels
-from kit.plan.steps.count_topics import SEARCHED_TOPICS, leaving_topics, topic_ranks
+from kit.plan.steps.count_topics import SEARCHED_TOPICS, topic_ranks
 
 
 def balance(max_moves, own_pool, spread, scan, band, lists, counts, quotas, peers, targets, state,
@@ -66,7 +66,7 @@ class _Run:
         self.movable = counts[2].tolist()
         self.use = bool(quotas[0])
         self.q_leave, self.q_arrive, self.leave, self.arrive, self.n_leave, self.n_arrive = (
-            q.tolist() for q in quotas[1:7])
+            q.tolist() for q in quotas[1:])
         shared, is_target, target_idx, rack, need = peers
         self.shared, self.is_target, self.target_idx = shared.tolist(), is_target.tolist(), target_idx.tolist()
         self.rack, self.need = rack.tolist(), need.tolist()
@@ -112,7 +112,6 @@ class _Run:
             for arr, new in zip(quotas[1:], (self.q_leave, self.q_arrive, self.leave, self.arrive, self.n_leave,
                                              self.n_arrive)):
                 arr[...] = new
-            quotas[7][...] = leaving_topics(quotas[3])
         for g, order in enumerate(self.by_group):
             targets[5][g, :len(order.items)] = order.items
 
