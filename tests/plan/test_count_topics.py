@@ -31,7 +31,7 @@ def test_the_compiled_topic_order_loop_keeps_the_same_topics_in_the_same_order(n
     scaled_t = scaled + np.arange(n_topics)
     leave, arrive = rng.random((2, n_brokers, n_topics)) < rng.random()
     quotas = (use, None, None, leave, arrive, leave.sum(axis=1), arrive.sum(axis=1))
-    counts = (scaled, scaled_t, None, nz, topic_ranks(scaled_t))
+    counts = (scaled, scaled_t, None, nz, *topic_ranks(scaled_t))
     for b in (1, 2, 3):
         want = topic_order(0, b, fresh, counts, quotas)
         got = topic_order_by_loop(0, b, fresh, counts, quotas)
@@ -44,13 +44,14 @@ def test_the_compiled_topic_order_loop_keeps_the_same_topics_in_the_same_order(n
 def test_a_topic_counted_one_up_or_down_is_ranked_as_a_recount_ranks_it(n_topics, seed):
     rng = np.random.default_rng(seed)
     scaled_t = rng.integers(0, 5, (2, n_topics)) * n_topics + np.arange(n_topics)
-    ranked = topic_ranks(scaled_t)
+    ranked, n_ranked = topic_ranks(scaled_t)
     for _ in range(20):
         x, t = rng.integers(2), rng.integers(n_topics)
         step = n_topics if scaled_t[x, t] < n_topics or rng.random() < 0.5 else -n_topics
         scaled_t[x, t] += step
-        rerank(x, t, step, scaled_t, ranked)
-        assert ranked.tolist() == topic_ranks(scaled_t).tolist()
+        rerank(x, t, step, scaled_t, ranked, n_ranked)
+        want = topic_ranks(scaled_t)
+        assert (ranked.tolist(), n_ranked.tolist()) == (want[0].tolist(), want[1].tolist())
 
 
 @settings(max_examples=40, deadline=None)
@@ -71,5 +72,6 @@ def test_every_move_keeps_the_ranked_topics_as_a_recount_gives_them(seed, quotas
     moved = 0
     while not state[2]:
         moved += count_kernels.balance(*args, np.empty((2, 3), dtype=np.int64))
-        assert cb.counts[4].tolist() == topic_ranks(cb.counts[1]).tolist()
+        want = topic_ranks(cb.counts[1])
+        assert (cb.counts[4].tolist(), cb.counts[5].tolist()) == (want[0].tolist(), want[1].tolist())
     assert moved == state[1]

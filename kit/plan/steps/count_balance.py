@@ -211,7 +211,7 @@ class CountBalance:
         n_topics = tcount_t.shape[1]
         scaled = tcount_t * n_topics
         scaled_t = scaled + np.arange(n_topics)
-        return scaled, scaled_t, movable, movable != 0, topic_ranks(scaled_t)
+        return (scaled, scaled_t, movable, movable != 0, *topic_ranks(scaled_t))
 
     def quota_arrays(self, quotas):
         """The kernels' `quotas` (placeholders without any): the quota arrays themselves, used

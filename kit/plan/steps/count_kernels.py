@@ -21,9 +21,9 @@ The state, built by `count_balance.CountBalance` and kept up by `_move`:
   them; inlist marks the nodes in the pool. recent[x] is a ring of the last partitions a
   move shared with x (n_recent[x] pushed in all); touched marks the lists a move reordered
   (the pool's dicts are reordered once at the end, from these lists).
-- `counts`: (scaled, scaled_t, movable, nz, ranked), by broker and topic: count * n_topics,
-  count * n_topics + topic, the movable replicas, whether there are some, and the topics
-  by scaled_t descending (`count_topics`).
+- `counts`: (scaled, scaled_t, movable, nz, ranked, n_ranked), by broker and topic: count *
+  n_topics, count * n_topics + topic, the movable replicas, whether there are some; the
+  topics held by scaled_t descending, and how many per broker (`count_topics`).
 - `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive): the topic quotas
   (topic x broker) and, by broker and topic, whether a replica may leave / arrive under
   them, and how many topics may per broker.
@@ -85,9 +85,9 @@ def with_pick(pick):
 
 def topic_order_by_loop(a, b, fresh, counts, quotas):
     """`count_topics.topic_order` (compiled, this is the one used) in one pass keeping the
-    smallest keys in a heap, without numpy's temporary arrays; unless planned, a's topics in
-    `ranked` order up to the first that cannot beat the kept ones."""
-    scaled, scaled_t, nz, ranked = counts[0], counts[1], counts[3], counts[4]
+    smallest keys in a heap; unless planned, a's topics in `ranked` order up to the first
+    that cannot beat the kept ones."""
+    scaled, scaled_t, nz, ranked, n_ranked = counts[0], counts[1], counts[3], counts[4], counts[5]
     use, leave, arrive, n_leave, n_arrive = quotas[0], quotas[3], quotas[4], quotas[5], quotas[6]
     n_topics = scaled.shape[1]
     planned = False
@@ -99,7 +99,7 @@ def topic_order_by_loop(a, b, fresh, counts, quotas):
     limit = n_topics if fresh else min(SEARCHED_TOPICS, n_topics)
     heap = np.empty(limit, dtype=np.int64)  # the smallest keys so far, the largest on top
     n = 0
-    for i in range(n_topics):
+    for i in range(n_topics if planned else n_ranked[a]):
         t = i if planned else ranked[a, i]
         # A key is at least -scaled_t[a, t] (b holds none), which grows along `ranked`.
         if not planned and n == limit and -scaled_t[a, t] > heap[0]:
@@ -118,9 +118,8 @@ def topic_order_by_loop(a, b, fresh, counts, quotas):
             _sift_down(heap, n, key)
     for i in range(n):  # to -d * n_topics + topic, in place
         heap[i] += 2 * ((-heap[i]) % n_topics)
-    kept = heap[:n]
-    kept.sort()
-    return kept
+    heap[:n].sort()
+    return heap[:n]
 
 
 def _sift_down(heap, n, key):
@@ -451,7 +450,7 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     carries whole sets to the new brokers together, and a dead broker's leadership has only
     its few partners to go to)."""
     reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
-    scaled, scaled_t, movable, nz, ranked = counts
+    scaled, scaled_t, movable, nz, ranked, n_ranked = counts
     shared = peers[0]
     count, asc, desc, failed, reach, by_group, sizes = targets[:7]
     rack = peers[3]
@@ -466,7 +465,7 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     for x, step in ((a, -1), (b, 1)):
         scaled[x, t] += step * n_topics
         scaled_t[x, t] += step * n_topics
-        rerank(x, t, step * n_topics, scaled_t, ranked)
+        rerank(x, t, step * n_topics, scaled_t, ranked, n_ranked)
         movable[x, t] += step
         nz[x, t] = movable[x, t] != 0
         count[x] += step
@@ -548,20 +547,20 @@ def _use_quotas(t, a, b, movable, quotas):
         n_arrive[b] -= 1
 
 
-def rerank(x, t, step, scaled_t, ranked):
-    """Topic t back in its place in broker index x's `ranked` after scaled_t[x, t] changed by
-    `step`: found by bisection (a move carries a topic past some 1,800 others at 1,000,000
-    partitions), the topics in between moved over by one."""
-    end, v = ranked.shape[1], scaled_t[x, t]
-    i = _bisect(x, t, v - step, 0, end, scaled_t, ranked)
-    j = _bisect(x, t, v, 0, i, scaled_t, ranked) if step > 0 else _bisect(x, t, v, i + 1, end, scaled_t, ranked) - 1
-    while i < j:
-        ranked[x, i] = ranked[x, i + 1]
-        i += 1
-    while i > j:
-        ranked[x, i] = ranked[x, i - 1]
-        i -= 1
-    ranked[x, j] = t
+def rerank(x, t, step, scaled_t, ranked, n_ranked):
+    """Topic t in its place in broker index x's `ranked` after scaled_t[x, t] changed by `step`
+    (found by bisection, the topics in between moved over by one), or back past the held ones
+    (all above v then) and out once x holds none."""
+    n, v, held = n_ranked[x], scaled_t[x, t], scaled_t.shape[1]  # held: scaled_t of one replica
+    i = _bisect(x, t, v - step, 0, n, scaled_t, ranked) if v - step >= held else n
+    j = _bisect(x, t, v, 0, i, scaled_t, ranked) if step > 0 else _bisect(x, t, v, i + 1, n, scaled_t, ranked) - 1
+    if v < held or v - step < held:
+        n_ranked[x] += 1 if step > 0 else -1
+    s = 1 if i < j else -1
+    while i != j:
+        ranked[x, i] = ranked[x, i + s]
+        i += s
+    ranked[x, j] = t if v >= held else -1
 
 
 def _bisect(x, t, v, lo, hi, scaled_t, ranked):

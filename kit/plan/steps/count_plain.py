@@ -107,7 +107,7 @@ class _Run:
         counts[0][...] = scaled
         counts[1][...] = scaled + np.arange(n_topics)
         counts[3][...] = counts[2] != 0
-        counts[4][...] = topic_ranks(counts[1])
+        counts[4][...], counts[5][...] = topic_ranks(counts[1])
         if self.use:
             for arr, new in zip(quotas[1:], (self.q_leave, self.q_arrive, self.leave, self.arrive, self.n_leave,
                                              self.n_arrive)):
