@@ -132,30 +132,6 @@ def test_tasks_kept_for_an_idle_moment_are_done_while_the_kernel_chooses():
     assert batches == [[[0, 1, 2]]]
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 80), st.integers(0, 2 ** 32 - 1), st.booleans(), st.booleans())
-def test_the_compiled_topic_order_loop_keeps_the_same_topics_in_the_same_order(n_topics, seed, fresh, use):
-    # The compiled balance chooses each pick's topics by one loop over a heap
-    # (`topic_order_by_loop`), the plain one by numpy's whole-array steps: the same topics,
-    # in the same order, with or without the quotas' planned topics and an exhaustive search.
-    from kit.plan.steps.count_kernels import SEARCHED_TOPICS, topic_order, topic_order_by_loop
-
-    rng = np.random.default_rng(seed)
-    n_brokers = 4
-    count = rng.integers(0, 6, (n_brokers, n_topics))
-    scaled = count * n_topics
-    scaled_t = scaled + np.arange(n_topics)
-    nz = rng.random((n_brokers, n_topics)) < 0.7
-    nz[0, rng.integers(n_topics)] = True  # broker 0 always has a movable topic
-    leave, arrive = rng.random((2, n_brokers, n_topics)) < rng.random()
-    quotas = (use, None, None, leave, arrive, leave.sum(axis=1), arrive.sum(axis=1))
-    counts = (scaled, scaled_t, None, nz)
-    want = topic_order(0, 1, fresh, counts, quotas)
-    got = topic_order_by_loop(0, 1, fresh, counts, quotas)
-    assert got.tolist() == want.tolist()
-    assert fresh or len(got) <= SEARCHED_TOPICS
-
-
 def test_the_warm_up_runs_the_balance_compiled_so_numba_caches_it(monkeypatch):
     # `make venv` runs scripts/warm_kernels.py so that no test and no `kit plan` compiles the
     # balance (some 40 CPU s, paid by every test process of a fresh clone otherwise). Its

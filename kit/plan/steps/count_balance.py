@@ -21,6 +21,7 @@ import numpy as np
 from kit import jit
 from kit.concurrency import idle
 from kit.plan.steps import count_kernels, count_pick, count_plain
+from kit.plan.steps.count_topics import topic_ranks
 from kit.plan.steps.leadership_figures import replica_matrix
 from kit.plan.workspace import LARGE, SMALL, Workspace
 
@@ -209,7 +210,8 @@ class CountBalance:
         tcount_t = np.ascontiguousarray(self.ws.tcount.T)
         n_topics = tcount_t.shape[1]
         scaled = tcount_t * n_topics
-        return scaled, scaled + np.arange(n_topics), movable, movable != 0
+        scaled_t = scaled + np.arange(n_topics)
+        return (scaled, scaled_t, movable, movable != 0, *topic_ranks(scaled_t))
 
     def quota_arrays(self, quotas):
         """The kernels' `quotas` (placeholders without any): the quota arrays themselves, used

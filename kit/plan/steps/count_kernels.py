@@ -21,8 +21,9 @@ The state, built by `count_balance.CountBalance` and kept up by `_move`:
   them; inlist marks the nodes in the pool. recent[x] is a ring of the last partitions a
   move shared with x (n_recent[x] pushed in all); touched marks the lists a move reordered
   (the pool's dicts are reordered once at the end, from these lists).
-- `counts`: (scaled, scaled_t, movable, nz), by broker and topic: count * n_topics,
-  count * n_topics + topic, the movable replicas, and whether there are some.
+- `counts`: (scaled, scaled_t, movable, nz, ranked, n_ranked), by broker and topic: count *
+  n_topics, count * n_topics + topic, the movable replicas, whether there are some; the
+  topics held by scaled_t descending, and how many per broker (`count_topics`).
 - `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive): the topic quotas
   (topic x broker) and, by broker and topic, whether a replica may leave / arrive under
   them, and how many topics may per broker.
@@ -38,8 +39,7 @@ from types import FunctionType
 import numpy as np
 
 from kit import jit
-
-SEARCHED_TOPICS = 32  # topics a pick looks at unless the search is exhaustive
+from kit.plan.steps.count_topics import SEARCHED_TOPICS, topic_order
 
 _COMPILED = None
 _READY = None
@@ -50,16 +50,13 @@ def compiled():
     global _COMPILED, _READY
     if _COMPILED is None:
         # numba loads here (about half a second), which only a balance with many moves pays
-        # back (kit.plan imports no heavy dependency: tests/test_imports.py). Compiled, the
-        # topics are chosen by one loop (`topic_order_by_loop`): numpy's whole-array steps
-        # allocate per pick over all 5,000 topics at 1,000,000 partitions (some 4 s of that
-        # balance's 22). nogil: `count_balance.moves_aside` runs the balance beside the
-        # workspace's updates.
+        # back (kit.plan imports no heavy dependency: tests/test_imports.py). nogil:
+        # `count_balance.moves_aside` runs the balance beside the workspace's updates.
         scope = jit.compiled_together(globals(), (
-            ("topic_order", topic_order_by_loop), ("_sift_down", _sift_down), ("_ready", _ready),
+            ("topic_order", topic_order_by_loop), ("_ready", _ready),
             *((f.__name__, f) for f in (
-                pick_partition, _in_list, breaks_racks, _spanned, loses_peers, _peers,
-                _step, _next_reachable, _two_step, _pick, _reaches_rack, _move, _resort, _relink,
+                _sift_down, pick_partition, _in_list, breaks_racks, _spanned, loses_peers, _peers, _step,
+                _next_reachable, _two_step, _pick, _reaches_rack, _move, rerank, _bisect, _resort, _relink,
                 _use_quotas, balance, bucket_orders))), cache=True, nogil=True)
         _COMPILED = scope["balance"], scope["bucket_orders"]
         _READY = scope["_ready"]
@@ -86,38 +83,12 @@ def with_pick(pick):
     return scope["balance"]
 
 
-def topic_order(a, b, fresh, counts, quotas):
-    """The topics a pick from broker index a to b looks at, in the order it looks, as
-    -d * n_topics + topic (d: how many more of the topic a holds than b), ascending.
-
-    The topics with a planned move (a quota to leave a and one to reach b) if any, else every
-    topic with a movable replica on a; unless the search is exhaustive (`fresh`), only the 32
-    with the largest d (the highest topic numbers among equals: on the 200k benchmark
-    clusters the lower ones left a rebalance's failover excess one higher).
-    """
-    scaled, scaled_t, movable, nz = counts
-    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive = quotas
-    n_topics = scaled.shape[1]
-    cand = np.flatnonzero(nz[a])
-    if use and n_leave[a] > 0 and n_arrive[b] > 0:
-        planned = np.flatnonzero(leave[a] & arrive[b])
-        if planned.size:
-            cand = planned
-    # -d * n_topics - topic: one key per topic, unique, so the 32 kept do not depend on
-    # how a partition orders equal values.
-    key = scaled[b][cand] - scaled_t[a][cand]
-    if cand.size > SEARCHED_TOPICS and not fresh:
-        key = np.partition(key, SEARCHED_TOPICS - 1)[:SEARCHED_TOPICS]
-    # To -d * n_topics + topic (topic = -key mod n_topics): one int each, sorted.
-    return np.sort(key + 2 * ((-key) % n_topics))
-
-
 def topic_order_by_loop(a, b, fresh, counts, quotas):
-    """`topic_order`, in one pass over the topics that keeps the smallest keys in a heap:
-    the same topics in the same order, without numpy's temporary arrays (compiled, this is
-    the one used)."""
-    scaled, scaled_t, movable, nz = counts
-    use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive = quotas
+    """`count_topics.topic_order` (compiled, this is the one used) in one pass keeping the
+    smallest keys in a heap; unless planned, a's topics in `ranked` order up to the first
+    that cannot beat the kept ones."""
+    scaled, scaled_t, nz, ranked, n_ranked = counts[0], counts[1], counts[3], counts[4], counts[5]
+    use, leave, arrive, n_leave, n_arrive = quotas[0], quotas[3], quotas[4], quotas[5], quotas[6]
     n_topics = scaled.shape[1]
     planned = False
     if use and n_leave[a] > 0 and n_arrive[b] > 0:
@@ -128,7 +99,11 @@ def topic_order_by_loop(a, b, fresh, counts, quotas):
     limit = n_topics if fresh else min(SEARCHED_TOPICS, n_topics)
     heap = np.empty(limit, dtype=np.int64)  # the smallest keys so far, the largest on top
     n = 0
-    for t in range(n_topics):
+    for i in range(n_topics if planned else n_ranked[a]):
+        t = i if planned else ranked[a, i]
+        # A key is at least -scaled_t[a, t] (b holds none), which grows along `ranked`.
+        if not planned and n == limit and -scaled_t[a, t] > heap[0]:
+            break
         if not (leave[a, t] and arrive[b, t] if planned else nz[a, t]):
             continue
         key = scaled[b, t] - scaled_t[a, t]
@@ -141,8 +116,10 @@ def topic_order_by_loop(a, b, fresh, counts, quotas):
             heap[i] = key
         elif key < heap[0]:
             _sift_down(heap, n, key)
-    kept = heap[:n]
-    return np.sort(kept + 2 * ((-kept) % n_topics))
+    for i in range(n):  # to -d * n_topics + topic, in place
+        heap[i] += 2 * ((-heap[i]) % n_topics)
+    heap[:n].sort()
+    return heap[:n]
 
 
 def _sift_down(heap, n, key):
@@ -473,7 +450,7 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     carries whole sets to the new brokers together, and a dead broker's leadership has only
     its few partners to go to)."""
     reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched = lists
-    scaled, scaled_t, movable, nz = counts
+    scaled, scaled_t, movable, nz, ranked, n_ranked = counts
     shared = peers[0]
     count, asc, desc, failed, reach, by_group, sizes = targets[:7]
     rack = peers[3]
@@ -488,6 +465,7 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     for x, step in ((a, -1), (b, 1)):
         scaled[x, t] += step * n_topics
         scaled_t[x, t] += step * n_topics
+        rerank(x, t, step * n_topics, scaled_t, ranked, n_ranked)
         movable[x, t] += step
         nz[x, t] = movable[x, t] != 0
         count[x] += step
@@ -567,6 +545,33 @@ def _use_quotas(t, a, b, movable, quotas):
     if arrive[b, t] and not q_arrive[t, b] > 0:
         arrive[b, t] = False
         n_arrive[b] -= 1
+
+
+def rerank(x, t, step, scaled_t, ranked, n_ranked):
+    """Topic t in its place in broker index x's `ranked` after scaled_t[x, t] changed by `step`
+    (found by bisection, the topics in between moved over by one), or back past the held ones
+    (all above v then) and out once x holds none."""
+    n, v, held = n_ranked[x], scaled_t[x, t], scaled_t.shape[1]  # held: scaled_t of one replica
+    i = _bisect(x, t, v - step, 0, n, scaled_t, ranked) if v - step >= held else n
+    j = _bisect(x, t, v, 0, i, scaled_t, ranked) if step > 0 else _bisect(x, t, v, i + 1, n, scaled_t, ranked) - 1
+    if v < held or v - step < held:
+        n_ranked[x] += 1 if step > 0 else -1
+    s = 1 if i < j else -1
+    while i != j:
+        ranked[x, i] = ranked[x, i + s]
+        i += s
+    ranked[x, j] = t if v >= held else -1
+
+
+def _bisect(x, t, v, lo, hi, scaled_t, ranked):
+    """The first place in ranked[x, lo:hi] that holds t or a topic not above v."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ranked[x, mid] != t and scaled_t[x, ranked[x, mid]] > v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def bucket_orders(lists):

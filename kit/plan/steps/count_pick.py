@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.plan.steps.count_kernels import breaks_racks, loses_peers, topic_order, with_pick
+from kit.plan.steps.count_kernels import breaks_racks, loses_peers, with_pick
+from kit.plan.steps.count_topics import topic_order
 
 
 NO = np.iinfo(np.int64).max  # the score of a candidate that may not move

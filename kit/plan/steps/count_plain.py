@@ -19,7 +19,7 @@ import bisect
 import numpy as np
 
 from kit.plan.steps import count_kernels
-from kit.plan.steps.count_kernels import SEARCHED_TOPICS
+from kit.plan.steps.count_topics import SEARCHED_TOPICS, topic_ranks
 
 
 def balance(max_moves, own_pool, spread, scan, band, lists, counts, quotas, peers, targets, state,
@@ -107,6 +107,7 @@ class _Run:
         counts[0][...] = scaled
         counts[1][...] = scaled + np.arange(n_topics)
         counts[3][...] = counts[2] != 0
+        counts[4][...], counts[5][...] = topic_ranks(counts[1])
         if self.use:
             for arr, new in zip(quotas[1:], (self.q_leave, self.q_arrive, self.leave, self.arrive, self.n_leave,
                                              self.n_arrive)):
