@@ -151,22 +151,9 @@ def test_the_widened_path_reaches_the_same_width_and_choice_as_one_flow_per_widt
     # Its shortcuts (a failed flow's cut priced at later widths; interchangeable items merged,
     # which the odd seeds allow by drawing candidates from few sets) must not change the answer.
     rng = np.random.default_rng(seed)
-    n_brokers, n_topics, n = 6, 3, int(rng.integers(20, 80))
-    pool = [rng.choice(n_brokers, size=int(rng.integers(1, 4)), replace=False) for _ in range(5 if seed % 2 else 200)]
-    sets = [pool[int(rng.integers(len(pool)))] for _ in range(n)]
-    topic = rng.integers(0, n_topics, n)
-    it = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
-    gr = np.concatenate([topic[i] * n_brokers + s for i, s in enumerate(sets)])
-    shuffle = rng.permutation(len(it))
-    it, gr = it[shuffle], gr[shuffle]
-    cap = np.bincount(gr, minlength=n_brokers * n_topics)
-    lo = rng.integers(0, 4, cap.size)
-    hi = lo + rng.integers(0, 2, cap.size)
-    share = n // n_brokers
-    plo = np.full(n_brokers, max(share - int(rng.integers(0, 3)), 0))
-    phi = np.full(n_brokers, share + int(rng.integers(1, 4)))
-    args = (n, it, gr, np.zeros(len(it), dtype=np.int64), lo, hi, cap, np.tile(np.arange(n_brokers), n_topics),
-            plo, phi)
+    n, it, gr, lo, hi, cap, parent, plo, phi = _leader_flow(rng, 6, 3, int(rng.integers(20, 80)),
+                                                            5 if seed % 2 else 200, tight=False)
+    args = (n, it, gr, np.zeros(len(it), dtype=np.int64), lo, hi, cap, parent, plo, phi)
     got = soft_assignment(*args, exact_limit=0)
     want = _widened_by_hand(n, it, gr, lo, hi, cap, args[7], plo, phi)
     assert (got is None) == (want is None)
