@@ -175,10 +175,7 @@ class Workspace:
         back as they were, order included, so every later scan is the same."""
         buckets = self._on_topic
         if buckets is not None:
-            per_broker = np.fromiter(map(len, buckets), dtype=np.int64, count=len(buckets))
-            topics = np.fromiter(chain.from_iterable(buckets), dtype=np.int64, count=int(per_broker.sum()))
-            inner = [b for d in buckets for b in d.values()]
-            sizes = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
+            per_broker, topics, sizes, inner = flat_buckets(buckets)
             parts = np.fromiter(chain.from_iterable(inner), dtype=np.int64, count=int(sizes.sum()))
             del inner
             self._packed, self._on_topic = (per_broker, topics, sizes, parts), None
@@ -491,6 +488,18 @@ class _Unmade(Workspace):
         if "topic" in self.__dict__ and self._changes is None:
             self.__class__ = Workspace  # everything made
         return self.__dict__[name]
+
+
+def flat_buckets(buckets: list[dict[int, dict[int, None]]]):
+    """Buckets by broker (`Workspace.on_topic`'s form, or a list of some brokers' entries)
+    flattened in C: per broker its number of buckets, then every bucket's topic and size, and
+    the buckets themselves, one broker after another (a loop over the 1.5 million buckets of
+    1,000,000 partitions took a second)."""
+    per_broker = np.fromiter(map(len, buckets), dtype=np.int64, count=len(buckets))
+    inner = list(chain.from_iterable(map(dict.values, buckets)))
+    topics = np.fromiter(chain.from_iterable(buckets), dtype=np.int64, count=len(inner))
+    sizes = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
+    return per_broker, topics, sizes, inner
 
 
 def leave_bucket(buckets: dict[int, dict[int, None]], t: int, p: int) -> None:

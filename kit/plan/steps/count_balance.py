@@ -23,7 +23,7 @@ from kit.concurrency import idle
 from kit.plan.steps import count_kernels, count_pick, count_plain
 from kit.plan.steps.count_topics import topic_ranks
 from kit.plan.steps.leadership_figures import replica_matrix
-from kit.plan.workspace import LARGE, SMALL, Workspace
+from kit.plan.workspace import LARGE, SMALL, Workspace, flat_buckets
 
 # Candidates looked at per move (in all, per topic, recently moved): wide enough on small
 # clusters for every pair of brokers to keep common partitions, narrow on large ones,
@@ -193,16 +193,11 @@ class CountBalance:
             new = np.flatnonzero((pool.broker[1:] != pool.broker[:-1]) | (pool.topic[1:] != pool.topic[:-1])) + 1
             starts = np.concatenate([[0], new]) if pool.part.size else new[:0]
             return pool.broker[starts], pool.topic[starts], np.diff(np.append(starts, pool.part.size)), pool.part
-        # The dicts flattened in C (a loop over the 1.5 million buckets of 1,000,000 partitions
-        # took a second); empty buckets left out.
-        per_broker = np.fromiter(map(len, pool), dtype=np.int64, count=len(pool))
-        buckets = list(chain.from_iterable(map(dict.values, pool)))
-        sizes = np.fromiter(map(len, buckets), dtype=np.int64, count=len(buckets))
+        per_broker, topics, sizes, buckets = flat_buckets(pool)
         part = np.fromiter(chain.from_iterable(buckets), dtype=np.int64, count=int(sizes.sum()))
-        full = sizes > 0
+        full = sizes > 0  # empty buckets left out
         owners = np.repeat(np.arange(len(pool), dtype=np.int64), per_broker)[full]
-        topics = np.fromiter(chain.from_iterable(pool), dtype=np.int64, count=len(buckets))[full]
-        return owners, topics, sizes[full], part
+        return owners, topics[full], sizes[full], part
 
     def _counts(self, movable: np.ndarray):
         """The kernels' `counts`: broker-major, a topic's key for a pick from a to b,

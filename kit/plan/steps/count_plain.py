@@ -232,7 +232,7 @@ class _Run:
         return p
 
     def topic_order(self, a: int, b: int, fresh: bool) -> list[int]:
-        """`count_kernels.topic_order`: the same values, -d * n_topics + topic, ascending."""
+        """`count_topics.topic_order`: the same values, -d * n_topics + topic, ascending."""
         n_topics, ta, tb = self.n_topics, self.tc[a], self.tc[b]
         # d * n_topics + topic: one int per topic, unique; the kernel keeps the smallest negatives.
         keys = None

@@ -16,14 +16,12 @@ when there is one.
 """
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 
 from kit.array_ops import distinct
 from kit.plan.solvers.quota_flow import TopicFlow, arcs_bound
 from kit.plan.steps.count_balance import count_range
-from kit.plan.workspace import Workspace
+from kit.plan.workspace import Workspace, flat_buckets
 
 _MAX_ARCS = 3_000_000
 
@@ -79,15 +77,11 @@ def topic_flow(ws: Workspace) -> TopicFlow | None:
     groups = _groups(ws)
     if not groups:
         return None  # nothing selected can move
-    # Movable replicas per (topic, broker): the targets' buckets flattened in C, as
-    # `count_balance.CountBalance` does (a loop over the 156,000 buckets of 200,000
-    # partitions took 0.02 s).
-    pools = [ws.on_topic[x] for x in tidx.tolist()]
+    # Movable replicas per (topic, broker), from the targets' buckets flattened in C (a loop
+    # over the 156,000 buckets of 200,000 partitions took 0.02 s).
+    per_target, topics, bucket_sizes, _ = flat_buckets([ws.on_topic[x] for x in tidx.tolist()])
     held = np.zeros(ws.tcount.shape, dtype=np.int64)
-    n = sum(map(len, pools))
-    held[np.fromiter(chain.from_iterable(pools), dtype=np.int64, count=n),
-         np.repeat(tidx, list(map(len, pools)))] = np.fromiter(
-        map(len, chain.from_iterable(map(dict.values, pools))), dtype=np.int64, count=n)
+    held[topics, np.repeat(tidx, per_target)] = bucket_sizes
     group_topic = np.array([t for t, _ in groups], dtype=np.int64)
     sizes = np.array([sub.size for _, sub in groups], dtype=np.int64)
     pair_broker = np.concatenate([sub for _, sub in groups]).astype(np.int64)
