@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import functools
 
+INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as a shell reports it
+
 
 class BadInput(ValueError):
     """The input is malformed or names something that does not exist (exit code 2)."""

@@ -6,7 +6,8 @@ parser of the command asked for and calls that function.
 
 Exit codes: 0 success, 1 a wait that ended without what it waited for (kit.errors.Stuck, or
 not done), 2 bad input (one line on stderr, nothing written), 3 a request that cannot be
-carried out safely (nothing written), 4 the doctor alerts (no plan).
+carried out safely (nothing written), 4 the doctor alerts (no plan), 130 Ctrl-C (one line on
+stderr; a command that writes or changes something says what it left).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ with collector.paused():
     from kit.cli import plan
     from kit.cli.lazy import lazy_module
     from kit.cli.options import Parser
-    from kit.errors import BadInput, Stuck, Unsafe
+    from kit.errors import INTERRUPTED, BadInput, Stuck, Unsafe
 
 backend = lazy_module("kit.cluster.backend")  # imported when used: see kit.cli.lazy
 
@@ -96,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     except (BadInput, Unsafe, Stuck) as e:  # each backend turns its library's errors into these
         sys.stderr.write(f"kit: {e}\n")
         return e.exit_code
+    except KeyboardInterrupt:  # what a command does not say itself (kit plan, apply, rollback, verify do)
+        sys.stderr.write("kit: interrupted (Ctrl-C)\n")
+        return INTERRUPTED
     finally:
         if argv is None:  # the process's own command line: the process ends with this command
             collector.spared_at_exit()

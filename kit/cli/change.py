@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kit.cli.lazy import lazy_module
 from kit.cli.options import bytes_per_second, cluster_address, cluster_flag, cluster_options, command, rate, writable
-from kit.errors import Unsafe
+from kit.errors import INTERRUPTED, Unsafe
 from kit.files import write_atomic
 from kit.progress import Progress
 
@@ -130,9 +130,6 @@ def _run_again(backend: RunAgain, moves, what: str, plan: str, where: str, rollb
             print(_cleared({"cleared_brokers": b, "cleared_topics": t}))
         return True
     return False
-
-
-INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as a shell reports it
 
 
 def on_ctrl_c(work: Callable[[], int], left: Callable[[], str]) -> int:

@@ -17,18 +17,23 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 #    refused (exit 3), one with warnings is shown but not written unless --ignore-warns (offline
 #    partitions, which no plan moves, are such a warning: kit.plan.select.offline_warning).
 # 6) The plan, the report and the waves are written, all or nothing; the summary is printed.
+#    Ctrl-C: one line, exit 130; the outputs are written whole or not at all (run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
+import signal
+import sys
+import threading
 
 from kit import collector
 from kit.cli.lazy import lazy_module
 from kit.cli.options import (Parser, broker_ids, broker_pairs, bytes_per_second, load_share, rate, target_ids,
                              whole, writable, cluster_address, cluster_options)
-from kit.errors import BadInput, Unsafe
+from kit.errors import INTERRUPTED, BadInput, Unsafe
 from kit.files import same_file, write_atomic
 from kit.progress import Progress
 
@@ -191,7 +196,22 @@ def plan_with(a, action, cluster, topics, brokers):
 
 
 def run(a) -> int:
-    """`kit plan ACTION`: plan, review, write, print the summary; returns the exit code."""
+    """`kit plan ACTION`: plan, review, write, print the summary; returns the exit code.
+
+    Ctrl-C ends it with one line on stderr and exit `INTERRUPTED`, no traceback: before the
+    outputs are written nothing is; while they are written they are finished first
+    (`write_outputs`), and the line names them."""
+    written: list[str] = []
+    try:
+        return plan_and_write(a, written)
+    except KeyboardInterrupt:
+        left = f"{' and '.join(written)} written whole" if written else "nothing written"
+        sys.stderr.write(f"kit: plan interrupted (Ctrl-C); {left}\n")
+        return INTERRUPTED
+
+
+def plan_and_write(a, written: list[str]) -> int:
+    """`run`'s work: plan, review, write (appending what it wrote to `written`), print."""
     # Planning, the review and the outputs make millions of objects and no cycles: the
     # collector's scans of them found nothing and took 4.5 CPU s of a 1,000,000-partition
     # rebalance (three full scans of the loaded cluster, 2,700 young ones). The imports the
@@ -222,7 +242,7 @@ def run(a) -> int:
                 raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} "
                              "(use --ignore-warns to write the plan)")
             progress.stage(f"writing {a.out}")
-            write_outputs(a, plan, report, waves)
+            write_outputs(a, plan, report, waves, written)
             text = summary.summary_text(plan, report, max_changes=max_changes, arrays=arrays)
     print(text)
     return 0
@@ -264,21 +284,46 @@ def small_snapshot(path: str | None) -> bool:
     return size <= workspace.SMALL * SNAPSHOT_BYTES_PER_PARTITION
 
 
-def write_outputs(a, plan, report, waves) -> None:
-    """The plan, the report (if asked for) and the waves (if asked for): no plan without its report."""
-    text = formats.plan_text(plan)
-    report_text = json.dumps(report, indent=1, sort_keys=True) + "\n" if a.report else None
-    try:
-        write_atomic(a.out, text)
-    except OSError as e:
-        raise BadInput(f"--out {a.out}: cannot write ({e.strerror or e})") from None
-    if report_text is not None:
+def write_outputs(a, plan, report, waves, written: list[str]) -> None:
+    """The plan, the report (if asked for) and the waves (if asked for): no plan without its
+    report. Ctrl-C meanwhile waits for the end (`sigint_held`); what is written is appended to
+    `written` (its option and path)."""
+    with sigint_held():
+        text = formats.plan_text(plan)
+        report_text = json.dumps(report, indent=1, sort_keys=True) + "\n" if a.report else None
         try:
-            write_atomic(a.report, report_text)
+            write_atomic(a.out, text)
         except OSError as e:
-            os.unlink(a.out)  # all or nothing: no plan without the report that was asked for
-            raise BadInput(f"--report {a.report}: cannot write ({e.strerror or e})") from None
-    if a.waves_dir is not None:
-        os.makedirs(a.waves_dir, exist_ok=True)
-        for n, doc in enumerate(wave_split.wave_documents(plan, waves), 1):
-            write_atomic(os.path.join(a.waves_dir, f"wave-{n:03d}.json"), formats.dumps(doc))
+            raise BadInput(f"--out {a.out}: cannot write ({e.strerror or e})") from None
+        if report_text is not None:
+            try:
+                write_atomic(a.report, report_text)
+            except OSError as e:
+                os.unlink(a.out)  # all or nothing: no plan without the report that was asked for
+                raise BadInput(f"--report {a.report}: cannot write ({e.strerror or e})") from None
+        written += [f"--out {a.out}"] + ([f"--report {a.report}"] if report_text is not None else [])
+        if a.waves_dir is not None:
+            os.makedirs(a.waves_dir, exist_ok=True)
+            documents = wave_split.wave_documents(plan, waves)
+            for n, doc in enumerate(documents, 1):
+                write_atomic(os.path.join(a.waves_dir, f"wave-{n:03d}.json"), formats.dumps(doc))
+            written.append(f"--waves-dir {a.waves_dir} ({len(documents)} wave files)")
+
+
+@contextlib.contextmanager
+def sigint_held():
+    """Ctrl-C inside the block is held until the block ends and raised then (KeyboardInterrupt),
+    so that files being written are finished; the block must be bounded (writing is). Only
+    where Python's own handler is in place (the main thread, SIGINT not ignored)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    pressed = []
+    signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
