@@ -110,8 +110,9 @@ class CountBalance:
       to have no move, by broker and rack whether its replicas may reach the rack (-1:
       unknown; reset as moves reach the broker), the targets of each rack group (rack + 1;
       0: no rack) by (count, index), how many each group holds, a cursor per group
-      (scratch), and by broker and rack how many of its movable replicas may move there
-      (-1: not counted yet; counted once, then kept up move by move).
+      (scratch), and by broker and rack whether some of its movable replicas may move there
+      (`count_kernels.reaching`: -1 unknown; kept up move by move, unknown again when a
+      replica that may leaves).
     """
 
     def __init__(self, ws: Workspace, reason: str, pool=None, spread_touched: bool = False):

@@ -373,7 +373,7 @@ def _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state):
         if reach[a, rb] < 0:
             if targets[8][a, rb] < 0:
                 targets[8][a, rb] = reaching(a, rb, lists, counts, peers)
-            reach[a, rb] = 1 if targets[8][a, rb] > 0 else 0
+            reach[a, rb] = targets[8][a, rb]
         if reach[a, rb] == 0:
             failed[a, b] = True
             return -1
@@ -386,20 +386,20 @@ def _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state):
 
 
 def reaching(a, rb, lists, counts, peers):
-    """How many movable replicas on broker index `a` (not in rack `rb`) may move to a broker in
-    `rb` (one replica per rack, RF = racks: none). Counted once, then kept up by `_move` (the end
-    of a balance asks again of every broker a move reached: at 1,000,000 partitions, a second)."""
+    """1 if some movable replica on broker index `a` (not in rack `rb`) may move to a broker in
+    `rb`, else 0 (one replica per rack, RF = racks: none). Kept up by `_move`: the end of a
+    balance asks again of every broker a move reached (at 1,000,000 partitions, a second)."""
     reps, nxt, head = lists[0], lists[2], lists[4]
     rack, need = peers[3], peers[4]
     width = reps.shape[1]
-    n = 0
     for t in np.flatnonzero(counts[3][a]):
         node = head[a, t]
         while node >= 0:
             p = node // width
             node = nxt[node]
-            n += _may_reach(p, a, rb, reps, rack, need)
-    return n
+            if _may_reach(p, a, rb, reps, rack, need):
+                return 1
+    return 0
 
 
 def _may_reach(p, x, r, reps, rack, need):
@@ -416,8 +416,8 @@ def _may_reach(p, x, r, reps, rack, need):
 
 
 def _count_reaching(p, only, step, lists, peers, kept):
-    """p's replicas in the pool (or only the one on broker index `only`, if not -1) counted
-    into (step 1) or out of (-1) the known counts `kept`."""
+    """p's replicas in the pool (or only the one on broker index `only`, if not -1) arrived (step 1:
+    none becomes some) or leaving (-1: some becomes unknown, -1) in `reaching`'s answers `kept`."""
     reps, inlist = lists[0], lists[6]
     rack, need = peers[3], peers[4]
     width = reps.shape[1]
@@ -427,8 +427,8 @@ def _count_reaching(p, only, step, lists, peers, kept):
             break
         if inlist[p * width + s] and (only < 0 or x == only):
             for r in range(kept.shape[1]):
-                if kept[x, r] >= 0 and _may_reach(p, x, r, reps, rack, need):
-                    kept[x, r] += step
+                if kept[x, r] == (step < 0) and _may_reach(p, x, r, reps, rack, need):  # else unchanged
+                    kept[x, r] = 1 if step > 0 else -1
 
 
 def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):

@@ -226,7 +226,7 @@ class _Run:
                 kept_a = self.kept[a]
                 if kept_a[rb] < 0:
                     kept_a[rb] = self.reaching(a, rb)
-                reach_a[rb] = 1 if kept_a[rb] > 0 else 0
+                reach_a[rb] = kept_a[rb]
             if reach_a[rb] == 0:
                 failed_a[b] = True
                 return -1
@@ -352,15 +352,15 @@ class _Run:
         return sum(1 for j in self.target_idx if shared_x[j] > 0)
 
     def reaching(self, a: int, rb: int) -> int:
-        """`count_kernels.reaching`: how many movable replicas on a may move to a broker in rb."""
+        """`count_kernels.reaching`: 1 if some movable replica on a may move to a broker in rb."""
         rows, nxt, head_a, mov_a = self.rows, self.nxt, self.head[a], self.movable[a]
-        n = 0
         for t in range(self.n_topics):
             node = head_a[t] if mov_a[t] else -1
             while node >= 0:
-                n += self.may_reach(rows[node // self.width], a, rb)
+                if self.may_reach(rows[node // self.width], a, rb):
+                    return 1
                 node = nxt[node]
-        return n
+        return 0
 
     def may_reach(self, row: list[int], x: int, r: int) -> bool:
         """`count_kernels._may_reach`: whether row's replica on x may move to a broker in rack r."""
@@ -368,15 +368,15 @@ class _Run:
         return all(rack[m] != r for m in row) or (rf > need[rf] and self.spanned(row, x) >= need[rf])
 
     def count_reaching(self, p: int, only: int, step: int) -> None:
-        """`count_kernels._count_reaching`: p's replicas in the pool (or the one on `only`) into /
-        out of the known counts."""
+        """`count_kernels._count_reaching`: p's replicas in the pool (or the one on `only`)
+        arrived (step 1) or leaving (-1), in the known answers."""
         row, width = self.rows[p], self.width
         for s, x in enumerate(row):
             if self.inlist[p * width + s] and only in (-1, x):
                 kept_x = self.kept[x]
                 for r, n in enumerate(kept_x):
-                    if n >= 0 and self.may_reach(row, x, r):
-                        kept_x[r] += step
+                    if n == (step < 0) and self.may_reach(row, x, r):
+                        kept_x[r] = 1 if step > 0 else -1
 
     def move(self, p: int, a: int, b: int) -> None:
         """`count_kernels._move`: p's replica moved from a to b, logged."""
