@@ -85,7 +85,35 @@ class CountBalance:
     and keep up, built from the workspace and the pool; the moves they choose, made on the
     workspace by `run`. Built apart from its run so that it can be built while the topic
     flow's quotas are still being solved (`actions.rebalance.count_stages`); the workspace
-    must not change in between. It needs two targets or more."""
+    must not change in between. It needs two targets or more.
+
+    The kernels' state, kept up by `count_kernels._move`:
+
+    - `lists`: (reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched). `reps`
+      holds each partition's replicas as broker indices (-1 pads to the widest set). The
+      movable replicas of broker x and topic t are a linked list of nodes p * width + slot,
+      from head[x, t] to tail[x, t] through nxt / prv (-1 ends), in the order the pool's
+      dicts keep them; inlist marks the nodes in the pool. recent[x] is a ring of the last
+      partitions a move shared with x (n_recent[x] pushed in all); touched marks the lists
+      a move reordered (the pool's dicts are reordered once at the end, from these lists).
+    - `counts`: (scaled, scaled_t, movable, nz, ranked, n_ranked), by broker and topic: count
+      * n_topics, count * n_topics + topic, the movable replicas, whether there are some;
+      the topics held by scaled_t descending (int32), and how many per broker (`count_topics`).
+    - `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive): the topic quotas
+      (topic x broker) and, by broker and topic, whether a replica may leave / arrive under
+      them, and how many topics may per broker.
+    - `peers`: (shared, is_target, target_idx, rack, need): co-replica counts (a copy: the
+      workspace's own are kept up as it makes the moves), the targets, rack numbers (-1:
+      none), racks a set of each size must span.
+    - `targets`: (count, asc, desc, failed, reach, by_group, sizes, at, reaching): the
+      replicas per broker, the targets by (count, index) and (-count, index), pairs found
+      to have no move, by broker and rack whether its replicas may reach the rack (-1:
+      unknown; reset as moves reach the broker), the targets of each rack group (rack + 1;
+      0: no rack) by (count, index), how many each group holds, a cursor per group
+      (scratch), and by broker and rack whether some of its movable replicas may move there
+      (`count_kernels.reaching`: -1 unknown; kept up move by move, unknown again when a
+      replica that may leaves).
+    """
 
     def __init__(self, ws: Workspace, reason: str, pool=None, spread_touched: bool = False):
         self.ws = ws
@@ -115,9 +143,10 @@ class CountBalance:
         sizes = np.bincount(group, minlength=n_groups).astype(np.int64)
         for g in range(n_groups):
             by_group[g, :sizes[g]] = asc[group == g]
+        reach = np.full((n, max(len(ws.rack_names), 1)), -1, dtype=np.int8)
         self.targets = (count, asc, tidx[np.lexsort((tidx, -count[tidx]))], np.zeros((n, n), dtype=bool),
-                        np.full((n, max(len(ws.rack_names), 1)), -1, dtype=np.int8), by_group, sizes,
-                        np.zeros(n_groups, dtype=np.int64))
+                        reach, by_group, sizes, np.zeros(n_groups, dtype=np.int64),
+                        np.full(reach.shape, -1, dtype=np.int64))
 
     def run(self, max_moves: int | None = None, quotas=None) -> int:
         """Balance, following `quotas` if given (`balance_counts`); the number of moves. On a

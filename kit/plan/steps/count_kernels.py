@@ -2,35 +2,13 @@
 candidate search (`pick_partition`), a move's bookkeeping (`_move`); the moves it chooses
 are logged for `count_balance` to make on the workspace.
 
-Plain Python over numpy arrays, written in the subset numba compiles: a large rebalance
-makes a hundred thousand moves of some twenty candidates each, about 120 us of Python per
-move, and compiled they take a few. `compiled` returns the kernels compiled (numba is
-imported when a balance makes enough moves to pay for it). This module is the reference for
-the rule (which pair, which partition, how a move updates the state): the balances that run
-uncompiled execute it otherwise, small clusters' written for CPython over Python lists
-(`count_plain`, tests/plan/test_count_plain.py), a large balance's first moves over these
-arrays with `count_pick`'s search (`with_pick`, tests/plan/test_count_pick.py); compiled and
-plain give the same moves (tests/plan/test_count_balance.py).
-
-The state, built by `count_balance.CountBalance` and kept up by `_move`:
-
-- `lists`: (reps, topic, nxt, prv, head, tail, inlist, recent, n_recent, touched). `reps`
-  holds each partition's replicas as broker indices (-1 pads to the widest set). The movable
-  replicas of broker x and topic t are a linked list of nodes p * width + slot, from
-  head[x, t] to tail[x, t] through nxt / prv (-1 ends), in the order the pool's dicts keep
-  them; inlist marks the nodes in the pool. recent[x] is a ring of the last partitions a
-  move shared with x (n_recent[x] pushed in all); touched marks the lists a move reordered
-  (the pool's dicts are reordered once at the end, from these lists).
-- `counts`: (scaled, scaled_t, movable, nz, ranked, n_ranked), by broker and topic: count *
-  n_topics, count * n_topics + topic, the movable replicas, whether there are some; the
-  topics held by scaled_t descending, and how many per broker (`count_topics`).
-- `quotas`: (use, q_leave, q_arrive, leave, arrive, n_leave, n_arrive): the topic quotas
-  (topic x broker) and, by broker and topic, whether a replica may leave / arrive under
-  them, and how many topics may per broker.
-- `peers`: (shared, is_target, target_idx, rack, need): co-replica counts (a copy: the
-  workspace's own are kept up as it makes the moves), the targets, rack numbers (-1:
-  none), racks a set of each size must span.
-- `targets`: (count, asc, desc, failed, reach, by_group, sizes, at), see `balance`.
+Plain Python over numpy arrays in the subset numba compiles (`compiled`; numba is imported
+when a balance makes enough moves to pay for it): a large rebalance makes a hundred thousand
+moves of some twenty candidates each, about 120 us of Python a move, a few compiled. This
+module is the reference for the rule (which pair, which partition, how a move updates the
+state, which `count_balance.CountBalance` builds and describes); compiled and plain give the
+same moves (tests/plan/test_count_balance.py): small clusters run `count_plain` (CPython over
+lists), a large balance's first moves these uncompiled with `count_pick`'s search (`with_pick`).
 """
 from __future__ import annotations
 
@@ -41,23 +19,21 @@ import numpy as np
 from kit import jit
 from kit.plan.steps.count_topics import SEARCHED_TOPICS, topic_order
 
-_COMPILED = None
-_READY = None
+_COMPILED = _READY = None
 
 
 def compiled():
     """(balance, bucket_orders) compiled by numba, cached on disk."""
     global _COMPILED, _READY
     if _COMPILED is None:
-        # numba loads here (about half a second), which only a balance with many moves pays
-        # back (kit.plan imports no heavy dependency: tests/test_imports.py). nogil:
-        # `count_balance.moves_aside` runs the balance beside the workspace's updates.
+        # numba loads here (half a second: only a balance of many moves pays it back, kit.plan imports
+        # nothing heavy, tests/test_imports.py); nogil: `count_balance.moves_aside` runs it aside.
         scope = jit.compiled_together(globals(), (
             ("topic_order", topic_order_by_loop), ("_ready", _ready),
             *((f.__name__, f) for f in (
                 _sift_down, pick_partition, _in_list, breaks_racks, _spanned, loses_peers, _peers, _step,
-                _next_reachable, _two_step, _pick, _reaches_rack, _move, rerank, _bisect, _resort, _relink,
-                _use_quotas, balance, bucket_orders))), cache=True, nogil=True)
+                _next_reachable, _two_step, _pick, reaching, _may_reach, _count_reaching, _move, rerank,
+                _bisect, _resort, _relink, _use_quotas, balance, bucket_orders))), cache=True, nogil=True)
         _COMPILED = scope["balance"], scope["bucket_orders"]
         _READY = scope["_ready"]
     return _COMPILED
@@ -65,8 +41,8 @@ def compiled():
 
 def preload() -> None:
     """Import numba and load its compiler's state from the disk cache now (about 0.6 s the first
-    compiled balance would spend before its first move; loading any kernel loads numba's
-    registries, this one is the smallest): free where `second_core.run_both` has other work."""
+    compiled balance would spend before its first move; any kernel loads numba's registries,
+    this is the smallest): free where `second_core.run_both` has other work."""
     compiled()
     _READY(0)
 
@@ -279,12 +255,7 @@ def balance(max_moves, own_pool, spread, scan, band, lists, counts, quotas, peer
     logged as (partition, from, to) broker indices. Returns how many were logged; state[2]
     is 1 when the balance is done (else call again once the log is read).
 
-    `band` = (lo, hi, degree floor); `targets` = (count, asc, desc, failed, reach, by_group,
-    sizes, at): the replicas per broker, the targets by (count, index) and (-count, index),
-    pairs found to have no move, by broker and rack whether its replicas may reach the rack
-    (-1: unknown), the targets of each rack group (rack + 1; 0: no rack) by (count, index),
-    how many each group holds, and a cursor per group (scratch); `state` = (searching
-    thoroughly, moves made, done).
+    `band` = (lo, hi, degree floor); `state` = (searching thoroughly, moves made, done).
     """
     count, asc, desc, failed, reach = targets[:5]
     lo, hi = band[0], band[1]
@@ -400,7 +371,9 @@ def _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state):
     rb = rack[b]
     if rb >= 0 and rb != rack[a]:
         if reach[a, rb] < 0:
-            reach[a, rb] = 1 if _reaches_rack(a, rb, lists, counts, peers) else 0
+            if targets[8][a, rb] < 0:
+                targets[8][a, rb] = reaching(a, rb, lists, counts, peers)
+            reach[a, rb] = targets[8][a, rb]
         if reach[a, rb] == 0:
             failed[a, b] = True
             return -1
@@ -412,11 +385,10 @@ def _pick(a, b, scan, band, lists, counts, quotas, peers, targets, state):
     return p
 
 
-def _reaches_rack(a, rb, lists, counts, peers):
-    """Whether some movable replica on broker index `a` (not in rack `rb`) may move to a
-    broker in `rb`. In the common layout (one replica per rack, RF = racks) none can: this
-    answers that with one pass over the broker's partitions instead of one failed search
-    per broker pair."""
+def reaching(a, rb, lists, counts, peers):
+    """1 if some movable replica on broker index `a` (not in rack `rb`) may move to a broker in
+    `rb`, else 0 (one replica per rack, RF = racks: none). Kept up by `_move`: the end of a
+    balance asks again of every broker a move reached (at 1,000,000 partitions, a second)."""
     reps, nxt, head = lists[0], lists[2], lists[4]
     rack, need = peers[3], peers[4]
     width = reps.shape[1]
@@ -425,20 +397,38 @@ def _reaches_rack(a, rb, lists, counts, peers):
         while node >= 0:
             p = node // width
             node = nxt[node]
-            rf = 0
-            has_a = in_rb = False
-            for s in range(width):
-                m = reps[p, s]
-                if m < 0:
-                    break
-                rf += 1
-                has_a = has_a or m == a
-                in_rb = in_rb or rack[m] == rb
-            if not in_rb:
-                return True
-            if (rf > need[rf] or (rf == need[rf] and not has_a)) and _spanned(p, a, rf, reps, rack) >= need[rf]:
-                return True
-    return False
+            if _may_reach(p, a, rb, reps, rack, need):
+                return 1
+    return 0
+
+
+def _may_reach(p, x, r, reps, rack, need):
+    """Whether partition p's replica on broker index x (a member) may move to a broker in rack r:
+    no member is in r, or p has more members than racks to span and the others span them."""
+    rf, in_r = 0, False
+    for s in range(reps.shape[1]):
+        m = reps[p, s]
+        if m < 0:
+            break
+        rf += 1
+        in_r = in_r or rack[m] == r
+    return not in_r or (rf > need[rf] and _spanned(p, x, rf, reps, rack) >= need[rf])
+
+
+def _count_reaching(p, only, step, lists, peers, kept):
+    """p's replicas in the pool (or only the one on broker index `only`, if not -1) arrived (step 1:
+    none becomes some) or leaving (-1: some becomes unknown, -1) in `reaching`'s answers `kept`."""
+    reps, inlist = lists[0], lists[6]
+    rack, need = peers[3], peers[4]
+    width = reps.shape[1]
+    for s in range(width):
+        x = reps[p, s]
+        if x < 0:
+            break
+        if inlist[p * width + s] and (only < 0 or x == only):
+            for r in range(kept.shape[1]):
+                if kept[x, r] == (step < 0) and _may_reach(p, x, r, reps, rack, need):  # else unchanged
+                    kept[x, r] = 1 if step > 0 else -1
 
 
 def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
@@ -458,10 +448,14 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     width = reps.shape[1]
     n_topics = scaled.shape[1]
     t = topic[p]
+    # Within a rack p spans the same racks after: only the moved replica's count changes.
+    within = rack[a] == rack[b]
+    _count_reaching(p, a if within else -1, -1, lists, peers, targets[8])
     for s in range(width):
         if reps[p, s] == a:
             reps[p, s] = b
             _relink(p * width + s, a, b, t, nxt, prv, head, tail)
+    _count_reaching(p, b if within else -1, 1, lists, peers, targets[8])
     for x, step in ((a, -1), (b, 1)):
         scaled[x, t] += step * n_topics
         scaled_t[x, t] += step * n_topics
@@ -470,9 +464,9 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
         nz[x, t] = movable[x, t] != 0
         count[x] += step
         g = rack[x] + 1
-        _resort(asc, 1, x, count)
-        _resort(desc, -1, x, count)
-        _resort(by_group[g, :sizes[g]], 1, x, count)
+        _resort(asc, 1, x, count, count[x] - step)
+        _resort(desc, -1, x, count, count[x] - step)
+        _resort(by_group[g, :sizes[g]], 1, x, count, count[x] - step)
     if quotas[0]:
         _use_quotas(t, a, b, movable, quotas)
     size = recent.shape[1]
@@ -496,12 +490,17 @@ def _move(p, a, b, spread, lists, counts, quotas, peers, targets, log, at):
     reach[b, :] = -1
 
 
-def _resort(order, sign, x, count):
+def _resort(order, sign, x, count, old):
     """Broker index x back in its place in `order` (by sign * count, index) after its count
-    changed by one."""
-    i = 0
-    while order[i] != x:
-        i += 1
+    changed from `old` by one (found by bisection: the order is sorted with x at old)."""
+    i, hi, was = 0, order.size, (sign * old, x)
+    while i < hi:  # the first place not below x's old key: x's
+        mid = (i + hi) // 2
+        y = order[mid]
+        if y != x and (sign * count[y], y) < was:
+            i = mid + 1
+        else:
+            hi = mid
     key = (sign * count[x], x)
     while i > 0 and (sign * count[order[i - 1]], order[i - 1]) > key:
         order[i] = order[i - 1]
@@ -556,10 +555,12 @@ def rerank(x, t, step, scaled_t, ranked, n_ranked):
     j = _bisect(x, t, v, 0, i, scaled_t, ranked) if step > 0 else _bisect(x, t, v, i + 1, n, scaled_t, ranked) - 1
     if v < held or v - step < held:
         n_ranked[x] += 1 if step > 0 else -1
-    s = 1 if i < j else -1
-    while i != j:
-        ranked[x, i] = ranked[x, i + s]
-        i += s
+    while i < j:  # a loop per direction: LLVM moves them in blocks
+        ranked[x, i] = ranked[x, i + 1]
+        i += 1
+    while i > j:
+        ranked[x, i] = ranked[x, i - 1]
+        i -= 1
     ranked[x, j] = t if v >= held else -1
 
 

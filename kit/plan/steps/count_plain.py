@@ -70,11 +70,11 @@ class _Run:
         shared, is_target, target_idx, rack, need = peers
         self.shared, self.is_target, self.target_idx = shared.tolist(), is_target.tolist(), target_idx.tolist()
         self.rack, self.need = rack.tolist(), need.tolist()
-        count, asc, desc, failed, reach, by_group, sizes, at = targets
+        count, asc, desc, failed, reach, by_group, sizes, at = targets[:8]
         self.count = count.tolist()
         n = len(self.count)
         self.asc, self.desc = _Order(asc.tolist(), 1, self.count, n), _Order(desc.tolist(), -1, self.count, n)
-        self.failed, self.reach = failed.tolist(), reach.tolist()
+        self.failed, self.reach, self.kept = failed.tolist(), reach.tolist(), targets[8].tolist()
         self.no_failed, self.no_reach = [False] * failed.shape[1], [-1] * reach.shape[1]
         self.sizes, self.at = sizes.tolist(), at.tolist()
         # Each group's targets only (the row's -1 filler after them is never read).
@@ -87,7 +87,8 @@ class _Run:
         move, only its caches changed)."""
         lists, counts, quotas, peers, targets, state = self.arrays
         state[:] = self.thorough, self.moves, self.done
-        for arr, new in ((targets[3], self.failed), (targets[4], self.reach), (targets[7], self.at)):
+        for arr, new in ((targets[3], self.failed), (targets[4], self.reach), (targets[7], self.at),
+                         (targets[8], self.kept)):
             if arr.size:
                 arr[...] = new
         if not self.log:
@@ -222,7 +223,10 @@ class _Run:
         if rb >= 0 and rb != self.rack[a]:
             reach_a = self.reach[a]
             if reach_a[rb] < 0:
-                reach_a[rb] = 1 if self.reaches_rack(a, rb) else 0
+                kept_a = self.kept[a]
+                if kept_a[rb] < 0:
+                    kept_a[rb] = self.reaching(a, rb)
+                reach_a[rb] = kept_a[rb]
             if reach_a[rb] == 0:
                 failed_a[b] = True
                 return -1
@@ -347,36 +351,44 @@ class _Run:
         shared_x = self.shared[x]
         return sum(1 for j in self.target_idx if shared_x[j] > 0)
 
-    def reaches_rack(self, a: int, rb: int) -> bool:
-        """`count_kernels._reaches_rack`."""
-        rows, nxt, width, need = self.rows, self.nxt, self.width, self.need
-        head_a, mov_a = self.head[a], self.movable[a]
-        in_rb = [r == rb for r in self.rack]
+    def reaching(self, a: int, rb: int) -> int:
+        """`count_kernels.reaching`: 1 if some movable replica on a may move to a broker in rb."""
+        rows, nxt, head_a, mov_a = self.rows, self.nxt, self.head[a], self.movable[a]
         for t in range(self.n_topics):
-            if not mov_a[t]:
-                continue
-            node = head_a[t]
+            node = head_a[t] if mov_a[t] else -1
             while node >= 0:
-                row = rows[node // width]
+                if self.may_reach(rows[node // self.width], a, rb):
+                    return 1
                 node = nxt[node]
-                for m in row:
-                    if in_rb[m]:
-                        break
-                else:
-                    return True
-                rf = len(row)
-                if (rf > need[rf] or (rf == need[rf] and a not in row)) and self.spanned(row, a) >= need[rf]:
-                    return True
-        return False
+        return 0
+
+    def may_reach(self, row: list[int], x: int, r: int) -> bool:
+        """`count_kernels._may_reach`: whether row's replica on x may move to a broker in rack r."""
+        rack, need, rf = self.rack, self.need, len(row)
+        return all(rack[m] != r for m in row) or (rf > need[rf] and self.spanned(row, x) >= need[rf])
+
+    def count_reaching(self, p: int, only: int, step: int) -> None:
+        """`count_kernels._count_reaching`: p's replicas in the pool (or the one on `only`)
+        arrived (step 1) or leaving (-1), in the known answers."""
+        row, width = self.rows[p], self.width
+        for s, x in enumerate(row):
+            if self.inlist[p * width + s] and only in (-1, x):
+                kept_x = self.kept[x]
+                for r, n in enumerate(kept_x):
+                    if n == (step < 0) and self.may_reach(row, x, r):
+                        kept_x[r] = 1 if step > 0 else -1
 
     def move(self, p: int, a: int, b: int) -> None:
         """`count_kernels._move`: p's replica moved from a to b, logged."""
         self.log.append((p, a, b))
         width, t, row = self.width, self.topic[p], self.rows[p]
+        within = self.rack[a] == self.rack[b]
+        self.count_reaching(p, a if within else -1, -1)
         for s, m in enumerate(row):
             if m == a:
                 row[s] = b
                 self.relink(p * width + s, a, b, t)
+        self.count_reaching(p, b if within else -1, 1)
         rack, count, by_group = self.rack, self.count, self.by_group
         for x, step in ((a, -1), (b, 1)):
             self.tc[x][t] += step
