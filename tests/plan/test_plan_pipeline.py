@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import random
+from operator import attrgetter
 from types import SimpleNamespace
 
 import numpy as np
@@ -200,10 +201,12 @@ def test_excess_by_leader_leaves_out_brokers_without_heirs():
     assert worst_excess({}) == 0 and worst_excess({0: -1}) == 0 and worst_excess({0: -1, 1: 2}) == 2
 
 
+@pytest.mark.parametrize("in_order", [False, True])
 @pytest.mark.parametrize("seed", range(25))
-def test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed):
-    # Mixed replication factors, topics out of name order, unsorted broker ids, a replica on
-    # a broker listed twice, a partial selection: every counter and bucket, order included.
+def test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed, in_order):
+    # Mixed replication factors, topics out of name order (or in it, as a loaded cluster's:
+    # the buckets' other grouping), unsorted broker ids, a replica on a broker listed twice,
+    # a partial selection: every counter and bucket, order included.
     rng = random.Random(seed)
     ids = rng.sample(range(1, 80), rng.randint(3, 9))
     brokers = {b: Broker(id=b, rack=rng.choice(["a", "b", None])) for b in ids}
@@ -213,6 +216,8 @@ def test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed):
         if rng.random() < 0.05:
             reps.append(reps[0])
         parts.append(Partition(rng.choice(["z", "m", "a.b", "k"]), n, tuple(reps), tuple(reps)))
+    if in_order:
+        parts.sort(key=attrgetter("topic"))
     c = Cluster(brokers=brokers, partitions=tuple(parts))
     selected = [i for i in range(len(parts)) if rng.random() < 0.7]
     ws = Workspace(c, rng.sample(ids, rng.randint(1, len(ids))), selected)
@@ -241,11 +246,12 @@ def test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2 ** 32 - 1))
-def test_the_workspace_counts_any_drawn_assignment_as_a_loop_over_it_would(seed):
+@given(st.integers(0, 2 ** 32 - 1), st.booleans())
+def test_the_workspace_counts_any_drawn_assignment_as_a_loop_over_it_would(seed, in_order):
     # The buckets are grouped by one stable sort of the replicas, then ordered by a sort of
-    # the buckets alone: on any assignment drawn, what the loop over it inserts, order included.
-    test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed)
+    # the buckets alone (by broker alone with partitions in topic order): on any assignment
+    # drawn, what the loop over it inserts, order included.
+    test_the_workspace_counts_the_assignment_as_a_loop_over_it_would(seed, in_order)
 
 
 @pytest.mark.parametrize("seed", range(20))
