@@ -232,10 +232,12 @@ class Workspace:
         starts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
         for k in distinct(lens).tolist():
             rows = flat[(starts[lens == k])[:, None] + np.arange(k)]
-            codes += [rows[:, i] * n + rows[:, j] for i in range(k) for j in range(k) if i != j]
+            codes += [rows[:, i] * n + rows[:, j] for i in range(k) for j in range(i + 1, k)]
         if not codes:
             return np.zeros((n, n), dtype=np.int64)
-        return np.bincount(np.concatenate(codes), minlength=n * n).reshape(n, n)
+        # Each unordered pair of slots counted once, then both ways: the table is symmetric.
+        table = np.bincount(np.concatenate(codes), minlength=n * n).reshape(n, n)
+        return table + table.T
 
     def _movable_by_broker(self, flat: np.ndarray, lens: np.ndarray) -> list[dict[int, dict[int, None]]]:
         """For each broker index, the selected partitions it holds by topic: topics in the order
