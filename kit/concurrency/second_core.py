@@ -24,6 +24,7 @@ in the environment or on a machine with one core.
 from __future__ import annotations
 
 import importlib
+import mmap
 import os
 import pickle
 import select
@@ -31,7 +32,7 @@ import signal
 import struct
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -57,11 +58,20 @@ class _Failed(Exception):
     """The second process did not do its share (the reason is the message)."""
 
 
+# The parts `solve_from_both_ends` has taken: [0, _claims[0]) here, [_claims[1], n) there. In
+# memory shared with the second process once it is forked (`_Process`), so that each sees
+# where the other is; this process's own otherwise (the other end's parts then computed here too).
+_claims = np.zeros(2, dtype=np.int64)
+
+
 class _Process:
     """The second process, forked: it imports the modules `ahead`, then reads (function,
     arguments) from one pipe and writes (ok, answer) back on another until its task pipe closes."""
 
     def __init__(self, ahead: tuple[str, ...] = ()):
+        global _claims
+        # An anonymous mapping is shared with the process forked after it (MAP_SHARED).
+        _claims = np.frombuffer(mmap.mmap(-1, _claims.nbytes), dtype=np.int64)
         task_r, task_w = os.pipe()
         answer_r, answer_w = os.pipe()
         pid = os.fork()
@@ -186,22 +196,50 @@ def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split
     return mine, theirs
 
 
-def solve_in_halves(solve: Callable[[int, int], np.ndarray | None], part_starts: np.ndarray
-                    ) -> np.ndarray | None:
-    """``solve(0, n)`` for parts 0..n-1 whose arcs begin at `part_starts` (n + 1 offsets, the
-    last one the number of arcs): the parts up to half the arcs here, the others in the second
-    process when there are `WORTH_SPLITTING` arcs.
+def solve_from_both_ends(solve: Callable[[Iterable[int]], np.ndarray | None], part_starts: np.ndarray
+                         ) -> np.ndarray | None:
+    """``solve(range(n))`` for parts 0..n-1 whose arcs begin at `part_starts` (n + 1 offsets,
+    the last one the number of arcs): with `WORTH_SPLITTING` arcs, this process takes the parts
+    from the first up and the second process from the last down, until they meet.
 
-    `solve(a, b)` gives one choice per item, -1 for the items of parts outside ``[a, b)``, or
-    None when a part has no answer; so the halves merge by their maximum.
+    `solve(parts)` gives one choice per item, -1 for the items of the parts it was not given,
+    or None when a part has no answer; so the two merge by their maximum. A part's choice must
+    not depend on which process solved it, nor on the other parts: a part may be solved by both
+    (where they meet), and the second process's parts are solved here if it fails.
+
+    A part is taken, its number written where the other process reads it (`_claims`), before it
+    is solved, and a process stops at the first part the other has taken: so no part is left
+    out, and the processes meet wherever their parts' times make them (the leader flow's
+    batches of components, split by arcs, took twice as long in one half as in the other).
     """
-    n_arcs = int(part_starts[-1])
-    half = int(np.searchsorted(part_starts, n_arcs // 2))
-    mine, theirs = run_both(lambda: solve(0, half), solve, half, len(part_starts) - 1,
-                            split=n_arcs >= WORTH_SPLITTING)
+    n_parts = len(part_starts) - 1
+    _claims[:] = (0, n_parts)  # the second process is between shares: it reads them once sent
+    mine, theirs = run_both(lambda: solve(_from_first(n_parts)), _solve_from_last, solve, n_parts,
+                            split=int(part_starts[-1]) >= WORTH_SPLITTING)
     if mine is None or theirs is None:
         return None
     return np.maximum(mine, theirs)
+
+
+def _from_first(n_parts: int) -> Iterator[int]:
+    """Parts 0, 1, ... each taken before it is given, up to the first the other process took."""
+    x = 0
+    while x < min(n_parts, int(_claims[1])):
+        _claims[0] = x + 1
+        yield x
+        x += 1
+
+
+def _solve_from_last(solve: Callable[[Iterable[int]], np.ndarray | None], n_parts: int) -> np.ndarray | None:
+    """`solve` of parts n_parts - 1, n_parts - 2, ... each taken before it is given, down to the
+    last the other process took."""
+    def parts():
+        y = n_parts - 1
+        while y >= int(_claims[0]):
+            _claims[1] = y
+            yield y
+            y -= 1
+    return solve(parts())
 
 
 def _give_up(process: _Process) -> None:
