@@ -235,3 +235,34 @@ def test_parts_taken_by_a_second_process_that_dies_are_solved_here(process, tmp_
         got = second_core.solve_from_both_ends(parts.solve, np.arange(6) * second_core.WORTH_SPLITTING)
     assert got.tolist() == [10 * x for x in range(5)]
     assert _solved(tmp_path)["here"] == list(range(5))
+
+
+_kept: list = []
+
+
+def _keep_and_sum(a):
+    """Keeps `a` in this process (the second) and returns the sum of every array it kept."""
+    _kept.append(a)
+    return [int(k.sum()) for k in _kept]
+
+
+def test_a_shares_arrays_go_through_the_arena_and_stay_whole_after_it_is_freed(process):
+    # Through memory shared with the second process, not the pipe: what the second keeps of a
+    # share is its own copy, whole after the arena's pages are freed for the next share.
+    a = np.arange(3_000_000, dtype=np.int64)
+    b = np.arange(1_000_000, dtype=np.int32)[::-1]
+    _, first = second_core.run_both(lambda: None, _keep_and_sum, a)
+    _, second = second_core.run_both(lambda: None, _keep_and_sum, b)
+    assert first == [int(a.sum())] and second == [int(a.sum()), int(b.sum())]
+    assert _kept == []  # kept there, not here
+
+
+def test_a_share_larger_than_the_arena_goes_through_the_pipe(monkeypatch):
+    monkeypatch.delenv("KIT_PLAN_PROCESSES", raising=False)
+    if not second_core.available():
+        pytest.skip("needs fork and two cores")
+    monkeypatch.setattr(second_core._Arena, "SIZE", 1 << 16)
+    a = np.arange(1_000_000, dtype=np.int64)
+    with second_core.second_process() as forked:
+        assert forked
+        assert second_core.run_both(lambda: None, _pid_and, a)[1][1].tolist() == (2 * a).tolist()
