@@ -6,8 +6,9 @@ threads would only take turns. `kit plan` forks the second process at its start
 (`second_process`), while it is still small: a fork of the loaded 600 MB planner would
 cost more than the share it takes, because the parent then faults on every page it writes
 afterwards (three such forks cost a 200,000-partition scale-out 155,000 page faults, some
-0.3-0.8 s). Each share goes over a pipe as a pickled function and its arguments (arrays),
-and comes back pickled.
+0.3-0.8 s). Each share goes over a pipe as a pickled function and its arguments, their
+arrays through memory shared with the second process (`_Arena`), and comes back pickled.
+Parts of one job are taken from either end by the two processes (`solve_from_both_ends`).
 
 While this process waits for a share's answer it does the tasks given to
 `idle.while_waiting` (work done ahead for later): a scale-out waits some 1.6 s for its topic
