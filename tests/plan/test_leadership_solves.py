@@ -162,25 +162,26 @@ def test_the_program_kept_from_its_proof_gives_the_full_passes_plan(case):
     assert plan.after == full.after and plan.notes == full.notes
 
 
-def test_each_half_of_the_follower_flows_gets_leaders_of_every_size_alike():
-    """The follower flows (a part per leader) are solved up to half the arcs here and the rest in
-    the second process. A drifted cluster's leaders of racks that hold more partitions lay
-    together in broker order, so one half took every large flow (6 of 6; the 200,000-partition
-    remove's halves 0.41 and 0.27 CPU s); dealt by size, each half gets half of them."""
+def test_the_follower_flows_are_dealt_largest_first_to_either_end():
+    """The follower flows (a part per leader) are taken from the first part up here and from
+    the last down in the second process, until they meet. A drifted cluster's leaders of racks
+    that hold more partitions lay together in broker order; dealt by size, largest first,
+    alternately to either end, each process starts on the largest flows and they meet on the
+    smallest: the parts' sizes fall from either end to the middle."""
     from test_plan_properties import generate
 
     c = generate(brokers=12, racks=3, partitions=600, topics=8, seed=1, scenario="drift")
-    halves = []
-    real = leadership.second_core.solve_in_halves
+    dealt = []
+    real = leadership.second_core.solve_from_both_ends
 
     def recording(solve, starts):
-        sizes = np.diff(starts)
-        half = int(np.searchsorted(starts, int(starts[-1]) // 2))
-        large = sizes > np.median(sizes[sizes > 0])
-        halves.append((int(large[:half].sum()), int(large[half:].sum())))
+        dealt.append(np.diff(starts))
         return real(solve, starts)
 
-    with mock.patch.object(leadership.second_core, "solve_in_halves", recording):
+    with mock.patch.object(leadership.second_core, "solve_from_both_ends", recording):
         planners.plan_leaders(c)
-    assert halves and all(here + there > 0 for here, there in halves)
-    assert all(abs(here - there) <= 1 for here, there in halves), halves
+    assert dealt
+    for sizes in dealt:
+        first, last = sizes[:(sizes.size + 1) // 2], sizes[(sizes.size + 1) // 2:][::-1]
+        assert (np.diff(first) <= 0).all() and (np.diff(last) <= 0).all(), sizes
+        assert sorted(sizes)[-2:] == sorted([first[0], last[0]])

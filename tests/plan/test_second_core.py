@@ -7,6 +7,7 @@ import os
 import sys
 import time
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -151,7 +152,9 @@ def test_the_plan_is_the_same_with_its_shares_in_a_second_process(monkeypatch):
     run_both = second_core.run_both
 
     def counted(here, there, *args, split=True):
-        shares.append(there.__qualname__ if split else None)
+        # Parts solved from both ends go as second_core's function with the parts' solve.
+        share = args[0] if there.__module__ == second_core.__name__ else there
+        shares.append(share.__qualname__ if split else None)
         return run_both(here, there, *args, split=split)
 
     monkeypatch.setattr(second_core, "run_both", counted)
@@ -170,3 +173,96 @@ def test_the_plan_is_the_same_with_its_shares_in_a_second_process(monkeypatch):
                 warnings.simplefilter("error", RuntimeWarning)  # no share fell back to this process
                 assert plan_text(plan_rebalance(cluster)) == want
     assert {"_Batches.solve", "PartFlows.solve", "TopicFlow.quotas"} <= set(shares)
+
+
+class _Parts(NamedTuple):
+    """Parts 0..n-1 of one item each, whose choice is 10 x the part: each part solved leaves a
+    file naming the process that solved it. Here, unless `how` is "alone", the first part waits
+    until the second process has taken the last (60 s at most, as every wait below). There,
+    `how` "wait": the last part waits until this process has taken the part before it; "exit":
+    it dies there."""
+
+    n: int
+    where: str
+    parent: int
+    how: str
+
+    def solve(self, parts):
+        choice = np.full(self.n, -1, dtype=np.int64)
+        for x in parts:
+            here = os.getpid() == self.parent
+            with open(os.path.join(self.where, f"{x}.{'here' if here else 'there'}"), "w"):
+                pass
+            if here and x == 0 and self.how != "alone":
+                _once_seen(os.path.join(self.where, f"{self.n - 1}.there"))
+            if not here and x == self.n - 1:
+                if self.how == "exit":
+                    os._exit(7)
+                _once_seen(os.path.join(self.where, f"{x - 1}.here"))
+            choice[x] = 10 * x
+        return choice
+
+
+def _solved(where):
+    """{process: parts} as the files left by `_Parts.solve` say."""
+    out: dict[str, list[int]] = {"here": [], "there": []}
+    for name in os.listdir(where):
+        part, side = name.split(".")
+        out[side].append(int(part))
+    return {side: sorted(parts) for side, parts in out.items()}
+
+
+def test_parts_from_both_ends_without_a_second_process_are_all_solved_here_once(tmp_path):
+    parts = _Parts(7, str(tmp_path), os.getpid(), "alone")
+    got = second_core.solve_from_both_ends(parts.solve, np.arange(8) * second_core.WORTH_SPLITTING)
+    assert got.tolist() == [10 * x for x in range(7)]
+    assert _solved(tmp_path) == {"here": list(range(7)), "there": []}
+
+
+def test_parts_from_both_ends_meet_where_the_processes_times_make_them(process, tmp_path):
+    # The second process's first part (the last) ends only once this one has taken the part
+    # before it: so this one takes every other part (split by arcs, each process took half and
+    # the second waited out its 60 s), and the second none after its first.
+    parts = _Parts(9, str(tmp_path), os.getpid(), "wait")
+    got = second_core.solve_from_both_ends(parts.solve, np.arange(10) * second_core.WORTH_SPLITTING)
+    assert got.tolist() == [10 * x for x in range(9)]
+    assert _solved(tmp_path) == {"here": list(range(8)), "there": [8]}
+
+
+def test_parts_taken_by_a_second_process_that_dies_are_solved_here(process, tmp_path):
+    parts = _Parts(5, str(tmp_path), os.getpid(), "exit")
+    with pytest.warns(RuntimeWarning, match="second process"):
+        got = second_core.solve_from_both_ends(parts.solve, np.arange(6) * second_core.WORTH_SPLITTING)
+    assert got.tolist() == [10 * x for x in range(5)]
+    assert _solved(tmp_path)["here"] == list(range(5))
+
+
+_kept: list = []
+
+
+def _keep_and_sum(a):
+    """Keeps `a` in this process (the second) and returns the sum of every array it kept."""
+    _kept.append(a)
+    return [int(k.sum()) for k in _kept]
+
+
+def test_a_shares_arrays_go_through_the_arena_and_stay_whole_after_it_is_freed(process):
+    # Through memory shared with the second process, not the pipe: what the second keeps of a
+    # share is its own copy, whole after the arena's pages are freed for the next share.
+    a = np.arange(3_000_000, dtype=np.int64)
+    b = np.arange(1_000_000, dtype=np.int32)[::-1]
+    _, first = second_core.run_both(lambda: None, _keep_and_sum, a)
+    _, second = second_core.run_both(lambda: None, _keep_and_sum, b)
+    assert first == [int(a.sum())] and second == [int(a.sum()), int(b.sum())]
+    assert _kept == []  # kept there, not here
+
+
+def test_a_share_larger_than_the_arena_goes_through_the_pipe(monkeypatch):
+    monkeypatch.delenv("KIT_PLAN_PROCESSES", raising=False)
+    if not second_core.available():
+        pytest.skip("needs fork and two cores")
+    monkeypatch.setattr(second_core._Arena, "SIZE", 1 << 16)
+    a = np.arange(1_000_000, dtype=np.int64)
+    with second_core.second_process() as forked:
+        assert forked
+        assert second_core.run_both(lambda: None, _pid_and, a)[1][1].tolist() == (2 * a).tolist()

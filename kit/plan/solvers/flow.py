@@ -8,6 +8,7 @@ push-relabel solver does the work.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -306,7 +307,7 @@ class PartFlows(NamedTuple):
     leadership's follower flows: a part per leader, a group per (leader, follower)).
 
     Here, not beside its one caller, so that the second process, which unpickles it to solve
-    its share (`second_core.solve_in_halves`), imports the solvers only and not the planner's
+    its share (`second_core.solve_from_both_ends`), imports the solvers only and not the planner's
     stages."""
 
     width: int
@@ -320,12 +321,12 @@ class PartFlows(NamedTuple):
     hi: np.ndarray
     avail: np.ndarray
 
-    def solve(self, start: int, stop: int) -> np.ndarray | None:
-        """The group of the items of parts start..stop-1 (-1 for the others); None when one
-        flow is infeasible."""
+    def solve(self, parts: Iterable[int]) -> np.ndarray | None:
+        """The group of the items of `parts` (-1 for the others); None when one flow is
+        infeasible."""
         width = self.width
         choice = np.full(self.n_items, -1, dtype=np.int64)
-        for x in range(start, stop):
+        for x in parts:
             arcs = self.order[self.starts[x]:self.starts[x + 1]]
             if arcs.size == 0:
                 continue

@@ -26,6 +26,7 @@ network whole.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -161,8 +162,8 @@ def _component_optima(n_items, it, gr, cost, tier_cap, tier_cost, group_price):
     groups, group_start, local_group = _batch_nodes(batch_of_comp[label[n_items:]], gr, n_batches)
     batches = _Batches(n_items, it, gr, cost, tier_cap, tier_cost, group_price, order, starts, np.asarray(first),
                        items, item_start, local_item, groups, group_start, local_group)
-    # The batches up to half the arcs here, the rest in the second process (large networks).
-    choice = second_core.solve_in_halves(batches.solve, starts[first])
+    # The batches from the first here, from the last in the second process (large networks).
+    choice = second_core.solve_from_both_ends(batches.solve, starts[first])
     return choice if choice is not None and (choice >= 0).all() else None
 
 
@@ -186,12 +187,11 @@ class _Batches(NamedTuple):
     group_start: np.ndarray
     local_group: np.ndarray
 
-    def solve(self, start: int, stop: int) -> np.ndarray | None:
-        """The choice of the items of batches start..stop-1 (-1 for the others); None if one
-        is infeasible."""
+    def solve(self, batches: Iterable[int]) -> np.ndarray | None:
+        """The choice of the items of `batches` (-1 for the others); None if one is infeasible."""
         choice = np.full(self.n_items, -1, dtype=np.int64)
         it, gr, starts, first = self.it, self.gr, self.starts, self.first
-        for b in range(start, stop):
+        for b in batches:
             arcs = self.order[starts[first[b]]:starts[first[b + 1]]]
             if arcs.size and not _solve_batch(arcs, self.items[self.item_start[b]:self.item_start[b + 1]],
                                               self.local_item[it[arcs]],

@@ -340,16 +340,15 @@ def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Fra
     base_lo, base_hi = _pair_bounds(avail, fr.elig, led, led, fixed)
     # Each leader's partitions are a problem of their own: many small flows solve far
     # faster than one large one.
-    # The parts up to half the arcs are solved here, the others in the second process (large
-    # clusters). A flow's time is not its arcs': after a broker removal the leaders whose
-    # followers have fewer brokers to go to take twice as long, and lie together in broker
-    # order (the 200,000-partition remove: 0.41 CPU s here, 0.27 there). So the leaders are
-    # dealt to the parts by size, largest first, alternately to either half: each half gets
-    # flows of every size alike. A part's flow is the same whatever its number (its arcs in
-    # order, its groups within the part), so the choice is the same.
+    # On large clusters this process solves the parts from the first up and the second process
+    # from the last down, until they meet (`second_core.solve_from_both_ends`). The leaders are
+    # dealt to the parts by size, largest first, alternately to either end: each process starts
+    # on the largest flows, and they meet on the smallest, where the one that ends first waits
+    # least for the other. A part's flow is the same whatever its number (its arcs in order,
+    # its groups within the part), so the choice is the same.
     by_leader = gr_a // nt
     by_size = np.argsort(-np.bincount(by_leader, minlength=nt), kind="stable")
-    leader_of_part = np.r_[by_size[0::2], by_size[1::2]]
+    leader_of_part = np.r_[by_size[0::2], by_size[1::2][::-1]]
     part_of_leader = np.empty(nt, dtype=np.int64)
     part_of_leader[leader_of_part] = np.arange(nt)
     part = part_of_leader[by_leader]
@@ -363,7 +362,7 @@ def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Fra
     flows = PartFlows(nt, len(items), order, np.searchsorted(part[order], np.arange(nt + 1)), it_a, gr_a, cost_a,
                       by_part(base_lo), by_part(base_hi), by_part(avail))
     del part
-    choice = second_core.solve_in_halves(flows.solve, flows.starts)
+    choice = second_core.solve_from_both_ends(flows.solve, flows.starts)
     if choice is None:
         return _NONE
     follower = ws.target_idx[choice % nt]
