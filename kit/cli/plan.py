@@ -49,6 +49,7 @@ backends = lazy_module("kit.cluster.backend")
 formats = lazy_module("kit.formats")
 decide = lazy_module("kit.throttle.decide")
 wave_split = lazy_module("kit.report.waves")  # not `waves`: run's name for the waves it splits
+moves = lazy_module("kit.report.moves")
 
 EXAMPLES = """\
 examples:
@@ -210,9 +211,10 @@ def run(a) -> int:
                 idle.tasks_kept(), \
                 Progress("kit plan") as progress:
             plan = make_plan(a, action, progress)
-            waves = wave_split.split_waves(wave_split.moves_of(plan), a.max_moves_per_broker,
-                                           a.wave_order == "biggest")
-            arrays = figures.PlanArrays(plan)  # read by the review and the summary alike
+            arrays = figures.PlanArrays(plan)  # read by the waves, the review and the summary alike
+            # The waves as columns: no move is made an object (a million moves: 0.4 CPU s).
+            waves = wave_split.wave_columns(moves.move_columns(plan, arrays), a.max_moves_per_broker,
+                                            a.wave_order == "biggest")
             report = review.review_plan(plan, waves, a.throttle, a.client_load, decide.Settings(interval=a.interval),
                                         stage=progress.stage, arrays=arrays)  # PlanRefused (exit 3): problems
             max_changes = a.max_changes or len(plan.after)
