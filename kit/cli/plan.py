@@ -224,7 +224,7 @@ def run(a) -> int:
                 raise Unsafe(f"{len(plan.warnings)} warning(s), first: {plan.warnings[0]} "
                              "(use --ignore-warns to write the plan)")
             progress.stage(f"writing {a.out}")
-            write_outputs(a, plan, report, waves)
+            write_outputs(a, plan, report, waves, arrays.changed_rows)
             text = summary.summary_text(plan, report, max_changes=max_changes, arrays=arrays)
     print(text)
     return 0
@@ -266,9 +266,10 @@ def small_snapshot(path: str | None) -> bool:
     return size <= workspace.SMALL * SNAPSHOT_BYTES_PER_PARTITION
 
 
-def write_outputs(a, plan, report, waves) -> None:
-    """The plan, the report (if asked for) and the waves (if asked for): no plan without its report."""
-    text = formats.plan_text(plan)
+def write_outputs(a, plan, report, waves, changed: list[int] | None = None) -> None:
+    """The plan, the report (if asked for) and the waves (if asked for): no plan without its
+    report. `changed`: ``plan.changed()``, when the caller has it."""
+    text = formats.plan_text(plan, changed)
     report_text = json.dumps(report, indent=1, sort_keys=True) + "\n" if a.report else None
     try:
         write_atomic(a.out, text)

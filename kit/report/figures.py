@@ -99,6 +99,19 @@ def _rack_violations(ctx: FigureContext, flat: FlatAssignment) -> int:
 def _degrees(ctx: FigureContext, flat: FlatAssignment) -> np.ndarray:
     """Distinct target peers of every target broker."""
     n = len(ctx.ids)
+    if n * n <= DENSE_CELLS_MAX:
+        # Which (broker, broker) pairs share a partition, marked in a table: the same pairs as
+        # the sparse count's below, without concatenating and counting every pair of replicas.
+        pairs = np.zeros((n, n), dtype=bool)
+        for k, (_, m) in flat.groups.items():
+            on = ctx.is_target[m]
+            for a in range(k):
+                for b in range(a + 1, k):
+                    keep = on[:, a] & on[:, b]
+                    pairs[m[keep, a], m[keep, b]] = True
+        pairs |= pairs.T
+        pairs[np.arange(n), np.arange(n)] = False  # a broker listed twice is not its own peer
+        return pairs.sum(axis=1)[ctx.tidx]
     lo_parts, hi_parts = [], []
     for k, (_, m) in flat.groups.items():
         for a in range(k):
@@ -366,6 +379,11 @@ class PlanArrays:
     def changed(self) -> np.ndarray:
         """Per partition, whether its replica list changes (order included)."""
         return _changed_rows(self.before, self.after)
+
+    @cached_property
+    def changed_rows(self) -> list[int]:
+        """The partitions whose replica list changes, ascending: ``plan.changed()``."""
+        return np.flatnonzero(self.changed).tolist()
 
     @cached_property
     def added_dropped(self) -> tuple[np.ndarray, np.ndarray]:

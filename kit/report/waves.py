@@ -259,7 +259,8 @@ def _estimates(copies: _Copies, lengths: list[int], rates: dict[int, tuple[float
 
 def duration_report(plan: Plan, waves: list[list[Move]] | WaveColumns, throttle: float | str | None = None,
                     client_load: float | None = None, settings: Settings | None = None,
-                    cap_map: dict | None = None, first_decision_s: float = 0.0) -> dict:
+                    cap_map: dict | None = None, first_decision_s: float = 0.0,
+                    changed: list[int] | None = None) -> dict:
     """The duration estimate for a plan, as plain data for the report and the summary.
 
     `throttle` None or "auto": kit's auto-throttle with `settings` (default Settings()); a rate:
@@ -269,12 +270,14 @@ def duration_report(plan: Plan, waves: list[list[Move]] | WaveColumns, throttle:
     with ``lower_bound_s`` and the ``assumptions`` it rests on; ``seconds_all_at_once`` is the
     same figure (kept for older readers); the per-wave figures are each wave's busiest broker
     over its starting rate. `first_decision_s`: when the auto-throttle first decides (see
-    `kit.report.estimate.predict`).
+    `kit.report.estimate.predict`). `changed`: ``plan.changed()``, when the caller has it
+    (`kit.report.figures.PlanArrays.changed`).
     """
     settings = settings or Settings()
     mode = "auto" if throttle in (None, "auto") else ("none" if throttle == "none" else float(throttle))
     fixed = mode if isinstance(mode, float) else None
-    targets = {i: plan.after[i] for i in plan.changed()}  # the reassignment, without its JSON
+    after = plan.after
+    targets = {i: after[i] for i in (plan.changed() if changed is None else changed)}  # the reassignment, no JSON
     pred = predict(plan.cluster, targets, None if mode == "none" else mode, client_load, settings, cap_map,
                    first_decision_s=first_decision_s)
     # A what-if the estimate could not scale (no capacities: it says so) is not used below either.

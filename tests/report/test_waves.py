@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kit import plan as planners
 from kit.errors import BadInput
-from kit.formats import cluster_from_snapshot
+from kit.formats import cluster_from_snapshot, plan_text
 from kit.model import Broker, Cluster, Partition, Plan
 from kit.report.figures import PlanArrays
 from kit.report.moves import MoveColumns, move_columns
@@ -194,6 +194,8 @@ def test_moves_and_waves_are_the_rule_partition_by_partition(rows, dead, same, l
     want = _moves_one_by_one(plan)
     moves = moves_of(plan, PlanArrays(plan))
     assert moves == want and moves_of(plan) == want
+    assert PlanArrays(plan).changed_rows == plan.changed()
+    assert plan_text(plan, PlanArrays(plan).changed_rows) == plan_text(plan)
     assert [type(m.index) for m in moves] == [int] * len(moves)
     _same_columns(moves.columns, MoveColumns.of(want))
     # The waves from the columns, as from the moves alone, with their moves' columns (which the
