@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kit.array_ops import distinct
+from kit.array_ops import Lists, distinct
 from kit.model import Cluster, Plan
 from kit.report.arrays import FigureContext, FlatAssignment, context
 from kit.offline import describe as describe_offline
@@ -386,6 +386,25 @@ class PlanArrays:
         return np.flatnonzero(self.changed).tolist()
 
     @cached_property
+    def figures_before(self) -> dict:
+        """`assignment_figures` of the assignment before the plan (the report's ``before``)."""
+        return _figures(self.ctx, self.before)
+
+    @cached_property
+    def figures_after(self) -> dict:
+        """`assignment_figures` of the plan's assignment (the report's ``after``)."""
+        return _figures(self.ctx, self.after)
+
+    def lists(self, rows: list[int]) -> Lists:
+        """The replica lists after the plan of the partitions `rows` (ascending), flat:
+        ``Lists.of({i: plan.after[i] for i in rows})``."""
+        at = np.asarray(rows, dtype=np.int64)
+        lens = self.after.lengths[at]
+        first = np.cumsum(lens) - lens
+        entries = np.repeat(self.after.starts[at] - first, lens) + np.arange(int(lens.sum()))
+        return Lists(at, lens, np.repeat(np.arange(len(at), dtype=np.int64), lens), self.ctx.ids[self.after.idx[entries]])
+
+    @cached_property
     def added_dropped(self) -> tuple[np.ndarray, np.ndarray]:
         """`_added_dropped`: the (partition, broker) codes each changed partition gains and loses."""
         return _added_dropped(self.ctx, self.before, self.after, self.changed)
@@ -439,8 +458,8 @@ def plan_report(plan: Plan, arrays: PlanArrays | None = None) -> dict:
         "targets": sorted(ctx.target_set),
         "problems": problems,
         "problem_count": count,
-        "before": _figures(ctx, before),
-        "after": _figures(ctx, after),
+        "before": dict(arrays.figures_before),
+        "after": dict(arrays.figures_after),
         "movement": _movement(ctx, before, after, arrays.changed, arrays.added_dropped),
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),

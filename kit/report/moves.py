@@ -41,7 +41,7 @@ class MoveColumns:
     per_move[k] entries of dest from the sum of those before it)``."""
 
     index: np.ndarray  # partition index per move (int64)
-    size: list  # bytes per move, as the partitions give them (exact)
+    size: np.ndarray  # bytes per move (int64: kit.validate bounds a size at 2^53)
     source: np.ndarray  # the broker each move copies from (int64)
     per_move: np.ndarray  # brokers each move adds (int64)
     dest: np.ndarray  # the brokers added, move after move (int64)
@@ -59,12 +59,17 @@ class MoveColumns:
         added = list(map(attrgetter("added"), ordered))
         per_move = np.fromiter(map(len, added), dtype=np.int64, count=n)
         read = cls(np.fromiter(map(attrgetter("index"), ordered), dtype=np.int64, count=n),
-                   list(map(attrgetter("size"), ordered)),
+                   np.fromiter(map(attrgetter("size"), ordered), dtype=np.int64, count=n),
                    np.fromiter(map(attrgetter("source"), ordered), dtype=np.int64, count=n), per_move,
                    np.fromiter(chain.from_iterable(added), dtype=np.int64, count=int(per_move.sum())))
         rank = np.empty(n, dtype=np.int64)  # move k of `moves` is move rank[k] of `read`
         rank[by_address] = np.arange(n)
         return read.take(rank)
+
+    @property
+    def copying(self) -> int:
+        """How many of the moves copy data (add a broker)."""
+        return int(np.count_nonzero(self.per_move))
 
     def take(self, at: np.ndarray) -> MoveColumns:
         """The moves at positions `at` (an int array), in that order."""
@@ -72,7 +77,7 @@ class MoveColumns:
         starts = np.cumsum(self.per_move) - self.per_move  # each move's first entry in `dest`
         first = np.cumsum(per_move) - per_move  # the same, taken
         entries = np.repeat(starts[at] - first, per_move) + np.arange(int(per_move.sum()))
-        return MoveColumns(self.index[at], list(map(self.size.__getitem__, at.tolist())), self.source[at],
+        return MoveColumns(self.index[at], self.size[at], self.source[at],
                            per_move, self.dest[entries])
 
 
@@ -88,7 +93,7 @@ class Moves(list):
 def moves_of(plan: Plan, arrays: PlanArrays | None = None) -> Moves:
     """Every changed partition as a move (`move_columns`), as `Move` tuples and columns."""
     columns = move_columns(plan, arrays)
-    return Moves(list(map(tuple.__new__, repeat(Move), zip(columns.index.tolist(), columns.size,
+    return Moves(list(map(tuple.__new__, repeat(Move), zip(columns.index.tolist(), columns.size.tolist(),
                                                             columns.source.tolist(),
                                                             _tuples(columns.per_move, columns.dest)))), columns)
 
@@ -113,7 +118,7 @@ def move_columns(plan: Plan, arrays: PlanArrays | None = None) -> MoveColumns:
     added = ~member(new_row * n + after.idx[new_at], old_row * n + before.idx[old_at])
     per_move = np.zeros(len(after.lengths), dtype=np.int64)
     per_move[gaining] = np.bincount(np.searchsorted(gaining, new_row[added]), minlength=len(gaining))
-    return MoveColumns(changed, arrays.ctx.sizes[changed].tolist(), _sources(plan.cluster, changed),
+    return MoveColumns(changed, arrays.ctx.sizes[changed], _sources(plan.cluster, changed),
                        per_move[changed], ids[after.idx[new_at[added]]])
 
 

@@ -53,7 +53,7 @@ def review_plan(plan: Plan, waves: list[list[Move]] | None = None, throttle: flo
         if stage:
             stage("waves and the duration estimate")
         report["duration"] = duration_report(plan, waves, throttle, client_load, settings, first_decision_s=first_decision_s,
-                                             changed=arrays.changed_rows)
+                                             arrays=arrays)
     if report["problem_count"]:
         raise PlanRefused(report)
     return report

@@ -20,6 +20,7 @@ from kit.array_ops import dense_codes
 from kit.throttle.decide import Settings
 from kit.errors import BadInput
 from kit.report.estimate import predict
+from kit.report.figures import PlanArrays
 from kit.report.moves import Move, MoveColumns, Moves, moves_of
 from kit.report.starting import known_capacities
 from kit.model import Cluster, Plan
@@ -60,19 +61,27 @@ def wave_columns(moves: MoveColumns, max_moves_per_broker: int = DEFAULT_MAX_MOV
     are placed biggest first (by index among equals) or in plan order, each in the earliest
     wave where every broker it involves still has room.
     """
+    at, lengths = wave_order(moves, max_moves_per_broker, biggest_first)
+    return WaveColumns(at, moves.take(at), lengths)
+
+
+def wave_order(moves: MoveColumns, max_moves_per_broker: int = DEFAULT_MAX_MOVES_PER_BROKER,
+               biggest_first: bool = True) -> tuple[np.ndarray, list[int]]:
+    """`wave_columns`' waves as the positions of the moves in wave order and the moves of
+    each wave (what `kit plan` has the second process work out: small to send)."""
     if max_moves_per_broker < 1:
         raise BadInput(f"--max-moves-per-broker must be at least 1, got {max_moves_per_broker}")
     order_only = np.flatnonzero(moves.per_move == 0)
     data = np.flatnonzero(moves.per_move > 0)
     lengths = [len(order_only)] if len(order_only) else []
     if not len(data):
-        return WaveColumns(order_only, moves.take(order_only), lengths)
+        return order_only, lengths
     order, brokers = _placing_order(moves.take(data), biggest_first)
     wave_of = np.array(_first_fit(brokers, max_moves_per_broker), dtype=np.int64)
     # Wave by wave, each in placing order; the waves are numbered without gaps (a move
     # opens at most the next one).
-    at = np.concatenate([order_only, data[order[np.argsort(wave_of, kind="stable")]]])
-    return WaveColumns(at, moves.take(at), lengths + np.bincount(wave_of).tolist())
+    return (np.concatenate([order_only, data[order[np.argsort(wave_of, kind="stable")]]]),
+            lengths + np.bincount(wave_of).tolist())
 
 
 def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES_PER_BROKER,
@@ -92,8 +101,7 @@ def _placing_order(data: MoveColumns, biggest_first: bool) -> tuple[np.ndarray, 
     n = len(data.index)
     lens, source, dest = data.per_move, data.source, data.dest
     if biggest_first:
-        size = np.fromiter(data.size, dtype=np.int64, count=n)
-        order = np.lexsort((data.index, -size))
+        order = np.lexsort((data.index, -data.size))
     else:
         order = np.arange(n)
     # Small numbers instead of broker ids: the packing keeps its state in lists indexed by them.
@@ -207,16 +215,20 @@ class _Copies:
     reads, from the moves' columns (`MoveColumns`)."""
 
     per_move: np.ndarray  # copies per move
-    copied: list[int]  # bytes per move (its size, once per copy), exact
+    copied: np.ndarray | list[int]  # bytes per move (its size, once per copy), exact: int64, or
+    # Python's integers where a sum of them could pass int64
     source: np.ndarray
     dest: np.ndarray
     weight: np.ndarray  # bytes per copy, as a float
 
     @classmethod
     def of(cls, moves: MoveColumns) -> _Copies:
-        per_move = moves.per_move
-        return cls(per_move, list(map(mul, moves.size, per_move.tolist())), np.repeat(moves.source, per_move),
-                   moves.dest, np.repeat(np.array(moves.size, dtype=float), per_move))
+        per_move, size = moves.per_move, moves.size
+        copied = size * per_move
+        if len(size) and int(size.max()) * int(per_move.sum()) >= 1 << 62:  # `twice` sums it twice
+            copied = list(map(mul, size.tolist(), per_move.tolist()))
+        return cls(per_move, copied, np.repeat(moves.source, per_move), moves.dest,
+                   np.repeat(size.astype(float), per_move))
 
     def twice(self) -> _Copies:
         """The same moves twice over (all at once, then in waves)."""
@@ -227,7 +239,11 @@ class _Copies:
 def _estimates(copies: _Copies, lengths: list[int], rates: dict[int, tuple[float, float]]) -> list[Estimate]:
     """`estimates` of groups of `lengths` moves, one after the other in `copies`."""
     ends = list(accumulate(lengths, initial=0))
-    totals = [sum(copies.copied[a:b]) for a, b in zip(ends, ends[1:])]
+    if isinstance(copies.copied, list):
+        totals = [sum(copies.copied[a:b]) for a, b in zip(ends, ends[1:])]
+    else:
+        running = np.concatenate([[0], np.cumsum(copies.copied)])
+        totals = (running[ends[1:]] - running[ends[:-1]]).tolist()
     ng = len(lengths)
     g = np.repeat(np.repeat(np.arange(ng, dtype=np.int64), lengths), copies.per_move)
     source, dest = copies.source, copies.dest
@@ -260,7 +276,7 @@ def _estimates(copies: _Copies, lengths: list[int], rates: dict[int, tuple[float
 def duration_report(plan: Plan, waves: list[list[Move]] | WaveColumns, throttle: float | str | None = None,
                     client_load: float | None = None, settings: Settings | None = None,
                     cap_map: dict | None = None, first_decision_s: float = 0.0,
-                    changed: list[int] | None = None) -> dict:
+                    arrays: PlanArrays | None = None) -> dict:
     """The duration estimate for a plan, as plain data for the report and the summary.
 
     `throttle` None or "auto": kit's auto-throttle with `settings` (default Settings()); a rate:
@@ -270,16 +286,17 @@ def duration_report(plan: Plan, waves: list[list[Move]] | WaveColumns, throttle:
     with ``lower_bound_s`` and the ``assumptions`` it rests on; ``seconds_all_at_once`` is the
     same figure (kept for older readers); the per-wave figures are each wave's busiest broker
     over its starting rate. `first_decision_s`: when the auto-throttle first decides (see
-    `kit.report.estimate.predict`). `changed`: ``plan.changed()``, when the caller has it
-    (`kit.report.figures.PlanArrays.changed`).
+    `kit.report.estimate.predict`). `arrays`: ``PlanArrays(plan)``, when the caller has it
+    (the changed partitions and their lists are read from it).
     """
     settings = settings or Settings()
     mode = "auto" if throttle in (None, "auto") else ("none" if throttle == "none" else float(throttle))
     fixed = mode if isinstance(mode, float) else None
     after = plan.after
-    targets = {i: after[i] for i in (plan.changed() if changed is None else changed)}  # the reassignment, no JSON
+    changed = plan.changed() if arrays is None else arrays.changed_rows
+    targets = {i: after[i] for i in changed}  # the reassignment, without its JSON
     pred = predict(plan.cluster, targets, None if mode == "none" else mode, client_load, settings, cap_map,
-                   first_decision_s=first_decision_s)
+                   first_decision_s=first_decision_s, lists=None if arrays is None else arrays.lists(changed))
     # A what-if the estimate could not scale (no capacities: it says so) is not used below either.
     what_if = None if pred["estimate_s"] is None else client_load
     tx, rx = broker_traffic(plan.cluster, what_if)
@@ -418,5 +435,5 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(float(x), 1)
 
 
-__all__ = ["Move", "moves_of", "WaveColumns", "Waves", "wave_columns", "split_waves", "broker_traffic", "replication_rates", "estimate", "estimates", "duration_report",
+__all__ = ["Move", "moves_of", "WaveColumns", "Waves", "wave_columns", "wave_order", "split_waves", "broker_traffic", "replication_rates", "estimate", "estimates", "duration_report",
            "duration_lines", "no_rate_text", "wave_documents", "DEFAULT_MAX_MOVES_PER_BROKER"]
