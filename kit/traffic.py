@@ -141,7 +141,6 @@ class ReplicaColumns:
 
     part: np.ndarray  # each replica's partition index, partition-major, in replica order
     id: np.ndarray  # each replica's broker id
-    lengths: np.ndarray  # replicas per partition
 
 
 _replicas_last: list = [None, None]  # weak reference to the cluster, its ReplicaColumns
@@ -156,7 +155,7 @@ def replica_columns(cluster: Cluster) -> ReplicaColumns:
         return last
     n = len(cluster.partitions)
     part, ids = flatten(list(map(attrgetter("replicas"), cluster.partitions)), n)
-    out = ReplicaColumns(part, ids, np.bincount(part, minlength=n))
+    out = ReplicaColumns(part, ids)
     _replicas_last[:] = [weakref.ref(cluster), out]
     return out
 
@@ -457,7 +456,10 @@ def floor_traffic(cluster: Cluster, traffic: list[tuple[float, float]], live: se
     # A moved partition counts on a broker that carries it at both ends, at the lesser load:
     # rx its bytes_in; tx, when it leads throughout, bytes_out plus bytes_in per follower of
     # the smaller ISR (its followers only grow, then shrink), else nothing.
-    both = (end_lead[part] >= 0) & in_lists(part, ids, rows, t_row[t_live], t_id[t_live], n)
+    # (Asked of the moved partitions' entries only: the others are kept whatever the answer.)
+    both = moved[part] & (end_lead[part] >= 0)
+    asked = np.flatnonzero(both)
+    both[asked] = in_lists(part[asked], ids[asked], rows, t_row[t_live], t_id[t_live], n)
     keep = ~moved[part] | both
     lead_end = ids == end_lead[part]
     full = b_out[part] + b_in[part] * (lay.count[part] - 1)

@@ -120,7 +120,7 @@ def context(cluster: Cluster, targets, assignments) -> tuple[FigureContext, list
     # None stands for the cluster's own assignment, which is flattened once anyway (once per
     # cluster: kit.traffic.replica_columns).
     replicas = replica_columns(cluster)
-    raw = [(replicas.lengths, replicas.id)]
+    raw = [(np.bincount(replicas.part, minlength=len(parts)), replicas.id)]
     raw += [raw[0] if a is None else _flatten_ids(a) for a in assignments]
     base = np.fromiter(itertools.chain(cluster.brokers, target_set), dtype=np.int64)
     ids, dense = _dense_ids(base, [flat for _, flat in raw])

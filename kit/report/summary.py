@@ -4,8 +4,6 @@ Pure: no I/O, nothing printed; the figures come from `kit.report.figures`, never
 """
 from __future__ import annotations
 
-from operator import attrgetter
-
 import numpy as np
 
 from kit.model import Plan
@@ -152,7 +150,7 @@ def _topic_lines(plan: Plan) -> list[str]:
     """The Topics section: the selected topics, the first 20 named."""
     parts = plan.cluster.partitions
     out = ["Topics:"]
-    topics = sorted(set(map(attrgetter("topic"), map(parts.__getitem__, plan.selected))))
+    topics = sorted({parts[i].topic for i in plan.selected})
     out += [f"  {t}" for t in topics[:20]] or ["  [none]"]
     if len(topics) > 20:
         out.append(f"  ... and {len(topics) - 20} more")
