@@ -12,7 +12,9 @@ waves and duration estimate. The actions are kit.plan.ACTIONS.
 #    itself (kit.cluster.backend.open_backend), before they load.
 # 4) The action's planner makes the plan (kit.plan.ACTIONS), once per topic pool with --pools
 #    (kit.plan.pooled).
-# 5) The plan is reviewed (kit.report.review, as the runbooks and the doctor review theirs):
+# 5) The plan's moves are packed into waves as columns (kit.report.moves, kit.report.waves; the
+#    packing in the second process on many moves, while the plan's text and figures are made
+#    here). The plan is reviewed (kit.report.review, as the runbooks and the doctor review theirs):
 #    figures before and after, waves and the duration estimate; a plan with problems is
 #    refused (exit 3), one with warnings is shown but not written unless --ignore-warns (offline
 #    partitions, which no plan moves, are such a warning: kit.plan.select.offline_warning).
@@ -218,7 +220,7 @@ def run(a) -> int:
             # second process on many moves, while the plan's text and figures are made here.
             columns = moves.move_columns(plan, arrays)
             text, (at, lengths) = second_core.run_both(
-                functools.partial(beside_the_waves, plan, arrays), wave_split.wave_order, columns,
+                functools.partial(beside_the_waves, plan, arrays), wave_split.wave_order, columns.narrow(),
                 a.max_moves_per_broker, a.wave_order == "biggest",
                 split=columns.copying >= WAVES_WORTH_SPLITTING)
             waves = wave_split.WaveColumns(at, columns.take(at), lengths)

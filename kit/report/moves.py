@@ -71,6 +71,13 @@ class MoveColumns:
         """How many of the moves copy data (add a broker)."""
         return int(np.count_nonzero(self.per_move))
 
+    def narrow(self) -> MoveColumns:
+        """The same moves with their ids, indices and counts as 32-bit integers (kit.validate
+        bounds broker ids and partition numbers there), sizes as they are: what `kit plan`
+        sends its second process (15 MB at 1,000,000 partitions instead of 25)."""
+        return MoveColumns(self.index.astype(np.int32), self.size, self.source.astype(np.int32),
+                           self.per_move.astype(np.int32), self.dest.astype(np.int32))
+
     def take(self, at: np.ndarray) -> MoveColumns:
         """The moves at positions `at` (an int array), in that order."""
         per_move = self.per_move[at]

@@ -20,7 +20,7 @@ from kit.model import Broker, Cluster, Partition, Plan
 from kit.report.figures import PlanArrays
 from kit.report.moves import MoveColumns, move_columns
 from kit.report.waves import (MIN_RATE, Move, duration_report, estimate, moves_of, replication_rates,
-                       split_waves, wave_columns, wave_documents)
+                       split_waves, wave_columns, wave_documents, wave_order)
 from kit.text import human_duration
 
 
@@ -219,6 +219,8 @@ def test_moves_and_waves_are_the_rule_partition_by_partition(rows, dead, same, l
     assert columns.lengths == list(map(len, waves)) and columns.at.tolist() == waves.columns.at.tolist()
     _same_columns(columns.moves, waves.columns.moves)
     assert wave_documents(plan, columns) == wave_documents(plan, [list(w) for w in waves])
+    narrow = wave_order(move_columns(plan).narrow(), limit, biggest)  # what kit plan sends its second process
+    assert narrow[0].tolist() == columns.at.tolist() and narrow[1] == columns.lengths
 
 
 def _same_columns(got: MoveColumns, want: MoveColumns) -> None:
