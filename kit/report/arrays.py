@@ -15,6 +15,7 @@ import numpy as np
 
 from kit.array_ops import distinct
 from kit.model import Cluster
+from kit.traffic import replica_columns
 
 __all__ = ["FigureContext", "FlatAssignment", "context"]
 
@@ -116,8 +117,10 @@ def context(cluster: Cluster, targets, assignments) -> tuple[FigureContext, list
     for a in assignments:
         if a is not None and len(a) != len(parts):
             raise ValueError(f"assignment has {len(a)} replica lists for {len(parts)} partitions")
-    # None stands for the cluster's own assignment, which is flattened once anyway.
-    raw = [_flatten_ids(list(map(attrgetter("replicas"), parts)))]
+    # None stands for the cluster's own assignment, which is flattened once anyway (once per
+    # cluster: kit.traffic.replica_columns).
+    replicas = replica_columns(cluster)
+    raw = [(np.bincount(replicas.part, minlength=len(parts)), replicas.id)]
     raw += [raw[0] if a is None else _flatten_ids(a) for a in assignments]
     base = np.fromiter(itertools.chain(cluster.brokers, target_set), dtype=np.int64)
     ids, dense = _dense_ids(base, [flat for _, flat in raw])

@@ -40,16 +40,19 @@ MAX_COPIES = 20_000
 
 
 def prepare(cluster: Cluster) -> None:
-    """Read now what `predict` and `kit.report.waves.duration_report` read of `cluster` before
-    any plan (its layout for the live brokers, kept by `kit.traffic.layout`): `kit plan` does
-    it where its planner would only wait (`kit.concurrency.idle`; about 0.2 s at 200,000
-    partitions)."""
+    """Read now what `predict`, `kit.report.waves.duration_report` and the review's figures
+    read of `cluster` before any plan (its layout for the live brokers, kept by
+    `kit.traffic.layout` with its replica lists): `kit plan` does it where its planner would
+    only wait (`kit.concurrency.idle`; about 0.2 s at 200,000 partitions). Not its traffic
+    figures (0.1 s at 1,000,000 partitions): kept from then, their 16 MB raised the peak
+    memory of a 1,000,000-partition rebalance, which is reached while it plans."""
     layout(cluster, {b.id for b in cluster.brokers.values() if b.alive})
 
 
 def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = "auto",
             client_load: float | None = None, settings: Settings | None = None, cap_map: dict | None = None,
-            max_events: int = MAX_EVENTS, first_decision_s: float = 0.0, replay: bool = False) -> dict:
+            max_events: int = MAX_EVENTS, first_decision_s: float = 0.0, replay: bool = False,
+            lists: Lists | None = None) -> dict:
     """Predicted completion of a reassignment run all at once, in simulated seconds.
 
     Parameters
@@ -71,6 +74,8 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
         Every auto-throttle round through `AutoThrottle.decide` itself (slow: tens of thousands
         of rounds at 200,000 partitions), the reference the fast rounds are checked against;
         the figures are the same.
+    lists
+        With a dict of `moves`, ``kit.array_ops.Lists.of(moves)`` when the caller has it.
 
     Returns
     -------
@@ -90,7 +95,7 @@ def predict(cluster: Cluster, moves: list[dict], throttle: float | str | None = 
     brokers = {b.id: b for b in cluster.brokers.values() if b.alive}
     live = set(brokers)
     # The targets read once, for the copies, the bound and the partitions finished at once.
-    lists = Lists.of(moves) if isinstance(moves, dict) else None
+    lists = (lists or Lists.of(moves)) if isinstance(moves, dict) else None
     targets, source, dest, size, part = copy_arrays(cluster, moves, live, lists)
     lists = lists or Lists.of(targets)
     copies = (source, dest, size)

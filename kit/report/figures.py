@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kit.array_ops import distinct
+from kit.array_ops import Lists, distinct
 from kit.model import Cluster, Plan
 from kit.report.arrays import FigureContext, FlatAssignment, context
 from kit.offline import describe as describe_offline
@@ -99,6 +99,19 @@ def _rack_violations(ctx: FigureContext, flat: FlatAssignment) -> int:
 def _degrees(ctx: FigureContext, flat: FlatAssignment) -> np.ndarray:
     """Distinct target peers of every target broker."""
     n = len(ctx.ids)
+    if n * n <= DENSE_CELLS_MAX:
+        # Which (broker, broker) pairs share a partition, marked in a table: the same pairs as
+        # the sparse count's below, without concatenating and counting every pair of replicas.
+        pairs = np.zeros((n, n), dtype=bool)
+        for k, (_, m) in flat.groups.items():
+            on = ctx.is_target[m]
+            for a in range(k):
+                for b in range(a + 1, k):
+                    keep = on[:, a] & on[:, b]
+                    pairs[m[keep, a], m[keep, b]] = True
+        pairs |= pairs.T
+        pairs[np.arange(n), np.arange(n)] = False  # a broker listed twice is not its own peer
+        return pairs.sum(axis=1)[ctx.tidx]
     lo_parts, hi_parts = [], []
     for k, (_, m) in flat.groups.items():
         for a in range(k):
@@ -368,6 +381,30 @@ class PlanArrays:
         return _changed_rows(self.before, self.after)
 
     @cached_property
+    def changed_rows(self) -> list[int]:
+        """The partitions whose replica list changes, ascending: ``plan.changed()``."""
+        return np.flatnonzero(self.changed).tolist()
+
+    @cached_property
+    def figures_before(self) -> dict:
+        """`assignment_figures` of the assignment before the plan (the report's ``before``)."""
+        return _figures(self.ctx, self.before)
+
+    @cached_property
+    def figures_after(self) -> dict:
+        """`assignment_figures` of the plan's assignment (the report's ``after``)."""
+        return _figures(self.ctx, self.after)
+
+    def lists(self, rows: list[int]) -> Lists:
+        """The replica lists after the plan of the partitions `rows` (ascending), flat:
+        ``Lists.of({i: plan.after[i] for i in rows})``."""
+        at = np.asarray(rows, dtype=np.int64)
+        lens = self.after.lengths[at]
+        first = np.cumsum(lens) - lens
+        entries = np.repeat(self.after.starts[at] - first, lens) + np.arange(int(lens.sum()))
+        return Lists(at, lens, np.repeat(np.arange(len(at), dtype=np.int64), lens), self.ctx.ids[self.after.idx[entries]])
+
+    @cached_property
     def added_dropped(self) -> tuple[np.ndarray, np.ndarray]:
         """`_added_dropped`: the (partition, broker) codes each changed partition gains and loses."""
         return _added_dropped(self.ctx, self.before, self.after, self.changed)
@@ -421,8 +458,8 @@ def plan_report(plan: Plan, arrays: PlanArrays | None = None) -> dict:
         "targets": sorted(ctx.target_set),
         "problems": problems,
         "problem_count": count,
-        "before": _figures(ctx, before),
-        "after": _figures(ctx, after),
+        "before": dict(arrays.figures_before),
+        "after": dict(arrays.figures_after),
         "movement": _movement(ctx, before, after, arrays.changed, arrays.added_dropped),
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),

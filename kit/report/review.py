@@ -47,11 +47,13 @@ def review_plan(plan: Plan, waves: list[list[Move]] | None = None, throttle: flo
     """
     if stage:
         stage("figures before and after")
+    arrays = arrays or figures.PlanArrays(plan)
     report = figures.plan_report(plan, arrays)
     if waves is not None:
         if stage:
             stage("waves and the duration estimate")
-        report["duration"] = duration_report(plan, waves, throttle, client_load, settings, first_decision_s=first_decision_s)
+        report["duration"] = duration_report(plan, waves, throttle, client_load, settings, first_decision_s=first_decision_s,
+                                             arrays=arrays)
     if report["problem_count"]:
         raise PlanRefused(report)
     return report

@@ -11,9 +11,8 @@ wave's busiest broker over its rate at the start.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import accumulate, chain, repeat
-from operator import attrgetter, mul
-from typing import NamedTuple
+from itertools import accumulate, chain
+from operator import mul
 
 import numpy as np
 
@@ -21,6 +20,8 @@ from kit.array_ops import dense_codes
 from kit.throttle.decide import Settings
 from kit.errors import BadInput
 from kit.report.estimate import predict
+from kit.report.figures import PlanArrays
+from kit.report.moves import Move, MoveColumns, Moves, moves_of
 from kit.report.starting import known_capacities
 from kit.model import Cluster, Plan
 from kit.text import human_duration
@@ -33,90 +34,74 @@ DEFAULT_MAX_MOVES_PER_BROKER = 5
 MIN_RATE = 10_000_000.0  # bytes/s
 
 
-class Move(NamedTuple):
-    """One partition reassignment: where its data comes from and goes to (a named tuple: a
-    200,000-partition plan makes 200,000 of them, and a frozen dataclass took 0.4 s)."""
+@dataclass(frozen=True)
+class WaveColumns:
+    """Waves as columns (`wave_columns`): their moves wave after wave, each in placing order."""
 
-    index: int  # partition index in the cluster
-    size: int  # bytes copied to each added replica
-    source: int  # the leader the new replicas copy from
-    added: tuple[int, ...]  # brokers that receive a copy
-
-    @property
-    def brokers(self) -> tuple[int, ...]:
-        return (self.source, *self.added) if self.added else ()
+    at: np.ndarray  # positions of the moves in those given, in that order
+    moves: MoveColumns  # the moves in that order
+    lengths: list[int]  # moves per wave
 
 
-def moves_of(plan: Plan) -> list[Move]:
-    """Every changed partition as a move (order-only changes have no added brokers)."""
-    dead = {b.id for b in plan.cluster.brokers.values() if not b.alive}
-    parts, after = plan.cluster.partitions, plan.after
-    changed = plan.changed()
-    sources, added = [], []
-    for i in changed:
-        p = parts[i]
-        reps = p.replicas
-        # Followers copy from the current leader: `leader_of` over the replicas not dead, written
-        # out (a set and a call per partition were a third of this loop's time at 200,000
-        # partitions, and snapshots without leaders take the second branch every time).
-        source = p.leader
-        if source is None or source in dead or source not in reps or source not in p.isr:
-            for source in p.isr:  # the first in-sync replica that is a replica and not dead
-                if source not in dead and source in reps:
-                    break
-            else:  # no live in-sync replica: the preferred one (broker 0 is a real id)
-                source = reps[0]
-        sources.append(source)
-        added.append(tuple([b for b in after[i] if b not in reps]))
-    # The moves made in C (`tuple.__new__`, as a named tuple's own constructor does, without
-    # its Python frame): 200,000 of them.
-    sizes = map(attrgetter("size"), map(parts.__getitem__, changed))
-    return list(map(tuple.__new__, repeat(Move), zip(changed, sizes, sources, added)))
+class Waves(list):
+    """Waves as `split_waves` gives them, a list of lists of `Move`, with the same waves as
+    `columns` (`WaveColumns`), which the duration estimate reads (read-only: the columns are
+    not updated)."""
+
+    def __init__(self, waves: list[list[Move]], columns: WaveColumns):
+        super().__init__(waves)
+        self.columns = columns
 
 
-def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES_PER_BROKER,
-                biggest_first: bool = True) -> list[list[Move]]:
+def wave_columns(moves: MoveColumns, max_moves_per_broker: int = DEFAULT_MAX_MOVES_PER_BROKER,
+                 biggest_first: bool = True) -> WaveColumns:
     """Pack moves into waves in which no broker takes part in more than `max_moves_per_broker`.
 
     Moves that copy nothing (a change of replica order) all go in the first wave. Data moves
     are placed biggest first (by index among equals) or in plan order, each in the earliest
     wave where every broker it involves still has room.
     """
+    at, lengths = wave_order(moves, max_moves_per_broker, biggest_first)
+    return WaveColumns(at, moves.take(at), lengths)
+
+
+def wave_order(moves: MoveColumns, max_moves_per_broker: int = DEFAULT_MAX_MOVES_PER_BROKER,
+               biggest_first: bool = True) -> tuple[np.ndarray, list[int]]:
+    """`wave_columns`' waves as the positions of the moves in wave order and the moves of
+    each wave (what `kit plan` has the second process work out: small to send)."""
     if max_moves_per_broker < 1:
         raise BadInput(f"--max-moves-per-broker must be at least 1, got {max_moves_per_broker}")
-    order_only = [m for m in moves if not m.added]
-    data = [m for m in moves if m.added]
-    waves: list[list[Move]] = [list(order_only)] if order_only else []
-    if not data:
-        return waves
-    order, brokers = _placing_order(data, biggest_first)
+    order_only = np.flatnonzero(moves.per_move == 0)
+    data = np.flatnonzero(moves.per_move > 0)
+    lengths = [len(order_only)] if len(order_only) else []
+    if not len(data):
+        return order_only, lengths
+    order, brokers = _placing_order(moves.take(data), biggest_first)
     wave_of = np.array(_first_fit(brokers, max_moves_per_broker), dtype=np.int64)
     # Wave by wave, each in placing order; the waves are numbered without gaps (a move
     # opens at most the next one).
-    placed = list(map(data.__getitem__, order[np.argsort(wave_of, kind="stable")].tolist()))
-    start = 0
-    for end in np.cumsum(np.bincount(wave_of)).tolist():
-        waves.append(placed[start:end])
-        start = end
-    return waves
+    return (np.concatenate([order_only, data[order[np.argsort(wave_of, kind="stable")]]]),
+            lengths + np.bincount(wave_of).tolist())
 
 
-def _placing_order(data: list[Move], biggest_first: bool) -> tuple[np.ndarray, list[list[int]]]:
+def split_waves(moves: list[Move], max_moves_per_broker: int = DEFAULT_MAX_MOVES_PER_BROKER,
+                biggest_first: bool = True) -> Waves:
+    """`wave_columns` of `moves` (read from their columns when `moves_of` gives them), as
+    lists of the moves."""
+    columns = wave_columns(moves.columns if isinstance(moves, Moves) else MoveColumns.of(moves),
+                           max_moves_per_broker, biggest_first)
+    placed = list(map(moves.__getitem__, columns.at.tolist()))
+    ends = list(accumulate(columns.lengths, initial=0))
+    return Waves([placed[a:b] for a, b in zip(ends, ends[1:])], columns)
+
+
+def _placing_order(data: MoveColumns, biggest_first: bool) -> tuple[np.ndarray, list[list[int]]]:
     """The order `split_waves` places `data` in (positions into it), and each move's brokers
-    (its source first) as numbers from 0, in that order.
-
-    The moves' fields are read in the list's own order, the order they were made in: read in
-    size order, each field took several times as long (the objects lie far apart in memory).
-    """
-    n = len(data)
-    index = np.fromiter(map(attrgetter("index"), data), dtype=np.int64, count=n)
-    added = list(map(attrgetter("added"), data))
-    lens = np.fromiter(map(len, added), dtype=np.int64, count=n)
-    source = np.fromiter(map(attrgetter("source"), data), dtype=np.int64, count=n)
-    dest = np.fromiter(chain.from_iterable(added), dtype=np.int64, count=int(lens.sum()))
+    (its source first) as numbers from 0, in that order."""
+    n = len(data.index)
+    lens, source, dest = data.per_move, data.source, data.dest
     if biggest_first:
-        size = np.fromiter(map(attrgetter("size"), data), dtype=np.int64, count=n)
-        order = np.lexsort((index, -size))
+        order = np.lexsort((data.index, -data.size))
     else:
         order = np.arange(n)
     # Small numbers instead of broker ids: the packing keeps its state in lists indexed by them.
@@ -221,47 +206,29 @@ def estimates(groups: list[list[Move]], rates: dict[int, tuple[float, float]]) -
     Bytes per broker are added in move order, and the busiest broker is the first largest of
     the senders then the receivers by id, as a loop over the moves finds them.
     """
-    return _estimates(_Copies.of(list(chain.from_iterable(groups))), list(map(len, groups)), rates)
+    return _estimates(_Copies.of(MoveColumns.of(list(chain.from_iterable(groups)))), list(map(len, groups)), rates)
 
 
 @dataclass(frozen=True)
 class _Copies:
     """Moves as columns, one entry per copy (an added broker) in move order: what `estimates`
-    reads, taken from the moves once (reading 200,000 moves' fields was most of its time)."""
+    reads, from the moves' columns (`MoveColumns`)."""
 
     per_move: np.ndarray  # copies per move
-    copied: list[int]  # bytes per move (its size, once per copy), exact
+    copied: np.ndarray | list[int]  # bytes per move (its size, once per copy), exact: int64, or
+    # Python's integers where a sum of them could pass int64
     source: np.ndarray
     dest: np.ndarray
     weight: np.ndarray  # bytes per copy, as a float
 
     @classmethod
-    def of(cls, moves: list[Move]) -> _Copies:
-        # The fields are read with the moves in the order they lie in memory (by address: `id`
-        # reads no object), then put back in the given order: read in wave order (biggest
-        # first), each field took several times as long (the objects lie far apart), and so did
-        # reading each move's index to sort them by it (200,000 moves: 88 of 290 ms). Any read
-        # order gives the same columns.
-        n = len(moves)
-        by_index = np.argsort(np.fromiter(map(id, moves), dtype=np.int64, count=n))
-        ordered = list(map(moves.__getitem__, by_index.tolist()))
-        added = list(map(attrgetter("added"), ordered))
-        per_move = np.fromiter(map(len, added), dtype=np.int64, count=n)
-        sizes = list(map(attrgetter("size"), ordered))
-        copied = list(map(mul, sizes, per_move.tolist()))
-        source = np.fromiter(map(attrgetter("source"), ordered), dtype=np.int64, count=n)
-        dest = np.fromiter(chain.from_iterable(added), dtype=np.int64, count=int(per_move.sum()))
-        size = np.array(sizes, dtype=float)
-        # Back in the given order: move k of `moves` is move rank[k] here.
-        rank = np.empty(n, dtype=np.int64)
-        rank[by_index] = np.arange(n)
-        starts = np.cumsum(per_move) - per_move  # each move's first copy in `dest`
-        per_move = per_move[rank]
-        # Where each copy is in `dest`, in the given order: its move's start plus its place.
-        first = np.cumsum(per_move) - per_move
-        copies = np.repeat(starts[rank] - first, per_move) + np.arange(int(per_move.sum()))
-        return cls(per_move, list(map(copied.__getitem__, rank.tolist())), np.repeat(source[rank], per_move),
-                   dest[copies], np.repeat(size[rank], per_move))
+    def of(cls, moves: MoveColumns) -> _Copies:
+        per_move, size = moves.per_move, moves.size
+        copied = size * per_move
+        if len(size) and int(size.max()) * int(per_move.sum()) >= 1 << 62:  # `twice` sums it twice
+            copied = list(map(mul, size.tolist(), per_move.tolist()))
+        return cls(per_move, copied, np.repeat(moves.source, per_move), moves.dest,
+                   np.repeat(size.astype(float), per_move))
 
     def twice(self) -> _Copies:
         """The same moves twice over (all at once, then in waves)."""
@@ -272,7 +239,11 @@ class _Copies:
 def _estimates(copies: _Copies, lengths: list[int], rates: dict[int, tuple[float, float]]) -> list[Estimate]:
     """`estimates` of groups of `lengths` moves, one after the other in `copies`."""
     ends = list(accumulate(lengths, initial=0))
-    totals = [sum(copies.copied[a:b]) for a, b in zip(ends, ends[1:])]
+    if isinstance(copies.copied, list):
+        totals = [sum(copies.copied[a:b]) for a, b in zip(ends, ends[1:])]
+    else:
+        running = np.concatenate([[0], np.cumsum(copies.copied)])
+        totals = (running[ends[1:]] - running[ends[:-1]]).tolist()
     ng = len(lengths)
     g = np.repeat(np.repeat(np.arange(ng, dtype=np.int64), lengths), copies.per_move)
     source, dest = copies.source, copies.dest
@@ -302,9 +273,10 @@ def _estimates(copies: _Copies, lengths: list[int], rates: dict[int, tuple[float
     return out
 
 
-def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str | None = None,
+def duration_report(plan: Plan, waves: list[list[Move]] | WaveColumns, throttle: float | str | None = None,
                     client_load: float | None = None, settings: Settings | None = None,
-                    cap_map: dict | None = None, first_decision_s: float = 0.0) -> dict:
+                    cap_map: dict | None = None, first_decision_s: float = 0.0,
+                    arrays: PlanArrays | None = None) -> dict:
     """The duration estimate for a plan, as plain data for the report and the summary.
 
     `throttle` None or "auto": kit's auto-throttle with `settings` (default Settings()); a rate:
@@ -314,15 +286,17 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
     with ``lower_bound_s`` and the ``assumptions`` it rests on; ``seconds_all_at_once`` is the
     same figure (kept for older readers); the per-wave figures are each wave's busiest broker
     over its starting rate. `first_decision_s`: when the auto-throttle first decides (see
-    `kit.report.estimate.predict`).
+    `kit.report.estimate.predict`). `arrays`: ``PlanArrays(plan)``, when the caller has it
+    (the changed partitions and their lists are read from it).
     """
     settings = settings or Settings()
     mode = "auto" if throttle in (None, "auto") else ("none" if throttle == "none" else float(throttle))
     fixed = mode if isinstance(mode, float) else None
-    moves = [m for w in waves for m in w]
-    targets = {i: plan.after[i] for i in plan.changed()}  # the reassignment, without its JSON
+    after = plan.after
+    changed = plan.changed() if arrays is None else arrays.changed_rows
+    targets = {i: after[i] for i in changed}  # the reassignment, without its JSON
     pred = predict(plan.cluster, targets, None if mode == "none" else mode, client_load, settings, cap_map,
-                   first_decision_s=first_decision_s)
+                   first_decision_s=first_decision_s, lists=None if arrays is None else arrays.lists(changed))
     # A what-if the estimate could not scale (no capacities: it says so) is not used below either.
     what_if = None if pred["estimate_s"] is None else client_load
     tx, rx = broker_traffic(plan.cluster, what_if)
@@ -332,7 +306,8 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
         rates = {b: r for b, r in rates.items() if b not in pred["unknown"]}
     saturated = sorted(b for b, cap in nic.items() if max(tx.get(b, 0.0), rx.get(b, 0.0)) > cap - MIN_RATE)
     # All at once, then wave by wave: the moves' columns read once.
-    start, *per_wave = _estimates(_Copies.of(moves).twice(), [len(moves), *map(len, waves)], rates)
+    columns = _columns(waves)
+    start, *per_wave = _estimates(_Copies.of(columns.moves).twice(), [len(columns.at), *columns.lengths], rates)
     known = all(e.seconds is not None for e in per_wave)
     missing = sorted(set(pred["unknown"]) | set(start.missing_rate))
     return {
@@ -344,7 +319,7 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
         "interval_s": settings.interval if mode == "auto" else None,
         "client_load": client_load,
         "throttle_bytes_per_sec": fixed,
-        "waves": len(waves),
+        "waves": len(columns.lengths),
         "bytes_to_move": start.bytes,
         "seconds_all_at_once": _round(pred["estimate_s"]) if not missing else None,
         "busiest_broker": start.busiest_broker,
@@ -353,7 +328,7 @@ def duration_report(plan: Plan, waves: list[list[Move]], throttle: float | str |
         "brokers_without_rate": missing,
         "brokers_without_headroom": saturated,
         "wave_seconds": [_round(e.seconds) for e in per_wave],
-        "wave_partitions": [len(w) for w in waves],
+        "wave_partitions": list(columns.lengths),
     }
 
 
@@ -435,17 +410,30 @@ def _human_rate(x: float) -> str:
     return f"{x / 1e6:.0f} MB/s"
 
 
-def wave_documents(plan: Plan, waves: list[list[Move]]) -> list[dict]:
+def wave_documents(plan: Plan, waves: list[list[Move]] | WaveColumns) -> list[dict]:
     """One Kafka reassignment document per wave."""
     parts = plan.cluster.partitions
+    columns = _columns(waves)
+    ends = list(accumulate(columns.lengths, initial=0))
+    index = columns.moves.index.tolist()
     return [{"version": 1, "partitions": [
-        {"topic": parts[m.index].topic, "partition": parts[m.index].partition, "replicas": list(plan.after[m.index])}
-        for m in sorted(w, key=lambda m: m.index)]} for w in waves]
+        {"topic": parts[i].topic, "partition": parts[i].partition, "replicas": list(plan.after[i])}
+        for i in sorted(index[a:b])]} for a, b in zip(ends, ends[1:])]
+
+
+def _columns(waves: list[list[Move]] | WaveColumns) -> WaveColumns:
+    """`waves` as columns: as given, kept by `split_waves`, or read from the moves."""
+    if isinstance(waves, WaveColumns):
+        return waves
+    if isinstance(waves, Waves):
+        return waves.columns
+    moves = [m for w in waves for m in w]
+    return WaveColumns(np.arange(len(moves)), MoveColumns.of(moves), list(map(len, waves)))
 
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(float(x), 1)
 
 
-__all__ = ["Move", "moves_of", "split_waves", "broker_traffic", "replication_rates", "estimate", "estimates", "duration_report",
+__all__ = ["Move", "moves_of", "WaveColumns", "Waves", "wave_columns", "wave_order", "split_waves", "broker_traffic", "replication_rates", "estimate", "estimates", "duration_report",
            "duration_lines", "no_rate_text", "wave_documents", "DEFAULT_MAX_MOVES_PER_BROKER"]

@@ -8,6 +8,7 @@ from kit.formats import dumps
 from kit.files import write_atomic
 from kit.model import Cluster, Plan
 from kit.report import summary
+from kit.report.figures import PlanArrays
 from kit.report.review import PlanRefused, review_plan
 from kit.report.waves import moves_of, split_waves
 from kit.runbook.record import CheckFailed
@@ -33,14 +34,15 @@ def plan_summary(plan: Plan, throttle: str | float = "auto", env: Environment | 
     try:  # what `kit plan` refuses, the runbook refuses
         # The loop's first round is at the pickup, on its samples (on the simulated cluster the
         # clock waits for that round), so no interval runs at the minimum the plan was applied with.
-        report = review_plan(plan, split_waves(moves_of(plan)), rate, client_load if simulated else None,
-                             Settings(interval=interval))
+        arrays = PlanArrays(plan)  # read by the waves, the review and the summary alike
+        report = review_plan(plan, split_waves(moves_of(plan, arrays)), rate, client_load if simulated else None,
+                             Settings(interval=interval), arrays=arrays)
     except PlanRefused as e:
         print(f"FAIL  the plan passes its own checks — {e}")
         raise CheckFailed(str(e)) from None
     duration = report["duration"]
     # One Duration section, on the cluster's clock, for the run the runbook makes: the whole plan at once.
-    text = summary.summary_text(plan, report, max_changes=20,
+    text = summary.summary_text(plan, report, max_changes=20, arrays=arrays,
                                 duration_options={"clock": "simulated" if simulated else "wall", "at_once": True})
     unknown = None
     if duration["brokers_without_rate"]:
