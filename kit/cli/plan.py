@@ -272,7 +272,7 @@ SOLVER_EXTENSIONS = ("ortools.graph.python.min_cost_flow", "ortools.graph.python
 # What the second process imports while this one reads the cluster: the modules the planner's
 # shares live in (kit/plan/solvers: tests/plan/test_share_imports.py) and the solvers they call.
 SHARE_MODULES = ("kit.plan.solvers.quota_flow", "kit.plan.solvers.flow", *SOLVER_EXTENSIONS)
-# What the second process runs once the plan is made: the waves' packing (`run`).
+# What the second process runs once the plan is made: the waves' packing (`plan_and_write`).
 WAVE_MODULES = ("kit.report.waves",)
 
 
@@ -287,7 +287,7 @@ def preload_solvers(action) -> None:
 
 
 # Data moves from which the waves' packing is worth sending to the second process (kit plan's
-# `run`): some 0.06 CPU s of packing at 50,000, against a few ms to send the moves' columns.
+# `plan_and_write`): some 0.06 CPU s of packing at 50,000, against a few ms to send the moves' columns.
 WAVES_WORTH_SPLITTING = 50_000
 
 # Snapshot bytes per partition, fewest: a partition's entry with its topic, number and replica
