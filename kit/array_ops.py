@@ -182,6 +182,13 @@ def positions(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
     return table[values - ids[0]]
 
 
+def row_entries(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions of the entries of rows that begin at `starts` and hold `lengths` entries
+    each, row after row: rows of a ragged array (values laid end to end) taken in one gather."""
+    first = np.cumsum(lengths) - lengths  # each row's first place in the result
+    return np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
+
+
 def flatten(lists: list, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(row index, value) of every item of `lists` (sequences of ints), row-major."""
     lens = np.fromiter(map(len, lists), np.int64, n)
@@ -236,5 +243,5 @@ def fold_by_loop(start: list[float], keys: np.ndarray, first: np.ndarray, counts
             for k, a, c in zip(keys.tolist(), first.tolist(), counts.tolist())}
 
 
-__all__ = ["pair_keys", "member", "dense_codes", "distinct", "appearance_order", "Lists", "in_lists", "positions",
+__all__ = ["pair_keys", "member", "dense_codes", "distinct", "appearance_order", "Lists", "in_lists", "positions", "row_entries",
            "flatten", "fold_sums", "fold_many", "fold_by_loop"]

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from kit.array_ops import (Lists, appearance_order, dense_codes, distinct, fold_by_loop, fold_many, fold_sums, in_lists,
-                           member, pair_keys, positions)
+                           member, pair_keys, positions, row_entries)
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from([0.0, -0.0, 1e-300, 1e300, 0.1])
 IDS = st.integers(-3, 40) | st.sampled_from([0, 1 << 31, (1 << 62) + 5, -(1 << 40)])
@@ -123,6 +123,18 @@ def test_lists_are_the_dicts_lists_flat(lists, data):
     want = Lists.of({p: v for (p, v), k in zip(lists.items(), keep) if k})
     for a in ("rows", "lens", "row", "id"):
         assert getattr(some, a).tolist() == getattr(want, a).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 99), max_size=5), max_size=12), st.data())
+def test_row_entries_take_the_rows_of_a_ragged_array(rows, data):
+    # Rows laid end to end; any selection of them, in any order, repeats allowed.
+    values = np.array([v for r in rows for v in r], dtype=np.int64)
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    pick = np.array(data.draw(st.lists(st.integers(0, max(len(rows) - 1, 0)), max_size=8 if rows else 0)),
+                    dtype=np.int64)
+    assert values[row_entries(starts[pick], lengths[pick])].tolist() == [v for i in pick.tolist() for v in rows[i]]
 
 
 @settings(max_examples=200, deadline=None)

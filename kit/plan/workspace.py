@@ -14,7 +14,7 @@ from operator import attrgetter
 import numpy as np
 
 from kit import collector
-from kit.array_ops import distinct
+from kit.array_ops import distinct, row_entries
 from kit.errors import BadInput, Unsafe
 from kit.model import Cluster
 from kit.offline import offline_indices
@@ -264,8 +264,7 @@ class Workspace:
             starts = np.flatnonzero(np.r_[True, key[by_key][1:] != key[by_key][:-1]])
             sizes = np.diff(np.r_[starts, len(key)])
             buckets = np.lexsort((by_key[starts], key[by_key][starts] // nt))
-            sizes = sizes[buckets]
-            by = by_key[np.repeat(starts[buckets] - (np.cumsum(sizes) - sizes), sizes) + np.arange(len(key))]
+            by = by_key[row_entries(starts[buckets], sizes[buckets])]
         key, part = key[by], part[by]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         return _unpacked(np.bincount(key[starts] // nt, minlength=n), key[starts] % nt,

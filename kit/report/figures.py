@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kit.array_ops import Lists, distinct
+from kit.array_ops import Lists, distinct, row_entries
 from kit.model import Cluster, Plan
 from kit.report.arrays import FigureContext, FlatAssignment, context
 from kit.offline import describe as describe_offline
@@ -400,8 +400,7 @@ class PlanArrays:
         ``Lists.of({i: plan.after[i] for i in rows})``."""
         at = np.asarray(rows, dtype=np.int64)
         lens = self.after.lengths[at]
-        first = np.cumsum(lens) - lens
-        entries = np.repeat(self.after.starts[at] - first, lens) + np.arange(int(lens.sum()))
+        entries = row_entries(self.after.starts[at], lens)
         return Lists(at, lens, np.repeat(np.arange(len(at), dtype=np.int64), lens), self.ctx.ids[self.after.idx[entries]])
 
     @cached_property

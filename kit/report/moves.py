@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kit.array_ops import member
+from kit.array_ops import member, row_entries
 from kit.model import Cluster, Partition, Plan
 from kit.report.arrays import FlatAssignment
 from kit.report.figures import PlanArrays
@@ -82,10 +82,8 @@ class MoveColumns:
         """The moves at positions `at` (an int array), in that order."""
         per_move = self.per_move[at]
         starts = np.cumsum(self.per_move) - self.per_move  # each move's first entry in `dest`
-        first = np.cumsum(per_move) - per_move  # the same, taken
-        entries = np.repeat(starts[at] - first, per_move) + np.arange(int(per_move.sum()))
         return MoveColumns(self.index[at], self.size[at], self.source[at],
-                           per_move, self.dest[entries])
+                           per_move, self.dest[row_entries(starts[at], per_move)])
 
 
 class Moves(list):
@@ -132,9 +130,7 @@ def move_columns(plan: Plan, arrays: PlanArrays | None = None) -> MoveColumns:
 def _entries(flat: FlatAssignment, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The replicas of partitions `rows` (ascending): each one's partition and place in `flat.idx`."""
     lengths = flat.lengths[rows]
-    first = np.cumsum(lengths) - lengths
-    at = np.repeat(flat.starts[rows] - first, lengths) + np.arange(int(lengths.sum()))
-    return np.repeat(rows, lengths), at
+    return np.repeat(rows, lengths), row_entries(flat.starts[rows], lengths)
 
 
 def _sources(cluster: Cluster, rows: np.ndarray) -> np.ndarray:
