@@ -7,7 +7,8 @@
 #                restarts: pyproject.toml's markers), for a quick look while working, never instead of make test
 #   make bench   time `kit plan` on 200,000-partition clusters, median of 3, into
 #                docs/bench/plan-200000p-150b.md (slow: ~15 minutes on 2 cores), and every
-#                action on 3,000 and 5,000 partitions into docs/bench/plan-small.md (~2 minutes)
+#                action on 3,000 and 5,000 partitions into docs/bench/plan-small.md (~2 minutes);
+#                TOPICMAPPR=PATH (or topicmappr on PATH) times topicmappr beside kit in both
 #   make bench-1m  the same at 1,000,000 partitions / 500 brokers, one run each, into
 #                docs/bench/plan-1000000p-500b.md (~40 minutes on 2 cores, ~3 GiB per run)
 #   make bench-sim  the simulator against issue 36's targets: the simulated KRaft cluster at
@@ -37,6 +38,10 @@ SHARED ?= ../shared
 
 RECORDS := records
 BENCH_ARGS ?=
+# topicmappr's binary for the benchmarks' kit / topicmappr columns (bench/topicmappr_peer.py reads
+# $TOPICMAPPR; empty: topicmappr on PATH, else kit alone).
+TOPICMAPPR ?=
+export TOPICMAPPR
 VIRTUAL_TIME_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist workers: most tests wait on ZooKeeper, kernels or a simulated cluster, so three
