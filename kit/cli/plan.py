@@ -270,8 +270,11 @@ def beside_the_waves(plan, arrays) -> str:
 # their libraries load on another core while the snapshot is read (kit.concurrency.preload).
 SOLVER_EXTENSIONS = ("ortools.graph.python.min_cost_flow", "ortools.graph.python.max_flow")
 # What the second process imports while this one reads the cluster: the modules the planner's
-# shares live in (kit/plan/solvers: tests/plan/test_share_imports.py) and the solvers they call.
-SHARE_MODULES = ("kit.plan.solvers.quota_flow", "kit.plan.solvers.flow", *SOLVER_EXTENSIONS)
+# shares live in (kit/plan/solvers: tests/plan/test_share_imports.py) and the solvers they call;
+# and, for a leader flow's repair given to it (`split_flow.repaired_assignment`, where this
+# process has not loaded numba), numba and the repair's kernels loaded from the disk cache.
+SHARE_MODULES = ("kit.plan.solvers.quota_flow", "kit.plan.solvers.flow", *SOLVER_EXTENSIONS,
+                 "kit.plan.solvers.path_kernels:preload")
 # What the second process runs once the plan is made: the waves' packing (`plan_and_write`).
 WAVE_MODULES = ("kit.report.waves",)
 

@@ -145,7 +145,8 @@ def second_process(worth: bool = True, ahead: tuple[str, ...] = ()) -> Iterator[
     imports the modules `ahead` (dotted names) while this one reads its input: those its
     shares will need (a share's first import would otherwise wait on its answer; `kit plan`'s
     first, the 200,000-partition scale-out's topic flow, imported OR-Tools' min-cost flow for
-    some 0.05-0.09 s)."""
+    some 0.05-0.09 s). An entry ``module:function`` also calls that function of the module,
+    without arguments, once it is imported (loading what its shares will run: compiled kernels)."""
     global _process
     if _process is not None or not worth or not available():
         yield False
@@ -159,7 +160,14 @@ def second_process(worth: bool = True, ahead: tuple[str, ...] = ()) -> Iterator[
             process.stop()
 
 
-def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split: bool = True) -> tuple[Here, There]:
+def running() -> bool:
+    """Whether `run_both` gives its shares to a second process now (within `second_process`,
+    forked, and not given up)."""
+    return _process is not None
+
+
+def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split: bool = True,
+             tasks: bool = True) -> tuple[Here, There]:
     """``(here(), there(*args))``, `there` computed in the second process while `here` runs.
 
     Parameters
@@ -172,6 +180,10 @@ def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split
     split : bool
         False computes both here, one after the other (small work: sending it over would
         not pay).
+    tasks : bool
+        Whether the wait for `there`, once `here` is done, does the tasks kept for such waits
+        (`idle.work_until`); False where the wait is short by design, so that a task would
+        only lengthen it (and is better left for a long one).
 
     Returns
     -------
@@ -195,7 +207,8 @@ def run_both(here: Callable[[], Here], there: Callable[..., There], *args, split
     wait = max(MIN_WAIT_S, WAIT_FACTOR * (time.monotonic() - started))
     deadline = time.monotonic() + wait
     try:
-        idle.work_until(lambda: bool(select.select([process.answers], [], [], 0)[0]))
+        if tasks:
+            idle.work_until(lambda: bool(select.select([process.answers], [], [], 0)[0]))
     except BaseException:
         _give_up(process)
         raise
@@ -225,8 +238,10 @@ def solve_from_both_ends(solve: Callable[[Iterable[int]], np.ndarray | None], pa
     """
     n_parts = len(part_starts) - 1
     _claims[:] = (0, n_parts)  # the second process is between shares: it reads them once sent
+    # The processes meet, so this one waits for one part at most: the kept tasks (a few tenths
+    # of a second) would make it wait longer; they are done in a longer wait (a repair's).
     mine, theirs = run_both(lambda: solve(_from_first(n_parts)), _solve_from_last, solve, n_parts,
-                            split=int(part_starts[-1]) >= WORTH_SPLITTING)
+                            split=int(part_starts[-1]) >= WORTH_SPLITTING, tasks=False)
     if mine is None or theirs is None:
         return None
     return np.maximum(mine, theirs)
@@ -273,9 +288,12 @@ def _serve(tasks: int, answers: int, ahead: tuple[str, ...], arena: _Arena | Non
     closes or on any other error."""
     code = 1
     try:
-        for module in ahead:
+        for entry in ahead:
+            module, _, function = entry.partition(":")
             try:
-                importlib.import_module(module)
+                loaded = importlib.import_module(module)
+                if function:
+                    getattr(loaded, function)()
             except Exception:  # noqa: BLE001 - a share that needs it fails there, and is computed in the parent
                 pass
         while (message := _read_message(tasks, None)) is not None:

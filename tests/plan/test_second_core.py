@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
+from kit import jit
 from kit.formats import plan_text
 from kit.model import Broker, Cluster
 from kit.plan import plan_rebalance
@@ -66,6 +67,50 @@ def test_the_second_process_imports_the_modules_ahead_before_its_first_share(mon
                                             ["kit_ahead_probe", "no_such_module_for_kit"])
     assert here == [False] and theirs == [True, False]
     assert int((tmp_path / "imported-by").read_text()) != os.getpid()
+
+
+def test_an_entry_ahead_may_name_a_function_the_second_process_calls_once_imported(monkeypatch, tmp_path):
+    # ``module:function``: what a share will run loaded before the share comes (kit plan's compiled
+    # kernels); a function that is not there, or fails, is passed over like a module that does not import.
+    monkeypatch.delenv("KIT_PLAN_PROCESSES", raising=False)
+    if not second_core.available():
+        pytest.skip("needs fork and two cores")
+    (tmp_path / "kit_ahead_call_probe.py").write_text(
+        "import os\nloaded = []\n"
+        f"def ready():\n    loaded.append(1)\n    open({str(tmp_path / 'called-by')!r}, 'w').write(str(os.getpid()))\n"
+        "def broken():\n    raise RuntimeError('not today')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ahead = ("kit_ahead_call_probe:broken", "kit_ahead_call_probe:missing", "kit_ahead_call_probe:ready")
+    with second_core.second_process(ahead=ahead) as forked:
+        assert forked
+        assert _once_seen(str(tmp_path / "called-by"))  # called with no share sent
+        _, theirs = second_core.run_both(lambda: None, _loaded_by_probe)
+    assert theirs == [1]  # called once, after the one that failed
+    assert int((tmp_path / "called-by").read_text()) != os.getpid()
+
+
+def _loaded_by_probe():
+    return sys.modules["kit_ahead_call_probe"].loaded
+
+
+def test_a_wait_for_the_other_end_does_not_take_the_kept_tasks(process, tmp_path):
+    # The processes meet, so the wait is for one part at most: a task (a few tenths of a second)
+    # would only lengthen it. It is left for the next wait of `run_both`.
+    done = []
+    with idle.tasks_kept():
+        idle.while_waiting(lambda: done.append(os.getpid()))
+        starts = np.arange(0, 3 * second_core.WORTH_SPLITTING, second_core.WORTH_SPLITTING)
+        assert second_core.solve_from_both_ends(_parts_answered, starts).tolist() == [0, 1]
+        assert done == []
+        second_core.run_both(lambda: None, _pid_and, 1)
+        assert done == [os.getpid()]
+
+
+def _parts_answered(parts):
+    choice = np.full(2, -1)
+    for part in parts:
+        choice[part] = part
+    return choice
 
 
 def test_without_a_second_process_both_shares_are_computed_here():
@@ -151,13 +196,16 @@ def test_the_plan_is_the_same_with_its_shares_in_a_second_process(monkeypatch):
     shares = []
     run_both = second_core.run_both
 
-    def counted(here, there, *args, split=True):
+    def counted(here, there, *args, split=True, **options):
         # Parts solved from both ends go as second_core's function with the parts' solve.
         share = args[0] if there.__module__ == second_core.__name__ else there
         shares.append(share.__qualname__ if split else None)
-        return run_both(here, there, *args, split=split)
+        return run_both(here, there, *args, split=split, **options)
 
     monkeypatch.setattr(second_core, "run_both", counted)
+    # As in a process that has not loaded numba (a remove's, a leaders plan's): the leader flow's
+    # repair is a share too.
+    monkeypatch.setattr(jit, "numba_loaded", lambda: False)
     # The integer programs of the spare copies' placement (no share of theirs is split) are
     # searched once, for the first plan: the second gets HiGHS's same answers from memory
     # (`answers_kept`; tests/plan/test_mip.py holds a second search to the same answer). They
@@ -172,7 +220,7 @@ def test_the_plan_is_the_same_with_its_shares_in_a_second_process(monkeypatch):
             with second_core.second_process(), warnings.catch_warnings():
                 warnings.simplefilter("error", RuntimeWarning)  # no share fell back to this process
                 assert plan_text(plan_rebalance(cluster)) == want
-    assert {"_Batches.solve", "PartFlows.solve", "TopicFlow.quotas"} <= set(shares)
+    assert {"_Batches.solve", "PartFlows.solve", "TopicFlow.quotas", "_repaired_where_compiled"} <= set(shares)
 
 
 class _Parts(NamedTuple):

@@ -2,12 +2,19 @@
 finds an optimum of the same cost as OR-Tools' solve of the whole network."""
 from __future__ import annotations
 
+import os
+from unittest import mock
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order
 
+from kit import jit
+from kit.cli.plan import SHARE_MODULES
+from kit.concurrency import second_core
 from kit.plan.solvers import path_kernels
 from kit.plan.solvers.flow import penalty_tiers, soft_assignment, water_fill
 from kit.plan.solvers.split_flow import excess_pushed, repaired_assignment
@@ -193,3 +200,34 @@ def test_the_max_flow_over_the_arcs_reaching_a_deficit_is_the_flow_over_all(netw
     assert np.array_equal(reaching(tail, head, dst, size), np.flatnonzero(reaches[tail]))
     assert np.array_equal(excess_pushed(tail, head, cap, imb, size, reaching),
                           excess_pushed(tail, head, cap, imb, size))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.one_of(networks(), piled_networks()), st.booleans())
+def test_where_numba_is_not_loaded_here_the_repair_is_the_second_processs_share(args, upward):
+    # `kit plan`'s second process loads numba and the shortest paths' kernels ahead
+    # (kit.cli.plan.SHARE_MODULES): a repair in a process that has not loaded numba is sent
+    # there, and its answer is the one this process computes itself.
+    if not second_core.available():
+        pytest.skip("needs fork and two cores")
+    tiers = penalty_tiers(*args[4:7], upward)
+    network = (*args[:4], np.stack([c for c, _ in tiers], axis=1), np.array([c for _, c in tiers]), *args[7:])
+    here = repaired_assignment(*network, max_rounds=1000, max_excess=1.0, compiled=False)
+    sent = []
+    run_both = second_core.run_both
+
+    def recorded(mine, there, *rest, **options):
+        sent.append(there.__name__)
+        return run_both(mine, there, *rest, **options)
+
+    env = {k: v for k, v in os.environ.items() if k != "KIT_PLAN_PROCESSES"}
+    with mock.patch.dict(os.environ, env, clear=True), \
+            second_core.second_process(ahead=SHARE_MODULES) as forked, \
+            mock.patch.object(jit, "numba_loaded", lambda: False), \
+            mock.patch.object(second_core, "run_both", recorded):
+        assert forked
+        there = repaired_assignment(*network, max_rounds=1000, max_excess=1.0)
+    assert (here is None) == (there is None)
+    if here is not None:
+        assert np.array_equal(here, there)
+        assert sent[-1] == "_repaired_where_compiled"  # the repair's share, after the components'

@@ -37,6 +37,16 @@ def compiled():
     return _COMPILED
 
 
+def preload() -> None:
+    """Load numba, its compiler's state and the repair's kernels from the disk cache now (some
+    half a second a process's first compiled repair would spend before its first round): for
+    `kit plan`'s second process, which loads them while the first reads the cluster
+    (`kit.cli.plan.SHARE_MODULES`). A call with the argument types the repair passes, so that
+    nothing is compiled anew."""
+    nothing = np.zeros(0, dtype=np.int64)
+    compiled()[1](nothing, nothing, nothing, 1)
+
+
 _RESIDUAL = None
 
 

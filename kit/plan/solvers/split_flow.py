@@ -72,11 +72,14 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
         Per arc, a second objective (small non-negative integers) minimised among the
         optima of the first; default 1 on a costly arc (a change), 0 elsewhere.
     compiled : bool, optional
-        Whether the shortest paths run compiled (`path_kernels`); by default when numba is
-        loaded already (`kit.jit.numba_loaded`: the count balance of a large rebalance or
-        scale-out loads it; an az-loss does not, and importing numba and loading the kernels
-        there, 0.7 CPU s and 115 MiB, would cost what they save). The answer is the same
-        either way.
+        Whether the shortest paths run compiled (`path_kernels`), here. By default: compiled
+        here when numba is loaded already (`kit.jit.numba_loaded`: the count balance of a large
+        rebalance or scale-out loads it); otherwise, where there is a second process
+        (`second_core.running`), the repair is its share, compiled there when numba is loaded
+        there (`kit plan` has it load numba and the kernels while this process reads the
+        cluster: `kit.cli.plan.SHARE_MODULES`); else here in Python (an az-loss, a remove or a leaders
+        plan does not load numba, and importing it and loading the kernels here, 0.7 CPU s
+        and 115 MiB, would cost what they save). The answer is the same either way.
     Other parameters as `flow.soft_assignment`.
 
     Returns
@@ -101,10 +104,22 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
                                price[parent_of_group])
     if choice is None:
         return None
+    network = (n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost, parent_of_group, parent_lo,
+               parent_hi)
+    if compiled is None and not jit.numba_loaded() and second_core.running():
+        return second_core.run_both(lambda: None, _repaired_where_compiled, network, choice, price, max_rounds,
+                                    max_excess)[1]
     if compiled is None:
         compiled = jit.numba_loaded()
-    net = _Network(n_items, item_of_arc, group_of_arc, arc_cost, tier_cap, tier_cost,
-                   parent_of_group, parent_lo, parent_hi, path_kernels.compiled() if compiled else None)
+    net = _Network(*network, path_kernels.compiled() if compiled else None)
+    return _repair(net, choice, price, max_rounds, max_excess)
+
+
+def _repaired_where_compiled(network: tuple, choice: np.ndarray, price: np.ndarray, max_rounds: int,
+                             max_excess: float):
+    """`_repair` of `network` (`_Network`'s arguments), compiled when numba is loaded in this
+    process: the second process's share (`repaired_assignment`)."""
+    net = _Network(*network, path_kernels.compiled() if jit.numba_loaded() else None)
     return _repair(net, choice, price, max_rounds, max_excess)
 
 

@@ -154,8 +154,8 @@ class CountBalance:
         whatever the moves, unless numba is loaded already (`kit.jit.numba_loaded`). Else the
         first `_PLAIN_MOVES` as plain Python (`count_pick`'s search), the rest compiled; all
         compiled when the counts alone ask for more moves than that (the plain moves' searches
-        cost most on large clusters, where the balances are long). The moves are the same
-        either way."""
+        cost most on large clusters, where the balances are long), but for the first move of a
+        pool this plan placed. The moves are the same either way."""
         if quotas is not None:
             self.quotas = self.quota_arrays(quotas)
         state = np.zeros(3, dtype=np.int64)  # searching thoroughly, moves made, done
@@ -167,11 +167,18 @@ class CountBalance:
             self.reorder(orders)
             return int(state[1])
         kernels = count_pick.balance, count_kernels.bucket_orders
-        rows = min(_PLAIN_MOVES, _LOG_ROWS) if self.fewest_moves() <= _PLAIN_MOVES else 0
+        few = self.fewest_moves() <= _PLAIN_MOVES
+        # A pool this plan placed (an evacuation's re-placed replicas) mostly sits where the
+        # moves would go: its first move is searched for plainly, since finding none there spares
+        # the compiled kernel's loading (numba's, 0.5 s: a 200,000-partition remove's balance of
+        # a drifted cluster makes no move).
+        rows = min(_PLAIN_MOVES, _LOG_ROWS) if few else 2 if self.own_pool else 0
         log = np.empty((rows, 3), dtype=np.int64)
         # A batch logs at least 2 rows (a two-step move); one batch of 500 by default.
         while rows >= 2 and not state[2] and state[1] + rows <= _PLAIN_MOVES:
             self.make(log[:kernels[0](*args, log)])
+            if not few:
+                break
         if not state[2]:
             kernels = count_kernels.compiled()
             for logged in moves_aside(kernels[0], args, _LOG_ROWS):
