@@ -301,9 +301,9 @@ def test_the_waves_packed_in_the_second_process_are_those_packed_here(tmp_path, 
     shares = []
     run_both = second_core.run_both
 
-    def counted(here, there, *args, split=True):
+    def counted(here, there, *args, split=True, **options):
         shares.append((there.__qualname__, split))
-        return run_both(here, there, *args, split=split)
+        return run_both(here, there, *args, split=split, **options)
 
     monkeypatch.setattr(second_core, "run_both", counted)
     outputs = []
