@@ -371,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
 
-    provenance = {"command": " ".join(["bench/bench_plan.py", *(sys.argv[1:] if argv is None else argv)]),
+    provenance = {"command": topicmappr_peer.environment_shown(a.topicmappr)
+                  + " ".join(["bench/bench_plan.py", *(sys.argv[1:] if argv is None else argv)]),
                   "started": utc_now(), "load_before": load_average()}
     cache = a.cache
     work = cache / "runs"

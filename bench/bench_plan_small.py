@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
-    command = " ".join(["bench/bench_plan_small.py", *(sys.argv[1:] if argv is None else argv)])
+    command = topicmappr_peer.environment_shown(a.topicmappr) + " ".join(
+        ["bench/bench_plan_small.py", *(sys.argv[1:] if argv is None else argv)])
     started, load_before = utc_now(), load_average()
     cache = a.cache
     work = cache / "runs"

@@ -48,6 +48,14 @@ def find_binary(explicit: str | None) -> Path | None:
     return Path(found) if found else None
 
 
+def environment_shown(explicit: str | None) -> str:
+    """What a benchmark's command line is preceded by, to find topicmappr again as `find_binary`
+    did: ``TOPICMAPPR=PATH `` where the environment named it (`make bench TOPICMAPPR=PATH`), else
+    nothing (given by --topicmappr, on the command line already, or found on PATH)."""
+    named = os.environ.get("TOPICMAPPR")
+    return f"TOPICMAPPR={named} " if named and not explicit else ""
+
+
 class Peer(NamedTuple):
     """topicmappr ready for one scenario: its binary, the ZooKeeper holding the cluster, the
     cluster (kit's model of the snapshot), and whether kafka-kit's metric znodes are there."""

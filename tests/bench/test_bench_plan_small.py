@@ -34,12 +34,17 @@ def _fake(tmp_path: Path, fail: bool) -> tuple[Path, Path]:
     return binary, log
 
 
-def _run(shared_dir: Path, tmp_path: Path, binary: Path, actions: str) -> tuple[subprocess.CompletedProcess, str]:
+def _run(shared_dir: Path, tmp_path: Path, binary: Path, actions: str,
+         by_environment: bool = False) -> tuple[subprocess.CompletedProcess, str]:
     table = tmp_path / f"{binary.name}.md"
     cmd = [sys.executable, str(ROOT / "bench" / "bench_plan_small.py"), "--shared", str(shared_dir), "--sizes", "300",
-           "--actions", actions, "--repeat", "2", "--cache", str(tmp_path / "cache"), "--topicmappr", str(binary),
-           "--out", str(table)]
+           "--actions", actions, "--repeat", "2", "--cache", str(tmp_path / "cache"), "--out", str(table)]
     env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("TOPICMAPPR", None)
+    if by_environment:
+        env["TOPICMAPPR"] = str(binary)  # as `make bench TOPICMAPPR=PATH` gives it
+    else:
+        cmd += ["--topicmappr", str(binary)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     return r, table.read_text() if table.exists() else ""
 
@@ -79,7 +84,9 @@ def test_topicmappr_runs_beside_kit_and_its_time_is_in_the_row(shared_dir, tmp_p
 
 def test_a_failing_topicmappr_is_named_and_kits_row_stays(shared_dir, tmp_path):
     binary, log = _fake(tmp_path, fail=True)
-    r, table = _run(shared_dir, tmp_path, binary, "remove")
+    r, table = _run(shared_dir, tmp_path, binary, "remove", by_environment=True)
+    # the binary came from the environment: the table's command line says so, to be run again
+    assert f"- command: `TOPICMAPPR={binary} bench/bench_plan_small.py --shared" in table
     assert r.returncode == 0, r.stderr
     remove = _row(table, "remove")
     assert float(remove["median s"]) > 0 and remove["topicmappr s"] == ""
