@@ -75,11 +75,12 @@ def repaired_assignment(n_items: int, item_of_arc: np.ndarray, group_of_arc: np.
         Whether the shortest paths run compiled (`path_kernels`), here. By default: compiled
         here when numba is loaded already (`kit.jit.numba_loaded`: the count balance of a large
         rebalance or scale-out loads it); otherwise, where there is a second process
-        (`second_core.running`), the repair is its share, compiled there when numba is loaded
-        there (`kit plan` has it load numba and the kernels while this process reads the
-        cluster: `kit.cli.plan.SHARE_MODULES`); else here in Python (an az-loss, a remove or a leaders
-        plan does not load numba, and importing it and loading the kernels here, 0.7 CPU s
-        and 115 MiB, would cost what they save). The answer is the same either way.
+        (`second_core.running`: an az-loss's, a remove's or a leaders plan's), the repair is
+        its share, compiled there when numba is loaded there (`kit plan` has it load numba and
+        the kernels while this process reads the cluster, `kit.cli.plan.SHARE_MODULES`); else
+        here in numpy and scipy (a library caller's: importing numba and loading the kernels
+        here, 0.7 CPU s and 115 MiB, would cost what they save). The answer is the same
+        either way.
     Other parameters as `flow.soft_assignment`.
 
     Returns
