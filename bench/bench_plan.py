@@ -299,7 +299,7 @@ def bench_action(scenario: str, action: str, snap: Path, a: argparse.Namespace, 
         notes.append(f"{scenario} / {action}: {problem}")
     rows = [row]
     if peer_cmd:
-        shown = "topicmappr " + " ".join("<target brokers>" if x == args[args.index("--brokers") + 1] else x for x in args)
+        shown = topicmappr_peer.shown(args)
         if peer_failed or not topicmappr_peer.combined_map(peer_dir).exists():
             notes.append(f"{scenario} / {action}: `{shown}` failed: {peer_failed or 'no combined map'}")
         else:

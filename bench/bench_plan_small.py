@@ -117,7 +117,7 @@ def peer_for(binary: Path | None, peer_action: str, snap: Path, more: list[str],
     if peer_action == "rebalance-storage" and not zk.with_sizes:
         return None
     out_dir = work / "topicmappr"
-    shown = "topicmappr " + " ".join("<target brokers>" if x == args[args.index("--brokers") + 1] else x for x in args)
+    shown = topicmappr_peer.shown(args)
     return Peer(topicmappr_peer.command(binary, zk.connect, args, out_dir), out_dir, shown)
 
 

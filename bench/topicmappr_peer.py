@@ -97,6 +97,11 @@ def peer_args(action: str, cluster: Cluster, kit_extra: list[str]) -> list[str] 
     return None
 
 
+def shown(args: list[str]) -> str:
+    """`peer_args`' command as a table's notes show it: the target brokers' long list named, not listed."""
+    return "topicmappr " + " ".join("<target brokers>" if x == args[args.index("--brokers") + 1] else x for x in args)
+
+
 def command(binary: Path, connect: str, args: list[str], out_dir: Path) -> list[str]:
     """The whole command line: ZooKeeper's address first (a root flag), the per-topic maps and
     the combined one into `out_dir`, warnings not fatal (they are printed, as kit prints its)."""
