@@ -38,7 +38,7 @@ def _run(shared_dir: Path, tmp_path: Path, binary: Path, actions: str,
          by_environment: bool = False) -> tuple[subprocess.CompletedProcess, str]:
     table = tmp_path / f"{binary.name}.md"
     cmd = [sys.executable, str(ROOT / "bench" / "bench_plan_small.py"), "--shared", str(shared_dir), "--sizes", "300",
-           "--actions", actions, "--repeat", "2", "--cache", str(tmp_path / "cache"), "--out", str(table)]
+           "--actions", actions, "--repeat", "1", "--cache", str(tmp_path / "cache"), "--out", str(table)]
     env = {**os.environ, "HOME": str(tmp_path)}
     env.pop("TOPICMAPPR", None)
     if by_environment:
@@ -66,14 +66,15 @@ def test_topicmappr_runs_beside_kit_and_its_time_is_in_the_row(shared_dir, tmp_p
     remove = _row(table, "remove")
     assert float(remove["topicmappr s"]) > 0
     kit_s, tm_s = float(remove["median s"]), float(remove["topicmappr s"])
-    # the ratio is the median of the runs' own ratios, close to the medians' ratio with 2 runs
-    assert abs(float(remove["kit / topicmappr"]) - kit_s / tm_s) <= 0.5 * kit_s / tm_s
+    # one timed run: the ratio is that run's kit seconds / topicmappr seconds, each shown to 0.01 s
+    ratio = float(remove["kit / topicmappr"])
+    assert (kit_s - 0.005) / (tm_s + 0.005) - 0.005 <= ratio <= (kit_s + 0.005) / (tm_s - 0.005) + 0.005
     # rf has no topicmappr counterpart: kit's figures alone
     rf = _row(table, "rf")
     assert rf["topicmappr s"] == "" and rf["kit / topicmappr"] == "" and float(rf["median s"]) > 0
-    # once untimed and twice timed, each right after a kit run, on the brokers kit keeps
+    # once untimed and once timed, each right after a kit run, on the brokers kit keeps
     calls = [json.loads(ln) for ln in log.read_text().splitlines()]
-    assert len(calls) == 3
+    assert len(calls) == 2
     snap = json.loads(next((tmp_path / "cache").glob("drift-p300-*.json")).read_text())
     live = sorted(b["id"] for b in snap["brokers"] if b.get("alive", True))
     brokers = [int(b) for b in calls[0][calls[0].index("--brokers") + 1].split(",")]

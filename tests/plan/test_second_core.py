@@ -96,13 +96,15 @@ def _loaded_by_probe():
 def test_a_wait_for_the_other_end_does_not_take_the_kept_tasks(process, tmp_path):
     # The processes meet, so the wait is for one part at most: a task (a few tenths of a second)
     # would only lengthen it. It is left for the next wait of `run_both`.
-    done = []
+    done, flag = [], tmp_path / "done-here"
     with idle.tasks_kept():
-        idle.while_waiting(lambda: done.append(os.getpid()))
+        idle.while_waiting(lambda: (done.append(os.getpid()), flag.touch()))
         starts = np.arange(0, 3 * second_core.WORTH_SPLITTING, second_core.WORTH_SPLITTING)
         assert second_core.solve_from_both_ends(_parts_answered, starts).tolist() == [0, 1]
         assert done == []
-        second_core.run_both(lambda: None, _pid_and, 1)
+        # The next share ends only once the task ran here: it ran during that wait, however
+        # fast the second process answers.
+        assert second_core.run_both(lambda: None, _once_seen, str(flag)) == (None, True)
         assert done == [os.getpid()]
 
 
