@@ -243,5 +243,5 @@ def fold_by_loop(start: list[float], keys: np.ndarray, first: np.ndarray, counts
             for k, a, c in zip(keys.tolist(), first.tolist(), counts.tolist())}
 
 
-__all__ = ["pair_keys", "member", "dense_codes", "distinct", "appearance_order", "Lists", "in_lists", "positions", "row_entries",
-           "flatten", "fold_sums", "fold_many", "fold_by_loop"]
+__all__ = ["pair_keys", "member", "dense_codes", "distinct", "appearance_order", "Lists", "in_lists", "positions",
+           "row_entries", "flatten", "fold_sums", "fold_many", "fold_by_loop"]
