@@ -7,10 +7,12 @@ For each scenario a snapshot is generated once with shared/tools/gen_cluster.py
 (RF 3, 3 racks, 1000 topics; cached in build/bench/), then:
 
   replace    (--dead 2)   kit plan replace --replace OLD:NEW,OLD:NEW
-  az-loss                 kit plan az-loss --rack <the lost rack>
+  az-loss                 kit plan az-loss --rack <the lost rack>; the same with
+                          --leadership keep (row az-loss-keep)
   scale-out  (--add 6)    kit plan scale-out
   drift                   kit plan rebalance; kit plan leaders;
-                          kit plan remove --remove <the two highest broker ids>
+                          kit plan remove --remove <the two highest broker ids>;
+                          the same with --leadership keep (row remove-keep)
   skewed-storage          kit plan rebalance --placement storage
 
 Each `kit plan` runs in a child process: wall time, and peak resident memory
@@ -63,9 +65,9 @@ from kit.formats import load_snapshot  # noqa: E402
 
 SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
     "replace": (["--scenario", "replace", "--dead", "2"], ["replace"]),
-    "az-loss": (["--scenario", "az-loss"], ["az-loss"]),
+    "az-loss": (["--scenario", "az-loss"], ["az-loss", "az-loss-keep"]),
     "scale-out": (["--scenario", "scale-out", "--add", "6"], ["scale-out"]),
-    "drift": (["--scenario", "drift"], ["rebalance", "leaders", "remove"]),
+    "drift": (["--scenario", "drift"], ["rebalance", "leaders", "remove", "remove-keep"]),
     "skewed-storage": (["--scenario", "skewed-storage"], ["rebalance-storage"]),
 }
 
@@ -162,8 +164,23 @@ def run_child(cmd: list[str], stdout: Path, stderr: Path,
     return usage["wall_s"], usage["cpu_s"], usage["peak_kib"] / 1024.0, usage["exit"]
 
 
+# Rows that are another action's command with options added: the row, the `kit plan` action and the options.
+VARIANTS = {"rebalance-storage": ("rebalance", ["--placement", "storage"]),
+            "az-loss-keep": ("az-loss", ["--leadership", "keep"]),
+            "remove-keep": ("remove", ["--leadership", "keep"])}
+
+
+def kit_action(action: str) -> tuple[str, list[str]]:
+    """The `kit plan` action of a row, and the options the row adds to it (`VARIANTS`)."""
+    return VARIANTS.get(action, (action, []))
+
+
 def action_args(action: str, snap: Path) -> tuple[list[str], list[int] | None]:
     """Extra `kit plan` options, and the target brokers to score against (None: live brokers)."""
+    action, added = kit_action(action)
+    if added:
+        extra, targets = action_args(action, snap)
+        return [*added, *extra], targets
     if action == "replace":
         return ["--replace", replace_arg(load_snapshot(str(snap)))], None
     with open(snap) as f:
@@ -260,9 +277,7 @@ def bench_action(scenario: str, action: str, snap: Path, a: argparse.Namespace, 
     a drift of the machine's speed reaches both alike. topicmappr's runs end after
     `a.topicmappr_timeout` s."""
     extra, targets = action_args(action, snap)
-    cli_action = action
-    if action == "rebalance-storage":
-        cli_action, extra = "rebalance", ["--placement", "storage", *extra]
+    cli_action = kit_action(action)[0]
     stem = work / f"{scenario}-{action}"
     plan, report = stem.with_suffix(".plan.json"), stem.with_suffix(".report.json")
     kit_cmd = kit_command() + ["plan", cli_action, "--snapshot", str(snap), *extra,

@@ -11,7 +11,9 @@ build/bench/small/), then every action runs on it as `kit plan` in a child proce
 
   replace    (replace, --dead 2)      --replace OLD:NEW,OLD:NEW
   remove     (drift)                  --remove <the two highest broker ids>
+  remove-keep                         the same with --leadership keep
   az-loss    (az-loss)                --rack <the lost rack>
+  az-loss-keep                        the same with --leadership keep
   scale-out  (scale-out, --add 3)
   rf         (balanced)               --topics 'topic-000[0-9]' --replication 4
   rebalance  (drift)                  and rebalance --placement storage (skewed-storage)
@@ -69,7 +71,9 @@ SCENARIOS = {
 CASES = [
     ("replace", "replace", "replace", [], "replace"),
     ("remove", "drift", "remove", [], "remove"),
+    ("remove-keep", "drift", "remove", ["--leadership", "keep"], "remove-keep"),
     ("az-loss", "az-loss", "az-loss", [], "az-loss"),
+    ("az-loss-keep", "az-loss", "az-loss", ["--leadership", "keep"], "az-loss-keep"),
     ("scale-out", "scale-out", "scale-out", [], "scale-out"),
     ("rf", "balanced", "rf", ["--topics", "topic-000[0-9]", "--replication", "4"], "rf"),
     ("rebalance", "drift", "rebalance", [], "rebalance"),

@@ -83,6 +83,7 @@ SPELLING = {
     "sub_affinity": ("--sub-affinity", dict(action="store_true")),
     "force_rebuild": ("--force-rebuild", dict(action="store_true")),
     "min_rack_ids": ("--min-rack-ids", dict(type=whole(0), metavar="N")),
+    "leadership": ("--leadership", {}),  # its choices: the Input's
 }
 
 
@@ -110,6 +111,8 @@ def declare_action(p: Parser, action) -> None:
     shared_options(p)
     for given in action.inputs:
         flag, spelling = SPELLING[given.name]
+        if given.choices:
+            spelling = dict(spelling, choices=given.choices, default=given.choices[0])
         p.add_argument(flag, dest=given.name, required=given.required, help=given.help, **spelling)
 
 

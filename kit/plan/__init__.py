@@ -30,10 +30,12 @@ def __getattr__(name: str):
 
 class Input(NamedTuple):
     """One of an action's own inputs: the planner's keyword, whether the action cannot do
-    without it, and what it means (None: the option's name says it)."""
+    without it, what it means (None: the option's name says it), and the values it takes
+    where the planner names them (the first the default)."""
     name: str
     required: bool = False
     help: str | None = None
+    choices: tuple[str, ...] = ()
 
 
 class Action(NamedTuple):
@@ -52,13 +54,19 @@ class Action(NamedTuple):
         return __getattr__(f"plan_{self.module}")
 
 
+# An evacuation's leadership (kit.plan.actions.remove.evacuate), the first the default.
+LEADERSHIP_MODES = ("balance", "keep")
+LEADERSHIP = Input("leadership", help="balance (default): reorder replicas for even leadership overall, per topic "
+                   "and after a failover; keep: reorder none, only the partitions that lose a replica change "
+                   "(topicmappr's rebuild without --optimize-leadership)", choices=LEADERSHIP_MODES)
 SIZE_FACTOR = Input("size_factor", help="multiply partition sizes by F for storage placement (headroom for growth)")
 ACTIONS: dict[str, Action] = {
     "replace": Action("replace", "OLD's replica slots go to NEW, nothing else moves",
                       (Input("pairs", required=True),), swaps=True),
-    "remove": Action("remove", "evacuate brokers, balanced over the rest", (Input("remove", required=True),)),
+    "remove": Action("remove", "evacuate brokers, balanced over the rest",
+                     (Input("remove", required=True), LEADERSHIP)),
     "az-loss": Action("az_loss", "every replica in the lost rack re-placed on the others",
-                      (Input("rack", required=True),)),
+                      (Input("rack", required=True), LEADERSHIP)),
     "scale-out": Action("scale_out", "move the minimum onto new/underfull brokers until balanced"),
     "rf": Action("rf", "change the replication factor of the selected topics",
                  (Input("replication", required=True),), warns=False),
@@ -74,4 +82,4 @@ ACTIONS: dict[str, Action] = {
         Input("replication", help="set the replication factor"),
         Input("min_rack_ids", help="distinct racks each replica set must span (0 = as many as possible)"))),
 }
-__all__ += ["ACTIONS", "Action", "Input"]
+__all__ += ["ACTIONS", "Action", "Input", "LEADERSHIP_MODES"]

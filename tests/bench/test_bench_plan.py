@@ -35,3 +35,18 @@ def test_a_run_past_its_timeout_is_stopped_and_says_so(tmp_path):
 def test_a_failed_run_gives_its_exit_code(tmp_path):
     _, _, _, code = bench_plan.run_child(["sh", "-c", "echo no >&2; exit 3"], tmp_path / "out", tmp_path / "err")
     assert code == 3 and (tmp_path / "err").read_text() == "no\n"
+
+
+def test_a_keep_row_is_its_actions_command_with_leadership_kept(tmp_path):
+    snap = tmp_path / "snap.json"
+    snap.write_text('{"version": 1, "brokers": [' + ", ".join(
+        f'{{"id": {b}, "rack": "r{b % 3}"}}' for b in range(1001, 1007)) + '], "partitions": []}')
+    assert bench_plan.kit_action("remove-keep") == ("remove", ["--leadership", "keep"])
+    assert bench_plan.kit_action("az-loss-keep") == ("az-loss", ["--leadership", "keep"])
+    assert bench_plan.kit_action("remove") == ("remove", [])
+    extra, targets = bench_plan.action_args("remove-keep", snap)
+    assert extra == ["--leadership", "keep", "--remove", "1005,1006"] and targets == [1001, 1002, 1003, 1004]
+    assert bench_plan.action_args("remove", snap) == (["--remove", "1005,1006"], [1001, 1002, 1003, 1004])
+    for scenario in ("az-loss", "drift"):
+        rows = bench_plan.SCENARIOS[scenario][1]
+        assert all(row.removesuffix("-keep") in rows for row in rows)

@@ -40,6 +40,15 @@ def test_each_action_names_the_brokers_kit_plans_for(snapshots):
     every = sorted(b["id"] for b in _doc(snapshots["balanced"])["brokers"])
     remove = topicmappr_peer.peer_args("remove", balanced, ["--remove", f"{every[-2]},{every[-1]}"])
     assert _brokers(remove) == every[:-2]
+    # kit's evacuations balance leadership: topicmappr's same change optimises it too; with
+    # kit's leadership kept, the plain rebuild (which reorders nothing either) is the peer.
+    kept = topicmappr_peer.peer_args("remove-keep", balanced, ["--leadership", "keep", "--remove", f"{every[-1]}"])
+    assert remove[-1] == "--optimize-leadership" and "--optimize-leadership" not in kept
+    assert _brokers(kept) == every[:-1]
+    assert kept[kept.index("--min-rack-ids"):] == remove[remove.index("--min-rack-ids"):-1]
+    assert args[-1] == "--optimize-leadership"
+    az_kept = topicmappr_peer.peer_args("az-loss-keep", az, ["--leadership", "keep", "--rack", "rack-c"])
+    assert az_kept == args[:-1]
     assert "--sub-affinity" in topicmappr_peer.peer_args("replace", load_snapshot(str(snapshots["replace"])), [])
     for action in ("scale-out", "rebalance"):
         assert "--force-rebuild" in topicmappr_peer.peer_args(action, balanced, [])
@@ -102,7 +111,7 @@ def test_without_the_binary_the_table_says_so(shared_dir, tmp_path):
     table = (tmp_path / "table.md").read_text()
     assert "none given and none on PATH" in table
     rows = [ln for ln in table.splitlines() if ln.startswith("| az-loss")]
-    assert len(rows) == 1 and "| kit |" in rows[0]
+    assert len(rows) == 2 and all("| kit |" in row for row in rows)  # az-loss and az-loss-keep
 
     # a named binary that is not there: one line, exit 2, nothing written
     other = tmp_path / "other"

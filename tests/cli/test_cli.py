@@ -130,6 +130,33 @@ def test_remove_evacuates_the_broker_rack_safely(tmp_path, snapshots):
     assert "Broker 1004 marked for removal" in stdout
 
 
+def test_remove_with_leadership_kept_changes_only_the_evacuated_partitions_in_their_slots(tmp_path, snapshots):
+    snap, after, rep, stdout = plan_ok(tmp_path, "remove", snapshots["balanced"], "--remove", "1004,1008",
+                                       "--leadership", "keep")
+    before = replica_map(snap)
+    held = {k for k, reps in before.items() if {1004, 1008} & set(reps)}
+    assert held and {k for k in before if after[k] != before[k]} == held  # no other partition reordered
+    for k in held:
+        for pos, b in enumerate(before[k]):
+            assert (after[k][pos] == b) == (b not in (1004, 1008)), k  # the new replica takes the leaving one's slot
+    assert rep["movement"]["partitions_changed"] == len(held)
+    assert "leadership kept as it stands (--leadership keep)" in stdout
+    # The default balances leadership: it reorders partitions nothing evacuates as well.
+    balanced = plan_ok(tmp_path, "remove", snapshots["balanced"], "--remove", "1004,1008")[1]
+    assert any(balanced[k] != before[k] for k in before if k not in held)
+
+
+def test_az_loss_with_leadership_kept_changes_only_the_lost_racks_slots(tmp_path, snapshots):
+    snap, after, _, stdout = plan_ok(tmp_path, "az-loss", snapshots["az-loss"], "--rack", "rack-c",
+                                     "--leadership", "keep")
+    racks = rack_of(snap)
+    for k, reps in replica_map(snap).items():
+        assert [b for b in after[k] if racks[b] != "rack-c"] == after[k], k
+        assert [(pos, b) for pos, b in enumerate(reps) if racks[b] != "rack-c"] == \
+            [(pos, b) for pos, b in enumerate(after[k]) if b in reps], k
+    assert "leadership kept as it stands" in stdout
+
+
 def test_az_loss_moves_every_replica_off_the_rack(tmp_path, snapshots):
     snap, after, rep, _ = plan_ok(tmp_path, "az-loss", snapshots["az-loss"], "--rack", "rack-c")
     racks = rack_of(snap)
@@ -377,6 +404,8 @@ USAGE = {
     "missing-snapshot-option": (["plan", "rebalance"], r"--snapshot --zk --bootstrap is required"),
     "bad-replace-pair": (["plan", "replace", "--snapshot", "{snap}", "--replace", "1007-1013"], r"OLD:NEW"),
     "bad-remove-ids": (["plan", "remove", "--snapshot", "{snap}", "--remove", "a,b"], r"broker ids"),
+    "bad-leadership": (["plan", "remove", "--snapshot", "{snap}", "--remove", "1004", "--leadership", "even"],
+                       r"--leadership: invalid choice: 'even'"),
     "replication-not-int": (["plan", "rf", "--snapshot", "{snap}", "--replication", "x"], r"expected a whole number"),
     "bad-placement": (["plan", "rebalance", "--snapshot", "{snap}", "--placement", "magic"], r"invalid choice"),
     "negative-max-changes": (["plan", "leaders", "--snapshot", "{snap}", "--max-changes", "-1"], r"--max-changes"),

@@ -8,8 +8,9 @@ from kit.plan.select import resolve_brokers, select_partitions
 
 
 def plan_az_loss(cluster: Cluster, rack: str, topics: str | None = None, exclude: str | None = None,
-                 brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
-    """Treat every broker of `rack` as gone and move their replicas to the remaining racks.
+                 brokers: list[int] | None = None, ignore_warns: bool = False, leadership: str = "balance") -> Plan:
+    """Treat every broker of `rack` as gone and move their replicas to the remaining racks;
+    leadership balanced, or kept as it stands (`leadership`: `remove.evacuate`).
 
     Read from ZooKeeper, a lost rack's brokers are just missing: Kafka keeps no record of a dead
     broker's rack. When `rack` names no known broker and no live broker is without a rack, the
@@ -27,7 +28,7 @@ def plan_az_loss(cluster: Cluster, rack: str, topics: str | None = None, exclude
     if not targets:
         raise BadInput(f"no target brokers outside rack {rack}")
     plan = evacuate(cluster, targets, selected, "az-loss", f"rack {rack} lost", removed=lost,
-                    ignore_warns=ignore_warns)
+                    ignore_warns=ignore_warns, leadership=leadership)
     if inferred:
         plan.notes.append(f"no registered broker is in rack {rack}: taking the {len(lost)} dead broker(s) "
                              f"{','.join(map(str, lost))} as its brokers")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kit.errors import BadInput
 from kit.model import Cluster, Plan
+from kit.plan import LEADERSHIP_MODES
 from kit.plan.pipeline import Stages, run
 from kit.plan.select import broker_changes, resolve_brokers, select_partitions
 from kit.plan.steps.exact_refinement import exact_evacuate
@@ -12,26 +13,42 @@ from kit.plan.steps.spare_copies import place_within_copies
 from kit.plan.workspace import Workspace
 
 
+# What an evacuation does with leadership (`kit plan remove/az-loss --leadership`, one of
+# kit.plan.LEADERSHIP_MODES): "balance" reorders replicas for even leadership overall, per topic
+# and after a failover (the contract's "balanced over the rest"); "keep" reorders none, so only
+# the partitions that lose a replica change, a new replica taking the slot of the one it
+# replaces (topicmappr's rebuild without --optimize-leadership does the same).
+KEPT_NOTE = ("leadership kept as it stands (--leadership keep): no replica reordered for balance; a new replica "
+             "takes the slot of the one it replaces, the first slot too")
+
+
 def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: str, reason: str,
-             removed=(), min_rack_ids: int | None = None, ignore_warns: bool = False) -> Plan:
+             removed=(), min_rack_ids: int | None = None, ignore_warns: bool = False,
+             leadership: str = "balance") -> Plan:
     """Re-place exactly the selected replicas that sit outside `targets`, then balance leadership
-    (`remove`, `az-loss` and the doctor's healing)."""
+    unless `leadership` is "keep" (`remove`, `az-loss` and the doctor's healing)."""
+    if leadership not in LEADERSHIP_MODES:
+        raise BadInput(f"--leadership {leadership!r}: expected one of {', '.join(LEADERSHIP_MODES)}")
     ws = Workspace(cluster, targets, selected, min_rack_ids)
     rf_max = max((len(ws.assign[p]) for p in ws.selected), default=0)
     if rf_max > len(targets):
         raise BadInput(f"replication factor {rf_max} is larger than the {len(targets)} target brokers available")
     # No count balance: only the replicas that must move do (placing them evens out where
     # they land, the exact refinement further); the spare copies spend no copy beyond them.
+    # With leadership kept the spare copies have no leadership target to serve.
+    balanced = leadership == "balance"
     stages = Stages(place=lambda ws: place_orphans(ws, reason, allow_rack_violation=ignore_warns),
                     exact_refinement=lambda ws: exact_evacuate(ws, reason),
-                    leadership=lambda ws: lead_then_even_pairs(ws, reason),
-                    spare_copies=lambda ws: (place_within_copies(ws, reason), prove_failover(ws, reason)))
-    return run(ws, stages, action, broker_changes(cluster, targets, removed=removed))
+                    leadership=(lambda ws: lead_then_even_pairs(ws, reason)) if balanced else None,
+                    spare_copies=(lambda ws: (place_within_copies(ws, reason), prove_failover(ws, reason)))
+                    if balanced else None)
+    return run(ws, stages, action, broker_changes(cluster, targets, removed=removed), () if balanced else (KEPT_NOTE,))
 
 
 def plan_remove(cluster: Cluster, remove: list[int], topics: str | None = None, exclude: str | None = None,
-                brokers: list[int] | None = None, ignore_warns: bool = False) -> Plan:
-    """Move every replica off the brokers in `remove`, with the fewest additions and even counts."""
+                brokers: list[int] | None = None, ignore_warns: bool = False, leadership: str = "balance") -> Plan:
+    """Move every replica off the brokers in `remove`, with the fewest additions and even counts;
+    leadership balanced, or kept as it stands (`leadership`: `evacuate`)."""
     if not remove:
         raise BadInput("--remove needs at least one broker id")
     for b in remove:
@@ -41,4 +58,5 @@ def plan_remove(cluster: Cluster, remove: list[int], topics: str | None = None, 
     targets = [b for b in resolve_brokers(cluster, brokers, selected) if b not in set(remove)]
     if not targets:
         raise BadInput("no target brokers left after --remove")
-    return evacuate(cluster, targets, selected, "remove", "broker removed", removed=remove, ignore_warns=ignore_warns)
+    return evacuate(cluster, targets, selected, "remove", "broker removed", removed=remove, ignore_warns=ignore_warns,
+                    leadership=leadership)
