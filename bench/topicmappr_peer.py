@@ -4,10 +4,10 @@ kit reads the snapshot file; topicmappr (kafka-kit v3) reads Kafka's znodes. So 
 snapshot is laid out once in a real local ZooKeeper (`cluster_in_zookeeper`: the live brokers
 registered, the topics' assignments in Kafka's layout, kafka-kit's /topicmappr/partitionmeta and
 /topicmappr/brokermetrics where they fit in a znode), and each kit action is matched with the
-topicmappr command an operator would run for the same change (`peer_args`): the same change, so
-where kit's command balances leadership, topicmappr's optimises it too (design.md's peer table,
-older, ran the evacuations as plain rebuilds: kit's rows with `--leadership keep` get those). Its combined map is Kafka's reassignment JSON, scored by
-evaluate_plan.py like kit's plan.
+topicmappr command an operator would run for the same change (`peer_args`): where kit's command
+balances leadership, topicmappr's optimises it too (design.md's peer table, older, ran the
+evacuations as plain rebuilds: kit's rows with `--leadership keep` get those). Its combined map
+is Kafka's reassignment JSON, scored by evaluate_plan.py like kit's plan.
 
 The binary: `--topicmappr PATH`, else $TOPICMAPPR, else `topicmappr` on PATH (`find_binary`).
 Without one, bench_plan.py reports the ratio to the I/O floor alone (issue 38).

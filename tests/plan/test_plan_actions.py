@@ -61,6 +61,17 @@ def test_placement_never_reuses_a_broker_or_a_rack_of_the_replica_set():
         assert len({c.rack_of(b) for b in reps}) == 3
 
 
+def test_an_evacuation_takes_only_the_leadership_modes_it_names():
+    c = cluster(RACKED, spread_layout(12))
+    with pytest.raises(BadInput, match="--leadership 'sideways': expected one of balance, keep"):
+        planners.plan_remove(c, [1001], leadership="sideways")
+    with pytest.raises(BadInput, match="--leadership"):
+        planners.plan_az_loss(c, "a", leadership="")
+    kept = planners.plan_remove(c, [1001], leadership="keep")
+    assert [i for i, p in enumerate(c.partitions) if kept.after[i] != list(p.replicas)] == \
+        [i for i, p in enumerate(c.partitions) if 1001 in p.replicas]
+
+
 def test_min_rack_ids_beyond_the_racks_available_is_unsafe():
     c = cluster(RACKED, spread_layout(12))
     with pytest.raises(Unsafe, match="min-rack-ids 4"):

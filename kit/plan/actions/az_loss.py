@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from kit.errors import BadInput
 from kit.model import Cluster, Plan
+from kit.plan import LEADERSHIP_MODES
 from kit.plan.actions.remove import evacuate
 from kit.plan.select import resolve_brokers, select_partitions
 
 
 def plan_az_loss(cluster: Cluster, rack: str, topics: str | None = None, exclude: str | None = None,
-                 brokers: list[int] | None = None, ignore_warns: bool = False, leadership: str = "balance") -> Plan:
+                 brokers: list[int] | None = None, ignore_warns: bool = False,
+                 leadership: str = LEADERSHIP_MODES[0]) -> Plan:
     """Treat every broker of `rack` as gone and move their replicas to the remaining racks;
     leadership balanced, or kept as it stands (`leadership`: `remove.evacuate`).
 

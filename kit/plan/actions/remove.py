@@ -24,9 +24,10 @@ KEPT_NOTE = ("leadership kept as it stands (--leadership keep): no replica reord
 
 def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: str, reason: str,
              removed=(), min_rack_ids: int | None = None, ignore_warns: bool = False,
-             leadership: str = "balance") -> Plan:
+             leadership: str = LEADERSHIP_MODES[0]) -> Plan:
     """Re-place exactly the selected replicas that sit outside `targets`, then balance leadership
-    unless `leadership` is "keep" (`remove`, `az-loss` and the doctor's healing)."""
+    unless `leadership` is "keep" (`remove`, `az-loss` and the doctor's healing; the default
+    is "balance")."""
     if leadership not in LEADERSHIP_MODES:
         raise BadInput(f"--leadership {leadership!r}: expected one of {', '.join(LEADERSHIP_MODES)}")
     ws = Workspace(cluster, targets, selected, min_rack_ids)
@@ -46,7 +47,8 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
 
 
 def plan_remove(cluster: Cluster, remove: list[int], topics: str | None = None, exclude: str | None = None,
-                brokers: list[int] | None = None, ignore_warns: bool = False, leadership: str = "balance") -> Plan:
+                brokers: list[int] | None = None, ignore_warns: bool = False,
+                leadership: str = LEADERSHIP_MODES[0]) -> Plan:
     """Move every replica off the brokers in `remove`, with the fewest additions and even counts;
     leadership balanced, or kept as it stands (`leadership`: `evacuate`)."""
     if not remove:
