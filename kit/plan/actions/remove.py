@@ -7,6 +7,7 @@ from kit.plan import LEADERSHIP_MODES
 from kit.plan.pipeline import Stages, run
 from kit.plan.select import broker_changes, resolve_brokers, select_partitions
 from kit.plan.steps.exact_refinement import exact_evacuate
+from kit.plan.steps.leadership import even_followers
 from kit.plan.steps.pair_balance import lead_then_even_pairs, prove_failover
 from kit.plan.steps.place import place_orphans
 from kit.plan.steps.spare_copies import place_within_copies
@@ -15,11 +16,12 @@ from kit.plan.workspace import Workspace
 
 # What an evacuation does with leadership (`kit plan remove/az-loss --leadership`, one of
 # kit.plan.LEADERSHIP_MODES): "balance" reorders replicas for even leadership overall, per topic
-# and after a failover (the contract's "balanced over the rest"); "keep" reorders none, so only
-# the partitions that lose a replica change, a new replica taking the slot of the one it
-# replaces (topicmappr's rebuild without --optimize-leadership does the same).
-KEPT_NOTE = ("leadership kept as it stands (--leadership keep): no replica reordered for balance; a new replica "
-             "takes the slot of the one it replaces, the first slot too")
+# and after a failover (the contract's "balanced over the rest"); "keep" changes only the
+# partitions that lose a replica, a new replica taking the slot of the one it replaces (as
+# topicmappr's rebuild without --optimize-leadership does), and orders their followers for even
+# failover (`leadership.even_followers`): no leader moves but into a leaving one's slot.
+KEPT_NOTE = ("leadership kept (--leadership keep): only the partitions that lose a replica change, the new replica "
+             "in the slot of the one it replaces (the first slot too), their followers ordered for even failover")
 
 
 def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: str, reason: str,
@@ -36,11 +38,13 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
         raise BadInput(f"replication factor {rf_max} is larger than the {len(targets)} target brokers available")
     # No count balance: only the replicas that must move do (placing them evens out where
     # they land, the exact refinement further); the spare copies spend no copy beyond them.
-    # With leadership kept the spare copies have no leadership target to serve.
+    # With leadership kept the spare copies have no leadership target to serve, and only the
+    # partitions placed anew (those with a reason) may take another follower order.
     balanced = leadership == "balance"
     stages = Stages(place=lambda ws: place_orphans(ws, reason, allow_rack_violation=ignore_warns),
                     exact_refinement=lambda ws: exact_evacuate(ws, reason),
-                    leadership=(lambda ws: lead_then_even_pairs(ws, reason)) if balanced else None,
+                    leadership=(lambda ws: lead_then_even_pairs(ws, reason)) if balanced else
+                    (lambda ws: even_followers(ws, sorted(ws.reasons))),
                     spare_copies=(lambda ws: (place_within_copies(ws, reason), prove_failover(ws, reason)))
                     if balanced else None)
     return run(ws, stages, action, broker_changes(cluster, targets, removed=removed), () if balanced else (KEPT_NOTE,))

@@ -314,8 +314,10 @@ def _last(low: int, high: int, ok) -> int:
     return low
 
 
-def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame) -> _Choice:
-    """New first followers so each leader's failover spreads evenly, changing as few as possible."""
+def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Frame,
+                      only: np.ndarray | None = None) -> _Choice:
+    """New first followers so each leader's failover spreads evenly, changing as few as possible;
+    `only`: a mask of the partitions that may change (default: every selected one)."""
     nt = fr.nt
     pos = fr.pos_matrix(mat)
     if pos.shape[1] < 2:
@@ -326,7 +328,7 @@ def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Fra
     # Candidates: the followers on the targets in another rack than the leader, in order.
     fol = pos[:, 1:]
     cand = led_by[:, None] & (fol >= 0) & fr.elig[lead[:, None], fol]
-    movable = ws.is_selected & cand.any(axis=1)
+    movable = ws.is_selected & cand.any(axis=1) & (True if only is None else only)
     rows, cols = np.nonzero(cand & movable[:, None])  # row-major: by partition, then position
     items = np.flatnonzero(movable)
     if not items.size:
@@ -369,6 +371,26 @@ def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Fra
     new = follower != mat[items, 1]
     rows = items[new]
     return rows, mat[rows, 0], follower[new]
+
+
+def even_followers(ws: Workspace, rows) -> bool:
+    """Reorder the followers of the partitions `rows` for even failover, their leaders kept and
+    every other partition as it is (an evacuation with leadership kept: the partitions it
+    changes anyway). Taken only when it ranks strictly better (`RANKING`); whether it was."""
+    if not len(rows) or ws.target_idx.size < 2:
+        return False
+    lens, cur = replica_matrix(ws, ws.assign)
+    before = order_figures(ws, lens, cur)
+    if before.met():
+        return False
+    fr = _Frame(ws, lens, cur)
+    only = np.zeros(len(lens), dtype=bool)
+    only[np.asarray(rows, dtype=np.int64)] = True
+    new = _reordered(lens, cur, _choose_followers(ws, lens, cur, fr, only))
+    if not RANKING.key(ws, order_figures(ws, lens, new)) < RANKING.key(ws, before):
+        return False
+    _take(ws, lens, cur, new)
+    return True
 
 
 def _reordered(lens: np.ndarray, mat: np.ndarray, chosen: _Choice) -> np.ndarray:
