@@ -19,10 +19,10 @@ from kit import collector
 from kit.array_ops import distinct
 from kit.concurrency import second_core
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
-from kit.plan.solvers import exact_order
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.solvers.flow import EXACT_LIMIT, SPLIT_LIMIT, PartFlows, bounds_met, soft_assignment, water_fill
 from kit.plan.steps.leadership_figures import distinct_rows, heirs_of, leader_figures, order_figures, replica_matrix
+from kit.plan.steps.order_notes import ORDER_NOTE, budget_note
 from kit.plan.workspace import LARGE, Workspace
 
 RANKING = Ranking(LEADER_SPREAD, TOPIC_LEADER_EXCESS, FAILOVER_EXCESS)
@@ -439,39 +439,6 @@ def balance_leadership(ws: Workspace, exact: bool = True) -> bool:
             break
         changed = True
     return changed
-
-
-ORDER_NOTE = (": the least any order of these replica sets allows (proved by integer programming);"
-              " only moving replicas to other brokers could lower it")
-
-
-# The integer program's search is bounded (`exact_order.NODE_LIMIT`, a count of nodes, so the
-# same input gives the same plan): where it ends before its proof, the plan keeps the best order
-# found and says that a better one may exist.
-BUDGET_NOTE = (": the best order the integer program found within its budget ({nodes:,} branch-and-bound"
-               " nodes); not proved the least these replica sets allow")
-
-
-def budget_note(missed: str) -> str:
-    """The NOTE of an order the integer program kept without its proof (`BUDGET_NOTE`)."""
-    return missed + BUDGET_NOTE.format(nodes=exact_order.NODE_LIMIT)
-
-
-# The same for the placement program (`exact_order.best_placement`, replica sets and order).
-PLACEMENT_BUDGET_NOTE = (": the best replica sets and order the integer program found within its budget ({nodes:,}"
-                         " branch-and-bound nodes) where each partition moves at most one replica; not proved the"
-                         " least such plans allow")
-
-
-def placement_budget_note(missed: str) -> str:
-    """The NOTE of a plan whose placement program ended before its proof (`PLACEMENT_BUDGET_NOTE`)."""
-    return missed + PLACEMENT_BUDGET_NOTE.format(nodes=exact_order.NODE_LIMIT)
-
-
-def drop_order_notes(ws: Workspace) -> None:
-    """Forget what the integer programs proved, or found within their budget, of the replica
-    sets (before they change)."""
-    ws.notes[:] = [n for n in ws.notes if not n.endswith((ORDER_NOTE, budget_note(""), placement_budget_note("")))]
 
 
 def _exact_pass(ws: Workspace, proved: list) -> bool:

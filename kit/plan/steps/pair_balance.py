@@ -29,7 +29,8 @@ import numpy as np
 from kit.plan.objectives import (COUNT_SPREAD, FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures,
                                  Ranking)
 from kit.plan.solvers.mip import SparseRows, solve
-from kit.plan.steps.leadership import balance_leadership, drop_order_notes
+from kit.plan.steps.leadership import balance_leadership
+from kit.plan.steps.order_notes import drop_order_notes
 from kit.plan.steps.leadership_figures import leader_figures
 from kit.plan.steps.spare_copies import PROGRAM_MAX_PARTITIONS, place_for_leadership
 from kit.plan.workspace import LARGE, Workspace

@@ -29,7 +29,8 @@ from kit.plan.steps.count_balance import count_range
 from kit.plan.solvers.exact_order import best_placement
 from kit.plan.objectives import (FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, LeaderFigures, Ranking,
                                  allowance_key)
-from kit.plan.steps.leadership import balance_leadership, drop_order_notes, placement_budget_note
+from kit.plan.steps.leadership import balance_leadership
+from kit.plan.steps.order_notes import drop_order_notes, placement_budget_note
 from kit.plan.steps.leadership_figures import failover_excess_by_broker, heirs_of, inherit_matrix, leader_figures
 from kit.plan.workspace import Workspace
 
