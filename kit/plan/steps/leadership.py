@@ -373,17 +373,27 @@ def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Fra
     return rows, mat[rows, 0], follower[new]
 
 
+def _pass_start(ws: Workspace):
+    """(lens, order, its figures, frame) for a pass over the current order; None where no pass
+    could improve it (fewer than two targets, every figure met, no movable partition)."""
+    if ws.target_idx.size < 2:
+        return None
+    lens, cur = replica_matrix(ws, ws.assign)
+    before = order_figures(ws, lens, cur)
+    if before.met():
+        return None
+    fr = _Frame(ws, lens, cur)
+    return (lens, cur, before, fr) if fr.n_items else None
+
+
 def even_followers(ws: Workspace, rows) -> bool:
     """Reorder the followers of the partitions `rows` for even failover, their leaders kept and
     every other partition as it is (an evacuation with leadership kept: the partitions it
     changes anyway). Taken only when it ranks strictly better (`RANKING`); whether it was."""
-    if not len(rows) or ws.target_idx.size < 2:
+    start = _pass_start(ws) if len(rows) else None
+    if start is None:
         return False
-    lens, cur = replica_matrix(ws, ws.assign)
-    before = order_figures(ws, lens, cur)
-    if before.met():
-        return False
-    fr = _Frame(ws, lens, cur)
+    lens, cur, before, fr = start
     only = np.zeros(len(lens), dtype=bool)
     only[np.asarray(rows, dtype=np.int64)] = True
     new = _reordered(lens, cur, _choose_followers(ws, lens, cur, fr, only))
@@ -490,15 +500,10 @@ def _leadership_pass(ws: Workspace) -> bool:
     and only if it is strictly better than the current one. Returns True when the order
     changed.
     """
-    if not ws.selected or ws.target_idx.size < 2:
+    start = _pass_start(ws) if ws.selected else None
+    if start is None:
         return False
-    lens, cur = replica_matrix(ws, ws.assign)
-    before = order_figures(ws, lens, cur)
-    if before.met():
-        return False
-    fr = _Frame(ws, lens, cur)
-    if not fr.n_items:
-        return False
+    lens, cur, before, fr = start
     best = (RANKING.key(ws, before), cur, before)
 
     def consider(order):
