@@ -74,24 +74,26 @@ def peer_args(action: str, cluster: Cluster, kit_extra: list[str]) -> list[str] 
     Every command names the target brokers explicitly: the live brokers (those the snapshot does
     not mark dead), less the ones kit's `--remove` evacuates.
     """
+    # A row ending in -keep is kit's evacuation with `--leadership keep`: the same brokers.
+    kept = action.endswith("-keep")
+    action = action.removesuffix("-keep")
     live = sorted(cluster.live_ids)
-    if action in ("remove", "remove-keep"):
+    if action == "remove":
         gone = {int(x) for x in kit_extra[kit_extra.index("--remove") + 1].split(",")}
         live = [b for b in live if b not in gone]
     target = ["--topics", ".*", "--brokers", ",".join(map(str, live))]
     if action == "replace":
         # Each dead broker's slots to its substitute, nothing else moved: kit's replace.
         return ["rebuild", *target, "--sub-affinity"]
-    if action in ("az-loss", "remove", "az-loss-keep", "remove-keep"):
+    if action in ("az-loss", "remove"):
         # With a rack gone the replica sets cannot keep one replica per rack: topicmappr refuses
         # each partition unless told how many distinct racks suffice (the racks left, at most RF).
         racks = {cluster.rack_of(b) for b in live}
         rf = min(len(p.replicas) for p in cluster.partitions)
         rebuild = ["rebuild", *target, "--min-rack-ids", str(min(len(racks), rf))]
         # kit's evacuations balance leadership (topicmappr's --optimize-leadership) unless told to
-        # keep it (`--leadership keep`, the rows ending in -keep): then the plain rebuild, which
-        # reorders no replica either.
-        return rebuild if action.endswith("-keep") else [*rebuild, "--optimize-leadership"]
+        # keep it: then the plain rebuild, which reorders no replica either.
+        return rebuild if kept else [*rebuild, "--optimize-leadership"]
     if action in ("scale-out", "rebalance"):
         # topicmappr's count balance is a rebuild from scratch (design.md's peer table).
         return ["rebuild", *target, "--force-rebuild", "--optimize-leadership"]

@@ -38,16 +38,17 @@ def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: 
         raise BadInput(f"replication factor {rf_max} is larger than the {len(targets)} target brokers available")
     # No count balance: only the replicas that must move do (placing them evens out where
     # they land, the exact refinement further); the spare copies spend no copy beyond them.
-    # With leadership kept the spare copies have no leadership target to serve, and only the
-    # partitions placed anew (those with a reason) may take another follower order.
-    balanced = leadership == "balance"
     stages = Stages(place=lambda ws: place_orphans(ws, reason, allow_rack_violation=ignore_warns),
                     exact_refinement=lambda ws: exact_evacuate(ws, reason),
-                    leadership=(lambda ws: lead_then_even_pairs(ws, reason)) if balanced else
-                    (lambda ws: even_followers(ws, sorted(ws.reasons))),
-                    spare_copies=(lambda ws: (place_within_copies(ws, reason), prove_failover(ws, reason)))
-                    if balanced else None)
-    return run(ws, stages, action, broker_changes(cluster, targets, removed=removed), () if balanced else (KEPT_NOTE,))
+                    leadership=lambda ws: lead_then_even_pairs(ws, reason),
+                    spare_copies=lambda ws: (place_within_copies(ws, reason), prove_failover(ws, reason)))
+    notes = ()
+    if leadership == "keep":
+        # Only the partitions placed anew (those with a reason) may take another follower
+        # order, and the spare copies have no leadership target to serve.
+        stages = stages._replace(leadership=lambda ws: even_followers(ws, sorted(ws.reasons)), spare_copies=None)
+        notes = (KEPT_NOTE,)
+    return run(ws, stages, action, broker_changes(cluster, targets, removed=removed), notes)
 
 
 def plan_remove(cluster: Cluster, remove: list[int], topics: str | None = None, exclude: str | None = None,
