@@ -321,10 +321,44 @@ def test_start_refuses_bad_input_and_stop_leaves_no_process(tmp_path):
     assert all(refuses(p) for p in ports)
 
 
-def test_the_server_holds_its_ports_from_its_first_moment():
-    """The ports kit sim start picked are bound as the server begins, before it lays the cluster
-    out (tens of seconds at 200,000 partitions, in which another simulator's free-port check
-    took one): that check then sees them taken. A port another process holds is named."""
+def test_a_port_is_held_from_the_moment_it_is_chosen_until_the_server_listens(tmp_path, monkeypatch):
+    """kit sim start chose ports free and the server bound them a second later, once Python had
+    started it: on two loaded cores another test's simulator took one meanwhile ("broker 1005
+    cannot listen on port 13083: Address already in use", CI of 2ba154a). Now each port is held
+    as it is chosen and the server inherits the socket: a stranger binding any of them just
+    before the server is spawned is refused, and the cluster starts on them."""
+    from kit.sim.kraft import cluster as kraft, state as kraft_state
+
+    spawn, tried = kraft._spawn, []
+
+    def a_stranger_binds_first(state_dir, name, argv, **how):
+        config = json.loads((tmp_path / "state" / "cluster.json").read_text())
+        for port in [*config["ports"].values(), config["control"]]:
+            with socket.socket() as stranger:
+                try:
+                    stranger.bind(("127.0.0.1", port))
+                    tried.append((port, "bound"))
+                except OSError:
+                    tried.append((port, "refused"))
+        return spawn(state_dir, name, argv, **how)
+    monkeypatch.setattr(kraft, "_spawn", a_stranger_binds_first)
+    doc = snapshot_doc()
+    doc["partitions"] = doc["partitions"][:3]
+    snap, state = tmp_path / "cluster.json", tmp_path / "state"
+    snap.write_text(json.dumps(doc))
+    try:
+        line = kraft.start(str(snap), str(state))
+        ports = json.loads((state / "cluster.json").read_text())["ports"]
+        assert len(tried) == len(ports) + 1 and all(how == "refused" for _, how in tried), tried
+        assert line == ",".join(f"127.0.0.1:{p}" for p in ports.values()) and all(answers(p) for p in ports.values())
+    finally:
+        kraft_state.stop(str(state))
+    assert all(refuses(p) for p in ports.values())
+
+
+def test_held_ports_refuse_other_binders_and_a_taken_one_is_named():
+    """A held port refuses a binder that allows reuse (as a free-port check does); holding the
+    ports of a cluster resumed, one another process took is named with its broker."""
     from kit.cluster.zk.server import free_port, port_free
     from kit.sim.kraft import server
 
@@ -395,12 +429,13 @@ def test_start_waits_for_listeners_slower_than_a_minute_and_says_so(tmp_path, mo
         kraft_state.stop(str(state))
 
 
-def test_a_broker_port_held_by_another_process_stops_the_start_and_names_it(tmp_path, monkeypatch):
-    """Ports are picked free, then bound by the server seconds later: another process may take
-    one meanwhile. Here another simulated cluster holds it, answering Kafka's ApiVersions as any
-    broker would. The start used to see every port answer and say the cluster runs, its clients
-    then served by a stranger; now the start fails, names the broker and the port, and leaves
-    nothing running."""
+def test_a_port_taken_since_seen_free_is_passed_over_and_a_resumed_cluster_names_a_taken_one(tmp_path, monkeypatch):
+    """Here another simulated cluster holds a port, answering Kafka's ApiVersions as any broker
+    would. A new cluster whose free-port check offers it that port (taken since it was seen
+    free) passes it over and starts on others, the other cluster untouched. A stopped cluster
+    keeps its ports for life: resumed while another process holds one, the start fails, names
+    the broker and the port, and leaves nothing running (a client there would be answered by
+    a stranger)."""
     from kit.errors import Stuck
     from kit.sim.kraft import cluster as kraft, state as kraft_state
 
@@ -411,17 +446,18 @@ def test_a_broker_port_held_by_another_process_stops_the_start_and_names_it(tmp_
     other, state = tmp_path / "other", tmp_path / "state"
     taken = int(kraft.start(str(snap), str(other)).split(",")[0].rsplit(":", 1)[1])
     try:
-        picked = kraft.free_ports
-        calls = []
-
-        def ports_with_one_taken(n):
-            calls.append(n)
-            got = picked(n)
-            return [taken, *got[1:]] if len(calls) == 1 else got
-        monkeypatch.setattr(kraft, "free_ports", ports_with_one_taken)
-        with pytest.raises(Stuck) as failed:
-            kraft.start(str(snap), str(state))
-        assert f"cannot listen on port {taken}" in str(failed.value), failed.value
+        seen_free, offers = kraft.localzk.free_port, iter([taken])
+        monkeypatch.setattr(kraft.localzk, "free_port", lambda: next(offers, None) or seen_free())
+        line = kraft.start(str(snap), str(state))
+        assert f"127.0.0.1:{taken}" not in line.split(",") and len(line.split(",")) == 5
+        kraft_state.stop(str(state))
+        broker, port = min(json.loads((state / "cluster.json").read_text())["ports"].items())
+        with socket.socket() as stranger:
+            stranger.bind(("127.0.0.1", port))
+            stranger.listen(1)
+            with pytest.raises(Stuck) as failed:
+                kraft.start(None, str(state))
+        assert f"broker {broker} cannot listen on port {port}" in str(failed.value), failed.value
         assert not kraft_state.running(str(state))
         assert answers(taken)  # the other cluster's broker, untouched
     finally:

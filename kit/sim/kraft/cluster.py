@@ -52,20 +52,38 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def free_ports(n: int) -> list[int]:
-    """`n` distinct free loopback ports (`kit.cluster.zk.server.free_port`), for the listeners."""
-    ports: list[int] = []
-    while len(ports) < n:
-        p = localzk.free_port()
-        if p not in ports:
-            ports.append(p)
-    return ports
+# How many ports seen free but taken by the time they are bound `hold_free_ports` passes over
+# before it gives up.
+PORT_TRIES = 1000
 
 
-def _spawn(state_dir: str, name: str, argv: list[str]) -> int:
+def hold_free_ports(n: int) -> list[socket.socket]:
+    """`n` sockets held on distinct free loopback ports (`server.hold`, fresh), chosen as
+    `kit.cluster.zk.server.free_port` chooses. A port is chosen by binding it, so none can be
+    taken between the choice and the server's first moment: the server inherits these sockets.
+    OSError after passing over `PORT_TRIES` such ports."""
+    held: list[socket.socket] = []
+    try:
+        passed_over = 0
+        while len(held) < n:
+            try:
+                held.append(server.hold(localzk.free_port(), fresh=True))
+            except OSError:  # taken since free_port saw it free (or one of these)
+                passed_over += 1
+                if passed_over == PORT_TRIES:
+                    raise OSError(f"{PORT_TRIES} loopback ports seen free were taken before they could be "
+                                  "held") from None
+        return held
+    except BaseException:
+        for s in held:
+            s.close()
+        raise
+
+
+def _spawn(state_dir: str, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()) -> int:
     log = open(os.path.join(state_dir, f"{name}.log"), "ab")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, pass_fds=pass_fds)
     log.close()
     with open(pid_path(state_dir, name), "w") as f:
         f.write(f"{proc.pid}\n")
@@ -101,7 +119,7 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
                        f"{state_dir} first)")
     if snapshot is None:
         store, old = _saved(state_dir)
-        cluster_id, ports = old["cluster_id"], {int(b): int(p) for b, p in old["ports"].items()}
+        cluster_id, ports = old["cluster_id"], {int(b): int(p) for b, p in old["ports"].items()}  # fixed for life
         live = [b for b in ports if store.registered(b)]
         # A resumed cluster answers as the release it answered as (those saved before the option: the default).
         kafka_version = kafka_version or versions.release(old.get("kafka_version"))
@@ -115,7 +133,7 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
         live = sorted(b.id for b in listed.brokers.values() if b.alive and b.known)
         if not live:
             raise BadInput(f"snapshot {snapshot}: no live broker to start")
-        cluster_id, ports = _cluster_id(), dict(zip(live, free_ports(len(live))))
+        cluster_id, ports = _cluster_id(), None  # chosen as they are held, below
         facts = sim_facts(listed)
     os.makedirs(state_dir, exist_ok=True)
     if snapshot is not None:
@@ -129,20 +147,29 @@ def start(snapshot: str | None, state_dir: str, speed: float = 1.0, client_load:
     def meanwhile() -> None:
         """While the server starts: the facts written."""
         write_facts(state_dir, cluster_id, facts)
+    held: dict[int, socket.socket] = {}
+    control: list[socket.socket] = []
     try:
+        # Every port is held from here on and handed to the server (`server.held_argument`).
+        held = server.bind_all(ports) if ports else dict(zip(live, hold_free_ports(len(live))))
+        ports = {b: s.getsockname()[1] for b, s in held.items()}
+        control = hold_free_ports(1)
         if sasl_users:
             sasl.write_users(state_dir, sasl_users)
         write_atomic(os.path.join(state_dir, CONFIG), json.dumps(
             {"version": 2, "cluster_id": cluster_id, "ports": {str(b): p for b, p in ports.items()},
-             "control": free_ports(1)[0], "speed": float(speed), "client_load": client_load,
+             "control": control[0].getsockname()[1], "speed": float(speed), "client_load": client_load,
              "sample_every": sample_every, "kafka_version": kafka_version or versions.DEFAULT}, indent=1) + "\n")
-        return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot, meanwhile)
+        return _start(state_dir, {b: ports[b] for b in live}, wait, snapshot, meanwhile, held, control[0])
     except BaseException as e:  # whatever stopped it (an interrupt included), nothing is left running
         stop(state_dir)
         if not isinstance(e, Exception):
             raise
         why = str(e) if isinstance(e, (Stuck, Unsafe, BadInput, OSError)) else type(e).__name__
         raise Stuck(f"the simulated KRaft cluster did not start ({why}); everything it started is stopped") from None
+    finally:
+        for s in [*held.values(), *control]:  # the server has its own copies
+            s.close()
 
 
 def _saved(state_dir: str) -> tuple[MemoryStore, dict]:
@@ -180,13 +207,17 @@ def _listening(state_dir: str, pid: int | None) -> bool:
         return False
 
 
-def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | None, meanwhile) -> str:
-    """Spawn the server, do `meanwhile()` while it starts, wait until every listener answers."""
+def _start(state_dir: str, ports: dict[int, int], wait: float, snapshot: str | None, meanwhile,
+           held: dict[int, socket.socket], control: socket.socket) -> str:
+    """Spawn the server, handing it the `held` brokers' sockets and the `control` one, do
+    `meanwhile()` while it starts, wait until every listener answers."""
     deadline = time.monotonic() + wait
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(state_dir, server.LISTENING))
-    pid = _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", os.path.abspath(state_dir)]
-                 + ([os.path.abspath(snapshot)] if snapshot is not None else []))
+    pid = _spawn(state_dir, "server", [sys.executable, "-m", "kit.sim.kraft.server", "--held",
+                                       server.held_argument(held, control), os.path.abspath(state_dir)]
+                 + ([os.path.abspath(snapshot)] if snapshot is not None else []),
+                 pass_fds=tuple(s.fileno() for s in [*held.values(), control]))
     meanwhile()
     waiting = dict(ports)
     said = time.monotonic() + START_QUIET_S

@@ -1,9 +1,12 @@
 """The simulated KRaft cluster's wire server: one Kafka listener per live broker.
 
-`python -m kit.sim.kraft.server DIR [SNAPSHOT]` is the whole simulated KRaft cluster, in one
-process and without a JVM. It lays SNAPSHOT out in memory (kit.sim.memstore), or without one
-loads the state a stopped cluster saved in DIR/store.json, runs the simulated controller over it in a thread (kit.sim.controller_loop.run,
-as `kit sim run` runs it over ZooKeeper), opens a TCP listener on 127.0.0.1 for every live
+`python -m kit.sim.kraft.server --held B=FD,...,control=FD DIR [SNAPSHOT]` is the whole simulated
+KRaft cluster, in one process and without a JVM. `kit sim start` binds every port as it chooses
+it and hands the sockets down (`held_argument`): no other process can take one between the
+choice and the server's first moment. It lays SNAPSHOT out in memory (kit.sim.memstore), or
+without one loads the state a stopped cluster saved in DIR/store.json, runs the simulated
+controller over it in a thread (kit.sim.controller_loop.run, as `kit sim run` runs it over
+ZooKeeper), opens a TCP listener on 127.0.0.1 for every live
 broker (ports in DIR/cluster.json) and answers the Kafka protocol: 4-byte length framing,
 requests decoded and responses encoded with kafka-python's classes generated from Kafka's JSON
 schemas (kit.sim.kraft.handlers answers, from the store). It saves the store back to
@@ -125,7 +128,7 @@ class Listener:
 
     def open(self) -> None:
         s, self.bound = self.bound or bind(self.port), None
-        # Held against other binders until now (`bind_all`); listening holds it anyway, and the
+        # Held against other binders until now (`hold`); listening holds it anyway, and the
         # connections it accepts inherit the option: their TIME_WAIT must not keep a revived
         # broker off its port.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -210,24 +213,51 @@ def bind(port: int) -> socket.socket:
     return s
 
 
+def hold(port: int, fresh: bool = False) -> socket.socket:
+    """127.0.0.1:`port` bound and held against every other binder: Linux lets two sockets that
+    both allow reuse bind one port while neither listens, as another simulator's free-port
+    check does, so reuse is off once bound. A cluster's own port (`fresh` False) is bound past
+    its last connections in TIME_WAIT (`bind`); a `fresh` one, chosen now, only when nothing at
+    all holds it, so that two processes choosing at once cannot both have it."""
+    if not fresh:
+        s = bind(port)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            raise
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+    return s
+
+
 def bind_all(ports: dict[int, int]) -> dict[int, socket.socket]:
-    """Every broker's port bound at once ({broker: socket}): kit sim start picked them free, and
-    the server holds them from its first moment, not from the end of its start (tens of seconds
-    at 200,000 partitions, in which another process took one). OSError naming the broker and
-    the port when one cannot be bound (those bound are closed again)."""
+    """Every broker's port held at once ({broker: socket}, `hold`). OSError naming the broker
+    and the port when one cannot be bound (those bound are closed again)."""
     held: dict[int, socket.socket] = {}
     for b, port in sorted(ports.items()):
         try:
-            held[b] = bind(port)
-            # Bound past the last cluster's connections in TIME_WAIT (SO_REUSEADDR), then held
-            # against every other binder: Linux lets two sockets that both allow reuse bind one
-            # port while neither listens, as another simulator's free-port check does.
-            held[b].setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+            held[b] = hold(port)
         except OSError as e:
             for s in held.values():
                 s.close()
             raise OSError(f"broker {b} cannot listen on port {port}: {e.strerror or e}") from None
     return held
+
+
+def held_argument(held: dict[int, socket.socket], control: socket.socket) -> str:
+    """The server's `--held` argument: each inherited socket's descriptor, by broker id and
+    "control" (`held_sockets` reads it)."""
+    return ",".join([f"{b}={s.fileno()}" for b, s in sorted(held.items())] + [f"control={control.fileno()}"])
+
+
+def held_sockets(argument: str) -> tuple[dict[int, socket.socket], socket.socket]:
+    """The sockets `kit sim start` bound and handed down (`held_argument`): {broker: socket}
+    and the control socket."""
+    fds = dict(item.split("=") for item in argument.split(","))
+    control = socket.socket(fileno=int(fds.pop("control")))
+    return {int(b): socket.socket(fileno=int(fd)) for b, fd in fds.items()}, control
 
 
 def _shut(conn: socket.socket) -> None:
@@ -352,20 +382,18 @@ def _save_while_changing(store: MemoryStore, path: str, stop: threading.Event, f
 def main(argv: list[str] | None = None) -> int:
     args = argv or sys.argv[1:]
     gc.set_threshold(*GC_THRESHOLDS)
-    state_dir, snapshot = args[0], (args[1] if len(args) > 1 else None)
+    # --held B=FD,...,control=FD DIR [SNAPSHOT]: every port bound by `kit sim start` as it chose them.
+    if len(args) < 3 or args[0] != "--held":
+        sys.stderr.write("usage: python -m kit.sim.kraft.server --held B=FD,...,control=FD DIR [SNAPSHOT]\n")
+        return 2
+    bound, sock = held_sockets(args[1])
+    state_dir, snapshot = args[2], (args[3] if len(args) > 3 else None)
     config = read_config(state_dir)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     path = os.path.join(state_dir, STORE)
     ports = {int(b): int(p) for b, p in config["ports"].items()}
-    try:
-        bound = bind_all(ports)
-        sock = bind(int(config["control"]))
-    except OSError as e:
-        # Another process holds a port: a client there would be answered by a stranger.
-        sys.stderr.write(f"kit.sim.kraft.server: {e}; the cluster stops\n")
-        return 3
     # The snapshot is checked by `kit sim start` (before it wrote anything, or beside this start).
     store = MemoryStore.from_cluster(load_snapshot(snapshot), ports) if snapshot else MemoryStore.load(path)
     store.set_ports(ports)
