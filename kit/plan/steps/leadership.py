@@ -21,7 +21,8 @@ from kit.concurrency import second_core
 from kit.plan.objectives import FAILOVER_EXCESS, LEADER_SPREAD, TOPIC_LEADER_EXCESS, Ranking
 from kit.plan.solvers.exact_order import MAX_VARIABLES, best_order
 from kit.plan.solvers.flow import EXACT_LIMIT, SPLIT_LIMIT, PartFlows, bounds_met, soft_assignment, water_fill
-from kit.plan.steps.leadership_figures import distinct_rows, heirs_of, leader_figures, order_figures, replica_matrix
+from kit.plan.steps.leadership_figures import (distinct_rows, followers_cannot_lower_failover, heirs_of, leader_figures,
+                                              order_figures, replica_matrix)
 from kit.plan.steps.order_notes import ORDER_NOTE, budget_note
 from kit.plan.workspace import LARGE, Workspace
 
@@ -373,14 +374,16 @@ def _choose_followers(ws: Workspace, lens: np.ndarray, mat: np.ndarray, fr: _Fra
     return rows, mat[rows, 0], follower[new]
 
 
-def _pass_start(ws: Workspace):
+def _pass_start(ws: Workspace, followers_of=None):
     """(lens, order, its figures, frame) for a pass over the current order; None where no pass
-    could improve it (fewer than two targets, every figure met, no movable partition)."""
+    could improve it (fewer than two targets, every figure met, no movable partition; for a
+    pass over the followers of the partitions `followers_of` alone, where that provably cannot
+    lower the failover excess: `followers_cannot_lower_failover`)."""
     if ws.target_idx.size < 2:
         return None
     lens, cur = replica_matrix(ws, ws.assign)
     before = order_figures(ws, lens, cur)
-    if before.met():
+    if before.met() or followers_of is not None and followers_cannot_lower_failover(ws, lens, cur, followers_of):
         return None
     fr = _Frame(ws, lens, cur)
     return (lens, cur, before, fr) if fr.n_items else None
@@ -405,7 +408,7 @@ def even_followers(ws: Workspace, rows) -> bool:
     if not len(rows):
         return False
     _packed_if_large(ws, rows)
-    start = _pass_start(ws)
+    start = _pass_start(ws, followers_of=rows)
     if start is None:
         return False
     lens, cur, before, fr = start
