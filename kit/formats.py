@@ -119,13 +119,17 @@ def cluster_from_snapshot(doc: Any, source: str = "snapshot") -> Cluster:
         parts = _partitions_of(raw_parts, source)
         partitions = tuple(parts[k] for k in sorted(parts))
         named = {r for p in partitions for r in p.replicas}
+        flat = None
     else:
-        partitions, named = checked
+        partitions, named, flat = checked
     # A broker named in a replica list but not registered is dead (as Kafka would see it).
     for r in named:
         if r not in brokers:
             brokers[r] = Broker(id=r, alive=False, known=False)
-    return Cluster(brokers={k: brokers[k] for k in sorted(brokers)}, partitions=partitions)
+    cluster = Cluster(brokers={k: brokers[k] for k in sorted(brokers)}, partitions=partitions)
+    if flat is not None:
+        cluster.set_lists(*flat)
+    return cluster
 
 
 def _brokers_of(raw_brokers: list, source: str) -> dict[int, Broker]:

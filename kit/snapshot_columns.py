@@ -19,21 +19,23 @@ import numpy as np
 import orjson
 
 from kit import validate
-from kit.array_ops import Lists, distinct, in_lists, positions
+from kit.array_ops import Lists, distinct, in_lists, positions, row_entries
 from kit.errors import BadInput
 from kit.model import Partition
 
 _TOP = validate.INT32_MAX
 
 
-def checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int]] | None:
-    """The snapshot's partitions in (topic, partition) order and the brokers their replica lists
-    name, when every partition is of the common form the partition-by-partition reader accepts
-    as it is (plain ints, finite figures, no duplicates); None otherwise, for it to say why.
+def checked_partitions(raw_parts: list) -> tuple[tuple[Partition, ...], set[int], tuple[Lists, Lists] | None] | None:
+    """The snapshot's partitions in (topic, partition) order, the brokers their replica lists
+    name and, when the snapshot lists them in that order (as kit writes snapshots), their
+    replica lists and isrs flat (`kit.model.Cluster.lists`; None otherwise), when every
+    partition is of the common form the partition-by-partition reader accepts as it is (plain
+    ints, finite figures, no duplicates); None otherwise, for it to say why.
     tests/test_formats.py checks, case by case, that both accept and build the same."""
     n = len(raw_parts)
     if not n:
-        return (), set()
+        return (), set(), None
     if set(map(type, raw_parts)) != {dict}:
         return None
     try:
@@ -229,11 +231,12 @@ def _order(topics: list[str], numbers: np.ndarray) -> range | list[int] | None:
 
 def _built(order, topics: list[str], numbers: np.ndarray, replicas: tuple[np.ndarray, np.ndarray],
            own: tuple[np.ndarray, np.ndarray, np.ndarray], leaders: list,
-           figures: list[list]) -> tuple[tuple[Partition, ...], set[int]]:
-    """The partitions `checked_partitions` checked, in `order`, and the brokers their replica
-    lists name: the defaults and types the partition-by-partition reader gives, each column
-    made in one pass in C. `replicas`: every list's ids and each one's length; `own`: the rows,
-    ids and lengths of the isrs that differ from their replica lists."""
+           figures: list[list]) -> tuple[tuple[Partition, ...], set[int], tuple[Lists, Lists] | None]:
+    """The partitions `checked_partitions` checked, in `order`, the brokers their replica
+    lists name and, where `order` is the snapshot's own, the replica lists and isrs flat
+    (`_flat_lists`): the defaults and types the partition-by-partition reader gives, each
+    column made in one pass in C. `replicas`: every list's ids and each one's length; `own`:
+    the rows, ids and lengths of the isrs that differ from their replica lists."""
     # The parser makes a new object for every broker id and topic name it reads; the model
     # keeps one per broker and one per topic (at 1,000,000 partitions about 4 million ints
     # and a million strings fewer, ~230 MiB). Every object the model keeps is made anew, none
@@ -253,9 +256,38 @@ def _built(order, topics: list[str], numbers: np.ndarray, replicas: tuple[np.nda
     if leaders.count(None) != len(leaders):  # (none given: the column of None as it is)
         leaders = list(map(dict(zip(ids.tolist(), brokers.tolist())).get, leaders, leaders))  # -1, None as they are
     columns = [topics, nums, reps, isrs, *figures, leaders]
+    flat = _flat_lists(rep_ids, rep_lens, own_rows, own_ids, own_lens) if isinstance(order, range) else None
     if not isinstance(order, range):
         columns = [list(map(column.__getitem__, order)) for column in columns]
-    return tuple(Partition.many(*columns)), set(brokers.tolist())
+    return tuple(Partition.many(*columns)), set(brokers.tolist()), flat
+
+
+def _flat_lists(rep_ids: np.ndarray, rep_lens: np.ndarray, own_rows: np.ndarray, own_ids: np.ndarray,
+                own_lens: np.ndarray) -> tuple[Lists, Lists]:
+    """Every partition's replica list and isr as `Lists` (rows: the partitions in order): the
+    isrs are the replica lists but in `own_rows`, which hold their own."""
+    n = len(rep_lens)
+    rows = np.arange(n, dtype=np.int64)
+    replicas = _read_only(Lists(rows, rep_lens, np.repeat(rows, rep_lens), rep_ids))
+    if not len(own_rows):
+        return replicas, replicas
+    isr_lens = rep_lens.copy()
+    isr_lens[own_rows] = own_lens
+    isr_ids = np.empty(int(isr_lens.sum()), dtype=np.int64)
+    at, start = np.cumsum(isr_lens) - isr_lens, np.cumsum(rep_lens) - rep_lens
+    same = np.ones(n, dtype=bool)
+    same[own_rows] = False
+    same = np.flatnonzero(same)
+    isr_ids[row_entries(at[same], rep_lens[same])] = rep_ids[row_entries(start[same], rep_lens[same])]
+    isr_ids[row_entries(at[own_rows], own_lens)] = own_ids
+    return replicas, _read_only(Lists(rows, isr_lens, np.repeat(rows, isr_lens), isr_ids))
+
+
+def _read_only(lists: Lists) -> Lists:
+    """`lists` with its arrays made read-only: the cluster shares them with every reader."""
+    for array in (lists.rows, lists.lens, lists.row, lists.id):
+        array.flags.writeable = False
+    return lists
 
 
 def _cut(items: list, lens: np.ndarray) -> list[tuple]:

@@ -108,7 +108,8 @@ def layout(cluster: Cluster, live: set[int]) -> Layout:
     n = len(parts)
     replicas = replica_columns(cluster)
     rep_part, rep_id = replicas.part, replicas.id
-    isr_part, isr_id = flatten(list(map(attrgetter("isr"), parts)), n)
+    isrs = cluster.lists[1] if cluster.lists is not None else None  # as the snapshot reader made them
+    isr_part, isr_id = (isrs.row, isrs.id) if isrs is not None else flatten(list(map(attrgetter("isr"), parts)), n)
     live_ids = np.array(sorted(key), dtype=np.int64)
     rep_keys, isr_keys = pair_keys(rep_part, rep_id), pair_keys(isr_part, isr_id)
     hold = member(rep_id, live_ids) & member(rep_keys, isr_keys)
@@ -147,15 +148,18 @@ _replicas_last: list = [None, None]  # weak reference to the cluster, its Replic
 
 
 def replica_columns(cluster: Cluster) -> ReplicaColumns:
-    """The replica lists of `cluster` as flat arrays, read once per cluster: by the layout
-    (while the planner waits, `kit.report.estimate.prepare`) and by the review's figures
-    (kit.report.arrays), 0.17 CPU s each at 1,000,000 partitions."""
+    """The replica lists of `cluster` as flat arrays (`Cluster.lists` where the reader kept
+    them), read once per cluster: by the layout (while the planner waits,
+    `kit.report.estimate.prepare`) and by the review's figures (kit.report.arrays), 0.17 CPU s
+    each at 1,000,000 partitions when flattened here."""
     ref, last = _replicas_last
     if ref is not None and ref() is cluster:
         return last
-    n = len(cluster.partitions)
-    part, ids = flatten(list(map(attrgetter("replicas"), cluster.partitions)), n)
-    out = ReplicaColumns(part, ids)
+    if cluster.lists is not None:  # as the snapshot reader made them
+        out = ReplicaColumns(cluster.lists[0].row, cluster.lists[0].id)
+    else:
+        n = len(cluster.partitions)
+        out = ReplicaColumns(*flatten(list(map(attrgetter("replicas"), cluster.partitions)), n))
     _replicas_last[:] = [weakref.ref(cluster), out]
     return out
 

@@ -185,6 +185,34 @@ def test_replica_lists_and_isrs_of_one_length_or_several_are_read_as_given(data,
     c = cluster_from_snapshot(snap(partitions=entries))
     assert c.partitions == _reference_partitions(entries)
     assert all((p.isr is p.replicas) == (list(p.isr) == list(p.replicas)) for p in c.partitions)
+    assert_flat_lists_are_the_partitions(c)
+
+
+def assert_flat_lists_are_the_partitions(c):
+    """`Cluster.lists`, kept by the reader, hold every partition's replica list and isr as
+    flattening the partitions gives them, in arrays no reader can write to."""
+    assert c.lists is not None
+    for lists, field in zip(c.lists, ("replicas", "isr")):
+        got = [lists.id[lists.row == p].tolist() for p in range(len(c.partitions))]
+        assert got == [list(getattr(p, field)) for p in c.partitions], field
+        assert lists.rows.tolist() == list(range(len(c.partitions)))
+        assert lists.lens.tolist() == [len(getattr(p, field)) for p in c.partitions]
+        with pytest.raises(ValueError):
+            lists.id[:1] = 7
+
+
+def test_flat_lists_are_kept_for_a_snapshot_in_order_only_and_not_for_a_cluster_made_from_it():
+    """A snapshot listing its partitions out of (topic, partition) order is read as another
+    order: no flat lists then (whoever wants them flattens the partitions); nor for a cluster
+    with another assignment, or one replaced field by field."""
+    entries = [{"topic": "t", "partition": n, "replicas": [1, 2, 3][n % 3:] + [1, 2, 3][:n % 3], "isr": [1, 2]}
+               for n in range(6)]
+    c = cluster_from_snapshot(snap(partitions=entries))
+    assert_flat_lists_are_the_partitions(c)
+    assert cluster_from_snapshot(snap(partitions=entries[::-1])).lists is None
+    assert c.with_assignment([[3, 2, 1]] * 6).lists is None
+    assert dataclasses.replace(c, partitions=c.partitions[:2]).lists is None
+    assert pickle.loads(pickle.dumps(c)) == c
 
 
 @pytest.mark.parametrize("isr", [[1, 1], [2, 1, 2, 3], [3, 2, 1], [], None, [1, 2, 3]])
@@ -198,6 +226,7 @@ def test_an_isr_of_any_form_within_the_replicas_is_read_as_given(isr, mixed):
     c = cluster_from_snapshot(snap(partitions=entries))
     assert c.partitions == _reference_partitions(entries)
     assert all((p.isr is p.replicas) == (list(p.isr) == list(p.replicas)) for p in c.partitions)
+    assert_flat_lists_are_the_partitions(c)
 
 
 @pytest.mark.parametrize("field", ["replicas", "isr", "leader"])

@@ -115,9 +115,13 @@ class Workspace:
         bucket as if it had been made at the start."""
         n = len(self.ids)
         parts = self.cluster.partitions
-        start = list(map(attrgetter("replicas"), parts))
-        lens = np.fromiter(map(len, start), dtype=np.int64, count=len(parts))
-        flat = self.indices_of(np.fromiter(chain.from_iterable(start), dtype=np.int64, count=int(lens.sum())))
+        if self.cluster.lists is not None:  # as the snapshot reader made them
+            lens, ids = self.cluster.lists[0].lens, self.cluster.lists[0].id
+        else:
+            start = list(map(attrgetter("replicas"), parts))
+            lens = np.fromiter(map(len, start), dtype=np.int64, count=len(parts))
+            ids = np.fromiter(chain.from_iterable(start), dtype=np.int64, count=int(lens.sum()))
+        flat = self.indices_of(ids)
         # Counted with bincount over flat codes: np.add.at was most of this constructor's time.
         self.count = np.bincount(flat, minlength=n)
         self.tcount = np.bincount(np.repeat(self.topic, lens) * n + flat,
