@@ -44,6 +44,15 @@ def snapshot_doc() -> dict:
     return {"version": 1, "brokers": brokers, "partitions": parts}
 
 
+def small_snapshot(path):
+    """`snapshot_doc` with its first three partitions only, written to `path` (returned): a
+    cluster that starts quickly."""
+    doc = snapshot_doc()
+    doc["partitions"] = doc["partitions"][:3]
+    path.write_text(json.dumps(doc))
+    return path
+
+
 @pytest.fixture(scope="module")
 def kraft(tmp_path_factory):
     """One simulated KRaft cluster for the module, started and stopped through the CLI:
@@ -306,9 +315,7 @@ def test_start_refuses_bad_input_and_stop_leaves_no_process(tmp_path):
     snap, state = tmp_path / "cluster.json", tmp_path / "state"
     missing = run_kit("sim", "start", "--kraft", "--snapshot", tmp_path / "none.json", "--state", state)
     assert missing.returncode == 2 and not state.exists()
-    doc = snapshot_doc()
-    doc["partitions"] = doc["partitions"][:3]
-    snap.write_text(json.dumps(doc))
+    small_snapshot(snap)
     assert run_kit("sim", "start", "--kraft", "--snapshot", snap, "--state", state, timeout=180).returncode == 0
     pids = [int((state / "server.pid").read_text())]  # the whole cluster: no ZooKeeper, no other process
     assert not (state / "zk").exists()
@@ -342,10 +349,7 @@ def test_a_port_is_held_from_the_moment_it_is_chosen_until_the_server_listens(tm
                     tried.append((port, "refused"))
         return spawn(state_dir, name, argv, **how)
     monkeypatch.setattr(kraft, "_spawn", a_stranger_binds_first)
-    doc = snapshot_doc()
-    doc["partitions"] = doc["partitions"][:3]
-    snap, state = tmp_path / "cluster.json", tmp_path / "state"
-    snap.write_text(json.dumps(doc))
+    snap, state = small_snapshot(tmp_path / "cluster.json"), tmp_path / "state"
     try:
         line = kraft.start(str(snap), str(state))
         ports = json.loads((state / "cluster.json").read_text())["ports"]
@@ -417,10 +421,7 @@ def test_start_waits_for_listeners_slower_than_a_minute_and_says_so(tmp_path, mo
     really_answers = kraft.answers
     monkeypatch.setattr(kraft, "time", FastClock)
     monkeypatch.setattr(kraft, "answers", lambda port: FastClock.now > 70.0 and really_answers(port))
-    doc = snapshot_doc()
-    doc["partitions"] = doc["partitions"][:3]
-    snap, state = tmp_path / "cluster.json", tmp_path / "state"
-    snap.write_text(json.dumps(doc))
+    snap, state = small_snapshot(tmp_path / "cluster.json"), tmp_path / "state"
     try:
         line = kraft.start(str(snap), str(state))
         assert line.count("127.0.0.1:") == len(json.loads((state / "cluster.json").read_text())["ports"])
@@ -439,10 +440,7 @@ def test_a_port_taken_since_seen_free_is_passed_over_and_a_resumed_cluster_names
     from kit.errors import Stuck
     from kit.sim.kraft import cluster as kraft, state as kraft_state
 
-    doc = snapshot_doc()
-    doc["partitions"] = doc["partitions"][:3]
-    snap = tmp_path / "cluster.json"
-    snap.write_text(json.dumps(doc))
+    snap = small_snapshot(tmp_path / "cluster.json")
     other, state = tmp_path / "other", tmp_path / "state"
     taken = int(kraft.start(str(snap), str(other)).split(",")[0].rsplit(":", 1)[1])
     try:
