@@ -10,7 +10,7 @@
 #                action on 3,000 and 5,000 partitions into docs/bench/plan-small.md (~2 minutes);
 #                TOPICMAPPR=PATH (or topicmappr on PATH) times topicmappr beside kit in both
 #   make bench-1m  the same at 1,000,000 partitions / 500 brokers, one run each, into
-#                docs/bench/plan-1000000p-500b.md (~40 minutes on 2 cores, ~3 GiB per run)
+#                docs/bench/plan-1000000p-500b.md (~20 minutes on 2 cores, under 2 GiB per run)
 #   make bench-sim  the simulator against issue 36's targets: the simulated KRaft cluster at
 #                200,000 partitions / 150 brokers (start, Metadata, DescribeLogDirs,
 #                ListPartitionReassignments, kit snapshot --bootstrap; median of 3) into
