@@ -256,8 +256,10 @@ def _built(order, topics: list[str], numbers: np.ndarray, replicas: tuple[np.nda
     if leaders.count(None) != len(leaders):  # (none given: the column of None as it is)
         leaders = list(map(dict(zip(ids.tolist(), brokers.tolist())).get, leaders, leaders))  # -1, None as they are
     columns = [topics, nums, reps, isrs, *figures, leaders]
-    flat = _flat_lists(rep_ids, rep_lens, own_rows, own_ids, own_lens) if isinstance(order, range) else None
-    if not isinstance(order, range):
+    if isinstance(order, range):
+        flat = _flat_lists(rep_ids, rep_lens, own_rows, own_ids, own_lens)
+    else:
+        flat = None
         columns = [list(map(column.__getitem__, order)) for column in columns]
     return tuple(Partition.many(*columns)), set(brokers.tolist()), flat
 

@@ -19,6 +19,7 @@ from kit.errors import BadInput, Unsafe
 from kit.model import Cluster
 from kit.offline import offline_indices
 from kit.plan.racks import may_join, racks_needed, set_ok, spans
+from kit.traffic import replica_columns
 
 # Selected partitions above which a cluster is large: there a stage's pass takes seconds,
 # so the stages make one pass, scan fewer candidates and try one route only.
@@ -114,14 +115,11 @@ class Workspace:
         cluster's own lists), then the changes made since, in order: every counter and
         bucket as if it had been made at the start."""
         n = len(self.ids)
-        parts = self.cluster.partitions
-        if self.cluster.lists is not None:  # as the snapshot reader made them
-            lens, ids = self.cluster.lists[0].lens, self.cluster.lists[0].id
-        else:
-            start = list(map(attrgetter("replicas"), parts))
-            lens = np.fromiter(map(len, start), dtype=np.int64, count=len(parts))
-            ids = np.fromiter(chain.from_iterable(start), dtype=np.int64, count=int(lens.sum()))
-        flat = self.indices_of(ids)
+        # The replica lists flat, once per cluster (the snapshot reader's, or flattened there),
+        # shared with the review's figures and the layout.
+        columns = replica_columns(self.cluster)
+        lens = np.bincount(columns.part, minlength=len(self.cluster.partitions))
+        flat = self.indices_of(columns.id)
         # Counted with bincount over flat codes: np.add.at was most of this constructor's time.
         self.count = np.bincount(flat, minlength=n)
         self.tcount = np.bincount(np.repeat(self.topic, lens) * n + flat,

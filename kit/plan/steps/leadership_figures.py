@@ -94,7 +94,7 @@ def followers_cannot_lower_failover(ws: Workspace, lens: np.ndarray, mat: np.nda
     n = len(ws.ids)
     inherit = _inherit(n, lens, mat)
     excess = failover_excess_by_broker(ws, inherit)
-    if not excess or mat.shape[1] < 2:
+    if not excess:  # no partition with a follower (a matrix of one column among them)
         return True
     worst = max(excess.values())
     rows = np.asarray(rows, dtype=np.int64)

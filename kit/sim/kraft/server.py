@@ -200,11 +200,12 @@ class Listener:
             _shut(conn)
 
 
-def bind(port: int) -> socket.socket:
-    """A socket bound to 127.0.0.1:`port`, not yet listening (a connection there is refused)."""
+def bind(port: int, reuse: bool = True) -> socket.socket:
+    """A socket bound to 127.0.0.1:`port`, not yet listening (a connection there is refused);
+    with `reuse`, past the port's last connections in TIME_WAIT."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    # Reopened on the same port after a revive, while the old connections sit in TIME_WAIT.
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse:  # reopened on the same port after a revive, while the old connections sit in TIME_WAIT
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("127.0.0.1", port))
     except OSError:
@@ -219,15 +220,7 @@ def hold(port: int, fresh: bool = False) -> socket.socket:
     check does, so reuse is off once bound. A cluster's own port (`fresh` False) is bound past
     its last connections in TIME_WAIT (`bind`); a `fresh` one, chosen now, only when nothing at
     all holds it, so that two processes choosing at once cannot both have it."""
-    if not fresh:
-        s = bind(port)
-    else:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            s.close()
-            raise
+    s = bind(port, reuse=not fresh)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
     return s
 
