@@ -59,7 +59,7 @@ LEADERSHIP_MODES = ("balance", "keep")
 LEADERSHIP = Input("leadership", help="balance (default): reorder replicas for even leadership overall, per topic "
                    "and after a failover; keep: change only the partitions that lose a replica, no leader moved "
                    "but into a leaving one's slot (as topicmappr's rebuild without --optimize-leadership), their "
-                   "followers ordered for even failover", choices=LEADERSHIP_MODES)
+                   "followers reordered where that lowers the worst failover excess", choices=LEADERSHIP_MODES)
 SIZE_FACTOR = Input("size_factor", help="multiply partition sizes by F for storage placement (headroom for growth)")
 ACTIONS: dict[str, Action] = {
     "replace": Action("replace", "OLD's replica slots go to NEW, nothing else moves",

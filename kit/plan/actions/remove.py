@@ -18,10 +18,12 @@ from kit.plan.workspace import Workspace
 # kit.plan.LEADERSHIP_MODES): "balance" reorders replicas for even leadership overall, per topic
 # and after a failover (the contract's "balanced over the rest"); "keep" changes only the
 # partitions that lose a replica, a new replica taking the slot of the one it replaces (as
-# topicmappr's rebuild without --optimize-leadership does), and orders their followers for even
-# failover (`leadership.even_followers`): no leader moves but into a leaving one's slot.
+# topicmappr's rebuild without --optimize-leadership does), and reorders their followers where
+# that lowers the worst failover excess (`leadership.even_followers`): no leader moves but into a
+# leaving one's slot.
 KEPT_NOTE = ("leadership kept (--leadership keep): only the partitions that lose a replica change, the new replica "
-             "in the slot of the one it replaces (the first slot too), their followers ordered for even failover")
+             "in the slot of the one it replaces (the first slot too), their followers reordered only where that "
+             "lowers the worst failover excess")
 
 
 def evacuate(cluster: Cluster, targets: list[int], selected: list[int], action: str, reason: str,
